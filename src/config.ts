@@ -1,0 +1,91 @@
+// The only module that reads process.env. Every setting is validated once, at start-up;
+// a bad value stops the process with a message that names the variable.
+
+export type LegacyFlatMode = 'accept' | 'reject';
+export type SqliteSynchronous = 'full' | 'normal';
+
+export interface Config {
+  port: number;
+  host: string;
+  databaseUrl: string;
+  adminToken: string | undefined;
+  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  legacyFlat: LegacyFlatMode;
+  sqliteSynchronous: SqliteSynchronous;
+  rateLimitRps: number;
+  rateLimitBurst: number;
+  maxBodyBytes: number;
+  maxEventBytes: number;
+  maxBatchEvents: number;
+  keyCacheTtlMs: number;
+  trafficSyncIntervalMs: number;
+  shutdownTimeoutMs: number;
+}
+
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConfigError';
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === '') return fallback;
+  if (!/^\d+$/.test(raw.trim())) throw new ConfigError(`${name} must be a whole number, got "${raw}"`);
+  const value = Number(raw.trim());
+  if (value < min || value > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${value}`);
+  return value;
+}
+
+function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], fallback: T): T {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === '') return fallback;
+  const value = raw.trim().toLowerCase();
+  if (!(allowed as readonly string[]).includes(value)) {
+    throw new ConfigError(`${name} must be one of ${allowed.join(', ')}, got "${raw}"`);
+  }
+  return value as T;
+}
+
+function databaseUrl(env: Env): string {
+  const raw = env.INLET_DATABASE_URL?.trim() || 'sqlite:./data/inlet.db';
+  if (!/^(sqlite:|postgres:\/\/|postgresql:\/\/)/.test(raw)) {
+    throw new ConfigError(
+      `INLET_DATABASE_URL must start with sqlite: (for example sqlite:./data/inlet.db) or postgres://, got "${raw}"`,
+    );
+  }
+  if (raw.startsWith('sqlite:') && raw.slice('sqlite:'.length).length === 0) {
+    throw new ConfigError('INLET_DATABASE_URL=sqlite: needs a file path, for example sqlite:./data/inlet.db');
+  }
+  return raw;
+}
+
+export function loadConfig(env: Env = process.env): Config {
+  const adminToken = env.INLET_ADMIN_TOKEN?.trim() || undefined;
+  if (adminToken !== undefined && adminToken.length < 16) {
+    throw new ConfigError('INLET_ADMIN_TOKEN must be at least 16 characters long (use a random secret)');
+  }
+  const rateLimitRps = integer(env, 'INLET_RATE_LIMIT_RPS', 2000, 0, 10_000_000);
+  return {
+    port: integer(env, 'PORT', 3000, 0, 65535),
+    host: env.HOST?.trim() || '127.0.0.1',
+    databaseUrl: databaseUrl(env),
+    adminToken,
+    logLevel: oneOf(env, 'INLET_LOG_LEVEL', LOG_LEVELS, 'info'),
+    legacyFlat: oneOf(env, 'INLET_LEGACY_FLAT', ['accept', 'reject'] as const, 'accept'),
+    sqliteSynchronous: oneOf(env, 'INLET_SQLITE_SYNCHRONOUS', ['full', 'normal'] as const, 'full'),
+    rateLimitRps,
+    rateLimitBurst: integer(env, 'INLET_RATE_LIMIT_BURST', rateLimitRps * 2, 0, 20_000_000),
+    maxBodyBytes: integer(env, 'INLET_MAX_BODY_BYTES', 5 * 1024 * 1024, 1024, 512 * 1024 * 1024),
+    maxEventBytes: integer(env, 'INLET_MAX_EVENT_BYTES', 32 * 1024, 256, 16 * 1024 * 1024),
+    maxBatchEvents: integer(env, 'INLET_MAX_BATCH_EVENTS', 1000, 1, 100_000),
+    keyCacheTtlMs: integer(env, 'INLET_KEY_CACHE_TTL_MS', 1000, 0, 3_600_000),
+    trafficSyncIntervalMs: integer(env, 'INLET_TRAFFIC_SYNC_INTERVAL_MS', 3_600_000, 0, 7 * 24 * 3_600_000),
+    shutdownTimeoutMs: integer(env, 'INLET_SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
+  };
+}

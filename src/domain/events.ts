@@ -1,0 +1,93 @@
+// Turns a schema-valid event request into a normalised event draft (contract §4), or field errors.
+// Pure: no I/O, no clock of its own (the receive time is passed in).
+import type { FieldError } from './errors.js';
+import { splitV1Name, splitV2Name, type SplitName } from './event-names.js';
+import { parseRfc3339 } from './timestamps.js';
+
+export const SUBJECT_TYPES = ['user', 'account', 'subscription'] as const;
+
+export interface V1EventInput {
+  event_type: string;
+  subject_type: string;
+  subject_id: string;
+  occurred_at: string;
+  metadata?: Record<string, unknown>;
+  external_id?: string;
+}
+
+export interface V2EventInput {
+  event?: string;
+  event_type?: string;
+  action?: string;
+  subject_type: string;
+  subject_id: string;
+  occurred_at?: string;
+  properties?: Record<string, unknown>;
+  metadata?: Record<string, unknown>;
+  external_id?: string;
+}
+
+export interface EventDraft {
+  name: SplitName;
+  subjectType: string;
+  subjectId: string;
+  occurredAt: string;
+  externalId: string | null;
+  properties: Record<string, unknown>;
+}
+
+export type DraftResult = { ok: true; draft: EventDraft } | { ok: false; errors: FieldError[] };
+
+function occurredAt(value: string | undefined, receivedAt: string, base: string, errors: FieldError[]): string {
+  if (value === undefined) return receivedAt;
+  const parsed = parseRfc3339(value);
+  if (parsed === undefined) {
+    errors.push({
+      pointer: `${base}/occurred_at`,
+      message: `"${value}" is not a valid RFC 3339 timestamp with an offset (for example 2026-03-01T12:00:00Z or 2026-03-01T13:00:00+01:00)`,
+    });
+    return receivedAt;
+  }
+  return parsed;
+}
+
+export function draftV1(input: V1EventInput, receivedAt: string, base = ''): DraftResult {
+  const errors: FieldError[] = [];
+  const name = splitV1Name(input.event_type, base);
+  if (!name.ok) errors.push(...name.errors);
+  const at = occurredAt(input.occurred_at, receivedAt, base, errors);
+  if (!name.ok || errors.length > 0) return { ok: false, errors };
+  return {
+    ok: true,
+    draft: {
+      name: name.name,
+      subjectType: input.subject_type,
+      subjectId: input.subject_id,
+      occurredAt: at,
+      externalId: input.external_id ?? null,
+      properties: input.metadata ?? {},
+    },
+  };
+}
+
+export function draftV2(input: V2EventInput, receivedAt: string, base = ''): DraftResult {
+  const errors: FieldError[] = [];
+  const name = splitV2Name(input, base);
+  if (!name.ok) errors.push(...name.errors);
+  if (input.properties !== undefined && input.metadata !== undefined) {
+    errors.push({ pointer: `${base}/metadata`, message: '"metadata" is an alias of "properties": send one of them, not both' });
+  }
+  const at = occurredAt(input.occurred_at, receivedAt, base, errors);
+  if (!name.ok || errors.length > 0) return { ok: false, errors };
+  return {
+    ok: true,
+    draft: {
+      name: name.name,
+      subjectType: input.subject_type,
+      subjectId: input.subject_id,
+      occurredAt: at,
+      externalId: input.external_id ?? null,
+      properties: input.properties ?? input.metadata ?? {},
+    },
+  };
+}

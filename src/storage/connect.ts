@@ -1,0 +1,112 @@
+// The one place that knows which database adapter is in use.
+import { mkdirSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
+import pg from 'pg';
+import type { Database } from './database.js';
+import { apiKeyStore, eventReads, legacyUsageStore, productStore } from './core-stores.js';
+import { migrate, type MigrationReport } from './migrate.js';
+import { sqliteEventWriter } from './sqlite/event-writer.js';
+import { postgresEventWriter } from './postgres/event-writer.js';
+import type { Dialect, Storage } from './types.js';
+
+export interface OpenStorageOptions {
+  /** SQLite `synchronous`: `full` fsyncs every commit (the default), `normal` may lose the last commits on power loss. */
+  sqliteSynchronous?: 'full' | 'normal';
+  /** PostgreSQL schema to use (created if missing); tests use one schema per run. */
+  postgresSchema?: string;
+  postgresPoolSize?: number;
+  /** Apply pending migrations before returning (default true). */
+  migrate?: boolean;
+}
+
+export interface OpenedStorage extends Storage {
+  readonly db: Kysely<Database>;
+  readonly migration: MigrationReport | undefined;
+}
+
+export function dialectOf(url: string): Dialect {
+  return url.startsWith('sqlite:') ? 'sqlite' : 'postgres';
+}
+
+/** `sqlite:./data/inlet.db` → absolute path; `sqlite::memory:` stays in memory. */
+export function sqlitePath(url: string): string {
+  const path = url.slice('sqlite:'.length).replace(/^\/\//, '');
+  return path === ':memory:' ? path : resolve(path);
+}
+
+function postgresTypes() {
+  // Counts and sums come back as numbers and dates as plain YYYY-MM-DD strings, on this pool only.
+  const parsers: Record<number, (value: string) => unknown> = {
+    20: (v) => Number(v), // int8
+    1700: (v) => Number(v), // numeric
+    1082: (v) => v, // date
+  };
+  return {
+    getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+      parsers[oid] ?? pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
+  };
+}
+
+export async function openStorage(url: string, options: OpenStorageOptions = {}): Promise<OpenedStorage> {
+  const dialect = dialectOf(url);
+  let db: Kysely<Database>;
+  let insertMany: Storage['events']['insertMany'];
+  let closeExtra = async () => {};
+
+  if (dialect === 'sqlite') {
+    const path = sqlitePath(url);
+    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+    const raw = new BetterSqlite3(path);
+    raw.pragma('journal_mode = WAL');
+    raw.pragma(`synchronous = ${options.sqliteSynchronous === 'normal' ? 'NORMAL' : 'FULL'}`);
+    raw.pragma('busy_timeout = 5000');
+    raw.pragma('foreign_keys = ON');
+    db = new Kysely<Database>({ dialect: new SqliteDialect({ database: raw }) });
+    insertMany = sqliteEventWriter(db, raw).insertMany;
+  } else {
+    const schema = options.postgresSchema;
+    if (schema !== undefined && !/^[a-z_][a-z0-9_]*$/.test(schema)) throw new Error(`invalid PostgreSQL schema name "${schema}"`);
+    if (schema !== undefined) {
+      const admin = new pg.Client({ connectionString: url });
+      await admin.connect();
+      try {
+        await admin.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+      } finally {
+        await admin.end();
+      }
+    }
+    const pool = new pg.Pool({
+      connectionString: url,
+      max: options.postgresPoolSize ?? 10,
+      types: postgresTypes(),
+      ...(schema === undefined ? {} : { options: `-c search_path=${schema}` }),
+    });
+    // An idle client that loses its connection must not crash the process; the next query reconnects.
+    pool.on('error', () => {});
+    db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+    insertMany = postgresEventWriter(db).insertMany;
+    closeExtra = async () => {};
+  }
+
+  const migration = options.migrate === false ? undefined : await migrate(db, dialect);
+  const reads = eventReads(db);
+
+  return {
+    dialect,
+    db,
+    migration,
+    products: productStore(db),
+    apiKeys: apiKeyStore(db),
+    events: { insertMany, get: reads.get, count: reads.count, listBySubjects: reads.listBySubjects },
+    legacyUsage: legacyUsageStore(db),
+    async ping() {
+      await sql`SELECT 1`.execute(db);
+    },
+    async close() {
+      await closeExtra();
+      await db.destroy();
+    },
+  };
+}

@@ -1,0 +1,81 @@
+// Kysely table types shared by both adapters. Timestamps are written as ISO strings; SQLite hands
+// them back as strings, PostgreSQL (timestamptz) as Date: the row mappers accept both.
+import type { ColumnType, Generated } from 'kysely';
+
+type Timestamp = ColumnType<Date | string, string, string>;
+type NullableTimestamp = ColumnType<Date | string | null, string | null, string | null>;
+/** JSON documents: TEXT on SQLite, jsonb on PostgreSQL (which parses it back to an object). */
+type Json = ColumnType<string | Record<string, unknown>, string, string>;
+
+export interface ProductsTable {
+  id: string;
+  name: string;
+  created_at: Timestamp;
+}
+
+export interface ApiKeysTable {
+  id: string;
+  product_id: string;
+  kind: 'events' | 'reports';
+  name: string | null;
+  prefix: string;
+  key_hash: string;
+  created_at: Timestamp;
+  expires_at: NullableTimestamp;
+  revoked_at: NullableTimestamp;
+  last_used_at: NullableTimestamp;
+}
+
+export interface EventsTable {
+  id: string;
+  product_id: string;
+  source: string;
+  external_id: string | null;
+  event_type: string;
+  action: string;
+  canonical_name: string;
+  name_format: string;
+  subject_type: string;
+  subject_id: string;
+  occurred_at: Timestamp;
+  received_at: Timestamp;
+  properties: Json;
+  api_key_id: string | null;
+}
+
+export interface LegacyUsageTable {
+  product_id: string;
+  api_key_id: string;
+  event_name: string;
+  count: ColumnType<number | string, number, number>;
+  first_seen_at: Timestamp;
+  last_seen_at: Timestamp;
+}
+
+export interface MigrationsTable {
+  version: number;
+  name: string;
+  applied_at: Timestamp;
+}
+
+export interface Database {
+  products: ProductsTable;
+  api_keys: ApiKeysTable;
+  events: EventsTable;
+  legacy_usage: LegacyUsageTable;
+  inlet_migrations: MigrationsTable;
+}
+
+export type { Generated };
+
+export function toIso(value: Date | string): string {
+  return value instanceof Date ? value.toISOString() : value;
+}
+
+export function toIsoOrNull(value: Date | string | null): string | null {
+  return value === null ? null : toIso(value);
+}
+
+export function fromJson(value: string | Record<string, unknown>): Record<string, unknown> {
+  return typeof value === 'string' ? (JSON.parse(value) as Record<string, unknown>) : value;
+}

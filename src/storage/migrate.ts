@@ -1,0 +1,52 @@
+// Applies pending migrations in order, each in its own transaction. On PostgreSQL the whole run
+// holds a session advisory lock, so several instances starting at once apply each migration once.
+import { sql, type Kysely } from 'kysely';
+import type { Database } from './database.js';
+import { migrations as allMigrations, type Migration } from './migrations/index.js';
+import type { Dialect } from './types.js';
+
+/** An arbitrary constant shared by every Inlet instance: the advisory lock id of the migrator. */
+const MIGRATION_LOCK_ID = 7_243_001;
+
+export interface MigrationReport {
+  applied: Array<{ version: number; name: string }>;
+  current: number;
+}
+
+export async function migrate(
+  db: Kysely<Database>,
+  dialect: Dialect,
+  migrations: Migration[] = allMigrations,
+): Promise<MigrationReport> {
+  return db.connection().execute(async (conn) => {
+    if (dialect === 'postgres') await sql`SELECT pg_advisory_lock(${MIGRATION_LOCK_ID})`.execute(conn);
+    try {
+      await sql
+        .raw(
+          dialect === 'postgres'
+            ? 'CREATE TABLE IF NOT EXISTS inlet_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL)'
+            : 'CREATE TABLE IF NOT EXISTS inlet_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)',
+        )
+        .execute(conn);
+      const done = new Set(
+        (await conn.selectFrom('inlet_migrations').select('version').execute()).map((row) => Number(row.version)),
+      );
+      const applied: MigrationReport['applied'] = [];
+      for (const migration of migrations) {
+        if (done.has(migration.version)) continue;
+        await conn.transaction().execute(async (trx) => {
+          for (const statement of migration.statements[dialect]) await sql.raw(statement).execute(trx);
+          await trx
+            .insertInto('inlet_migrations')
+            .values({ version: migration.version, name: migration.name, applied_at: new Date().toISOString() })
+            .execute();
+        });
+        applied.push({ version: migration.version, name: migration.name });
+      }
+      const current = migrations.length === 0 ? 0 : Math.max(...migrations.map((m) => m.version));
+      return { applied, current };
+    } finally {
+      if (dialect === 'postgres') await sql`SELECT pg_advisory_unlock(${MIGRATION_LOCK_ID})`.execute(conn);
+    }
+  });
+}

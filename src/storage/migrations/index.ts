@@ -1,0 +1,13 @@
+// Versioned migrations, one list per dialect. Each migration is a list of single statements run in
+// one transaction. Never edit a released migration: add a new one with the next version number.
+// Version ranges keep areas apart: 1–99 core, 100–199 identity, 200–299 traffic reports.
+import type { Dialect } from '../types.js';
+import { coreMigrations } from './core.js';
+
+export interface Migration {
+  version: number;
+  name: string;
+  statements: Record<Dialect, string[]>;
+}
+
+export const migrations: Migration[] = [...coreMigrations].sort((a, b) => a.version - b.version);
