@@ -9,6 +9,7 @@ import { apiKeyStore, eventReads, legacyUsageStore, productStore } from './core-
 import { migrate, type MigrationReport } from './migrate.js';
 import { sqliteEventWriter } from './sqlite/event-writer.js';
 import { postgresEventWriter } from './postgres/event-writer.js';
+import { trafficStore } from './traffic-store.js';
 import type { Dialect, Storage } from './types.js';
 
 export interface OpenStorageOptions {
@@ -103,6 +104,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     apiKeys: apiKeyStore(db),
     events: { insertMany, get: reads.get, count: reads.count, listBySubjects: reads.listBySubjects },
     legacyUsage: legacyUsageStore(db),
+    traffic: trafficStore(db, dialect),
     async ping() {
       await sql`SELECT 1`.execute(db);
     },

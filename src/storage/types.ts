@@ -1,6 +1,7 @@
 // The storage port: what services may ask of storage, whatever the database behind it.
 // Every row carries its product; every query is scoped by product except the key lookup by hash.
 import type { NameFormat } from '../domain/event-names.js';
+import type { TrafficReportQuery, TrafficRow } from '../domain/traffic-reports.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 export type ApiKeyKind = 'events' | 'reports';
@@ -100,12 +101,83 @@ export interface LegacyUsageStore {
   list(productId: string): Promise<LegacyUsageRecord[]>;
 }
 
+export type TrafficProviderName = 'plausible' | 'ga4';
+
+/** A product's connected analytics source, without its secret: safe to show. */
+export interface TrafficSourceSummary {
+  productId: string;
+  provider: TrafficProviderName;
+  /** Non-secret settings: site_id / property_id, base_url, token_url. */
+  config: Record<string, unknown>;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** The source with its secret (API key or service-account credentials): only for the sync, never for HTTP output. */
+export interface TrafficSourceRecord extends TrafficSourceSummary {
+  secret: Record<string, unknown>;
+}
+
+export type SyncRunKind = 'schedule' | 'admin' | 'cli' | 'import';
+export type SyncRunOutcome = 'running' | 'succeeded' | 'failed';
+
+export interface SyncRunRecord {
+  id: string;
+  productId: string;
+  /** `plausible`, `ga4` or `csv`. */
+  provider: string;
+  kind: SyncRunKind;
+  startedAt: string;
+  finishedAt: string | null;
+  from: string;
+  to: string;
+  rows: number | null;
+  outcome: SyncRunOutcome;
+  error: string | null;
+}
+
+export interface TrafficReportPage {
+  /** The group_by dimensions and every metric of each group, in sort order. */
+  rows: Array<Partial<TrafficRow>>;
+  /** Whether more rows follow the last one of this page. */
+  hasMore: boolean;
+  totals: Omit<TrafficRow, 'date' | 'source' | 'medium' | 'campaign' | 'landing_page'>;
+}
+
+export interface TrafficStore {
+  putSource(source: TrafficSourceRecord): Promise<void>;
+  getSource(productId: string): Promise<TrafficSourceRecord | undefined>;
+  /** Every connected source, without secrets. */
+  listSources(): Promise<TrafficSourceSummary[]>;
+  /**
+   * For each date of `rowsByDate`, deletes the product's rows of that date and inserts the given
+   * ones, in one transaction (an empty list clears the date). Returns the number of rows inserted.
+   */
+  replaceSlices(productId: string, provider: string, rowsByDate: ReadonlyMap<string, readonly TrafficRow[]>): Promise<number>;
+  countRows(productId: string, from: string, to: string): Promise<number>;
+  /** Aggregated in SQL by the rules of contract §8, one keyset page. */
+  report(productId: string, query: TrafficReportQuery): Promise<TrafficReportPage>;
+  startRun(run: SyncRunRecord): Promise<void>;
+  finishRun(productId: string, id: string, outcome: { finishedAt: string; rows: number | null; outcome: SyncRunOutcome; error: string | null }): Promise<void>;
+  /** Most recent first. */
+  listRuns(productId: string, limit: number): Promise<SyncRunRecord[]>;
+  /** When the last successful sync or import of the product finished. */
+  lastSucceededAt(productId: string): Promise<string | null>;
+  /**
+   * Runs `fn` holding an exclusive lock on the product's sync across every instance sharing the database
+   * (PostgreSQL: a session advisory lock held on one connection). Returns `{ acquired: false }` at once when
+   * another holder has it. SQLite has one writer process, so the lock is process-local there.
+   */
+  withSyncLock<T>(productId: string, fn: () => Promise<T>): Promise<{ acquired: true; value: T } | { acquired: false }>;
+}
+
 export interface Storage {
   readonly dialect: Dialect;
   readonly products: ProductStore;
   readonly apiKeys: ApiKeyStore;
   readonly events: EventStore;
   readonly legacyUsage: LegacyUsageStore;
+  readonly traffic: TrafficStore;
   /** Throws when the database cannot be reached. */
   ping(): Promise<void>;
   close(): Promise<void>;
