@@ -1,9 +1,8 @@
 // The traffic store against SQLite and PostgreSQL: the same suite, the same expectations.
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import pg from 'pg';
-import { openStorage, type OpenedStorage } from '../src/storage/connect.js';
+import type { OpenedStorage } from '../src/storage/connect.js';
+import { DIALECTS, openTestStorage, type TestStorage } from './traffic-support.js';
 import {
   aggregateMetrics,
   cursorAfter,
@@ -15,42 +14,7 @@ import {
   type TrafficRow,
 } from '../src/domain/traffic-reports.js';
 
-const POSTGRES_URL = process.env.INLET_TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-const DIALECTS = (process.env.INLET_TEST_DIALECTS ?? 'sqlite,postgres').split(',');
 const NOW = new Date('2026-03-15T12:00:00Z');
-
-interface Opened {
-  storage: OpenedStorage;
-  /** Another storage on the same database (a second instance). */
-  openAnother(): Promise<OpenedStorage>;
-  cleanup(): Promise<void>;
-}
-
-async function open(dialect: string): Promise<Opened> {
-  if (dialect === 'sqlite') {
-    const storage = await openStorage('sqlite::memory:');
-    return { storage, openAnother: async () => storage, cleanup: () => storage.close() };
-  }
-  const schema = `test_traffic_${randomBytes(6).toString('hex')}`;
-  const storage = await openStorage(POSTGRES_URL, { postgresSchema: schema, postgresPoolSize: 4 });
-  const others: OpenedStorage[] = [];
-  return {
-    storage,
-    async openAnother() {
-      const other = await openStorage(POSTGRES_URL, { postgresSchema: schema, postgresPoolSize: 2 });
-      others.push(other);
-      return other;
-    },
-    async cleanup() {
-      for (const other of others) await other.close();
-      await storage.close();
-      const client = new pg.Client({ connectionString: POSTGRES_URL });
-      await client.connect();
-      await client.query(`DROP SCHEMA ${schema} CASCADE`);
-      await client.end();
-    },
-  };
-}
 
 function row(partial: Partial<TrafficRow> & { date: string }): TrafficRow {
   return {
@@ -89,11 +53,11 @@ function prng(seed: number) {
 
 for (const dialect of DIALECTS) {
   describe(`traffic store on ${dialect}`, () => {
-    let opened: Opened;
+    let opened: TestStorage;
     let storage: OpenedStorage;
 
     before(async () => {
-      opened = await open(dialect);
+      opened = await openTestStorage(dialect);
       storage = opened.storage;
       for (const id of ['prod_a', 'prod_b', 'prod_c', 'prod_p']) {
         await storage.products.create({ id, name: id, createdAt: '2026-01-01T00:00:00.000Z' });
@@ -266,6 +230,8 @@ for (const dialect of DIALECTS) {
       ]);
       assert.equal(runs[1]!.finishedAt, '2026-03-10T00:00:05.000Z');
       assert.equal(await storage.traffic.lastSucceededAt('prod_a'), '2026-03-10T00:00:05.000Z');
+      assert.equal(await storage.traffic.lastSucceededAt('prod_a', 'plausible'), '2026-03-10T00:00:05.000Z');
+      assert.equal(await storage.traffic.lastSucceededAt('prod_a', 'ga4'), null);
       assert.equal(await storage.traffic.lastSucceededAt('prod_b'), null);
       assert.deepEqual(await storage.traffic.listRuns('prod_b', 10), []);
     });

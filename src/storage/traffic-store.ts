@@ -298,12 +298,14 @@ export function trafficStore(database: Kysely<Database>, dialect: Dialect): Traf
       return rows.map(runFromRow);
     },
 
-    async lastSucceededAt(productId) {
-      const row = await db
+    async lastSucceededAt(productId, provider) {
+      let query = db
         .selectFrom('sync_runs')
         .select('finished_at')
         .where('product_id', '=', productId)
-        .where('outcome', '=', 'succeeded')
+        .where('outcome', '=', 'succeeded');
+      if (provider !== undefined) query = query.where('provider', '=', provider);
+      const row = await query
         .orderBy('finished_at', 'desc')
         .limit(1)
         .executeTakeFirst();

@@ -161,8 +161,8 @@ export interface TrafficStore {
   finishRun(productId: string, id: string, outcome: { finishedAt: string; rows: number | null; outcome: SyncRunOutcome; error: string | null }): Promise<void>;
   /** Most recent first. */
   listRuns(productId: string, limit: number): Promise<SyncRunRecord[]>;
-  /** When the last successful sync or import of the product finished. */
-  lastSucceededAt(productId: string): Promise<string | null>;
+  /** When the last successful sync or import of the product finished (of that provider, if given). */
+  lastSucceededAt(productId: string, provider?: string): Promise<string | null>;
   /**
    * Runs `fn` holding an exclusive lock on the product's sync across every instance sharing the database
    * (PostgreSQL: a session advisory lock held on one connection). Returns `{ acquired: false }` at once when

@@ -19,6 +19,8 @@ export interface ReceivedRequest {
 export interface FakeServer {
   readonly url: string;
   readonly requests: ReceivedRequest[];
+  /** Resolves when the next request arrives (awaitable instead of sleeping). */
+  nextRequest(): Promise<ReceivedRequest>;
   close(): Promise<void>;
 }
 
@@ -26,6 +28,7 @@ export type Handler = (request: ReceivedRequest) => ScriptedResponse | Promise<S
 
 export async function startFakeServer(handler: Handler): Promise<FakeServer> {
   const requests: ReceivedRequest[] = [];
+  let waiters: Array<(request: ReceivedRequest) => void> = [];
   const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -37,6 +40,9 @@ export async function startFakeServer(handler: Handler): Promise<FakeServer> {
         body: Buffer.concat(chunks).toString('utf8'),
       };
       requests.push(received);
+      const waiting = waiters;
+      waiters = [];
+      for (const wake of waiting) wake(received);
       Promise.resolve()
         .then(() => handler(received))
         .then(
@@ -50,6 +56,7 @@ export async function startFakeServer(handler: Handler): Promise<FakeServer> {
   return {
     url: `http://127.0.0.1:${port}`,
     requests,
+    nextRequest: () => new Promise<ReceivedRequest>((resolve) => waiters.push(resolve)),
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();

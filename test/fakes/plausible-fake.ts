@@ -21,6 +21,8 @@ export interface PlausibleFakeRow {
 
 export interface PlausibleFake extends FakeServer {
   rows: PlausibleFakeRow[];
+  /** Added before every answer (a slow provider). */
+  latencyMs: number;
   /** Canned responses for the next queries, in order, before normal handling. */
   script(...responses: ScriptedResponse[]): void;
   /** Drops the canned responses not yet answered. */
@@ -44,8 +46,9 @@ export const PLAUSIBLE_429 = 'Too many API requests. Your API key is limited to 
 export async function startPlausibleFake(options: { siteId: string; apiKey: string; rows?: PlausibleFakeRow[] }): Promise<PlausibleFake> {
   const scripted: ScriptedResponse[] = [];
   const fake = {} as PlausibleFake;
-  const server = await startFakeServer((request) => {
+  const server = await startFakeServer(async (request) => {
     if (request.method !== 'POST' || request.path !== '/api/v2/query') return json(404, { error: 'Not found' });
+    if (fake.latencyMs > 0) await new Promise((resolve) => setTimeout(resolve, fake.latencyMs));
     const next = scripted.shift();
     if (next) return next;
     if (request.headers.authorization !== `Bearer ${options.apiKey}`) return json(401, { error: PLAUSIBLE_401 });
@@ -94,6 +97,7 @@ export async function startPlausibleFake(options: { siteId: string; apiKey: stri
   });
   return Object.assign(fake, server, {
     rows: options.rows ?? [],
+    latencyMs: 0,
     script: (...responses: ScriptedResponse[]) => scripted.push(...responses),
     clearScript: () => scripted.splice(0),
     queries: () =>

@@ -1,0 +1,44 @@
+// Test storage for the traffic suites: every suite runs on SQLite and on PostgreSQL (one throw-away
+// schema per run), narrowed with INLET_TEST_DIALECTS=sqlite or =postgres.
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { openStorage, type OpenedStorage } from '../src/storage/connect.js';
+
+export const POSTGRES_URL = process.env.INLET_TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+export const DIALECTS = (process.env.INLET_TEST_DIALECTS ?? 'sqlite,postgres').split(',').map((d) => d.trim()).filter(Boolean);
+
+export interface TestStorage {
+  storage: OpenedStorage;
+  /** Another storage on the same database, as a second instance would open it (SQLite: the same one). */
+  openAnother(): Promise<OpenedStorage>;
+  cleanup(): Promise<void>;
+}
+
+export async function openTestStorage(dialect: string): Promise<TestStorage> {
+  if (dialect === 'sqlite') {
+    const storage = await openStorage('sqlite::memory:');
+    return { storage, openAnother: async () => storage, cleanup: () => storage.close() };
+  }
+  const schema = `test_traffic_${randomBytes(6).toString('hex')}`;
+  const storage = await openStorage(POSTGRES_URL, { postgresSchema: schema, postgresPoolSize: 4 });
+  const others: OpenedStorage[] = [];
+  return {
+    storage,
+    async openAnother() {
+      const other = await openStorage(POSTGRES_URL, { postgresSchema: schema, postgresPoolSize: 2 });
+      others.push(other);
+      return other;
+    },
+    async cleanup() {
+      for (const other of others) await other.close();
+      await storage.close();
+      const client = new pg.Client({ connectionString: POSTGRES_URL });
+      await client.connect();
+      try {
+        await client.query(`DROP SCHEMA ${schema} CASCADE`);
+      } finally {
+        await client.end();
+      }
+    },
+  };
+}
