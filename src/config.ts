@@ -19,6 +19,8 @@ export interface Config {
   maxBatchEvents: number;
   keyCacheTtlMs: number;
   trafficSyncIntervalMs: number;
+  /** How long a traffic sync keeps retrying a provider's 429/5xx before it gives up. */
+  trafficRetryMaxMs: number;
   shutdownTimeoutMs: number;
 }
 
@@ -86,6 +88,7 @@ export function loadConfig(env: Env = process.env): Config {
     maxBatchEvents: integer(env, 'INLET_MAX_BATCH_EVENTS', 1000, 1, 100_000),
     keyCacheTtlMs: integer(env, 'INLET_KEY_CACHE_TTL_MS', 1000, 0, 3_600_000),
     trafficSyncIntervalMs: integer(env, 'INLET_TRAFFIC_SYNC_INTERVAL_MS', 3_600_000, 0, 7 * 24 * 3_600_000),
+    trafficRetryMaxMs: integer(env, 'INLET_TRAFFIC_RETRY_MAX_MS', 60_000, 0, 3_600_000),
     shutdownTimeoutMs: integer(env, 'INLET_SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
   };
 }

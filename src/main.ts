@@ -37,6 +37,7 @@ async function start(config: Config): Promise<void> {
   process.on('SIGINT', () => void stop('SIGINT'));
 
   await app.listen({ port: config.port, host: config.host });
+  services.traffic.scheduler.start(app.log);
   app.log.info(
     { storage: services.storage.dialect, admin_api: config.adminToken !== undefined, legacy_flat: config.legacyFlat },
     `Inlet listening on http://${config.host}:${config.port}`,

@@ -6,6 +6,10 @@ import { createIngestService, type IngestService } from './services/ingest-servi
 import { createKeyService, type KeyService } from './services/key-service.js';
 import { createMetrics, type Metrics } from './services/metrics.js';
 import { createInMemoryRateLimiter, type RateLimiter } from './services/rate-limiter.js';
+import { createTrafficReportService, type TrafficReportService } from './services/traffic-report-service.js';
+import { createTrafficSyncService, type TrafficSyncService } from './sync/sync-service.js';
+import { createTrafficScheduler, type TrafficScheduler } from './sync/scheduler.js';
+import { DEFAULT_RETRY_POLICY } from './sync/provider.js';
 
 export interface Services {
   config: Config;
@@ -14,6 +18,8 @@ export interface Services {
   keys: KeyService;
   ingest: IngestService;
   rateLimiter: RateLimiter;
+  /** Traffic reports: reading, syncing sources, and the interval scheduler (started by main). */
+  traffic: { reports: TrafficReportService; sync: TrafficSyncService; scheduler: TrafficScheduler };
   /** Flushes pending writes and closes storage. */
   close(): Promise<void>;
 }
@@ -32,6 +38,12 @@ export async function createServices(config: Config, options: CreateServicesOpti
   const keys = createKeyService(storage, { cacheTtlMs: config.keyCacheTtlMs });
   const ingest = createIngestService(storage, metrics);
   const rateLimiter = createInMemoryRateLimiter(config.rateLimitRps, config.rateLimitBurst);
+  const trafficSync = createTrafficSyncService(storage, { retry: { ...DEFAULT_RETRY_POLICY, maxTotalMs: config.trafficRetryMaxMs } });
+  const traffic = {
+    reports: createTrafficReportService(storage),
+    sync: trafficSync,
+    scheduler: createTrafficScheduler(storage, trafficSync, { intervalMs: config.trafficSyncIntervalMs }),
+  };
   let closed: Promise<void> | undefined;
   return {
     config,
@@ -40,8 +52,10 @@ export async function createServices(config: Config, options: CreateServicesOpti
     keys,
     ingest,
     rateLimiter,
+    traffic,
     close() {
       closed ??= (async () => {
+        await traffic.scheduler.stop();
         await ingest.close();
         await keys.close();
         await storage.close();

@@ -1,11 +1,15 @@
 // Test storage for the traffic suites: every suite runs on SQLite and on PostgreSQL (one throw-away
-// schema per run), narrowed with INLET_TEST_DIALECTS=sqlite or =postgres.
+// schema per run). Under `npm test` (scripts/test.mjs sets INLET_TEST_DIALECT) only that dialect runs;
+// run directly, both run unless INLET_TEST_DIALECTS narrows them.
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { openStorage, type OpenedStorage } from '../src/storage/connect.js';
 
 export const POSTGRES_URL = process.env.INLET_TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-export const DIALECTS = (process.env.INLET_TEST_DIALECTS ?? 'sqlite,postgres').split(',').map((d) => d.trim()).filter(Boolean);
+export const DIALECTS = (process.env.INLET_TEST_DIALECT ?? process.env.INLET_TEST_DIALECTS ?? 'sqlite,postgres')
+  .split(',')
+  .map((d) => d.trim())
+  .filter(Boolean);
 
 export interface TestStorage {
   storage: OpenedStorage;

@@ -32,6 +32,8 @@ export type TrafficDimensions = Record<TrafficDimension, string>;
 
 /** One stored row: one (date, source, medium, campaign, landing page) of one product. */
 export type TrafficRow = TrafficDimensions & TrafficMetrics;
+/** One row of a report: the grouped dimensions and every metric. */
+export type TrafficReportRow = Partial<TrafficDimensions> & TrafficMetrics;
 
 export const DEFAULT_GROUP_BY: TrafficDimension[] = ['source', 'medium', 'campaign', 'landing_page'];
 export const DEFAULT_REPORT_DAYS = 28;

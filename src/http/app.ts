@@ -15,6 +15,8 @@ import { eventsV2Route } from './routes/events-v2.js';
 import { eventsBatchRoute } from './routes/events-batch.js';
 import { adminRoutes } from './routes/admin-products.js';
 import { operationsRoutes } from './routes/operations.js';
+import { trafficReportsRoute } from './routes/traffic-reports.js';
+import { adminTrafficRoutes } from './routes/admin-traffic.js';
 
 export interface BuildAppOptions {
   logger?: FastifyServerOptions['logger'];
@@ -162,6 +164,7 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
       tags: [
         { name: 'events', description: 'Event ingestion' },
         { name: 'admin', description: 'Products and keys (operators)' },
+        { name: 'traffic', description: 'Traffic reports and their sources (GA4, Plausible)' },
         { name: 'operations', description: 'Health and metrics' },
       ],
     },
@@ -174,7 +177,9 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
   eventsV1Route(app, services);
   eventsV2Route(app, services);
   eventsBatchRoute(app, services);
+  trafficReportsRoute(app, services);
   if (config.adminToken !== undefined) adminRoutes(app, services, config.adminToken);
+  if (config.adminToken !== undefined) adminTrafficRoutes(app, services, config.adminToken);
 
   return app;
 }

@@ -12,7 +12,7 @@ import {
   type TrafficDimension,
   type TrafficMetric,
   type TrafficReportQuery,
-  type TrafficRow,
+  type TrafficReportRow,
 } from '../domain/traffic-reports.js';
 import type {
   Dialect,
@@ -134,11 +134,11 @@ export function trafficStore(database: Kysely<Database>, dialect: Dialect): Traf
     return sql.join(conditions, sql` AND `);
   }
 
-  function numericRow(row: Record<string, unknown>, groupBy: readonly TrafficDimension[]): Partial<TrafficRow> {
+  function numericRow(row: Record<string, unknown>, groupBy: readonly TrafficDimension[]): TrafficReportRow {
     const out: Record<string, unknown> = {};
     for (const dimension of groupBy) out[dimension] = String(row[dimension]);
     for (const metric of TRAFFIC_METRICS) out[metric] = toNumberOrNull(row[metric]);
-    return out as Partial<TrafficRow>;
+    return out as TrafficReportRow;
   }
 
   return {

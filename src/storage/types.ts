@@ -1,7 +1,7 @@
 // The storage port: what services may ask of storage, whatever the database behind it.
 // Every row carries its product; every query is scoped by product except the key lookup by hash.
 import type { NameFormat } from '../domain/event-names.js';
-import type { TrafficReportQuery, TrafficRow } from '../domain/traffic-reports.js';
+import type { TrafficReportQuery, TrafficReportRow, TrafficRow } from '../domain/traffic-reports.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 export type ApiKeyKind = 'events' | 'reports';
@@ -138,7 +138,7 @@ export interface SyncRunRecord {
 
 export interface TrafficReportPage {
   /** The group_by dimensions and every metric of each group, in sort order. */
-  rows: Array<Partial<TrafficRow>>;
+  rows: TrafficReportRow[];
   /** Whether more rows follow the last one of this page. */
   hasMore: boolean;
   totals: Omit<TrafficRow, 'date' | 'source' | 'medium' | 'campaign' | 'landing_page'>;

@@ -6,7 +6,8 @@ import type { Storage } from '../storage/types.js';
 import type { SyncLogger, SyncResult, TrafficSyncService } from './sync-service.js';
 
 export interface TrafficScheduler {
-  start(): void;
+  /** Starts the interval (no-op when the interval is 0); `logger` receives one line per product synced. */
+  start(logger?: SyncLogger): void;
   /** Stops scheduling and waits for the sync in progress, if any. */
   stop(): Promise<void>;
   /** One pass over every connected product (what each tick does). */
@@ -21,6 +22,7 @@ export function createTrafficScheduler(
   let timer: NodeJS.Timeout | undefined;
   let current: Promise<unknown> | undefined;
   let stopping = false;
+  let logger = options.logger;
 
   async function runOnce() {
     const outcomes: Array<{ productId: string; result?: SyncResult; error?: string }> = [];
@@ -28,10 +30,12 @@ export function createTrafficScheduler(
     for (const source of sources) {
       if (stopping) break;
       try {
-        outcomes.push({ productId: source.productId, result: await sync.syncProduct(source.productId, { kind: 'schedule' }) });
+        const result = await sync.syncProduct(source.productId, { kind: 'schedule' });
+        logger?.info({ productId: source.productId, provider: source.provider, ...result }, 'scheduled traffic sync');
+        outcomes.push({ productId: source.productId, result });
       } catch (error) {
         const message = error instanceof Error ? error.message : String(error);
-        options.logger?.warn({ productId: source.productId, err: error }, 'scheduled traffic sync failed');
+        logger?.warn({ productId: source.productId, provider: source.provider, reason: message }, 'scheduled traffic sync failed');
         outcomes.push({ productId: source.productId, error: message });
       }
     }
@@ -41,14 +45,15 @@ export function createTrafficScheduler(
   function tick() {
     if (current !== undefined || stopping) return; // the previous pass is still running
     current = runOnce()
-      .catch((error: unknown) => options.logger?.error({ err: error }, 'traffic scheduler pass failed'))
+      .catch((error: unknown) => logger?.error({ err: error }, 'traffic scheduler pass failed'))
       .finally(() => {
         current = undefined;
       });
   }
 
   return {
-    start() {
+    start(startLogger) {
+      if (startLogger !== undefined) logger = startLogger;
       if (options.intervalMs <= 0 || timer !== undefined) return;
       stopping = false;
       timer = setInterval(tick, options.intervalMs);

@@ -1,0 +1,169 @@
+// Admin API for traffic sources (contract §8): connect a provider, run a sync now, list past runs.
+// Enabled with the rest of the admin API (INLET_ADMIN_TOKEN).
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import { AppError } from '../../domain/errors.js';
+import type { Services } from '../../services.js';
+import type { SyncRunRecord, TrafficSourceSummary } from '../../storage/types.js';
+import { requireAdmin } from '../auth.js';
+import { dataEnvelope, ProductIdParams, problemResponse } from '../schemas/common.js';
+
+const TrafficSource = Type.Object({
+  product_id: Type.String(),
+  provider: Type.Union([Type.Literal('plausible'), Type.Literal('ga4')]),
+  site_id: Type.Optional(Type.String({ description: 'Plausible site (domain)' })),
+  property_id: Type.Optional(Type.String({ description: 'GA4 property id' })),
+  client_email: Type.Optional(Type.String({ description: 'GA4 service account' })),
+  base_url: Type.Optional(Type.String()),
+  token_url: Type.Optional(Type.String()),
+  created_at: Type.String(),
+  updated_at: Type.String(),
+});
+
+const TrafficSourceInput = Type.Object(
+  {
+    provider: Type.Union([Type.Literal('plausible'), Type.Literal('ga4')]),
+    site_id: Type.Optional(Type.String({ description: 'plausible: the site domain as registered in Plausible' })),
+    api_key: Type.Optional(Type.String({ description: 'plausible: a Stats API key (stored, never shown again)' })),
+    property_id: Type.Optional(Type.String({ description: 'ga4: the numeric property id' })),
+    credentials: Type.Optional(Type.Object({}, { additionalProperties: true, description: 'ga4: the service-account key JSON (stored, never shown again)' })),
+    base_url: Type.Optional(Type.String({ description: 'API base URL (self-hosted Plausible, or a proxy)' })),
+    token_url: Type.Optional(Type.String({ description: 'ga4: OAuth token URL (default https://oauth2.googleapis.com/token)' })),
+  },
+  // The service checks the fields of each provider and names every unknown one.
+  { additionalProperties: true },
+);
+
+const SyncRun = Type.Object({
+  id: Type.String(),
+  provider: Type.String({ description: 'plausible, ga4, or csv for an import' }),
+  kind: Type.String({ description: 'schedule, admin, cli or import' }),
+  started_at: Type.String(),
+  finished_at: Type.Union([Type.String(), Type.Null()]),
+  from: Type.String(),
+  to: Type.String(),
+  rows: Type.Union([Type.Integer(), Type.Null()]),
+  outcome: Type.String({ description: 'running, succeeded or failed' }),
+  error: Type.Union([Type.String(), Type.Null()], { description: "The provider's reason when a sync failed" }),
+});
+
+const SyncResult = Type.Object({
+  status: Type.String({ description: 'succeeded, or already_running when another sync of this product holds the lock (nothing fetched)' }),
+  from: Type.String(),
+  to: Type.String(),
+  rows: Type.Integer({ description: 'Rows stored for the range' }),
+});
+
+export function trafficSourceResource(source: TrafficSourceSummary) {
+  return { product_id: source.productId, provider: source.provider, ...source.config, created_at: source.createdAt, updated_at: source.updatedAt };
+}
+
+export function syncRunResource(run: SyncRunRecord) {
+  return {
+    id: run.id,
+    provider: run.provider,
+    kind: run.kind,
+    started_at: run.startedAt,
+    finished_at: run.finishedAt,
+    from: run.from,
+    to: run.to,
+    rows: run.rows,
+    outcome: run.outcome,
+    error: run.error,
+  };
+}
+
+export function adminTrafficRoutes(app: FastifyInstance, services: Services, adminToken: string): void {
+  const r = app.withTypeProvider<TypeBoxTypeProvider>();
+  const onRequest = requireAdmin(adminToken);
+  const security = [{ adminToken: [] }];
+  const common = { 401: problemResponse('Missing or wrong admin token'), 404: problemResponse('No such product, or no traffic source') };
+  const sync = services.traffic.sync;
+
+  r.put(
+    '/admin/v1/products/:product_id/traffic_source',
+    {
+      onRequest,
+      schema: {
+        tags: ['traffic'],
+        summary: "Connect (or replace) the product's traffic source: Plausible or GA4. Secrets are stored, never echoed.",
+        security,
+        params: ProductIdParams,
+        body: TrafficSourceInput,
+        response: { 200: dataEnvelope(TrafficSource), 400: problemResponse('Invalid source'), ...common },
+      },
+    },
+    async (request) => ({ data: trafficSourceResource(await sync.connectSource(request.params.product_id, request.body)) }),
+  );
+
+  r.get(
+    '/admin/v1/products/:product_id/traffic_source',
+    {
+      onRequest,
+      schema: { tags: ['traffic'], summary: "The product's traffic source (without secrets)", security, params: ProductIdParams, response: { 200: dataEnvelope(TrafficSource), ...common } },
+    },
+    async (request) => {
+      await services.keys.requireProduct(request.params.product_id);
+      const source = await sync.getSource(request.params.product_id);
+      if (source === undefined) throw new AppError('not_found', `Product "${request.params.product_id}" has no traffic source.`);
+      return { data: trafficSourceResource(source) };
+    },
+  );
+
+  r.post(
+    '/admin/v1/products/:product_id/traffic_source/sync',
+    {
+      onRequest,
+      // No body means "the default range": validate it as {}.
+      preValidation: async (request) => {
+        if (request.body === undefined || request.body === null) request.body = {};
+      },
+      schema: {
+        tags: ['traffic'],
+        summary: 'Sync now and answer when done. Default range: the trailing 3 days and today (90 days on the first sync).',
+        security,
+        params: ProductIdParams,
+        body: Type.Object(
+          { from: Type.Optional(Type.String({ description: 'YYYY-MM-DD' })), to: Type.Optional(Type.String({ description: 'YYYY-MM-DD' })) },
+          { additionalProperties: false, description: 'Optional; without it, the default range' },
+        ),
+        response: {
+          200: dataEnvelope(SyncResult),
+          400: problemResponse('Invalid range'),
+          502: problemResponse("The provider failed (its reason is in detail); 429/5xx were retried first"),
+          ...common,
+        },
+      },
+    },
+    async (request) => {
+      const body = request.body;
+      const result = await sync.syncProduct(request.params.product_id, {
+        kind: 'admin',
+        ...(body.from === undefined ? {} : { from: body.from }),
+        ...(body.to === undefined ? {} : { to: body.to }),
+      });
+      return { data: result };
+    },
+  );
+
+  r.get(
+    '/admin/v1/products/:product_id/traffic_source/runs',
+    {
+      onRequest,
+      schema: {
+        tags: ['traffic'],
+        summary: 'Past syncs and imports of the product, newest first',
+        security,
+        params: ProductIdParams,
+        querystring: Type.Object({ limit: Type.Optional(Type.String({ pattern: '^(?:[1-9]\\d{0,2}|1000)$', errorMessage: 'must be a whole number from 1 to 1000' })) }, { additionalProperties: false }),
+        response: { 200: dataEnvelope(Type.Array(SyncRun)), 400: problemResponse('Invalid limit'), ...common },
+      },
+    },
+    async (request) => {
+      await services.keys.requireProduct(request.params.product_id);
+      const limit = request.query.limit === undefined ? 50 : Number(request.query.limit);
+      return { data: (await sync.listRuns(request.params.product_id, limit)).map(syncRunResource) };
+    },
+  );
+}
