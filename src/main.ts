@@ -37,9 +37,11 @@ async function start(config: Config): Promise<void> {
   process.on('SIGINT', () => void stop('SIGINT'));
 
   await app.listen({ port: config.port, host: config.host });
+  const address = app.server.address();
+  const port = typeof address === 'object' && address !== null ? address.port : config.port;
   app.log.info(
-    { storage: services.storage.dialect, admin_api: config.adminToken !== undefined, legacy_flat: config.legacyFlat },
-    `Inlet listening on http://${config.host}:${config.port}`,
+    { port, storage: services.storage.dialect, admin_api: config.adminToken !== undefined, legacy_flat: config.legacyFlat },
+    `Inlet listening on http://${config.host}:${port}`,
   );
 }
 
