@@ -25,6 +25,7 @@ async function start(config: Config): Promise<void> {
       // Fastify stops accepting, waits for in-flight requests (whose events are committed before
       // they are answered), then we flush bookkeeping and close storage.
       await app.close();
+      app.log.info('HTTP server closed; flushing and closing storage');
       await services.close();
       app.log.info('stopped');
       process.exit(0);

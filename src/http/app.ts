@@ -80,7 +80,8 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
       const sent = request.headers['x-request-id'];
       return typeof sent === 'string' && SANE_REQUEST_ID.test(sent) ? sent : randomUUID();
     },
-    return503OnClosing: true,
+    // Our own onRequest hook answers 503 problem+json while closing (Fastify's would not be problem+json).
+    return503OnClosing: false,
     forceCloseConnections: 'idle',
     routerOptions: { ignoreTrailingSlash: true },
   });
@@ -95,8 +96,16 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
   app.addSchema(EventRecordSchema);
   app.addSchema(EventV2Request);
 
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
+    if (closing) {
+      reply.header('connection', 'close');
+      throw new AppError('unavailable', 'Inlet is shutting down; retry on another instance or in a moment.', { headers: { 'retry-after': '1' } });
+    }
   });
 
   // gzip request bodies: decompressed as they stream in, so the body limit applies to the
@@ -115,6 +124,12 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
     payload.on('error', (error) => gunzip.destroy(error));
     payload.pipe(gunzip);
     return gunzip;
+  });
+
+  // Responses finished while closing end their keep-alive connection, so the server can close.
+  app.addHook('onSend', async (_request, reply, payload) => {
+    if (closing) reply.header('connection', 'close');
+    return payload;
   });
 
   app.addHook('onResponse', async (request, reply) => {
