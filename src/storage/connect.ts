@@ -52,8 +52,7 @@ function postgresTypes() {
 export async function openStorage(url: string, options: OpenStorageOptions = {}): Promise<OpenedStorage> {
   const dialect = dialectOf(url);
   let db: Kysely<Database>;
-  let insertMany: Storage['events']['insertMany'];
-  let closeExtra = async () => {};
+  let makeWriter: () => Storage['events']['insertMany'];
 
   if (dialect === 'sqlite') {
     const path = sqlitePath(url);
@@ -64,7 +63,8 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     raw.pragma('busy_timeout = 5000');
     raw.pragma('foreign_keys = ON');
     db = new Kysely<Database>({ dialect: new SqliteDialect({ database: raw }) });
-    insertMany = sqliteEventWriter(db, raw).insertMany;
+    const kysely = db;
+    makeWriter = () => sqliteEventWriter(kysely, raw).insertMany;
   } else {
     const schema = options.postgresSchema;
     if (schema !== undefined && !/^[a-z_][a-z0-9_]*$/.test(schema)) throw new Error(`invalid PostgreSQL schema name "${schema}"`);
@@ -86,11 +86,13 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     // An idle client that loses its connection must not crash the process; the next query reconnects.
     pool.on('error', () => {});
     db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
-    insertMany = postgresEventWriter(db).insertMany;
-    closeExtra = async () => {};
+    const kysely = db;
+    makeWriter = () => postgresEventWriter(kysely).insertMany;
   }
 
   const migration = options.migrate === false ? undefined : await migrate(db, dialect);
+  // The writer prepares its statements against the migrated schema.
+  const insertMany = makeWriter();
   const reads = eventReads(db);
 
   return {
@@ -105,7 +107,6 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
       await sql`SELECT 1`.execute(db);
     },
     async close() {
-      await closeExtra();
       await db.destroy();
     },
   };

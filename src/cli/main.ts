@@ -1,0 +1,64 @@
+// The `inlet` command. Thin: parses arguments, builds services from the same config as the server,
+// calls one service, prints. Exit codes: 0 ok, 1 failure, 2 usage or configuration error.
+import { ConfigError, loadConfig } from '../config.js';
+import { AppError } from '../domain/errors.js';
+import { createServices } from '../services.js';
+import { parseCommandArgs, UsageError, type CliIo, type Command } from './command.js';
+import { coreCommands } from './core-commands.js';
+
+export const commands: Command[] = [...coreCommands];
+
+function help(io: CliIo): void {
+  io.out('Usage: inlet <command> [options]\n');
+  io.out('  serve                      start the HTTP server (same as npm start)');
+  for (const command of commands) io.out(`  ${command.usage}\n      ${command.summary}`);
+  io.out('\nThe database is INLET_DATABASE_URL (default sqlite:./data/inlet.db). --json prints machine-readable output.');
+}
+
+export async function runCli(argv: string[], io: CliIo = { out: (l) => process.stdout.write(`${l}\n`), err: (l) => process.stderr.write(`${l}\n`) }, env = process.env): Promise<number> {
+  if (argv.length === 0 || argv[0] === 'help' || argv[0] === '--help' || argv[0] === '-h') {
+    help(io);
+    return argv.length === 0 ? 2 : 0;
+  }
+  const command = [...commands]
+    .sort((a, b) => b.path.length - a.path.length)
+    .find((c) => c.path.every((word, i) => argv[i] === word));
+  if (command === undefined) {
+    io.err(`inlet: unknown command "${argv.join(' ')}". Run "inlet help".`);
+    return 2;
+  }
+  let parsed;
+  try {
+    parsed = parseCommandArgs(command, argv.slice(command.path.length));
+  } catch (error) {
+    io.err(`inlet: ${(error as Error).message}\nusage: ${command.usage}`);
+    return 2;
+  }
+  if (parsed.values.help) {
+    io.out(`usage: ${command.usage}\n${command.summary}`);
+    return 0;
+  }
+  let services;
+  try {
+    services = await createServices(loadConfig(env), { defaultMetrics: false });
+  } catch (error) {
+    io.err(`inlet: ${error instanceof ConfigError ? `configuration error: ${error.message}` : `cannot open the database: ${(error as Error).message}`}`);
+    return 2;
+  }
+  try {
+    return await command.run({ services, args: parsed.positionals, values: parsed.values, json: parsed.values.json === true, io });
+  } catch (error) {
+    if (error instanceof UsageError) {
+      io.err(`inlet: ${error.message}\nusage: ${command.usage}`);
+      return 2;
+    }
+    if (error instanceof AppError) {
+      io.err(parsed.values.json ? JSON.stringify(error.toProblem()) : `inlet: ${error.message}`);
+      return 1;
+    }
+    io.err(`inlet: ${(error as Error).stack ?? String(error)}`);
+    return 1;
+  } finally {
+    await services.close();
+  }
+}

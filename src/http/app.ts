@@ -1,0 +1,176 @@
+// The Fastify application: cross-cutting rules of contract §3 (problem+json errors, request ids,
+// JSON-only bodies, gzip, body limits), OpenAPI, and every route. Built from services, never from env.
+import { randomUUID } from 'node:crypto';
+import { createGunzip } from 'node:zlib';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import { AppError, type ErrorCode } from '../domain/errors.js';
+import type { Services } from '../services.js';
+import { EventRecordSchema, EventV2Request } from './schemas/events.js';
+import { ProblemSchema } from './schemas/common.js';
+import { validatorCompiler } from './validation.js';
+import { eventsV1Route } from './routes/events-v1.js';
+import { eventsV2Route } from './routes/events-v2.js';
+import { eventsBatchRoute } from './routes/events-batch.js';
+import { adminRoutes } from './routes/admin-products.js';
+import { operationsRoutes } from './routes/operations.js';
+
+export interface BuildAppOptions {
+  logger?: FastifyServerOptions['logger'];
+}
+
+const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+const FASTIFY_ERRORS: Record<string, { code: ErrorCode; detail: string }> = {
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: { code: 'unsupported_media_type', detail: 'Send the body as JSON with "Content-Type: application/json".' },
+  FST_ERR_CTP_INVALID_TYPE: { code: 'unsupported_media_type', detail: 'Send the body as JSON with "Content-Type: application/json".' },
+  FST_ERR_CTP_EMPTY_JSON_BODY: { code: 'invalid_json', detail: 'The body is empty; send a JSON object.' },
+  FST_ERR_CTP_INVALID_JSON_BODY: { code: 'invalid_json', detail: 'The body is not valid JSON.' },
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: { code: 'validation_error', detail: 'Content-Length does not match the body.' },
+  Z_DATA_ERROR: { code: 'invalid_json', detail: 'The body is not valid gzip (Content-Encoding: gzip).' },
+  Z_BUF_ERROR: { code: 'invalid_json', detail: 'The gzip body is truncated.' },
+};
+
+/** Errors of the database driver that mean "storage unreachable, retry later" rather than a bug. */
+function isStorageUnavailable(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code;
+  return (
+    typeof code === 'string' &&
+    (['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'SQLITE_BUSY', 'SQLITE_LOCKED', 'SQLITE_IOERR', 'SQLITE_FULL'].includes(code) ||
+      code.startsWith('08') || // connection exception
+      code === '57P01' || // admin shutdown
+      code === '57P03' || // cannot connect now
+      code === '53300') // too many connections
+  );
+}
+
+function toAppError(error: FastifyError | Error, bodyLimit: number | undefined): AppError {
+  if (error instanceof AppError) return error;
+  const code = (error as FastifyError).code;
+  if (code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+    return new AppError(
+      'payload_too_large',
+      bodyLimit === undefined ? 'The body is too large.' : `The body is larger than ${bodyLimit} bytes (after decompression), the limit of this endpoint.`,
+    );
+  }
+  const known = code === undefined ? undefined : FASTIFY_ERRORS[code];
+  if (known !== undefined) return new AppError(known.code, known.detail);
+  if (error instanceof SyntaxError && (error as FastifyError).statusCode === 400) return new AppError('invalid_json', `The body is not valid JSON: ${error.message}`);
+  if (isStorageUnavailable(error) || isStorageUnavailable((error as { cause?: unknown }).cause ?? {})) {
+    return new AppError('unavailable', 'Storage is unavailable; nothing from this request was stored. Retry later.', { cause: error });
+  }
+  const status = (error as FastifyError).statusCode;
+  if (status === 404) return new AppError('not_found', error.message);
+  if (status === 415) return new AppError('unsupported_media_type', error.message);
+  if (status === 413) return new AppError('payload_too_large', error.message);
+  if (status !== undefined && status >= 400 && status < 500) return new AppError('validation_error', error.message);
+  return new AppError('internal', 'An unexpected error occurred. It has been logged with this request id.', { cause: error });
+}
+
+export async function buildApp(services: Services, options: BuildAppOptions = {}): Promise<FastifyInstance> {
+  const { config } = services;
+  const app = Fastify({
+    logger: options.logger ?? {
+      level: config.logLevel,
+      redact: { paths: ['req.headers.authorization', 'req.headers.cookie'], remove: true },
+    },
+    bodyLimit: config.maxBodyBytes,
+    genReqId(request) {
+      const sent = request.headers['x-request-id'];
+      return typeof sent === 'string' && SANE_REQUEST_ID.test(sent) ? sent : randomUUID();
+    },
+    return503OnClosing: true,
+    forceCloseConnections: 'idle',
+    routerOptions: { ignoreTrailingSlash: true },
+  });
+
+  app.setValidatorCompiler(validatorCompiler);
+  app.addSchema(ProblemSchema);
+  app.addSchema(EventRecordSchema);
+  app.addSchema(EventV2Request);
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+
+  // gzip request bodies: decompressed as they stream in, so the body limit applies to the
+  // decompressed size (a small zip bomb is refused with 413 without being inflated whole).
+  app.addHook('preParsing', async (request, _reply, payload) => {
+    const encoding = request.headers['content-encoding']?.trim().toLowerCase();
+    if (encoding === undefined || encoding === '' || encoding === 'identity') return payload;
+    if (encoding !== 'gzip') {
+      throw new AppError('unsupported_media_type', `Content-Encoding "${encoding}" is not supported; send gzip or no encoding.`);
+    }
+    const gunzip = createGunzip() as ReturnType<typeof createGunzip> & { receivedEncodedLength: number };
+    gunzip.receivedEncodedLength = 0;
+    payload.on('data', (chunk: Buffer) => {
+      gunzip.receivedEncodedLength += chunk.length;
+    });
+    payload.on('error', (error) => gunzip.destroy(error));
+    payload.pipe(gunzip);
+    return gunzip;
+  });
+
+  app.addHook('onResponse', async (request, reply) => {
+    services.metrics.httpDuration.observe(
+      { method: request.method, route: request.routeOptions.url ?? 'unmatched', status: String(reply.statusCode) },
+      reply.elapsedTime / 1000,
+    );
+  });
+
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const appError = toAppError(error, request.routeOptions.bodyLimit);
+    if (appError.status >= 500) {
+      request.log.error({ err: appError.cause ?? error, code: appError.code }, 'request failed');
+    }
+    for (const [name, value] of Object.entries(appError.headers)) reply.header(name, value);
+    if (appError.code === 'unauthorized') reply.header('www-authenticate', 'Bearer');
+    reply
+      .code(appError.status)
+      .type('application/problem+json')
+      .serializer(JSON.stringify)
+      .send(appError.toProblem(request.id));
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    const error = new AppError('not_found', `No route ${request.method} ${request.url.split('?')[0]}.`);
+    reply.code(404).type('application/problem+json').send(error.toProblem(request.id));
+  });
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Inlet API',
+        version: '1.0.0',
+        description:
+          'Product events and identity. Write endpoints take an events key (inlet_ev_…), the traffic reports endpoint a reports key (inlet_rp_…), the admin API the operator token. Every error is application/problem+json with a stable `code`.',
+      },
+      components: {
+        securitySchemes: {
+          eventsKey: { type: 'http', scheme: 'bearer', description: 'Events API key (inlet_ev_…)' },
+          reportsKey: { type: 'http', scheme: 'bearer', description: 'Reports API key (inlet_rp_…)' },
+          adminToken: { type: 'http', scheme: 'bearer', description: 'INLET_ADMIN_TOKEN' },
+        },
+      },
+      tags: [
+        { name: 'events', description: 'Event ingestion' },
+        { name: 'admin', description: 'Products and keys (operators)' },
+        { name: 'operations', description: 'Health and metrics' },
+      ],
+    },
+    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs' });
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+
+  operationsRoutes(app, services);
+  eventsV1Route(app, services);
+  eventsV2Route(app, services);
+  eventsBatchRoute(app, services);
+  if (config.adminToken !== undefined) adminRoutes(app, services, config.adminToken);
+
+  return app;
+}
+

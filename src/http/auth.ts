@@ -1,0 +1,53 @@
+// API-key authentication and per-key rate limiting, run in onRequest: a request without a valid key
+// is refused before its body is read.
+import type { FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { AppError } from '../domain/errors.js';
+import type { KeyKind } from '../domain/api-keys.js';
+import type { Services } from '../services.js';
+import type { AuthContext } from '../services/key-service.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    auth?: AuthContext;
+  }
+}
+
+/** The authenticated key of a request whose route required one. */
+export function authOf(request: FastifyRequest): AuthContext {
+  if (request.auth === undefined) throw new Error('route has no authentication hook');
+  return request.auth;
+}
+
+export function requireKey(services: Services, kind: KeyKind): onRequestAsyncHookHandler {
+  return async function authenticate(request: FastifyRequest, reply: FastifyReply) {
+    request.auth = await services.keys.authenticate(request.headers.authorization, kind);
+    const limiter = services.rateLimiter;
+    if (!limiter.enabled) return;
+    const decision = limiter.take(request.auth.keyId);
+    reply.header('ratelimit-limit', String(decision.limit));
+    reply.header('ratelimit-remaining', String(decision.remaining));
+    reply.header('ratelimit-reset', String(decision.resetSeconds));
+    if (!decision.allowed) {
+      services.metrics.rateLimited.inc({ endpoint: request.routeOptions.url ?? 'unknown' });
+      throw new AppError('rate_limited', `Rate limit of this API key exceeded; retry in ${decision.retryAfterSeconds} s.`, {
+        headers: { 'retry-after': String(decision.retryAfterSeconds) },
+      });
+    }
+  };
+}
+
+function digest(value: string): Buffer {
+  return createHash('sha256').update(value).digest();
+}
+
+export function requireAdmin(adminToken: string): onRequestAsyncHookHandler {
+  const expected = digest(adminToken);
+  return async function authenticateAdmin(request: FastifyRequest) {
+    const match = /^Bearer[ ]+(\S+)\s*$/i.exec(request.headers.authorization ?? '');
+    // Comparing fixed-length digests keeps the comparison constant-time whatever was sent.
+    if (match === null || !timingSafeEqual(digest(match[1]!), expected)) {
+      throw new AppError('unauthorized', 'Send the admin token as "Authorization: Bearer <INLET_ADMIN_TOKEN>".');
+    }
+  };
+}

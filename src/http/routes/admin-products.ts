@@ -1,0 +1,222 @@
+// Admin API for products, API keys and legacy usage (contract §1, §5). Enabled only with INLET_ADMIN_TOKEN.
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import { validationError } from '../../domain/errors.js';
+import { parseRfc3339, RFC3339_PATTERN_SOURCE } from '../../domain/timestamps.js';
+import type { Services } from '../../services.js';
+import type { ApiKeyRecord, ProductRecord } from '../../storage/types.js';
+import { requireAdmin } from '../auth.js';
+import { dataEnvelope, ProductIdParams, problemResponse } from '../schemas/common.js';
+
+const Product = Type.Object({ id: Type.String(), name: Type.String(), created_at: Type.String() });
+
+const ApiKey = Type.Object(
+  {
+    id: Type.String(),
+    product_id: Type.String(),
+    kind: Type.Union([Type.Literal('events'), Type.Literal('reports')]),
+    prefix: Type.String({ description: 'First characters of the key, to recognise it' }),
+    name: Type.Union([Type.String(), Type.Null()]),
+    created_at: Type.String(),
+    expires_at: Type.Union([Type.String(), Type.Null()]),
+    revoked_at: Type.Union([Type.String(), Type.Null()]),
+    last_used_at: Type.Union([Type.String(), Type.Null()], { description: 'Updated at most once a minute' }),
+  },
+  {},
+);
+
+const CreatedApiKey = Type.Object({
+  id: Type.String(),
+  product_id: Type.String(),
+  kind: Type.Union([Type.Literal('events'), Type.Literal('reports')]),
+  key: Type.String({ description: 'The secret. Shown only in this response: store it now.' }),
+  prefix: Type.String(),
+  name: Type.Union([Type.String(), Type.Null()]),
+  created_at: Type.String(),
+  expires_at: Type.Union([Type.String(), Type.Null()]),
+});
+
+export function productResource(product: ProductRecord) {
+  return { id: product.id, name: product.name, created_at: product.createdAt };
+}
+
+export function apiKeyResource(key: ApiKeyRecord) {
+  return {
+    id: key.id,
+    product_id: key.productId,
+    kind: key.kind,
+    prefix: key.prefix,
+    name: key.name,
+    created_at: key.createdAt,
+    expires_at: key.expiresAt,
+    revoked_at: key.revokedAt,
+    last_used_at: key.lastUsedAt,
+  };
+}
+
+/** Validates an optional key expiry: RFC 3339, in the future. Returns the UTC form. */
+export function parseExpiry(value: string | null | undefined, pointer = '/expires_at'): string | null {
+  if (value === undefined || value === null) return null;
+  const parsed = parseRfc3339(value);
+  if (parsed === undefined) throw validationError([{ pointer, message: 'must be an RFC 3339 timestamp with an offset' }]);
+  if (Date.parse(parsed) <= Date.now()) throw validationError([{ pointer, message: 'must be in the future' }]);
+  return parsed;
+}
+
+export function adminRoutes(app: FastifyInstance, services: Services, adminToken: string): void {
+  const r = app.withTypeProvider<TypeBoxTypeProvider>();
+  const onRequest = requireAdmin(adminToken);
+  const security = [{ adminToken: [] }];
+  const common = { 401: problemResponse('Missing or wrong admin token') };
+
+  r.post(
+    '/admin/v1/products',
+    {
+      onRequest,
+      schema: {
+        tags: ['admin'],
+        summary: 'Create a product',
+        security,
+        body: Type.Object({ name: Type.String({ minLength: 1, maxLength: 200 }) }, { additionalProperties: false }),
+        response: { 201: dataEnvelope(Product), 400: problemResponse('Invalid body'), ...common },
+      },
+    },
+    async (request, reply) => {
+      const name = request.body.name.trim();
+      if (name.length === 0) throw validationError([{ pointer: '/name', message: 'must not be blank' }]);
+      reply.code(201);
+      return { data: productResource(await services.keys.createProduct(name)) };
+    },
+  );
+
+  r.get(
+    '/admin/v1/products',
+    { onRequest, schema: { tags: ['admin'], summary: 'List products', security, response: { 200: dataEnvelope(Type.Array(Product)), ...common } } },
+    async () => ({ data: (await services.keys.listProducts()).map(productResource) }),
+  );
+
+  r.post(
+    '/admin/v1/products/:product_id/keys',
+    {
+      onRequest,
+      schema: {
+        tags: ['admin'],
+        summary: 'Create an API key (the secret is in this response only)',
+        security,
+        params: ProductIdParams,
+        body: Type.Object(
+          {
+            kind: Type.Union([Type.Literal('events'), Type.Literal('reports')], { description: 'events: write events and identities; reports: read traffic reports' }),
+            name: Type.Optional(Type.Union([Type.String({ minLength: 1, maxLength: 200 }), Type.Null()])),
+            expires_at: Type.Optional(Type.Union([Type.String({ pattern: RFC3339_PATTERN_SOURCE }), Type.Null()])),
+          },
+          { additionalProperties: false },
+        ),
+        response: { 201: dataEnvelope(CreatedApiKey), 400: problemResponse('Invalid body'), 404: problemResponse('No such product'), ...common },
+      },
+    },
+    async (request, reply) => {
+      const expiresAt = parseExpiry(request.body.expires_at);
+      const created = await services.keys.createKey(request.params.product_id, {
+        kind: request.body.kind,
+        name: request.body.name ?? null,
+        expiresAt,
+      });
+      reply.code(201);
+      const resource = apiKeyResource(created.record);
+      return {
+        data: {
+          id: resource.id,
+          product_id: resource.product_id,
+          kind: resource.kind,
+          key: created.key,
+          prefix: resource.prefix,
+          name: resource.name,
+          created_at: resource.created_at,
+          expires_at: resource.expires_at,
+        },
+      };
+    },
+  );
+
+  r.get(
+    '/admin/v1/products/:product_id/keys',
+    {
+      onRequest,
+      schema: {
+        tags: ['admin'],
+        summary: "List a product's API keys (never the secrets)",
+        security,
+        params: ProductIdParams,
+        response: { 200: dataEnvelope(Type.Array(ApiKey)), 404: problemResponse('No such product'), ...common },
+      },
+    },
+    async (request) => ({ data: (await services.keys.listKeys(request.params.product_id)).map(apiKeyResource) }),
+  );
+
+  r.delete(
+    '/admin/v1/keys/:key_id',
+    {
+      onRequest,
+      schema: {
+        tags: ['admin'],
+        summary: 'Revoke an API key (it stops working at once)',
+        security,
+        params: Type.Object({ key_id: Type.String({ minLength: 1, maxLength: 64 }) }, { additionalProperties: false }),
+        response: { 204: Type.Null({ description: 'Revoked' }), 404: problemResponse('No such key'), ...common },
+      },
+    },
+    async (request, reply) => {
+      await services.keys.revokeKey(request.params.key_id);
+      reply.code(204);
+      return null;
+    },
+  );
+
+  r.get(
+    '/admin/v1/products/:product_id/legacy_usage',
+    {
+      onRequest,
+      schema: {
+        tags: ['admin'],
+        summary: 'Who still sends legacy flat event names: count, first and last seen, per key and name',
+        security,
+        params: ProductIdParams,
+        response: {
+          200: dataEnvelope(
+            Type.Array(
+              Type.Object({
+                key_id: Type.String(),
+                key_prefix: Type.Union([Type.String(), Type.Null()]),
+                key_name: Type.Union([Type.String(), Type.Null()]),
+                event_name: Type.String(),
+                count: Type.Integer(),
+                first_seen_at: Type.String(),
+                last_seen_at: Type.String(),
+              }),
+            ),
+          ),
+          404: problemResponse('No such product'),
+          ...common,
+        },
+      },
+    },
+    async (request) => {
+      await services.keys.requireProduct(request.params.product_id);
+      const usage = await services.ingest.legacyUsage(request.params.product_id);
+      return {
+        data: usage.map((u) => ({
+          key_id: u.apiKeyId,
+          key_prefix: u.keyPrefix,
+          key_name: u.keyName,
+          event_name: u.eventName,
+          count: u.count,
+          first_seen_at: u.firstSeenAt,
+          last_seen_at: u.lastSeenAt,
+        })),
+      };
+    },
+  );
+}
+

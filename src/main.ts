@@ -1,0 +1,55 @@
+// Process entry: load config → build services → build app → listen → shut down gracefully.
+import { ConfigError, loadConfig, type Config } from './config.js';
+import { createServices } from './services.js';
+import { buildApp } from './http/app.js';
+
+async function start(config: Config): Promise<void> {
+  const services = await createServices(config);
+  const app = await buildApp(services);
+  const migration = services.storage.migration;
+  if (migration !== undefined && migration.applied.length > 0) {
+    app.log.info({ applied: migration.applied.map((m) => m.version), version: migration.current }, 'database migrated');
+  }
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    app.log.info({ signal }, 'shutting down: no new connections, finishing in-flight requests');
+    const timer = setTimeout(() => {
+      app.log.error('shutdown took longer than INLET_SHUTDOWN_TIMEOUT_MS; exiting');
+      process.exit(1);
+    }, config.shutdownTimeoutMs);
+    timer.unref();
+    try {
+      // Fastify stops accepting, waits for in-flight requests (whose events are committed before
+      // they are answered), then we flush bookkeeping and close storage.
+      await app.close();
+      await services.close();
+      app.log.info('stopped');
+      process.exit(0);
+    } catch (error) {
+      app.log.error({ err: error }, 'error during shutdown');
+      process.exit(1);
+    }
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+
+  await app.listen({ port: config.port, host: config.host });
+  app.log.info(
+    { storage: services.storage.dialect, admin_api: config.adminToken !== undefined, legacy_flat: config.legacyFlat },
+    `Inlet listening on http://${config.host}:${config.port}`,
+  );
+}
+
+try {
+  await start(loadConfig());
+} catch (error) {
+  if (error instanceof ConfigError) {
+    process.stderr.write(`inlet: configuration error: ${error.message}\n`);
+    process.exit(2);
+  }
+  process.stderr.write(`inlet: failed to start: ${error instanceof Error ? error.stack ?? error.message : String(error)}\n`);
+  process.exit(1);
+}

@@ -1,0 +1,94 @@
+// Group commit: every request that arrives while the previous commit is in flight (or within the
+// same event-loop turn) is written by the next commit, in one transaction with one fsync.
+// A request's items are never split across commits; a failed commit fails exactly its own requests.
+
+interface Pending<T, R> {
+  items: T[];
+  resolve: (results: R[]) => void;
+  reject: (error: unknown) => void;
+}
+
+export interface GroupCommitOptions {
+  /** Soft cap on items per commit (a single larger request still goes in one commit). */
+  maxItems: number;
+  /** Commits that may be in flight at once (1 for SQLite; more for a pooled server database). */
+  maxInFlight: number;
+}
+
+export interface GroupCommitStats {
+  commits: number;
+  items: number;
+}
+
+export class GroupCommitWriter<T, R> {
+  private queue: Array<Pending<T, R>> = [];
+  private queuedItems = 0;
+  private inFlight = 0;
+  private scheduled = false;
+  private idleWaiters: Array<() => void> = [];
+  readonly stats: GroupCommitStats = { commits: 0, items: 0 };
+
+  constructor(
+    private readonly write: (items: T[]) => Promise<R[]>,
+    private readonly options: GroupCommitOptions,
+    private readonly onCommit?: (items: number, seconds: number) => void,
+  ) {}
+
+  submit(items: T[]): Promise<R[]> {
+    return new Promise<R[]>((resolve, reject) => {
+      this.queue.push({ items, resolve, reject });
+      this.queuedItems += items.length;
+      this.schedule();
+    });
+  }
+
+  /** Resolves once nothing is queued or in flight. */
+  drain(): Promise<void> {
+    if (this.queue.length === 0 && this.inFlight === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  private schedule(): void {
+    if (this.scheduled || this.inFlight >= this.options.maxInFlight || this.queue.length === 0) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      void this.flush();
+    });
+  }
+
+  private async flush(): Promise<void> {
+    if (this.queue.length === 0 || this.inFlight >= this.options.maxInFlight) return;
+    const group: Array<Pending<T, R>> = [];
+    const items: T[] = [];
+    while (this.queue.length > 0) {
+      const next = this.queue[0]!;
+      if (items.length > 0 && items.length + next.items.length > this.options.maxItems) break;
+      this.queue.shift();
+      group.push(next);
+      for (const item of next.items) items.push(item);
+    }
+    this.queuedItems -= items.length;
+    this.inFlight++;
+    // Allow another commit to start gathering while this one is in flight.
+    this.schedule();
+    const started = process.hrtime.bigint();
+    try {
+      const results = await this.write(items);
+      this.stats.commits++;
+      this.stats.items += items.length;
+      this.onCommit?.(items.length, Number(process.hrtime.bigint() - started) / 1e9);
+      let offset = 0;
+      for (const pending of group) {
+        pending.resolve(results.slice(offset, offset + pending.items.length));
+        offset += pending.items.length;
+      }
+    } catch (error) {
+      for (const pending of group) pending.reject(error);
+    } finally {
+      this.inFlight--;
+      if (this.queue.length > 0) this.schedule();
+      else if (this.inFlight === 0) for (const waiter of this.idleWaiters.splice(0)) waiter();
+    }
+  }
+}

@@ -1,0 +1,51 @@
+// Prometheus metrics. One registry per service container, so several apps in one process (tests)
+// never share counters.
+import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export interface Metrics {
+  registry: Registry;
+  events: Counter<'endpoint' | 'format' | 'outcome'>;
+  httpDuration: Histogram<'method' | 'route' | 'status'>;
+  commitDuration: Histogram;
+  commitSize: Histogram;
+  rateLimited: Counter<'endpoint'>;
+}
+
+export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metrics {
+  const registry = new Registry();
+  if (options.defaultMetrics !== false) collectDefaultMetrics({ register: registry, prefix: 'inlet_' });
+  return {
+    registry,
+    events: new Counter({
+      name: 'inlet_events_total',
+      help: 'Events answered, by endpoint, name format (preferred, unified, legacy, v1) and outcome (created, duplicate, rejected)',
+      labelNames: ['endpoint', 'format', 'outcome'],
+      registers: [registry],
+    }),
+    httpDuration: new Histogram({
+      name: 'inlet_http_request_duration_seconds',
+      help: 'HTTP request latency by method, route and status',
+      labelNames: ['method', 'route', 'status'],
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers: [registry],
+    }),
+    commitDuration: new Histogram({
+      name: 'inlet_ingest_commit_duration_seconds',
+      help: 'Duration of one group commit of events (one transaction)',
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+      registers: [registry],
+    }),
+    commitSize: new Histogram({
+      name: 'inlet_ingest_commit_events',
+      help: 'Events written by one group commit',
+      buckets: [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500],
+      registers: [registry],
+    }),
+    rateLimited: new Counter({
+      name: 'inlet_rate_limited_total',
+      help: 'Requests refused with 429',
+      labelNames: ['endpoint'],
+      registers: [registry],
+    }),
+  };
+}
