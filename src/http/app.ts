@@ -88,6 +88,11 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
     routerOptions: { ignoreTrailingSlash: true },
   });
 
+  // JSON only (contract §3): Fastify's default text/plain parser would let other bodies through.
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJson);
+
   app.setValidatorCompiler(validatorCompiler);
   app.addSchema(ProblemSchema);
   app.addSchema(EventRecordSchema);
