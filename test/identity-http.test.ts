@@ -189,6 +189,12 @@ describe('POST /api/v2/identify', () => {
     });
   });
 
+  it('413 payload_too_large for a body over 128 KiB', async () => {
+    const res = await identify(p, { external_id: 'big-1', traits: { blob: 'x'.repeat(129 * 1024) } });
+    assert.equal(res.statusCode, 413);
+    assert.equal(problemOf(res).code, 'payload_too_large');
+  });
+
   it('400 invalid_json and 415 for bodies that are not JSON', async () => {
     const broken = await ctx.app.inject({ method: 'POST', url: '/api/v2/identify', headers: { ...bearer(p.eventsKey), 'content-type': 'application/json' }, payload: '{"external_id":' });
     assert.equal(broken.statusCode, 400);
