@@ -237,6 +237,14 @@ describe('decideMerge', () => {
     assert.deepEqual(decision, { status: 'merge', identifiers: { device: 'd1', email: 'a@x' }, traits: { plan: 'pro', utm: 'ad' } });
   });
 
+  it('table: a kind named like an Object.prototype member is an ordinary kind', () => {
+    assert.deepEqual(decideMerge({ externalId: 'a', identifiers: { constructor: 'x' }, traits: {} }, { externalId: 'b', identifiers: {}, traits: {} }), {
+      status: 'merge',
+      identifiers: { constructor: 'x' },
+      traits: {},
+    });
+  });
+
   it('table: same value for a kind is no conflict; different values list both holders', () => {
     assert.equal(decideMerge({ externalId: 'a', identifiers: { email: 'x' }, traits: {} }, { externalId: 'b', identifiers: { email: 'x' }, traits: {} }).status, 'merge');
     assert.deepEqual(decideMerge({ externalId: 'a', identifiers: { email: 'x' }, traits: {} }, { externalId: 'b', identifiers: { email: 'y' }, traits: {} }), {

@@ -84,6 +84,24 @@ describe(`identity store on ${dialect}`, () => {
       assert.equal(await identity.getUser(p, 'u3'), undefined);
     });
 
+    it('a kind named like an Object.prototype member (constructor) is stored, replaced, removed and merged like any other', async () => {
+      const p = await product();
+      const created = await identity.identify(p, { externalId: 'u1', identifiers: { constructor: 'c1' }, traits: {} }, T0);
+      expectStatus(created, 'created');
+      assert.deepEqual(created.user.identifiers, { constructor: 'c1' });
+      const replaced = await identity.identify(p, { externalId: 'u1', identifiers: { constructor: 'c2' }, traits: {} }, T1);
+      expectStatus(replaced, 'updated');
+      assert.deepEqual(replaced.user.identifiers, { constructor: 'c2' });
+      expectStatus(await identity.identify(p, { externalId: 'u2', identifiers: { constructor: 'c9' }, traits: {} }, T1), 'created');
+      const removed = await identity.identify(p, { externalId: 'u2', identifiers: { constructor: null }, traits: {} }, T1);
+      expectStatus(removed, 'updated');
+      assert.deepEqual(removed.user.identifiers, {});
+      const merged = await identity.alias(p, 'u1', 'u2', T2);
+      expectStatus(merged, 'merged');
+      assert.deepEqual(merged.user.identifiers, { constructor: 'c2' });
+      await assertIdentityInvariants(test.storage, p);
+    });
+
     it('re-sending identifiers the user already holds is no conflict', async () => {
       const p = await product();
       await identity.identify(p, { externalId: 'u1', identifiers: { email: 'a@x' }, traits: {} }, T0);

@@ -171,6 +171,14 @@ export function mergeTraits(stored: Traits, patch: TraitPatch): Traits {
   return merged;
 }
 
+/**
+ * The value of an identifier kind, or undefined. Kinds are client-chosen keys and `constructor` is a
+ * valid kind, so a plain `identifiers[kind]` would find Object.prototype's members.
+ */
+export function identifierOf(identifiers: Identifiers, kind: string): string | undefined {
+  return Object.hasOwn(identifiers, kind) ? identifiers[kind] : undefined;
+}
+
 /** One value per kind: a value replaces the kind's current value, `null` removes the kind. */
 export function applyIdentifiers(stored: Identifiers, patch: IdentifierPatch): Identifiers {
   const merged: Identifiers = { ...stored };
@@ -216,7 +224,7 @@ export function decideMerge(from: IdentityState, into: IdentityState): MergeDeci
   const conflicts: IdentifierConflict[] = [];
   for (const kind of Object.keys(from.identifiers).sort()) {
     const fromValue = from.identifiers[kind]!;
-    const intoValue = into.identifiers[kind];
+    const intoValue = identifierOf(into.identifiers, kind);
     if (intoValue !== undefined && intoValue !== fromValue) {
       conflicts.push({ kind, value: fromValue, externalId: from.externalId });
       conflicts.push({ kind, value: intoValue, externalId: into.externalId });

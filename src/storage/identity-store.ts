@@ -21,6 +21,7 @@ import { toIso } from './database.js';
 import {
   applyIdentifiers,
   decideMerge,
+  identifierOf,
   identifyConflicts,
   mergeTraits,
   type IdentifierPatch,
@@ -191,14 +192,15 @@ async function createUser(q: IdentityDb, productId: string, externalId: string, 
 async function writeIdentifiers(q: IdentityDb, productId: string, userId: string, stored: Identifiers, wanted: Identifiers): Promise<boolean> {
   let changed = false;
   for (const kind of Object.keys(stored)) {
-    if (wanted[kind] === undefined) {
+    if (identifierOf(wanted, kind) === undefined) {
       await q.deleteFrom('user_identifiers').where('product_id', '=', productId).where('user_id', '=', userId).where('kind', '=', kind).execute();
       changed = true;
     }
   }
   for (const [kind, value] of Object.entries(wanted)) {
-    if (stored[kind] === value) continue;
-    if (stored[kind] === undefined) {
+    const current = identifierOf(stored, kind);
+    if (current === value) continue;
+    if (current === undefined) {
       await q.insertInto('user_identifiers').values({ product_id: productId, kind, value, user_id: userId }).execute();
     } else {
       await q
