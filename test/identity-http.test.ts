@@ -347,6 +347,28 @@ describe('authentication of identify and alias', () => {
   });
 });
 
+describe('concurrent requests', () => {
+  it('parallel identifies of one new external id: exactly one 201, the rest 200, one user', async () => {
+    const p = await ctx.product('parallel');
+    const responses = await Promise.all(Array.from({ length: 25 }, (_, i) => identify(p, { external_id: 'par-1', traits: { [`t${i}`]: i } })));
+    assert.deepEqual(responses.map((r) => r.statusCode).sort(), [...Array(24).fill(200), 201]);
+    assert.equal(new Set(responses.map((r) => r.json().data.id)).size, 1);
+    assert.equal(Object.keys((await lookup(p.id, 'par-1')).json().data.traits).length, 25);
+  });
+
+  it('parallel claims of one email by different users: one 201, the rest 409 naming the winner', async () => {
+    const p = await ctx.product('parallel-claims');
+    const responses = await Promise.all(Array.from({ length: 25 }, (_, i) => identify(p, { external_id: `claim-${i}`, identifiers: { email: 'race@x.io' } })));
+    const winners = responses.filter((r) => r.statusCode === 201);
+    assert.equal(winners.length, 1);
+    const winner = winners[0]!.json().data.external_id;
+    for (const r of responses.filter((r) => r.statusCode !== 201)) {
+      assert.equal(r.statusCode, 409);
+      assert.deepEqual(problemOf(r).conflicts, [{ kind: 'email', value: 'race@x.io', external_id: winner }]);
+    }
+  });
+});
+
 describe('product isolation', () => {
   it("a product never sees or changes another product's users or identifiers", async () => {
     const a = await ctx.product('iso-a');
