@@ -15,6 +15,9 @@ import { eventsV2Route } from './routes/events-v2.js';
 import { eventsBatchRoute } from './routes/events-batch.js';
 import { adminRoutes } from './routes/admin-products.js';
 import { operationsRoutes } from './routes/operations.js';
+import { identifyRoute } from './routes/identify.js';
+import { aliasRoute } from './routes/alias.js';
+import { adminUserRoutes } from './routes/admin-users.js';
 
 export interface BuildAppOptions {
   logger?: FastifyServerOptions['logger'];
@@ -176,6 +179,7 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
       },
       tags: [
         { name: 'events', description: 'Event ingestion' },
+        { name: 'identity', description: 'Users: identify and alias' },
         { name: 'admin', description: 'Products and keys (operators)' },
         { name: 'operations', description: 'Health and metrics' },
       ],
@@ -189,7 +193,12 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
   eventsV1Route(app, services);
   eventsV2Route(app, services);
   eventsBatchRoute(app, services);
-  if (config.adminToken !== undefined) adminRoutes(app, services, config.adminToken);
+  identifyRoute(app, services);
+  aliasRoute(app, services);
+  if (config.adminToken !== undefined) {
+    adminRoutes(app, services, config.adminToken);
+    adminUserRoutes(app, services, config.adminToken);
+  }
 
   return app;
 }
