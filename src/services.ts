@@ -2,6 +2,7 @@
 // background jobs alike; nothing else opens storage.
 import type { Config } from './config.js';
 import { openStorage, type OpenedStorage } from './storage/connect.js';
+import { createIdentityService, type IdentityService } from './services/identity-service.js';
 import { createIngestService, type IngestService } from './services/ingest-service.js';
 import { createKeyService, type KeyService } from './services/key-service.js';
 import { createMetrics, type Metrics } from './services/metrics.js';
@@ -17,6 +18,7 @@ export interface Services {
   metrics: Metrics;
   keys: KeyService;
   ingest: IngestService;
+  identity: IdentityService;
   rateLimiter: RateLimiter;
   /** Traffic reports: reading, syncing sources, and the interval scheduler (started by main). */
   traffic: { reports: TrafficReportService; sync: TrafficSyncService; scheduler: TrafficScheduler };
@@ -37,6 +39,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
   const metrics = createMetrics({ defaultMetrics: options.defaultMetrics ?? true });
   const keys = createKeyService(storage, { cacheTtlMs: config.keyCacheTtlMs });
   const ingest = createIngestService(storage, metrics);
+  const identity = createIdentityService(storage);
   const rateLimiter = createInMemoryRateLimiter(config.rateLimitRps, config.rateLimitBurst);
   const trafficSync = createTrafficSyncService(storage, { retry: { ...DEFAULT_RETRY_POLICY, maxTotalMs: config.trafficRetryMaxMs } });
   const traffic = {
@@ -51,6 +54,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
     metrics,
     keys,
     ingest,
+    identity,
     rateLimiter,
     traffic,
     close() {

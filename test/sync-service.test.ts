@@ -159,8 +159,9 @@ for (const dialect of DIALECTS) {
       plausible.latencyMs = 400;
       try {
         const sync = service();
+        const providerCalled = plausible.nextRequest();
         const first = sync.syncProduct('prod_p', { kind: 'schedule' });
-        await new Promise((resolve) => setTimeout(resolve, 100));
+        await providerCalled; // the first sync holds the lock while the provider answers (400 ms)
         const second = await sync.syncProduct('prod_p', { kind: 'admin' });
         assert.equal(second.status, 'already_running');
         const otherInstance = service(await opened.openAnother());

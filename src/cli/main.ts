@@ -5,9 +5,10 @@ import { AppError } from '../domain/errors.js';
 import { createServices } from '../services.js';
 import { parseCommandArgs, UsageError, type CliIo, type Command } from './command.js';
 import { coreCommands } from './core-commands.js';
+import { identityCommands } from './identity-commands.js';
 import { trafficCommands } from './traffic-commands.js';
 
-export const commands: Command[] = [...coreCommands, ...trafficCommands];
+export const commands: Command[] = [...coreCommands, ...identityCommands, ...trafficCommands];
 
 function help(io: CliIo): void {
   io.out('Usage: inlet <command> [options]\n');

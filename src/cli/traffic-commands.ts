@@ -1,5 +1,6 @@
 // CLI commands for traffic reports (contract §8): connect a source, sync now, import a CSV, list runs.
-import { createReadStream, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { AppError } from '../domain/errors.js';
 import { syncRunResource, trafficSourceResource } from '../http/routes/admin-traffic.js';
 import { CSV_COLUMNS, CsvImportError, importTrafficCsv } from '../sync/csv-import.js';
@@ -95,8 +96,15 @@ export const trafficCommands: Command[] = [
       const productId = requireOption(values, 'product');
       const file = args[0];
       if (file === undefined) throw new UsageError('the CSV file is required');
+      // Opened before reading starts, so a missing file is a clear error rather than a stream event.
+      let handle;
       try {
-        const result = await importTrafficCsv(services.storage, productId, createReadStream(file), {
+        handle = await open(file, 'r');
+      } catch (error) {
+        throw new UsageError(`cannot read ${file}: ${(error as Error).message}`);
+      }
+      try {
+        const result = await importTrafficCsv(services.storage, productId, handle.createReadStream(), {
           progressEvery: 50_000,
           onProgress: (lines) => {
             if (!json) io.err(`… ${lines} lines read`);
@@ -109,8 +117,9 @@ export const trafficCommands: Command[] = [
           io.err(json ? JSON.stringify({ error: error.message, line: error.line, column: error.column ?? null }) : `inlet: ${file}: ${error.message}; nothing was imported`);
           return 1;
         }
-        if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new UsageError(`cannot read ${file}: no such file`);
         throw error;
+      } finally {
+        await handle.close().catch(() => {});
       }
     },
   },
