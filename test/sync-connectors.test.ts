@@ -44,6 +44,12 @@ describe('Plausible connector', () => {
     assert.deepEqual(body.include, { total_rows: true });
   });
 
+  it('turns percent bounce rates into exact fractions', async () => {
+    fake.rows = [49, 35, 100, 0, 33.3].map((bounce, i) => plausibleRow({ entry_page: `/b${i}`, visits: 10 - i, bounce_rate: bounce }));
+    const rows = await provider().fetchRows({ from: '2025-06-01', to: '2025-06-01' });
+    assert.deepEqual(rows.map((r) => r.bounce_rate), [0.49, 0.35, 1, 0, 0.333]);
+  });
+
   it('pages with limit/offset until total_rows', async () => {
     fake.rows = Array.from({ length: 5 }, (_, i) => plausibleRow({ entry_page: `/p${i}`, visits: 10 - i }));
     const before = fake.queries().length;

@@ -59,7 +59,7 @@ for (const dialect of DIALECTS) {
     before(async () => {
       opened = await openTestStorage(dialect);
       storage = opened.storage;
-      for (const id of ['prod_a', 'prod_b', 'prod_c', 'prod_p']) {
+      for (const id of ['prod_a', 'prod_b', 'prod_c', 'prod_n', 'prod_p']) {
         await storage.products.create({ id, name: id, createdAt: '2026-01-01T00:00:00.000Z' });
       }
     });
@@ -132,6 +132,13 @@ for (const dialect of DIALECTS) {
       close(report.totals.bounce_rate, (0.5 * 100 + 0.1 * 300 + 0.9 * 50) / 450, 'total bounce_rate');
       assert.equal(report.totals.new_users, null);
       assert.equal(report.hasMore, false);
+    });
+
+    it('gives averages without binary noise (0.49 stays 0.49)', async () => {
+      await storage.traffic.replaceSlices('prod_n', 'plausible', byDate([row({ date: '2026-03-05', source: 'n', sessions: 80, bounce_rate: 0.49, avg_session_duration: 63.1 })]));
+      const report = await storage.traffic.report('prod_n', query({ from: '2026-03-05', to: '2026-03-05', group_by: 'source' }));
+      assert.equal(report.rows[0]?.bounce_rate, 0.49);
+      assert.equal(report.rows[0]?.avg_session_duration, 63.1);
     });
 
     it('filters exactly, and an empty range gives no rows and null totals', async () => {

@@ -114,11 +114,18 @@ export function syncLockKey(productId: string): string {
   return createHash('sha256').update(`inlet:traffic-sync:${productId}`).digest().readBigInt64BE(0).toString();
 }
 
-function metricExpression(metric: TrafficMetric): RawBuilder<unknown> {
+/** Decimals kept of the weighted averages: enough for any rate or duration, and no binary noise (0.49, not 0.49000000000000005). */
+const AVERAGE_DECIMALS = 9;
+
+function metricExpression(metric: TrafficMetric, dialect: Dialect): RawBuilder<unknown> {
   const column = sql.ref(metric);
   if ((COUNT_METRICS as readonly string[]).includes(metric)) return sql`sum(${column})`;
-  // Weighted by sessions, over the rows that supply both the metric and sessions.
-  return sql`CAST(sum(${column} * sessions) AS DOUBLE PRECISION) / nullif(sum(CASE WHEN ${column} IS NOT NULL THEN sessions END), 0)`;
+  // Weighted by sessions, over the rows that supply both the metric and sessions. Rounded in SQL, so
+  // the value a cursor carries is exactly the value the next page's keyset compares against.
+  const average = sql`CAST(sum(${column} * sessions) AS DOUBLE PRECISION) / nullif(sum(CASE WHEN ${column} IS NOT NULL THEN sessions END), 0)`;
+  return dialect === 'postgres'
+    ? sql`round(CAST(${average} AS NUMERIC), ${sql.lit(AVERAGE_DECIMALS)})`
+    : sql`round(${average}, ${sql.lit(AVERAGE_DECIMALS)})`;
 }
 
 export function trafficStore(database: Kysely<Database>, dialect: Dialect): TrafficStore {
@@ -224,7 +231,7 @@ export function trafficStore(database: Kysely<Database>, dialect: Dialect): Traf
 
     async report(productId, query): Promise<TrafficReportPage> {
       const where = whereFilters(productId, query);
-      const metricColumns = sql.join(TRAFFIC_METRICS.map((metric) => sql`${metricExpression(metric)} AS ${sql.ref(metric)}`));
+      const metricColumns = sql.join(TRAFFIC_METRICS.map((metric) => sql`${metricExpression(metric, dialect)} AS ${sql.ref(metric)}`));
       const dimensions = sql.join(query.groupBy.map((dimension) => sql.ref(dimension)));
       const grouped = sql`SELECT ${dimensions}, ${metricColumns} FROM traffic_rows WHERE ${where} GROUP BY ${dimensions}`;
 

@@ -42,7 +42,8 @@ function mapResult(result: unknown): TrafficRow {
     new_users: null,
     pageviews: count(pageviews),
     engaged_sessions: null,
-    bounce_rate: bounce === null ? null : bounce / 100,
+    // Percent → fraction, without binary noise: 49 → 0.49, not 0.49000000000000005.
+    bounce_rate: bounce === null ? null : Math.round(bounce * 1e8) / 1e10,
     avg_session_duration: count(visitDuration),
     conversions: null,
   };

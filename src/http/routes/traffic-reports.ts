@@ -24,16 +24,15 @@ export const TrafficMetricsSchema = Type.Object({
 
 const dimension = (description: string) => Type.Optional(Type.String({ description }));
 
-const TrafficReportRow = Type.Composite([
-  Type.Object({
-    date: dimension('YYYY-MM-DD, when grouped by date'),
-    source: dimension('e.g. google, (direct)'),
-    medium: dimension('e.g. organic, cpc, (none)'),
-    campaign: dimension('e.g. spring_sale, (not set)'),
-    landing_page: dimension('Path of the first page of the session'),
-  }),
-  TrafficMetricsSchema,
-]);
+// Dimensions first (the ones in group_by are present), then every metric.
+const TrafficReportRow = Type.Object({
+  date: dimension('YYYY-MM-DD, when grouped by date'),
+  source: dimension('e.g. google, (direct)'),
+  medium: dimension('e.g. organic, cpc, (none)'),
+  campaign: dimension('e.g. spring_sale, (not set)'),
+  landing_page: dimension('Path of the first page of the session'),
+  ...TrafficMetricsSchema.properties,
+});
 
 const queryString = (description: string, extra: Record<string, unknown> = {}) => Type.Optional(Type.String({ description, ...extra }));
 
