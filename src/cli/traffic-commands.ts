@@ -110,7 +110,7 @@ export const trafficCommands: Command[] = [
             if (!json) io.err(`… ${lines} lines read`);
           },
         });
-        io.out(json ? JSON.stringify({ data: result }) : `imported ${result.rows} rows for ${result.dates} dates (${result.from ?? '-'} to ${result.to ?? '-'})`);
+        io.out(json ? JSON.stringify({ data: result }) : `imported ${result.rows} rows for ${result.dates} date(s) (${result.from ?? '-'} to ${result.to ?? '-'})`);
         return 0;
       } catch (error) {
         if (error instanceof CsvImportError) {
