@@ -109,6 +109,16 @@ for (const dialect of DIALECTS) {
       assert.ok(runs.every((r) => r.finishedAt !== null));
     });
 
+    it('cuts over-long provider values so every row fits the key, merging rows that then coincide', async () => {
+      const long = `/search?q=${'x'.repeat(3000)}`;
+      plausible.rows = [prow({ date: '2026-02-10', entry_page: `${long}a`, visits: 2 }), prow({ date: '2026-02-10', entry_page: `${long}b`, visits: 3 })];
+      const result = await service().syncProduct('prod_p', { from: '2026-02-10', to: '2026-02-10' });
+      assert.deepEqual(result, { status: 'succeeded', from: '2026-02-10', to: '2026-02-10', rows: 1 });
+      const r = await report(storage, 'prod_p', { from: '2026-02-10', to: '2026-02-10', group_by: 'landing_page' });
+      assert.equal(r.rows[0]?.landing_page, long.slice(0, 1000));
+      assert.equal(r.rows[0]?.sessions, 5);
+    });
+
     it('syncs an explicit range, and rejects a bad one', async () => {
       plausible.rows = [prow({ date: '2026-02-01', visits: 3 }), prow({ date: '2026-02-03', visits: 4 })];
       const sync = service();

@@ -291,6 +291,30 @@ export function aggregateMetrics(rows: readonly TrafficMetrics[]): TrafficMetric
   return out;
 }
 
+/**
+ * Longest stored dimension values. Every dimension is part of the primary key, and a PostgreSQL index
+ * entry must stay under ~2.7 kB, so provider values beyond these lengths are cut (URLs with long query
+ * strings, mostly) and the CSV import refuses them.
+ */
+export const MAX_DIMENSION_LENGTH: Record<Exclude<TrafficDimension, 'date'>, number> = {
+  source: 255,
+  medium: 255,
+  campaign: 255,
+  landing_page: 1000,
+};
+
+/** Cuts over-long dimension values (see MAX_DIMENSION_LENGTH); merge duplicates afterwards. */
+export function truncateDimensions(row: TrafficRow): TrafficRow {
+  const cut = (value: string, max: number) => (value.length > max ? value.slice(0, max) : value);
+  return {
+    ...row,
+    source: cut(row.source, MAX_DIMENSION_LENGTH.source),
+    medium: cut(row.medium, MAX_DIMENSION_LENGTH.medium),
+    campaign: cut(row.campaign, MAX_DIMENSION_LENGTH.campaign),
+    landing_page: cut(row.landing_page, MAX_DIMENSION_LENGTH.landing_page),
+  };
+}
+
 function naturalKey(row: TrafficDimensions): string {
   return JSON.stringify([row.date, row.source, row.medium, row.campaign, row.landing_page]);
 }

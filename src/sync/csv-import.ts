@@ -6,12 +6,11 @@ import type { Readable } from 'node:stream';
 import { AppError } from '../domain/errors.js';
 import { uuidv7 } from '../domain/ids.js';
 import { isCalendarDate } from '../domain/timestamps.js';
-import { TRAFFIC_DIMENSIONS, TRAFFIC_METRICS, type TrafficRow } from '../domain/traffic-reports.js';
+import { MAX_DIMENSION_LENGTH, TRAFFIC_DIMENSIONS, TRAFFIC_METRICS, type TrafficRow } from '../domain/traffic-reports.js';
 import type { Storage } from '../storage/types.js';
 
 export const CSV_COLUMNS = [...TRAFFIC_DIMENSIONS, ...TRAFFIC_METRICS] as const;
 const INTEGER_METRICS = new Set(['sessions', 'users', 'new_users', 'pageviews', 'engaged_sessions', 'conversions']);
-const MAX_FIELD_LENGTH = 2048;
 
 export class CsvImportError extends Error {
   constructor(
@@ -76,7 +75,8 @@ function parseValue(column: string, raw: string, line: number): string | number 
       if (!isCalendarDate(raw)) throw new CsvImportError(line, column, `must be a calendar date YYYY-MM-DD, got "${raw}"`);
       return raw;
     }
-    if (raw.length > MAX_FIELD_LENGTH) throw new CsvImportError(line, column, `must be at most ${MAX_FIELD_LENGTH} characters`);
+    const max = MAX_DIMENSION_LENGTH[column as keyof typeof MAX_DIMENSION_LENGTH];
+    if (raw.length > max) throw new CsvImportError(line, column, `must be at most ${max} characters`);
     // An empty dimension is the providers' placeholder for "no value".
     return raw === '' ? '(not set)' : raw;
   }

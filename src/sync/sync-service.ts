@@ -5,7 +5,7 @@
 import { AppError, validationError, type FieldError } from '../domain/errors.js';
 import { uuidv7 } from '../domain/ids.js';
 import { isCalendarDate } from '../domain/timestamps.js';
-import { addDays, datesInRange, daysBetween, MAX_REPORT_DAYS, mergeDuplicateRows, utcDate, type TrafficRow } from '../domain/traffic-reports.js';
+import { addDays, datesInRange, daysBetween, MAX_REPORT_DAYS, mergeDuplicateRows, truncateDimensions, utcDate, type TrafficRow } from '../domain/traffic-reports.js';
 import type { Storage, SyncRunKind, SyncRunRecord, TrafficProviderName, TrafficSourceRecord, TrafficSourceSummary } from '../storage/types.js';
 import { AccessTokenCache, checkServiceAccount, ga4Provider } from './ga4.js';
 import { plausibleProvider } from './plausible.js';
@@ -219,7 +219,7 @@ export function createTrafficSyncService(storage: Storage, options: TrafficSyncO
     try {
       const fetched = await providerFor(source).fetchRows(range);
       const byDate = new Map<string, TrafficRow[]>(datesInRange(range.from, range.to).map((date) => [date, []]));
-      for (const row of mergeDuplicateRows(fetched)) byDate.get(row.date)?.push(row); // rows outside the range are ignored
+      for (const row of mergeDuplicateRows(fetched.map(truncateDimensions))) byDate.get(row.date)?.push(row); // rows outside the range are ignored
       const rows = await storage.traffic.replaceSlices(productId, source.provider, byDate);
       await storage.traffic.finishRun(productId, runId, { finishedAt: now().toISOString(), rows, outcome: 'succeeded', error: null });
       logger.info({ productId, provider: source.provider, ...range, rows, kind }, 'traffic sync succeeded');
