@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import fc from 'fast-check';
 import { AppError } from '../src/domain/errors.js';
 import {
   aggregateMetrics,
@@ -174,5 +175,53 @@ describe('mergeDuplicateRows', () => {
     assert.equal(merged[0]!.sessions, 4);
     assert.equal(merged[0]!.bounce_rate, 0.25);
     assert.equal(merged[1]!.landing_page, '/b');
+  });
+});
+
+describe('properties (fast-check)', () => {
+  const fullRow = fc.record({
+    sessions: fc.integer({ min: 1, max: 10_000 }),
+    users: fc.integer({ min: 0, max: 10_000 }),
+    new_users: fc.integer({ min: 0, max: 10_000 }),
+    pageviews: fc.integer({ min: 0, max: 100_000 }),
+    engaged_sessions: fc.integer({ min: 0, max: 10_000 }),
+    bounce_rate: fc.double({ min: 0, max: 1, noNaN: true }),
+    avg_session_duration: fc.double({ min: 0, max: 3600, noNaN: true }),
+    conversions: fc.integer({ min: 0, max: 100 }),
+  });
+
+  it('aggregating parts then the parts gives the aggregate of the whole (rows supplying every metric)', () => {
+    fc.assert(
+      fc.property(fc.array(fullRow, { minLength: 1, maxLength: 20 }), fc.array(fullRow, { minLength: 1, maxLength: 20 }), (a, b) => {
+        const whole = aggregateMetrics([...a, ...b]);
+        const parts = aggregateMetrics([aggregateMetrics(a), aggregateMetrics(b)]);
+        for (const key of Object.keys(whole) as Array<keyof TrafficMetrics>) {
+          const [x, y] = [whole[key]!, parts[key]!];
+          assert.ok(Math.abs(x - y) <= 1e-9 * Math.max(1, Math.abs(x)), `${key}: ${x} vs ${y}`);
+        }
+      }),
+    );
+  });
+
+  it('weighted averages stay within the range of the rows they average', () => {
+    fc.assert(
+      fc.property(fc.array(fullRow, { minLength: 1, maxLength: 30 }), (rows) => {
+        const out = aggregateMetrics(rows);
+        const rates = rows.map((r) => r.bounce_rate);
+        assert.ok(out.bounce_rate! >= Math.min(...rates) - 1e-12 && out.bounce_rate! <= Math.max(...rates) + 1e-12);
+      }),
+    );
+  });
+
+  it('a cursor made for a query is accepted by that query and carries the same key', () => {
+    const text = fc.string({ minLength: 1, maxLength: 40 });
+    fc.assert(
+      fc.property(text, text, fc.option(fc.double({ noNaN: true, noDefaultInfinity: true }), { nil: null }), (source, medium, value) => {
+        const q = parseTrafficReportQuery({ group_by: 'source,medium', sort: '-bounce_rate' }, NOW);
+        const cursor = cursorAfter(q, { source, medium, bounce_rate: value });
+        const again = parseTrafficReportQuery({ group_by: 'source,medium', sort: '-bounce_rate', cursor }, NOW);
+        assert.deepEqual(again.cursor, { value: Object.is(value, -0) ? 0 : value, key: [source, medium] });
+      }),
+    );
   });
 });
