@@ -26,6 +26,7 @@ export interface CreateServicesOptions {
 export async function createServices(config: Config, options: CreateServicesOptions = {}): Promise<Services> {
   const storage = await openStorage(config.databaseUrl, {
     sqliteSynchronous: config.sqliteSynchronous,
+    postgresPoolSize: config.postgresPoolSize,
     ...(options.postgresSchema === undefined ? {} : { postgresSchema: options.postgresSchema }),
   });
   const metrics = createMetrics({ defaultMetrics: options.defaultMetrics ?? true });

@@ -9,13 +9,16 @@ import { apiKeyStore, eventReads, legacyUsageStore, productStore } from './core-
 import { migrate, type MigrationReport } from './migrate.js';
 import { sqliteEventWriter } from './sqlite/event-writer.js';
 import { postgresEventWriter } from './postgres/event-writer.js';
+import { postgresTarget } from './postgres/connection-url.js';
 import type { Dialect, Storage } from './types.js';
 
 export interface OpenStorageOptions {
   /** SQLite `synchronous`: `full` fsyncs every commit (the default), `normal` may lose the last commits on power loss. */
   sqliteSynchronous?: 'full' | 'normal';
-  /** PostgreSQL schema to use (created if missing); tests use one schema per run. */
+  /** PostgreSQL schema to use (created if missing); tests use one schema per run. The URL may name it
+   *  instead: `postgres://…/db?schema=name` (postgres/connection-url.ts). */
   postgresSchema?: string;
+  /** Connections in this process's pool (default 10). */
   postgresPoolSize?: number;
   /** Apply pending migrations before returning (default true). */
   migrate?: boolean;
@@ -66,19 +69,21 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     const kysely = db;
     makeWriter = () => sqliteEventWriter(kysely, raw).insertMany;
   } else {
-    const schema = options.postgresSchema;
-    if (schema !== undefined && !/^[a-z_][a-z0-9_]*$/.test(schema)) throw new Error(`invalid PostgreSQL schema name "${schema}"`);
+    const { connectionString, schema } = postgresTarget(url, options.postgresSchema);
     if (schema !== undefined) {
-      const admin = new pg.Client({ connectionString: url });
+      const admin = new pg.Client({ connectionString });
       await admin.connect();
       try {
         await admin.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+      } catch (error) {
+        // CREATE SCHEMA IF NOT EXISTS is not atomic: an instance starting at the same moment may win.
+        if (!['42P06', '23505'].includes((error as { code?: string }).code ?? '')) throw error;
       } finally {
         await admin.end();
       }
     }
     const pool = new pg.Pool({
-      connectionString: url,
+      connectionString,
       max: options.postgresPoolSize ?? 10,
       types: postgresTypes(),
       ...(schema === undefined ? {} : { options: `-c search_path=${schema}` }),
