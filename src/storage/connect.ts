@@ -10,6 +10,7 @@ import { migrate, type MigrationReport } from './migrate.js';
 import { sqliteEventWriter } from './sqlite/event-writer.js';
 import { postgresEventWriter } from './postgres/event-writer.js';
 import { postgresTarget } from './postgres/connection-url.js';
+import { ensureEventPartitions, PARTITION_MAINTENANCE_INTERVAL_MS } from './postgres/event-partitions.js';
 import type { Dialect, Storage } from './types.js';
 
 export interface OpenStorageOptions {
@@ -96,6 +97,15 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
   }
 
   const migration = options.migrate === false ? undefined : await migrate(db, dialect);
+  let maintenance: NodeJS.Timeout | undefined;
+  if (dialect === 'postgres' && options.migrate !== false) {
+    const kysely = db;
+    await ensureEventPartitions(kysely);
+    // A long-running instance keeps months ahead of the clock. A failed run is retried at the next
+    // tick; meanwhile the default partition takes the rows, so ingest never depends on it.
+    maintenance = setInterval(() => void ensureEventPartitions(kysely).catch(() => {}), PARTITION_MAINTENANCE_INTERVAL_MS);
+    maintenance.unref();
+  }
   // The writer prepares its statements against the migrated schema.
   const insertMany = makeWriter();
   const reads = eventReads(db);
@@ -112,6 +122,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
       await sql`SELECT 1`.execute(db);
     },
     async close() {
+      clearInterval(maintenance);
       await db.destroy();
     },
   };
