@@ -124,17 +124,18 @@ describe(`event store idempotency (${dialect})`, () => {
 const postgresOnly = dialect === 'postgres' ? false : 'PostgreSQL only: partitions and event_dedup exist on PostgreSQL';
 
 describe('events partitions and retention (PostgreSQL)', { skip: postgresOnly }, () => {
-  const database = testDatabase();
+  let database: TestDatabase;
   let storage: OpenedStorage;
   const productId = prefixedId('prd');
 
   before(async () => {
+    database = testDatabase();
     storage = await open(database);
     await storage.products.create({ id: productId, name: 'Acme', createdAt: new Date().toISOString() });
   });
   after(async () => {
     await storage?.close();
-    await database.drop();
+    await database?.drop();
   });
 
   async function partitionOf(id: string): Promise<string | undefined> {

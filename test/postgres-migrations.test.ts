@@ -1,22 +1,25 @@
 // Several instances starting at once on one fresh PostgreSQL schema: every migration is applied
 // exactly once and every instance starts (ARCHITECTURE "Scaling out"; migrate.ts's advisory lock).
-import { after, describe, it } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { sql } from 'kysely';
 import { openStorage, type OpenedStorage } from '../src/storage/connect.js';
 import { migrations } from '../src/storage/migrations/index.js';
 import { postgresTarget } from '../src/storage/postgres/connection-url.js';
 import { ConfigError, loadConfig } from '../src/config.js';
-import { dialect, testDatabase } from './helpers.js';
+import { dialect, testDatabase, type TestDatabase } from './helpers.js';
 
 const skip = dialect === 'postgres' ? false : 'PostgreSQL only: concurrent migrations need a shared server database';
 
 describe('migrations under concurrency (PostgreSQL)', { skip }, () => {
-  const database = testDatabase();
+  let database: TestDatabase;
   const opened: OpenedStorage[] = [];
+  before(() => {
+    database = testDatabase();
+  });
   after(async () => {
     await Promise.all(opened.map((storage) => storage.close()));
-    await database.drop();
+    await database?.drop();
   });
 
   it('six instances opening one fresh schema at once all succeed and apply each migration once', { timeout: 60_000 }, async () => {
