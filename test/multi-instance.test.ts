@@ -1,96 +1,22 @@
 // Two real service processes on one PostgreSQL schema, as behind a load balancer (docs/scaling-out.md).
 // Proves across instances: one event per external_id under concurrent retries split between them
-// (contract §4), revocation seen by the other instance within the key cache TTL (§1), and rate limits
-// kept per instance (§7, documented). Everything on 127.0.0.1; every wait is bounded.
+// (contract §4), revocation seen by the other instance within the key cache TTL (§1), rate limits
+// kept per instance (§7, documented), one owner per identifier and one user per new external id (§6). Everything on 127.0.0.1; every wait is bounded.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
-import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { migrations } from '../src/storage/migrations/index.js';
 import { ADMIN_TOKEN, dialect, testDatabase, type TestDatabase } from './helpers.js';
+import { startServerProcess, type ServerProcess } from './support/server-process.js';
 
 const skip = dialect === 'postgres' ? false : 'PostgreSQL only: several instances need a shared server database (SQLite is one process)';
 
-/** Identity (contract §6) arrives with migrations 100–199; until then its cross-instance checks are skipped. */
-const identitySkip = migrations.some((m) => m.version >= 100 && m.version < 200)
-  ? false
-  : 'identity is not in this build yet (no migrations 100-199): cross-instance identity checks run once the identity branch is merged';
-
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
 /** The documented default of INLET_KEY_CACHE_TTL_MS, which the instances run with. */
 const KEY_CACHE_TTL_MS = 1000;
 const RATE_LIMIT_BURST = 100;
 const START_TIMEOUT_MS = 45_000;
 const REQUEST_TIMEOUT_MS = 10_000;
 
-interface Instance {
-  name: string;
-  url: string;
-  child: ChildProcess;
-  output: string[];
-  exited: Promise<number | null>;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-function startInstance(name: string, port: number, databaseUrl: string): Instance {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-    cwd: ROOT,
-    env: {
-      ...process.env,
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      INLET_DATABASE_URL: databaseUrl,
-      INLET_ADMIN_TOKEN: ADMIN_TOKEN,
-      INLET_LOG_LEVEL: 'warn',
-      INLET_KEY_CACHE_TTL_MS: String(KEY_CACHE_TTL_MS),
-      INLET_RATE_LIMIT_RPS: '1',
-      INLET_RATE_LIMIT_BURST: String(RATE_LIMIT_BURST),
-      INLET_PG_POOL_SIZE: '4',
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const output: string[] = [];
-  const keep = (chunk: Buffer) => {
-    output.push(chunk.toString());
-    if (output.length > 200) output.shift();
-  };
-  child.stdout!.on('data', keep);
-  child.stderr!.on('data', keep);
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  return { name, url: `http://127.0.0.1:${port}`, child, output, exited };
-}
-
-async function waitReady(instance: Instance): Promise<void> {
-  const deadline = Date.now() + START_TIMEOUT_MS;
-  let exitCode: number | null | undefined;
-  void instance.exited.then((code) => (exitCode = code));
-  while (Date.now() < deadline) {
-    if (exitCode !== undefined) throw new Error(`${instance.name} exited with ${exitCode}: ${instance.output.join('')}`);
-    try {
-      const response = await fetch(`${instance.url}/readyz`, { signal: AbortSignal.timeout(1000) });
-      if (response.status === 200) return;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`${instance.name} not ready within ${START_TIMEOUT_MS} ms: ${instance.output.join('')}`);
-}
-
-async function stopInstance(instance: Instance): Promise<void> {
+async function stopInstance(instance: ServerProcess): Promise<void> {
   if (instance.child.exitCode !== null || instance.child.signalCode !== null) return;
   instance.child.kill('SIGTERM');
   const stopped = await Promise.race([instance.exited.then(() => true), new Promise((resolve) => setTimeout(() => resolve(false), 10_000))]);
@@ -106,7 +32,7 @@ interface Reply {
   body: any; // eslint-disable-line @typescript-eslint/no-explicit-any
 }
 
-async function call(instance: Instance, method: string, path: string, token: string, body?: unknown): Promise<Reply> {
+async function call(instance: ServerProcess, method: string, path: string, token: string, body?: unknown): Promise<Reply> {
   const response = await fetch(`${instance.url}${path}`, {
     method,
     headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
@@ -120,9 +46,9 @@ async function call(instance: Instance, method: string, path: string, token: str
 describe('several instances on one PostgreSQL database', { skip, timeout: 180_000 }, () => {
   // Created in before(): a skipped suite's body still runs, and must not create anything.
   let database: TestDatabase;
-  const instances: Instance[] = [];
-  let a: Instance;
-  let b: Instance;
+  const instances: ServerProcess[] = [];
+  let a: ServerProcess;
+  let b: ServerProcess;
   let client: pg.Client;
   let productId: string;
 
@@ -136,12 +62,23 @@ describe('several instances on one PostgreSQL database', { skip, timeout: 180_00
     database = testDatabase();
     // Both start at once on a fresh schema: the migrations race too (each applied once, see
     // postgres-migrations.test.ts); the schema is chosen in the URL.
-    const databaseUrl = `${database.databaseUrl}?schema=${database.postgresSchema}`;
-    const [portA, portB] = [await freePort(), await freePort()];
-    a = startInstance('instance A', portA!, databaseUrl);
-    b = startInstance('instance B', portB!, databaseUrl);
-    instances.push(a, b);
-    await Promise.all([waitReady(a), waitReady(b)]);
+    const env = {
+      INLET_DATABASE_URL: `${database.databaseUrl}?schema=${database.postgresSchema}`,
+      INLET_ADMIN_TOKEN: ADMIN_TOKEN,
+      INLET_KEY_CACHE_TTL_MS: String(KEY_CACHE_TTL_MS),
+      INLET_RATE_LIMIT_RPS: '1',
+      INLET_RATE_LIMIT_BURST: String(RATE_LIMIT_BURST),
+      INLET_PG_POOL_SIZE: '4',
+    };
+    // Each listens on a port of its own choosing (PORT=0), on 127.0.0.1.
+    const started = await Promise.allSettled([startServerProcess(env, START_TIMEOUT_MS), startServerProcess(env, START_TIMEOUT_MS)]);
+    for (const result of started) if (result.status === 'fulfilled') instances.push(result.value);
+    for (const result of started) if (result.status === 'rejected') throw result.reason;
+    [a, b] = instances as [ServerProcess, ServerProcess];
+    for (const instance of instances) {
+      const ready = await fetch(`${instance.url}/readyz`, { signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
+      assert.equal(ready.status, 200);
+    }
     client = new pg.Client({ connectionString: database.databaseUrl, options: `-c search_path=${database.postgresSchema}` });
     await client.connect();
     const product = await call(a, 'POST', '/admin/v1/products', ADMIN_TOKEN, { name: 'Acme' });
@@ -228,7 +165,7 @@ describe('several instances on one PostgreSQL database', { skip, timeout: 180_00
     assert.equal(onB.headers.get('ratelimit-remaining'), String(RATE_LIMIT_BURST - 1));
   });
 
-  describe('identity across instances', { skip: identitySkip }, () => {
+  describe('identity across instances (contract §6)', () => {
     it('an identifier claimed by concurrent identifies on both instances ends up with exactly one owner', async () => {
       const { key } = await createKey();
       const replies = await Promise.all(
