@@ -29,6 +29,16 @@ export interface OpenStorageOptions {
 export interface OpenedStorage extends Storage {
   readonly db: Kysely<Database>;
   readonly migration: MigrationReport | undefined;
+  /** PostgreSQL only: the connection pool's state, for metrics. */
+  readonly poolStats?: () => PoolStats;
+}
+
+export interface PoolStats {
+  max: number;
+  open: number;
+  idle: number;
+  /** Queries waiting for a free connection. */
+  waiting: number;
 }
 
 export function dialectOf(url: string): Dialect {
@@ -58,6 +68,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
   const dialect = dialectOf(url);
   let db: Kysely<Database>;
   let makeWriter: () => Storage['events']['insertMany'];
+  let poolStats: (() => PoolStats) | undefined;
 
   if (dialect === 'sqlite') {
     const path = sqlitePath(url);
@@ -92,6 +103,8 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     });
     // An idle client that loses its connection must not crash the process; the next query reconnects.
     pool.on('error', () => {});
+    const max = options.postgresPoolSize ?? 10;
+    poolStats = () => ({ max, open: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount });
     db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     const kysely = db;
     makeWriter = () => postgresEventWriter(kysely).insertMany;
@@ -115,6 +128,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     dialect,
     db,
     migration,
+    ...(poolStats === undefined ? {} : { poolStats }),
     products: productStore(db),
     apiKeys: apiKeyStore(db),
     events: { insertMany, get: reads.get, count: reads.count, listBySubjects: reads.listBySubjects },
