@@ -54,6 +54,15 @@ describe('migrations under concurrency (PostgreSQL)', { skip }, () => {
     const found = await sql<{ schema: string }>`SELECT table_schema AS schema FROM information_schema.tables WHERE table_name = 'inlet_migrations' AND table_schema = current_schema()`.execute(storage.db);
     assert.deepEqual(found.rows, [{ schema: database.postgresSchema }]);
   });
+
+  it('libpq\'s options=-c search_path=… in the URL reaches the same schema', async () => {
+    const url = `${database.databaseUrl}?options=${encodeURIComponent(`-c search_path=${database.postgresSchema}`)}`;
+    const storage = await openStorage(url, { postgresPoolSize: 1 });
+    opened.push(storage);
+    assert.deepEqual(storage.migration!.applied, [], 'already migrated: the schema is the same');
+    const found = await sql<{ schema: string }>`SELECT current_schema() AS schema`.execute(storage.db);
+    assert.deepEqual(found.rows, [{ schema: database.postgresSchema }]);
+  });
 });
 
 describe('schema selection in the database URL', () => {
