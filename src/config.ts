@@ -1,5 +1,6 @@
 // The only module that reads process.env. Every setting is validated once, at start-up;
 // a bad value stops the process with a message that names the variable.
+import { postgresTarget } from './storage/postgres/connection-url.js';
 
 export type LegacyFlatMode = 'accept' | 'reject';
 export type SqliteSynchronous = 'full' | 'normal';
@@ -18,6 +19,7 @@ export interface Config {
   maxEventBytes: number;
   maxBatchEvents: number;
   keyCacheTtlMs: number;
+  postgresPoolSize: number;
   trafficSyncIntervalMs: number;
   /** How long a traffic sync keeps retrying a provider's 429/5xx before it gives up. */
   trafficRetryMaxMs: number;
@@ -64,6 +66,13 @@ function databaseUrl(env: Env): string {
   if (raw.startsWith('sqlite:') && raw.slice('sqlite:'.length).length === 0) {
     throw new ConfigError('INLET_DATABASE_URL=sqlite: needs a file path, for example sqlite:./data/inlet.db');
   }
+  if (!raw.startsWith('sqlite:')) {
+    try {
+      postgresTarget(raw);
+    } catch (error) {
+      throw new ConfigError(`INLET_DATABASE_URL: ${(error as Error).message}`);
+    }
+  }
   return raw;
 }
 
@@ -87,6 +96,7 @@ export function loadConfig(env: Env = process.env): Config {
     maxEventBytes: integer(env, 'INLET_MAX_EVENT_BYTES', 32 * 1024, 256, 16 * 1024 * 1024),
     maxBatchEvents: integer(env, 'INLET_MAX_BATCH_EVENTS', 1000, 1, 100_000),
     keyCacheTtlMs: integer(env, 'INLET_KEY_CACHE_TTL_MS', 1000, 0, 3_600_000),
+    postgresPoolSize: integer(env, 'INLET_PG_POOL_SIZE', 10, 1, 1000),
     trafficSyncIntervalMs: integer(env, 'INLET_TRAFFIC_SYNC_INTERVAL_MS', 3_600_000, 0, 7 * 24 * 3_600_000),
     trafficRetryMaxMs: integer(env, 'INLET_TRAFFIC_RETRY_MAX_MS', 60_000, 0, 3_600_000),
     shutdownTimeoutMs: integer(env, 'INLET_SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),

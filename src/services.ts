@@ -6,6 +6,7 @@ import { createIdentityService, type IdentityService } from './services/identity
 import { createIngestService, type IngestService } from './services/ingest-service.js';
 import { createKeyService, type KeyService } from './services/key-service.js';
 import { createMetrics, type Metrics } from './services/metrics.js';
+import { registerPoolMetrics } from './services/pool-metrics.js';
 import { createInMemoryRateLimiter, type RateLimiter } from './services/rate-limiter.js';
 import { createTrafficReportService, type TrafficReportService } from './services/traffic-report-service.js';
 import { createTrafficSyncService, type TrafficSyncService } from './sync/sync-service.js';
@@ -34,9 +35,11 @@ export interface CreateServicesOptions {
 export async function createServices(config: Config, options: CreateServicesOptions = {}): Promise<Services> {
   const storage = await openStorage(config.databaseUrl, {
     sqliteSynchronous: config.sqliteSynchronous,
+    postgresPoolSize: config.postgresPoolSize,
     ...(options.postgresSchema === undefined ? {} : { postgresSchema: options.postgresSchema }),
   });
   const metrics = createMetrics({ defaultMetrics: options.defaultMetrics ?? true });
+  if (storage.poolStats !== undefined) registerPoolMetrics(metrics.registry, storage.poolStats);
   const keys = createKeyService(storage, { cacheTtlMs: config.keyCacheTtlMs });
   const ingest = createIngestService(storage, metrics);
   const identity = createIdentityService(storage);

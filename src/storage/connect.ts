@@ -11,13 +11,17 @@ import { migrate, type MigrationReport } from './migrate.js';
 import { sqliteEventWriter } from './sqlite/event-writer.js';
 import { postgresEventWriter } from './postgres/event-writer.js';
 import { trafficStore } from './traffic-store.js';
+import { postgresTarget } from './postgres/connection-url.js';
+import { ensureEventPartitions, PARTITION_MAINTENANCE_INTERVAL_MS } from './postgres/event-partitions.js';
 import type { Dialect, Storage } from './types.js';
 
 export interface OpenStorageOptions {
   /** SQLite `synchronous`: `full` fsyncs every commit (the default), `normal` may lose the last commits on power loss. */
   sqliteSynchronous?: 'full' | 'normal';
-  /** PostgreSQL schema to use (created if missing); tests use one schema per run. */
+  /** PostgreSQL schema to use (created if missing); tests use one schema per run. The URL may name it
+   *  instead: `postgres://…/db?schema=name` (postgres/connection-url.ts). */
   postgresSchema?: string;
+  /** Connections in this process's pool (default 10). */
   postgresPoolSize?: number;
   /** Apply pending migrations before returning (default true). */
   migrate?: boolean;
@@ -26,6 +30,16 @@ export interface OpenStorageOptions {
 export interface OpenedStorage extends Storage {
   readonly db: Kysely<Database>;
   readonly migration: MigrationReport | undefined;
+  /** PostgreSQL only: the connection pool's state, for metrics. */
+  readonly poolStats?: () => PoolStats;
+}
+
+export interface PoolStats {
+  max: number;
+  open: number;
+  idle: number;
+  /** Queries waiting for a free connection. */
+  waiting: number;
 }
 
 export function dialectOf(url: string): Dialect {
@@ -55,6 +69,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
   const dialect = dialectOf(url);
   let db: Kysely<Database>;
   let makeWriter: () => Storage['events']['insertMany'];
+  let poolStats: (() => PoolStats) | undefined;
 
   if (dialect === 'sqlite') {
     const path = sqlitePath(url);
@@ -68,31 +83,44 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     const kysely = db;
     makeWriter = () => sqliteEventWriter(kysely, raw).insertMany;
   } else {
-    const schema = options.postgresSchema;
-    if (schema !== undefined && !/^[a-z_][a-z0-9_]*$/.test(schema)) throw new Error(`invalid PostgreSQL schema name "${schema}"`);
+    const { connectionString, schema } = postgresTarget(url, options.postgresSchema);
     if (schema !== undefined) {
-      const admin = new pg.Client({ connectionString: url });
+      const admin = new pg.Client({ connectionString });
       await admin.connect();
       try {
         await admin.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+      } catch (error) {
+        // CREATE SCHEMA IF NOT EXISTS is not atomic: an instance starting at the same moment may win.
+        if (!['42P06', '23505'].includes((error as { code?: string }).code ?? '')) throw error;
       } finally {
         await admin.end();
       }
     }
     const pool = new pg.Pool({
-      connectionString: url,
+      connectionString,
       max: options.postgresPoolSize ?? 10,
       types: postgresTypes(),
       ...(schema === undefined ? {} : { options: `-c search_path=${schema}` }),
     });
     // An idle client that loses its connection must not crash the process; the next query reconnects.
     pool.on('error', () => {});
+    const max = options.postgresPoolSize ?? 10;
+    poolStats = () => ({ max, open: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount });
     db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     const kysely = db;
     makeWriter = () => postgresEventWriter(kysely).insertMany;
   }
 
   const migration = options.migrate === false ? undefined : await migrate(db, dialect);
+  let maintenance: NodeJS.Timeout | undefined;
+  if (dialect === 'postgres' && options.migrate !== false) {
+    const kysely = db;
+    await ensureEventPartitions(kysely);
+    // A long-running instance keeps months ahead of the clock. A failed run is retried at the next
+    // tick; meanwhile the default partition takes the rows, so ingest never depends on it.
+    maintenance = setInterval(() => void ensureEventPartitions(kysely).catch(() => {}), PARTITION_MAINTENANCE_INTERVAL_MS);
+    maintenance.unref();
+  }
   // The writer prepares its statements against the migrated schema.
   const insertMany = makeWriter();
   const reads = eventReads(db);
@@ -101,6 +129,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     dialect,
     db,
     migration,
+    ...(poolStats === undefined ? {} : { poolStats }),
     products: productStore(db),
     apiKeys: apiKeyStore(db),
     events: { insertMany, get: reads.get, count: reads.count, listBySubjects: reads.listBySubjects },
@@ -111,6 +140,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
       await sql`SELECT 1`.execute(db);
     },
     async close() {
+      clearInterval(maintenance);
       await db.destroy();
     },
   };

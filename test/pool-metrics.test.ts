@@ -1,0 +1,49 @@
+// /metrics shows the PostgreSQL pool of this process (docs/scaling-out.md, "What to watch"): its size is
+// INLET_PG_POOL_SIZE, and queries waiting for a connection are visible. SQLite has no pool.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { sql } from 'kysely';
+import { createTestApp, dialect, type TestContext } from './helpers.js';
+
+describe(`connection pool metrics (${dialect})`, () => {
+  let ctx: TestContext;
+  before(async () => {
+    ctx = await createTestApp({ postgresPoolSize: 3 });
+  });
+  after(() => ctx.close());
+
+  async function scrape(): Promise<string> {
+    const response = await ctx.app.inject({ method: 'GET', url: '/metrics' });
+    assert.equal(response.statusCode, 200);
+    return response.body;
+  }
+
+  it(dialect === 'postgres' ? 'reports the pool size, open and idle connections, and waiting queries' : 'has no pool gauges on SQLite', async () => {
+    const text = await scrape();
+    if (dialect === 'sqlite') {
+      assert.doesNotMatch(text, /inlet_db_pool/);
+      return;
+    }
+    assert.match(text, /^inlet_db_pool_connections\{state="max"\} 3$/m);
+    assert.match(text, /^inlet_db_pool_connections\{state="open"\} [0-3]$/m);
+    assert.match(text, /^inlet_db_pool_connections\{state="idle"\} [0-3]$/m);
+    assert.match(text, /^inlet_db_pool_waiting 0$/m);
+  });
+
+  it('shows queries waiting while every connection is busy', { skip: dialect === 'postgres' ? false : 'PostgreSQL only' }, async () => {
+    const db = ctx.services.storage.db;
+    // Four queries of 500 ms on a pool of three: one waits.
+    const busy = Array.from({ length: 4 }, () => sql`SELECT pg_sleep(0.5)`.execute(db));
+    const deadline = Date.now() + 2000;
+    const saturated = () => {
+      const stats = ctx.services.storage.poolStats!();
+      return stats.open === 3 && stats.idle === 0 && stats.waiting > 0;
+    };
+    while (!saturated() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
+    const text = await scrape();
+    await Promise.all(busy);
+    assert.match(text, /^inlet_db_pool_connections\{state="open"\} 3$/m);
+    assert.match(text, /^inlet_db_pool_connections\{state="idle"\} 0$/m);
+    assert.match(text, /^inlet_db_pool_waiting 1$/m);
+  });
+});

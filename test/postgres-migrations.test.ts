@@ -1,0 +1,96 @@
+// Several instances starting at once on one fresh PostgreSQL schema: every migration is applied
+// exactly once and every instance starts (ARCHITECTURE "Scaling out"; migrate.ts's advisory lock).
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { sql } from 'kysely';
+import { openStorage, type OpenedStorage } from '../src/storage/connect.js';
+import { migrations } from '../src/storage/migrations/index.js';
+import { postgresTarget } from '../src/storage/postgres/connection-url.js';
+import { ConfigError, loadConfig } from '../src/config.js';
+import { dialect, testDatabase, type TestDatabase } from './helpers.js';
+
+const skip = dialect === 'postgres' ? false : 'PostgreSQL only: concurrent migrations need a shared server database';
+
+describe('migrations under concurrency (PostgreSQL)', { skip }, () => {
+  let database: TestDatabase;
+  const opened: OpenedStorage[] = [];
+  before(() => {
+    database = testDatabase();
+  });
+  after(async () => {
+    await Promise.all(opened.map((storage) => storage.close()));
+    await database?.drop();
+  });
+
+  it('six instances opening one fresh schema at once all succeed and apply each migration once', { timeout: 60_000 }, async () => {
+    const instances = 6;
+    // Half name the schema in the URL, half through the option: both spellings reach one schema.
+    const results = await Promise.allSettled(
+      Array.from({ length: instances }, (_, i) =>
+        i % 2 === 0
+          ? openStorage(`${database.databaseUrl}?schema=${database.postgresSchema}`, { postgresPoolSize: 2 })
+          : openStorage(database.databaseUrl, { postgresSchema: database.postgresSchema!, postgresPoolSize: 2 }),
+      ),
+    );
+    for (const result of results) if (result.status === 'fulfilled') opened.push(result.value);
+    const failures = results.flatMap((result) => (result.status === 'rejected' ? [String(result.reason)] : []));
+    assert.deepEqual(failures, [], 'every instance opens');
+
+    const appliedBy = new Map<number, number>();
+    for (const storage of opened) {
+      for (const { version } of storage.migration!.applied) appliedBy.set(version, (appliedBy.get(version) ?? 0) + 1);
+    }
+    const expected = migrations.map((m) => m.version);
+    assert.deepEqual([...appliedBy.keys()].sort((a, b) => a - b), expected, 'every migration applied by some instance');
+    assert.ok([...appliedBy.values()].every((count) => count === 1), `each applied by exactly one instance: ${JSON.stringify([...appliedBy])}`);
+
+    const rows = await opened[0]!.db.selectFrom('inlet_migrations').select('version').orderBy('version').execute();
+    assert.deepEqual(rows.map((row) => Number(row.version)), expected, 'one row per migration');
+    for (const storage of opened) assert.equal(storage.migration!.current, Math.max(...expected));
+  });
+
+  it('the schema named in the URL is the one the tables live in', async () => {
+    const storage = opened[0]!;
+    const found = await sql<{ schema: string }>`SELECT table_schema AS schema FROM information_schema.tables WHERE table_name = 'inlet_migrations' AND table_schema = current_schema()`.execute(storage.db);
+    assert.deepEqual(found.rows, [{ schema: database.postgresSchema }]);
+  });
+
+  it('libpq\'s options=-c search_path=… in the URL reaches the same schema', async () => {
+    const url = `${database.databaseUrl}?options=${encodeURIComponent(`-c search_path=${database.postgresSchema}`)}`;
+    const storage = await openStorage(url, { postgresPoolSize: 1 });
+    opened.push(storage);
+    assert.deepEqual(storage.migration!.applied, [], 'already migrated: the schema is the same');
+    const found = await sql<{ schema: string }>`SELECT current_schema() AS schema`.execute(storage.db);
+    assert.deepEqual(found.rows, [{ schema: database.postgresSchema }]);
+  });
+});
+
+describe('schema selection in the database URL', () => {
+  it('takes ?schema= out of the URL and keeps the other parameters', () => {
+    assert.deepEqual(postgresTarget('postgres://u@h:5432/db?schema=inlet_a&sslmode=disable'), {
+      connectionString: 'postgres://u@h:5432/db?sslmode=disable',
+      schema: 'inlet_a',
+    });
+    assert.deepEqual(postgresTarget('postgres://u@h/db'), { connectionString: 'postgres://u@h/db', schema: undefined });
+  });
+
+  it('refuses names that are not plain identifiers, and two different schemas', () => {
+    assert.throws(() => postgresTarget('postgres://u@h/db?schema=a;drop'), /invalid PostgreSQL schema name/);
+    assert.throws(() => postgresTarget('postgres://u@h/db?schema=Upper'), /invalid PostgreSQL schema name/);
+    assert.throws(() => postgresTarget('postgres://u@h/db?schema=a&schema=b'), /more than one schema/);
+    assert.throws(() => postgresTarget('postgres://u@h/db?schema=a', 'b'), /two PostgreSQL schemas/);
+  });
+
+  it('a bad schema in INLET_DATABASE_URL stops start-up with a message naming the variable', () => {
+    assert.throws(() => loadConfig({ INLET_DATABASE_URL: 'postgres://u@h/db?schema=Bad-Name' }), (error: unknown) =>
+      error instanceof ConfigError && /INLET_DATABASE_URL.*invalid PostgreSQL schema name/.test(error.message));
+    assert.equal(loadConfig({ INLET_DATABASE_URL: 'postgres://u@h/db?schema=inlet' }).databaseUrl, 'postgres://u@h/db?schema=inlet');
+  });
+
+  it('INLET_PG_POOL_SIZE sets the pool size per instance (default 10, at least 1)', () => {
+    assert.equal(loadConfig({}).postgresPoolSize, 10);
+    assert.equal(loadConfig({ INLET_PG_POOL_SIZE: '25' }).postgresPoolSize, 25);
+    assert.throws(() => loadConfig({ INLET_PG_POOL_SIZE: '0' }), /INLET_PG_POOL_SIZE must be between 1 and 1000/);
+    assert.throws(() => loadConfig({ INLET_PG_POOL_SIZE: 'ten' }), /INLET_PG_POOL_SIZE must be a whole number/);
+  });
+});
