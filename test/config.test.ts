@@ -1,0 +1,85 @@
+// Contract §2: configuration from the environment, validated once, defaults, clear errors.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { ConfigError, loadConfig } from '../src/config.js';
+
+describe('loadConfig defaults (contract §2, §5, §7)', () => {
+  const config = loadConfig({});
+  const defaults: Array<[string, unknown, unknown]> = [
+    ['PORT', config.port, 3000],
+    ['HOST', config.host, '127.0.0.1'],
+    ['INLET_DATABASE_URL', config.databaseUrl, 'sqlite:./data/inlet.db'],
+    ['INLET_ADMIN_TOKEN', config.adminToken, undefined],
+    ['INLET_LOG_LEVEL', config.logLevel, 'info'],
+    ['INLET_LEGACY_FLAT', config.legacyFlat, 'accept'],
+    ['INLET_RATE_LIMIT_RPS', config.rateLimitRps, 2000],
+    ['INLET_RATE_LIMIT_BURST', config.rateLimitBurst, 4000],
+    ['max body bytes', config.maxBodyBytes, 5 * 1024 * 1024],
+    ['max event bytes', config.maxEventBytes, 32 * 1024],
+    ['max batch events', config.maxBatchEvents, 1000],
+  ];
+  for (const [name, actual, expected] of defaults) {
+    it(`${name} defaults to ${String(expected)}`, () => assert.equal(actual, expected));
+  }
+
+  it('does not read process.env when given an environment', () => {
+    const saved = process.env.PORT;
+    process.env.PORT = '1234';
+    try {
+      assert.equal(loadConfig({}).port, 3000);
+    } finally {
+      if (saved === undefined) delete process.env.PORT;
+      else process.env.PORT = saved;
+    }
+  });
+});
+
+describe('loadConfig values', () => {
+  const cases: Array<[Record<string, string>, (c: ReturnType<typeof loadConfig>) => unknown, unknown]> = [
+    [{ PORT: '8080' }, (c) => c.port, 8080],
+    [{ HOST: '0.0.0.0' }, (c) => c.host, '0.0.0.0'],
+    [{ INLET_DATABASE_URL: 'postgres://u@h:5432/db' }, (c) => c.databaseUrl, 'postgres://u@h:5432/db'],
+    [{ INLET_DATABASE_URL: 'postgresql://u@h/db' }, (c) => c.databaseUrl, 'postgresql://u@h/db'],
+    [{ INLET_DATABASE_URL: 'sqlite:/tmp/x.db' }, (c) => c.databaseUrl, 'sqlite:/tmp/x.db'],
+    [{ INLET_ADMIN_TOKEN: 'a-long-enough-secret-token' }, (c) => c.adminToken, 'a-long-enough-secret-token'],
+    [{ INLET_ADMIN_TOKEN: '' }, (c) => c.adminToken, undefined],
+    [{ INLET_LOG_LEVEL: 'debug' }, (c) => c.logLevel, 'debug'],
+    [{ INLET_LEGACY_FLAT: 'reject' }, (c) => c.legacyFlat, 'reject'],
+    [{ INLET_RATE_LIMIT_RPS: '0' }, (c) => c.rateLimitRps, 0],
+    [{ INLET_RATE_LIMIT_RPS: '50' }, (c) => c.rateLimitBurst, 100],
+    [{ INLET_RATE_LIMIT_RPS: '50', INLET_RATE_LIMIT_BURST: '70' }, (c) => c.rateLimitBurst, 70],
+  ];
+  for (const [env, pick, expected] of cases) {
+    it(`${JSON.stringify(env)} → ${String(expected)}`, () => assert.equal(pick(loadConfig(env)), expected));
+  }
+});
+
+describe('loadConfig errors name the variable and the bad value', () => {
+  const bad: Array<[string, string]> = [
+    ['PORT', 'abc'],
+    ['PORT', '70000'],
+    ['PORT', '-1'],
+    ['PORT', '80.5'],
+    ['INLET_DATABASE_URL', 'mysql://localhost/db'],
+    ['INLET_DATABASE_URL', 'sqlite:'],
+    ['INLET_ADMIN_TOKEN', 'short'],
+    ['INLET_LOG_LEVEL', 'verbose'],
+    ['INLET_LEGACY_FLAT', 'maybe'],
+    ['INLET_RATE_LIMIT_RPS', 'fast'],
+    ['INLET_RATE_LIMIT_RPS', '-5'],
+    ['INLET_RATE_LIMIT_BURST', '1e3'],
+  ];
+  for (const [name, value] of bad) {
+    it(`${name}=${JSON.stringify(value)}`, () => {
+      assert.throws(
+        () => loadConfig({ [name]: value }),
+        (error: unknown) => {
+          assert.ok(error instanceof ConfigError, String(error));
+          assert.match(error.message, new RegExp(name));
+          if (name !== 'INLET_ADMIN_TOKEN' && value !== 'sqlite:') assert.ok(error.message.includes(value), error.message);
+          return true;
+        },
+      );
+    });
+  }
+});
