@@ -45,7 +45,7 @@ function isStorageUnavailable(error: unknown): boolean {
   );
 }
 
-function toAppError(error: FastifyError | Error, bodyLimit: number | undefined): AppError {
+function toAppError(error: FastifyError | Error, bodyLimit: number | undefined, storageClosed: boolean): AppError {
   if (error instanceof AppError) return error;
   const code = (error as FastifyError).code;
   if (code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
@@ -65,6 +65,9 @@ function toAppError(error: FastifyError | Error, bodyLimit: number | undefined):
   if (status === 415) return new AppError('unsupported_media_type', error.message);
   if (status === 413) return new AppError('payload_too_large', error.message);
   if (status !== undefined && status >= 400 && status < 500) return new AppError('validation_error', error.message);
+  // Once storage was closed (shutdown), every query fails with a driver-specific error: that is
+  // "unavailable, retry" for the client, not a bug.
+  if (storageClosed) return new AppError('unavailable', 'Storage is unavailable; nothing from this request was stored. Retry later.', { cause: error });
   return new AppError('internal', 'An unexpected error occurred. It has been logged with this request id.', { cause: error });
 }
 
@@ -85,6 +88,9 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
     routerOptions: { ignoreTrailingSlash: true },
   });
 
+  // Bodies are JSON only (contract §3). Fastify also parses text/plain by default, which would turn
+  // a text body into a string and answer 400 instead of 415.
+  app.removeContentTypeParser('text/plain');
   app.setValidatorCompiler(validatorCompiler);
   app.addSchema(ProblemSchema);
   app.addSchema(EventRecordSchema);
@@ -120,7 +126,7 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
   });
 
   app.setErrorHandler((error: FastifyError, request, reply) => {
-    const appError = toAppError(error, request.routeOptions.bodyLimit);
+    const appError = toAppError(error, request.routeOptions.bodyLimit, services.storage.closed);
     if (appError.status >= 500) {
       request.log.error({ err: appError.cause ?? error, code: appError.code }, 'request failed');
     }

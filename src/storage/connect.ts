@@ -24,6 +24,8 @@ export interface OpenStorageOptions {
 export interface OpenedStorage extends Storage {
   readonly db: Kysely<Database>;
   readonly migration: MigrationReport | undefined;
+  /** True once close() was called: every later query fails, and that means "unavailable", not a bug. */
+  readonly closed: boolean;
 }
 
 export function dialectOf(url: string): Dialect {
@@ -95,10 +97,14 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
   const insertMany = makeWriter();
   const reads = eventReads(db);
 
+  let closed = false;
   return {
     dialect,
     db,
     migration,
+    get closed() {
+      return closed;
+    },
     products: productStore(db),
     apiKeys: apiKeyStore(db),
     events: { insertMany, get: reads.get, count: reads.count, listBySubjects: reads.listBySubjects },
@@ -107,6 +113,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
       await sql`SELECT 1`.execute(db);
     },
     async close() {
+      closed = true;
       await db.destroy();
     },
   };
