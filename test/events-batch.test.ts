@@ -162,6 +162,16 @@ describe('batch results', () => {
     assert.deepEqual(res.json().data.map((d: Item) => d.status), ['rejected', 'created']);
   });
 
+  it('an element with a value no backend-neutral store can hold (U+0000) is rejected alone', async () => {
+    const p = await ctx.product('batch-nul');
+    const res = await batch(p.eventsKey, { events: [ev({ external_id: 'n-0' }), ev({ properties: { x: 'a\u0000' } }), ev({ external_id: 'n-2' })] });
+    assert.equal(res.statusCode, 207, res.body);
+    const body = res.json() as { data: Item[] };
+    assert.deepEqual(body.data.map((d) => d.status), ['created', 'rejected', 'created']);
+    assert.ok(body.data[1]!.error!.errors?.some((e) => e.pointer === '/events/1/properties/x'), JSON.stringify(body.data[1]));
+    assert.equal(await ctx.services.storage.events.count(p.id), 2);
+  });
+
   it('an oversized element (> 32 KiB of JSON) is rejected with payload_too_large, the rest are stored', async () => {
     const p = await ctx.product('batch-oversized');
     const res = await batch(p.eventsKey, { events: [ev({ external_id: 'small-1' }), ev({ properties: { blob: 'x'.repeat(33 * 1024) } }), ev({ external_id: 'small-2' })] });

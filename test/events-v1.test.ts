@@ -101,6 +101,8 @@ describe('POST /api/v1/events: errors', () => {
     { why: 'properties (unknown on v1)', body: { ...valid, properties: {} }, pointer: '/properties' },
     { why: 'v2 field action (unknown on v1)', body: { ...valid, action: 'signed_up' }, pointer: '/action' },
     { why: 'unknown field (typo ocurred_at)', body: { ...valid, ocurred_at: '2026-03-01T12:00:00Z' }, pointer: '/ocurred_at' },
+    { why: 'U+0000 in subject_id (not storable on PostgreSQL)', body: { ...valid, subject_id: 'a\u0000' }, pointer: '/subject_id' },
+    { why: 'U+0000 in a metadata value', body: { ...valid, metadata: { a: '\u0000' } }, pointer: '/metadata/a' },
   ];
   for (const c of cases) {
     it(`400 validation_error for ${c.why}`, async () => {

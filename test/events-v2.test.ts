@@ -348,3 +348,51 @@ describe('POST /api/v2/events: INLET_LEGACY_FLAT=reject', () => {
     assert.equal(v1.statusCode, 201);
   });
 });
+
+describe('POST /api/v2/events: values every backend can store', () => {
+  // PostgreSQL cannot store U+0000 in text or JSONB while SQLite can: the API refuses it on both,
+  // with a pointer to the value, instead of a 500 on one backend only.
+  const cases: Array<[string, Record<string, unknown>, string]> = [
+    ['subject_id', { subject_id: 'a\u0000b' }, '/subject_id'],
+    ['external_id', { external_id: 'e\u0000' }, '/external_id'],
+    ['a property value', { properties: { note: 'x\u0000y' } }, '/properties/note'],
+    ['a nested property value', { properties: { list: [{ deep: '\u0000' }] } }, '/properties/list/0/deep'],
+    ['a property name', { properties: { 'bad\u0000key': 1 } }, '/properties/bad\u0000key'],
+    ['a metadata value', { metadata: { note: '\u0000' } }, '/metadata/note'],
+  ];
+  for (const [where, extra, pointer] of cases) {
+    it(`U+0000 in ${where} → 400 validation_error at ${JSON.stringify(pointer)}`, async () => {
+      const res = await post({ ...base, event_type: 'nul', action: 'sent', ...extra });
+      assert.equal(res.statusCode, 400, res.body);
+      const problem = problemOf(res);
+      assert.equal(problem.code, 'validation_error');
+      assert.ok(problem.errors?.some((e) => e.pointer === pointer), res.body);
+    });
+  }
+
+  it('a refused value does not fail concurrent requests that share its commit', async () => {
+    const p = await ctx.product('v2-nul-concurrent');
+    const responses = await Promise.all([
+      post({ ...base, event_type: 'ok', action: 'one' }, p.eventsKey),
+      post({ ...base, event_type: 'bad', action: 'one', properties: { x: '\u0000' } }, p.eventsKey),
+      post({ ...base, event_type: 'ok', action: 'two' }, p.eventsKey),
+    ]);
+    assert.deepEqual(responses.map((r) => r.statusCode), [201, 400, 201]);
+    assert.equal(await ctx.services.storage.events.count(p.id), 2);
+  });
+
+  it('other unusual but valid values round-trip unchanged through storage (read back via a replay)', async () => {
+    const values = [
+      { occurred_at: '0050-06-01T00:00:00Z', properties: { big: 12345678901234, neg: -0.5, t: true, n: null } },
+      { occurred_at: '9999-12-31T23:59:59.999Z', properties: { emoji: '🐎', rtl: 'שלום', quote: '"\\\'' } },
+      { occurred_at: '1969-12-31T23:59:59.999Z', properties: { 'a.b': 1, 'c/d': 2, '': 3 } },
+    ];
+    for (const [i, extra] of values.entries()) {
+      const first = await post({ ...base, event_type: 'round', action: 'trip', external_id: `round-trip-${i}`, ...extra });
+      assert.equal(first.statusCode, 201, first.body);
+      const replay = await post({ ...base, event_type: 'round', action: 'trip', external_id: `round-trip-${i}` });
+      assert.equal(replay.statusCode, 200);
+      assert.deepEqual(replay.json().data, first.json().data);
+    }
+  });
+});

@@ -38,6 +38,30 @@ export interface EventDraft {
 
 export type DraftResult = { ok: true; draft: EventDraft } | { ok: false; errors: FieldError[] };
 
+const NUL = '\u0000';
+
+/**
+ * PostgreSQL cannot store U+0000 in TEXT or JSONB; SQLite can. Both backends must answer the same,
+ * and one such event must not fail the commit it shares with other requests, so it is a 400 here.
+ */
+function rejectNul(value: unknown, pointer: string, errors: FieldError[]): void {
+  if (errors.length >= 20) return;
+  if (typeof value === 'string') {
+    if (value.includes(NUL)) errors.push({ pointer, message: 'must not contain the NUL character (U+0000)' });
+    return;
+  }
+  if (value === null || typeof value !== 'object') return;
+  if (Array.isArray(value)) {
+    value.forEach((item, i) => rejectNul(item, `${pointer}/${i}`, errors));
+    return;
+  }
+  for (const [key, item] of Object.entries(value)) {
+    const child = `${pointer}/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`;
+    if (key.includes(NUL)) errors.push({ pointer: child, message: 'property names must not contain the NUL character (U+0000)' });
+    else rejectNul(item, child, errors);
+  }
+}
+
 function occurredAt(value: string | undefined, receivedAt: string, base: string, errors: FieldError[]): string {
   if (value === undefined) return receivedAt;
   const parsed = parseRfc3339(value);
@@ -56,6 +80,9 @@ export function draftV1(input: V1EventInput, receivedAt: string, base = ''): Dra
   const name = splitV1Name(input.event_type, base);
   if (!name.ok) errors.push(...name.errors);
   const at = occurredAt(input.occurred_at, receivedAt, base, errors);
+  rejectNul(input.subject_id, `${base}/subject_id`, errors);
+  rejectNul(input.external_id, `${base}/external_id`, errors);
+  rejectNul(input.metadata, `${base}/metadata`, errors);
   if (!name.ok || errors.length > 0) return { ok: false, errors };
   return {
     ok: true,
@@ -78,6 +105,10 @@ export function draftV2(input: V2EventInput, receivedAt: string, base = ''): Dra
     errors.push({ pointer: `${base}/metadata`, message: '"metadata" is an alias of "properties": send one of them, not both' });
   }
   const at = occurredAt(input.occurred_at, receivedAt, base, errors);
+  rejectNul(input.subject_id, `${base}/subject_id`, errors);
+  rejectNul(input.external_id, `${base}/external_id`, errors);
+  rejectNul(input.properties, `${base}/properties`, errors);
+  rejectNul(input.metadata, `${base}/metadata`, errors);
   if (!name.ok || errors.length > 0) return { ok: false, errors };
   return {
     ok: true,
