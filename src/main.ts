@@ -25,6 +25,7 @@ async function start(config: Config): Promise<void> {
       // Fastify stops accepting, waits for in-flight requests (whose events are committed before
       // they are answered), then we flush bookkeeping and close storage.
       await app.close();
+      app.log.info('HTTP server closed; flushing and closing storage');
       await services.close();
       app.log.info('stopped');
       process.exit(0);
@@ -37,9 +38,11 @@ async function start(config: Config): Promise<void> {
   process.on('SIGINT', () => void stop('SIGINT'));
 
   await app.listen({ port: config.port, host: config.host });
+  const address = app.server.address();
+  const port = typeof address === 'object' && address !== null ? address.port : config.port;
   app.log.info(
-    { storage: services.storage.dialect, admin_api: config.adminToken !== undefined, legacy_flat: config.legacyFlat },
-    `Inlet listening on http://${config.host}:${config.port}`,
+    { port, storage: services.storage.dialect, admin_api: config.adminToken !== undefined, legacy_flat: config.legacyFlat },
+    `Inlet listening on http://${config.host}:${port}`,
   );
 }
 

@@ -2,6 +2,7 @@
 // background jobs alike; nothing else opens storage.
 import type { Config } from './config.js';
 import { openStorage, type OpenedStorage } from './storage/connect.js';
+import { createIdentityService, type IdentityService } from './services/identity-service.js';
 import { createIngestService, type IngestService } from './services/ingest-service.js';
 import { createKeyService, type KeyService } from './services/key-service.js';
 import { createMetrics, type Metrics } from './services/metrics.js';
@@ -13,6 +14,7 @@ export interface Services {
   metrics: Metrics;
   keys: KeyService;
   ingest: IngestService;
+  identity: IdentityService;
   rateLimiter: RateLimiter;
   /** Flushes pending writes and closes storage. */
   close(): Promise<void>;
@@ -31,6 +33,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
   const metrics = createMetrics({ defaultMetrics: options.defaultMetrics ?? true });
   const keys = createKeyService(storage, { cacheTtlMs: config.keyCacheTtlMs });
   const ingest = createIngestService(storage, metrics);
+  const identity = createIdentityService(storage);
   const rateLimiter = createInMemoryRateLimiter(config.rateLimitRps, config.rateLimitBurst);
   let closed: Promise<void> | undefined;
   return {
@@ -39,6 +42,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
     metrics,
     keys,
     ingest,
+    identity,
     rateLimiter,
     close() {
       closed ??= (async () => {

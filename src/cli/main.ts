@@ -5,8 +5,9 @@ import { AppError } from '../domain/errors.js';
 import { createServices } from '../services.js';
 import { parseCommandArgs, UsageError, type CliIo, type Command } from './command.js';
 import { coreCommands } from './core-commands.js';
+import { identityCommands } from './identity-commands.js';
 
-export const commands: Command[] = [...coreCommands];
+export const commands: Command[] = [...coreCommands, ...identityCommands];
 
 function help(io: CliIo): void {
   io.out('Usage: inlet <command> [options]\n');

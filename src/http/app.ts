@@ -15,6 +15,9 @@ import { eventsV2Route } from './routes/events-v2.js';
 import { eventsBatchRoute } from './routes/events-batch.js';
 import { adminRoutes } from './routes/admin-products.js';
 import { operationsRoutes } from './routes/operations.js';
+import { identifyRoute } from './routes/identify.js';
+import { aliasRoute } from './routes/alias.js';
+import { adminUserRoutes } from './routes/admin-users.js';
 
 export interface BuildAppOptions {
   logger?: FastifyServerOptions['logger'];
@@ -83,21 +86,32 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
       const sent = request.headers['x-request-id'];
       return typeof sent === 'string' && SANE_REQUEST_ID.test(sent) ? sent : randomUUID();
     },
-    return503OnClosing: true,
+    // Our own onRequest hook answers 503 problem+json while closing (Fastify's would not be problem+json).
+    return503OnClosing: false,
     forceCloseConnections: 'idle',
     routerOptions: { ignoreTrailingSlash: true },
   });
 
-  // Bodies are JSON only (contract §3). Fastify also parses text/plain by default, which would turn
-  // a text body into a string and answer 400 instead of 415.
-  app.removeContentTypeParser('text/plain');
+  // JSON only (contract §3): Fastify's default text/plain parser would let other bodies through.
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJson);
+
   app.setValidatorCompiler(validatorCompiler);
   app.addSchema(ProblemSchema);
   app.addSchema(EventRecordSchema);
   app.addSchema(EventV2Request);
 
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
+    if (closing) {
+      reply.header('connection', 'close');
+      throw new AppError('unavailable', 'Inlet is shutting down; retry on another instance or in a moment.', { headers: { 'retry-after': '1' } });
+    }
   });
 
   // gzip request bodies: decompressed as they stream in, so the body limit applies to the
@@ -116,6 +130,12 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
     payload.on('error', (error) => gunzip.destroy(error));
     payload.pipe(gunzip);
     return gunzip;
+  });
+
+  // Responses finished while closing end their keep-alive connection, so the server can close.
+  app.addHook('onSend', async (_request, reply, payload) => {
+    if (closing) reply.header('connection', 'close');
+    return payload;
   });
 
   app.addHook('onResponse', async (request, reply) => {
@@ -162,6 +182,7 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
       },
       tags: [
         { name: 'events', description: 'Event ingestion' },
+        { name: 'identity', description: 'Users: identify and alias' },
         { name: 'admin', description: 'Products and keys (operators)' },
         { name: 'operations', description: 'Health and metrics' },
       ],
@@ -175,7 +196,12 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
   eventsV1Route(app, services);
   eventsV2Route(app, services);
   eventsBatchRoute(app, services);
-  if (config.adminToken !== undefined) adminRoutes(app, services, config.adminToken);
+  identifyRoute(app, services);
+  aliasRoute(app, services);
+  if (config.adminToken !== undefined) {
+    adminRoutes(app, services, config.adminToken);
+    adminUserRoutes(app, services, config.adminToken);
+  }
 
   return app;
 }

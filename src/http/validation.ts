@@ -24,13 +24,47 @@ function describe(value: unknown): string {
   return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
 }
 
+/** Levenshtein distance, for "did you mean" on unknown fields. */
+function distance(a: string, b: string): number {
+  const row = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    let previous = row[0]!;
+    row[0] = i;
+    for (let j = 1; j <= b.length; j++) {
+      const current = row[j]!;
+      row[j] = Math.min(row[j]! + 1, row[j - 1]! + 1, previous + (a[i - 1] === b[j - 1] ? 0 : 1));
+      previous = current;
+    }
+  }
+  return row[b.length]!;
+}
+
+function closest(field: string, known: string[]): string | undefined {
+  let best: string | undefined;
+  let bestDistance = Infinity;
+  for (const candidate of known) {
+    const d = distance(field.toLowerCase(), candidate);
+    if (d < bestDistance) {
+      best = candidate;
+      bestDistance = d;
+    }
+  }
+  return bestDistance <= Math.max(2, Math.floor(field.length / 3)) ? best : undefined;
+}
+
 function message(error: ValueError): string {
   const schema = error.schema as Record<string, unknown>;
   switch (error.type) {
     case ValueErrorType.ObjectRequiredProperty:
       return 'is required';
-    case ValueErrorType.ObjectAdditionalProperties:
-      return 'is not a known field';
+    case ValueErrorType.ObjectAdditionalProperties: {
+      const known = Object.keys((schema.properties as Record<string, unknown> | undefined) ?? {});
+      const field = error.path.slice(error.path.lastIndexOf('/') + 1);
+      const guess = closest(field, known);
+      return guess === undefined
+        ? `is not a known field (known fields: ${known.join(', ')})`
+        : `is not a known field; did you mean "${guess}"?`;
+    }
     case ValueErrorType.StringMaxLength:
       return `must be at most ${String(schema.maxLength)} characters`;
     case ValueErrorType.StringMinLength:

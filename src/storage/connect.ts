@@ -6,6 +6,7 @@ import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { Database } from './database.js';
 import { apiKeyStore, eventReads, legacyUsageStore, productStore } from './core-stores.js';
+import { identityStore } from './identity-store.js';
 import { migrate, type MigrationReport } from './migrate.js';
 import { sqliteEventWriter } from './sqlite/event-writer.js';
 import { postgresEventWriter } from './postgres/event-writer.js';
@@ -109,6 +110,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     apiKeys: apiKeyStore(db),
     events: { insertMany, get: reads.get, count: reads.count, listBySubjects: reads.listBySubjects },
     legacyUsage: legacyUsageStore(db),
+    identity: identityStore(db, dialect),
     async ping() {
       await sql`SELECT 1`.execute(db);
     },

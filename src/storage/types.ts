@@ -1,6 +1,7 @@
 // The storage port: what services may ask of storage, whatever the database behind it.
 // Every row carries its product; every query is scoped by product except the key lookup by hash.
 import type { NameFormat } from '../domain/event-names.js';
+import type { IdentifierConflict, IdentifierPatch, Identifiers, TraitPatch, Traits } from '../domain/identity.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 export type ApiKeyKind = 'events' | 'reports';
@@ -106,7 +107,69 @@ export interface Storage {
   readonly apiKeys: ApiKeyStore;
   readonly events: EventStore;
   readonly legacyUsage: LegacyUsageStore;
+  readonly identity: IdentityStore;
   /** Throws when the database cannot be reached. */
   ping(): Promise<void>;
   close(): Promise<void>;
+}
+
+// Identity (contract §6).
+
+export interface UserRecord {
+  id: string;
+  /** The canonical external id: the one the user was created with, or the `to` of the merge that made it. */
+  externalId: string;
+  identifiers: Identifiers;
+  traits: Traits;
+  /** External ids merged into this user, sorted. */
+  aliases: string[];
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** One alias operation that changed something, kept for audit. */
+export interface UserMergeRecord {
+  fromExternalId: string;
+  /** The user that `from` was, or null when `from` had never been seen. */
+  fromUserId: string | null;
+  intoUserId: string;
+  /** The canonical external id of the user merged into, at the time of the merge. */
+  intoExternalId: string;
+  mergedAt: string;
+}
+
+/** Validated and normalized input of identify. */
+export interface IdentifyInput {
+  externalId: string;
+  identifiers: IdentifierPatch;
+  traits: TraitPatch;
+}
+
+export type IdentifyOutcome =
+  | { status: 'created'; user: UserRecord }
+  | { status: 'updated'; user: UserRecord }
+  | { status: 'identifier_conflict'; conflicts: IdentifierConflict[] };
+
+export type AliasOutcome =
+  | { status: 'merged'; user: UserRecord }
+  | { status: 'unchanged'; user: UserRecord }
+  /** `from` is already merged into another user, whose canonical external id is `mergedInto`. */
+  | { status: 'alias_conflict'; mergedInto: string }
+  | { status: 'identifier_conflict'; conflicts: IdentifierConflict[] };
+
+export interface ResolvedUser {
+  user: UserRecord;
+  /** Merges into this user (directly or through a user merged into it), oldest first. */
+  merges: UserMergeRecord[];
+}
+
+/**
+ * Each identify and alias is one transaction that locks what it touches before reading it;
+ * conflicts are answered as values and leave nothing changed.
+ */
+export interface IdentityStore {
+  identify(productId: string, input: IdentifyInput, now: string): Promise<IdentifyOutcome>;
+  alias(productId: string, fromExternalId: string, toExternalId: string, now: string): Promise<AliasOutcome>;
+  /** The user an external id (canonical or merged) resolves to. */
+  getUser(productId: string, externalId: string): Promise<ResolvedUser | undefined>;
 }

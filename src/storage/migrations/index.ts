@@ -3,6 +3,7 @@
 // Version ranges keep areas apart: 1–99 core, 100–199 identity, 200–299 traffic reports.
 import type { Dialect } from '../types.js';
 import { coreMigrations } from './core.js';
+import { identityMigrations } from './identity.js';
 
 export interface Migration {
   version: number;
@@ -10,4 +11,4 @@ export interface Migration {
   statements: Record<Dialect, string[]>;
 }
 
-export const migrations: Migration[] = [...coreMigrations].sort((a, b) => a.version - b.version);
+export const migrations: Migration[] = [...coreMigrations, ...identityMigrations].sort((a, b) => a.version - b.version);

@@ -1,0 +1,77 @@
+// GET /admin/v1/products/{product_id}/users/{external_id} — what an operator needs to debug an identity:
+// the resolved user, its aliases, the merges that made it, and its most recent events.
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import { validationError } from '../../domain/errors.js';
+import { EXTERNAL_ID_MAX_LENGTH } from '../../domain/identity.js';
+import type { Services } from '../../services.js';
+import type { UserDetails } from '../../services/identity-service.js';
+import { requireAdmin } from '../auth.js';
+import { eventResource } from '../events-format.js';
+import { dataEnvelope, problemResponse } from '../schemas/common.js';
+import { EventRecordSchema } from '../schemas/events.js';
+import { UserCustomer, UserMerge, mergeResource, userResource } from '../schemas/identity.js';
+
+export const USER_EVENTS_DEFAULT_LIMIT = 50;
+export const USER_EVENTS_MAX_LIMIT = 500;
+
+export function userDetailsResource(details: UserDetails) {
+  return { ...userResource(details.user), merges: details.merges.map(mergeResource), events: details.events.map(eventResource) };
+}
+
+export function adminUserRoutes(app: FastifyInstance, services: Services, adminToken: string): void {
+  app.withTypeProvider<TypeBoxTypeProvider>().get(
+    '/admin/v1/products/:product_id/users/:external_id',
+    {
+      onRequest: requireAdmin(adminToken),
+      schema: {
+        tags: ['admin'],
+        summary: 'Look up a user by any of its external ids: aliases, merge history and recent events',
+        security: [{ adminToken: [] }],
+        params: Type.Object(
+          {
+            product_id: Type.String({ minLength: 1, maxLength: 64 }),
+            external_id: Type.String({ minLength: 1, maxLength: EXTERNAL_ID_MAX_LENGTH, description: 'Canonical or merged external id (URL-encoded)' }),
+          },
+          { additionalProperties: false },
+        ),
+        querystring: Type.Object(
+          {
+            events_limit: Type.Optional(
+              Type.String({
+                pattern: '^[0-9]{1,3}$',
+                description: `How many recent events to include, 0–${USER_EVENTS_MAX_LIMIT} (default ${USER_EVENTS_DEFAULT_LIMIT})`,
+                errorMessage: `must be a whole number from 0 to ${USER_EVENTS_MAX_LIMIT}`,
+              }),
+            ),
+          },
+          { additionalProperties: false },
+        ),
+        response: {
+          200: dataEnvelope(
+            Type.Composite([
+              UserCustomer,
+              Type.Object({
+                merges: Type.Array(UserMerge, { description: 'Merges into this user (directly or through a user merged into it), oldest first' }),
+                events: Type.Array(Type.Ref(EventRecordSchema), { description: 'Most recent first; subject_type "user" and subject_id the external id or any alias' }),
+              }),
+            ]),
+          ),
+          400: problemResponse('Invalid parameter'),
+          401: problemResponse('Missing or wrong admin token'),
+          404: problemResponse('No such product, or no user with this external id'),
+        },
+      },
+    },
+    async (request) => {
+      const { product_id: productId, external_id: externalId } = request.params;
+      const limit = request.query.events_limit === undefined ? USER_EVENTS_DEFAULT_LIMIT : Number(request.query.events_limit);
+      if (limit > USER_EVENTS_MAX_LIMIT) {
+        throw validationError([{ pointer: '/events_limit', message: `query parameter events_limit must be at most ${USER_EVENTS_MAX_LIMIT}` }]);
+      }
+      await services.keys.requireProduct(productId);
+      return { data: userDetailsResource(await services.identity.getUser(productId, externalId, limit)) };
+    },
+  );
+}

@@ -1,0 +1,39 @@
+// POST /api/v2/alias — merge two identities (contract §6).
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyInstance } from 'fastify';
+import type { Services } from '../../services.js';
+import { authOf, requireKey } from '../auth.js';
+import { dataEnvelope, problemResponse } from '../schemas/common.js';
+import { AliasRequest, UserCustomer, userResource } from '../schemas/identity.js';
+import { IDENTITY_BODY_LIMIT } from './identify.js';
+
+export function aliasRoute(app: FastifyInstance, services: Services): void {
+  app.withTypeProvider<TypeBoxTypeProvider>().post(
+    '/api/v2/alias',
+    {
+      onRequest: requireKey(services, 'events'),
+      bodyLimit: IDENTITY_BODY_LIMIT,
+      schema: {
+        tags: ['identity'],
+        summary: 'Merge one identity into another',
+        description:
+          'Merges the user `from_external_id` resolves to into the user `to_external_id` resolves to (created empty if unknown): identifiers are united, the target\'s traits win and the source\'s fill the gaps, and `from` with all its aliases becomes an alias of the target. Idempotent: if both already resolve to one user, nothing changes. Chains resolve transitively.',
+        security: [{ eventsKey: [] }],
+        body: AliasRequest,
+        response: {
+          200: dataEnvelope(UserCustomer, 'The user both ids resolve to now'),
+          400: problemResponse('Invalid JSON or invalid field, or from and to are equal'),
+          401: problemResponse('Missing or invalid key'),
+          403: problemResponse('Not an events key'),
+          409: problemResponse(
+            'alias_conflict (`from_external_id`, `merged_into`, `to_external_id`): from is already merged into another user; or identifier_conflict (`conflicts`): both users hold different values of one identifier kind',
+          ),
+          413: problemResponse('Body too large'),
+          415: problemResponse('Not JSON'),
+          429: problemResponse('Rate limited'),
+        },
+      },
+    },
+    async (request) => ({ data: userResource(await services.identity.alias(authOf(request).productId, request.body)) }),
+  );
+}

@@ -1,0 +1,44 @@
+// POST /api/v2/identify — create or update a user_customer (contract §6).
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyInstance } from 'fastify';
+import type { Services } from '../../services.js';
+import { authOf, requireKey } from '../auth.js';
+import { dataEnvelope, problemResponse } from '../schemas/common.js';
+import { IdentifyRequest, UserCustomer, userResource } from '../schemas/identity.js';
+
+/** Room for 32 KiB of traits plus 20 identifiers, with JSON escaping; anything larger is 413. */
+export const IDENTITY_BODY_LIMIT = 128 * 1024;
+
+export function identifyRoute(app: FastifyInstance, services: Services): void {
+  app.withTypeProvider<TypeBoxTypeProvider>().post(
+    '/api/v2/identify',
+    {
+      onRequest: requireKey(services, 'events'),
+      bodyLimit: IDENTITY_BODY_LIMIT,
+      schema: {
+        tags: ['identity'],
+        summary: 'Create or update a user',
+        description:
+          'Upserts the user with this external_id (or the user it was merged into). Traits are shallow-merged (null removes a trait); identifiers are set per kind (null removes the kind). If any identifier belongs to another user, nothing changes and the answer is 409 identifier_conflict with `conflicts`.',
+        security: [{ eventsKey: [] }],
+        body: IdentifyRequest,
+        response: {
+          201: dataEnvelope(UserCustomer, 'User created'),
+          200: dataEnvelope(UserCustomer, 'User updated'),
+          400: problemResponse('Invalid JSON or invalid field'),
+          401: problemResponse('Missing or invalid key'),
+          403: problemResponse('Not an events key'),
+          409: problemResponse('identifier_conflict: an identifier belongs to another user; `conflicts: [{ kind, value, external_id }]`'),
+          413: problemResponse('Body too large'),
+          415: problemResponse('Not JSON'),
+          429: problemResponse('Rate limited'),
+        },
+      },
+    },
+    async (request, reply) => {
+      const { created, user } = await services.identity.identify(authOf(request).productId, request.body);
+      reply.code(created ? 201 : 200);
+      return { data: userResource(user) };
+    },
+  );
+}

@@ -1,0 +1,100 @@
+// Identity (contract §6): validates with the domain rules, asks the identity store, and turns its
+// outcomes into answers. Conflicts come back from storage as values; here they become the 409 errors
+// of the contract, with their details as extra members of the problem body.
+import { AppError, validationError, type FieldError } from '../domain/errors.js';
+import { checkExternalId, validateIdentifiers, validateTraits, type IdentifierConflict, type IdentifierPatch, type TraitPatch } from '../domain/identity.js';
+import type { EventRecord, ResolvedUser, Storage, UserRecord } from '../storage/types.js';
+
+export interface IdentifyRequest {
+  external_id: string;
+  identifiers?: Record<string, unknown> | undefined;
+  traits?: Record<string, unknown> | undefined;
+}
+
+export interface AliasRequest {
+  from_external_id: string;
+  to_external_id: string;
+}
+
+export interface UserDetails extends ResolvedUser {
+  /** Most recent first: events whose subject is this user under its external id or any alias. */
+  events: EventRecord[];
+}
+
+export function identifierConflictError(conflicts: IdentifierConflict[]): AppError {
+  const first = conflicts[0];
+  const detail =
+    first === undefined
+      ? 'An identifier belongs to another user.'
+      : `Identifier ${first.kind} "${first.value}" belongs to the user "${first.externalId}"${conflicts.length > 1 ? ` (and ${conflicts.length - 1} more conflicts)` : ''}; nothing was changed.`;
+  return new AppError('identifier_conflict', detail, {
+    extras: { conflicts: conflicts.map((c) => ({ kind: c.kind, value: c.value, external_id: c.externalId })) },
+  });
+}
+
+export function aliasConflictError(from: string, to: string, mergedInto: string): AppError {
+  return new AppError('alias_conflict', `"${from}" is already merged into the user "${mergedInto}", so it cannot become an alias of "${to}"; nothing was changed.`, {
+    extras: { from_external_id: from, merged_into: mergedInto, to_external_id: to },
+  });
+}
+
+export function createIdentityService(storage: Storage) {
+  return {
+    /** Creates or updates a user; `created` tells which. Throws validation_error or identifier_conflict. */
+    async identify(productId: string, request: IdentifyRequest): Promise<{ created: boolean; user: UserRecord }> {
+      const errors: FieldError[] = [];
+      const externalIdError = checkExternalId(request.external_id, '/external_id');
+      if (externalIdError) errors.push(externalIdError);
+      let identifiers: IdentifierPatch = {};
+      if (request.identifiers !== undefined) {
+        const checked = validateIdentifiers(request.identifiers);
+        if (checked.ok) identifiers = checked.value;
+        else errors.push(...checked.errors);
+      }
+      let traits: TraitPatch = {};
+      if (request.traits !== undefined) {
+        const checked = validateTraits(request.traits);
+        if (checked.ok) traits = checked.value;
+        else errors.push(...checked.errors);
+      }
+      if (errors.length > 0) throw validationError(errors);
+
+      const outcome = await storage.identity.identify(productId, { externalId: request.external_id, identifiers, traits }, new Date().toISOString());
+      if (outcome.status === 'identifier_conflict') throw identifierConflictError(outcome.conflicts);
+      return { created: outcome.status === 'created', user: outcome.user };
+    },
+
+    /** Merges `from` into `to` (idempotent). Throws validation_error, alias_conflict or identifier_conflict. */
+    async alias(productId: string, request: AliasRequest): Promise<UserRecord> {
+      const errors = [checkExternalId(request.from_external_id, '/from_external_id'), checkExternalId(request.to_external_id, '/to_external_id')].filter(
+        (e): e is FieldError => e !== undefined,
+      );
+      if (errors.length === 0 && request.from_external_id === request.to_external_id) {
+        errors.push({ pointer: '/to_external_id', message: 'must differ from from_external_id' });
+      }
+      if (errors.length > 0) throw validationError(errors);
+
+      const outcome = await storage.identity.alias(productId, request.from_external_id, request.to_external_id, new Date().toISOString());
+      switch (outcome.status) {
+        case 'merged':
+        case 'unchanged':
+          return outcome.user;
+        case 'alias_conflict':
+          throw aliasConflictError(request.from_external_id, request.to_external_id, outcome.mergedInto);
+        case 'identifier_conflict':
+          throw identifierConflictError(outcome.conflicts);
+      }
+    },
+
+    /** The user an external id resolves to, its merge history and its most recent events; not_found if unknown. */
+    async getUser(productId: string, externalId: string, eventsLimit: number): Promise<UserDetails> {
+      const resolved = await storage.identity.getUser(productId, externalId);
+      if (resolved === undefined) throw new AppError('not_found', `No user with external id "${externalId}" in product "${productId}".`);
+      const { user } = resolved;
+      const events = await storage.events.listBySubjects(productId, 'user', [user.externalId, ...user.aliases], eventsLimit);
+      return { ...resolved, events };
+    },
+  };
+}
+
+export type IdentityService = ReturnType<typeof createIdentityService>;
