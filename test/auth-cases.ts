@@ -1,7 +1,7 @@
 // Shared authentication cases (contract §1), reused by every route that takes an API key.
 // A route is described once (method, url, a valid body and the key kind it needs); `authCases`
-// registers the same security tests for it. Identity (identify, alias) and reports routes add
-// themselves by calling `describeAuth` with their own route description.
+// registers the same security tests for it. Every write route of contract §1 is in WRITE_ROUTES; the
+// reports route adds itself by calling `describeAuth` with its own description (kind 'reports').
 import { before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { LightMyRequestResponse } from 'fastify';
@@ -43,6 +43,22 @@ export const WRITE_ROUTES: KeyedRoute[] = [
     method: 'POST',
     url: '/api/v2/events/batch',
     body: () => ({ events: [{ event_type: 'auth', action: 'checked', subject_type: 'user', subject_id: 'u_auth' }] }),
+    kind: 'events',
+    okStatus: [200],
+  },
+  {
+    name: 'POST /api/v2/identify',
+    method: 'POST',
+    url: '/api/v2/identify',
+    body: () => ({ external_id: 'auth-user', traits: { plan: 'pro' } }),
+    kind: 'events',
+    okStatus: [200, 201],
+  },
+  {
+    name: 'POST /api/v2/alias',
+    method: 'POST',
+    url: '/api/v2/alias',
+    body: () => ({ from_external_id: 'auth-anonymous-1', to_external_id: 'auth-user' }),
     kind: 'events',
     okStatus: [200],
   },
