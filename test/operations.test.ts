@@ -42,14 +42,16 @@ describe('health and readiness', () => {
 });
 
 describe('GET /metrics', () => {
+  /** Sum of the samples of `name` whose labels include `labels`. */
   function sample(text: string, name: string, labels: Record<string, string>): number {
+    let sum = 0;
     for (const line of text.split('\n')) {
       if (!line.startsWith(`${name}{`)) continue;
       const labelText = line.slice(name.length + 1, line.lastIndexOf('}'));
       const parsed = Object.fromEntries([...labelText.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1], m[2]]));
-      if (Object.entries(labels).every(([k, v]) => parsed[k] === v)) return Number(line.slice(line.lastIndexOf(' ') + 1));
+      if (Object.entries(labels).every(([k, v]) => parsed[k] === v)) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
     }
-    return 0;
+    return sum;
   }
 
   it('is Prometheus text; inlet_events_total moves by endpoint, format and outcome; the latency histogram is there', async () => {
@@ -69,6 +71,11 @@ describe('GET /metrics', () => {
     await post('/api/v2/events', { ...base, event_type: 'a_b' });
     await post('/api/v1/events', { ...base, event_type: 'user_active', occurred_at: '2026-03-01T12:00:00Z' });
     await post('/api/v2/events/batch', { events: [{ ...base, event_type: 'a', action: 'b' }, { ...base, event_type: 'BAD', action: 'b' }] });
+    // Rejected single events count as rejected, whether a field rule or a name rule refused them.
+    await post('/api/v2/events', { ...base, subject_type: 'team', event_type: 'a', action: 'b' });
+    await post('/api/v2/events', { ...base, event: 'nodot' });
+    await post('/api/v1/events', { ...base, event_type: 'user_active' });
+    await post('/api/v1/events', { ...base, event_type: 'project_created', occurred_at: '2026-03-01T12:00:00Z' });
     const after = await read();
     assert.match(after, /# TYPE inlet_events_total counter/);
     const delta = (labels: Record<string, string>) => sample(after, 'inlet_events_total', labels) - sample(before, 'inlet_events_total', labels);
@@ -79,6 +86,8 @@ describe('GET /metrics', () => {
     assert.equal(delta({ endpoint: 'v1', format: 'v1', outcome: 'created' }), 1);
     assert.equal(delta({ endpoint: 'batch', format: 'preferred', outcome: 'created' }), 1);
     assert.equal(delta({ endpoint: 'batch', outcome: 'rejected' }), 1);
+    assert.equal(delta({ endpoint: 'v2', outcome: 'rejected' }), 2);
+    assert.equal(delta({ endpoint: 'v1', outcome: 'rejected' }), 2);
     assert.match(after, /# TYPE inlet_http_request_duration_seconds histogram/);
     assert.ok(sample(after, 'inlet_http_request_duration_seconds_count', { route: '/api/v2/events', method: 'POST', status: '201' }) >= 2);
     assert.match(after, /inlet_http_request_duration_seconds_bucket\{[^}]*le="\+Inf"/);
