@@ -163,6 +163,7 @@ describe('admin authentication', () => {
         assert.equal(res.statusCode, 401, `${JSON.stringify(headers)}: ${res.body}`);
         assert.equal(problemOf(res).code, 'unauthorized');
         assert.equal(res.headers['www-authenticate'], 'Bearer');
+        assert.equal(res.body.includes('test-admin-token'), false, 'no token in the body');
       }
     });
   }

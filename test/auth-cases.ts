@@ -129,7 +129,9 @@ export function describeAuth(route: KeyedRoute, getCtx: () => TestContext): void
       // A real key with one character changed.
       const key = rightKey();
       const tampered = key.slice(0, -1) + (key.endsWith('a') ? 'b' : 'a');
-      assertUnauthorized(await send(ctx, route, bearer(tampered)), 'tampered');
+      const res = await send(ctx, route, bearer(tampered));
+      assertUnauthorized(res, 'tampered');
+      assert.equal(res.body.includes(tampered.slice(9)), false, 'the presented secret is not echoed');
     });
 
     it('401 for the admin token used as an API key', async () => {
@@ -139,6 +141,7 @@ export function describeAuth(route: KeyedRoute, getCtx: () => TestContext): void
     it('403 forbidden for a valid key of the wrong kind', async () => {
       const res = await send(ctx, route, bearer(wrongKey()));
       assert.equal(res.statusCode, 403, res.body);
+      assert.equal(res.body.includes(wrongKey().slice(9)), false, 'the presented secret is not echoed');
       assert.equal(problemOf(res).code, 'forbidden');
       assert.equal(res.headers['www-authenticate'], undefined);
     });

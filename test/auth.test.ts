@@ -80,6 +80,29 @@ describe('API keys', () => {
   });
 });
 
+describe('last_used_at is coarse', () => {
+  it('many requests with one key cause at most one last_used_at write', async () => {
+    const p = await ctx.product('coarse');
+    const store = ctx.services.storage.apiKeys;
+    const touch = store.touch.bind(store);
+    const touched: string[] = [];
+    store.touch = async (usages) => {
+      touched.push(...usages.map((u) => u.id));
+      await touch(usages);
+    };
+    try {
+      for (let i = 0; i < 20; i++) {
+        const res = await ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(p.eventsKey), payload: { subject_type: 'user', subject_id: 'u', event_type: 'a', action: 'b' } });
+        assert.equal(res.statusCode, 201);
+      }
+      await ctx.services.keys.close(); // flushes pending bookkeeping (idempotent, keeps the service usable)
+      assert.equal(touched.length, 1, JSON.stringify(touched));
+    } finally {
+      store.touch = touch;
+    }
+  });
+});
+
 describe('product isolation', () => {
   it("a key of product A never sees or dedups against product B's events", async () => {
     const a = await ctx.product('iso-a');

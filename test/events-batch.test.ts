@@ -249,3 +249,35 @@ describe('batch results', () => {
 function clean<T extends Record<string, unknown>>(value: T): T {
   return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as T;
 }
+
+describe('configured limits are the ones enforced', () => {
+  let small: TestContext;
+  let key: string;
+  before(async () => {
+    small = await createTestApp({ maxBatchEvents: 3, maxEventBytes: 512, maxBodyBytes: 4096 });
+    key = (await small.product('small-limits')).eventsKey;
+  });
+  after(async () => small.close());
+
+  const send = (url: string, payload: unknown) => small.app.inject({ method: 'POST', url, headers: bearer(key), payload: payload as object });
+
+  it('a batch over maxBatchEvents → 413; at the limit → 200', async () => {
+    assert.equal((await send('/api/v2/events/batch', { events: [ev(), ev(), ev(), ev()] })).statusCode, 413);
+    assert.equal((await send('/api/v2/events/batch', { events: [ev(), ev(), ev()] })).statusCode, 200);
+  });
+
+  it('an element over maxEventBytes is rejected alone; a single event over it → 413', async () => {
+    const res = await send('/api/v2/events/batch', { events: [ev(), ev({ properties: { blob: 'x'.repeat(600) } })] });
+    assert.equal(res.statusCode, 207);
+    assert.equal(res.json().data[1].error.code, 'payload_too_large');
+    const single = await send('/api/v2/events', ev({ properties: { blob: 'x'.repeat(600) } }));
+    assert.equal(single.statusCode, 413);
+    assert.equal(problemOf(single).code, 'payload_too_large');
+  });
+
+  it('a body over maxBodyBytes → 413', async () => {
+    const res = await send('/api/v2/events/batch', { events: [ev({ properties: { blob: 'x'.repeat(400) } }), ev({ properties: { blob: 'x'.repeat(5000) } })] });
+    assert.equal(res.statusCode, 413);
+    assert.equal(problemOf(res).code, 'payload_too_large');
+  });
+});
