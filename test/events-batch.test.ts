@@ -246,6 +246,30 @@ describe('batch results', () => {
   });
 });
 
+describe('large concurrent batches (commits over 2000 rows)', () => {
+  it('three concurrent batches of 1000 with overlapping external_ids: each key stored once, answers agree with storage', async () => {
+    const p = await ctx.product('batch-large-concurrent');
+    const responses = await Promise.all(
+      [0, 500, 1000].map((offset) => batch(p.eventsKey, { events: Array.from({ length: 1000 }, (_, i) => ev({ external_id: `L-${offset + i}` })) })),
+    );
+    const uuidByKey = new Map<string, string>();
+    let created = 0;
+    for (const res of responses) {
+      assert.equal(res.statusCode, 200, res.body.slice(0, 300));
+      for (const item of res.json().data as Item[]) {
+        if (item.status === 'created') created++;
+        const key = item.event!.external_id as string;
+        const known = uuidByKey.get(key);
+        if (known === undefined) uuidByKey.set(key, item.event!.uuid);
+        else assert.equal(item.event!.uuid, known, key);
+      }
+    }
+    assert.equal(uuidByKey.size, 2000);
+    assert.equal(created, 2000);
+    assert.equal(await ctx.services.storage.events.count(p.id), 2000);
+  });
+});
+
 function clean<T extends Record<string, unknown>>(value: T): T {
   return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as T;
 }

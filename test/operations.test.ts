@@ -111,6 +111,8 @@ describe('OpenAPI and docs', () => {
     ['post', '/api/v1/events', true],
     ['post', '/api/v2/events', true],
     ['post', '/api/v2/events/batch', true],
+    ['post', '/api/v2/identify', true],
+    ['post', '/api/v2/alias', true],
     ['post', '/admin/v1/products', true],
     ['get', '/admin/v1/products', false],
     ['post', '/admin/v1/products/{product_id}/keys', true],
