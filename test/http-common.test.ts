@@ -30,6 +30,15 @@ describe('problem+json on every error kind', () => {
     assert.equal(problem.request_id, res.headers['x-request-id']);
   });
 
+  for (const url of ['/api/v2/events/%', '/admin/v1/products/%ZZ/keys']) {
+    it(`400 problem+json with X-Request-Id for a malformed URL (${url})`, async () => {
+      const res = await ctx.app.inject({ method: 'POST', url, headers: { ...bearer(product.eventsKey), 'x-request-id': 'bad-url-1' }, payload: event });
+      assert.equal(res.statusCode, 400, res.body);
+      assert.equal(problemOf(res).code, 'validation_error');
+      assert.equal(res.headers['x-request-id'], 'bad-url-1');
+    });
+  }
+
   it('404 for a known path with the wrong method', async () => {
     const res = await ctx.app.inject({ method: 'GET', url: '/api/v2/events' });
     assert.ok([404, 405].includes(res.statusCode));

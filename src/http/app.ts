@@ -2,7 +2,7 @@
 // JSON-only bodies, gzip, body limits), OpenAPI, and every route. Built from services, never from env.
 import { randomUUID } from 'node:crypto';
 import { createGunzip } from 'node:zlib';
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { AppError, type ErrorCode } from '../domain/errors.js';
@@ -90,6 +90,20 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
     return503OnClosing: false,
     forceCloseConnections: 'idle',
     routerOptions: { ignoreTrailingSlash: true },
+    // Errors Fastify raises before routing (a malformed URL such as "/api/v2/%") skip hooks and the
+    // error handler; without this they would be Fastify's own JSON, without X-Request-Id.
+    frameworkErrors(error, request, reply) {
+      const appError =
+        error.code === 'FST_ERR_BAD_URL'
+          ? new AppError('validation_error', 'The URL is not valid (malformed percent-encoding).')
+          : new AppError('validation_error', 'The request could not be routed.');
+      void (reply as FastifyReply)
+        .code(appError.status)
+        .header('x-request-id', request.id)
+        .type('application/problem+json')
+        .serializer(JSON.stringify)
+        .send(appError.toProblem(request.id));
+    },
   });
 
   // JSON only (contract §3): Fastify's default text/plain parser would let other bodies through.
