@@ -111,3 +111,23 @@ describe('limits are configurable (contract §7)', () => {
     });
   }
 });
+
+describe('a bad value stops start-up with a clear message (contract §2)', () => {
+  it('the server exits with code 2 naming the variable, before opening anything', async () => {
+    const { spawn } = await import('node:child_process');
+    const { once } = await import('node:events');
+    const { fileURLToPath } = await import('node:url');
+    const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('../src/main.ts', import.meta.url))], {
+      env: { ...process.env, PORT: 'eighty', INLET_DATABASE_URL: 'sqlite::memory:' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const [code] = await once(child, 'exit');
+    assert.equal(code, 2, output);
+    assert.match(output, /PORT/);
+    assert.match(output, /eighty/);
+    assert.doesNotMatch(output, /\n\s+at /, 'no stack trace');
+  });
+});
