@@ -1,6 +1,10 @@
 // Contract §2: configuration from the environment, validated once, defaults, clear errors.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { ConfigError, loadConfig } from '../src/config.js';
 
 describe('loadConfig defaults (contract §2, §5, §7)', () => {
@@ -86,7 +90,6 @@ describe('loadConfig errors name the variable and the bad value', () => {
 
 describe('every setting is documented (contract §2: "every one is listed in the README")', () => {
   it('each environment variable read by loadConfig appears in the README', async () => {
-    const { readFileSync } = await import('node:fs');
     const source = readFileSync(new URL('../src/config.ts', import.meta.url), 'utf8');
     const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
     const names = new Set([...source.matchAll(/env(?:\.|, ')([A-Z][A-Z0-9_]+)/g)].map((m) => m[1]!));
@@ -114,9 +117,6 @@ describe('limits are configurable (contract §7)', () => {
 
 describe('a bad value stops start-up with a clear message (contract §2)', () => {
   it('the server exits with code 2 naming the variable, before opening anything', async () => {
-    const { spawn } = await import('node:child_process');
-    const { once } = await import('node:events');
-    const { fileURLToPath } = await import('node:url');
     const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('../src/main.ts', import.meta.url))], {
       env: { ...process.env, PORT: 'eighty', INLET_DATABASE_URL: 'sqlite::memory:' },
       stdio: ['ignore', 'pipe', 'pipe'],
