@@ -122,6 +122,20 @@ describe('POST /api/v2/events: happy paths', () => {
     });
   }
 
+  it('counts characters, not UTF-16 units: 255 emoji are 255 characters; 256 are too many', async () => {
+    const horse = '🐎';
+    const ok = await post({ ...base, subject_id: horse.repeat(255), external_id: horse.repeat(255), event_type: 'x', action: 'y' });
+    assert.equal(ok.statusCode, 201, ok.body);
+    assert.equal(ok.json().data.subject_id, horse.repeat(255));
+    const stored = await ctx.services.storage.events.get(product.id, ok.json().data.uuid);
+    assert.equal(stored?.subjectId, horse.repeat(255));
+    const tooLong = await post({ ...base, subject_id: horse.repeat(256), event_type: 'x', action: 'y' });
+    assert.equal(tooLong.statusCode, 400);
+    assert.ok(problemOf(tooLong).errors?.some((e) => e.pointer === '/subject_id'));
+    const batch = await ctx.app.inject({ method: 'POST', url: '/api/v2/events/batch', headers: bearer(product.eventsKey), payload: { events: [{ ...base, subject_id: horse.repeat(255), event_type: 'x', action: 'y' }, { ...base, subject_id: horse.repeat(256), event_type: 'x', action: 'y' }] } });
+    assert.deepEqual(batch.json().data.map((d: { status: string }) => d.status), ['created', 'rejected']);
+  });
+
   it('accepts subject_id and external_id of exactly 255 characters', async () => {
     const res = await post({ ...base, subject_id: 's'.repeat(255), external_id: 'e'.repeat(255), event_type: 'x', action: 'y' });
     assert.equal(res.statusCode, 201, res.body);
