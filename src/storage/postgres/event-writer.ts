@@ -12,6 +12,10 @@ function dedupKey(row: { productId: string; source: string; externalId: string |
   return `${row.productId}\u0000${row.source}\u0000${row.externalId ?? ''}`;
 }
 
+function compareKeys(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
 export function postgresEventWriter(db: Kysely<Database>) {
   async function insertChunk(executor: Kysely<Database>, rows: EventInsert[]): Promise<Set<string>> {
     const inserted = await executor
@@ -56,6 +60,10 @@ export function postgresEventWriter(db: Kysely<Database>) {
         unique.push(row);
       }
     }
+    // Insert in one global order of idempotency keys: concurrent commits with overlapping keys then
+    // wait on each other in the same order instead of deadlocking (each holds index entries the
+    // other one needs when their orders differ). Outcomes are still returned in request order.
+    unique.sort((a, b) => (a.externalId === null ? (b.externalId === null ? 0 : -1) : b.externalId === null ? 1 : compareKeys(dedupKey(a), dedupKey(b))));
     const insertedIds = new Set<string>();
     for (let i = 0; i < unique.length; i += ROWS_PER_STATEMENT) {
       for (const id of await insertChunk(executor, unique.slice(i, i + ROWS_PER_STATEMENT))) insertedIds.add(id);
