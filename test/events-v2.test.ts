@@ -384,6 +384,12 @@ describe('POST /api/v2/events: values every backend can store', () => {
     });
   }
 
+  it('a number out of the double range → 400 rather than being stored as null', async () => {
+    const res = await ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: { ...bearer(product.eventsKey), 'content-type': 'application/json' }, payload: '{"subject_type":"user","subject_id":"u","event_type":"big","action":"number","properties":{"n":1e400,"ok":1e300}}' });
+    assert.equal(res.statusCode, 400, res.body);
+    assert.deepEqual(problemOf(res).errors?.map((e) => e.pointer), ['/properties/n']);
+  });
+
   it('a refused value does not fail concurrent requests that share its commit', async () => {
     const p = await ctx.product('v2-nul-concurrent');
     const responses = await Promise.all([

@@ -41,13 +41,19 @@ export type DraftResult = { ok: true; draft: EventDraft } | { ok: false; errors:
 const NUL = '\u0000';
 
 /**
- * PostgreSQL cannot store U+0000 in TEXT or JSONB; SQLite can. Both backends must answer the same,
- * and one such event must not fail the commit it shares with other requests, so it is a 400 here.
+ * Values that would not be stored as sent. PostgreSQL cannot store U+0000 in TEXT or JSONB (SQLite
+ * can): both backends must answer the same, so it is a 400 here. Numbers beyond the double range
+ * would silently become null.
  */
 function rejectNul(value: unknown, pointer: string, errors: FieldError[]): void {
   if (errors.length >= 20) return;
   if (typeof value === 'string') {
     if (value.includes(NUL)) errors.push({ pointer, message: 'must not contain the NUL character (U+0000)' });
+    return;
+  }
+  if (typeof value === 'number') {
+    // JSON like 1e400 parses to Infinity, which JSON can only store as null: refuse, do not alter.
+    if (!Number.isFinite(value)) errors.push({ pointer, message: 'must be a finite number (this one is out of range)' });
     return;
   }
   if (value === null || typeof value !== 'object') return;
