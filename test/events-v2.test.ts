@@ -390,6 +390,27 @@ describe('POST /api/v2/events: values every backend can store', () => {
     assert.deepEqual(problemOf(res).errors?.map((e) => e.pointer), ['/properties/n']);
   });
 
+  it('nesting: 60 levels are stored; deeper properties → 400 (never a 500 from stack exhaustion)', async () => {
+    const nested = (depth: number) => `${'['.repeat(depth)}${']'.repeat(depth)}`;
+    const send = (depth: number) =>
+      ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: { ...bearer(product.eventsKey), 'content-type': 'application/json' }, payload: `{"subject_type":"user","subject_id":"u","event_type":"deep","action":"nest","properties":{"d":${nested(depth)}}}` });
+    const ok = await send(60);
+    assert.equal(ok.statusCode, 201, ok.body.slice(0, 200));
+    for (const depth of [200, 5000, 15000]) {
+      const res = await send(depth);
+      assert.equal(res.statusCode, 400, `${depth}: ${res.body.slice(0, 200)}`);
+      assert.equal(problemOf(res).code, 'validation_error');
+    }
+    const batch = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/events/batch',
+      headers: { ...bearer(product.eventsKey), 'content-type': 'application/json' },
+      payload: `{"events":[{"subject_type":"user","subject_id":"u","event_type":"a","action":"b"},{"subject_type":"user","subject_id":"u","event_type":"a","action":"b","properties":{"d":${nested(200)}}},{"subject_type":"user","subject_id":"u","event_type":"a","action":"b","properties":{"d":${nested(8000)}}}]}`,
+    });
+    assert.equal(batch.statusCode, 207, batch.body.slice(0, 300));
+    assert.deepEqual(batch.json().data.map((d: { status: string }) => d.status), ['created', 'rejected', 'rejected']);
+  });
+
   it('a refused value does not fail concurrent requests that share its commit', async () => {
     const p = await ctx.product('v2-nul-concurrent');
     const responses = await Promise.all([

@@ -39,13 +39,15 @@ export interface EventDraft {
 export type DraftResult = { ok: true; draft: EventDraft } | { ok: false; errors: FieldError[] };
 
 const NUL = '\u0000';
+/** Nesting levels allowed inside `properties`; deeper JSON would exhaust the stack of every JSON tool. */
+export const MAX_PROPERTY_DEPTH = 64;
 
 /**
  * Values that would not be stored as sent. PostgreSQL cannot store U+0000 in TEXT or JSONB (SQLite
  * can): both backends must answer the same, so it is a 400 here. Numbers beyond the double range
- * would silently become null.
+ * would silently become null. Nesting is bounded.
  */
-function rejectNul(value: unknown, pointer: string, errors: FieldError[]): void {
+function rejectUnstorable(value: unknown, pointer: string, errors: FieldError[], depth = 0): void {
   if (errors.length >= 20) return;
   if (typeof value === 'string') {
     if (value.includes(NUL)) errors.push({ pointer, message: 'must not contain the NUL character (U+0000)' });
@@ -57,14 +59,18 @@ function rejectNul(value: unknown, pointer: string, errors: FieldError[]): void 
     return;
   }
   if (value === null || typeof value !== 'object') return;
+  if (depth >= MAX_PROPERTY_DEPTH) {
+    errors.push({ pointer, message: `is nested more than ${MAX_PROPERTY_DEPTH} levels deep` });
+    return;
+  }
   if (Array.isArray(value)) {
-    value.forEach((item, i) => rejectNul(item, `${pointer}/${i}`, errors));
+    value.forEach((item, i) => rejectUnstorable(item, `${pointer}/${i}`, errors, depth + 1));
     return;
   }
   for (const [key, item] of Object.entries(value)) {
     const child = `${pointer}/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`;
     if (key.includes(NUL)) errors.push({ pointer: child, message: 'property names must not contain the NUL character (U+0000)' });
-    else rejectNul(item, child, errors);
+    else rejectUnstorable(item, child, errors, depth + 1);
   }
 }
 
@@ -86,9 +92,9 @@ export function draftV1(input: V1EventInput, receivedAt: string, base = ''): Dra
   const name = splitV1Name(input.event_type, base);
   if (!name.ok) errors.push(...name.errors);
   const at = occurredAt(input.occurred_at, receivedAt, base, errors);
-  rejectNul(input.subject_id, `${base}/subject_id`, errors);
-  rejectNul(input.external_id, `${base}/external_id`, errors);
-  rejectNul(input.metadata, `${base}/metadata`, errors);
+  rejectUnstorable(input.subject_id, `${base}/subject_id`, errors);
+  rejectUnstorable(input.external_id, `${base}/external_id`, errors);
+  rejectUnstorable(input.metadata, `${base}/metadata`, errors);
   if (!name.ok || errors.length > 0) return { ok: false, errors };
   return {
     ok: true,
@@ -111,10 +117,10 @@ export function draftV2(input: V2EventInput, receivedAt: string, base = ''): Dra
     errors.push({ pointer: `${base}/metadata`, message: '"metadata" is an alias of "properties": send one of them, not both' });
   }
   const at = occurredAt(input.occurred_at, receivedAt, base, errors);
-  rejectNul(input.subject_id, `${base}/subject_id`, errors);
-  rejectNul(input.external_id, `${base}/external_id`, errors);
-  rejectNul(input.properties, `${base}/properties`, errors);
-  rejectNul(input.metadata, `${base}/metadata`, errors);
+  rejectUnstorable(input.subject_id, `${base}/subject_id`, errors);
+  rejectUnstorable(input.external_id, `${base}/external_id`, errors);
+  rejectUnstorable(input.properties, `${base}/properties`, errors);
+  rejectUnstorable(input.metadata, `${base}/metadata`, errors);
   if (!name.ok || errors.length > 0) return { ok: false, errors };
   return {
     ok: true,
