@@ -82,7 +82,8 @@ export async function createTestServices(overrides: Partial<Config> = {}, databa
 
 export async function createTestApp(overrides: Partial<Config> = {}): Promise<TestContext> {
   const { services, database, close } = await createTestServices(overrides);
-  const app = await buildApp(services, { logger: false });
+  // INLET_TEST_LOG=error (or another level) shows the app's log, e.g. the cause of a 500.
+  const app = await buildApp(services, { logger: process.env.INLET_TEST_LOG ? { level: process.env.INLET_TEST_LOG } : false });
   await app.ready();
   return {
     app,

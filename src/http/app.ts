@@ -2,7 +2,7 @@
 // JSON-only bodies, gzip, body limits), OpenAPI, and every route. Built from services, never from env.
 import { randomUUID } from 'node:crypto';
 import { createGunzip } from 'node:zlib';
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { AppError, type ErrorCode } from '../domain/errors.js';
@@ -50,7 +50,7 @@ function isStorageUnavailable(error: unknown): boolean {
   );
 }
 
-function toAppError(error: FastifyError | Error, bodyLimit: number | undefined): AppError {
+function toAppError(error: FastifyError | Error, bodyLimit: number | undefined, storageClosed: boolean): AppError {
   if (error instanceof AppError) return error;
   const code = (error as FastifyError).code;
   if (code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
@@ -70,6 +70,9 @@ function toAppError(error: FastifyError | Error, bodyLimit: number | undefined):
   if (status === 415) return new AppError('unsupported_media_type', error.message);
   if (status === 413) return new AppError('payload_too_large', error.message);
   if (status !== undefined && status >= 400 && status < 500) return new AppError('validation_error', error.message);
+  // Once storage was closed (shutdown), every query fails with a driver-specific error: that is
+  // "unavailable, retry" for the client, not a bug.
+  if (storageClosed) return new AppError('unavailable', 'Storage is unavailable; nothing from this request was stored. Retry later.', { cause: error });
   return new AppError('internal', 'An unexpected error occurred. It has been logged with this request id.', { cause: error });
 }
 
@@ -89,6 +92,20 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
     return503OnClosing: false,
     forceCloseConnections: 'idle',
     routerOptions: { ignoreTrailingSlash: true },
+    // Errors Fastify raises before routing (a malformed URL such as "/api/v2/%") skip hooks and the
+    // error handler; without this they would be Fastify's own JSON, without X-Request-Id.
+    frameworkErrors(error, request, reply) {
+      const appError =
+        error.code === 'FST_ERR_BAD_URL'
+          ? new AppError('validation_error', 'The URL is not valid (malformed percent-encoding).')
+          : new AppError('validation_error', 'The request could not be routed.');
+      void (reply as FastifyReply)
+        .code(appError.status)
+        .header('x-request-id', request.id)
+        .type('application/problem+json')
+        .serializer(JSON.stringify)
+        .send(appError.toProblem(request.id));
+    },
   });
 
   // JSON only (contract §3): Fastify's default text/plain parser would let other bodies through.
@@ -145,7 +162,7 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
   });
 
   app.setErrorHandler((error: FastifyError, request, reply) => {
-    const appError = toAppError(error, request.routeOptions.bodyLimit);
+    const appError = toAppError(error, request.routeOptions.bodyLimit, services.storage.closed);
     if (appError.status >= 500) {
       request.log.error({ err: appError.cause ?? error, code: appError.code }, 'request failed');
     }

@@ -97,6 +97,16 @@ function message(error: ValueError): string {
   }
 }
 
+/**
+ * JSON Schema (and the contract: "1–255 chars") counts characters as code points, TypeBox counts
+ * UTF-16 units, so 255 emoji would be "510 long". A maxLength error that code points refute is none.
+ */
+function isFalseMaxLength(error: ValueError): boolean {
+  if (error.type !== ValueErrorType.StringMaxLength || typeof error.value !== 'string') return false;
+  const max = (error.schema as { maxLength?: unknown }).maxLength;
+  return typeof max === 'number' && [...error.value].length <= max;
+}
+
 /** Checks `value` against `schema`; returns field errors (one per pointer, first wins) or an empty list. */
 export function schemaErrors(schema: TSchema, value: unknown, base = ''): FieldError[] {
   const check = compileSchema(schema);
@@ -104,6 +114,7 @@ export function schemaErrors(schema: TSchema, value: unknown, base = ''): FieldE
   const seen = new Set<string>();
   const errors: FieldError[] = [];
   for (const error of check.Errors(value)) {
+    if (isFalseMaxLength(error)) continue;
     const pointer = base + error.path;
     if (seen.has(pointer)) continue;
     seen.add(pointer);
@@ -119,6 +130,7 @@ export const validatorCompiler: FastifySchemaCompiler<TSchema> = ({ schema, http
   return (value: unknown) => {
     if (check.Check(value)) return { value };
     const errors = schemaErrors(schema, value);
+    if (errors.length === 0) return { value };
     const where = httpPart === 'querystring' ? 'query parameter' : httpPart === 'params' ? 'path parameter' : 'field';
     const labelled =
       httpPart === 'querystring' || httpPart === 'params'

@@ -1,6 +1,7 @@
 // Group commit: every request that arrives while the previous commit is in flight (or within the
 // same event-loop turn) is written by the next commit, in one transaction with one fsync.
-// A request's items are never split across commits; a failed commit fails exactly its own requests.
+// A request's items are never split across commits; when a shared commit fails, each of its requests
+// is retried alone, so a failure reaches only the request whose rows caused it.
 
 interface Pending<T, R> {
   items: T[];
@@ -57,6 +58,19 @@ export class GroupCommitWriter<T, R> {
     });
   }
 
+  private async writeEach(group: Array<Pending<T, R>>): Promise<void> {
+    for (const pending of group) {
+      try {
+        const results = await this.write(pending.items);
+        this.stats.commits++;
+        this.stats.items += pending.items.length;
+        pending.resolve(results);
+      } catch (error) {
+        pending.reject(error);
+      }
+    }
+  }
+
   private async flush(): Promise<void> {
     if (this.queue.length === 0 || this.inFlight >= this.options.maxInFlight) return;
     const group: Array<Pending<T, R>> = [];
@@ -84,7 +98,10 @@ export class GroupCommitWriter<T, R> {
         offset += pending.items.length;
       }
     } catch (error) {
-      for (const pending of group) pending.reject(error);
+      if (group.length === 1) group[0]!.reject(error);
+      // The commit was one transaction, so nothing of it was stored. One request's bad rows must not
+      // fail the other requests that happened to share the commit: write each request on its own.
+      else await this.writeEach(group);
     } finally {
       this.inFlight--;
       if (this.queue.length > 0) this.schedule();

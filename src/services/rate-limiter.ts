@@ -36,7 +36,8 @@ export function createInMemoryRateLimiter(ratePerSecond: number, burst: number):
       } else {
         const elapsed = Math.max(0, now - bucket.updatedAt) / 1000;
         bucket.tokens = Math.min(capacity, bucket.tokens + elapsed * ratePerSecond);
-        bucket.updatedAt = now;
+        // Never move backwards: a clock step back would otherwise re-credit time already counted.
+        bucket.updatedAt = Math.max(bucket.updatedAt, now);
       }
       const allowed = bucket.tokens >= 1;
       if (allowed) bucket.tokens -= 1;

@@ -30,6 +30,8 @@ export interface OpenStorageOptions {
 export interface OpenedStorage extends Storage {
   readonly db: Kysely<Database>;
   readonly migration: MigrationReport | undefined;
+  /** True once close() was called: every later query fails, and that means "unavailable", not a bug. */
+  readonly closed: boolean;
   /** PostgreSQL only: the connection pool's state, for metrics. */
   readonly poolStats?: () => PoolStats;
 }
@@ -125,11 +127,15 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
   const insertMany = makeWriter();
   const reads = eventReads(db);
 
+  let closed = false;
   return {
     dialect,
     db,
     migration,
     ...(poolStats === undefined ? {} : { poolStats }),
+    get closed() {
+      return closed;
+    },
     products: productStore(db),
     apiKeys: apiKeyStore(db),
     events: { insertMany, get: reads.get, count: reads.count, listBySubjects: reads.listBySubjects },
@@ -141,6 +147,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     },
     async close() {
       clearInterval(maintenance);
+      closed = true;
       await db.destroy();
     },
   };

@@ -71,7 +71,14 @@ export function eventsBatchRoute(app: FastifyInstance, services: Services): void
         const element = events[index];
         const base = `/events/${index}`;
         if (element !== null && typeof element === 'object' && !Array.isArray(element)) {
-          const bytes = Buffer.byteLength(JSON.stringify(element));
+          let bytes: number;
+          try {
+            bytes = Buffer.byteLength(JSON.stringify(element));
+          } catch {
+            // JSON.stringify exhausts the stack on absurdly deep nesting: that element is invalid.
+            reject(index, validationError([{ pointer: base, message: 'is nested too deeply' }]));
+            continue;
+          }
           if (bytes > maxEventBytes) {
             reject(index, new AppError('payload_too_large', `Event ${index} is ${bytes} bytes of JSON; one event may be at most ${maxEventBytes}.`, { errors: [{ pointer: base, message: `larger than ${maxEventBytes} bytes` }] }));
             continue;

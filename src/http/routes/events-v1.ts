@@ -16,6 +16,8 @@ export function eventsV1Route(app: FastifyInstance, services: Services): void {
     {
       onRequest: requireKey(services, 'events'),
       bodyLimit: services.config.maxEventBytes,
+      // Validation failures reach the handler, so that they are counted as rejected events too.
+      attachValidation: true,
       schema: {
         tags: ['events'],
         summary: 'Ingest one canonical lifecycle event',
@@ -36,6 +38,10 @@ export function eventsV1Route(app: FastifyInstance, services: Services): void {
       },
     },
     async (request, reply) => {
+      if (request.validationError !== undefined) {
+        services.metrics.events.inc({ endpoint: 'v1', format: 'v1', outcome: 'rejected' });
+        throw request.validationError;
+      }
       const auth = authOf(request);
       const receivedAt = new Date().toISOString();
       const result = draftV1(request.body, receivedAt);

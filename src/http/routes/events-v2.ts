@@ -34,6 +34,8 @@ export function eventsV2Route(app: FastifyInstance, services: Services): void {
     {
       onRequest: requireKey(services, 'events'),
       bodyLimit: services.config.maxEventBytes,
+      // Validation failures reach the handler, so that they are counted as rejected events too.
+      attachValidation: true,
       schema: {
         tags: ['events'],
         summary: 'Ingest one event',
@@ -55,6 +57,10 @@ export function eventsV2Route(app: FastifyInstance, services: Services): void {
       },
     },
     async (request, reply) => {
+      if (request.validationError !== undefined) {
+        services.metrics.events.inc({ endpoint: 'v2', format: 'unknown', outcome: 'rejected' });
+        throw request.validationError;
+      }
       const auth = authOf(request);
       const receivedAt = new Date().toISOString();
       const result = draftV2(request.body, receivedAt);

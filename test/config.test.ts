@@ -1,0 +1,133 @@
+// Contract §2: configuration from the environment, validated once, defaults, clear errors.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { ConfigError, loadConfig } from '../src/config.js';
+
+describe('loadConfig defaults (contract §2, §5, §7)', () => {
+  const config = loadConfig({});
+  const defaults: Array<[string, unknown, unknown]> = [
+    ['PORT', config.port, 3000],
+    ['HOST', config.host, '127.0.0.1'],
+    ['INLET_DATABASE_URL', config.databaseUrl, 'sqlite:./data/inlet.db'],
+    ['INLET_ADMIN_TOKEN', config.adminToken, undefined],
+    ['INLET_LOG_LEVEL', config.logLevel, 'info'],
+    ['INLET_LEGACY_FLAT', config.legacyFlat, 'accept'],
+    ['INLET_RATE_LIMIT_RPS', config.rateLimitRps, 2000],
+    ['INLET_RATE_LIMIT_BURST', config.rateLimitBurst, 4000],
+    ['max body bytes', config.maxBodyBytes, 5 * 1024 * 1024],
+    ['max event bytes', config.maxEventBytes, 32 * 1024],
+    ['max batch events', config.maxBatchEvents, 1000],
+  ];
+  for (const [name, actual, expected] of defaults) {
+    it(`${name} defaults to ${String(expected)}`, () => assert.equal(actual, expected));
+  }
+
+  it('does not read process.env when given an environment', () => {
+    const saved = process.env.PORT;
+    process.env.PORT = '1234';
+    try {
+      assert.equal(loadConfig({}).port, 3000);
+    } finally {
+      if (saved === undefined) delete process.env.PORT;
+      else process.env.PORT = saved;
+    }
+  });
+});
+
+describe('loadConfig values', () => {
+  const cases: Array<[Record<string, string>, (c: ReturnType<typeof loadConfig>) => unknown, unknown]> = [
+    [{ PORT: '8080' }, (c) => c.port, 8080],
+    [{ HOST: '0.0.0.0' }, (c) => c.host, '0.0.0.0'],
+    [{ INLET_DATABASE_URL: 'postgres://u@h:5432/db' }, (c) => c.databaseUrl, 'postgres://u@h:5432/db'],
+    [{ INLET_DATABASE_URL: 'postgresql://u@h/db' }, (c) => c.databaseUrl, 'postgresql://u@h/db'],
+    [{ INLET_DATABASE_URL: 'sqlite:/tmp/x.db' }, (c) => c.databaseUrl, 'sqlite:/tmp/x.db'],
+    [{ INLET_ADMIN_TOKEN: 'a-long-enough-secret-token' }, (c) => c.adminToken, 'a-long-enough-secret-token'],
+    [{ INLET_ADMIN_TOKEN: '' }, (c) => c.adminToken, undefined],
+    [{ INLET_LOG_LEVEL: 'debug' }, (c) => c.logLevel, 'debug'],
+    [{ INLET_LEGACY_FLAT: 'reject' }, (c) => c.legacyFlat, 'reject'],
+    [{ INLET_RATE_LIMIT_RPS: '0' }, (c) => c.rateLimitRps, 0],
+    [{ INLET_RATE_LIMIT_RPS: '50' }, (c) => c.rateLimitBurst, 100],
+    [{ INLET_RATE_LIMIT_RPS: '50', INLET_RATE_LIMIT_BURST: '70' }, (c) => c.rateLimitBurst, 70],
+  ];
+  for (const [env, pick, expected] of cases) {
+    it(`${JSON.stringify(env)} → ${String(expected)}`, () => assert.equal(pick(loadConfig(env)), expected));
+  }
+});
+
+describe('loadConfig errors name the variable and the bad value', () => {
+  const bad: Array<[string, string]> = [
+    ['PORT', 'abc'],
+    ['PORT', '70000'],
+    ['PORT', '-1'],
+    ['PORT', '80.5'],
+    ['INLET_DATABASE_URL', 'mysql://localhost/db'],
+    ['INLET_DATABASE_URL', 'sqlite:'],
+    ['INLET_ADMIN_TOKEN', 'short'],
+    ['INLET_LOG_LEVEL', 'verbose'],
+    ['INLET_LEGACY_FLAT', 'maybe'],
+    ['INLET_RATE_LIMIT_RPS', 'fast'],
+    ['INLET_RATE_LIMIT_RPS', '-5'],
+    ['INLET_RATE_LIMIT_BURST', '1e3'],
+  ];
+  for (const [name, value] of bad) {
+    it(`${name}=${JSON.stringify(value)}`, () => {
+      assert.throws(
+        () => loadConfig({ [name]: value }),
+        (error: unknown) => {
+          assert.ok(error instanceof ConfigError, String(error));
+          assert.match(error.message, new RegExp(name));
+          if (name !== 'INLET_ADMIN_TOKEN' && value !== 'sqlite:') assert.ok(error.message.includes(value), error.message);
+          return true;
+        },
+      );
+    });
+  }
+});
+
+describe('every setting is documented (contract §2: "every one is listed in the README")', () => {
+  it('each environment variable read by loadConfig appears in the README', async () => {
+    const source = readFileSync(new URL('../src/config.ts', import.meta.url), 'utf8');
+    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+    const names = new Set([...source.matchAll(/env(?:\.|, ')([A-Z][A-Z0-9_]+)/g)].map((m) => m[1]!));
+    for (const required of ['PORT', 'HOST', 'INLET_DATABASE_URL', 'INLET_ADMIN_TOKEN', 'INLET_LOG_LEVEL', 'INLET_LEGACY_FLAT', 'INLET_RATE_LIMIT_RPS', 'INLET_RATE_LIMIT_BURST']) {
+      assert.ok(names.has(required), `loadConfig does not read ${required}`);
+    }
+    const missing = [...names].filter((name) => !new RegExp(`\\b${name}\\b`).test(readme));
+    assert.deepEqual(missing, []);
+  });
+});
+
+describe('limits are configurable (contract §7)', () => {
+  const cases: Array<[string, string, (c: ReturnType<typeof loadConfig>) => number]> = [
+    ['INLET_MAX_BODY_BYTES', '1048576', (c) => c.maxBodyBytes],
+    ['INLET_MAX_EVENT_BYTES', '4096', (c) => c.maxEventBytes],
+    ['INLET_MAX_BATCH_EVENTS', '50', (c) => c.maxBatchEvents],
+  ];
+  for (const [name, value, pick] of cases) {
+    it(`${name}=${value}`, () => {
+      assert.equal(pick(loadConfig({ [name]: value })), Number(value));
+      assert.throws(() => loadConfig({ [name]: 'lots' }), new RegExp(name));
+    });
+  }
+});
+
+describe('a bad value stops start-up with a clear message (contract §2)', () => {
+  it('the server exits with code 2 naming the variable, before opening anything', async () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('../src/main.ts', import.meta.url))], {
+      env: { ...process.env, PORT: 'eighty', INLET_DATABASE_URL: 'sqlite::memory:' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const [code] = await once(child, 'exit');
+    assert.equal(code, 2, output);
+    assert.match(output, /PORT/);
+    assert.match(output, /eighty/);
+    assert.doesNotMatch(output, /\n\s+at /, 'no stack trace');
+  });
+});

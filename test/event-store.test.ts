@@ -1,0 +1,73 @@
+// The event store behind ingestion, on the dialect under test (contract §4 idempotency): concurrent
+// writers of overlapping idempotency keys, in any order, each get a complete and consistent answer.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { uuidv7 } from '../src/domain/ids.js';
+import type { EventInsert } from '../src/storage/types.js';
+import { createTestServices } from './helpers.js';
+
+let services: Awaited<ReturnType<typeof createTestServices>>;
+let productId: string;
+
+before(async () => {
+  services = await createTestServices();
+  productId = (await services.services.keys.createProduct('store')).id;
+});
+after(async () => services.close());
+
+function row(externalId: string | null): EventInsert {
+  const now = new Date().toISOString();
+  return {
+    id: uuidv7(),
+    productId,
+    source: 'api',
+    externalId,
+    eventType: 'store',
+    action: 'tested',
+    canonicalName: 'store_tested',
+    nameFormat: 'preferred',
+    subjectType: 'user',
+    subjectId: 'u',
+    occurredAt: now,
+    receivedAt: now,
+    properties: { externalId },
+    propertiesJson: JSON.stringify({ externalId }),
+    apiKeyId: null,
+  };
+}
+
+describe('EventStore.insertMany', () => {
+  it('outcomes are in row order: created, duplicate of a stored row, duplicate of an earlier row of the same call', async () => {
+    const store = services.services.storage.events;
+    const [first] = await store.insertMany([row('s-1')]);
+    assert.equal(first!.status, 'created');
+    const rows = [row('s-2'), row('s-1'), row(null), row('s-2'), row(null)];
+    const outcomes = await store.insertMany(rows);
+    assert.deepEqual(outcomes.map((o) => o.status), ['created', 'duplicate', 'created', 'duplicate', 'created']);
+    assert.equal(outcomes[1]!.event.id, first!.event.id);
+    assert.equal(outcomes[3]!.event.id, rows[0]!.id);
+    assert.equal(outcomes[2]!.event.id, rows[2]!.id);
+  });
+
+  it('concurrent calls with the same keys in opposite orders neither fail nor deadlock, and agree on one row per key', async () => {
+    const store = services.services.storage.events;
+    for (let round = 0; round < 2; round++) {
+      const keys = Array.from({ length: 1500 }, (_, i) => `o${round}-${i}`);
+      const calls = [keys, [...keys].reverse(), keys.filter((_, i) => i % 2 === 0).reverse(), keys.slice(700).concat(keys.slice(0, 700))];
+      const results = await Promise.all(calls.map((order) => store.insertMany(order.map((k) => row(k)))));
+      const idByKey = new Map<string, string>();
+      let created = 0;
+      results.forEach((outcomes, c) =>
+        outcomes.forEach((outcome, i) => {
+          const key = calls[c]![i]!;
+          assert.equal(outcome.event.externalId, key);
+          if (outcome.status === 'created') created++;
+          const known = idByKey.get(key);
+          if (known === undefined) idByKey.set(key, outcome.event.id);
+          else assert.equal(outcome.event.id, known, key);
+        }),
+      );
+      assert.equal(created, keys.length);
+    }
+  });
+});

@@ -1,0 +1,86 @@
+// The group-commit writer behind every event write (contract §4: nothing answered created or
+// duplicate is lost; concurrent requests share commits but never each other's results or failures).
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { GroupCommitWriter } from '../src/services/group-commit.js';
+
+/** A fake store: records every commit; fails a commit that holds a "bad" item. */
+function fakeStore() {
+  const commits: string[][] = [];
+  const stored: string[] = [];
+  const write = async (items: string[]) => {
+    await new Promise((resolve) => setImmediate(resolve));
+    commits.push([...items]);
+    if (items.some((item) => item.startsWith('bad'))) throw new Error('row rejected by the database');
+    stored.push(...items);
+    return items.map((item) => `ok:${item}`);
+  };
+  return { commits, stored, write };
+}
+
+describe('GroupCommitWriter', () => {
+  it('answers each request with its own results, in order, and groups concurrent requests into few commits', async () => {
+    const store = fakeStore();
+    const writer = new GroupCommitWriter(store.write, { maxItems: 1000, maxInFlight: 1 });
+    const requests = Array.from({ length: 20 }, (_, r) => Array.from({ length: (r % 3) + 1 }, (_, i) => `r${r}i${i}`));
+    const results = await Promise.all(requests.map((items) => writer.submit(items)));
+    results.forEach((result, r) => assert.deepEqual(result, requests[r]!.map((item) => `ok:${item}`)));
+    assert.ok(store.commits.length < requests.length, `${store.commits.length} commits for ${requests.length} requests`);
+    assert.equal(store.stored.length, requests.flat().length);
+    assert.deepEqual(writer.stats, { commits: store.commits.length, items: requests.flat().length });
+  });
+
+  it('never splits one request across commits, even over maxItems', async () => {
+    const store = fakeStore();
+    const writer = new GroupCommitWriter(store.write, { maxItems: 5, maxInFlight: 1 });
+    const big = Array.from({ length: 12 }, (_, i) => `big${i}`);
+    await Promise.all([writer.submit(['a']), writer.submit(big), writer.submit(['b', 'c'])]);
+    const withBig = store.commits.filter((c) => c.some((item) => item.startsWith('big')));
+    assert.equal(withBig.length, 1);
+    assert.deepEqual(withBig[0]!.filter((item) => item.startsWith('big')), big);
+  });
+
+  it('respects maxInFlight', async () => {
+    let inFlight = 0;
+    let peak = 0;
+    const writer = new GroupCommitWriter(
+      async (items: number[]) => {
+        inFlight++;
+        peak = Math.max(peak, inFlight);
+        await new Promise((resolve) => setTimeout(resolve, 2));
+        inFlight--;
+        return items;
+      },
+      { maxItems: 2, maxInFlight: 2 },
+    );
+    await Promise.all(Array.from({ length: 30 }, (_, i) => writer.submit([i])));
+    assert.ok(peak <= 2, `peak ${peak}`);
+  });
+
+  it('a request whose rows fail does not fail the other requests that shared its commit', async () => {
+    const store = fakeStore();
+    const writer = new GroupCommitWriter(store.write, { maxItems: 1000, maxInFlight: 1 });
+    const outcomes = await Promise.allSettled([writer.submit(['good1']), writer.submit(['bad']), writer.submit(['good2', 'good3'])]);
+    assert.deepEqual(outcomes.map((o) => o.status), ['fulfilled', 'rejected', 'fulfilled']);
+    assert.deepEqual((outcomes[2] as PromiseFulfilledResult<string[]>).value, ['ok:good2', 'ok:good3']);
+    assert.deepEqual(store.stored.sort(), ['good1', 'good2', 'good3']);
+    assert.match(String((outcomes[1] as PromiseRejectedResult).reason), /row rejected/);
+  });
+
+  it('a lone failing request is rejected with the error of its commit', async () => {
+    const store = fakeStore();
+    const writer = new GroupCommitWriter(store.write, { maxItems: 1000, maxInFlight: 1 });
+    await assert.rejects(writer.submit(['bad-alone']), /row rejected/);
+    assert.deepEqual(await writer.submit(['after']), ['ok:after']);
+  });
+
+  it('drain() waits for everything queued and in flight', async () => {
+    const store = fakeStore();
+    const writer = new GroupCommitWriter(store.write, { maxItems: 3, maxInFlight: 1 });
+    const pending = Array.from({ length: 10 }, (_, i) => writer.submit([`d${i}`]));
+    await writer.drain();
+    assert.equal(store.stored.length, 10);
+    await Promise.all(pending);
+    await writer.drain(); // idle: resolves at once
+  });
+});
