@@ -80,6 +80,22 @@ describe('problem+json on every error kind', () => {
     }
   });
 
+  it('415 for a JSON body in another charset than UTF-8', async () => {
+    const res = await raw('/api/v2/events', JSON.stringify(event), { 'content-type': 'application/json; charset=latin1' });
+    assert.equal(res.statusCode, 415, res.body);
+    assert.match(problemOf(res).detail, /latin1/);
+  });
+
+  it('400 validation_error (not "invalid JSON") for __proto__ and constructor.prototype keys', async () => {
+    for (const body of ['{"__proto__":{"x":1},"subject_type":"user","subject_id":"u","event":"a.b"}', '{"properties":{"constructor":{"prototype":{"x":1}}},"subject_type":"user","subject_id":"u","event":"a.b"}']) {
+      const res = await raw('/api/v2/events', body);
+      assert.equal(res.statusCode, 400, res.body);
+      const problem = problemOf(res);
+      assert.equal(problem.code, 'validation_error');
+      assert.match(problem.detail, /__proto__/);
+    }
+  });
+
   it('413 payload_too_large for a single event over 32 KiB', async () => {
     const res = await raw('/api/v2/events', JSON.stringify({ ...event, properties: { blob: 'x'.repeat(33 * 1024) } }));
     assert.equal(res.statusCode, 413, res.body);

@@ -2,6 +2,7 @@
 // JSON-only bodies, gzip, body limits), OpenAPI, and every route. Built from services, never from env.
 import { randomUUID } from 'node:crypto';
 import { createGunzip } from 'node:zlib';
+import secureJsonParse from 'secure-json-parse';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
@@ -46,8 +47,31 @@ function isStorageUnavailable(error: unknown): boolean {
       code.startsWith('08') || // connection exception
       code === '57P01' || // admin shutdown
       code === '57P03' || // cannot connect now
-      code === '53300') // too many connections
+      code === '53300' || // too many connections
+      code === '40P01' || // deadlock detected: the transaction was rolled back, a retry is safe
+      code === '40001') // serialization failure: likewise
   );
+}
+
+/**
+ * Parses a JSON body: UTF-8 only, and `__proto__` / `constructor.prototype` keys refused (they are
+ * valid JSON but a prototype-pollution vector), each with its own clear answer.
+ */
+function parseJsonBody(contentType: string | undefined, body: string): unknown {
+  const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(contentType ?? '')?.[1]?.toLowerCase();
+  if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
+    throw new AppError('unsupported_media_type', `charset "${charset}" is not supported; send the JSON body as UTF-8.`);
+  }
+  if (body.length === 0) throw new AppError('invalid_json', 'The body is empty; send a JSON object.');
+  try {
+    return secureJsonParse(body, { protoAction: 'error', constructorAction: 'error' });
+  } catch (error) {
+    const message = (error as Error).message;
+    if (/prototype/i.test(message)) {
+      throw new AppError('validation_error', 'The body uses "__proto__" or "constructor.prototype" as a key; those keys are refused.');
+    }
+    throw new AppError('invalid_json', `The body is not valid JSON: ${message}.`);
+  }
 }
 
 function toAppError(error: FastifyError | Error, bodyLimit: number | undefined, storageClosed: boolean): AppError {
@@ -109,9 +133,14 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
   });
 
   // JSON only (contract §3): Fastify's default text/plain parser would let other bodies through.
-  const parseJson = app.getDefaultJsonParser('error', 'error');
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJson);
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    try {
+      done(null, parseJsonBody(request.headers['content-type'], body as string));
+    } catch (error) {
+      done(error as Error, undefined);
+    }
+  });
 
   app.setValidatorCompiler(validatorCompiler);
   app.addSchema(ProblemSchema);
