@@ -1,6 +1,7 @@
 // CLI commands for products, keys, migrations and legacy usage (contract §1, §5).
 import { AppError } from '../domain/errors.js';
-import { apiKeyResource, parseExpiry, productResource } from '../http/routes/admin-products.js';
+import { parseExpiry } from '../domain/api-keys.js';
+import { apiKeyResource, productResource } from '../resources/admin.js';
 import { table, requireOption, UsageError, type Command } from './command.js';
 
 export const coreCommands: Command[] = [

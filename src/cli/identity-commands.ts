@@ -1,5 +1,5 @@
 // CLI commands for identity (contract §6): look a user up by any of its external ids.
-import { userDetailsResource, USER_EVENTS_DEFAULT_LIMIT, USER_EVENTS_MAX_LIMIT } from '../http/routes/admin-users.js';
+import { userDetailsResource, USER_EVENTS_DEFAULT_LIMIT, USER_EVENTS_MAX_LIMIT } from '../resources/identity.js';
 import { requireOption, table, UsageError, type Command } from './command.js';
 
 export const identityCommands: Command[] = [

@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { AppError } from '../domain/errors.js';
-import { syncRunResource, trafficSourceResource } from '../http/routes/admin-traffic.js';
+import { syncRunResource, trafficSourceResource } from '../resources/traffic.js';
 import { CSV_COLUMNS, CsvImportError, importTrafficCsv } from '../sync/csv-import.js';
 import { requireOption, table, UsageError, type Command } from './command.js';
 

@@ -1,7 +1,9 @@
 // API key format (contract §1): `inlet_ev_` / `inlet_rp_` + 43 base62 characters (≈256 random bits).
 // Only the SHA-256 of the whole key and a short display prefix are ever stored.
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { validationError } from './errors.js';
 import { randomBase62 } from './ids.js';
+import { parseRfc3339 } from './timestamps.js';
 
 export type KeyKind = 'events' | 'reports';
 
@@ -39,4 +41,13 @@ export function constantTimeEqual(a: string, b: string): boolean {
     return false;
   }
   return timingSafeEqual(left, right);
+}
+
+/** Validates an optional key expiry: RFC 3339, in the future. Returns the UTC form. */
+export function parseExpiry(value: string | null | undefined, pointer = '/expires_at'): string | null {
+  if (value === undefined || value === null) return null;
+  const parsed = parseRfc3339(value);
+  if (parsed === undefined) throw validationError([{ pointer, message: 'must be an RFC 3339 timestamp with an offset' }]);
+  if (Date.parse(parsed) <= Date.now()) throw validationError([{ pointer, message: 'must be in the future' }]);
+  return parsed;
 }

@@ -1,35 +1,5 @@
-// The public shape of an event record (contract §4, "Record").
-import type { EventRecord } from '../storage/types.js';
-
-export interface EventResource {
-  uuid: string;
-  event_type: string;
-  action: string;
-  canonical_name: string;
-  source: string;
-  subject_type: string;
-  subject_id: string;
-  occurred_at: string;
-  received_at: string;
-  external_id: string | null;
-  properties: Record<string, unknown>;
-}
-
-export function eventResource(event: EventRecord): EventResource {
-  return {
-    uuid: event.id,
-    event_type: event.eventType,
-    action: event.action,
-    canonical_name: event.canonicalName,
-    source: event.source,
-    subject_type: event.subjectType,
-    subject_id: event.subjectId,
-    occurred_at: event.occurredAt,
-    received_at: event.receivedAt,
-    external_id: event.externalId,
-    properties: event.properties,
-  };
-}
+// Response headers of the event endpoints; the record shape lives in src/resources/events.ts.
+export { eventResource, type EventResource } from '../resources/events.js';
 
 /** Headers on every response to legacy flat input (contract §4, §5). */
 export const DEPRECATION_HEADERS = { deprecation: 'true', sunset: '2026-09-01' } as const;

@@ -3,9 +3,10 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { validationError } from '../../domain/errors.js';
-import { parseRfc3339, RFC3339_PATTERN_SOURCE } from '../../domain/timestamps.js';
+import { RFC3339_PATTERN_SOURCE } from '../../domain/timestamps.js';
 import type { Services } from '../../services.js';
-import type { ApiKeyRecord, ProductRecord } from '../../storage/types.js';
+import { parseExpiry } from '../../domain/api-keys.js';
+import { apiKeyResource, productResource } from '../../resources/admin.js';
 import { requireAdmin } from '../auth.js';
 import { dataEnvelope, ProductIdParams, problemResponse } from '../schemas/common.js';
 
@@ -37,32 +38,7 @@ const CreatedApiKey = Type.Object({
   expires_at: Type.Union([Type.String(), Type.Null()]),
 });
 
-export function productResource(product: ProductRecord) {
-  return { id: product.id, name: product.name, created_at: product.createdAt };
-}
 
-export function apiKeyResource(key: ApiKeyRecord) {
-  return {
-    id: key.id,
-    product_id: key.productId,
-    kind: key.kind,
-    prefix: key.prefix,
-    name: key.name,
-    created_at: key.createdAt,
-    expires_at: key.expiresAt,
-    revoked_at: key.revokedAt,
-    last_used_at: key.lastUsedAt,
-  };
-}
-
-/** Validates an optional key expiry: RFC 3339, in the future. Returns the UTC form. */
-export function parseExpiry(value: string | null | undefined, pointer = '/expires_at'): string | null {
-  if (value === undefined || value === null) return null;
-  const parsed = parseRfc3339(value);
-  if (parsed === undefined) throw validationError([{ pointer, message: 'must be an RFC 3339 timestamp with an offset' }]);
-  if (Date.parse(parsed) <= Date.now()) throw validationError([{ pointer, message: 'must be in the future' }]);
-  return parsed;
-}
 
 export function adminRoutes(app: FastifyInstance, services: Services, adminToken: string): void {
   const r = app.withTypeProvider<TypeBoxTypeProvider>();

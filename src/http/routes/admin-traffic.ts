@@ -5,7 +5,7 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { AppError } from '../../domain/errors.js';
 import type { Services } from '../../services.js';
-import type { SyncRunRecord, TrafficSourceSummary } from '../../storage/types.js';
+import { syncRunResource, trafficSourceResource } from '../../resources/traffic.js';
 import { requireAdmin } from '../auth.js';
 import { dataEnvelope, ProductIdParams, problemResponse } from '../schemas/common.js';
 
@@ -55,24 +55,6 @@ const SyncResult = Type.Object({
   rows: Type.Integer({ description: 'Rows stored for the range' }),
 });
 
-export function trafficSourceResource(source: TrafficSourceSummary) {
-  return { product_id: source.productId, provider: source.provider, ...source.config, created_at: source.createdAt, updated_at: source.updatedAt };
-}
-
-export function syncRunResource(run: SyncRunRecord) {
-  return {
-    id: run.id,
-    provider: run.provider,
-    kind: run.kind,
-    started_at: run.startedAt,
-    finished_at: run.finishedAt,
-    from: run.from,
-    to: run.to,
-    rows: run.rows,
-    outcome: run.outcome,
-    error: run.error,
-  };
-}
 
 export function adminTrafficRoutes(app: FastifyInstance, services: Services, adminToken: string): void {
   const r = app.withTypeProvider<TypeBoxTypeProvider>();

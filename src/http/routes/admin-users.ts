@@ -6,19 +6,12 @@ import type { FastifyInstance } from 'fastify';
 import { validationError } from '../../domain/errors.js';
 import { EXTERNAL_ID_MAX_LENGTH } from '../../domain/identity.js';
 import type { Services } from '../../services.js';
-import type { UserDetails } from '../../services/identity-service.js';
 import { requireAdmin } from '../auth.js';
-import { eventResource } from '../events-format.js';
 import { dataEnvelope, problemResponse } from '../schemas/common.js';
 import { EventRecordSchema } from '../schemas/events.js';
-import { UserCustomer, UserMerge, mergeResource, userResource } from '../schemas/identity.js';
+import { UserCustomer, UserMerge } from '../schemas/identity.js';
+import { USER_EVENTS_DEFAULT_LIMIT, USER_EVENTS_MAX_LIMIT, userDetailsResource } from '../../resources/identity.js';
 
-export const USER_EVENTS_DEFAULT_LIMIT = 50;
-export const USER_EVENTS_MAX_LIMIT = 500;
-
-export function userDetailsResource(details: UserDetails) {
-  return { ...userResource(details.user), merges: details.merges.map(mergeResource), events: details.events.map(eventResource) };
-}
 
 export function adminUserRoutes(app: FastifyInstance, services: Services, adminToken: string): void {
   app.withTypeProvider<TypeBoxTypeProvider>().get(

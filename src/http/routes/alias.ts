@@ -4,7 +4,8 @@ import type { FastifyInstance } from 'fastify';
 import type { Services } from '../../services.js';
 import { authOf, requireKey } from '../auth.js';
 import { dataEnvelope, problemResponse } from '../schemas/common.js';
-import { AliasRequest, UserCustomer, userResource } from '../schemas/identity.js';
+import { AliasRequest, UserCustomer } from '../schemas/identity.js';
+import { userResource } from '../../resources/identity.js';
 import { IDENTITY_BODY_LIMIT } from './identify.js';
 
 export function aliasRoute(app: FastifyInstance, services: Services): void {

@@ -4,7 +4,8 @@ import type { FastifyInstance } from 'fastify';
 import type { Services } from '../../services.js';
 import { authOf, requireKey } from '../auth.js';
 import { dataEnvelope, problemResponse } from '../schemas/common.js';
-import { IdentifyRequest, UserCustomer, userResource } from '../schemas/identity.js';
+import { IdentifyRequest, UserCustomer } from '../schemas/identity.js';
+import { userResource } from '../../resources/identity.js';
 
 /** Room for 32 KiB of traits plus 20 identifiers, with JSON escaping; anything larger is 413. */
 export const IDENTITY_BODY_LIMIT = 128 * 1024;

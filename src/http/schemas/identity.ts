@@ -11,7 +11,6 @@ import {
   PLACEHOLDER_EXTERNAL_IDS,
   TRAITS_MAX_BYTES,
 } from '../../domain/identity.js';
-import type { UserMergeRecord, UserRecord } from '../../storage/types.js';
 
 const ExternalId = (description: string) =>
   Type.String({
@@ -79,24 +78,3 @@ export const UserMerge = Type.Object({
   merged_at: Type.String(),
 });
 
-export function userResource(user: UserRecord) {
-  return {
-    id: user.id,
-    external_id: user.externalId,
-    identifiers: user.identifiers,
-    traits: user.traits,
-    aliases: user.aliases,
-    created_at: user.createdAt,
-    updated_at: user.updatedAt,
-  };
-}
-
-export function mergeResource(merge: UserMergeRecord) {
-  return {
-    from_external_id: merge.fromExternalId,
-    from_user_id: merge.fromUserId,
-    into_user_id: merge.intoUserId,
-    into_external_id: merge.intoExternalId,
-    merged_at: merge.mergedAt,
-  };
-}

@@ -1,0 +1,33 @@
+// The public shape of an event record (contract §4, "Record").
+import type { EventRecord } from '../storage/types.js';
+
+export interface EventResource {
+  uuid: string;
+  event_type: string;
+  action: string;
+  canonical_name: string;
+  source: string;
+  subject_type: string;
+  subject_id: string;
+  occurred_at: string;
+  received_at: string;
+  external_id: string | null;
+  properties: Record<string, unknown>;
+}
+
+export function eventResource(event: EventRecord): EventResource {
+  return {
+    uuid: event.id,
+    event_type: event.eventType,
+    action: event.action,
+    canonical_name: event.canonicalName,
+    source: event.source,
+    subject_type: event.subjectType,
+    subject_id: event.subjectId,
+    occurred_at: event.occurredAt,
+    received_at: event.receivedAt,
+    external_id: event.externalId,
+    properties: event.properties,
+  };
+}
+
