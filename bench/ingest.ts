@@ -17,6 +17,7 @@ const ROOT = new URL('..', import.meta.url).pathname;
 interface Measured extends LoadResult {
   /** Server CPU time (user + system) per request, in microseconds; noise-resistant on a shared machine. */
   cpuMicrosPerRequest: number | undefined;
+  commits: string;
 }
 
 interface ScenarioFigures {
@@ -54,8 +55,8 @@ async function startInlet(args: BenchArgs, database: BenchDatabase, dir: string)
     INLET_ADMIN_TOKEN: adminToken,
     INLET_LOG_LEVEL: args.logLevel,
     INLET_SQLITE_SYNCHRONOUS: args.sqliteSynchronous,
-    // The bench measures throughput; the per-key rate limit (2000/s by default) would cap it.
-    INLET_RATE_LIMIT_RPS: '0',
+    // The limiter runs as in production, with a budget too large to refuse (2000/s by default would cap the run).
+    INLET_RATE_LIMIT_RPS: '10000000',
   }, logFile);
   const base = `http://127.0.0.1:${port}`;
   await waitUntilReady(server, `${base}/healthz`, logFile);
@@ -71,6 +72,37 @@ async function startBare(dir: string) {
   const base = `http://127.0.0.1:${port}`;
   await waitUntilReady(bare, base, logFile);
   return { bare, base };
+}
+
+interface CommitCounters {
+  commits: number;
+  events: number;
+  seconds: number;
+}
+
+/** Group-commit counters from the server's own /metrics, to show how large its commits were. */
+async function commitCounters(base: string): Promise<CommitCounters | undefined> {
+  try {
+    const text = await (await fetch(`${base}/metrics`)).text();
+    const value = (name: string) => Number(new RegExp(`^${name} ([0-9.e+-]+)$`, 'm').exec(text)?.[1] ?? NaN);
+    const counters = {
+      commits: value('inlet_ingest_commit_events_count'),
+      events: value('inlet_ingest_commit_events_sum'),
+      seconds: value('inlet_ingest_commit_duration_seconds_sum'),
+    };
+    return Object.values(counters).every(Number.isFinite) ? counters : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function describeCommits(before: CommitCounters | undefined, after: CommitCounters | undefined): string {
+  if (before === undefined || after === undefined) return 'unknown';
+  const commits = after.commits - before.commits;
+  if (commits === 0) return 'no commits';
+  const events = after.events - before.events;
+  const ms = ((after.seconds - before.seconds) * 1000) / commits;
+  return `${commits} commits, ${(events / commits).toFixed(1)} events and ${ms.toFixed(2)} ms each on average`;
 }
 
 function describeStatus(result: LoadResult, okStatus: number): string {
@@ -119,19 +151,22 @@ async function main(): Promise<number> {
       const ids = new ExternalIds(`${runId}-${scenario}-${target}-${seconds}-${Date.now()}`);
       let n = 0;
       const body = scenario === 'single' ? () => eventJson(ids.take(), n++) : () => batchJson(ids, args.batchSize, n++);
+      const commitsBefore = target === 'inlet' ? await commitCounters(inlet.base) : undefined;
       const cpuBefore = cpuSeconds(pid);
       const result = await runLoad(
         { url: target === 'inlet' ? inlet.base : bareBase, path, headers, body, connections: args.connections, durationSeconds: seconds },
         target === 'inlet' ? okStatus : 201,
       );
       const cpuAfter = cpuSeconds(pid);
+      const commits = target === 'inlet' ? describeCommits(commitsBefore, await commitCounters(inlet.base)) : '';
       const answered = Object.values(result.statusCounts).reduce((sum, count) => sum + count, 0);
       const cpuMicrosPerRequest = cpuBefore === undefined || cpuAfter === undefined || answered === 0 ? undefined : ((cpuAfter - cpuBefore) * 1e6) / answered;
       if (target === 'inlet') {
         acknowledged += result.ok * eventsPerRequest;
-        unseenBound += args.connections * eventsPerRequest;
+        // Requests that timed out or were cut off may still have been stored.
+        unseenBound += (args.connections + result.errors) * eventsPerRequest;
       }
-      return { ...result, cpuMicrosPerRequest };
+      return { ...result, cpuMicrosPerRequest, commits };
     };
     process.stdout.write(`${scenario}: inlet…`);
     if (args.warmupSeconds > 0) await run('inlet', args.warmupSeconds);
@@ -207,9 +242,12 @@ async function main(): Promise<number> {
       `command:  ${commandLine}`,
       `machine:  ${availableParallelism()} cores (${cpu}), node ${process.version}, ${process.platform}/${process.arch}; load average ${loadBefore.toFixed(1)} at start, ${loadavg()[0]!.toFixed(1)} at end`,
       `database: ${database.description}${database.dialect === 'sqlite' ? `, synchronous=${args.sqliteSynchronous.toUpperCase()}` : ''}`,
-      `load:     autocannon, ${args.connections} connections, ${args.durationSeconds} s per run after ${args.warmupSeconds} s warm-up, unique external_id per event; server log level ${args.logLevel}, rate limit off`,
+      `load:     autocannon, ${args.connections} connections, ${args.durationSeconds} s per run after ${args.warmupSeconds} s warm-up, unique external_id per event; server log level ${args.logLevel}, rate limit on but 10,000,000/s`,
       '',
       formatTable(lines),
+      '',
+      'group commit (from the server\'s /metrics, measured runs):',
+      ...figures.map((f) => `  ${f.scenario}: ${f.inlet.commits}`),
       '',
       'targets:',
       formatTargets(checks),
