@@ -28,12 +28,17 @@ export function cleanUp(): Promise<void> {
 
 /** Ctrl-C, SIGTERM and the overall time limit all end the same way: stop children, remove temp data. */
 export function installExitHandlers(limitSeconds: number): void {
+  let aborting = false;
   const abort = (why: string, code: number) => {
+    // A terminal's Ctrl-C reaches this process twice (from the tty and relayed by tsx): a second
+    // signal must not kill the process half-way through the clean-up.
+    if (aborting) return;
+    aborting = true;
     process.stderr.write(`\nbench: ${why}; cleaning up…\n`);
     void cleanUp().finally(() => process.exit(code));
   };
-  process.once('SIGINT', () => abort('interrupted', 130));
-  process.once('SIGTERM', () => abort('terminated', 143));
+  process.on('SIGINT', () => abort('interrupted', 130));
+  process.on('SIGTERM', () => abort('terminated', 143));
   setTimeout(() => abort(`time limit of ${limitSeconds} s reached`, 124), limitSeconds * 1000).unref();
 }
 
