@@ -115,13 +115,20 @@ export function eventsBatchRoute(app: FastifyInstance, services: Services): void
       });
 
       const meta = { created: 0, duplicates: 0, rejected: 0 };
+      // Counted per (format, outcome) first: one metrics update per distinct pair, not one per element.
+      const tally = new Map<string, { format: NameFormat | 'unknown'; outcome: ItemResult['status']; count: number }>();
       for (let index = 0; index < results.length; index++) {
         const result = results[index]!;
         if (result.status === 'created') meta.created++;
         else if (result.status === 'duplicate') meta.duplicates++;
         else meta.rejected++;
-        services.metrics.events.inc({ endpoint: 'batch', format: formats[index]!, outcome: result.status });
+        const format = formats[index]!;
+        const key = `${format}/${result.status}`;
+        const entry = tally.get(key);
+        if (entry === undefined) tally.set(key, { format, outcome: result.status, count: 1 });
+        else entry.count++;
       }
+      for (const { format, outcome, count } of tally.values()) services.metrics.events.inc({ endpoint: 'batch', format, outcome }, count);
       if (legacySeen) reply.headers(DEPRECATION_HEADERS);
       reply.code(meta.rejected > 0 ? 207 : 200);
       return { data: results, meta };

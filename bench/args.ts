@@ -1,0 +1,93 @@
+// Command-line flags of `npm run bench`.
+import { availableParallelism } from 'node:os';
+import { parseArgs } from 'node:util';
+
+export type Scenario = 'single' | 'batch';
+
+export interface BenchArgs {
+  durationSeconds: number;
+  warmupSeconds: number;
+  connections: number;
+  batchSize: number;
+  /** undefined: SQLite on a temp file; otherwise a postgres:// server URL. */
+  postgresUrl: string | undefined;
+  scenarios: Scenario[];
+  sqliteSynchronous: 'full' | 'normal';
+  logLevel: string;
+  build: boolean;
+  cpuProfileDir: string | undefined;
+}
+
+export const USAGE = `npm run bench -- [options]
+  --duration <s>            seconds of load per run (default 10)
+  --warmup <s>              seconds of unmeasured load before each run (default 2)
+  --connections <n>         concurrent connections (default 50)
+  --batch-size <n>          events per batch request (default 100)
+  --database <url|sqlite>   sqlite (default: fresh temp file) or postgres://… (a fresh database is
+                            created on that server and dropped afterwards); also INLET_BENCH_DATABASE_URL
+  --scenario <s>            single | batch | all (default all)
+  --sqlite-synchronous <m>  full (default, as the service) | normal (operator opt-in)
+  --log-level <level>       server INLET_LOG_LEVEL (default info, as the service)
+  --no-build                use dist/ as it is instead of running the build first
+  --cpu-prof <dir>          run the server with node --cpu-prof, profiles written to <dir>
+  (machine cores: ${availableParallelism()})`;
+
+function positiveInteger(name: string, raw: string | undefined, fallback: number): number {
+  if (raw === undefined) return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 0) throw new Error(`--${name} must be a whole number, got "${raw}"`);
+  return value;
+}
+
+export function parseBenchArgs(argv: string[], env: NodeJS.ProcessEnv): BenchArgs {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      duration: { type: 'string' },
+      warmup: { type: 'string' },
+      connections: { type: 'string' },
+      'batch-size': { type: 'string' },
+      database: { type: 'string' },
+      scenario: { type: 'string' },
+      'sqlite-synchronous': { type: 'string' },
+      'log-level': { type: 'string' },
+      'no-build': { type: 'boolean' },
+      'cpu-prof': { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    strict: true,
+  });
+  if (values.help) {
+    process.stdout.write(`${USAGE}\n`);
+    process.exit(0);
+  }
+  const database = values.database ?? env.INLET_BENCH_DATABASE_URL ?? 'sqlite';
+  let postgresUrl: string | undefined;
+  if (/^postgres(ql)?:\/\//.test(database)) {
+    const host = new URL(database).hostname;
+    if (!['127.0.0.1', 'localhost', '::1', '[::1]'].includes(host)) throw new Error(`--database must be a server on this machine (127.0.0.1), got host "${host}"`);
+    postgresUrl = database;
+  } else if (database !== 'sqlite') {
+    throw new Error(`--database must be "sqlite" or a postgres:// URL, got "${database}"`);
+  }
+  const scenario = values.scenario ?? 'all';
+  if (!['single', 'batch', 'all'].includes(scenario)) throw new Error(`--scenario must be single, batch or all, got "${scenario}"`);
+  const synchronous = values['sqlite-synchronous'] ?? 'full';
+  if (synchronous !== 'full' && synchronous !== 'normal') throw new Error(`--sqlite-synchronous must be full or normal, got "${synchronous}"`);
+  const connections = positiveInteger('connections', values.connections, 50);
+  const batchSize = positiveInteger('batch-size', values['batch-size'], 100);
+  const durationSeconds = positiveInteger('duration', values.duration, 10);
+  if (connections < 1 || batchSize < 1 || durationSeconds < 1) throw new Error('--connections, --batch-size and --duration must be at least 1');
+  return {
+    durationSeconds,
+    warmupSeconds: positiveInteger('warmup', values.warmup, 2),
+    connections,
+    batchSize,
+    postgresUrl,
+    scenarios: scenario === 'all' ? ['single', 'batch'] : [scenario as 'single' | 'batch'],
+    sqliteSynchronous: synchronous,
+    logLevel: values['log-level'] ?? 'info',
+    build: values['no-build'] !== true,
+    cpuProfileDir: values['cpu-prof'],
+  };
+}

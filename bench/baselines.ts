@@ -1,0 +1,96 @@
+// Raw-insert baselines for the batch scenario: the same rows written straight into the database,
+// 100 (the batch size) per transaction, with no HTTP, validation or service code in between.
+// Only the database work is timed; building the rows is not.
+import { join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import pg from 'pg';
+import { openStorage } from '../src/storage/connect.js';
+import { ExternalIds, ROW_COLUMNS, rowValues } from './workload.js';
+
+export interface BaselineResult {
+  label: string;
+  rows: number;
+  seconds: number;
+  eventsPerSecond: number;
+}
+
+const PRODUCT = 'prd_benchbaseline';
+const KEY = 'key_benchbaseline';
+
+/** better-sqlite3 prepared statement, one transaction per batch, on a fresh file with the server's pragmas and schema. */
+export async function sqliteRawInsert(dir: string, synchronous: 'full' | 'normal', batchSize: number, durationSeconds: number): Promise<BaselineResult> {
+  const path = join(dir, 'baseline.db');
+  // The real migrations, so the table, keys and indexes are the server's.
+  const storage = await openStorage(`sqlite:${path}`, { sqliteSynchronous: synchronous });
+  await storage.close();
+
+  const db = new BetterSqlite3(path);
+  try {
+    db.pragma('journal_mode = WAL');
+    db.pragma(`synchronous = ${synchronous === 'normal' ? 'NORMAL' : 'FULL'}`);
+    db.pragma('busy_timeout = 5000');
+    db.pragma('foreign_keys = ON');
+    const now = new Date().toISOString();
+    db.prepare('INSERT INTO products (id, name, created_at) VALUES (?, ?, ?)').run(PRODUCT, 'bench baseline', now);
+    db.prepare(`INSERT INTO api_keys (id, product_id, kind, prefix, key_hash, created_at) VALUES (?, ?, 'events', 'inlet_ev_x', 'x', ?)`).run(KEY, PRODUCT, now);
+    const insert = db.prepare(`INSERT INTO events (${ROW_COLUMNS.join(', ')}) VALUES (${ROW_COLUMNS.map(() => '?').join(', ')})`);
+    const writeBatch = db.transaction((rows: unknown[][]) => {
+      for (const row of rows) insert.run(row);
+    });
+
+    const ids = new ExternalIds('baseline');
+    let rows = 0;
+    let timed = 0n;
+    const until = Date.now() + durationSeconds * 1000;
+    for (let n = 0; Date.now() < until; n++) {
+      const batch: unknown[][] = [];
+      for (let i = 0; i < batchSize; i++) batch.push(rowValues(PRODUCT, KEY, 'api', ids.take(), rows + i));
+      const started = process.hrtime.bigint();
+      writeBatch(batch);
+      timed += process.hrtime.bigint() - started;
+      rows += batchSize;
+    }
+    const seconds = Number(timed) / 1e9;
+    return {
+      label: `raw better-sqlite3 insert, ${batchSize} rows per transaction (synchronous=${synchronous.toUpperCase()})`,
+      rows,
+      seconds,
+      eventsPerSecond: rows / seconds,
+    };
+  } finally {
+    db.close();
+  }
+}
+
+/** One multi-row INSERT of `batchSize` rows per statement (its own transaction), into the same events table. */
+export async function postgresRawInsert(url: string, productId: string, apiKeyId: string, batchSize: number, durationSeconds: number): Promise<BaselineResult> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const width = ROW_COLUMNS.length;
+    const placeholders = Array.from({ length: batchSize }, (_, r) => `(${ROW_COLUMNS.map((_, c) => `$${r * width + c + 1}`).join(', ')})`).join(', ');
+    const text = `INSERT INTO events (${ROW_COLUMNS.join(', ')}) VALUES ${placeholders}`;
+    const ids = new ExternalIds('baseline');
+    let rows = 0;
+    let timed = 0n;
+    const until = Date.now() + durationSeconds * 1000;
+    while (Date.now() < until) {
+      const values: unknown[] = [];
+      // A source of its own keeps these rows apart from the ones the server stored.
+      for (let i = 0; i < batchSize; i++) values.push(...rowValues(productId, apiKeyId, 'bench-baseline', ids.take(), rows + i));
+      const started = process.hrtime.bigint();
+      await client.query({ name: 'bench-baseline-insert', text, values });
+      timed += process.hrtime.bigint() - started;
+      rows += batchSize;
+    }
+    const seconds = Number(timed) / 1e9;
+    return {
+      label: `raw multi-row INSERT, ${batchSize} rows per statement, one connection`,
+      rows,
+      seconds,
+      eventsPerSecond: rows / seconds,
+    };
+  } finally {
+    await client.end();
+  }
+}

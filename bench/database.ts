@@ -1,0 +1,90 @@
+// The database under test: a fresh SQLite file in a temp directory, or a fresh PostgreSQL database
+// (CREATE DATABASE inlet_bench_<random>) on the server given; both removed at the end.
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import pg from 'pg';
+import { onCleanup } from './processes.js';
+
+export interface BenchDatabase {
+  dialect: 'sqlite' | 'postgres';
+  /** What the server gets as INLET_DATABASE_URL. */
+  url: string;
+  /** Shown in the report (no password). */
+  description: string;
+  /** Rows the server stored through the API. */
+  countApiEvents(): Promise<number>;
+}
+
+export function tempDirectory(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'inlet-bench-'));
+  onCleanup(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+export function sqliteDatabase(dir: string): BenchDatabase {
+  const path = join(dir, 'inlet.db');
+  return {
+    dialect: 'sqlite',
+    url: `sqlite:${path}`,
+    description: `SQLite, fresh file ${path}`,
+    async countApiEvents() {
+      const db = new BetterSqlite3(path, { readonly: true });
+      try {
+        return (db.prepare(`SELECT count(*) AS n FROM events WHERE source = 'api'`).get() as { n: number }).n;
+      } finally {
+        db.close();
+      }
+    },
+  };
+}
+
+export function withDatabase(url: string, database: string): string {
+  const parsed = new URL(url);
+  parsed.pathname = `/${database}`;
+  return parsed.toString();
+}
+
+export function redact(url: string): string {
+  const parsed = new URL(url);
+  if (parsed.password !== '') parsed.password = '***';
+  return parsed.toString();
+}
+
+export async function postgresDatabase(serverUrl: string): Promise<BenchDatabase> {
+  const name = `inlet_bench_${randomBytes(5).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: serverUrl });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await admin.end();
+  }
+  onCleanup(async () => {
+    const client = new pg.Client({ connectionString: serverUrl });
+    await client.connect();
+    try {
+      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    } finally {
+      await client.end();
+    }
+  });
+  const url = withDatabase(serverUrl, name);
+  return {
+    dialect: 'postgres',
+    url,
+    description: `PostgreSQL, fresh database ${redact(url)} (dropped afterwards)`,
+    async countApiEvents() {
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      try {
+        const result = await client.query<{ n: string }>(`SELECT count(*) AS n FROM events WHERE source = 'api'`);
+        return Number(result.rows[0]!.n);
+      } finally {
+        await client.end();
+      }
+    },
+  };
+}

@@ -1,0 +1,119 @@
+// Child processes and clean-up: every server the bench starts is registered here and stopped at the
+// end, on error, on Ctrl-C and on the overall time limit.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, openSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+
+type Cleanup = () => Promise<void> | void;
+const cleanups: Cleanup[] = [];
+let cleaning: Promise<void> | undefined;
+
+/** Registers work to undo at exit; undone in reverse order. */
+export function onCleanup(cleanup: Cleanup): void {
+  cleanups.push(cleanup);
+}
+
+export function cleanUp(): Promise<void> {
+  cleaning ??= (async () => {
+    for (const cleanup of cleanups.reverse()) {
+      try {
+        await cleanup();
+      } catch (error) {
+        process.stderr.write(`bench: clean-up step failed: ${error instanceof Error ? error.message : String(error)}\n`);
+      }
+    }
+  })();
+  return cleaning;
+}
+
+/** Ctrl-C, SIGTERM and the overall time limit all end the same way: stop children, remove temp data. */
+export function installExitHandlers(limitSeconds: number): void {
+  let aborting = false;
+  const abort = (why: string, code: number) => {
+    // A terminal's Ctrl-C reaches this process twice (from the tty and relayed by tsx): a second
+    // signal must not kill the process half-way through the clean-up.
+    if (aborting) return;
+    aborting = true;
+    process.stderr.write(`\nbench: ${why}; cleaning up…\n`);
+    void cleanUp().finally(() => process.exit(code));
+  };
+  process.on('SIGINT', () => abort('interrupted', 130));
+  process.on('SIGTERM', () => abort('terminated', 143));
+  setTimeout(() => abort(`time limit of ${limitSeconds} s reached`, 124), limitSeconds * 1000).unref();
+}
+
+/** A free TCP port on 127.0.0.1 (closed again before use: a small race, fine for a bench). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+export interface Child {
+  readonly name: string;
+  readonly process: ChildProcess;
+  /** SIGTERM, then SIGKILL after `graceMs`; resolves with the exit code. */
+  stop(graceMs?: number): Promise<number | null>;
+}
+
+export function startChild(name: string, command: string, args: string[], env: NodeJS.ProcessEnv, logFile: string): Child {
+  const log = openSync(logFile, 'a');
+  const child = spawn(command, args, { env, stdio: ['ignore', log, log] });
+  closeSync(log);
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  let stopping: Promise<number | null> | undefined;
+  const handle: Child = {
+    name,
+    process: child,
+    stop(graceMs = 15_000) {
+      stopping ??= (async () => {
+        if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+        child.kill('SIGTERM');
+        const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+        const code = await exited;
+        clearTimeout(timer);
+        return code;
+      })();
+      return stopping;
+    },
+  };
+  onCleanup(() => handle.stop(5000).then(() => undefined));
+  return handle;
+}
+
+/** Polls `url` until it answers 2xx; fails if the child exits first or after `timeoutMs`. */
+export async function waitUntilReady(child: Child, url: string, logFile: string, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child.process.exitCode !== null) throw new Error(`${child.name} exited with code ${child.process.exitCode}; see ${logFile}`);
+    try {
+      const response = await fetch(url);
+      if (response.ok) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`${child.name} did not answer ${url} within ${timeoutMs} ms; see ${logFile}`);
+}
+
+/** CPU seconds (user + system) a process has used so far, from /proc (Linux); undefined elsewhere. */
+export function cpuSeconds(pid: number | undefined): number | undefined {
+  if (pid === undefined) return undefined;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15 (1-based).
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+  } catch {
+    return undefined;
+  }
+}
+
+/** USER_HZ: 100 on every mainstream Linux build. */
+const CLOCK_TICKS = 100;

@@ -1,0 +1,31 @@
+// The printed table: one line per run, the ratio to its baseline, and pass/fail against the targets.
+export interface Line {
+  name: string;
+  requestsPerSecond: number | undefined;
+  eventsPerSecond: number;
+  p50Ms: number | undefined;
+  p99Ms: number | undefined;
+  cpuMicrosPerRequest: number | undefined;
+  failures: string;
+}
+
+export interface TargetCheck {
+  description: string;
+  actual: string;
+  pass: boolean;
+}
+
+const number = (value: number | undefined, digits = 0) =>
+  value === undefined ? '—' : value.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+
+export function formatTable(lines: Line[]): string {
+  const header = ['run', 'req/s', 'events/s', 'p50 ms', 'p99 ms', 'server CPU µs/req', 'not ok'];
+  const rows = lines.map((l) => [l.name, number(l.requestsPerSecond), number(l.eventsPerSecond), number(l.p50Ms, 1), number(l.p99Ms, 1), number(l.cpuMicrosPerRequest), l.failures]);
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const render = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
+  return [render(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(render)].join('\n');
+}
+
+export function formatTargets(checks: TargetCheck[]): string {
+  return checks.map((c) => `  [${c.pass ? 'PASS' : 'FAIL'}] ${c.description}: ${c.actual}`).join('\n');
+}
