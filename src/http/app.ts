@@ -3,7 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import { createGunzip } from 'node:zlib';
 import secureJsonParse from 'secure-json-parse';
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
+import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { AppError, type ErrorCode } from '../domain/errors.js';
@@ -21,6 +21,21 @@ import { aliasRoute } from './routes/alias.js';
 import { adminUserRoutes } from './routes/admin-users.js';
 import { trafficReportsRoute } from './routes/traffic-reports.js';
 import { adminTrafficRoutes } from './routes/admin-traffic.js';
+
+/**
+ * One access-log line per request (method, url, status, time) instead of Fastify's two
+ * ("incoming request" + "request completed"): the same information at half the logging cost on the
+ * ingest path.
+ */
+class AccessLogController extends LogController {
+  override incomingRequest(): void {}
+
+  override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
+    const line = { method: request.method, url: request.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100 };
+    if (error) reply.log.error({ ...line, err: error }, 'request errored');
+    else reply.log.info(line, 'request');
+  }
+}
 
 export interface BuildAppOptions {
   logger?: FastifyServerOptions['logger'];
@@ -108,6 +123,7 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
       redact: { paths: ['req.headers.authorization', 'req.headers.cookie'], remove: true },
     },
     bodyLimit: config.maxBodyBytes,
+    logController: new AccessLogController({ requestIdLogLabel: 'request_id' }),
     genReqId(request) {
       const sent = request.headers['x-request-id'];
       return typeof sent === 'string' && SANE_REQUEST_ID.test(sent) ? sent : randomUUID();
