@@ -1,5 +1,35 @@
-// Response headers of the event endpoints; the record shape lives in src/resources/events.ts.
-export { eventResource, type EventResource } from '../resources/events.js';
+// What the single-event endpoints (v1 and v2) share: their documented responses, the answer to a
+// stored or replayed event, and the headers of legacy input. The record shape is in src/resources.
+import { Type } from '@sinclair/typebox';
+import type { FastifyReply } from 'fastify';
+import { eventResource, type EventResource } from '../resources/events.js';
+import type { InsertOutcome } from '../storage/types.js';
+import { dataEnvelope, problemResponse } from './schemas/common.js';
+import { EventRecordSchema } from './schemas/events.js';
+
+export { eventResource, type EventResource };
 
 /** Headers on every response to legacy flat input (contract §4, §5). */
 export const DEPRECATION_HEADERS = { deprecation: 'true', sunset: '2026-09-01' } as const;
+
+/** The documented responses of a single-event endpoint, plus any endpoint-specific ones. */
+export function singleEventResponses(extra: Record<number, unknown> = {}) {
+  return {
+    201: dataEnvelope(Type.Ref(EventRecordSchema), 'Stored'),
+    200: dataEnvelope(Type.Ref(EventRecordSchema), 'Already stored under this external_id: the original event (Idempotent-Replayed: true)'),
+    400: problemResponse('Invalid JSON or invalid event'),
+    401: problemResponse('Missing or invalid key'),
+    403: problemResponse('Not an events key'),
+    413: problemResponse('Event larger than the per-event limit'),
+    415: problemResponse('Not JSON'),
+    429: problemResponse('Rate limited'),
+    ...extra,
+  };
+}
+
+/** 201 with the new event, or 200 + `Idempotent-Replayed: true` with the original one (contract §4). */
+export function answerOutcome(reply: FastifyReply, outcome: InsertOutcome): { data: EventResource } {
+  if (outcome.status === 'duplicate') reply.header('idempotent-replayed', 'true').code(200);
+  else reply.code(201);
+  return { data: eventResource(outcome.event) };
+}

@@ -1,6 +1,5 @@
 // POST /api/v2/events — one event in preferred, unified or (deprecated) legacy flat naming.
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { AppError, validationError } from '../../domain/errors.js';
 import { draftV2 } from '../../domain/events.js';
@@ -8,9 +7,9 @@ import { preferredFormOf, type SplitName } from '../../domain/event-names.js';
 import type { Services } from '../../services.js';
 import type { AuthContext } from '../../services/key-service.js';
 import { authOf, requireKey } from '../auth.js';
-import { DEPRECATION_HEADERS, eventResource } from '../events-format.js';
-import { EventRecordSchema, EventV2Request } from '../schemas/events.js';
-import { dataEnvelope, problemResponse } from '../schemas/common.js';
+import { answerOutcome, DEPRECATION_HEADERS, singleEventResponses } from '../events-format.js';
+import { EventV2Request } from '../schemas/events.js';
+import { problemResponse } from '../schemas/common.js';
 
 /** The 410 answer for legacy flat input once the operator has switched it off (contract §5). */
 export function legacyRemovedError(name: SplitName): AppError {
@@ -43,17 +42,7 @@ export function eventsV2Route(app: FastifyInstance, services: Services): void {
           'Name the event in the preferred format (`event_type` + `action`) or the unified format (`event`, split at the first ".", ":" or "_"). A lone flat `event_type` is the deprecated legacy format: accepted with `Deprecation: true` and `Sunset: 2026-09-01`, or refused with 410 when the operator has switched it off.',
         security: [{ eventsKey: [] }],
         body: EventV2Request,
-        response: {
-          201: dataEnvelope(Type.Ref(EventRecordSchema), 'Stored'),
-          200: dataEnvelope(Type.Ref(EventRecordSchema), 'Already stored under this external_id: the original event (Idempotent-Replayed: true)'),
-          400: problemResponse('Invalid JSON or invalid event'),
-          401: problemResponse('Missing or invalid key'),
-          403: problemResponse('Not an events key'),
-          410: problemResponse('Legacy flat input switched off by the operator'),
-          413: problemResponse('Event larger than the per-event limit'),
-          415: problemResponse('Not JSON'),
-          429: problemResponse('Rate limited'),
-        },
+        response: singleEventResponses({ 410: problemResponse('Legacy flat input switched off by the operator') }),
       },
     },
     async (request, reply) => {
@@ -78,9 +67,7 @@ export function eventsV2Route(app: FastifyInstance, services: Services): void {
       }
       const [outcome] = await services.ingest.ingest(auth, [result.draft], receivedAt);
       services.metrics.events.inc({ endpoint: 'v2', format: name.nameFormat, outcome: outcome!.status });
-      if (outcome!.status === 'duplicate') reply.header('idempotent-replayed', 'true').code(200);
-      else reply.code(201);
-      return { data: eventResource(outcome!.event) };
+      return answerOutcome(reply, outcome!);
     },
   );
 }
