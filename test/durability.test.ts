@@ -67,7 +67,7 @@ async function assertAllStored(database: TestDatabase, productId: string, acknow
   }
 }
 
-describe(`durability (${dialect})`, { skip: dialect !== 'sqlite' ? 'the server process selects its PostgreSQL schema only through the test database URL; covered by the multi-instance test' : false }, () => {
+describe(`durability (${dialect})`, () => {
   const databases: TestDatabase[] = [];
   const servers: ServerProcess[] = [];
   after(async () => {
@@ -75,13 +75,19 @@ describe(`durability (${dialect})`, { skip: dialect !== 'sqlite' ? 'the server p
     for (const database of databases) await database.drop();
   });
 
-  test('every acknowledged event survives kill -9 of the server', async () => {
+  /** A server process on a fresh database, with 16 loops sending events to it. */
+  async function loadedServer() {
     const database = testDatabase();
     databases.push(database);
     const { productId, key } = await seed(database);
-    const server = await startServerProcess({ INLET_DATABASE_URL: database.databaseUrl, INLET_LOG_LEVEL: 'info' });
+    const url = database.postgresSchema === undefined ? database.databaseUrl : `${database.databaseUrl}?schema=${database.postgresSchema}`;
+    const server = await startServerProcess({ INLET_DATABASE_URL: url, INLET_LOG_LEVEL: 'info' });
     servers.push(server);
-    const traffic = load(server, key, 16);
+    return { database, productId, server, traffic: load(server, key, 16) };
+  }
+
+  test('every acknowledged event survives kill -9 of the server', async () => {
+    const { database, productId, server, traffic } = await loadedServer();
     await traffic.untilAcknowledged(200, 20_000);
     server.child.kill('SIGKILL');
     await server.exited;
@@ -91,12 +97,7 @@ describe(`durability (${dialect})`, { skip: dialect !== 'sqlite' ? 'the server p
   });
 
   test('SIGTERM answers in-flight requests, stores every acknowledged event and exits 0', async () => {
-    const database = testDatabase();
-    databases.push(database);
-    const { productId, key } = await seed(database);
-    const server = await startServerProcess({ INLET_DATABASE_URL: database.databaseUrl, INLET_LOG_LEVEL: 'info' });
-    servers.push(server);
-    const traffic = load(server, key, 16);
+    const { database, productId, server, traffic } = await loadedServer();
     await traffic.untilAcknowledged(100, 20_000);
     server.child.kill('SIGTERM');
     const { code } = await server.exited;
