@@ -1,7 +1,7 @@
 // Turns a schema-valid event request into a normalised event draft (contract §4), or field errors.
 // Pure: no I/O, no clock of its own (the receive time is passed in).
 import type { FieldError } from './errors.js';
-import { splitV1Name, splitV2Name, type SplitName } from './event-names.js';
+import { splitV1Name, splitV2Name, type NameResult, type SplitName } from './event-names.js';
 import { parseRfc3339 } from './timestamps.js';
 
 export const SUBJECT_TYPES = ['user', 'account', 'subscription'] as const;
@@ -87,14 +87,21 @@ function occurredAt(value: string | undefined, receivedAt: string, base: string,
   return parsed;
 }
 
-export function draftV1(input: V1EventInput, receivedAt: string, base = ''): DraftResult {
-  const errors: FieldError[] = [];
-  const name = splitV1Name(input.event_type, base);
-  if (!name.ok) errors.push(...name.errors);
+/** The rules both versions share, applied after the name was split. */
+function completeDraft(
+  name: NameResult,
+  input: { subject_type: string; subject_id: string; occurred_at?: string | undefined; external_id?: string | undefined },
+  properties: Array<[field: 'properties' | 'metadata', value: Record<string, unknown> | undefined]>,
+  earlierErrors: FieldError[],
+  receivedAt: string,
+  base: string,
+): DraftResult {
+  const errors: FieldError[] = name.ok ? [] : [...name.errors];
+  errors.push(...earlierErrors);
   const at = occurredAt(input.occurred_at, receivedAt, base, errors);
   rejectUnstorable(input.subject_id, `${base}/subject_id`, errors);
   rejectUnstorable(input.external_id, `${base}/external_id`, errors);
-  rejectUnstorable(input.metadata, `${base}/metadata`, errors);
+  for (const [field, value] of properties) rejectUnstorable(value, `${base}/${field}`, errors);
   if (!name.ok || errors.length > 0) return { ok: false, errors };
   return {
     ok: true,
@@ -104,33 +111,29 @@ export function draftV1(input: V1EventInput, receivedAt: string, base = ''): Dra
       subjectId: input.subject_id,
       occurredAt: at,
       externalId: input.external_id ?? null,
-      properties: input.metadata ?? {},
+      properties: properties.find(([, value]) => value !== undefined)?.[1] ?? {},
     },
   };
 }
 
+export function draftV1(input: V1EventInput, receivedAt: string, base = ''): DraftResult {
+  return completeDraft(splitV1Name(input.event_type, base), input, [['metadata', input.metadata]], [], receivedAt, base);
+}
+
 export function draftV2(input: V2EventInput, receivedAt: string, base = ''): DraftResult {
-  const errors: FieldError[] = [];
-  const name = splitV2Name(input, base);
-  if (!name.ok) errors.push(...name.errors);
-  if (input.properties !== undefined && input.metadata !== undefined) {
-    errors.push({ pointer: `${base}/metadata`, message: '"metadata" is an alias of "properties": send one of them, not both' });
-  }
-  const at = occurredAt(input.occurred_at, receivedAt, base, errors);
-  rejectUnstorable(input.subject_id, `${base}/subject_id`, errors);
-  rejectUnstorable(input.external_id, `${base}/external_id`, errors);
-  rejectUnstorable(input.properties, `${base}/properties`, errors);
-  rejectUnstorable(input.metadata, `${base}/metadata`, errors);
-  if (!name.ok || errors.length > 0) return { ok: false, errors };
-  return {
-    ok: true,
-    draft: {
-      name: name.name,
-      subjectType: input.subject_type,
-      subjectId: input.subject_id,
-      occurredAt: at,
-      externalId: input.external_id ?? null,
-      properties: input.properties ?? input.metadata ?? {},
-    },
-  };
+  const conflict: FieldError[] =
+    input.properties !== undefined && input.metadata !== undefined
+      ? [{ pointer: `${base}/metadata`, message: '"metadata" is an alias of "properties": send one of them, not both' }]
+      : [];
+  return completeDraft(
+    splitV2Name(input, base),
+    input,
+    [
+      ['properties', input.properties],
+      ['metadata', input.metadata],
+    ],
+    conflict,
+    receivedAt,
+    base,
+  );
 }
