@@ -167,21 +167,28 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
   app.addHook('preClose', async () => {
     closing = true;
   });
-  app.addHook('onRequest', async (request, reply) => {
+  // The hooks that run on every request are callback-style: no promise per hook on the hot path.
+  app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
     if (closing) {
       reply.header('connection', 'close');
-      throw new AppError('unavailable', 'Inlet is shutting down; retry on another instance or in a moment.', { headers: { 'retry-after': '1' } });
+      done(new AppError('unavailable', 'Inlet is shutting down; retry on another instance or in a moment.', { headers: { 'retry-after': '1' } }));
+      return;
     }
+    done();
   });
 
   // gzip request bodies: decompressed as they stream in, so the body limit applies to the
   // decompressed size (a small zip bomb is refused with 413 without being inflated whole).
-  app.addHook('preParsing', async (request, _reply, payload) => {
+  app.addHook('preParsing', (request, _reply, payload, done) => {
     const encoding = request.headers['content-encoding']?.trim().toLowerCase();
-    if (encoding === undefined || encoding === '' || encoding === 'identity') return payload;
+    if (encoding === undefined || encoding === '' || encoding === 'identity') {
+      done(null, payload);
+      return;
+    }
     if (encoding !== 'gzip') {
-      throw new AppError('unsupported_media_type', `Content-Encoding "${encoding}" is not supported; send gzip or no encoding.`);
+      done(new AppError('unsupported_media_type', `Content-Encoding "${encoding}" is not supported; send gzip or no encoding.`));
+      return;
     }
     const gunzip = createGunzip() as ReturnType<typeof createGunzip> & { receivedEncodedLength: number };
     gunzip.receivedEncodedLength = 0;
@@ -190,20 +197,21 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
     });
     payload.on('error', (error) => gunzip.destroy(error));
     payload.pipe(gunzip);
-    return gunzip;
+    done(null, gunzip);
   });
 
   // Responses finished while closing end their keep-alive connection, so the server can close.
-  app.addHook('onSend', async (_request, reply, payload) => {
+  app.addHook('onSend', (_request, reply, payload, done) => {
     if (closing) reply.header('connection', 'close');
-    return payload;
+    done(null, payload);
   });
 
-  app.addHook('onResponse', async (request, reply) => {
+  app.addHook('onResponse', (request, reply, done) => {
     services.metrics.httpDuration.observe(
       { method: request.method, route: request.routeOptions.url ?? 'unmatched', status: String(reply.statusCode) },
       reply.elapsedTime / 1000,
     );
+    done();
   });
 
   app.setErrorHandler((error: FastifyError, request, reply) => {
