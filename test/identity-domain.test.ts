@@ -139,6 +139,24 @@ describe('validateTraits', () => {
     assert.equal(validateTraits([]).ok, false);
     assert.equal(validateTraits(null).ok, false);
   });
+
+  it('refuses values that would not be stored as sent, naming each one (as for event properties)', () => {
+    let deep: unknown = 1;
+    for (let i = 0; i < 100; i++) deep = { a: deep };
+    const cases: Array<[unknown, string, RegExp]> = [
+      [{ name: 'a\u0000b' }, '/traits/name', /NUL/],
+      [{ big: Infinity }, '/traits/big', /finite/],
+      [{ deep }, '/traits/deep', /nested more than 64/],
+    ];
+    for (const [traits, pointer, message] of cases) {
+      const result = validateTraits(traits);
+      assert.equal(result.ok, false, pointer);
+      if (!result.ok) {
+        assert.ok(result.errors.some((e) => e.pointer.startsWith(pointer) && message.test(e.message)), JSON.stringify(result.errors));
+      }
+    }
+    assert.equal(validateTraits({ plan: 'pro', seats: 3, tags: ['a'], nested: { ok: true } }).ok, true);
+  });
 });
 
 const traitValue = fc.oneof(fc.string({ maxLength: 5 }), fc.integer(), fc.boolean(), fc.constant(null));

@@ -182,6 +182,19 @@ describe('POST /api/v2/identify', () => {
       assert.equal((await identify(p, { external_id: 'v-32k', traits: { blob: 'x'.repeat(32 * 1024 - 20) } })).statusCode, 201);
     });
 
+    it('refuses trait values that would not be stored as sent (1e400, NUL, deep nesting), on both backends alike', async () => {
+      const raw = (body: string) =>
+        ctx.app.inject({ method: 'POST', url: '/api/v2/identify', headers: { ...bearer(p.eventsKey), 'content-type': 'application/json' }, payload: body });
+      expectValidation(await raw('{"external_id":"v-inf","traits":{"big":1e400}}'), '/traits/big', /finite/);
+      expectValidation(await identify(p, { external_id: 'v-nul', traits: { name: 'a\u0000b' } }), '/traits/name', /NUL/);
+      let deep: unknown = 1;
+      for (let i = 0; i < 100; i++) deep = { a: deep };
+      const nested = await identify(p, { external_id: 'v-deep', traits: { deep } });
+      assert.equal(nested.statusCode, 400, nested.body);
+      assert.match(problemOf(nested).errors![0]!.message, /nested more than 64/);
+      assert.equal((await lookup(p.id, 'v-inf')).statusCode, 404, 'nothing was created');
+    });
+
     it('a refused request changes nothing', async () => {
       await identify(p, { external_id: 'v-keep', traits: { plan: 'free' } });
       await identify(p, { external_id: 'v-keep', identifiers: { Bad: 'x' }, traits: { plan: 'pro' } });

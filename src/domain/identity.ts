@@ -1,6 +1,7 @@
 // Identity rules (contract §6). Pure functions, no I/O: the identity store reads the current state,
 // asks these functions what to do, and writes the answer.
 import type { FieldError } from './errors.js';
+import { rejectUnstorable } from './json-values.js';
 
 export const EXTERNAL_ID_MAX_LENGTH = 255;
 export const IDENTIFIER_KIND_PATTERN = /^[a-z][a-z0-9_]*$/;
@@ -153,7 +154,10 @@ export function validateTraits(input: unknown, pointer = '/traits'): Validated<T
   if (bytes > TRAITS_MAX_BYTES) {
     return { ok: false, errors: [{ pointer, message: `must be at most ${TRAITS_MAX_BYTES} bytes of JSON, got ${bytes}` }] };
   }
-  return { ok: true, value: input };
+  // The same rule as event properties: nothing may be stored other than as sent (NUL, 1e400, deep nesting).
+  const errors: FieldError[] = [];
+  rejectUnstorable(input, pointer, errors);
+  return errors.length > 0 ? { ok: false, errors } : { ok: true, value: input };
 }
 
 /** RFC 6901: `~` → `~0`, `/` → `~1`. */
