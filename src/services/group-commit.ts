@@ -16,29 +16,22 @@ export interface GroupCommitOptions {
   maxInFlight: number;
 }
 
-export interface GroupCommitStats {
-  commits: number;
-  items: number;
-}
-
 export class GroupCommitWriter<T, R> {
   private queue: Array<Pending<T, R>> = [];
-  private queuedItems = 0;
   private inFlight = 0;
   private scheduled = false;
   private idleWaiters: Array<() => void> = [];
-  readonly stats: GroupCommitStats = { commits: 0, items: 0 };
 
   constructor(
     private readonly write: (items: T[]) => Promise<R[]>,
     private readonly options: GroupCommitOptions,
+    /** Called after every successful commit (metrics), including the one-by-one retries. */
     private readonly onCommit?: (items: number, seconds: number) => void,
   ) {}
 
   submit(items: T[]): Promise<R[]> {
     return new Promise<R[]>((resolve, reject) => {
       this.queue.push({ items, resolve, reject });
-      this.queuedItems += items.length;
       this.schedule();
     });
   }
@@ -58,13 +51,18 @@ export class GroupCommitWriter<T, R> {
     });
   }
 
+  /** One commit; reports it to `onCommit` when it succeeds. */
+  private async commit(items: T[]): Promise<R[]> {
+    const started = process.hrtime.bigint();
+    const results = await this.write(items);
+    this.onCommit?.(items.length, Number(process.hrtime.bigint() - started) / 1e9);
+    return results;
+  }
+
   private async writeEach(group: Array<Pending<T, R>>): Promise<void> {
     for (const pending of group) {
       try {
-        const results = await this.write(pending.items);
-        this.stats.commits++;
-        this.stats.items += pending.items.length;
-        pending.resolve(results);
+        pending.resolve(await this.commit(pending.items));
       } catch (error) {
         pending.reject(error);
       }
@@ -82,16 +80,11 @@ export class GroupCommitWriter<T, R> {
       group.push(next);
       for (const item of next.items) items.push(item);
     }
-    this.queuedItems -= items.length;
     this.inFlight++;
     // Allow another commit to start gathering while this one is in flight.
     this.schedule();
-    const started = process.hrtime.bigint();
     try {
-      const results = await this.write(items);
-      this.stats.commits++;
-      this.stats.items += items.length;
-      this.onCommit?.(items.length, Number(process.hrtime.bigint() - started) / 1e9);
+      const results = await this.commit(items);
       let offset = 0;
       for (const pending of group) {
         pending.resolve(results.slice(offset, offset + pending.items.length));

@@ -82,8 +82,6 @@ export function createIngestService(storage: Storage, metrics: Metrics) {
       return storage.legacyUsage.list(productId);
     },
 
-    writerStats: () => writer.stats,
-
     /** Waits for every accepted event to be committed, then writes pending bookkeeping. */
     async close(): Promise<void> {
       await writer.drain();
