@@ -35,6 +35,8 @@ export interface EventDraft {
   occurredAt: string;
   externalId: string | null;
   properties: Record<string, unknown>;
+  /** `properties` serialised once, here: the batch size check and the storage row both use it. */
+  propertiesJson: string;
 }
 
 export type DraftResult = { ok: true; draft: EventDraft } | { ok: false; errors: FieldError[] };
@@ -68,6 +70,7 @@ function completeDraft(
   rejectUnstorable(input.external_id, `${base}/external_id`, errors);
   for (const [field, value] of properties) rejectUnstorable(value, `${base}/${field}`, errors);
   if (!name.ok || errors.length > 0) return { ok: false, errors };
+  const sent = properties.find(([, value]) => value !== undefined)?.[1] ?? {};
   return {
     ok: true,
     draft: {
@@ -76,9 +79,25 @@ function completeDraft(
       subjectId: input.subject_id,
       occurredAt: at,
       externalId: input.external_id ?? null,
-      properties: properties.find(([, value]) => value !== undefined)?.[1] ?? {},
+      properties: sent,
+      propertiesJson: JSON.stringify(sent),
     },
   };
+}
+
+/**
+ * Bytes of `JSON.stringify(input)` for a schema-valid v2 event, computed from its already
+ * serialised properties instead of serialising the whole event a second time. Every other field
+ * of a valid event is a short string.
+ */
+export function eventJsonBytes(input: V2EventInput, propertiesJson: string): number {
+  const fields = Object.entries(input);
+  let bytes = 2 + Math.max(0, fields.length - 1); // braces and commas
+  for (const [key, value] of fields) {
+    bytes += key.length + 3; // "key":
+    bytes += key === 'properties' || key === 'metadata' ? Buffer.byteLength(propertiesJson) : Buffer.byteLength(JSON.stringify(value));
+  }
+  return bytes;
 }
 
 export function draftV1(input: V1EventInput, receivedAt: string, base = ''): DraftResult {

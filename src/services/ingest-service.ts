@@ -58,7 +58,7 @@ export function createIngestService(storage: Storage, metrics: Metrics) {
         occurredAt: draft.occurredAt,
         receivedAt,
         properties: draft.properties,
-        propertiesJson: JSON.stringify(draft.properties),
+        propertiesJson: draft.propertiesJson,
         apiKeyId: auth.keyId,
       }));
       return writer.submit(rows);

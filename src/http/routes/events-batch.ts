@@ -1,7 +1,7 @@
 // POST /api/v2/events/batch — up to 1000 events, each validated and stored on its own (contract §4).
 import type { FastifyInstance } from 'fastify';
 import { AppError, validationError, type Problem } from '../../domain/errors.js';
-import { draftV2, type EventDraft, type V2EventInput } from '../../domain/events.js';
+import { draftV2, eventJsonBytes, type EventDraft, type V2EventInput } from '../../domain/events.js';
 import type { NameFormat } from '../../domain/event-names.js';
 import type { Services } from '../../services.js';
 import { authOf, requireKey } from '../auth.js';
@@ -70,20 +70,8 @@ export function eventsBatchRoute(app: FastifyInstance, services: Services): void
       for (let index = 0; index < events.length; index++) {
         const element = events[index];
         const base = `/events/${index}`;
-        if (element !== null && typeof element === 'object' && !Array.isArray(element)) {
-          let bytes: number;
-          try {
-            bytes = Buffer.byteLength(JSON.stringify(element));
-          } catch {
-            // JSON.stringify exhausts the stack on absurdly deep nesting: that element is invalid.
-            reject(index, validationError([{ pointer: base, message: 'is nested too deeply' }]));
-            continue;
-          }
-          if (bytes > maxEventBytes) {
-            reject(index, new AppError('payload_too_large', `Event ${index} is ${bytes} bytes of JSON; one event may be at most ${maxEventBytes}.`, { errors: [{ pointer: base, message: `larger than ${maxEventBytes} bytes` }] }));
-            continue;
-          }
-        }
+        // Schema and rules first: a valid event's size then comes from its properties, serialised once
+        // for storage anyway (the body limit bounds the work on an oversized element).
         const errors = schemaErrors(EventV2Request, element, base);
         if (errors.length > 0) {
           reject(index, validationError(errors));
@@ -92,6 +80,11 @@ export function eventsBatchRoute(app: FastifyInstance, services: Services): void
         const draft = draftV2(element as V2EventInput, receivedAt, base);
         if (!draft.ok) {
           reject(index, validationError(draft.errors));
+          continue;
+        }
+        const bytes = eventJsonBytes(element as V2EventInput, draft.draft.propertiesJson);
+        if (bytes > maxEventBytes) {
+          reject(index, new AppError('payload_too_large', `Event ${index} is ${bytes} bytes of JSON; one event may be at most ${maxEventBytes}.`, { errors: [{ pointer: base, message: `larger than ${maxEventBytes} bytes` }] }));
           continue;
         }
         formats[index] = draft.draft.name.nameFormat;
