@@ -1,6 +1,6 @@
 // The only module that reads process.env. Every setting is validated once, at start-up;
 // a bad value stops the process with a message that names the variable.
-import { postgresTarget } from './storage/postgres/connection-url.js';
+import { checkWritableTarget, postgresSettings } from './storage/postgres/connection-url.js';
 
 export type LegacyFlatMode = 'accept' | 'reject';
 export type SqliteSynchronous = 'full' | 'normal';
@@ -60,7 +60,7 @@ function databaseUrl(env: Env): string {
   const raw = env.INLET_DATABASE_URL?.trim() || 'sqlite:./data/inlet.db';
   if (!/^(sqlite:|postgres:\/\/|postgresql:\/\/)/.test(raw)) {
     throw new ConfigError(
-      `INLET_DATABASE_URL must start with sqlite: (for example sqlite:./data/inlet.db) or postgres://, got "${raw}"`,
+      `INLET_DATABASE_URL must start with sqlite: (for example sqlite:./data/inlet.db) or postgres://, got "${raw.replace(/\/\/([^@/]*):[^@/]*@/, '//$1:***@')}"`,
     );
   }
   if (raw.startsWith('sqlite:') && raw.slice('sqlite:'.length).length === 0) {
@@ -68,7 +68,7 @@ function databaseUrl(env: Env): string {
   }
   if (!raw.startsWith('sqlite:')) {
     try {
-      postgresTarget(raw);
+      checkWritableTarget(postgresSettings(raw));
     } catch (error) {
       throw new ConfigError(`INLET_DATABASE_URL: ${(error as Error).message}`);
     }

@@ -27,6 +27,7 @@ export function createIngestService(storage: Storage, metrics: Metrics) {
       metrics.commitDuration.observe(seconds);
       metrics.commitSize.observe(items);
     },
+    (error) => storage.isUnavailable(error),
   );
 
   // Legacy usage is counted in memory and written once a second: bookkeeping stays off the hot path.
@@ -38,7 +39,24 @@ export function createIngestService(storage: Storage, metrics: Metrics) {
     legacyTimer = undefined;
     const increments = [...legacy.values()];
     legacy.clear();
-    if (increments.length > 0) await storage.legacyUsage.record(increments);
+    if (increments.length === 0) return;
+    try {
+      await storage.legacyUsage.record(increments);
+    } catch (error) {
+      // Storage away (a failover): keep the counts and try again, so none are lost.
+      for (const increment of increments) addLegacyUse(`${increment.apiKeyId}\u0000${increment.eventName}`, increment);
+      throw error;
+    }
+  }
+
+  function addLegacyUse(id: string, use: LegacyUsageIncrement): void {
+    const entry = legacy.get(id);
+    if (entry === undefined) legacy.set(id, { ...use });
+    else {
+      entry.count += use.count;
+      if (use.lastSeenAt > entry.lastSeenAt) entry.lastSeenAt = use.lastSeenAt;
+    }
+    legacyTimer ??= setTimeout(() => void flushLegacyUsage().catch(() => {}), LEGACY_FLUSH_MS).unref();
   }
 
   return {
@@ -66,15 +84,7 @@ export function createIngestService(storage: Storage, metrics: Metrics) {
 
     /** Counts one request's use of a legacy flat name (accepted or refused). */
     noteLegacyUse(auth: AuthContext, eventName: string, at: string): void {
-      const id = `${auth.keyId}\u0000${eventName}`;
-      const entry = legacy.get(id);
-      if (entry === undefined) {
-        legacy.set(id, { productId: auth.productId, apiKeyId: auth.keyId, eventName, count: 1, lastSeenAt: at });
-      } else {
-        entry.count++;
-        if (at > entry.lastSeenAt) entry.lastSeenAt = at;
-      }
-      legacyTimer ??= setTimeout(() => void flushLegacyUsage().catch(() => {}), LEGACY_FLUSH_MS).unref();
+      addLegacyUse(`${auth.keyId}\u0000${eventName}`, { productId: auth.productId, apiKeyId: auth.keyId, eventName, count: 1, lastSeenAt: at });
     },
 
     async legacyUsage(productId: string) {
