@@ -224,6 +224,9 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
       request.log.error({ err: appError.cause ?? error, code: appError.code }, 'request failed');
     }
     for (const [name, value] of Object.entries(appError.headers)) reply.header(name, value);
+    // Storage away (a failover, a restart): tell clients when to retry; nothing of the request was stored
+    // unless the commit's outcome was unknown, and then the retry is answered as a duplicate.
+    if (appError.code === 'unavailable' && appError.headers['retry-after'] === undefined) reply.header('retry-after', '1');
     if (appError.code === 'unauthorized') reply.header('www-authenticate', 'Bearer');
     reply
       .code(appError.status)

@@ -143,6 +143,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     makeWriter = () => postgresEventWriter(kysely).insertMany;
   }
 
+  let closed = false;
   const migration = options.migrate === false ? undefined : await migrate(db, dialect);
   let maintenance: NodeJS.Timeout | undefined;
   if (dialect === 'postgres' && options.migrate !== false) {
@@ -167,7 +168,6 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
   const insertMany = makeWriter();
   const reads = eventReads(db);
 
-  let closed = false;
   return {
     dialect,
     db,
