@@ -7,7 +7,8 @@ import { createIngestService, type IngestService } from './services/ingest-servi
 import { createKeyService, type KeyService } from './services/key-service.js';
 import { createMetrics, type Metrics } from './services/metrics.js';
 import { registerPoolMetrics } from './services/pool-metrics.js';
-import { createInMemoryRateLimiter, type RateLimiter } from './services/rate-limiter.js';
+import { createRateLimiter } from './services/rate-limiter-store.js';
+import type { RateLimiter } from './services/rate-limiter.js';
 import { createTrafficReportService, type TrafficReportService } from './services/traffic-report-service.js';
 import { createTrafficSyncService, type TrafficSyncService } from './sync/sync-service.js';
 import { createTrafficScheduler, type TrafficScheduler } from './sync/scheduler.js';
@@ -43,7 +44,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
   const keys = createKeyService(storage, { cacheTtlMs: config.keyCacheTtlMs });
   const ingest = createIngestService(storage, metrics);
   const identity = createIdentityService(storage);
-  const rateLimiter = createInMemoryRateLimiter(config.rateLimitRps, config.rateLimitBurst);
+  const rateLimiter = await createRateLimiter(config, storage);
   const trafficSync = createTrafficSyncService(storage, { retry: { ...DEFAULT_RETRY_POLICY, maxTotalMs: config.trafficRetryMaxMs } });
   const traffic = {
     reports: createTrafficReportService(storage),
@@ -65,6 +66,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
         await traffic.scheduler.stop();
         await ingest.close();
         await keys.close();
+        await rateLimiter.close?.();
         await storage.close();
       })();
       return closed;

@@ -36,8 +36,12 @@ export interface OpenedStorage extends Storage {
   readonly closed: boolean;
   /** PostgreSQL only: the connection pool's state, for metrics. */
   readonly poolStats?: () => PoolStats;
-  /** PostgreSQL only: the pool itself (it follows the primary), for libraries that take a pg pool. */
-  readonly postgresPool?: pg.Pool;
+  /**
+   * PostgreSQL only: a small pool of its own for the shared rate limiter (it follows the primary like
+   * the main one). Its sessions commit with synchronous_commit=off: a counter lost in a crash costs a
+   * few requests of budget, while waiting for a synchronous standby on every request would cost latency.
+   */
+  readonly rateLimitPool?: () => pg.Pool;
 }
 
 export interface PoolStats {
@@ -90,6 +94,8 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
   let makeWriter: () => Storage['events']['insertMany'];
   let poolStats: (() => PoolStats) | undefined;
   let pool: pg.Pool | undefined;
+  let rateLimitPool: (() => pg.Pool) | undefined;
+  let limiterPool: pg.Pool | undefined;
   let postgresHosts = '';
 
   if (dialect === 'sqlite') {
@@ -122,6 +128,14 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     });
     pool = created.pool;
     postgresHosts = describeHosts(settings);
+    rateLimitPool = () => {
+      limiterPool ??= createFailoverPool(settings, {
+        max: 4,
+        options: [schema === undefined ? '' : `-c search_path=${schema}`, '-c synchronous_commit=off'].join(' ').trim(),
+      }).pool;
+      limiterPool.on('error', () => {});
+      return limiterPool;
+    };
     if (schema !== undefined) {
       try {
         await pool.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
@@ -173,7 +187,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     db,
     migration,
     ...(poolStats === undefined ? {} : { poolStats }),
-    ...(pool === undefined ? {} : { postgresPool: pool }),
+    ...(rateLimitPool === undefined ? {} : { rateLimitPool }),
     isUnavailable: dialect === 'sqlite' ? isSqliteUnavailable : isPostgresUnavailable,
     get closed() {
       return closed;
@@ -199,6 +213,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     async close() {
       closed = true;
       clearTimeout(maintenance);
+      await limiterPool?.end().catch(() => {});
       await db.destroy();
     },
   };

@@ -50,7 +50,7 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
         INLET_ADMIN_TOKEN: ADMIN_TOKEN,
         INLET_RATE_LIMIT_RPS: '0',
         INLET_PG_POOL_SIZE: '6',
-        INLET_LOG_LEVEL: 'fatal',
+        INLET_LOG_LEVEL: 'info', // startServerProcess waits for the "listening" line
         INLET_TRAFFIC_SYNC_INTERVAL_MS: '0',
       },
       120_000,
@@ -61,6 +61,7 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
   });
 
   after(() => {
+    if (inlet !== undefined && inlet.child.exitCode !== null) console.log(`# Inlet exited with ${inlet.child.exitCode}; its last output:\n${inlet.output().slice(-6000)}`);
     if (inlet !== undefined && inlet.child.exitCode === null) inlet.child.kill('SIGKILL');
     formation?.destroy();
   });
@@ -100,7 +101,8 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
       for (const item of body.data) if (item.event !== undefined) uuids.set(String(events[item.index]!.external_id), item.event.uuid);
       return { outcome: { startedAt, endedAt, status: 200 }, uuids, statuses: body.data.map((d) => d.status) };
     } catch (error) {
-      return { outcome: { startedAt, endedAt: Date.now(), status: 'error', detail: `${(error as Error).name}: ${(error as Error).message}` } };
+      const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+      return { outcome: { startedAt, endedAt: Date.now(), status: 'error', detail: `${(error as Error).name}: ${(error as Error).message} ${cause?.code ?? cause?.message ?? ''}` } };
     }
   }
 

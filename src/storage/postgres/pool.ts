@@ -169,6 +169,13 @@ export function createFailoverPool(settings: PostgresConnectionSettings, poolOpt
         keepAlive: true,
       });
       this.inletHostIndex = candidate.index;
+      // A connection that dies while checked out but between queries (inside a transaction, say) emits
+      // 'error' on the client, and pg-pool listens only while the client is idle: without this listener
+      // that would be an uncaught exception. The next query on it fails ("not queryable") → 503, and the
+      // pool drops it on release.
+      this.on('error', () => {
+        this.inletDiscard = true;
+      });
     }
 
     // @ts-expect-error pg's overloads; pg-pool calls connect(callback), others connect().

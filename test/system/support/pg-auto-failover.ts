@@ -4,7 +4,7 @@
 // killed whole (kill -9 -- -pgid), and destroy() kills every group and removes the dir, even after a
 // failure.
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { chownSync, existsSync, mkdirSync, mkdtempSync, appendFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, appendFileSync, rmSync } from 'node:fs';
 import { once } from 'node:events';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
