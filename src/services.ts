@@ -43,7 +43,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
   const metrics = createMetrics({ defaultMetrics: options.defaultMetrics ?? true });
   if (storage.poolStats !== undefined) registerPoolMetrics(metrics.registry, storage.poolStats);
   const keys = createKeyService(storage, { cacheTtlMs: config.keyCacheTtlMs, now: options.now });
-  const ingest = createIngestService(storage, metrics);
+  const ingest = createIngestService(storage, metrics, { legacyFlat: config.legacyFlat });
   const identity = createIdentityService(storage);
   const rateLimiter = createInMemoryRateLimiter(config.rateLimitRps, config.rateLimitBurst);
   const trafficSync = createTrafficSyncService(storage, { retry: { ...DEFAULT_RETRY_POLICY, maxTotalMs: config.trafficRetryMaxMs } });
