@@ -1,8 +1,8 @@
 // One process, many test files: scripts/test.mjs starts this module (under tsx) with a label and the
 // files to run. Each file is imported inside a suite of its own, so its top-level before/after hooks
 // and tests belong to that file's suite (not to the process's root test, where every `after` would
-// wait for the very end). Files run one after another, or INLET_TEST_FILE_CONCURRENCY at a time;
-// the tests inside one file always run in order. Works the same on Node 20, 22 and 24 (the suite
+// wait for the very end). Files run INLET_TEST_FILE_CONCURRENCY at a time (scripts/test.mjs sets it;
+// default 1); the tests inside one file always run in order. Works the same on Node 20, 22 and 24 (the suite
 // function may be async: node:test awaits it before running what it registered).
 import { after, describe } from 'node:test';
 import { resolve } from 'node:path';
@@ -21,7 +21,10 @@ describe(label, { concurrency }, () => {
   }
   after(() => {
     setTimeout(() => {
-      const handles = process._getActiveHandles().map((handle) => handle?.constructor?.name ?? typeof handle);
+      const handles = process
+        ._getActiveHandles()
+        .filter((handle) => handle !== process.stdout && handle !== process.stderr && handle !== process.stdin)
+        .map((handle) => handle?.constructor?.name ?? typeof handle);
       console.error(`\n${label}: the process is still busy ${LEAK_GRACE_MS / 1000} s after its last test (open handles: ${handles.join(', ') || 'none'}). A test leaves a server, socket, pool or timer open.`);
       process.exit(1);
     }, LEAK_GRACE_MS).unref();

@@ -12,6 +12,8 @@
 //   INLET_TEST_DIALECTS=sqlite|postgres|sqlite,postgres   choose explicitly
 //   INLET_TEST_REQUIRE_POSTGRES=1                         fail instead of skipping PostgreSQL (CI)
 //   INLET_TEST_FILE_CONCURRENCY=N                         database test files run N at a time inside their process
+//                                                         (default: 2 on PostgreSQL, whose process mostly waits on the
+//                                                         server; 1 on SQLite, which is CPU-bound in-process)
 //   INLET_TEST_RESULT_FILE=path                           also write {"passed","failed","skipped"} there (.ci/run)
 // The last line is always "total: N passed, N failed"; the exit code is non-zero when anything failed.
 import { spawn } from 'node:child_process';
@@ -135,7 +137,10 @@ const backends = byTier.database.length + byTier.system.length > 0 ? await diale
 const parallel = [];
 if (byTier.unit.length > 0) parallel.push(inOneProcess('dialect-free', 'unit', byTier.unit, { INLET_TEST_DIALECT: undefined }));
 if (byTier.database.length > 0) {
-  for (const dialect of backends) parallel.push(inOneProcess(`${dialect}`, dialect, byTier.database, { INLET_TEST_DIALECT: dialect }));
+  for (const dialect of backends) {
+    const concurrency = process.env.INLET_TEST_FILE_CONCURRENCY || (dialect === 'postgres' ? '2' : '1');
+    parallel.push(inOneProcess(`${dialect}`, dialect, byTier.database, { INLET_TEST_DIALECT: dialect, INLET_TEST_FILE_CONCURRENCY: concurrency }));
+  }
 }
 // System tests start servers, kill them and time things: one backend after the other, one file at a time.
 const sequential = byTier.system.length === 0 ? [] : backends.map((dialect) => onePerFile(`system ${dialect}`, byTier.system, { INLET_TEST_DIALECT: dialect }));
