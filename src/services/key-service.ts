@@ -112,20 +112,7 @@ export function createKeyService(storage: Storage, options: { cacheTtlMs: number
       if (match === null) {
         throw new AppError('unauthorized', 'Send your API key as "Authorization: Bearer <key>".');
       }
-      const presented = match[1]!;
-      if (!looksLikeKey(presented)) throw new AppError('unauthorized', 'The API key is not valid.');
-      const hash = hashKey(presented);
-      const record = await lookup(hash);
-      if (record === undefined || !constantTimeEqual(record.keyHash, hash)) {
-        throw new AppError('unauthorized', 'The API key is not valid.');
-      }
-      const now = Date.now();
-      if (record.revokedAt !== null && Date.parse(record.revokedAt) <= now) {
-        throw new AppError('unauthorized', 'The API key has been revoked.');
-      }
-      if (record.expiresAt !== null && Date.parse(record.expiresAt) <= now) {
-        throw new AppError('unauthorized', 'The API key has expired.');
-      }
+      const record = await verified(match[1]!);
       if (record.kind !== required) {
         throw new AppError(
           'forbidden',
@@ -134,7 +121,15 @@ export function createKeyService(storage: Storage, options: { cacheTtlMs: number
             : 'This is an events key; reading traffic reports needs a reports key (inlet_rp_…).',
         );
       }
-      noteUsage(record.id, now);
+      noteUsage(record.id, Date.now());
+      return { productId: record.productId, keyId: record.id, kind: record.kind };
+    },
+
+    /** Resolves a key presented without a scheme (Segment's write key) to a valid key of one of the allowed kinds. */
+    async authenticateKey(presented: string, allowed: readonly KeyKind[]): Promise<AuthContext> {
+      const record = await verified(presented);
+      if (!allowed.includes(record.kind)) throw new AppError('forbidden', `A ${record.kind} key cannot do this; use ${allowed.map((k) => `an ${k} key`).join(' or ')}.`);
+      noteUsage(record.id, Date.now());
       return { productId: record.productId, keyId: record.id, kind: record.kind };
     },
 
@@ -143,6 +138,24 @@ export function createKeyService(storage: Storage, options: { cacheTtlMs: number
       if (pendingUsage.size > 0) await flushUsage();
     },
   };
+
+  /** The stored key for a presented secret: known, not revoked, not expired; otherwise 401. */
+  async function verified(presented: string): Promise<ApiKeyRecord> {
+    if (!looksLikeKey(presented)) throw new AppError('unauthorized', 'The API key is not valid.');
+    const hash = hashKey(presented);
+    const record = await lookup(hash);
+    if (record === undefined || !constantTimeEqual(record.keyHash, hash)) {
+      throw new AppError('unauthorized', 'The API key is not valid.');
+    }
+    const now = Date.now();
+    if (record.revokedAt !== null && Date.parse(record.revokedAt) <= now) {
+      throw new AppError('unauthorized', 'The API key has been revoked.');
+    }
+    if (record.expiresAt !== null && Date.parse(record.expiresAt) <= now) {
+      throw new AppError('unauthorized', 'The API key has expired.');
+    }
+    return record;
+  }
 }
 
 export type KeyService = ReturnType<typeof createKeyService>;

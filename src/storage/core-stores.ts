@@ -110,6 +110,8 @@ export function eventFromRow(row: Selectable<EventsTable>): EventRecord {
     receivedAt: toIso(row.received_at),
     properties: fromJson(row.properties),
     apiKeyId: row.api_key_id,
+    context: row.context == null ? null : fromJson(row.context),
+    original: row.original == null ? null : fromJson(row.original),
   };
 }
 

@@ -41,6 +41,9 @@ export interface EventsTable {
   received_at: Timestamp;
   properties: Json;
   api_key_id: string | null;
+  /** Segment items only (migration 300): the item's context and everything else it carried. */
+  context: Json | null;
+  original: Json | null;
 }
 
 export interface LegacyUsageTable {

@@ -41,11 +41,17 @@ export interface EventRecord {
   receivedAt: string;
   properties: Record<string, unknown>;
   apiKeyId: string | null;
+  /** A Segment item's `context` (null for native events). */
+  context?: Record<string, unknown> | null;
+  /** Everything else a Segment item carried: its type, event name, ids, raw timestamps, integrations (null for native events). */
+  original?: Record<string, unknown> | null;
 }
 
-/** One event to store, with its properties also serialised (the ingest path serialises once). */
+/** One event to store, with its JSON values also serialised (the ingest path serialises once). */
 export interface EventInsert extends EventRecord {
   propertiesJson: string;
+  contextJson?: string | null;
+  originalJson?: string | null;
 }
 
 export type InsertOutcome = { status: 'created'; event: EventRecord } | { status: 'duplicate'; event: EventRecord };

@@ -1,0 +1,56 @@
+// How a Segment-compatible client presents its write key, in the order of segment-compat "Keys":
+// Basic auth username (trailing ':' optional), X-Write-Key, `writeKey` in the body, `writeKey` query.
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { AppError } from '../../domain/errors.js';
+import type { Services } from '../../services.js';
+import type { AuthContext } from '../../services/key-service.js';
+
+export function presentedKey(request: FastifyRequest): string | undefined {
+  const header = request.headers.authorization;
+  if (header !== undefined) {
+    const basic = /^Basic[ ]+([A-Za-z0-9+/=_-]+)\s*$/i.exec(header);
+    if (basic !== null) {
+      const decoded = Buffer.from(basic[1]!, 'base64').toString('utf8');
+      const colon = decoded.indexOf(':');
+      const user = colon < 0 ? decoded : decoded.slice(0, colon);
+      if (user !== '') return user;
+    }
+    const bearer = /^Bearer[ ]+(\S+)\s*$/i.exec(header);
+    if (bearer !== null) return bearer[1];
+  }
+  const header2 = request.headers['x-write-key'];
+  if (typeof header2 === 'string' && header2.trim() !== '') return header2.trim();
+  const body = request.body as { writeKey?: unknown } | null | undefined;
+  if (typeof body === 'object' && body !== null && typeof body.writeKey === 'string' && body.writeKey !== '') return body.writeKey;
+  const query = (request.query as { writeKey?: unknown } | undefined)?.writeKey;
+  if (typeof query === 'string' && query !== '') return query;
+  return undefined;
+}
+
+/** Authenticates the write key (events key), refuses a secret key sent by a browser, applies the rate limit. */
+export async function segmentAuth(services: Services, request: FastifyRequest, reply: FastifyReply, key: string | undefined): Promise<AuthContext> {
+  if (key === undefined) {
+    throw new AppError('unauthorized', 'Send your write key as Basic auth (the key as user name), X-Write-Key, "writeKey" in the body or ?writeKey=.');
+  }
+  const auth = await services.keys.authenticateKey(key, ['events']);
+  if (request.headers.origin !== undefined) {
+    throw new AppError(
+      'secret_key_in_browser',
+      'This is a secret events key, sent from a web page: it has leaked and anyone can read it there. Revoke it, and use a browser key (inlet_pk_…, inlet keys create --kind browser --origin …) in web pages.',
+    );
+  }
+  const limiter = services.rateLimiter;
+  if (limiter.enabled) {
+    const decision = limiter.take(auth.keyId);
+    reply.header('ratelimit-limit', String(decision.limit));
+    reply.header('ratelimit-remaining', String(decision.remaining));
+    reply.header('ratelimit-reset', String(decision.resetSeconds));
+    if (!decision.allowed) {
+      services.metrics.rateLimited.inc({ endpoint: request.routeOptions.url ?? 'unknown' });
+      throw new AppError('rate_limited', `Rate limit of this key exceeded; retry in ${decision.retryAfterSeconds} s.`, {
+        headers: { 'retry-after': String(decision.retryAfterSeconds) },
+      });
+    }
+  }
+  return auth;
+}
