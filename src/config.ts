@@ -27,6 +27,8 @@ export interface Config {
   shutdownTimeoutMs: number;
   /** INLET_PUBLIC_URL: the URL browsers reach this server at (Segment settings' apiHost); else the request's Host. */
   publicUrl: string | undefined;
+  /** Requests per second a browser key may send from one client IP (burst twice that); 0 switches it off. */
+  browserRateLimitPerIp: number;
 }
 
 export class ConfigError extends Error {
@@ -117,5 +119,6 @@ export function loadConfig(env: Env = process.env): Config {
     trafficRetryMaxMs: integer(env, 'INLET_TRAFFIC_RETRY_MAX_MS', 60_000, 0, 3_600_000),
     shutdownTimeoutMs: integer(env, 'INLET_SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
     publicUrl: publicUrl(env),
+    browserRateLimitPerIp: integer(env, 'INLET_BROWSER_RATE_LIMIT_PER_IP', 50, 0, 1_000_000),
   };
 }

@@ -24,6 +24,8 @@ export interface Services {
   /** Segment-compatible ingestion: translation into the accept pipeline, and identity side effects. */
   segment: SegmentService;
   rateLimiter: RateLimiter;
+  /** Browser keys: per key and client IP (INLET_BROWSER_RATE_LIMIT_PER_IP). */
+  browserIpLimiter: RateLimiter;
   /** Traffic reports: reading, syncing sources, and the interval scheduler (started by main). */
   traffic: { reports: TrafficReportService; sync: TrafficSyncService; scheduler: TrafficScheduler };
   /** Flushes pending writes and closes storage. */
@@ -48,6 +50,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
   const identity = createIdentityService(storage);
   const segment = createSegmentService(ingest, identity);
   const rateLimiter = createInMemoryRateLimiter(config.rateLimitRps, config.rateLimitBurst);
+  const browserIpLimiter = createInMemoryRateLimiter(config.browserRateLimitPerIp, config.browserRateLimitPerIp * 2);
   const trafficSync = createTrafficSyncService(storage, { retry: { ...DEFAULT_RETRY_POLICY, maxTotalMs: config.trafficRetryMaxMs } });
   const traffic = {
     reports: createTrafficReportService(storage),
@@ -64,6 +67,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
     identity,
     segment,
     rateLimiter,
+    browserIpLimiter,
     traffic,
     close() {
       closed ??= (async () => {

@@ -103,6 +103,9 @@ export interface SegmentItemOptions {
   base: string;
   receivedAt: string;
   keyId: string;
+  /** Sent with a browser key: `traits.email` stays a trait (clarifications §19), `context.ip` is filled in. */
+  browser?: boolean;
+  clientIp?: string;
   batch?: { sentAt?: unknown; context?: unknown; integrations?: unknown };
 }
 
@@ -155,7 +158,8 @@ export function translateSegmentItem(raw: unknown, options: SegmentItemOptions):
   const traits = optionalObject(raw, 'traits', base, errors);
   const itemContext = optionalObject(raw, 'context', base, errors);
   const batchContext = isObject(options.batch?.context) ? options.batch.context : undefined;
-  const context = batchContext === undefined ? itemContext : { ...batchContext, ...itemContext };
+  let context = batchContext === undefined ? itemContext : { ...batchContext, ...itemContext };
+  if (options.browser === true && options.clientIp !== undefined && context?.ip === undefined) context = { ...context, ip: options.clientIp };
   if (errors.length > 0) return refuse('validation_error', `${errors[0]!.pointer}: ${errors[0]!.message}`, messageId, errors);
 
   const userId = segmentId(raw.userId);
@@ -210,7 +214,7 @@ export function translateSegmentItem(raw: unknown, options: SegmentItemOptions):
     case 'identify': {
       name = { eventType: 'user', action: 'identified', canonicalName: 'user_identified', nameFormat: 'segment' };
       eventProperties = traits ?? {};
-      const email = typeof traits?.email === 'string' && userId !== undefined ? traits.email : undefined;
+      const email = typeof traits?.email === 'string' && userId !== undefined && options.browser !== true ? traits.email : undefined;
       identity.push({ kind: 'identify', externalId: subjectId, traits: traits ?? {}, email, identifiesUser: userId !== undefined });
       break;
     }

@@ -22,6 +22,7 @@ import { adminUserRoutes } from './routes/admin-users.js';
 import { trafficReportsRoute } from './routes/traffic-reports.js';
 import { adminTrafficRoutes } from './routes/admin-traffic.js';
 import { segmentRoutes } from './segment/routes.js';
+import { BROWSER_NATIVE_ROUTES, corsPreflight } from './browser-keys.js';
 
 /**
  * One access-log line per request (method, url, status, time) instead of Fastify's two
@@ -273,6 +274,7 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
   aliasRoute(app, services);
   trafficReportsRoute(app, services);
   await app.register(segmentRoutes, { services });
+  corsPreflight(app, BROWSER_NATIVE_ROUTES);
   if (config.adminToken !== undefined) {
     adminRoutes(app, services, config.adminToken);
     adminUserRoutes(app, services, config.adminToken);

@@ -29,6 +29,8 @@ export interface SegmentRequest {
   call: SegmentCall | undefined;
   items: unknown[];
   receivedAt: string;
+  /** The client's address (browser keys: filled into `context.ip` when the item has none). */
+  clientIp?: string;
   batch?: { sentAt?: unknown; context?: unknown; integrations?: unknown };
 }
 
@@ -89,7 +91,15 @@ export function createSegmentService(ingest: IngestService, identity: IdentitySe
             format: 'segment',
           };
         }
-        const translated = translateSegmentItem(item, { call: request.call, base, receivedAt, keyId: auth.keyId, ...(request.batch === undefined ? {} : { batch: request.batch }) });
+        const translated = translateSegmentItem(item, {
+          call: request.call,
+          base,
+          receivedAt,
+          keyId: auth.keyId,
+          browser: auth.kind === 'browser',
+          ...(request.clientIp === undefined ? {} : { clientIp: request.clientIp }),
+          ...(request.batch === undefined ? {} : { batch: request.batch }),
+        });
         messageIds[index] = translated.messageId ?? null;
         if (!translated.ok) return { ok: false, error: translated.error, format: 'segment' };
         identityOps[index] = translated.identity;

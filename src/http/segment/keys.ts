@@ -4,6 +4,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../../domain/errors.js';
 import type { Services } from '../../services.js';
 import type { AuthContext } from '../../services/key-service.js';
+import { applyKeyPolicy } from '../browser-keys.js';
 
 export function presentedKey(request: FastifyRequest): string | undefined {
   const header = request.headers.authorization;
@@ -27,30 +28,12 @@ export function presentedKey(request: FastifyRequest): string | undefined {
   return undefined;
 }
 
-/** Authenticates the write key (events key), refuses a secret key sent by a browser, applies the rate limit. */
+/** Authenticates the write key (events or browser key), then the key policy: origins, CORS, rate limits. */
 export async function segmentAuth(services: Services, request: FastifyRequest, reply: FastifyReply, key: string | undefined): Promise<AuthContext> {
   if (key === undefined) {
     throw new AppError('unauthorized', 'Send your write key as Basic auth (the key as user name), X-Write-Key, "writeKey" in the body or ?writeKey=.');
   }
-  const auth = await services.keys.authenticateKey(key, ['events']);
-  if (request.headers.origin !== undefined) {
-    throw new AppError(
-      'secret_key_in_browser',
-      'This is a secret events key, sent from a web page: it has leaked and anyone can read it there. Revoke it, and use a browser key (inlet_pk_…, inlet keys create --kind browser --origin …) in web pages.',
-    );
-  }
-  const limiter = services.rateLimiter;
-  if (limiter.enabled) {
-    const decision = limiter.take(auth.keyId);
-    reply.header('ratelimit-limit', String(decision.limit));
-    reply.header('ratelimit-remaining', String(decision.remaining));
-    reply.header('ratelimit-reset', String(decision.resetSeconds));
-    if (!decision.allowed) {
-      services.metrics.rateLimited.inc({ endpoint: request.routeOptions.url ?? 'unknown' });
-      throw new AppError('rate_limited', `Rate limit of this key exceeded; retry in ${decision.retryAfterSeconds} s.`, {
-        headers: { 'retry-after': String(decision.retryAfterSeconds) },
-      });
-    }
-  }
+  const auth = await services.keys.authenticateKey(key, ['events', 'browser']);
+  applyKeyPolicy(services, request, reply, auth);
   return auth;
 }

@@ -9,6 +9,7 @@ import { SEGMENT_LIMITS, type SegmentCall } from '../../domain/segment.js';
 import type { Services } from '../../services.js';
 import type { AuthContext } from '../../services/key-service.js';
 import { problemResponse } from '../schemas/common.js';
+import { corsPreflight } from '../browser-keys.js';
 import { presentedKey, segmentAuth } from './keys.js';
 import { settingsRoutes } from './settings.js';
 
@@ -112,7 +113,7 @@ export async function segmentRoutes(app: FastifyInstance, options: { services: S
       if (bytes > SEGMENT_LIMITS.itemBytes) {
         throw new AppError('payload_too_large', `The event is ${bytes} bytes of JSON; one event may be at most ${SEGMENT_LIMITS.itemBytes}.`, { status: 400 });
       }
-      return services.segment.ingest(auth, { call, items: [item], receivedAt });
+      return services.segment.ingest(auth, { call, items: [item], receivedAt, clientIp: request.ip });
     }
     const items = body.batch;
     if (!Array.isArray(items)) throw new AppError('validation_error', 'The body needs "batch": an array of calls.', { errors: [{ pointer: '/batch', message: 'must be an array' }] });
@@ -123,6 +124,7 @@ export async function segmentRoutes(app: FastifyInstance, options: { services: S
       call: undefined,
       items: items.map((item) => (typeof item === 'object' && item !== null && !Array.isArray(item) ? withoutKey(item as Record<string, unknown>) : item)),
       receivedAt,
+      clientIp: request.ip,
       batch: { sentAt: body.sentAt, context: body.context, integrations: body.integrations },
     });
   };
@@ -157,4 +159,5 @@ export async function segmentRoutes(app: FastifyInstance, options: { services: S
   app.post('/v1/m', { bodyLimit: SEGMENT_LIMITS.singleBodyBytes, schema: { tags: ['segment'], summary: 'Segment SDK metrics (ignored)' } }, async () => ({ success: true }));
 
   settingsRoutes(app, services);
+  corsPreflight(app, [...BATCH_PATHS, ...SINGLE_ROUTES.flatMap(([call, short]) => [`/v1/${call}`, `/v1/${short}`]), '/v1/m', '/v1/projects/:key/settings', '/sourceConfig']);
 }

@@ -1,8 +1,9 @@
 // What the browser SDKs fetch before sending: Segment's project settings (analytics-next) and
 // RudderStack's source config. Both point the SDK at this server and switch its extras off.
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../../domain/errors.js';
 import type { Services } from '../../services.js';
+import { applyKeyPolicy } from '../browser-keys.js';
 import { presentedKey } from './keys.js';
 
 /** The public base URL of this server: INLET_PUBLIC_URL, else the request's Host (never 0.0.0.0). */
@@ -16,18 +17,16 @@ export function publicBase(services: Services, request: FastifyRequest): { proto
   return { protocol: request.protocol === 'https' ? 'https' : 'http', host };
 }
 
-async function settingsKey(services: Services, request: FastifyRequest, key: string | undefined) {
+async function settingsKey(services: Services, request: FastifyRequest, reply: FastifyReply, key: string | undefined) {
   if (key === undefined) throw new AppError('not_found', 'No such write key.');
   let auth;
   try {
-    auth = await services.keys.authenticateKey(key, ['events']);
+    auth = await services.keys.authenticateKey(key, ['events', 'browser']);
   } catch (error) {
     if (error instanceof AppError && (error.code === 'unauthorized' || error.code === 'forbidden')) throw new AppError('not_found', 'No such write key.');
     throw error;
   }
-  if (request.headers.origin !== undefined) {
-    throw new AppError('secret_key_in_browser', 'This is a secret events key, requested from a web page: use a browser key (inlet_pk_…) there.');
-  }
+  applyKeyPolicy(services, request, reply, auth);
   return auth;
 }
 
@@ -37,7 +36,7 @@ export function settingsRoutes(app: FastifyInstance, services: Services): void {
     { schema: { tags: ['segment'], summary: "analytics.js settings for a write key (points the SDK's Segment.io integration here)" } },
     async (request, reply) => {
       const key = request.params.key;
-      await settingsKey(services, request, key);
+      await settingsKey(services, request, reply, key);
       const { protocol, host } = publicBase(services, request);
       reply.header('cache-control', 'public, max-age=300');
       return {
@@ -49,7 +48,7 @@ export function settingsRoutes(app: FastifyInstance, services: Services): void {
     },
   );
   app.get('/sourceConfig', { schema: { tags: ['segment'], summary: 'RudderStack source config for a write key' } }, async (request, reply) => {
-    const auth = await settingsKey(services, request, presentedKey(request));
+    const auth = await settingsKey(services, request, reply, presentedKey(request));
     reply.header('cache-control', 'public, max-age=300');
     return { source: { id: auth.productId, name: auth.productId, enabled: true, config: {}, destinations: [], workspaceId: auth.productId } };
   });
