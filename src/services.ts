@@ -35,6 +35,8 @@ export interface Services {
 export interface CreateServicesOptions {
   postgresSchema?: string;
   defaultMetrics?: boolean;
+  /** The key service's clock (expiry, cache TTL, `last_used_at`); default `Date.now`. Tests move it instead of sleeping. */
+  now?: () => number;
 }
 
 export async function createServices(config: Config, options: CreateServicesOptions = {}): Promise<Services> {
@@ -45,7 +47,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
   });
   const metrics = createMetrics({ defaultMetrics: options.defaultMetrics ?? true });
   if (storage.poolStats !== undefined) registerPoolMetrics(metrics.registry, storage.poolStats);
-  const keys = createKeyService(storage, { cacheTtlMs: config.keyCacheTtlMs });
+  const keys = createKeyService(storage, { cacheTtlMs: config.keyCacheTtlMs, now: options.now });
   const ingest = createIngestService(storage, metrics, { legacyFlat: config.legacyFlat });
   const identity = createIdentityService(storage);
   const segment = createSegmentService(ingest, identity);

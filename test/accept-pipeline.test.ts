@@ -22,7 +22,7 @@ function candidate(input: Record<string, unknown>): Candidate {
 
 async function counter(labels: Record<string, string>): Promise<number> {
   const metric = await ctx.services.metrics.events.get();
-  const sample = metric.values.find((v) => Object.entries(labels).every(([k, value]) => (v.labels as Record<string, unknown>)[k] === value));
+  const sample = metric.values.find((v) => Object.entries(labels).every(([k, value]) => (v.labels as Record<string, string | number | undefined>)[k] === value));
   return sample?.value ?? 0;
 }
 

@@ -10,7 +10,6 @@ let ctx: TestContext;
 let productId: string;
 let eventsKey: string;
 let browserKey: string;
-let browserKeyId: string;
 const APP = 'https://app.example.com';
 
 before(async () => {
@@ -21,7 +20,6 @@ before(async () => {
   const created = await ctx.app.inject({ method: 'POST', url: `/admin/v1/products/${productId}/keys`, headers: adminHeaders(), payload: { kind: 'browser', allowed_origins: [APP, 'https://*.example.org'] } });
   assert.equal(created.statusCode, 201, created.body);
   browserKey = created.json().data.key;
-  browserKeyId = created.json().data.id;
   assert.match(browserKey, /^inlet_pk_[0-9A-Za-z]{43}$/);
   assert.deepEqual(created.json().data.allowed_origins, [APP, 'https://*.example.org']);
 });
