@@ -5,10 +5,11 @@ import { openStorage, type OpenedStorage } from './storage/connect.js';
 import { createIdentityService, type IdentityService } from './services/identity-service.js';
 import { createIngestService, type IngestService } from './services/ingest-service.js';
 import { createKeyService, type KeyService } from './services/key-service.js';
+import { createSegmentService, type SegmentService } from './services/segment-service.js';
 import { createMetrics, type Metrics } from './services/metrics.js';
 import { registerPoolMetrics } from './services/pool-metrics.js';
 import { createRateLimiter } from './services/rate-limiter-store.js';
-import type { RateLimiter } from './services/rate-limiter.js';
+import { createInMemoryRateLimiter, type InMemoryRateLimiter, type RateLimiter } from './services/rate-limiter.js';
 import { createTrafficReportService, type TrafficReportService } from './services/traffic-report-service.js';
 import { createTrafficSyncService, type TrafficSyncService } from './sync/sync-service.js';
 import { createTrafficScheduler, type TrafficScheduler } from './sync/scheduler.js';
@@ -21,7 +22,11 @@ export interface Services {
   keys: KeyService;
   ingest: IngestService;
   identity: IdentityService;
+  /** Segment-compatible ingestion: translation into the accept pipeline, and identity side effects. */
+  segment: SegmentService;
   rateLimiter: RateLimiter;
+  /** Browser keys: per key and client IP (INLET_BROWSER_RATE_LIMIT_PER_IP). */
+  browserIpLimiter: InMemoryRateLimiter;
   /** Traffic reports: reading, syncing sources, and the interval scheduler (started by main). */
   traffic: { reports: TrafficReportService; sync: TrafficSyncService; scheduler: TrafficScheduler };
   /** Flushes pending writes and closes storage. */
@@ -46,7 +51,10 @@ export async function createServices(config: Config, options: CreateServicesOpti
   const keys = createKeyService(storage, { cacheTtlMs: config.keyCacheTtlMs, now: options.now });
   const ingest = createIngestService(storage, metrics, { legacyFlat: config.legacyFlat });
   const identity = createIdentityService(storage);
+  const segment = createSegmentService(ingest, identity);
   const rateLimiter = await createRateLimiter(config, storage);
+  // Per client IP on the browser routes: a guard against one abusive address, kept in each process.
+  const browserIpLimiter = createInMemoryRateLimiter(config.browserRateLimitPerIp, config.browserRateLimitPerIp * 2);
   const trafficSync = createTrafficSyncService(storage, { retry: { ...DEFAULT_RETRY_POLICY, maxTotalMs: config.trafficRetryMaxMs } });
   const traffic = {
     reports: createTrafficReportService(storage),
@@ -61,7 +69,9 @@ export async function createServices(config: Config, options: CreateServicesOpti
     keys,
     ingest,
     identity,
+    segment,
     rateLimiter,
+    browserIpLimiter,
     traffic,
     close() {
       closed ??= (async () => {
