@@ -5,6 +5,7 @@ import { openStorage, type OpenedStorage } from './storage/connect.js';
 import { createIdentityService, type IdentityService } from './services/identity-service.js';
 import { createIngestService, type IngestService } from './services/ingest-service.js';
 import { createKeyService, type KeyService } from './services/key-service.js';
+import { createSegmentService, type SegmentService } from './services/segment-service.js';
 import { createMetrics, type Metrics } from './services/metrics.js';
 import { registerPoolMetrics } from './services/pool-metrics.js';
 import { createInMemoryRateLimiter, type RateLimiter } from './services/rate-limiter.js';
@@ -20,7 +21,11 @@ export interface Services {
   keys: KeyService;
   ingest: IngestService;
   identity: IdentityService;
+  /** Segment-compatible ingestion: translation into the accept pipeline, and identity side effects. */
+  segment: SegmentService;
   rateLimiter: RateLimiter;
+  /** Browser keys: per key and client IP (INLET_BROWSER_RATE_LIMIT_PER_IP). */
+  browserIpLimiter: RateLimiter;
   /** Traffic reports: reading, syncing sources, and the interval scheduler (started by main). */
   traffic: { reports: TrafficReportService; sync: TrafficSyncService; scheduler: TrafficScheduler };
   /** Flushes pending writes and closes storage. */
@@ -45,7 +50,9 @@ export async function createServices(config: Config, options: CreateServicesOpti
   const keys = createKeyService(storage, { cacheTtlMs: config.keyCacheTtlMs, now: options.now });
   const ingest = createIngestService(storage, metrics, { legacyFlat: config.legacyFlat });
   const identity = createIdentityService(storage);
+  const segment = createSegmentService(ingest, identity);
   const rateLimiter = createInMemoryRateLimiter(config.rateLimitRps, config.rateLimitBurst);
+  const browserIpLimiter = createInMemoryRateLimiter(config.browserRateLimitPerIp, config.browserRateLimitPerIp * 2);
   const trafficSync = createTrafficSyncService(storage, { retry: { ...DEFAULT_RETRY_POLICY, maxTotalMs: config.trafficRetryMaxMs } });
   const traffic = {
     reports: createTrafficReportService(storage),
@@ -60,7 +67,9 @@ export async function createServices(config: Config, options: CreateServicesOpti
     keys,
     ingest,
     identity,
+    segment,
     rateLimiter,
+    browserIpLimiter,
     traffic,
     close() {
       closed ??= (async () => {
