@@ -6,6 +6,7 @@ import { createIdentityService, type IdentityService } from './services/identity
 import { createIngestService, type IngestService } from './services/ingest-service.js';
 import { createKeyService, type KeyService } from './services/key-service.js';
 import { createSegmentService, type SegmentService } from './services/segment-service.js';
+import { createRejectionService, type RejectionService } from './services/rejection-service.js';
 import { createMetrics, type Metrics } from './services/metrics.js';
 import { registerPoolMetrics } from './services/pool-metrics.js';
 import { createRateLimiter } from './services/rate-limiter-store.js';
@@ -24,6 +25,8 @@ export interface Services {
   identity: IdentityService;
   /** Segment-compatible ingestion: translation into the accept pipeline, and identity side effects. */
   segment: SegmentService;
+  /** Recorded rejections and warnings (listed by the admin API and the CLI). */
+  rejections: RejectionService;
   rateLimiter: RateLimiter;
   /** Browser keys: per key and client IP (INLET_BROWSER_RATE_LIMIT_PER_IP). */
   browserIpLimiter: InMemoryRateLimiter;
@@ -49,9 +52,10 @@ export async function createServices(config: Config, options: CreateServicesOpti
   const metrics = createMetrics({ defaultMetrics: options.defaultMetrics ?? true });
   if (storage.poolStats !== undefined) registerPoolMetrics(metrics.registry, storage.poolStats);
   const keys = createKeyService(storage, { cacheTtlMs: config.keyCacheTtlMs, now: options.now });
-  const ingest = createIngestService(storage, metrics, { legacyFlat: config.legacyFlat });
+  const rejections = createRejectionService(storage, metrics, { maxPerHour: config.rejectionsMaxPerHour, retentionDays: config.rejectionsRetentionDays });
+  const ingest = createIngestService(storage, metrics, { legacyFlat: config.legacyFlat, rejections });
   const identity = createIdentityService(storage);
-  const segment = createSegmentService(ingest, identity);
+  const segment = createSegmentService(ingest, identity, rejections);
   const rateLimiter = await createRateLimiter(config, storage);
   // Per client IP on the browser routes: a guard against one abusive address, kept in each process.
   const browserIpLimiter = createInMemoryRateLimiter(config.browserRateLimitPerIp, config.browserRateLimitPerIp * 2);
@@ -70,6 +74,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
     ingest,
     identity,
     segment,
+    rejections,
     rateLimiter,
     browserIpLimiter,
     traffic,
@@ -77,6 +82,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
       closed ??= (async () => {
         await traffic.scheduler.stop();
         await ingest.close();
+        await rejections.close();
         await keys.close();
         await rateLimiter.close?.();
         await storage.close();

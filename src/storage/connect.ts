@@ -6,6 +6,7 @@ import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { Database } from './database.js';
 import { apiKeyStore, eventReads, legacyUsageStore, productStore } from './core-stores.js';
+import { rejectionStore } from './rejection-store.js';
 import { identityStore } from './identity-store.js';
 import { migrate, type MigrationReport } from './migrate.js';
 import { sqliteEventWriter } from './sqlite/event-writer.js';
@@ -196,6 +197,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     apiKeys: apiKeyStore(db),
     events: { insertMany, get: reads.get, count: reads.count, listBySubjects: reads.listBySubjects },
     legacyUsage: legacyUsageStore(db),
+    rejections: rejectionStore(db),
     identity: identityStore(db, dialect),
     traffic: trafficStore(db, dialect),
     async ping() {
