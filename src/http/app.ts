@@ -21,6 +21,10 @@ import { aliasRoute } from './routes/alias.js';
 import { adminUserRoutes } from './routes/admin-users.js';
 import { trafficReportsRoute } from './routes/traffic-reports.js';
 import { adminTrafficRoutes } from './routes/admin-traffic.js';
+import { segmentRoutes } from './segment/routes.js';
+import { redactUrl } from './redact.js';
+import { adminRejectionRoutes } from './routes/admin-rejections.js';
+import { BROWSER_NATIVE_ROUTES, corsPreflight } from './browser-keys.js';
 
 /**
  * One access-log line per request (method, url, status, time) instead of Fastify's two
@@ -31,7 +35,7 @@ class AccessLogController extends LogController {
   override incomingRequest(): void {}
 
   override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
-    const line = { method: request.method, url: request.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100 };
+    const line = { method: request.method, url: redactUrl(request.url), status: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100 };
     if (error) reply.log.error({ ...line, err: error }, 'request errored');
     else reply.log.info(line, 'request');
   }
@@ -89,7 +93,11 @@ function parseJsonBody(contentType: string | undefined, body: string): unknown {
   }
 }
 
-function toAppError(error: FastifyError | Error, bodyLimit: number | undefined, storageClosed: boolean): AppError {
+function toAppError(
+  error: FastifyError | Error,
+  bodyLimit: number | undefined,
+  storage: { readonly closed: boolean; isUnavailable(error: unknown): boolean },
+): AppError {
   if (error instanceof AppError) return error;
   const code = (error as FastifyError).code;
   if (code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
@@ -101,7 +109,7 @@ function toAppError(error: FastifyError | Error, bodyLimit: number | undefined, 
   const known = code === undefined ? undefined : FASTIFY_ERRORS[code];
   if (known !== undefined) return new AppError(known.code, known.detail);
   if (error instanceof SyntaxError && (error as FastifyError).statusCode === 400) return new AppError('invalid_json', `The body is not valid JSON: ${error.message}`);
-  if (isStorageUnavailable(error) || isStorageUnavailable((error as { cause?: unknown }).cause ?? {})) {
+  if (isStorageUnavailable(error) || isStorageUnavailable((error as { cause?: unknown }).cause ?? {}) || storage.isUnavailable(error)) {
     return new AppError('unavailable', 'Storage is unavailable; nothing from this request was stored. Retry later.', { cause: error });
   }
   const status = (error as FastifyError).statusCode;
@@ -111,8 +119,20 @@ function toAppError(error: FastifyError | Error, bodyLimit: number | undefined, 
   if (status !== undefined && status >= 400 && status < 500) return new AppError('validation_error', error.message);
   // Once storage was closed (shutdown), every query fails with a driver-specific error: that is
   // "unavailable, retry" for the client, not a bug.
-  if (storageClosed) return new AppError('unavailable', 'Storage is unavailable; nothing from this request was stored. Retry later.', { cause: error });
+  if (storage.closed) return new AppError('unavailable', 'Storage is unavailable; nothing from this request was stored. Retry later.', { cause: error });
   return new AppError('internal', 'An unexpected error occurred. It has been logged with this request id.', { cause: error });
+}
+
+/**
+ * A hop count is applied as a function: Fastify refuses a bare number (a client that reaches Inlet
+ * directly could then spoof X-Forwarded-For), so a count is only for deployments reachable through
+ * the proxy alone (README). Addresses/CIDRs are checked against the peer, as Fastify does.
+ */
+function trustProxyOption(setting: Services['config']['trustProxy']): boolean {
+  if (setting === false) return false;
+  const option: NonNullable<FastifyServerOptions['trustProxy']> = typeof setting === 'number' ? (_address: string, hop: number) => hop < setting : setting.join(',');
+  // The cast only picks Fastify's HTTP/1 overload of the factory; every form above is a valid trustProxy.
+  return option as unknown as boolean;
 }
 
 export async function buildApp(services: Services, options: BuildAppOptions = {}): Promise<FastifyInstance> {
@@ -123,6 +143,8 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
       redact: { paths: ['req.headers.authorization', 'req.headers.cookie'], remove: true },
     },
     bodyLimit: config.maxBodyBytes,
+    // INLET_TRUST_PROXY: whether X-Forwarded-For/-Proto/-Host are believed (per-IP limits, context.ip, settings' apiHost).
+    trustProxy: trustProxyOption(config.trustProxy),
     logController: new AccessLogController({ requestIdLogLabel: 'request_id' }),
     genReqId(request) {
       const sent = request.headers['x-request-id'];
@@ -215,11 +237,14 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
   });
 
   app.setErrorHandler((error: FastifyError, request, reply) => {
-    const appError = toAppError(error, request.routeOptions.bodyLimit, services.storage.closed);
+    const appError = toAppError(error, request.routeOptions.bodyLimit, services.storage);
     if (appError.status >= 500) {
       request.log.error({ err: appError.cause ?? error, code: appError.code }, 'request failed');
     }
     for (const [name, value] of Object.entries(appError.headers)) reply.header(name, value);
+    // Storage away (a failover, a restart): tell clients when to retry; nothing of the request was stored
+    // unless the commit's outcome was unknown, and then the retry is answered as a duplicate.
+    if (appError.code === 'unavailable' && appError.headers['retry-after'] === undefined) reply.header('retry-after', '1');
     if (appError.code === 'unauthorized') reply.header('www-authenticate', 'Bearer');
     reply
       .code(appError.status)
@@ -247,6 +272,7 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
           eventsKey: { type: 'http', scheme: 'bearer', description: 'Events API key (inlet_ev_…)' },
           reportsKey: { type: 'http', scheme: 'bearer', description: 'Reports API key (inlet_rp_…)' },
           adminToken: { type: 'http', scheme: 'bearer', description: 'INLET_ADMIN_TOKEN' },
+          writeKeyBasic: { type: 'http', scheme: 'basic', description: 'Segment write key (an events key) as the Basic user name; also X-Write-Key, "writeKey" in the body or ?writeKey=' },
         },
       },
       tags: [
@@ -255,6 +281,7 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
         { name: 'admin', description: 'Products and keys (operators)' },
         { name: 'traffic', description: 'Traffic reports and their sources (GA4, Plausible)' },
         { name: 'operations', description: 'Health and metrics' },
+        { name: 'segment', description: 'Segment- and RudderStack-compatible ingestion (their SDKs, unchanged)' },
       ],
     },
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
@@ -269,10 +296,13 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
   identifyRoute(app, services);
   aliasRoute(app, services);
   trafficReportsRoute(app, services);
+  await app.register(segmentRoutes, { services });
+  corsPreflight(app, BROWSER_NATIVE_ROUTES);
   if (config.adminToken !== undefined) {
     adminRoutes(app, services, config.adminToken);
     adminUserRoutes(app, services, config.adminToken);
     adminTrafficRoutes(app, services, config.adminToken);
+    adminRejectionRoutes(app, services, config.adminToken);
   }
 
   return app;
