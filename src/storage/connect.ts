@@ -5,7 +5,8 @@ import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { Database } from './database.js';
-import { apiKeyStore, eventReads, legacyUsageStore, productStore } from './core-stores.js';
+import { apiKeyStore, legacyUsageStore, productStore } from './core-stores.js';
+import { eventReads } from './event-reads.js';
 import { identityStore } from './identity-store.js';
 import { migrate, type MigrationReport } from './migrate.js';
 import { sqliteEventWriter } from './sqlite/event-writer.js';
@@ -125,7 +126,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
   }
   // The writer prepares its statements against the migrated schema.
   const insertMany = makeWriter();
-  const reads = eventReads(db);
+  const reads = eventReads(db, dialect);
 
   let closed = false;
   return {
@@ -138,7 +139,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     },
     products: productStore(db),
     apiKeys: apiKeyStore(db),
-    events: { insertMany, get: reads.get, count: reads.count, listBySubjects: reads.listBySubjects },
+    events: { insertMany, ...reads },
     legacyUsage: legacyUsageStore(db),
     identity: identityStore(db, dialect),
     traffic: trafficStore(db, dialect),

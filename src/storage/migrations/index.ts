@@ -3,6 +3,7 @@
 // Version ranges keep areas apart: 1–99 core, 100–199 identity, 200–299 traffic reports.
 import type { Dialect } from '../types.js';
 import { coreMigrations } from './core.js';
+import { eventPositionMigrations } from './event-positions.js';
 import { identityMigrations } from './identity.js';
 import { trafficMigrations } from './traffic.js';
 
@@ -12,4 +13,4 @@ export interface Migration {
   statements: Record<Dialect, string[]>;
 }
 
-export const migrations: Migration[] = [...coreMigrations, ...identityMigrations, ...trafficMigrations].sort((a, b) => a.version - b.version);
+export const migrations: Migration[] = [...coreMigrations, ...eventPositionMigrations, ...identityMigrations, ...trafficMigrations].sort((a, b) => a.version - b.version);
