@@ -57,6 +57,8 @@ export const eventPositionMigrations: Migration[] = [
         `CREATE INDEX events_by_name ON events (product_id, canonical_name)`,
         // subject_type + subject_id and the user filter, in position order (was ordered by occurred_at).
         `CREATE INDEX events_by_subject ON events (product_id, subject_type, subject_id)`,
+        // received_from / received_to → position bounds (event-reads.ts). Receive times grow: appended.
+        `CREATE INDEX events_by_time ON events (product_id, received_at)`,
       ],
       postgres: [
         // CACHE: each connection takes 64 values at a time. Only the order inside one transaction
