@@ -4,6 +4,8 @@ import type { Config } from './config.js';
 import { openStorage, type OpenedStorage } from './storage/connect.js';
 import { createIdentityService, type IdentityService } from './services/identity-service.js';
 import { createIngestService, type IngestService } from './services/ingest-service.js';
+import { createEventReadService, type EventReadService } from './services/event-read-service.js';
+import { createEventStreams, type EventStreams } from './services/event-stream.js';
 import { createKeyService, type KeyService } from './services/key-service.js';
 import { createMetrics, type Metrics } from './services/metrics.js';
 import { registerPoolMetrics } from './services/pool-metrics.js';
@@ -20,6 +22,8 @@ export interface Services {
   keys: KeyService;
   ingest: IngestService;
   identity: IdentityService;
+  /** Admin reads, the live stream's tail and exports of stored events (events-out §3–5). */
+  events: { reads: EventReadService; streams: EventStreams };
   rateLimiter: RateLimiter;
   /** Traffic reports: reading, syncing sources, and the interval scheduler (started by main). */
   traffic: { reports: TrafficReportService; sync: TrafficSyncService; scheduler: TrafficScheduler };
@@ -43,6 +47,10 @@ export async function createServices(config: Config, options: CreateServicesOpti
   const keys = createKeyService(storage, { cacheTtlMs: config.keyCacheTtlMs });
   const ingest = createIngestService(storage, metrics);
   const identity = createIdentityService(storage);
+  const events = {
+    reads: createEventReadService(storage),
+    streams: createEventStreams(storage, { pollMs: config.eventStreamPollMs, maxStreams: config.eventStreamsMax }),
+  };
   const rateLimiter = createInMemoryRateLimiter(config.rateLimitRps, config.rateLimitBurst);
   const trafficSync = createTrafficSyncService(storage, { retry: { ...DEFAULT_RETRY_POLICY, maxTotalMs: config.trafficRetryMaxMs } });
   const traffic = {
@@ -58,11 +66,13 @@ export async function createServices(config: Config, options: CreateServicesOpti
     keys,
     ingest,
     identity,
+    events,
     rateLimiter,
     traffic,
     close() {
       closed ??= (async () => {
         await traffic.scheduler.stop();
+        await events.streams.close();
         await ingest.close();
         await keys.close();
         await storage.close();

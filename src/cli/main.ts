@@ -6,9 +6,10 @@ import { createServices } from '../services.js';
 import { parseCommandArgs, UsageError, type CliIo, type Command } from './command.js';
 import { coreCommands } from './core-commands.js';
 import { identityCommands } from './identity-commands.js';
+import { eventCommands } from './event-commands.js';
 import { trafficCommands } from './traffic-commands.js';
 
-export const commands: Command[] = [...coreCommands, ...identityCommands, ...trafficCommands];
+export const commands: Command[] = [...coreCommands, ...identityCommands, ...eventCommands, ...trafficCommands];
 
 function help(io: CliIo): void {
   io.out('Usage: inlet <command> [options]\n');

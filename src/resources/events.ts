@@ -1,4 +1,5 @@
-// The public shape of an event record (contract §4, "Record").
+// The public shape of an event record (contract §4, "Record", plus key_id of events-out §2): the same in
+// ingest answers, admin reads, the live stream and exports.
 import type { EventRecord } from '../storage/types.js';
 
 export interface EventResource {
@@ -13,6 +14,7 @@ export interface EventResource {
   received_at: string;
   external_id: string | null;
   properties: Record<string, unknown>;
+  key_id: string | null;
 }
 
 export function eventResource(event: EventRecord): EventResource {
@@ -28,6 +30,7 @@ export function eventResource(event: EventRecord): EventResource {
     received_at: event.receivedAt,
     external_id: event.externalId,
     properties: event.properties,
+    key_id: event.apiKeyId,
   };
 }
 

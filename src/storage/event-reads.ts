@@ -54,10 +54,49 @@ interface PositionSql {
   /** ORDER BY columns. */
   orderColumns: string[];
   compare(op: Op, position: string): Expression<SqlBool>;
-  /** Rows a reader may see now (PostgreSQL: below the oldest running transaction). */
-  visible: Expression<SqlBool> | undefined;
+  /**
+   * PostgreSQL: the read horizon, fetched before the read (its own statement). Rows with a `tx` below it
+   * are final. SQLite: undefined (every committed row is final: rowid order is commit order).
+   */
+  horizon: ((db: Kysely<Database>) => Promise<string>) | undefined;
+  visible(horizon: string): Expression<SqlBool>;
   valid(position: string): boolean;
+  order(a: string, b: string): number;
 }
+
+function compareBigInts(a: bigint, b: bigint): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/**
+ * The PostgreSQL read horizon: the oldest transaction that was running when this statement's snapshot
+ * was taken *and* holds a lock on this schema's `events` (an event writer), else the snapshot's xmax.
+ *
+ * Why not simply pg_snapshot_xmin: xids are cluster-wide, so xmin waits for every writing transaction
+ * of every database and schema on the server (measured here: other schemas' tests held it back long
+ * enough to hide a just-acknowledged event from the list).
+ *
+ * Why it cannot skip: let T be an event writer with xid x < horizon. x < xmax, so T had its xid when the
+ * snapshot was taken. Writers lock `events` before they get an xid (their first write is the event
+ * insert; a transaction that writes elsewhere first must LOCK TABLE events IN ROW EXCLUSIVE MODE first),
+ * and hold the lock to the end. pg_locks is read after the snapshot; had T still been running then, x
+ * would be in the set and the horizon ≤ x. So T ended before this statement finished, and the next
+ * statement (the read, with a newer snapshot) sees its rows if it committed.
+ */
+const HORIZON_QUERY = sql<{ horizon: string }>`
+  WITH snapshot AS (SELECT pg_current_snapshot() AS s),
+  writers AS (
+    SELECT own.transactionid::text::bigint AS xid32
+      FROM pg_locks rel
+      JOIN pg_locks own ON own.virtualtransaction = rel.virtualtransaction
+                       AND own.locktype = 'transactionid' AND own.mode = 'ExclusiveLock' AND own.granted
+     WHERE rel.locktype = 'relation' AND rel.relation = 'events'::regclass AND rel.granted
+  )
+  SELECT COALESCE(
+           (SELECT min(x) FROM snapshot, pg_snapshot_xip(snapshot.s) AS x
+             WHERE (x::text::numeric % 4294967296)::bigint IN (SELECT xid32 FROM writers)),
+           (SELECT pg_snapshot_xmax(s) FROM snapshot)
+         )::text AS horizon`;
 
 const SQLITE_POSITION = /^[1-9][0-9]{0,17}$/;
 const POSTGRES_POSITION = /^([0-9]{1,20})\.([0-9]{1,19})$/;
@@ -68,8 +107,10 @@ function positionSql(dialect: Dialect): PositionSql {
       select: sql<string>`position`,
       orderColumns: ['position'],
       compare: (op, position) => sql<SqlBool>`position ${sql.raw(op)} ${Number(position)}`,
-      visible: undefined,
+      horizon: undefined,
+      visible: () => sql<SqlBool>`true`,
       valid: (position) => SQLITE_POSITION.test(position) && Number.isSafeInteger(Number(position)),
+      order: (a, b) => Number(a) - Number(b),
     };
   }
   return {
@@ -79,11 +120,16 @@ function positionSql(dialect: Dialect): PositionSql {
       const [, tx, seq] = POSTGRES_POSITION.exec(position)!;
       return sql<SqlBool>`(tx, seq) ${sql.raw(op)} (${tx}::xid8, ${seq}::bigint)`;
     },
-    // pg_current_snapshot() is the statement's snapshot: every transaction below its xmin has ended.
-    visible: sql<SqlBool>`tx < pg_snapshot_xmin(pg_current_snapshot())`,
+    horizon: async (db) => (await HORIZON_QUERY.execute(db)).rows[0]!.horizon,
+    visible: (horizon) => sql<SqlBool>`tx < ${horizon}::xid8`,
     valid: (position) => {
       const match = POSTGRES_POSITION.exec(position);
       return match !== null && BigInt(match[1]!) < 2n ** 64n && BigInt(match[2]!) < 2n ** 63n;
+    },
+    order: (a, b) => {
+      const [txA, seqA] = a.split('.') as [string, string];
+      const [txB, seqB] = b.split('.') as [string, string];
+      return compareBigInts(BigInt(txA), BigInt(txB)) || compareBigInts(BigInt(seqA), BigInt(seqB));
     },
   };
 }
@@ -119,11 +165,13 @@ function indexServesAll(filter: EventFilter): boolean {
 export function eventReads(db: Kysely<Database>, dialect: Dialect) {
   const position = positionSql(dialect);
 
-  function base(productId: string) {
+  function base(productId: string, horizon: string | undefined) {
     let query = db.selectFrom('events').where('product_id', '=', productId);
-    if (position.visible !== undefined) query = query.where(position.visible);
+    if (horizon !== undefined) query = query.where(position.visible(horizon));
     return query;
   }
+
+  const horizonNow = (): Promise<string | undefined> => (position.horizon === undefined ? Promise.resolve(undefined) : position.horizon(db));
 
   function orderBy<Q extends { orderBy: (column: never, direction: 'asc' | 'desc') => Q }>(query: Q, order: 'asc' | 'desc'): Q {
     let ordered = query;
@@ -146,6 +194,7 @@ export function eventReads(db: Kysely<Database>, dialect: Dialect) {
 
   async function page(query: EventPageQuery): Promise<EventPage> {
     const { productId, filter, order, limit } = query;
+    const horizon = await horizonNow();
     const forward: Op = order === 'asc' ? '>' : '<';
     const bounds: Array<Expression<SqlBool>> = [];
     if (query.after !== undefined) bounds.push(position.compare(forward, query.after));
@@ -164,13 +213,13 @@ export function eventReads(db: Kysely<Database>, dialect: Dialect) {
     // A read that one index does not fully serve looks at SCAN_BUDGET rows of the product at most.
     let scanEnd: string | undefined;
     if (!indexServesAll(filter)) {
-      let window = base(productId).select(position.select.as('position'));
+      let window = base(productId, horizon).select(position.select.as('position'));
       for (const bound of bounds) window = window.where(bound);
       const edge = await orderBy(window, order).offset(SCAN_BUDGET - 1).limit(1).executeTakeFirst();
       if (edge !== undefined) scanEnd = String(edge.position);
     }
 
-    let select = base(productId).select([...EVENT_COLUMNS, position.select.as('position')]);
+    let select = base(productId, horizon).select([...EVENT_COLUMNS, position.select.as('position')]);
     for (const bound of bounds) select = select.where(bound);
     if (scanEnd !== undefined) select = select.where(position.compare(order === 'asc' ? '<=' : '>=', scanEnd));
     if (filter.canonicalNames !== undefined) select = select.where('canonical_name', 'in', filter.canonicalNames);
@@ -196,8 +245,9 @@ export function eventReads(db: Kysely<Database>, dialect: Dialect) {
   return {
     page,
     isPosition: position.valid,
+    comparePositions: position.order,
     async endPosition(productId: string): Promise<string | null> {
-      const row = await orderBy(base(productId).select(position.select.as('position')), 'desc').limit(1).executeTakeFirst();
+      const row = await orderBy(base(productId, await horizonNow()).select(position.select.as('position')), 'desc').limit(1).executeTakeFirst();
       return row === undefined ? null : String(row.position);
     },
     async get(productId: string, id: string) {

@@ -143,6 +143,8 @@ export interface EventStore {
   endPosition(productId: string): Promise<string | null>;
   /** Whether `position` is well-formed for this storage (cursors come from clients). */
   isPosition(position: string): boolean;
+  /** Orders two positions: negative, zero or positive. */
+  comparePositions(a: string, b: string): number;
 }
 
 export interface LegacyUsageStore {

@@ -79,8 +79,9 @@ export const EventRecordSchema = Type.Object(
     received_at: Type.String(),
     external_id: Type.Union([Type.String(), Type.Null()]),
     properties: Type.Object({}, { additionalProperties: true }),
+    key_id: Type.Union([Type.String(), Type.Null()], { description: 'The API key that sent the event (null when no key did, e.g. an import)' }),
   },
-  { $id: 'Event' },
+  { $id: 'Event', description: 'One stored event: the same shape in ingest answers, admin reads, the live stream and NDJSON exports' },
 );
 
 export const BatchRequest = Type.Object(
