@@ -112,8 +112,8 @@ export const eventCommands: Command[] = [
         send(event) {
           const resource = eventResource(event);
           io.out(json ? JSON.stringify({ id: encodeCursor(event.position!), data: resource }) : `${resource.received_at}  ${resource.canonical_name}  ${resource.subject_type}:${resource.subject_id}  ${JSON.stringify(resource.properties)}  ${resource.uuid}`);
-          return true;
         },
+        lagging: () => false,
         ready: () => Promise.resolve(true),
         close: (reason) => finish(reason === 'shutdown' ? 0 : 1),
       });

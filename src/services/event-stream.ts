@@ -12,8 +12,13 @@
 import type { EventFilter, EventRecord, Storage } from '../storage/types.js';
 
 export interface StreamSink {
-  /** Sends one event; false when the consumer is too slow (the stream is then closed). */
-  send(event: EventRecord): boolean;
+  /** Sends one event. */
+  send(event: EventRecord): void;
+  /**
+   * Whether the consumer is too slow: more than its bound still unsent from earlier pages. Asked before
+   * each page is fanned out, so a stream holds at most its bound plus one page (`pageSize` events).
+   */
+  lagging(): boolean;
   /** Resolves when the sink can take more; rejects or resolves false when it closed meanwhile. */
   ready(): Promise<boolean>;
   close(reason: 'shutdown' | 'slow' | 'error'): void;
@@ -54,7 +59,7 @@ export function matchesFilter(filter: EventFilter, event: EventRecord): boolean 
 }
 
 export function createEventStreams(storage: Storage, options: EventStreamOptions) {
-  const pageSize = options.pageSize ?? 1000;
+  const pageSize = options.pageSize ?? 200;
   const tails = new Map<string, ProductTail>();
   const all = new Set<Subscriber>();
   let timer: NodeJS.Timeout | undefined;
@@ -67,7 +72,7 @@ export function createEventStreams(storage: Storage, options: EventStreamOptions
     if (subscriber.seen !== null && compare(event.position!, subscriber.seen) <= 0) return;
     subscriber.seen = event.position!;
     if (!matchesFilter(subscriber.filter, event)) return;
-    if (!subscriber.sink.send(event)) drop(subscriber, 'slow');
+    subscriber.sink.send(event);
   }
 
   function drop(subscriber: Subscriber, reason: 'shutdown' | 'slow' | 'error'): void {
@@ -89,6 +94,9 @@ export function createEventStreams(storage: Storage, options: EventStreamOptions
         limit: pageSize,
         ...(tail.cursor === null ? {} : { after: tail.cursor }),
       });
+      if (page.events.length > 0) {
+        for (const subscriber of tail.subscribers) if (subscriber.sink.lagging()) drop(subscriber, 'slow');
+      }
       for (const event of page.events) {
         tail.cursor = event.position!;
         for (const subscriber of tail.subscribers) deliver(subscriber, event);

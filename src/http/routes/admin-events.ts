@@ -207,10 +207,9 @@ export function adminEventRoutes(app: FastifyInstance, services: Services, admin
       try {
         stop = await streams.open(productId, filter, after, {
           send(event) {
-            if (ended) return false;
-            res.write(streamMessage(event));
-            return res.writableLength <= bound;
+            if (!ended) res.write(streamMessage(event));
           },
+          lagging: () => res.writableLength > bound,
           ready() {
             if (ended) return Promise.resolve(false);
             if (res.writableLength <= bound / 2) return Promise.resolve(true);
