@@ -1,8 +1,9 @@
 // The only module that reads process.env. Every setting is validated once, at start-up;
 // a bad value stops the process with a message that names the variable.
+import type { LegacyFlatMode } from './domain/legacy-policy.js';
 import { postgresTarget } from './storage/postgres/connection-url.js';
 
-export type LegacyFlatMode = 'accept' | 'reject';
+export type { LegacyFlatMode };
 export type SqliteSynchronous = 'full' | 'normal';
 
 export interface Config {

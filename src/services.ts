@@ -34,6 +34,8 @@ export interface Services {
 export interface CreateServicesOptions {
   postgresSchema?: string;
   defaultMetrics?: boolean;
+  /** The key service's clock (expiry, cache TTL, `last_used_at`); default `Date.now`. Tests move it instead of sleeping. */
+  now?: () => number;
 }
 
 export async function createServices(config: Config, options: CreateServicesOptions = {}): Promise<Services> {
@@ -44,8 +46,8 @@ export async function createServices(config: Config, options: CreateServicesOpti
   });
   const metrics = createMetrics({ defaultMetrics: options.defaultMetrics ?? true });
   if (storage.poolStats !== undefined) registerPoolMetrics(metrics.registry, storage.poolStats);
-  const keys = createKeyService(storage, { cacheTtlMs: config.keyCacheTtlMs });
-  const ingest = createIngestService(storage, metrics);
+  const keys = createKeyService(storage, { cacheTtlMs: config.keyCacheTtlMs, now: options.now });
+  const ingest = createIngestService(storage, metrics, { legacyFlat: config.legacyFlat });
   const identity = createIdentityService(storage);
   const events = {
     reads: createEventReadService(storage),

@@ -19,14 +19,21 @@ export interface CreatedKey {
 /** `last_used_at` is written at most once a minute per key, off the request path. */
 const LAST_USED_RESOLUTION_MS = 60_000;
 
-export function createKeyService(storage: Storage, options: { cacheTtlMs: number }) {
+export interface KeyServiceOptions {
+  cacheTtlMs: number;
+  /** The clock for expiry, the cache TTL and `last_used_at` (default `Date.now`; tests move it instead of sleeping). */
+  now?: () => number;
+}
+
+export function createKeyService(storage: Storage, options: KeyServiceOptions) {
+  const clock = options.now ?? Date.now;
   const cache = new Map<string, { record: ApiKeyRecord | undefined; cachedAt: number }>();
   const lastUsedWritten = new Map<string, number>();
   const pendingUsage = new Map<string, string>();
   let usageFlush: Promise<void> | undefined;
 
   async function lookup(hash: string): Promise<ApiKeyRecord | undefined> {
-    const now = Date.now();
+    const now = clock();
     const hit = cache.get(hash);
     if (hit !== undefined && now - hit.cachedAt < options.cacheTtlMs) return hit.record;
     const record = await storage.apiKeys.findByHash(hash);
@@ -119,7 +126,7 @@ export function createKeyService(storage: Storage, options: { cacheTtlMs: number
       if (record === undefined || !constantTimeEqual(record.keyHash, hash)) {
         throw new AppError('unauthorized', 'The API key is not valid.');
       }
-      const now = Date.now();
+      const now = clock();
       if (record.revokedAt !== null && Date.parse(record.revokedAt) <= now) {
         throw new AppError('unauthorized', 'The API key has been revoked.');
       }

@@ -5,8 +5,8 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import pg from 'pg';
-import { ADMIN_TOKEN, dialect, testDatabase, type TestDatabase } from './helpers.js';
-import { startServerProcess, type ServerProcess } from './support/server-process.js';
+import { ADMIN_TOKEN, dialect, testDatabase, type TestDatabase } from '../helpers.js';
+import { startServerProcess, type ServerProcess } from '../support/server-process.js';
 
 const skip = dialect === 'postgres' ? false : 'PostgreSQL only: several instances need a shared server database (SQLite is one process)';
 
