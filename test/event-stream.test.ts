@@ -78,11 +78,13 @@ interface Stream {
   raw: string;
   ended: Promise<void>;
   waitFor(count: number, timeoutMs?: number): Promise<void>;
+  /** Resolves once the server says the stream has joined (the ": open" comment). */
+  opened(): Promise<void>;
   close(): void;
 }
 
 function openStream(server: Server, productId: string, options: { query?: string; lastEventId?: string; pause?: boolean } = {}): Promise<Stream> {
-  return new Promise((resolve, reject) => {
+  return new Promise((resolve) => {
     const req = httpRequest(`${server.url}/admin/v1/products/${productId}/events/stream${options.query ?? ''}`, {
       headers: { ...auth(), ...(options.lastEventId === undefined ? {} : { 'last-event-id': options.lastEventId }) },
     });
@@ -103,6 +105,13 @@ function openStream(server: Server, productId: string, options: { query?: string
           while (stream.messages.length < count) {
             if (Date.now() > deadline) throw new Error(`waited for ${count} messages, got ${stream.messages.length}`);
             await new Promise((r) => setTimeout(r, 10));
+          }
+        },
+        async opened() {
+          const deadline = Date.now() + 5000;
+          while (!stream.raw.includes(': open\n\n')) {
+            if (Date.now() > deadline) throw new Error('the stream did not open');
+            await new Promise((r) => setTimeout(r, 5));
           }
         },
         close: () => req.destroy(),
@@ -141,7 +150,7 @@ describe('GET /admin/v1/products/{id}/events/stream', () => {
     assert.equal(stream.response.statusCode, 200);
     assert.match(String(stream.response.headers['content-type']), /^text\/event-stream/);
     assert.equal(stream.response.headers['x-accel-buffering'], 'no');
-    await new Promise((r) => setTimeout(r, 200));
+    await stream.opened();
     const sentAt = Date.now();
     const [uuid] = await send(server, product.eventsKey, ['after']);
     await stream.waitFor(1, 1000);
@@ -160,7 +169,7 @@ describe('GET /admin/v1/products/{id}/events/stream', () => {
     const product = await server.product();
     const other = await server.product();
     const stream = await openStream(server, product.id);
-    await new Promise((r) => setTimeout(r, 200));
+    await stream.opened();
     const first = await send(server, product.eventsKey, ['a', 'b', 'c']);
     await send(server, other.eventsKey, ['x']);
     await stream.waitFor(3);
@@ -199,7 +208,7 @@ describe('GET /admin/v1/products/{id}/events/stream', () => {
     const server = await startServer();
     const product = await server.product();
     const stream = await openStream(server, product.id, { query: '?subject_type=user&subject_id=wanted' });
-    await new Promise((r) => setTimeout(r, 200));
+    await stream.opened();
     const ids = await send(server, product.eventsKey, ['unwanted', 'wanted', 'unwanted', 'wanted']);
     await stream.waitFor(2);
     await new Promise((r) => setTimeout(r, 300));
@@ -233,7 +242,7 @@ describe('GET /admin/v1/products/{id}/events/stream', () => {
     const product = await server.product();
     const slow = await openStream(server, product.id, { pause: true });
     const fast = await openStream(server, product.id);
-    await new Promise((r) => setTimeout(r, 200));
+    await fast.opened();
     const big = { text: 'x'.repeat(8000) };
     let sent = 0;
     const deadline = Date.now() + 20_000;

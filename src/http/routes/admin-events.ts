@@ -233,6 +233,8 @@ export function adminEventRoutes(app: FastifyInstance, services: Services, admin
           },
         });
         if (ended) stop();
+        // The stream has joined: every event committed from now on will be sent (tests and tools wait for this).
+        else res.write(': open\n\n');
       } catch (error) {
         request.log.error({ err: error }, 'live stream failed');
         end(true);
