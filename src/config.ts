@@ -31,6 +31,10 @@ export interface Config {
   eventStreamBufferBytes: number;
   /** How often the live stream's tail reader polls storage. */
   eventStreamPollMs: number;
+  /** INLET_PUBLIC_URL: the URL browsers reach this server at (Segment settings' apiHost); else the request's Host. */
+  publicUrl: string | undefined;
+  /** Requests per second a browser key may send from one client IP (burst twice that); 0 switches it off. */
+  browserRateLimitPerIp: number;
 }
 
 export class ConfigError extends Error {
@@ -83,6 +87,19 @@ function databaseUrl(env: Env): string {
   return raw;
 }
 
+function publicUrl(env: Env): string | undefined {
+  const raw = env.INLET_PUBLIC_URL?.trim();
+  if (raw === undefined || raw === '') return undefined;
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError(`INLET_PUBLIC_URL must be an absolute http(s) URL such as https://events.example.com, got "${raw}"`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ConfigError(`INLET_PUBLIC_URL must use http or https, got "${raw}"`);
+  return raw;
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const adminToken = env.INLET_ADMIN_TOKEN?.trim() || undefined;
   if (adminToken !== undefined && adminToken.length < 16) {
@@ -110,5 +127,7 @@ export function loadConfig(env: Env = process.env): Config {
     trafficSyncIntervalMs: integer(env, 'INLET_TRAFFIC_SYNC_INTERVAL_MS', 3_600_000, 0, 7 * 24 * 3_600_000),
     trafficRetryMaxMs: integer(env, 'INLET_TRAFFIC_RETRY_MAX_MS', 60_000, 0, 3_600_000),
     shutdownTimeoutMs: integer(env, 'INLET_SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
+    publicUrl: publicUrl(env),
+    browserRateLimitPerIp: integer(env, 'INLET_BROWSER_RATE_LIMIT_PER_IP', 50, 0, 1_000_000),
   };
 }

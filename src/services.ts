@@ -7,6 +7,7 @@ import { createIngestService, type IngestService } from './services/ingest-servi
 import { createEventReadService, type EventReadService } from './services/event-read-service.js';
 import { createEventStreams, type EventStreams } from './services/event-stream.js';
 import { createKeyService, type KeyService } from './services/key-service.js';
+import { createSegmentService, type SegmentService } from './services/segment-service.js';
 import { createMetrics, type Metrics } from './services/metrics.js';
 import { registerPoolMetrics } from './services/pool-metrics.js';
 import { createInMemoryRateLimiter, type RateLimiter } from './services/rate-limiter.js';
@@ -24,7 +25,11 @@ export interface Services {
   identity: IdentityService;
   /** Admin reads, the live stream's tail and exports of stored events (events-out §3–5). */
   events: { reads: EventReadService; streams: EventStreams };
+  /** Segment-compatible ingestion: translation into the accept pipeline, and identity side effects. */
+  segment: SegmentService;
   rateLimiter: RateLimiter;
+  /** Browser keys: per key and client IP (INLET_BROWSER_RATE_LIMIT_PER_IP). */
+  browserIpLimiter: RateLimiter;
   /** Traffic reports: reading, syncing sources, and the interval scheduler (started by main). */
   traffic: { reports: TrafficReportService; sync: TrafficSyncService; scheduler: TrafficScheduler };
   /** Flushes pending writes and closes storage. */
@@ -53,7 +58,9 @@ export async function createServices(config: Config, options: CreateServicesOpti
     reads: createEventReadService(storage),
     streams: createEventStreams(storage, { pollMs: config.eventStreamPollMs, maxStreams: config.eventStreamsMax }),
   };
+  const segment = createSegmentService(ingest, identity);
   const rateLimiter = createInMemoryRateLimiter(config.rateLimitRps, config.rateLimitBurst);
+  const browserIpLimiter = createInMemoryRateLimiter(config.browserRateLimitPerIp, config.browserRateLimitPerIp * 2);
   const trafficSync = createTrafficSyncService(storage, { retry: { ...DEFAULT_RETRY_POLICY, maxTotalMs: config.trafficRetryMaxMs } });
   const traffic = {
     reports: createTrafficReportService(storage),
@@ -69,7 +76,9 @@ export async function createServices(config: Config, options: CreateServicesOpti
     ingest,
     identity,
     events,
+    segment,
     rateLimiter,
+    browserIpLimiter,
     traffic,
     close() {
       closed ??= (async () => {

@@ -282,7 +282,7 @@ describe('GET /admin/v1/products/{id}/events/export', () => {
     assert.match(String(res.headers['content-type']), /^text\/csv/);
     const expected = stored.filter((e) => e.subject_type === 'user' && e.subject_id === 'u2');
     const rows = parseCsv(res.body);
-    assert.deepEqual(rows[0], ['uuid', 'event_type', 'action', 'canonical_name', 'source', 'subject_type', 'subject_id', 'occurred_at', 'received_at', 'external_id', 'key_id', 'properties']);
+    assert.deepEqual(rows[0], ['uuid', 'event_type', 'action', 'canonical_name', 'source', 'subject_type', 'subject_id', 'occurred_at', 'received_at', 'external_id', 'key_id', 'properties', 'context', 'original']);
     assert.equal(rows.length, expected.length + 1);
     for (const [i, event] of expected.entries()) {
       const row = rows[i + 1]!;

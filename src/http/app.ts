@@ -22,6 +22,8 @@ import { adminUserRoutes } from './routes/admin-users.js';
 import { trafficReportsRoute } from './routes/traffic-reports.js';
 import { adminTrafficRoutes } from './routes/admin-traffic.js';
 import { adminEventRoutes } from './routes/admin-events.js';
+import { segmentRoutes } from './segment/routes.js';
+import { BROWSER_NATIVE_ROUTES, corsPreflight } from './browser-keys.js';
 
 /**
  * One access-log line per request (method, url, status, time) instead of Fastify's two
@@ -248,6 +250,7 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
           eventsKey: { type: 'http', scheme: 'bearer', description: 'Events API key (inlet_ev_…)' },
           reportsKey: { type: 'http', scheme: 'bearer', description: 'Reports API key (inlet_rp_…)' },
           adminToken: { type: 'http', scheme: 'bearer', description: 'INLET_ADMIN_TOKEN' },
+          writeKeyBasic: { type: 'http', scheme: 'basic', description: 'Segment write key (an events key) as the Basic user name; also X-Write-Key, "writeKey" in the body or ?writeKey=' },
         },
       },
       tags: [
@@ -256,6 +259,7 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
         { name: 'admin', description: 'Products and keys (operators)' },
         { name: 'traffic', description: 'Traffic reports and their sources (GA4, Plausible)' },
         { name: 'operations', description: 'Health and metrics' },
+        { name: 'segment', description: 'Segment- and RudderStack-compatible ingestion (their SDKs, unchanged)' },
       ],
     },
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
@@ -270,6 +274,8 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
   identifyRoute(app, services);
   aliasRoute(app, services);
   trafficReportsRoute(app, services);
+  await app.register(segmentRoutes, { services });
+  corsPreflight(app, BROWSER_NATIVE_ROUTES);
   if (config.adminToken !== undefined) {
     adminRoutes(app, services, config.adminToken);
     adminUserRoutes(app, services, config.adminToken);

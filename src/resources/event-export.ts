@@ -23,6 +23,8 @@ export const CSV_COLUMNS: Array<keyof EventResource> = [
   'external_id',
   'key_id',
   'properties',
+  'context',
+  'original',
 ];
 
 /** RFC 4180: quoted when it holds a comma, quote, CR or LF; quotes doubled. null is an empty cell. */

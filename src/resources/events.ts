@@ -15,10 +15,13 @@ export interface EventResource {
   external_id: string | null;
   properties: Record<string, unknown>;
   key_id: string | null;
+  /** Events of the Segment routes only (events-out §2): the item's context, and what else it carried. */
+  context?: Record<string, unknown>;
+  original?: Record<string, unknown>;
 }
 
 export function eventResource(event: EventRecord): EventResource {
-  return {
+  const resource: EventResource = {
     uuid: event.id,
     event_type: event.eventType,
     action: event.action,
@@ -32,5 +35,8 @@ export function eventResource(event: EventRecord): EventResource {
     properties: event.properties,
     key_id: event.apiKeyId,
   };
+  if (event.context != null) resource.context = event.context;
+  if (event.original != null) resource.original = event.original;
+  return resource;
 }
 

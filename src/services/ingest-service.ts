@@ -93,6 +93,10 @@ export function createIngestService(storage: Storage, metrics: Metrics, options:
       properties: draft.properties,
       propertiesJson: draft.propertiesJson,
       apiKeyId: auth.keyId,
+      context: draft.context ?? null,
+      original: draft.original ?? null,
+      contextJson: draft.context == null ? null : JSON.stringify(draft.context),
+      originalJson: draft.original == null ? null : JSON.stringify(draft.original),
     }));
     return writer.submit(rows);
   }

@@ -16,7 +16,7 @@ export interface ProductsTable {
 export interface ApiKeysTable {
   id: string;
   product_id: string;
-  kind: 'events' | 'reports';
+  kind: 'events' | 'reports' | 'browser';
   name: string | null;
   prefix: string;
   key_hash: string;
@@ -24,6 +24,8 @@ export interface ApiKeysTable {
   expires_at: NullableTimestamp;
   revoked_at: NullableTimestamp;
   last_used_at: NullableTimestamp;
+  /** JSON array of origins (browser keys only; migration 301). */
+  allowed_origins: string | null;
 }
 
 export interface EventsTable {
@@ -41,6 +43,9 @@ export interface EventsTable {
   received_at: Timestamp;
   properties: Json;
   api_key_id: string | null;
+  /** Segment items only (migration 300): the item's context and everything else it carried. */
+  context: Json | null;
+  original: Json | null;
 }
 
 export interface LegacyUsageTable {

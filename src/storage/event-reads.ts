@@ -41,6 +41,8 @@ export function eventFromRow(row: Omit<Row, 'position'> & { position?: string | 
     receivedAt: toIso(row.received_at),
     properties: fromJson(row.properties),
     apiKeyId: row.api_key_id,
+    context: row.context == null ? null : fromJson(row.context),
+    original: row.original == null ? null : fromJson(row.original),
   };
   if (row.position !== undefined) record.position = String(row.position);
   return record;
@@ -149,6 +151,8 @@ const EVENT_COLUMNS = [
   'received_at',
   'properties',
   'api_key_id',
+  'context',
+  'original',
 ] as const;
 
 /** Whether one index serves every filter of the read exactly (then no scan budget is needed). */

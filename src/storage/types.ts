@@ -5,7 +5,9 @@ import type { IdentifierConflict, IdentifierPatch, Identifiers, TraitPatch, Trai
 import type { TrafficReportQuery, TrafficReportRow, TrafficRow } from '../domain/traffic-reports.js';
 
 export type Dialect = 'sqlite' | 'postgres';
-export type ApiKeyKind = 'events' | 'reports';
+import type { KeyKind } from '../domain/api-keys.js';
+
+export type ApiKeyKind = KeyKind;
 
 export interface ProductRecord {
   id: string;
@@ -24,6 +26,8 @@ export interface ApiKeyRecord {
   expiresAt: string | null;
   revokedAt: string | null;
   lastUsedAt: string | null;
+  /** Browser keys only: the origins whose pages may use the key. */
+  allowedOrigins?: string[] | null;
 }
 
 export interface EventRecord {
@@ -46,11 +50,17 @@ export interface EventRecord {
    * only this storage compares ("123" on SQLite, "<tx>.<seq>" on PostgreSQL).
    */
   position?: string;
+  /** A Segment item's `context` (null for native events). */
+  context?: Record<string, unknown> | null;
+  /** Everything else a Segment item carried: its type, event name, ids, raw timestamps, integrations (null for native events). */
+  original?: Record<string, unknown> | null;
 }
 
-/** One event to store, with its properties also serialised (the ingest path serialises once). */
+/** One event to store, with its JSON values also serialised (the ingest path serialises once). */
 export interface EventInsert extends EventRecord {
   propertiesJson: string;
+  contextJson?: string | null;
+  originalJson?: string | null;
 }
 
 export type InsertOutcome = { status: 'created'; event: EventRecord } | { status: 'duplicate'; event: EventRecord };
@@ -86,6 +96,8 @@ export interface ApiKeyStore {
   listByProduct(productId: string): Promise<ApiKeyRecord[]>;
   /** Marks a key revoked; returns the key, or undefined when no such key exists. Revoking twice keeps the first time. */
   revoke(id: string, at: string): Promise<ApiKeyRecord | undefined>;
+  /** Replaces a browser key's allowed origins; returns the key, or undefined when no such key exists. */
+  setAllowedOrigins(id: string, origins: string[]): Promise<ApiKeyRecord | undefined>;
   touch(usages: Array<{ id: string; at: string }>): Promise<void>;
 }
 

@@ -4,7 +4,8 @@ import { AppError, validationError, type Problem } from '../../domain/errors.js'
 import { draftV2, eventJsonBytes, type V2EventInput } from '../../domain/events.js';
 import type { Services } from '../../services.js';
 import type { Candidate } from '../../services/ingest-service.js';
-import { authOf, requireKey } from '../auth.js';
+import { authOf } from '../auth.js';
+import { requireIngestKey } from '../browser-keys.js';
 import { DEPRECATION_HEADERS, eventResource, type EventResource } from '../events-format.js';
 import { BatchEnvelope, BatchRequest, BatchResponse, EventV2Request } from '../schemas/events.js';
 import { problemResponse } from '../schemas/common.js';
@@ -21,7 +22,7 @@ export function eventsBatchRoute(app: FastifyInstance, services: Services): void
   app.post(
     '/api/v2/events/batch',
     {
-      onRequest: requireKey(services, 'events'),
+      onRequest: requireIngestKey(services),
       bodyLimit: services.config.maxBodyBytes,
       // The documented body schema describes each element; validation here only checks the envelope,
       // because a bad element must be rejected on its own while the rest are stored.

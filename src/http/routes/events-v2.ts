@@ -3,7 +3,8 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { draftV2 } from '../../domain/events.js';
 import type { Services } from '../../services.js';
-import { authOf, requireKey } from '../auth.js';
+import { authOf } from '../auth.js';
+import { requireIngestKey } from '../browser-keys.js';
 import { answerOutcome, DEPRECATION_HEADERS, singleEventResponses } from '../events-format.js';
 import { EventV2Request } from '../schemas/events.js';
 import { problemResponse } from '../schemas/common.js';
@@ -13,7 +14,7 @@ export function eventsV2Route(app: FastifyInstance, services: Services): void {
   app.withTypeProvider<TypeBoxTypeProvider>().post(
     '/api/v2/events',
     {
-      onRequest: requireKey(services, 'events'),
+      onRequest: requireIngestKey(services),
       bodyLimit: services.config.maxEventBytes,
       // Validation failures reach the handler, so that they are counted as rejected events too.
       attachValidation: true,

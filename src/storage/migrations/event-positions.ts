@@ -15,14 +15,15 @@
 // the oldest transaction still running (`pg_snapshot_xmin(pg_current_snapshot())`): no transaction below
 // that horizon can commit later, and every transaction that commits later has a `tx` at or above it,
 // so "(tx, seq) > last seen AND tx < horizon" can never skip a row, whatever the connections or instances.
+// Version 400 (after Segment's 300, which added context and original): the rebuild carries them along.
 import type { Migration } from './index.js';
 
 const SQLITE_EVENT_COLUMNS =
-  'id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id, occurred_at, received_at, properties, api_key_id';
+  'id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id, occurred_at, received_at, properties, api_key_id, context, original';
 
 export const eventPositionMigrations: Migration[] = [
   {
-    version: 2,
+    version: 400,
     name: 'event commit positions and read indexes',
     statements: {
       sqlite: [
@@ -41,7 +42,9 @@ export const eventPositionMigrations: Migration[] = [
            occurred_at TEXT NOT NULL,
            received_at TEXT NOT NULL,
            properties TEXT NOT NULL,
-           api_key_id TEXT
+           api_key_id TEXT,
+           context TEXT,
+           original TEXT
          )`,
         // Existing rows get positions in receive order (ids are UUIDv7, so id breaks ties in creation order).
         `INSERT INTO events_positioned (${SQLITE_EVENT_COLUMNS})
