@@ -1,7 +1,7 @@
 // The only module that reads process.env. Every setting is validated once, at start-up;
 // a bad value stops the process with a message that names the variable.
 import type { LegacyFlatMode } from './domain/legacy-policy.js';
-import { postgresTarget } from './storage/postgres/connection-url.js';
+import { checkWritableTarget, postgresSettings } from './storage/postgres/connection-url.js';
 
 export type { LegacyFlatMode };
 export type SqliteSynchronous = 'full' | 'normal';
@@ -16,6 +16,10 @@ export interface Config {
   sqliteSynchronous: SqliteSynchronous;
   rateLimitRps: number;
   rateLimitBurst: number;
+  /** Where rate-limit buckets live: this process (`memory`), or shared by every instance (`postgres`, `redis`). */
+  rateLimitStore: 'memory' | 'postgres' | 'redis';
+  /** For INLET_RATE_LIMIT_STORE=redis. */
+  redisUrl: string | undefined;
   maxBodyBytes: number;
   maxEventBytes: number;
   maxBatchEvents: number;
@@ -71,7 +75,7 @@ function databaseUrl(env: Env): string {
   const raw = env.INLET_DATABASE_URL?.trim() || 'sqlite:./data/inlet.db';
   if (!/^(sqlite:|postgres:\/\/|postgresql:\/\/)/.test(raw)) {
     throw new ConfigError(
-      `INLET_DATABASE_URL must start with sqlite: (for example sqlite:./data/inlet.db) or postgres://, got "${raw}"`,
+      `INLET_DATABASE_URL must start with sqlite: (for example sqlite:./data/inlet.db) or postgres://, got "${raw.replace(/\/\/([^@/]*):[^@/]*@/, '//$1:***@')}"`,
     );
   }
   if (raw.startsWith('sqlite:') && raw.slice('sqlite:'.length).length === 0) {
@@ -79,7 +83,7 @@ function databaseUrl(env: Env): string {
   }
   if (!raw.startsWith('sqlite:')) {
     try {
-      postgresTarget(raw);
+      checkWritableTarget(postgresSettings(raw));
     } catch (error) {
       throw new ConfigError(`INLET_DATABASE_URL: ${(error as Error).message}`);
     }
@@ -106,16 +110,26 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError('INLET_ADMIN_TOKEN must be at least 16 characters long (use a random secret)');
   }
   const rateLimitRps = integer(env, 'INLET_RATE_LIMIT_RPS', 2000, 0, 10_000_000);
+  const url = databaseUrl(env);
+  // Several instances share one PostgreSQL: by default they share the buckets too.
+  const rateLimitStore = oneOf(env, 'INLET_RATE_LIMIT_STORE', ['memory', 'postgres', 'redis'] as const, url.startsWith('sqlite:') ? 'memory' : 'postgres');
+  if (rateLimitStore === 'postgres' && url.startsWith('sqlite:')) {
+    throw new ConfigError('INLET_RATE_LIMIT_STORE=postgres needs a PostgreSQL INLET_DATABASE_URL (with SQLite there is one instance: use memory)');
+  }
+  const redisUrl = env.INLET_REDIS_URL?.trim() || undefined;
+  if (rateLimitStore === 'redis' && redisUrl === undefined) throw new ConfigError('INLET_RATE_LIMIT_STORE=redis needs INLET_REDIS_URL (for example redis://127.0.0.1:6379)');
   return {
     port: integer(env, 'PORT', 3000, 0, 65535),
     host: env.HOST?.trim() || '127.0.0.1',
-    databaseUrl: databaseUrl(env),
+    databaseUrl: url,
     adminToken,
     logLevel: oneOf(env, 'INLET_LOG_LEVEL', LOG_LEVELS, 'info'),
     legacyFlat: oneOf(env, 'INLET_LEGACY_FLAT', ['accept', 'reject'] as const, 'accept'),
     sqliteSynchronous: oneOf(env, 'INLET_SQLITE_SYNCHRONOUS', ['full', 'normal'] as const, 'full'),
     rateLimitRps,
     rateLimitBurst: integer(env, 'INLET_RATE_LIMIT_BURST', rateLimitRps * 2, 0, 20_000_000),
+    rateLimitStore,
+    redisUrl,
     maxBodyBytes: integer(env, 'INLET_MAX_BODY_BYTES', 5 * 1024 * 1024, 1024, 512 * 1024 * 1024),
     maxEventBytes: integer(env, 'INLET_MAX_EVENT_BYTES', 32 * 1024, 256, 16 * 1024 * 1024),
     maxBatchEvents: integer(env, 'INLET_MAX_BATCH_EVENTS', 1000, 1, 100_000),

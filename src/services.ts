@@ -10,7 +10,8 @@ import { createKeyService, type KeyService } from './services/key-service.js';
 import { createSegmentService, type SegmentService } from './services/segment-service.js';
 import { createMetrics, type Metrics } from './services/metrics.js';
 import { registerPoolMetrics } from './services/pool-metrics.js';
-import { createInMemoryRateLimiter, type RateLimiter } from './services/rate-limiter.js';
+import { createRateLimiter } from './services/rate-limiter-store.js';
+import { createInMemoryRateLimiter, type InMemoryRateLimiter, type RateLimiter } from './services/rate-limiter.js';
 import { createTrafficReportService, type TrafficReportService } from './services/traffic-report-service.js';
 import { createTrafficSyncService, type TrafficSyncService } from './sync/sync-service.js';
 import { createTrafficScheduler, type TrafficScheduler } from './sync/scheduler.js';
@@ -29,7 +30,7 @@ export interface Services {
   segment: SegmentService;
   rateLimiter: RateLimiter;
   /** Browser keys: per key and client IP (INLET_BROWSER_RATE_LIMIT_PER_IP). */
-  browserIpLimiter: RateLimiter;
+  browserIpLimiter: InMemoryRateLimiter;
   /** Traffic reports: reading, syncing sources, and the interval scheduler (started by main). */
   traffic: { reports: TrafficReportService; sync: TrafficSyncService; scheduler: TrafficScheduler };
   /** Flushes pending writes and closes storage. */
@@ -59,7 +60,8 @@ export async function createServices(config: Config, options: CreateServicesOpti
     streams: createEventStreams(storage, { pollMs: config.eventStreamPollMs, maxStreams: config.eventStreamsMax }),
   };
   const segment = createSegmentService(ingest, identity);
-  const rateLimiter = createInMemoryRateLimiter(config.rateLimitRps, config.rateLimitBurst);
+  const rateLimiter = await createRateLimiter(config, storage);
+  // Per client IP on the browser routes: a guard against one abusive address, kept in each process.
   const browserIpLimiter = createInMemoryRateLimiter(config.browserRateLimitPerIp, config.browserRateLimitPerIp * 2);
   const trafficSync = createTrafficSyncService(storage, { retry: { ...DEFAULT_RETRY_POLICY, maxTotalMs: config.trafficRetryMaxMs } });
   const traffic = {
@@ -86,6 +88,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
         await events.streams.close();
         await ingest.close();
         await keys.close();
+        await rateLimiter.close?.();
         await storage.close();
       })();
       return closed;

@@ -92,7 +92,11 @@ function parseJsonBody(contentType: string | undefined, body: string): unknown {
   }
 }
 
-function toAppError(error: FastifyError | Error, bodyLimit: number | undefined, storageClosed: boolean): AppError {
+function toAppError(
+  error: FastifyError | Error,
+  bodyLimit: number | undefined,
+  storage: { readonly closed: boolean; isUnavailable(error: unknown): boolean },
+): AppError {
   if (error instanceof AppError) return error;
   const code = (error as FastifyError).code;
   if (code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
@@ -104,7 +108,7 @@ function toAppError(error: FastifyError | Error, bodyLimit: number | undefined, 
   const known = code === undefined ? undefined : FASTIFY_ERRORS[code];
   if (known !== undefined) return new AppError(known.code, known.detail);
   if (error instanceof SyntaxError && (error as FastifyError).statusCode === 400) return new AppError('invalid_json', `The body is not valid JSON: ${error.message}`);
-  if (isStorageUnavailable(error) || isStorageUnavailable((error as { cause?: unknown }).cause ?? {})) {
+  if (isStorageUnavailable(error) || isStorageUnavailable((error as { cause?: unknown }).cause ?? {}) || storage.isUnavailable(error)) {
     return new AppError('unavailable', 'Storage is unavailable; nothing from this request was stored. Retry later.', { cause: error });
   }
   const status = (error as FastifyError).statusCode;
@@ -114,7 +118,7 @@ function toAppError(error: FastifyError | Error, bodyLimit: number | undefined, 
   if (status !== undefined && status >= 400 && status < 500) return new AppError('validation_error', error.message);
   // Once storage was closed (shutdown), every query fails with a driver-specific error: that is
   // "unavailable, retry" for the client, not a bug.
-  if (storageClosed) return new AppError('unavailable', 'Storage is unavailable; nothing from this request was stored. Retry later.', { cause: error });
+  if (storage.closed) return new AppError('unavailable', 'Storage is unavailable; nothing from this request was stored. Retry later.', { cause: error });
   return new AppError('internal', 'An unexpected error occurred. It has been logged with this request id.', { cause: error });
 }
 
@@ -218,11 +222,14 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
   });
 
   app.setErrorHandler((error: FastifyError, request, reply) => {
-    const appError = toAppError(error, request.routeOptions.bodyLimit, services.storage.closed);
+    const appError = toAppError(error, request.routeOptions.bodyLimit, services.storage);
     if (appError.status >= 500) {
       request.log.error({ err: appError.cause ?? error, code: appError.code }, 'request failed');
     }
     for (const [name, value] of Object.entries(appError.headers)) reply.header(name, value);
+    // Storage away (a failover, a restart): tell clients when to retry; nothing of the request was stored
+    // unless the commit's outcome was unknown, and then the retry is answered as a duplicate.
+    if (appError.code === 'unavailable' && appError.headers['retry-after'] === undefined) reply.header('retry-after', '1');
     if (appError.code === 'unauthorized') reply.header('www-authenticate', 'Bearer');
     reply
       .code(appError.status)

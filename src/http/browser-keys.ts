@@ -7,6 +7,7 @@ import { originAllowed } from '../domain/api-keys.js';
 import { AppError } from '../domain/errors.js';
 import type { Services } from '../services.js';
 import type { AuthContext } from '../services/key-service.js';
+import type { RateLimitDecision } from '../services/rate-limiter.js';
 
 export const CORS_ALLOW_HEADERS =
   'Authorization, Content-Type, Content-Encoding, X-Write-Key, X-Retry-Count, AnonymousId, SentAt, Rsa-Retry-Attempt, Rsa-Since-Last-Attempt, Rsa-Since-First-Attempt, Rsa-Retry-Reason, Rsa-Recovered';
@@ -21,7 +22,7 @@ export function secretKeyInBrowser(): AppError {
   );
 }
 
-function limited(services: Services, request: FastifyRequest, reply: FastifyReply, decision: ReturnType<Services['rateLimiter']['take']>, what: string): void {
+function limited(services: Services, request: FastifyRequest, reply: FastifyReply, decision: RateLimitDecision, what: string): void {
   if (decision.allowed) return;
   services.metrics.rateLimited.inc({ endpoint: request.routeOptions.url ?? 'unknown' });
   reply.header('retry-after', String(decision.retryAfterSeconds));
@@ -34,7 +35,7 @@ function limited(services: Services, request: FastifyRequest, reply: FastifyRepl
  * After the key is known: the origin rule (403 origin_not_allowed / secret_key_in_browser), the CORS
  * answer for an allowed origin, the per-key rate limit and, for browser keys, the per-IP one.
  */
-export function applyKeyPolicy(services: Services, request: FastifyRequest, reply: FastifyReply, auth: AuthContext): void {
+export function applyKeyPolicy(services: Services, request: FastifyRequest, reply: FastifyReply, auth: AuthContext): void | Promise<void> {
   const origin = request.headers.origin;
   if (auth.kind === 'browser') {
     if (origin !== undefined) {
@@ -47,17 +48,23 @@ export function applyKeyPolicy(services: Services, request: FastifyRequest, repl
   } else if (origin !== undefined && auth.kind === 'events') {
     throw secretKeyInBrowser();
   }
+  const perIp = () => {
+    if (auth.kind === 'browser' && services.browserIpLimiter.enabled) {
+      limited(services, request, reply, services.browserIpLimiter.take(`${auth.keyId}\u0000${request.ip}`), 'this browser key from your address');
+    }
+  };
   const limiter = services.rateLimiter;
-  if (limiter.enabled) {
-    const decision = limiter.take(auth.keyId);
+  if (!limiter.enabled) return perIp();
+  const perKey = (decision: RateLimitDecision) => {
     reply.header('ratelimit-limit', String(decision.limit));
     reply.header('ratelimit-remaining', String(decision.remaining));
     reply.header('ratelimit-reset', String(decision.resetSeconds));
     limited(services, request, reply, decision, 'this key');
-  }
-  if (auth.kind === 'browser' && services.browserIpLimiter.enabled) {
-    limited(services, request, reply, services.browserIpLimiter.take(`${auth.keyId}\u0000${request.ip}`), 'this browser key from your address');
-  }
+    perIp();
+  };
+  const taken = limiter.take(auth.keyId);
+  // The in-process limiter answers at once (no promise on the hot path); a shared one (PostgreSQL, Redis) later.
+  return taken instanceof Promise ? taken.then(perKey) : perKey(taken);
 }
 
 /** onRequest hook of the native ingest routes: a Bearer events or browser key, then the key policy. */
@@ -67,7 +74,7 @@ export function requireIngestKey(services: Services): onRequestAsyncHookHandler 
     if (match === null) throw new AppError('unauthorized', 'Send your API key as "Authorization: Bearer <key>".');
     const auth = await services.keys.authenticateKey(match[1]!, ['events', 'browser']);
     request.auth = auth;
-    applyKeyPolicy(services, request, reply, auth);
+    await applyKeyPolicy(services, request, reply, auth);
   };
 }
 

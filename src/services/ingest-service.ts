@@ -61,6 +61,7 @@ export function createIngestService(storage: Storage, metrics: Metrics, options:
       metrics.commitDuration.observe(seconds);
       metrics.commitSize.observe(items);
     },
+    (error) => storage.isUnavailable(error),
   );
 
   // Legacy usage is counted in memory and written once a second: bookkeeping stays off the hot path.
@@ -72,7 +73,24 @@ export function createIngestService(storage: Storage, metrics: Metrics, options:
     legacyTimer = undefined;
     const increments = [...legacy.values()];
     legacy.clear();
-    if (increments.length > 0) await storage.legacyUsage.record(increments);
+    if (increments.length === 0) return;
+    try {
+      await storage.legacyUsage.record(increments);
+    } catch (error) {
+      // Storage away (a failover): keep the counts and try again, so none are lost.
+      for (const increment of increments) addLegacyUse(`${increment.apiKeyId}\u0000${increment.eventName}`, increment);
+      throw error;
+    }
+  }
+
+  function addLegacyUse(id: string, use: LegacyUsageIncrement): void {
+    const entry = legacy.get(id);
+    if (entry === undefined) legacy.set(id, { ...use });
+    else {
+      entry.count += use.count;
+      if (use.lastSeenAt > entry.lastSeenAt) entry.lastSeenAt = use.lastSeenAt;
+    }
+    legacyTimer ??= setTimeout(() => void flushLegacyUsage().catch(() => {}), LEGACY_FLUSH_MS).unref();
   }
 
   /** Stores the drafts (one commit shared with concurrent requests); outcomes in draft order. */
@@ -103,15 +121,7 @@ export function createIngestService(storage: Storage, metrics: Metrics, options:
 
   /** Counts one use of a legacy flat name (accepted or refused). */
   function noteLegacyUse(auth: AuthContext, eventName: string, at: string): void {
-    const id = `${auth.keyId}\u0000${eventName}`;
-    const entry = legacy.get(id);
-    if (entry === undefined) {
-      legacy.set(id, { productId: auth.productId, apiKeyId: auth.keyId, eventName, count: 1, lastSeenAt: at });
-    } else {
-      entry.count++;
-      if (at > entry.lastSeenAt) entry.lastSeenAt = at;
-    }
-    legacyTimer ??= setTimeout(() => void flushLegacyUsage().catch(() => {}), LEGACY_FLUSH_MS).unref();
+    addLegacyUse(`${auth.keyId}\u0000${eventName}`, { productId: auth.productId, apiKeyId: auth.keyId, eventName, count: 1, lastSeenAt: at });
   }
 
   return {

@@ -244,6 +244,8 @@ export interface Storage {
   readonly traffic: TrafficStore;
   /** Throws when the database cannot be reached. */
   ping(): Promise<void>;
+  /** True when `error` means "storage unreachable (or not the primary) right now, retry later": 503, not 500. */
+  isUnavailable(error: unknown): boolean;
   close(): Promise<void>;
 }
 

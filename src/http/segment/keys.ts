@@ -34,6 +34,6 @@ export async function segmentAuth(services: Services, request: FastifyRequest, r
     throw new AppError('unauthorized', 'Send your write key as Basic auth (the key as user name), X-Write-Key, "writeKey" in the body or ?writeKey=.');
   }
   const auth = await services.keys.authenticateKey(key, ['events', 'browser']);
-  applyKeyPolicy(services, request, reply, auth);
+  await applyKeyPolicy(services, request, reply, auth);
   return auth;
 }

@@ -26,7 +26,7 @@ async function settingsKey(services: Services, request: FastifyRequest, reply: F
     if (error instanceof AppError && (error.code === 'unauthorized' || error.code === 'forbidden')) throw new AppError('not_found', 'No such write key.');
     throw error;
   }
-  applyKeyPolicy(services, request, reply, auth);
+  await applyKeyPolicy(services, request, reply, auth);
   return auth;
 }
 
