@@ -39,6 +39,10 @@ export interface Config {
   publicUrl: string | undefined;
   /** Requests per second a browser key may send from one client IP (burst twice that); 0 switches it off. */
   browserRateLimitPerIp: number;
+  rejectionsRetentionDays: number;
+  rejectionsMaxPerHour: number;
+  /** INLET_TRUST_PROXY: false (default), a hop count, or the proxies' addresses/CIDRs (clarifications §23). */
+  trustProxy: false | number | string[];
 }
 
 export class ConfigError extends Error {
@@ -89,6 +93,19 @@ function databaseUrl(env: Env): string {
     }
   }
   return raw;
+}
+
+function trustProxy(env: Env): false | number | string[] {
+  const raw = env.INLET_TRUST_PROXY?.trim();
+  if (raw === undefined || raw === '' || raw === 'false' || raw === '0') return false;
+  if (/^\d+$/.test(raw)) return Number(raw);
+  const entries = raw.split(',').map((part) => part.trim()).filter(Boolean);
+  for (const entry of entries) {
+    if (!/^[0-9A-Fa-f:.]+(\/\d{1,3})?$/.test(entry)) {
+      throw new ConfigError(`INLET_TRUST_PROXY must be a hop count or a comma list of proxy addresses/CIDRs (such as 10.0.0.0/8), got "${raw}"`);
+    }
+  }
+  return entries;
 }
 
 function publicUrl(env: Env): string | undefined {
@@ -143,5 +160,8 @@ export function loadConfig(env: Env = process.env): Config {
     shutdownTimeoutMs: integer(env, 'INLET_SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
     publicUrl: publicUrl(env),
     browserRateLimitPerIp: integer(env, 'INLET_BROWSER_RATE_LIMIT_PER_IP', 50, 0, 1_000_000),
+    rejectionsRetentionDays: integer(env, 'INLET_REJECTIONS_RETENTION_DAYS', 14, 1, 3650),
+    trustProxy: trustProxy(env),
+    rejectionsMaxPerHour: integer(env, 'INLET_REJECTIONS_MAX_PER_HOUR', 10_000, 0, 10_000_000),
   };
 }

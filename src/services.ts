@@ -8,6 +8,7 @@ import { createEventReadService, type EventReadService } from './services/event-
 import { createEventStreams, type EventStreams } from './services/event-stream.js';
 import { createKeyService, type KeyService } from './services/key-service.js';
 import { createSegmentService, type SegmentService } from './services/segment-service.js';
+import { createRejectionService, type RejectionService } from './services/rejection-service.js';
 import { createMetrics, type Metrics } from './services/metrics.js';
 import { registerPoolMetrics } from './services/pool-metrics.js';
 import { createRateLimiter } from './services/rate-limiter-store.js';
@@ -28,6 +29,8 @@ export interface Services {
   events: { reads: EventReadService; streams: EventStreams };
   /** Segment-compatible ingestion: translation into the accept pipeline, and identity side effects. */
   segment: SegmentService;
+  /** Recorded rejections and warnings (listed by the admin API and the CLI). */
+  rejections: RejectionService;
   rateLimiter: RateLimiter;
   /** Browser keys: per key and client IP (INLET_BROWSER_RATE_LIMIT_PER_IP). */
   browserIpLimiter: InMemoryRateLimiter;
@@ -53,13 +56,14 @@ export async function createServices(config: Config, options: CreateServicesOpti
   const metrics = createMetrics({ defaultMetrics: options.defaultMetrics ?? true });
   if (storage.poolStats !== undefined) registerPoolMetrics(metrics.registry, storage.poolStats);
   const keys = createKeyService(storage, { cacheTtlMs: config.keyCacheTtlMs, now: options.now });
-  const ingest = createIngestService(storage, metrics, { legacyFlat: config.legacyFlat });
+  const rejections = createRejectionService(storage, metrics, { maxPerHour: config.rejectionsMaxPerHour, retentionDays: config.rejectionsRetentionDays });
+  const ingest = createIngestService(storage, metrics, { legacyFlat: config.legacyFlat, rejections });
   const identity = createIdentityService(storage);
   const events = {
     reads: createEventReadService(storage),
     streams: createEventStreams(storage, { pollMs: config.eventStreamPollMs, maxStreams: config.eventStreamsMax }),
   };
-  const segment = createSegmentService(ingest, identity);
+  const segment = createSegmentService(ingest, identity, rejections);
   const rateLimiter = await createRateLimiter(config, storage);
   // Per client IP on the browser routes: a guard against one abusive address, kept in each process.
   const browserIpLimiter = createInMemoryRateLimiter(config.browserRateLimitPerIp, config.browserRateLimitPerIp * 2);
@@ -79,6 +83,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
     identity,
     events,
     segment,
+    rejections,
     rateLimiter,
     browserIpLimiter,
     traffic,
@@ -87,6 +92,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
         await traffic.scheduler.stop();
         await events.streams.close();
         await ingest.close();
+        await rejections.close();
         await keys.close();
         await rateLimiter.close?.();
         await storage.close();

@@ -166,3 +166,27 @@ describe('per-IP limit of browser keys', () => {
     }
   });
 });
+
+describe('INLET_TRUST_PROXY', () => {
+  it('off: X-Forwarded-For is not believed; on: context.ip and the settings apiHost come from the proxy headers', async () => {
+    for (const trust of [false, ['127.0.0.1/32'], 1] as const) {
+      const app = await createTestApp({ trustProxy: trust === false || typeof trust === 'number' ? trust : [...trust], browserRateLimitPerIp: 0 });
+      try {
+        const product = await app.product('proxy');
+        const created = await app.app.inject({ method: 'POST', url: `/admin/v1/products/${product.id}/keys`, headers: adminHeaders(), payload: { kind: 'browser', allowed_origins: [APP] } });
+        const key = created.json().data.key;
+        const proxied = { origin: APP, 'x-forwarded-for': '203.0.113.9', 'x-forwarded-host': 'events.example.com', 'x-forwarded-proto': 'https' };
+        await app.app.inject({ method: 'POST', url: '/v1/t', headers: { ...basic(key), ...proxied }, payload: { event: 'Proxied', userId: 'p-user' } });
+        const [event] = await app.services.storage.events.listBySubjects(product.id, 'user', ['p-user'], 1);
+        assert.equal(event?.context?.ip, trust === false ? '127.0.0.1' : '203.0.113.9');
+        const settings = await app.app.inject({ method: 'GET', url: `/v1/projects/${key}/settings`, headers: { ...proxied, host: 'inner:3000' } });
+        assert.deepEqual(
+          [settings.json().integrations['Segment.io'].apiHost, settings.json().integrations['Segment.io'].protocol],
+          trust === false ? ['inner:3000/v1', 'http'] : ['events.example.com/v1', 'https'],
+        );
+      } finally {
+        await app.close();
+      }
+    }
+  });
+});

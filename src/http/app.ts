@@ -23,6 +23,8 @@ import { trafficReportsRoute } from './routes/traffic-reports.js';
 import { adminTrafficRoutes } from './routes/admin-traffic.js';
 import { adminEventRoutes } from './routes/admin-events.js';
 import { segmentRoutes } from './segment/routes.js';
+import { redactUrl } from './redact.js';
+import { adminRejectionRoutes } from './routes/admin-rejections.js';
 import { BROWSER_NATIVE_ROUTES, corsPreflight } from './browser-keys.js';
 
 /**
@@ -34,7 +36,7 @@ class AccessLogController extends LogController {
   override incomingRequest(): void {}
 
   override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
-    const line = { method: request.method, url: request.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100 };
+    const line = { method: request.method, url: redactUrl(request.url), status: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100 };
     if (error) reply.log.error({ ...line, err: error }, 'request errored');
     else reply.log.info(line, 'request');
   }
@@ -122,6 +124,18 @@ function toAppError(
   return new AppError('internal', 'An unexpected error occurred. It has been logged with this request id.', { cause: error });
 }
 
+/**
+ * A hop count is applied as a function: Fastify refuses a bare number (a client that reaches Inlet
+ * directly could then spoof X-Forwarded-For), so a count is only for deployments reachable through
+ * the proxy alone (README). Addresses/CIDRs are checked against the peer, as Fastify does.
+ */
+function trustProxyOption(setting: Services['config']['trustProxy']): boolean {
+  if (setting === false) return false;
+  const option: NonNullable<FastifyServerOptions['trustProxy']> = typeof setting === 'number' ? (_address: string, hop: number) => hop < setting : setting.join(',');
+  // The cast only picks Fastify's HTTP/1 overload of the factory; every form above is a valid trustProxy.
+  return option as unknown as boolean;
+}
+
 export async function buildApp(services: Services, options: BuildAppOptions = {}): Promise<FastifyInstance> {
   const { config } = services;
   const app = Fastify({
@@ -130,6 +144,8 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
       redact: { paths: ['req.headers.authorization', 'req.headers.cookie'], remove: true },
     },
     bodyLimit: config.maxBodyBytes,
+    // INLET_TRUST_PROXY: whether X-Forwarded-For/-Proto/-Host are believed (per-IP limits, context.ip, settings' apiHost).
+    trustProxy: trustProxyOption(config.trustProxy),
     logController: new AccessLogController({ requestIdLogLabel: 'request_id' }),
     genReqId(request) {
       const sent = request.headers['x-request-id'];
@@ -288,6 +304,7 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
     adminUserRoutes(app, services, config.adminToken);
     adminTrafficRoutes(app, services, config.adminToken);
     adminEventRoutes(app, services, config.adminToken);
+    adminRejectionRoutes(app, services, config.adminToken);
   }
   // Live streams end cleanly before the server waits for its connections to close.
   app.addHook('preClose', async () => {

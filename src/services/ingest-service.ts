@@ -9,6 +9,7 @@ import type { EventInsert, EventRecord, InsertOutcome, LegacyUsageIncrement, Sto
 import { GroupCommitWriter } from './group-commit.js';
 import type { AuthContext } from './key-service.js';
 import type { Metrics } from './metrics.js';
+import type { RejectionEntry, RejectionService } from './rejection-service.js';
 
 /** Events sent through the HTTP API carry this source (contract §4). */
 export const API_SOURCE = 'api';
@@ -40,6 +41,8 @@ export interface AcceptOptions {
   receivedAt: string;
   /** The event source, the scope of external ids (contract §4); `api` unless said otherwise. */
   source?: string;
+  /** Record every rejected item (batch routes): the route, and each item as received with its message id. */
+  record?: { route: string; item(index: number): unknown; messageId(index: number): string | null };
 }
 
 export interface AcceptResult {
@@ -51,6 +54,7 @@ export interface AcceptResult {
 
 export interface IngestOptions {
   legacyFlat: LegacyFlatMode;
+  rejections?: RejectionService;
 }
 
 export function createIngestService(storage: Storage, metrics: Metrics, options: IngestOptions = { legacyFlat: 'accept' }) {
@@ -173,6 +177,15 @@ export function createIngestService(storage: Storage, metrics: Metrics, options:
         else entry.count++;
       }
       for (const { format, outcome, count } of tally.values()) metrics.events.inc({ endpoint, format, outcome }, count);
+      const { record } = accept;
+      if (record !== undefined && options.rejections !== undefined) {
+        const entries: RejectionEntry[] = [];
+        outcomes.forEach((outcome, index) => {
+          if (outcome?.status !== 'rejected') return;
+          entries.push({ index, messageId: record.messageId(index), code: outcome.error.code, detail: outcome.error.message, severity: 'rejected', item: record.item(index) });
+        });
+        options.rejections.record(auth, record.route, entries, receivedAt);
+      }
       return { outcomes: outcomes as ItemOutcome[], legacySeen };
     },
 

@@ -6,6 +6,7 @@ import { SEGMENT_LIMITS, SEGMENT_SOURCE, translateSegmentItem, type IdentityOp, 
 import type { IdentityService } from './identity-service.js';
 import type { Candidate, IngestService } from './ingest-service.js';
 import type { AuthContext } from './key-service.js';
+import type { RejectionService } from './rejection-service.js';
 
 export interface SegmentItemProblem {
   index: number;
@@ -29,6 +30,8 @@ export interface SegmentRequest {
   call: SegmentCall | undefined;
   items: unknown[];
   receivedAt: string;
+  /** The route, as recorded with rejections. */
+  route: string;
   /** The client's address (browser keys: filled into `context.ip` when the item has none). */
   clientIp?: string;
   batch?: { sentAt?: unknown; context?: unknown; integrations?: unknown };
@@ -37,7 +40,7 @@ export interface SegmentRequest {
 /** Links already made, so that an anonymous → user link costs one identity transaction, not one per event. */
 const MAX_REMEMBERED_LINKS = 100_000;
 
-export function createSegmentService(ingest: IngestService, identity: IdentityService) {
+export function createSegmentService(ingest: IngestService, identity: IdentityService, rejections?: RejectionService) {
   const links = new Map<string, string>();
 
   function remember(key: string, value: string): void {
@@ -106,7 +109,12 @@ export function createSegmentService(ingest: IngestService, identity: IdentitySe
         return { ok: true, draft: translated.draft };
       });
 
-      const { outcomes } = await ingest.accept(auth, candidates, { endpoint: 'segment', receivedAt, source: SEGMENT_SOURCE });
+      const { outcomes } = await ingest.accept(auth, candidates, {
+        endpoint: 'segment',
+        receivedAt,
+        source: SEGMENT_SOURCE,
+        record: { route: request.route, item: (index) => items[index], messageId: (index) => messageIds[index] ?? null },
+      });
 
       const answer: SegmentAnswer = { success: true, accepted: 0, duplicates: 0, rejected: [], warnings: [] };
       for (let index = 0; index < outcomes.length; index++) {
@@ -125,6 +133,14 @@ export function createSegmentService(ingest: IngestService, identity: IdentitySe
           const warning = await perform(auth, op);
           if (warning !== undefined) answer.warnings.push({ index, messageId: messageIds[index]!, code: warning.code, detail: warning.message });
         }
+      }
+      if (answer.warnings.length > 0) {
+        rejections?.record(
+          auth,
+          request.route,
+          answer.warnings.map((w) => ({ ...w, severity: 'warning' as const, item: items[w.index] })),
+          receivedAt,
+        );
       }
       return answer;
     },

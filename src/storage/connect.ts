@@ -7,6 +7,7 @@ import pg from 'pg';
 import type { Database } from './database.js';
 import { apiKeyStore, legacyUsageStore, productStore } from './core-stores.js';
 import { eventReads } from './event-reads.js';
+import { rejectionStore } from './rejection-store.js';
 import { identityStore } from './identity-store.js';
 import { migrate, type MigrationReport } from './migrate.js';
 import { sqliteEventWriter } from './sqlite/event-writer.js';
@@ -197,6 +198,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     apiKeys: apiKeyStore(db),
     events: { insertMany, ...reads },
     legacyUsage: legacyUsageStore(db),
+    rejections: rejectionStore(db),
     identity: identityStore(db, dialect),
     traffic: trafficStore(db, dialect),
     async ping() {

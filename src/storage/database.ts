@@ -63,7 +63,31 @@ export interface MigrationsTable {
   applied_at: Timestamp;
 }
 
+/** Items a client sent that were not stored (or stored with a failed side effect): migration 302. */
+export interface RejectionsTable {
+  id: string;
+  product_id: string;
+  received_at: Timestamp;
+  key_id: string | null;
+  route: string;
+  item_index: number;
+  message_id: string | null;
+  code: string;
+  detail: string;
+  severity: 'rejected' | 'warning';
+  item: string;
+}
+
+/** Per product and hour: rejections counted but not recorded once the hourly cap was reached. */
+export interface RejectionHoursTable {
+  product_id: string;
+  hour: string;
+  unrecorded: number;
+}
+
 export interface Database {
+  rejections: RejectionsTable;
+  rejection_hours: RejectionHoursTable;
   products: ProductsTable;
   api_keys: ApiKeysTable;
   events: EventsTable;

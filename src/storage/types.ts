@@ -234,12 +234,48 @@ export interface TrafficStore {
   withSyncLock<T>(productId: string, fn: () => Promise<T>): Promise<{ acquired: true; value: T } | { acquired: false }>;
 }
 
+export interface RejectionRecord {
+  /** uuidv7: id order is time order. */
+  id: string;
+  productId: string;
+  receivedAt: string;
+  keyId: string | null;
+  route: string;
+  index: number;
+  messageId: string | null;
+  code: string;
+  detail: string;
+  severity: 'rejected' | 'warning';
+  /** The item as received, as JSON text, at most 32 KiB. */
+  item: string;
+}
+
+export interface RejectionQuery {
+  limit: number;
+  beforeId?: string;
+  code?: string;
+  keyId?: string;
+  severity?: 'rejected' | 'warning';
+  receivedFrom?: string;
+  receivedTo?: string;
+}
+
+export interface RejectionStore {
+  insertMany(rows: RejectionRecord[]): Promise<void>;
+  /** Adds to the per-hour count of rejections past the recording cap. `hour` is `YYYY-MM-DDTHH`. */
+  addUnrecorded(counts: Array<{ productId: string; hour: string; count: number }>): Promise<void>;
+  /** Newest first. */
+  list(productId: string, query: RejectionQuery): Promise<RejectionRecord[]>;
+  deleteOlderThan(at: string): Promise<void>;
+}
+
 export interface Storage {
   readonly dialect: Dialect;
   readonly products: ProductStore;
   readonly apiKeys: ApiKeyStore;
   readonly events: EventStore;
   readonly legacyUsage: LegacyUsageStore;
+  readonly rejections: RejectionStore;
   readonly identity: IdentityStore;
   readonly traffic: TrafficStore;
   /** Throws when the database cannot be reached. */

@@ -58,7 +58,18 @@ export function eventsBatchRoute(app: FastifyInstance, services: Services): void
       }
       const receivedAt = new Date().toISOString();
       const candidates = events.map((element, index) => batchCandidate(element, index, receivedAt, maxEventBytes));
-      const { outcomes, legacySeen } = await services.ingest.accept(auth, candidates, { endpoint: 'batch', receivedAt });
+      const { outcomes, legacySeen } = await services.ingest.accept(auth, candidates, {
+        endpoint: 'batch',
+        receivedAt,
+        record: {
+          route: '/api/v2/events/batch',
+          item: (index) => events[index],
+          messageId: (index) => {
+            const id = (events[index] as { external_id?: unknown } | null)?.external_id;
+            return typeof id === 'string' ? id.slice(0, 255) : null;
+          },
+        },
+      });
 
       const meta = { created: 0, duplicates: 0, rejected: 0 };
       const results: ItemResult[] = outcomes.map((outcome, index) => {

@@ -113,7 +113,7 @@ export async function segmentRoutes(app: FastifyInstance, options: { services: S
       if (bytes > SEGMENT_LIMITS.itemBytes) {
         throw new AppError('payload_too_large', `The event is ${bytes} bytes of JSON; one event may be at most ${SEGMENT_LIMITS.itemBytes}.`, { status: 400 });
       }
-      return services.segment.ingest(auth, { call, items: [item], receivedAt, clientIp: request.ip });
+      return services.segment.ingest(auth, { call, items: [item], receivedAt, route: request.routeOptions.url ?? call, clientIp: request.ip });
     }
     const items = body.batch;
     if (!Array.isArray(items)) throw new AppError('validation_error', 'The body needs "batch": an array of calls.', { errors: [{ pointer: '/batch', message: 'must be an array' }] });
@@ -124,6 +124,7 @@ export async function segmentRoutes(app: FastifyInstance, options: { services: S
       call: undefined,
       items: items.map((item) => (typeof item === 'object' && item !== null && !Array.isArray(item) ? withoutKey(item as Record<string, unknown>) : item)),
       receivedAt,
+      route: request.routeOptions.url ?? '/v1/batch',
       clientIp: request.ip,
       batch: { sentAt: body.sentAt, context: body.context, integrations: body.integrations },
     });

@@ -43,4 +43,56 @@ export const segmentMigrations: Migration[] = [
       ],
     },
   },
+  {
+    version: 302,
+    name: 'rejections: what a client sent that was not stored, kept for a while',
+    statements: {
+      sqlite: [
+        `CREATE TABLE rejections (
+           id TEXT NOT NULL,
+           product_id TEXT NOT NULL,
+           received_at TEXT NOT NULL,
+           key_id TEXT,
+           route TEXT NOT NULL,
+           item_index INTEGER NOT NULL,
+           message_id TEXT,
+           code TEXT NOT NULL,
+           detail TEXT NOT NULL,
+           severity TEXT NOT NULL CHECK (severity IN ('rejected', 'warning')),
+           item TEXT NOT NULL,
+           PRIMARY KEY (product_id, id)
+         ) WITHOUT ROWID`,
+        'CREATE INDEX rejections_by_time ON rejections (received_at)',
+        `CREATE TABLE rejection_hours (
+           product_id TEXT NOT NULL,
+           hour TEXT NOT NULL,
+           unrecorded INTEGER NOT NULL,
+           PRIMARY KEY (product_id, hour)
+         )`,
+      ],
+      postgres: [
+        `CREATE TABLE rejections (
+           id TEXT NOT NULL,
+           product_id TEXT NOT NULL,
+           received_at TIMESTAMPTZ NOT NULL,
+           key_id TEXT,
+           route TEXT NOT NULL,
+           item_index INTEGER NOT NULL,
+           message_id TEXT,
+           code TEXT NOT NULL,
+           detail TEXT NOT NULL,
+           severity TEXT NOT NULL CHECK (severity IN ('rejected', 'warning')),
+           item TEXT NOT NULL,
+           PRIMARY KEY (product_id, id)
+         )`,
+        'CREATE INDEX rejections_by_time ON rejections (received_at)',
+        `CREATE TABLE rejection_hours (
+           product_id TEXT NOT NULL,
+           hour TEXT NOT NULL,
+           unrecorded INTEGER NOT NULL,
+           PRIMARY KEY (product_id, hour)
+         )`,
+      ],
+    },
+  },
 ];
