@@ -86,6 +86,10 @@ function parseResponse(buffer: Buffer, headOnly: boolean, closed: boolean): Pars
   if ((status >= 100 && status < 200) || status === 204 || status === 304 || headOnly) {
     return { response: { status, headers, body: Buffer.alloc(0) }, consumed: bodyStart };
   }
+  // A live stream (server-sent events) is answered once its head has arrived; it does not end by design.
+  if (status < 300 && (headers['content-type'] ?? []).some((v) => /text\/event-stream/i.test(v))) {
+    return { response: { status, headers, body: Buffer.alloc(0) }, consumed: buffer.length };
+  }
   if ((headers['transfer-encoding'] ?? []).some((v) => /chunked/i.test(v))) {
     const chunkedBody = parseChunked(buffer, bodyStart);
     if (chunkedBody === undefined) return { consumed: 0 };
