@@ -13,6 +13,8 @@ import { postgresEventWriter } from './postgres/event-writer.js';
 import { trafficStore } from './traffic-store.js';
 import { postgresTarget } from './postgres/connection-url.js';
 import { ensureEventPartitions, PARTITION_MAINTENANCE_INTERVAL_MS } from './postgres/event-partitions.js';
+import { isPostgresUnavailable } from './postgres/unavailable.js';
+import { isSqliteUnavailable } from './sqlite/unavailable.js';
 import type { Dialect, Storage } from './types.js';
 
 export interface OpenStorageOptions {
@@ -145,6 +147,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     async ping() {
       await sql`SELECT 1`.execute(db);
     },
+    isUnavailable: dialect === 'sqlite' ? isSqliteUnavailable : isPostgresUnavailable,
     async close() {
       clearInterval(maintenance);
       closed = true;

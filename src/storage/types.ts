@@ -182,6 +182,8 @@ export interface Storage {
   readonly traffic: TrafficStore;
   /** Throws when the database cannot be reached. */
   ping(): Promise<void>;
+  /** Whether `error` (from any store) means "unreachable or busy, retry later" rather than a bug. */
+  isUnavailable(error: unknown): boolean;
   close(): Promise<void>;
 }
 
