@@ -114,6 +114,10 @@ function describeStatus(result: LoadResult, okStatus: number): string {
 }
 
 async function main(): Promise<number> {
+  // `--instances 1,2,4` (with `--backend postgres`): the scaling figure, bench/scaling.ts.
+  if (process.argv.slice(2).some((a) => a === '--instances' || a.startsWith('--instances=') || a === '--backend' || a.startsWith('--backend='))) {
+    return (await import('./scaling.js')).scalingMain(process.argv.slice(2));
+  }
   let args: BenchArgs;
   try {
     args = parseBenchArgs(process.argv.slice(2), process.env);

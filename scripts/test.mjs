@@ -1,28 +1,55 @@
 #!/usr/bin/env node
-// Runs the whole test suite once per storage backend: SQLite always, PostgreSQL when a server is
-// reachable (INLET_TEST_POSTGRES_URL, default postgres://postgres@127.0.0.1:5432/test).
+// The test runner. Two tiers (test/README.md says which file goes where):
+//   npm test                   default tier: every test/**/*.test.ts outside test/system/.
+//                              test/unit/** (dialect-free) runs once, in one process; every other file is a
+//                              database test and runs once per backend, all of them in ONE process per backend
+//                              (scripts/test-entry.mjs), the backends side by side.
+//   npm run test:system        system tier: test/system/**/*.test.ts (servers as child processes, kill -9, own
+//                              PostgreSQL or NATS, long runs), one process per file, one file at a time, per backend.
+//   npm test -- FILE...        only these files, each run the way its tier runs it.
+// Backends: SQLite always, PostgreSQL when reachable (INLET_TEST_POSTGRES_URL, default
+// postgres://postgres@127.0.0.1:5432/test).
 //   INLET_TEST_DIALECTS=sqlite|postgres|sqlite,postgres   choose explicitly
 //   INLET_TEST_REQUIRE_POSTGRES=1                         fail instead of skipping PostgreSQL (CI)
-//   npm test -- test/events-v2.test.ts                    run some files only
+//   INLET_TEST_FILE_CONCURRENCY=N                         database test files run N at a time inside their process
+//                                                         (default: 2 on PostgreSQL, whose process mostly waits on the
+//                                                         server; 1 on SQLite, which is CPU-bound in-process)
+//   INLET_TEST_RESULT_FILE=path                           also write {"passed","failed","skipped"} there (.ci/run)
+// The last line is always "total: N passed, N failed"; the exit code is non-zero when anything failed.
 import { spawn } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { readdirSync, statSync, writeFileSync } from 'node:fs';
+import { join, relative, sep } from 'node:path';
 import pg from 'pg';
 
 const postgresUrl = process.env.INLET_TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const requirePostgres = process.env.INLET_TEST_REQUIRE_POSTGRES === '1';
+/** A run that takes longer than this is stuck: it is killed and counted as failed. */
+const JOB_TIMEOUT_MS = Number(process.env.INLET_TEST_JOB_TIMEOUT_S || 900) * 1000;
+const entry = join('scripts', 'test-entry.mjs');
 
 function findTests(dir) {
-  return readdirSync(dir)
-    .sort()
-    .flatMap((name) => {
-      const path = join(dir, name);
-      if (statSync(path).isDirectory()) return findTests(path);
-      return name.endsWith('.test.ts') ? [path] : [];
-    });
+  let names;
+  try {
+    names = readdirSync(dir).sort();
+  } catch {
+    return [];
+  }
+  return names.flatMap((name) => {
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) return findTests(path);
+    return name.endsWith('.test.ts') ? [path] : [];
+  });
 }
 
-async function postgresReachable() {
+/** 'system' (test/system/**), 'unit' (test/unit/**: dialect-free) or 'database' (every other test file). */
+function tierOf(file) {
+  const parts = relative('test', file).split(sep);
+  if (parts[0] === 'system') return 'system';
+  if (parts[0] === 'unit') return 'unit';
+  return 'database';
+}
+
+async function postgresProblem() {
   const client = new pg.Client({ connectionString: postgresUrl, connectionTimeoutMillis: 3000 });
   try {
     await client.connect();
@@ -37,7 +64,7 @@ async function postgresReachable() {
 
 async function dialects() {
   if (process.env.INLET_TEST_DIALECTS) return process.env.INLET_TEST_DIALECTS.split(',').map((d) => d.trim()).filter(Boolean);
-  const problem = await postgresReachable();
+  const problem = await postgresProblem();
   if (problem === undefined) return ['sqlite', 'postgres'];
   if (requirePostgres) {
     console.error(`PostgreSQL is required (INLET_TEST_REQUIRE_POSTGRES=1) but ${postgresUrl} is not reachable: ${problem}`);
@@ -47,39 +74,87 @@ async function dialects() {
   return ['sqlite'];
 }
 
-function run(dialect, files) {
+/**
+ * Runs one node process; `live` streams its output, otherwise it is printed in one piece when the
+ * process ends (several run side by side). Resolves with the counts from node's closing summary.
+ */
+function run(job, live) {
+  const started = Date.now();
   return new Promise((resolve) => {
-    const child = spawn(
-      process.execPath,
-      ['--import', 'tsx', '--test', '--test-reporter=spec', '--test-concurrency=2', ...files],
-      { env: { ...process.env, INLET_TEST_DIALECT: dialect, INLET_TEST_POSTGRES_URL: postgresUrl }, stdio: ['ignore', 'pipe', 'inherit'] },
-    );
-    let output = '';
-    child.stdout.on('data', (chunk) => {
-      process.stdout.write(chunk);
-      output += chunk.toString();
-      if (output.length > 1_000_000) output = output.slice(-100_000);
+    const child = spawn(process.execPath, job.args, {
+      env: { ...process.env, INLET_TEST_POSTGRES_URL: postgresUrl, ...job.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
     });
-    child.on('close', (code) => {
-      const count = (label) => Number(output.match(new RegExp(`ℹ ${label} (\\d+)`))?.[1] ?? 0);
-      resolve({ code: code ?? 1, pass: count('pass'), fail: count('fail') });
+    let output = '';
+    const collect = (stream) => (chunk) => {
+      if (live) stream.write(chunk);
+      output += chunk.toString();
+    };
+    child.stdout.on('data', collect(process.stdout));
+    child.stderr.on('data', collect(process.stderr));
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      child.kill('SIGKILL');
+    }, JOB_TIMEOUT_MS);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      const seconds = ((Date.now() - started) / 1000).toFixed(1);
+      if (!live) process.stdout.write(`\n=== ${job.title} ===\n${output}`);
+      const count = (label) => [...output.matchAll(new RegExp(`^ℹ ${label} (\\d+)$`, 'gm'))].reduce((sum, m) => sum + Number(m[1]), 0);
+      const summarised = /^ℹ pass \d+$/m.test(output);
+      const result = { pass: count('pass'), fail: count('fail') + count('cancelled'), skipped: count('skipped') };
+      let failed = code !== 0 || !summarised || timedOut;
+      if (timedOut) console.log(`${job.title}: killed after ${JOB_TIMEOUT_MS / 1000} s (INLET_TEST_JOB_TIMEOUT_S)`);
+      else if (!summarised) console.log(`${job.title}: ended (code ${code}, signal ${signal}) without node's test summary`);
+      if (failed && result.fail === 0) result.fail = 1;
+      console.log(`${job.title}: ${result.pass} passed, ${result.fail} failed, ${result.skipped} skipped in ${seconds} s`);
+      resolve({ ...result, failed });
     });
   });
 }
 
-const argFiles = process.argv.slice(2);
-const files = argFiles.length > 0 ? argFiles : findTests('test');
-let failed = 0;
-let passed = 0;
-let exitCode = 0;
-for (const dialect of await dialects()) {
-  console.log(`\n=== ${dialect}: ${files.length} test files ===\n`);
-  const result = await run(dialect, files);
-  passed += result.pass;
-  failed += result.fail;
-  if (result.code !== 0) exitCode = 1;
-  console.log(`${dialect}: ${result.pass} passed, ${result.fail} failed`);
+const tsx = ['--import', 'tsx'];
+const reporter = ['--test-reporter=spec'];
+
+function inOneProcess(title, label, files, env) {
+  return { title: `${title}: ${files.length} files in one process`, args: [...tsx, ...reporter, entry, label, ...files], env };
 }
-if (exitCode !== 0 && failed === 0) failed = 1;
-console.log(`\ntotal: ${passed} passed, ${failed} failed`);
-process.exit(exitCode);
+
+function onePerFile(title, files, env) {
+  return { title: `${title}: ${files.length} files, one process each`, args: [...tsx, '--test', ...reporter, '--test-concurrency=1', ...files], env };
+}
+
+const args = process.argv.slice(2);
+const systemTier = args.includes('--system');
+const named = args.filter((a) => !a.startsWith('--'));
+const files = named.length > 0 ? named : systemTier ? findTests(join('test', 'system')) : findTests('test').filter((f) => tierOf(f) !== 'system');
+const byTier = { unit: [], database: [], system: [] };
+for (const file of files) byTier[tierOf(file)].push(file);
+const backends = byTier.database.length + byTier.system.length > 0 ? await dialects() : [];
+
+// Side by side: the dialect-free process and one database process per backend.
+const parallel = [];
+if (byTier.unit.length > 0) parallel.push(inOneProcess('dialect-free', 'unit', byTier.unit, { INLET_TEST_DIALECT: undefined }));
+if (byTier.database.length > 0) {
+  for (const dialect of backends) {
+    const concurrency = process.env.INLET_TEST_FILE_CONCURRENCY || (dialect === 'postgres' ? '2' : '1');
+    parallel.push(inOneProcess(`${dialect}`, dialect, byTier.database, { INLET_TEST_DIALECT: dialect, INLET_TEST_FILE_CONCURRENCY: concurrency }));
+  }
+}
+// System tests start servers, kill them and time things: one backend after the other, one file at a time.
+const sequential = byTier.system.length === 0 ? [] : backends.map((dialect) => onePerFile(`system ${dialect}`, byTier.system, { INLET_TEST_DIALECT: dialect }));
+
+if (files.length === 0) {
+  console.log('no test files found');
+}
+const started = Date.now();
+const results = await Promise.all(parallel.map((job) => run(job, parallel.length === 1)));
+for (const job of sequential) results.push(await run(job, true));
+
+const total = results.reduce((sum, r) => ({ pass: sum.pass + r.pass, fail: sum.fail + r.fail, skipped: sum.skipped + r.skipped }), { pass: 0, fail: 0, skipped: 0 });
+const failed = results.some((r) => r.failed);
+if (process.env.INLET_TEST_RESULT_FILE) writeFileSync(process.env.INLET_TEST_RESULT_FILE, JSON.stringify({ passed: total.pass, failed: total.fail, skipped: total.skipped }));
+console.log(`\nwall ${((Date.now() - started) / 1000).toFixed(1)} s`);
+console.log(`total: ${total.pass} passed, ${total.fail} failed, ${total.skipped} skipped`);
+process.exit(failed ? 1 : 0);

@@ -1,8 +1,9 @@
 // The only module that reads process.env. Every setting is validated once, at start-up;
 // a bad value stops the process with a message that names the variable.
-import { postgresTarget } from './storage/postgres/connection-url.js';
+import type { LegacyFlatMode } from './domain/legacy-policy.js';
+import { checkWritableTarget, postgresSettings } from './storage/postgres/connection-url.js';
 
-export type LegacyFlatMode = 'accept' | 'reject';
+export type { LegacyFlatMode };
 export type SqliteSynchronous = 'full' | 'normal';
 
 export interface Config {
@@ -15,6 +16,10 @@ export interface Config {
   sqliteSynchronous: SqliteSynchronous;
   rateLimitRps: number;
   rateLimitBurst: number;
+  /** Where rate-limit buckets live: this process (`memory`), or shared by every instance (`postgres`, `redis`). */
+  rateLimitStore: 'memory' | 'postgres' | 'redis';
+  /** For INLET_RATE_LIMIT_STORE=redis. */
+  redisUrl: string | undefined;
   maxBodyBytes: number;
   maxEventBytes: number;
   maxBatchEvents: number;
@@ -34,6 +39,14 @@ export interface Config {
   maxConnections: number;
   /** Largest request line plus headers, in bytes. */
   maxHeaderBytes: number;
+  /** INLET_PUBLIC_URL: the URL browsers reach this server at (Segment settings' apiHost); else the request's Host. */
+  publicUrl: string | undefined;
+  /** Requests per second a browser key may send from one client IP (burst twice that); 0 switches it off. */
+  browserRateLimitPerIp: number;
+  rejectionsRetentionDays: number;
+  rejectionsMaxPerHour: number;
+  /** INLET_TRUST_PROXY: false (default), a hop count, or the proxies' addresses/CIDRs (clarifications §23). */
+  trustProxy: false | number | string[];
 }
 
 export class ConfigError extends Error {
@@ -70,7 +83,7 @@ function databaseUrl(env: Env): string {
   const raw = env.INLET_DATABASE_URL?.trim() || 'sqlite:./data/inlet.db';
   if (!/^(sqlite:|postgres:\/\/|postgresql:\/\/)/.test(raw)) {
     throw new ConfigError(
-      `INLET_DATABASE_URL must start with sqlite: (for example sqlite:./data/inlet.db) or postgres://, got "${raw}"`,
+      `INLET_DATABASE_URL must start with sqlite: (for example sqlite:./data/inlet.db) or postgres://, got "${raw.replace(/\/\/([^@/]*):[^@/]*@/, '//$1:***@')}"`,
     );
   }
   if (raw.startsWith('sqlite:') && raw.slice('sqlite:'.length).length === 0) {
@@ -78,11 +91,37 @@ function databaseUrl(env: Env): string {
   }
   if (!raw.startsWith('sqlite:')) {
     try {
-      postgresTarget(raw);
+      checkWritableTarget(postgresSettings(raw));
     } catch (error) {
       throw new ConfigError(`INLET_DATABASE_URL: ${(error as Error).message}`);
     }
   }
+  return raw;
+}
+
+function trustProxy(env: Env): false | number | string[] {
+  const raw = env.INLET_TRUST_PROXY?.trim();
+  if (raw === undefined || raw === '' || raw === 'false' || raw === '0') return false;
+  if (/^\d+$/.test(raw)) return Number(raw);
+  const entries = raw.split(',').map((part) => part.trim()).filter(Boolean);
+  for (const entry of entries) {
+    if (!/^[0-9A-Fa-f:.]+(\/\d{1,3})?$/.test(entry)) {
+      throw new ConfigError(`INLET_TRUST_PROXY must be a hop count or a comma list of proxy addresses/CIDRs (such as 10.0.0.0/8), got "${raw}"`);
+    }
+  }
+  return entries;
+}
+
+function publicUrl(env: Env): string | undefined {
+  const raw = env.INLET_PUBLIC_URL?.trim();
+  if (raw === undefined || raw === '') return undefined;
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError(`INLET_PUBLIC_URL must be an absolute http(s) URL such as https://events.example.com, got "${raw}"`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ConfigError(`INLET_PUBLIC_URL must use http or https, got "${raw}"`);
   return raw;
 }
 
@@ -101,16 +140,26 @@ export function loadConfig(env: Env = process.env): Config {
   if (requestTimeoutMs < headersTimeoutMs) {
     throw new ConfigError(`INLET_REQUEST_TIMEOUT_MS (${requestTimeoutMs}) must be at least INLET_HEADERS_TIMEOUT_MS (${headersTimeoutMs})`);
   }
+  const url = databaseUrl(env);
+  // Several instances share one PostgreSQL: by default they share the buckets too.
+  const rateLimitStore = oneOf(env, 'INLET_RATE_LIMIT_STORE', ['memory', 'postgres', 'redis'] as const, url.startsWith('sqlite:') ? 'memory' : 'postgres');
+  if (rateLimitStore === 'postgres' && url.startsWith('sqlite:')) {
+    throw new ConfigError('INLET_RATE_LIMIT_STORE=postgres needs a PostgreSQL INLET_DATABASE_URL (with SQLite there is one instance: use memory)');
+  }
+  const redisUrl = env.INLET_REDIS_URL?.trim() || undefined;
+  if (rateLimitStore === 'redis' && redisUrl === undefined) throw new ConfigError('INLET_RATE_LIMIT_STORE=redis needs INLET_REDIS_URL (for example redis://127.0.0.1:6379)');
   return {
     port: integer(env, 'PORT', 3000, 0, 65535),
     host: env.HOST?.trim() || '127.0.0.1',
-    databaseUrl: databaseUrl(env),
+    databaseUrl: url,
     adminToken,
     logLevel: oneOf(env, 'INLET_LOG_LEVEL', LOG_LEVELS, 'info'),
     legacyFlat: oneOf(env, 'INLET_LEGACY_FLAT', ['accept', 'reject'] as const, 'accept'),
     sqliteSynchronous: oneOf(env, 'INLET_SQLITE_SYNCHRONOUS', ['full', 'normal'] as const, 'full'),
     rateLimitRps,
     rateLimitBurst: integer(env, 'INLET_RATE_LIMIT_BURST', rateLimitRps * 2, 0, 20_000_000),
+    rateLimitStore,
+    redisUrl,
     maxBodyBytes: integer(env, 'INLET_MAX_BODY_BYTES', 5 * 1024 * 1024, 1024, 512 * 1024 * 1024),
     maxEventBytes: integer(env, 'INLET_MAX_EVENT_BYTES', 32 * 1024, 256, 16 * 1024 * 1024),
     maxBatchEvents: integer(env, 'INLET_MAX_BATCH_EVENTS', 1000, 1, 100_000),
@@ -124,5 +173,10 @@ export function loadConfig(env: Env = process.env): Config {
     keepAliveTimeoutMs: integer(env, 'INLET_KEEP_ALIVE_TIMEOUT_MS', 72_000, 100, 3_600_000),
     maxConnections: integer(env, 'INLET_MAX_CONNECTIONS', 10_000, 1, 10_000_000),
     maxHeaderBytes: integer(env, 'INLET_MAX_HEADER_BYTES', 16_384, 1024, 1_048_576),
+    publicUrl: publicUrl(env),
+    browserRateLimitPerIp: integer(env, 'INLET_BROWSER_RATE_LIMIT_PER_IP', 50, 0, 1_000_000),
+    rejectionsRetentionDays: integer(env, 'INLET_REJECTIONS_RETENTION_DAYS', 14, 1, 3650),
+    trustProxy: trustProxy(env),
+    rejectionsMaxPerHour: integer(env, 'INLET_REJECTIONS_MAX_PER_HOUR', 10_000, 0, 10_000_000),
   };
 }

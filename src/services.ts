@@ -5,9 +5,12 @@ import { openStorage, type OpenedStorage } from './storage/connect.js';
 import { createIdentityService, type IdentityService } from './services/identity-service.js';
 import { createIngestService, type IngestService } from './services/ingest-service.js';
 import { createKeyService, type KeyService } from './services/key-service.js';
+import { createSegmentService, type SegmentService } from './services/segment-service.js';
+import { createRejectionService, type RejectionService } from './services/rejection-service.js';
 import { createMetrics, type Metrics } from './services/metrics.js';
 import { registerPoolMetrics } from './services/pool-metrics.js';
-import { createInMemoryRateLimiter, type RateLimiter } from './services/rate-limiter.js';
+import { createRateLimiter } from './services/rate-limiter-store.js';
+import { createInMemoryRateLimiter, type InMemoryRateLimiter, type RateLimiter } from './services/rate-limiter.js';
 import { createTrafficReportService, type TrafficReportService } from './services/traffic-report-service.js';
 import { createTrafficSyncService, type TrafficSyncService } from './sync/sync-service.js';
 import { createTrafficScheduler, type TrafficScheduler } from './sync/scheduler.js';
@@ -20,7 +23,13 @@ export interface Services {
   keys: KeyService;
   ingest: IngestService;
   identity: IdentityService;
+  /** Segment-compatible ingestion: translation into the accept pipeline, and identity side effects. */
+  segment: SegmentService;
+  /** Recorded rejections and warnings (listed by the admin API and the CLI). */
+  rejections: RejectionService;
   rateLimiter: RateLimiter;
+  /** Browser keys: per key and client IP (INLET_BROWSER_RATE_LIMIT_PER_IP). */
+  browserIpLimiter: InMemoryRateLimiter;
   /** Traffic reports: reading, syncing sources, and the interval scheduler (started by main). */
   traffic: { reports: TrafficReportService; sync: TrafficSyncService; scheduler: TrafficScheduler };
   /** Flushes pending writes and closes storage. */
@@ -30,6 +39,8 @@ export interface Services {
 export interface CreateServicesOptions {
   postgresSchema?: string;
   defaultMetrics?: boolean;
+  /** The key service's clock (expiry, cache TTL, `last_used_at`); default `Date.now`. Tests move it instead of sleeping. */
+  now?: () => number;
 }
 
 export async function createServices(config: Config, options: CreateServicesOptions = {}): Promise<Services> {
@@ -40,10 +51,14 @@ export async function createServices(config: Config, options: CreateServicesOpti
   });
   const metrics = createMetrics({ defaultMetrics: options.defaultMetrics ?? true });
   if (storage.poolStats !== undefined) registerPoolMetrics(metrics.registry, storage.poolStats);
-  const keys = createKeyService(storage, { cacheTtlMs: config.keyCacheTtlMs });
-  const ingest = createIngestService(storage, metrics);
+  const keys = createKeyService(storage, { cacheTtlMs: config.keyCacheTtlMs, now: options.now });
+  const rejections = createRejectionService(storage, metrics, { maxPerHour: config.rejectionsMaxPerHour, retentionDays: config.rejectionsRetentionDays });
+  const ingest = createIngestService(storage, metrics, { legacyFlat: config.legacyFlat, rejections });
   const identity = createIdentityService(storage);
-  const rateLimiter = createInMemoryRateLimiter(config.rateLimitRps, config.rateLimitBurst);
+  const segment = createSegmentService(ingest, identity, rejections);
+  const rateLimiter = await createRateLimiter(config, storage);
+  // Per client IP on the browser routes: a guard against one abusive address, kept in each process.
+  const browserIpLimiter = createInMemoryRateLimiter(config.browserRateLimitPerIp, config.browserRateLimitPerIp * 2);
   const trafficSync = createTrafficSyncService(storage, { retry: { ...DEFAULT_RETRY_POLICY, maxTotalMs: config.trafficRetryMaxMs } });
   const traffic = {
     reports: createTrafficReportService(storage),
@@ -58,13 +73,18 @@ export async function createServices(config: Config, options: CreateServicesOpti
     keys,
     ingest,
     identity,
+    segment,
+    rejections,
     rateLimiter,
+    browserIpLimiter,
     traffic,
     close() {
       closed ??= (async () => {
         await traffic.scheduler.stop();
         await ingest.close();
+        await rejections.close();
         await keys.close();
+        await rateLimiter.close?.();
         await storage.close();
       })();
       return closed;

@@ -122,7 +122,7 @@ describe('inlet CLI', () => {
     ['products create without a name', ['products', 'create'], /name is required/],
     ['keys create without --product', ['keys', 'create', '--kind', 'events'], /--product is required/],
     ['keys create without --kind', ['keys', 'create', '--product', 'prd_x'], /--kind is required/],
-    ['keys create with a bad --kind', ['keys', 'create', '--product', 'prd_x', '--kind', 'admin'], /--kind must be events or reports/],
+    ['keys create with a bad --kind', ['keys', 'create', '--product', 'prd_x', '--kind', 'admin'], /--kind must be events, reports or browser/],
     ['keys create with a bad --expires-at', ['keys', 'create', '--product', 'prd_x', '--kind', 'events', '--expires-at', 'soon'], /--expires-at/],
     ['keys create with a past --expires-at', ['keys', 'create', '--product', 'prd_x', '--kind', 'events', '--expires-at', '2001-01-01T00:00:00Z'], /future/],
     ['keys list without --product', ['keys', 'list'], /--product is required/],

@@ -56,23 +56,43 @@ export function testConfig(databaseUrl: string, overrides: Partial<Config> = {})
   };
 }
 
+/** The services' clock (key expiry, key cache, last_used_at): real time plus an offset a test moves forward. */
+export interface TestClock {
+  now(): number;
+  advance(ms: number): void;
+}
+
+export function testClock(): TestClock {
+  let offset = 0;
+  return {
+    now: () => Date.now() + offset,
+    advance(ms) {
+      offset += ms;
+    },
+  };
+}
+
 export interface TestContext {
   app: FastifyInstance;
   services: Services;
   database: TestDatabase;
+  clock: TestClock;
   /** Creates a product and one key of each kind through the admin API. */
   product(name?: string): Promise<{ id: string; eventsKey: string; reportsKey: string }>;
   close(): Promise<void>;
 }
 
-export async function createTestServices(overrides: Partial<Config> = {}, database = testDatabase()): Promise<{ services: Services; database: TestDatabase; close(): Promise<void> }> {
+export async function createTestServices(overrides: Partial<Config> = {}, database = testDatabase()): Promise<{ services: Services; database: TestDatabase; clock: TestClock; close(): Promise<void> }> {
+  const clock = testClock();
   const services = await createServices(testConfig(database.databaseUrl, overrides), {
     ...(database.postgresSchema === undefined ? {} : { postgresSchema: database.postgresSchema }),
     defaultMetrics: false,
+    now: clock.now,
   });
   return {
     services,
     database,
+    clock,
     async close() {
       await services.close();
       await database.drop();
@@ -81,7 +101,7 @@ export async function createTestServices(overrides: Partial<Config> = {}, databa
 }
 
 export async function createTestApp(overrides: Partial<Config> = {}): Promise<TestContext> {
-  const { services, database, close } = await createTestServices(overrides);
+  const { services, database, clock, close } = await createTestServices(overrides);
   // INLET_TEST_LOG=error (or another level) shows the app's log, e.g. the cause of a 500.
   const app = await buildApp(services, { logger: process.env.INLET_TEST_LOG ? { level: process.env.INLET_TEST_LOG } : false });
   await app.ready();
@@ -89,6 +109,7 @@ export async function createTestApp(overrides: Partial<Config> = {}): Promise<Te
     app,
     services,
     database,
+    clock,
     async product(name = 'Acme') {
       const created = await app.inject({ method: 'POST', url: '/admin/v1/products', headers: adminHeaders(), payload: { name } });
       if (created.statusCode !== 201) throw new Error(`product create failed: ${created.statusCode} ${created.body}`);

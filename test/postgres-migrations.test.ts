@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { sql } from 'kysely';
 import { openStorage, type OpenedStorage } from '../src/storage/connect.js';
 import { migrations } from '../src/storage/migrations/index.js';
-import { postgresTarget } from '../src/storage/postgres/connection-url.js';
+import { postgresSettings } from '../src/storage/postgres/connection-url.js';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { dialect, testDatabase, type TestDatabase } from './helpers.js';
 
@@ -67,18 +67,18 @@ describe('migrations under concurrency (PostgreSQL)', { skip }, () => {
 
 describe('schema selection in the database URL', () => {
   it('takes ?schema= out of the URL and keeps the other parameters', () => {
-    assert.deepEqual(postgresTarget('postgres://u@h:5432/db?schema=inlet_a&sslmode=disable'), {
-      connectionString: 'postgres://u@h:5432/db?sslmode=disable',
-      schema: 'inlet_a',
-    });
-    assert.deepEqual(postgresTarget('postgres://u@h/db'), { connectionString: 'postgres://u@h/db', schema: undefined });
+    const settings = postgresSettings('postgres://u@h:5432/db?schema=inlet_a&sslmode=disable');
+    assert.equal(settings.schema, 'inlet_a');
+    assert.equal(settings.sslMode, 'disable');
+    assert.deepEqual(settings.hosts, [{ host: 'h', port: 5432 }]);
+    assert.equal(postgresSettings('postgres://u@h/db').schema, undefined);
   });
 
   it('refuses names that are not plain identifiers, and two different schemas', () => {
-    assert.throws(() => postgresTarget('postgres://u@h/db?schema=a;drop'), /invalid PostgreSQL schema name/);
-    assert.throws(() => postgresTarget('postgres://u@h/db?schema=Upper'), /invalid PostgreSQL schema name/);
-    assert.throws(() => postgresTarget('postgres://u@h/db?schema=a&schema=b'), /more than one schema/);
-    assert.throws(() => postgresTarget('postgres://u@h/db?schema=a', 'b'), /two PostgreSQL schemas/);
+    assert.throws(() => postgresSettings('postgres://u@h/db?schema=a;drop'), /invalid PostgreSQL schema name/);
+    assert.throws(() => postgresSettings('postgres://u@h/db?schema=Upper'), /invalid PostgreSQL schema name/);
+    assert.throws(() => postgresSettings('postgres://u@h/db?schema=a&schema=b'), /more than once/);
+    assert.throws(() => postgresSettings('postgres://u@h/db?schema=a', 'b'), /two PostgreSQL schemas/);
   });
 
   it('a bad schema in INLET_DATABASE_URL stops start-up with a message naming the variable', () => {

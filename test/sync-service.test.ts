@@ -166,20 +166,21 @@ for (const dialect of DIALECTS) {
     });
 
     it('never runs two syncs of one product at once, in this process or across instances', async () => {
-      plausible.latencyMs = 400;
+      const release = plausible.hold();
       try {
         const sync = service();
         const providerCalled = plausible.nextRequest();
         const first = sync.syncProduct('prod_p', { kind: 'schedule' });
-        await providerCalled; // the first sync holds the lock while the provider answers (400 ms)
+        await providerCalled; // the first sync holds the lock until the provider's answer is released
         const second = await sync.syncProduct('prod_p', { kind: 'admin' });
         assert.equal(second.status, 'already_running');
         const otherInstance = service(await opened.openAnother());
         assert.equal((await otherInstance.syncProduct('prod_p', {})).status, 'already_running');
+        release();
         assert.equal((await first).status, 'succeeded');
         assert.equal((await otherInstance.syncProduct('prod_p', {})).status, 'succeeded', 'the lock is released afterwards');
       } finally {
-        plausible.latencyMs = 0;
+        release();
       }
     });
 

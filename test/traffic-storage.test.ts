@@ -246,8 +246,13 @@ for (const dialect of DIALECTS) {
     it('holds the sync lock exclusively, across instances, and releases it', async () => {
       const other = await opened.openAnother();
       let release!: () => void;
-      const holding = storage.traffic.withSyncLock('prod_a', () => new Promise<string>((resolve) => { release = () => resolve('done'); }));
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      let acquired!: () => void;
+      const held = new Promise<void>((resolve) => { acquired = resolve; });
+      const holding = storage.traffic.withSyncLock('prod_a', () => {
+        acquired();
+        return new Promise<string>((resolve) => { release = () => resolve('done'); });
+      });
+      await held;
       assert.deepEqual(await other.traffic.withSyncLock('prod_a', async () => 'second'), { acquired: false });
       assert.deepEqual(await other.traffic.withSyncLock('prod_b', async () => 'other product'), { acquired: true, value: 'other product' });
       release();

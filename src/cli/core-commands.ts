@@ -40,13 +40,16 @@ export const coreCommands: Command[] = [
   },
   {
     path: ['keys', 'create'],
-    usage: 'inlet keys create --product <id> --kind events|reports [--name <name>] [--expires-at <RFC 3339>] [--json]',
-    summary: 'Create an API key; the secret is printed once',
-    options: { product: { type: 'string' }, kind: { type: 'string' }, name: { type: 'string' }, 'expires-at': { type: 'string' } },
+    usage: 'inlet keys create --product <id> --kind events|reports|browser [--origin <https://app.example.com> …] [--name <name>] [--expires-at <RFC 3339>] [--json]',
+    summary: 'Create an API key; the secret is printed once (a browser key needs at least one --origin)',
+    options: { product: { type: 'string' }, kind: { type: 'string' }, name: { type: 'string' }, 'expires-at': { type: 'string' }, origin: { type: 'string', multiple: true } },
     async run({ services, values, io, json }) {
       const productId = requireOption(values, 'product');
       const kind = requireOption(values, 'kind');
-      if (kind !== 'events' && kind !== 'reports') throw new UsageError('--kind must be events or reports');
+      if (kind !== 'events' && kind !== 'reports' && kind !== 'browser') throw new UsageError('--kind must be events, reports or browser');
+      const origins = values.origin as string[] | undefined;
+      if (kind === 'browser' && (origins === undefined || origins.length === 0)) throw new UsageError('a browser key needs at least one --origin, such as --origin https://app.example.com');
+      if (kind !== 'browser' && origins !== undefined) throw new UsageError('--origin is only for --kind browser');
       let expiresAt: string | null;
       try {
         expiresAt = parseExpiry(values['expires-at'] as string | undefined, '--expires-at');
@@ -54,7 +57,13 @@ export const coreCommands: Command[] = [
         if (error instanceof AppError) throw new UsageError(`--expires-at ${error.errors?.[0]?.message ?? error.message}`);
         throw error;
       }
-      const created = await services.keys.createKey(productId, { kind, name: (values.name as string | undefined) ?? null, expiresAt });
+      let created;
+      try {
+        created = await services.keys.createKey(productId, { kind, name: (values.name as string | undefined) ?? null, expiresAt, ...(origins === undefined ? {} : { allowedOrigins: origins }) });
+      } catch (error) {
+        if (error instanceof AppError && error.code === 'validation_error') throw new UsageError(`--origin ${error.errors?.[0]?.message ?? error.message}`);
+        throw error;
+      }
       const resource = apiKeyResource(created.record);
       if (json) io.out(JSON.stringify({ data: { ...resource, key: created.key } }));
       else {
@@ -62,7 +71,11 @@ export const coreCommands: Command[] = [
         io.out('');
         io.out(`  ${created.key}`);
         io.out('');
-        io.out('This is the only time the key is shown: store it in your secret manager now.');
+        io.out(
+          kind === 'browser'
+            ? `A browser key is publishable: put it in your web pages. Allowed origins: ${(resource.allowed_origins ?? []).join(', ')}.`
+            : 'This is the only time the key is shown: store it in your secret manager now.',
+        );
       }
       return 0;
     },

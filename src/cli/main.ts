@@ -5,10 +5,11 @@ import { AppError } from '../domain/errors.js';
 import { createServices } from '../services.js';
 import { parseCommandArgs, UsageError, type CliIo, type Command } from './command.js';
 import { coreCommands } from './core-commands.js';
+import { rejectionCommands } from './rejection-commands.js';
 import { identityCommands } from './identity-commands.js';
 import { trafficCommands } from './traffic-commands.js';
 
-export const commands: Command[] = [...coreCommands, ...identityCommands, ...trafficCommands];
+export const commands: Command[] = [...coreCommands, ...identityCommands, ...trafficCommands, ...rejectionCommands];
 
 function help(io: CliIo): void {
   io.out('Usage: inlet <command> [options]\n');

@@ -1,15 +1,54 @@
-// API key format (contract §1): `inlet_ev_` / `inlet_rp_` + 43 base62 characters (≈256 random bits).
+// API key format (contract §1): `inlet_ev_` / `inlet_rp_` / `inlet_pk_` + 43 base62 characters (≈256 random bits).
 // Only the SHA-256 of the whole key and a short display prefix are ever stored.
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { validationError } from './errors.js';
+import { validationError, type FieldError } from './errors.js';
 import { randomBase62 } from './ids.js';
 import { parseRfc3339 } from './timestamps.js';
 
-export type KeyKind = 'events' | 'reports';
+/** events: secret, writes events and identities; reports: reads traffic reports; browser: publishable, ingest only, from its allowed origins. */
+export const KEY_KINDS = ['events', 'reports', 'browser'] as const;
+export type KeyKind = (typeof KEY_KINDS)[number];
 
-export const KEY_PREFIXES: Record<KeyKind, string> = { events: 'inlet_ev_', reports: 'inlet_rp_' };
+export const KEY_PREFIXES: Record<KeyKind, string> = { events: 'inlet_ev_', reports: 'inlet_rp_', browser: 'inlet_pk_' };
 const SECRET_LENGTH = 43;
-const KEY_SHAPE = /^inlet_(ev|rp)_[0-9A-Za-z]{32,128}$/;
+const KEY_SHAPE = /^inlet_(ev|rp|pk)_[0-9A-Za-z]{32,128}$/;
+
+/**
+ * Allowed origins of a browser key (segment-compat "Keys"): exact `scheme://host[:port]`, or
+ * `https://*.example.com` (one label). Returns the normalised list, or field errors.
+ */
+export function validateAllowedOrigins(value: unknown, pointer = '/allowed_origins'): { ok: true; origins: string[] } | { ok: false; errors: FieldError[] } {
+  if (!Array.isArray(value) || value.length === 0) return { ok: false, errors: [{ pointer, message: 'a browser key needs a non-empty list of allowed origins, such as ["https://app.example.com"]' }] };
+  const errors: FieldError[] = [];
+  const origins: string[] = [];
+  value.forEach((raw, i) => {
+    const at = `${pointer}/${i}`;
+    if (typeof raw !== 'string' || raw.trim() === '') return errors.push({ pointer: at, message: 'must be an origin such as https://app.example.com' });
+    const text = raw.trim();
+    if (text === '*' || text === 'null') return errors.push({ pointer: at, message: `"${text}" would allow any page: list the origins of your app` });
+    const match = /^(https?):\/\/(\*\.)?([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(:\d{1,5})?$/.exec(text);
+    if (match === null) return errors.push({ pointer: at, message: `"${text}" is not an origin: scheme://host[:port], no path (https://*.example.com for one label of subdomains)` });
+    if (match[2] !== undefined && match[3]!.split('.').length < 2) return errors.push({ pointer: at, message: `"${text}": a wildcard needs a domain of at least two labels` });
+    origins.push(text.toLowerCase());
+  });
+  return errors.length > 0 ? { ok: false, errors } : { ok: true, origins: [...new Set(origins)] };
+}
+
+/** Whether a request's `Origin` is one of a browser key's allowed origins. */
+export function originAllowed(origin: string, allowed: readonly string[]): boolean {
+  const sent = origin.toLowerCase();
+  for (const entry of allowed) {
+    if (entry === sent) return true;
+    const star = entry.indexOf('://*.');
+    if (star < 0) continue;
+    const scheme = entry.slice(0, star + 3);
+    const suffix = entry.slice(star + 4); // ".example.com[:port]"
+    if (!sent.startsWith(scheme) || !sent.endsWith(suffix)) continue;
+    const label = sent.slice(scheme.length, sent.length - suffix.length);
+    if (/^[a-z0-9-]+$/.test(label)) return true;
+  }
+  return false;
+}
 
 export interface GeneratedKey {
   key: string;

@@ -14,6 +14,14 @@ export const ERROR_CODES = {
   legacy_format_removed: { status: 410, title: 'Legacy flat event names are no longer accepted' },
   request_timeout: { status: 408, title: 'Request not received in time' },
   payload_too_large: { status: 413, title: 'Payload too large' },
+  origin_not_allowed: { status: 403, title: 'Origin is not allowed for this browser key' },
+  secret_key_in_browser: { status: 403, title: 'A secret key was sent from a browser' },
+  // Per-item codes of the Segment routes (in their answer and the rejections list, never an HTTP status).
+  missing_identity: { status: 400, title: 'Item has neither userId nor anonymousId' },
+  invalid_timestamp: { status: 400, title: 'Item timestamp is out of range' },
+  invalid_event_name: { status: 400, title: 'Event name is empty or too long after normalisation' },
+  identified_merge_forbidden: { status: 403, title: 'A browser key may not merge two identified users' },
+  identity_conflict: { status: 409, title: 'Identity link conflicts with an earlier one' },
   unsupported_media_type: { status: 415, title: 'Unsupported media type' },
   rate_limited: { status: 429, title: 'Too many requests' },
   header_too_large: { status: 431, title: 'Request headers too large' },
@@ -53,12 +61,14 @@ export class AppError extends Error {
   constructor(
     code: ErrorCode,
     detail: string,
-    options: { errors?: FieldError[]; extras?: Record<string, unknown>; headers?: Record<string, string>; cause?: unknown } = {},
+    options: { errors?: FieldError[]; extras?: Record<string, unknown>; headers?: Record<string, string>; cause?: unknown; status?: number } = {},
   ) {
     super(detail, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'AppError';
     this.code = code;
-    this.status = ERROR_CODES[code].status;
+    // A route may answer a code with another status where its clients need it (the Segment routes
+    // answer an oversized body with 400, which every SDK drops instead of retrying).
+    this.status = options.status ?? ERROR_CODES[code].status;
     this.errors = options.errors;
     this.extras = options.extras ?? {};
     this.headers = options.headers ?? {};

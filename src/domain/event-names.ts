@@ -9,7 +9,7 @@ export const V1_EVENT_TYPES = ['user_signed_up', 'user_active', 'session_start',
 export type V1EventType = (typeof V1_EVENT_TYPES)[number];
 
 /** How the client spelled the event name. `legacy` is the deprecated flat v2 form. */
-export type NameFormat = 'preferred' | 'unified' | 'legacy' | 'v1';
+export type NameFormat = 'preferred' | 'unified' | 'legacy' | 'v1' | 'segment';
 
 export interface SplitName {
   eventType: string;

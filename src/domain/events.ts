@@ -37,6 +37,9 @@ export interface EventDraft {
   properties: Record<string, unknown>;
   /** `properties` serialised once, here: the batch size check and the storage row both use it. */
   propertiesJson: string;
+  /** What a Segment item carried beside its properties (segment-compat "Mapping"); absent for native events. */
+  context?: Record<string, unknown> | null;
+  original?: Record<string, unknown> | null;
 }
 
 export type DraftResult = { ok: true; draft: EventDraft } | { ok: false; errors: FieldError[] };

@@ -19,9 +19,24 @@ import { aliasRoute } from './routes/alias.js';
 import { adminUserRoutes } from './routes/admin-users.js';
 import { trafficReportsRoute } from './routes/traffic-reports.js';
 import { adminTrafficRoutes } from './routes/admin-traffic.js';
+import { segmentRoutes } from './segment/routes.js';
+import { adminRejectionRoutes } from './routes/admin-rejections.js';
+import { BROWSER_NATIVE_ROUTES, corsPreflight } from './browser-keys.js';
 
 export interface BuildAppOptions {
   logger?: FastifyServerOptions['logger'];
+}
+
+/**
+ * A hop count is applied as a function: Fastify refuses a bare number (a client that reaches Inlet
+ * directly could then spoof X-Forwarded-For), so a count is only for deployments reachable through
+ * the proxy alone (README). Addresses/CIDRs are checked against the peer, as Fastify does.
+ */
+function trustProxyOption(setting: Services['config']['trustProxy']): boolean {
+  if (setting === false) return false;
+  const option: NonNullable<FastifyServerOptions['trustProxy']> = typeof setting === 'number' ? (_address: string, hop: number) => hop < setting : setting.join(',');
+  // The cast only picks Fastify's HTTP/1 overload of the factory; every form above is a valid trustProxy.
+  return option as unknown as boolean;
 }
 
 export async function buildApp(services: Services, options: BuildAppOptions = {}): Promise<FastifyInstance> {
@@ -32,6 +47,8 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
       redact: { paths: ['req.headers.authorization', 'req.headers.cookie'], remove: true },
     },
     bodyLimit: config.maxBodyBytes,
+    // INLET_TRUST_PROXY: whether X-Forwarded-For/-Proto/-Host are believed (per-IP limits, context.ip, settings' apiHost).
+    trustProxy: trustProxyOption(config.trustProxy),
     logController: new AccessLogController({ requestIdLogLabel: 'request_id' }),
     genReqId: requestId,
     // Our own onRequest hook answers 503 problem+json while closing (Fastify's would not be problem+json).
@@ -72,10 +89,13 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
   identifyRoute(app, services);
   aliasRoute(app, services);
   trafficReportsRoute(app, services);
+  await app.register(segmentRoutes, { services });
+  corsPreflight(app, BROWSER_NATIVE_ROUTES);
   if (config.adminToken !== undefined) {
     adminRoutes(app, services, config.adminToken);
     adminUserRoutes(app, services, config.adminToken);
     adminTrafficRoutes(app, services, config.adminToken);
+    adminRejectionRoutes(app, services, config.adminToken);
   }
 
   return app;

@@ -24,7 +24,9 @@ export function requireKey(services: Services, kind: KeyKind): onRequestAsyncHoo
     request.auth = await services.keys.authenticate(request.headers.authorization, kind);
     const limiter = services.rateLimiter;
     if (!limiter.enabled) return;
-    const decision = limiter.take(request.auth.keyId);
+    const taken = limiter.take(request.auth.keyId);
+    // The in-process limiter answers at once; a shared one (PostgreSQL, Redis) with a promise.
+    const decision = taken instanceof Promise ? await taken : taken;
     reply.header('ratelimit-limit', String(decision.limit));
     reply.header('ratelimit-remaining', String(decision.remaining));
     reply.header('ratelimit-reset', String(decision.resetSeconds));

@@ -3,7 +3,7 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyReply } from 'fastify';
 import { eventResource, type EventResource } from '../resources/events.js';
-import type { InsertOutcome } from '../storage/types.js';
+import type { ItemOutcome } from '../services/ingest-service.js';
 import { dataEnvelope, problemResponse } from './schemas/common.js';
 import { EventRecordSchema } from './schemas/events.js';
 
@@ -27,8 +27,12 @@ export function singleEventResponses(extra: Record<number, unknown> = {}) {
   };
 }
 
-/** 201 with the new event, or 200 + `Idempotent-Replayed: true` with the original one (contract §4). */
-export function answerOutcome(reply: FastifyReply, outcome: InsertOutcome): { data: EventResource } {
+/**
+ * A single event's outcome as the answer: 201 with the new event, 200 + `Idempotent-Replayed: true`
+ * with the original one (contract §4), or the rejection thrown as the request's error.
+ */
+export function answerOutcome(reply: FastifyReply, outcome: ItemOutcome): { data: EventResource } {
+  if (outcome.status === 'rejected') throw outcome.error;
   if (outcome.status === 'duplicate') reply.header('idempotent-replayed', 'true').code(200);
   else reply.code(201);
   return { data: eventResource(outcome.event) };

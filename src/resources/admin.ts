@@ -16,5 +16,6 @@ export function apiKeyResource(key: ApiKeyRecord) {
     expires_at: key.expiresAt,
     revoked_at: key.revokedAt,
     last_used_at: key.lastUsedAt,
+    ...(key.kind === 'browser' ? { allowed_origins: key.allowedOrigins ?? [] } : {}),
   };
 }

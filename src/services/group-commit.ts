@@ -27,6 +27,10 @@ export class GroupCommitWriter<T, R> {
     private readonly options: GroupCommitOptions,
     /** Called after every successful commit (metrics), including the one-by-one retries. */
     private readonly onCommit?: (items: number, seconds: number) => void,
+    /** Errors after which the outcome of the commit may be unknown (the connection died while committing):
+     *  those fail every request of the group at once (503), because writing them again one by one could
+     *  store an event without an external_id twice. */
+    private readonly isUnavailable: (error: unknown) => boolean = () => false,
   ) {}
 
   submit(items: T[]): Promise<R[]> {
@@ -91,7 +95,7 @@ export class GroupCommitWriter<T, R> {
         offset += pending.items.length;
       }
     } catch (error) {
-      if (group.length === 1) group[0]!.reject(error);
+      if (group.length === 1 || this.isUnavailable(error)) for (const pending of group) pending.reject(error);
       // The commit was one transaction, so nothing of it was stored. One request's bad rows must not
       // fail the other requests that happened to share the commit: write each request on its own.
       else await this.writeEach(group);

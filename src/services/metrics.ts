@@ -9,6 +9,7 @@ export interface Metrics {
   commitDuration: Histogram;
   commitSize: Histogram;
   rateLimited: Counter<'endpoint'>;
+  rejections: Counter<'code' | 'severity' | 'recorded'>;
 }
 
 export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metrics {
@@ -45,6 +46,12 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       name: 'inlet_rate_limited_total',
       help: 'Requests refused with 429',
       labelNames: ['endpoint'],
+      registers: [registry],
+    }),
+    rejections: new Counter({
+      name: 'inlet_rejections_total',
+      help: 'Items refused one by one (severity rejected) or stored with a failed identity side effect (warning), by code; recorded=false past INLET_REJECTIONS_MAX_PER_HOUR',
+      labelNames: ['code', 'severity', 'recorded'],
       registers: [registry],
     }),
   };

@@ -6,15 +6,16 @@ import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { Database } from './database.js';
 import { apiKeyStore, eventReads, legacyUsageStore, productStore } from './core-stores.js';
+import { rejectionStore } from './rejection-store.js';
 import { identityStore } from './identity-store.js';
 import { migrate, type MigrationReport } from './migrate.js';
 import { sqliteEventWriter } from './sqlite/event-writer.js';
 import { postgresEventWriter } from './postgres/event-writer.js';
 import { trafficStore } from './traffic-store.js';
-import { postgresTarget } from './postgres/connection-url.js';
+import { checkWritableTarget, DatabaseUrlError, describeHosts, postgresSettings, type PostgresConnectionSettings } from './postgres/connection-url.js';
+import { isPostgresUnavailable } from './postgres/errors.js';
+import { createFailoverPool } from './postgres/pool.js';
 import { ensureEventPartitions, PARTITION_MAINTENANCE_INTERVAL_MS } from './postgres/event-partitions.js';
-import { isPostgresUnavailable } from './postgres/unavailable.js';
-import { isSqliteUnavailable } from './sqlite/unavailable.js';
 import type { Dialect, Storage } from './types.js';
 
 export interface OpenStorageOptions {
@@ -36,6 +37,12 @@ export interface OpenedStorage extends Storage {
   readonly closed: boolean;
   /** PostgreSQL only: the connection pool's state, for metrics. */
   readonly poolStats?: () => PoolStats;
+  /**
+   * PostgreSQL only: a small pool of its own for the shared rate limiter (it follows the primary like
+   * the main one). Its sessions commit with synchronous_commit=off: a counter lost in a crash costs a
+   * few requests of budget, while waiting for a synchronous standby on every request would cost latency.
+   */
+  readonly rateLimitPool?: () => pg.Pool;
 }
 
 export interface PoolStats {
@@ -44,6 +51,19 @@ export interface PoolStats {
   idle: number;
   /** Queries waiting for a free connection. */
   waiting: number;
+}
+
+const PARTITION_MAINTENANCE_RETRY_MS = 60_000;
+
+const SQLITE_UNAVAILABLE = new Set(['SQLITE_BUSY', 'SQLITE_LOCKED', 'SQLITE_IOERR', 'SQLITE_FULL']);
+
+function isSqliteUnavailable(error: unknown): boolean {
+  for (let current = error, depth = 0; current !== null && typeof current === 'object' && depth < 5; depth++) {
+    const code = (current as { code?: unknown }).code;
+    if (typeof code === 'string' && SQLITE_UNAVAILABLE.has(code)) return true;
+    current = (current as { cause?: unknown }).cause;
+  }
+  return false;
 }
 
 export function dialectOf(url: string): Dialect {
@@ -74,6 +94,10 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
   let db: Kysely<Database>;
   let makeWriter: () => Storage['events']['insertMany'];
   let poolStats: (() => PoolStats) | undefined;
+  let pool: pg.Pool | undefined;
+  let rateLimitPool: (() => pg.Pool) | undefined;
+  let limiterPool: pg.Pool | undefined;
+  let postgresHosts = '';
 
   if (dialect === 'sqlite') {
     const path = sqlitePath(url);
@@ -87,54 +111,85 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     const kysely = db;
     makeWriter = () => sqliteEventWriter(kysely, raw).insertMany;
   } else {
-    const { connectionString, schema } = postgresTarget(url, options.postgresSchema);
-    if (schema !== undefined) {
-      const admin = new pg.Client({ connectionString });
-      await admin.connect();
-      try {
-        await admin.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
-      } catch (error) {
-        // CREATE SCHEMA IF NOT EXISTS is not atomic: an instance starting at the same moment may win.
-        if (!['42P06', '23505'].includes((error as { code?: string }).code ?? '')) throw error;
-      } finally {
-        await admin.end();
-      }
+    let settings: PostgresConnectionSettings;
+    try {
+      settings = postgresSettings(url, options.postgresSchema);
+      checkWritableTarget(settings);
+    } catch (error) {
+      if (error instanceof DatabaseUrlError) throw new DatabaseUrlError(`INLET_DATABASE_URL: ${error.message}`);
+      throw error;
     }
-    const pool = new pg.Pool({
-      connectionString,
+    const schema = settings.schema;
+    // One code path for one host and many: the pool connects only to a host that matches
+    // target_session_attrs and moves on when it fails or is demoted (postgres/pool.ts).
+    const created = createFailoverPool(settings, {
       max: options.postgresPoolSize ?? 10,
       types: postgresTypes(),
       ...(schema === undefined ? {} : { options: `-c search_path=${schema}` }),
     });
+    pool = created.pool;
+    postgresHosts = describeHosts(settings);
+    rateLimitPool = () => {
+      limiterPool ??= createFailoverPool(settings, {
+        max: 4,
+        options: [schema === undefined ? '' : `-c search_path=${schema}`, '-c synchronous_commit=off'].join(' ').trim(),
+      }).pool;
+      limiterPool.on('error', () => {});
+      return limiterPool;
+    };
+    if (schema !== undefined) {
+      try {
+        await pool.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+      } catch (error) {
+        // CREATE SCHEMA IF NOT EXISTS is not atomic: an instance starting at the same moment may win.
+        if (!['42P06', '23505'].includes((error as { code?: string }).code ?? '')) {
+          await pool.end().catch(() => {});
+          throw error;
+        }
+      }
+    }
     // An idle client that loses its connection must not crash the process; the next query reconnects.
     pool.on('error', () => {});
     const max = options.postgresPoolSize ?? 10;
-    poolStats = () => ({ max, open: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount });
+    const stats = pool;
+    poolStats = () => ({ max, open: stats.totalCount, idle: stats.idleCount, waiting: stats.waitingCount });
     db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     const kysely = db;
     makeWriter = () => postgresEventWriter(kysely).insertMany;
   }
 
+  let closed = false;
   const migration = options.migrate === false ? undefined : await migrate(db, dialect);
   let maintenance: NodeJS.Timeout | undefined;
   if (dialect === 'postgres' && options.migrate !== false) {
     const kysely = db;
     await ensureEventPartitions(kysely);
-    // A long-running instance keeps months ahead of the clock. A failed run is retried at the next
-    // tick; meanwhile the default partition takes the rows, so ingest never depends on it.
-    maintenance = setInterval(() => void ensureEventPartitions(kysely).catch(() => {}), PARTITION_MAINTENANCE_INTERVAL_MS);
-    maintenance.unref();
+    // A long-running instance keeps months ahead of the clock. A failed run (the primary away during a
+    // failover) is retried a minute later, on whichever server is then the primary; meanwhile the
+    // default partition takes the rows, so ingest never depends on it.
+    const run = (delay: number) => {
+      if (closed) return;
+      maintenance = setTimeout(() => {
+        ensureEventPartitions(kysely).then(
+          () => run(PARTITION_MAINTENANCE_INTERVAL_MS),
+          () => run(PARTITION_MAINTENANCE_RETRY_MS),
+        );
+      }, delay);
+      maintenance.unref();
+    };
+    run(PARTITION_MAINTENANCE_INTERVAL_MS);
   }
   // The writer prepares its statements against the migrated schema.
   const insertMany = makeWriter();
   const reads = eventReads(db);
 
-  let closed = false;
   return {
     dialect,
     db,
     migration,
     ...(poolStats === undefined ? {} : { poolStats }),
+    ...(rateLimitPool === undefined ? {} : { rateLimitPool }),
+    isUnavailable: dialect === 'sqlite' ? isSqliteUnavailable : isPostgresUnavailable,
     get closed() {
       return closed;
     },
@@ -142,15 +197,25 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     apiKeys: apiKeyStore(db),
     events: { insertMany, get: reads.get, count: reads.count, listBySubjects: reads.listBySubjects },
     legacyUsage: legacyUsageStore(db),
+    rejections: rejectionStore(db),
     identity: identityStore(db, dialect),
     traffic: trafficStore(db, dialect),
     async ping() {
-      await sql`SELECT 1`.execute(db);
+      if (dialect === 'sqlite') {
+        await sql`SELECT 1`.execute(db);
+        return;
+      }
+      // Ready means "can take writes": a server that was demoted (or a standby reached with
+      // target_session_attrs=any) answers SELECT 1 but refuses every insert.
+      const { rows } = await sql<{ writable: boolean }>`SELECT NOT pg_is_in_recovery() AND current_setting('transaction_read_only') = 'off' AS writable`.execute(db);
+      if (rows[0]?.writable !== true) {
+        throw Object.assign(new Error(`PostgreSQL at ${postgresHosts} is read-only (a standby or a demoted primary)`), { code: '25006' });
+      }
     },
-    isUnavailable: dialect === 'sqlite' ? isSqliteUnavailable : isPostgresUnavailable,
     async close() {
-      clearInterval(maintenance);
       closed = true;
+      clearTimeout(maintenance);
+      await limiterPool?.end().catch(() => {});
       await db.destroy();
     },
   };

@@ -41,6 +41,7 @@ function apiKeyFromRow(row: Selectable<ApiKeysTable>): ApiKeyRecord {
     expiresAt: toIsoOrNull(row.expires_at),
     revokedAt: toIsoOrNull(row.revoked_at),
     lastUsedAt: toIsoOrNull(row.last_used_at),
+    allowedOrigins: row.allowed_origins === null ? null : (JSON.parse(row.allowed_origins) as string[]),
   };
 }
 
@@ -60,6 +61,7 @@ export function apiKeyStore(db: Kysely<Database>): ApiKeyStore {
           expires_at: key.expiresAt,
           revoked_at: key.revokedAt,
           last_used_at: key.lastUsedAt,
+          allowed_origins: key.allowedOrigins == null ? null : JSON.stringify(key.allowedOrigins),
         })
         .execute();
     },
@@ -83,6 +85,11 @@ export function apiKeyStore(db: Kysely<Database>): ApiKeyStore {
     },
     async revoke(id, at) {
       await db.updateTable('api_keys').set({ revoked_at: at }).where('id', '=', id).where('revoked_at', 'is', null).execute();
+      const row = await db.selectFrom('api_keys').selectAll().where('id', '=', id).executeTakeFirst();
+      return row && apiKeyFromRow(row);
+    },
+    async setAllowedOrigins(id, origins) {
+      await db.updateTable('api_keys').set({ allowed_origins: JSON.stringify(origins) }).where('id', '=', id).execute();
       const row = await db.selectFrom('api_keys').selectAll().where('id', '=', id).executeTakeFirst();
       return row && apiKeyFromRow(row);
     },
@@ -110,6 +117,8 @@ export function eventFromRow(row: Selectable<EventsTable>): EventRecord {
     receivedAt: toIso(row.received_at),
     properties: fromJson(row.properties),
     apiKeyId: row.api_key_id,
+    context: row.context == null ? null : fromJson(row.context),
+    original: row.original == null ? null : fromJson(row.original),
   };
 }
 

@@ -16,7 +16,7 @@ export interface ProductsTable {
 export interface ApiKeysTable {
   id: string;
   product_id: string;
-  kind: 'events' | 'reports';
+  kind: 'events' | 'reports' | 'browser';
   name: string | null;
   prefix: string;
   key_hash: string;
@@ -24,6 +24,8 @@ export interface ApiKeysTable {
   expires_at: NullableTimestamp;
   revoked_at: NullableTimestamp;
   last_used_at: NullableTimestamp;
+  /** JSON array of origins (browser keys only; migration 301). */
+  allowed_origins: string | null;
 }
 
 export interface EventsTable {
@@ -41,6 +43,9 @@ export interface EventsTable {
   received_at: Timestamp;
   properties: Json;
   api_key_id: string | null;
+  /** Segment items only (migration 300): the item's context and everything else it carried. */
+  context: Json | null;
+  original: Json | null;
 }
 
 export interface LegacyUsageTable {
@@ -58,7 +63,31 @@ export interface MigrationsTable {
   applied_at: Timestamp;
 }
 
+/** Items a client sent that were not stored (or stored with a failed side effect): migration 302. */
+export interface RejectionsTable {
+  id: string;
+  product_id: string;
+  received_at: Timestamp;
+  key_id: string | null;
+  route: string;
+  item_index: number;
+  message_id: string | null;
+  code: string;
+  detail: string;
+  severity: 'rejected' | 'warning';
+  item: string;
+}
+
+/** Per product and hour: rejections counted but not recorded once the hourly cap was reached. */
+export interface RejectionHoursTable {
+  product_id: string;
+  hour: string;
+  unrecorded: number;
+}
+
 export interface Database {
+  rejections: RejectionsTable;
+  rejection_hours: RejectionHoursTable;
   products: ProductsTable;
   api_keys: ApiKeysTable;
   events: EventsTable;

@@ -5,7 +5,9 @@ import type { IdentifierConflict, IdentifierPatch, Identifiers, TraitPatch, Trai
 import type { TrafficReportQuery, TrafficReportRow, TrafficRow } from '../domain/traffic-reports.js';
 
 export type Dialect = 'sqlite' | 'postgres';
-export type ApiKeyKind = 'events' | 'reports';
+import type { KeyKind } from '../domain/api-keys.js';
+
+export type ApiKeyKind = KeyKind;
 
 export interface ProductRecord {
   id: string;
@@ -24,6 +26,8 @@ export interface ApiKeyRecord {
   expiresAt: string | null;
   revokedAt: string | null;
   lastUsedAt: string | null;
+  /** Browser keys only: the origins whose pages may use the key. */
+  allowedOrigins?: string[] | null;
 }
 
 export interface EventRecord {
@@ -41,11 +45,17 @@ export interface EventRecord {
   receivedAt: string;
   properties: Record<string, unknown>;
   apiKeyId: string | null;
+  /** A Segment item's `context` (null for native events). */
+  context?: Record<string, unknown> | null;
+  /** Everything else a Segment item carried: its type, event name, ids, raw timestamps, integrations (null for native events). */
+  original?: Record<string, unknown> | null;
 }
 
-/** One event to store, with its properties also serialised (the ingest path serialises once). */
+/** One event to store, with its JSON values also serialised (the ingest path serialises once). */
 export interface EventInsert extends EventRecord {
   propertiesJson: string;
+  contextJson?: string | null;
+  originalJson?: string | null;
 }
 
 export type InsertOutcome = { status: 'created'; event: EventRecord } | { status: 'duplicate'; event: EventRecord };
@@ -81,6 +91,8 @@ export interface ApiKeyStore {
   listByProduct(productId: string): Promise<ApiKeyRecord[]>;
   /** Marks a key revoked; returns the key, or undefined when no such key exists. Revoking twice keeps the first time. */
   revoke(id: string, at: string): Promise<ApiKeyRecord | undefined>;
+  /** Replaces a browser key's allowed origins; returns the key, or undefined when no such key exists. */
+  setAllowedOrigins(id: string, origins: string[]): Promise<ApiKeyRecord | undefined>;
   touch(usages: Array<{ id: string; at: string }>): Promise<void>;
 }
 
@@ -172,17 +184,53 @@ export interface TrafficStore {
   withSyncLock<T>(productId: string, fn: () => Promise<T>): Promise<{ acquired: true; value: T } | { acquired: false }>;
 }
 
+export interface RejectionRecord {
+  /** uuidv7: id order is time order. */
+  id: string;
+  productId: string;
+  receivedAt: string;
+  keyId: string | null;
+  route: string;
+  index: number;
+  messageId: string | null;
+  code: string;
+  detail: string;
+  severity: 'rejected' | 'warning';
+  /** The item as received, as JSON text, at most 32 KiB. */
+  item: string;
+}
+
+export interface RejectionQuery {
+  limit: number;
+  beforeId?: string;
+  code?: string;
+  keyId?: string;
+  severity?: 'rejected' | 'warning';
+  receivedFrom?: string;
+  receivedTo?: string;
+}
+
+export interface RejectionStore {
+  insertMany(rows: RejectionRecord[]): Promise<void>;
+  /** Adds to the per-hour count of rejections past the recording cap. `hour` is `YYYY-MM-DDTHH`. */
+  addUnrecorded(counts: Array<{ productId: string; hour: string; count: number }>): Promise<void>;
+  /** Newest first. */
+  list(productId: string, query: RejectionQuery): Promise<RejectionRecord[]>;
+  deleteOlderThan(at: string): Promise<void>;
+}
+
 export interface Storage {
   readonly dialect: Dialect;
   readonly products: ProductStore;
   readonly apiKeys: ApiKeyStore;
   readonly events: EventStore;
   readonly legacyUsage: LegacyUsageStore;
+  readonly rejections: RejectionStore;
   readonly identity: IdentityStore;
   readonly traffic: TrafficStore;
   /** Throws when the database cannot be reached. */
   ping(): Promise<void>;
-  /** Whether `error` (from any store) means "unreachable or busy, retry later" rather than a bug. */
+  /** True when `error` means "storage unreachable (or not the primary) right now, retry later": 503, not 500. */
   isUnavailable(error: unknown): boolean;
   close(): Promise<void>;
 }

@@ -23,6 +23,8 @@ export interface PlausibleFake extends FakeServer {
   rows: PlausibleFakeRow[];
   /** Added before every answer (a slow provider). */
   latencyMs: number;
+  /** Holds every answer back until the returned function is called (a provider that answers when the test says so). */
+  hold(): () => void;
   /** Canned responses for the next queries, in order, before normal handling. */
   script(...responses: ScriptedResponse[]): void;
   /** Drops the canned responses not yet answered. */
@@ -46,8 +48,10 @@ export const PLAUSIBLE_429 = 'Too many API requests. Your API key is limited to 
 export async function startPlausibleFake(options: { siteId: string; apiKey: string; rows?: PlausibleFakeRow[] }): Promise<PlausibleFake> {
   const scripted: ScriptedResponse[] = [];
   const fake = {} as PlausibleFake;
+  let held: Promise<void> | undefined;
   const server = await startFakeServer(async (request) => {
     if (request.method !== 'POST' || request.path !== '/api/v2/query') return json(404, { error: 'Not found' });
+    if (held !== undefined) await held;
     if (fake.latencyMs > 0) await new Promise((resolve) => setTimeout(resolve, fake.latencyMs));
     const next = scripted.shift();
     if (next) return next;
@@ -98,6 +102,15 @@ export async function startPlausibleFake(options: { siteId: string; apiKey: stri
   return Object.assign(fake, server, {
     rows: options.rows ?? [],
     latencyMs: 0,
+    hold() {
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      held = gate;
+      return () => {
+        if (held === gate) held = undefined;
+        release();
+      };
+    },
     script: (...responses: ScriptedResponse[]) => scripted.push(...responses),
     clearScript: () => scripted.splice(0),
     queries: () =>

@@ -1,7 +1,8 @@
 // Request bodies (contract §3): JSON only, UTF-8 only, `__proto__` refused; gzip decompressed as it
 // streams in so the body limit applies to the decompressed size. And the rule issue 9 was about:
-// every stream this plugin creates has its errors handled, and a body nobody reads never stalls
-// or kills anything: it is not inflated at all, and the connection is closed after the answer.
+// every stream this plugin creates has its errors handled, and a body nobody reads (415, 401, a
+// GET with a body) never stalls or kills anything: its inflater is torn down after the answer and
+// the connection closed when the body was not complete.
 import { createGunzip, type Gunzip } from 'node:zlib';
 import type { IncomingMessage } from 'node:http';
 import fp from 'fastify-plugin';
@@ -29,9 +30,6 @@ export function parseJsonBody(contentType: string | undefined, body: string): un
     throw new AppError('invalid_json', `The body is not valid JSON: ${message}.`);
   }
 }
-
-/** The only media type with a parser: any other body is answered 415 and never read, so never inflated. */
-const JSON_MEDIA_TYPE = /^\s*application\/json\s*(?:;|$)/i;
 
 type CountingGunzip = Gunzip & { receivedEncodedLength: number };
 
@@ -72,6 +70,7 @@ function release(raw: IncomingMessage): void {
 export const bodyPlugin = fp(
   async (app: FastifyInstance) => {
     // JSON only (contract §3): Fastify's default text/plain parser would let other bodies through.
+    // (The Segment routes, in their own scope, read JSON under any Content-Type.)
     app.removeAllContentTypeParsers();
     app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
       try {
@@ -89,11 +88,6 @@ export const bodyPlugin = fp(
       }
       if (encoding !== 'gzip') {
         done(new AppError('unsupported_media_type', `Content-Encoding "${encoding}" is not supported; send gzip or no encoding.`));
-        return;
-      }
-      // A body that will not be parsed (415, or a method without a body) is not inflated at all.
-      if (!JSON_MEDIA_TYPE.test(request.headers['content-type'] ?? '')) {
-        done(null, payload);
         return;
       }
       done(null, inflate(request.raw));

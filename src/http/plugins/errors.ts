@@ -56,6 +56,9 @@ export function toAppError(error: FastifyError | Error, bodyLimit: number | unde
 
 function sendProblem(reply: FastifyReply, requestId: string, error: AppError): void {
   for (const [name, value] of Object.entries(error.headers)) reply.header(name, value);
+  // Storage away (a failover, a restart): tell clients when to retry; nothing of the request was stored
+  // unless the commit's outcome was unknown, and then the retry is answered as a duplicate.
+  if (error.code === 'unavailable' && error.headers['retry-after'] === undefined) reply.header('retry-after', '1');
   if (error.code === 'unauthorized') reply.header('www-authenticate', 'Bearer');
   void reply.code(error.status).type('application/problem+json').serializer(JSON.stringify).send(error.toProblem(requestId));
 }

@@ -20,6 +20,7 @@ export const openapiPlugin = fp(
             eventsKey: { type: 'http', scheme: 'bearer', description: 'Events API key (inlet_ev_…)' },
             reportsKey: { type: 'http', scheme: 'bearer', description: 'Reports API key (inlet_rp_…)' },
             adminToken: { type: 'http', scheme: 'bearer', description: 'INLET_ADMIN_TOKEN' },
+            writeKeyBasic: { type: 'http', scheme: 'basic', description: 'Segment write key (an events key) as the Basic user name; also X-Write-Key, "writeKey" in the body or ?writeKey=' },
           },
         },
         tags: [
@@ -28,6 +29,7 @@ export const openapiPlugin = fp(
           { name: 'admin', description: 'Products and keys (operators)' },
           { name: 'traffic', description: 'Traffic reports and their sources (GA4, Plausible)' },
           { name: 'operations', description: 'Health and metrics' },
+          { name: 'segment', description: 'Segment- and RudderStack-compatible ingestion (their SDKs, unchanged)' },
         ],
       },
       refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },

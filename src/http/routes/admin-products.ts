@@ -5,10 +5,13 @@ import type { FastifyInstance } from 'fastify';
 import { validationError } from '../../domain/errors.js';
 import { RFC3339_PATTERN_SOURCE } from '../../domain/timestamps.js';
 import type { Services } from '../../services.js';
-import { parseExpiry } from '../../domain/api-keys.js';
+import { KEY_KINDS, parseExpiry } from '../../domain/api-keys.js';
 import { apiKeyResource, productResource } from '../../resources/admin.js';
 import { requireAdmin } from '../auth.js';
 import { dataEnvelope, ProductIdParams, problemResponse } from '../schemas/common.js';
+
+const KeyKindSchema = Type.Union(KEY_KINDS.map((k) => Type.Literal(k)));
+const AllowedOrigins = Type.Optional(Type.Array(Type.String(), { description: 'browser keys only' }));
 
 const Product = Type.Object({ id: Type.String(), name: Type.String(), created_at: Type.String() });
 
@@ -16,13 +19,14 @@ const ApiKey = Type.Object(
   {
     id: Type.String(),
     product_id: Type.String(),
-    kind: Type.Union([Type.Literal('events'), Type.Literal('reports')]),
+    kind: KeyKindSchema,
     prefix: Type.String({ description: 'First characters of the key, to recognise it' }),
     name: Type.Union([Type.String(), Type.Null()]),
     created_at: Type.String(),
     expires_at: Type.Union([Type.String(), Type.Null()]),
     revoked_at: Type.Union([Type.String(), Type.Null()]),
     last_used_at: Type.Union([Type.String(), Type.Null()], { description: 'Updated at most once a minute' }),
+    allowed_origins: AllowedOrigins,
   },
   {},
 );
@@ -30,12 +34,13 @@ const ApiKey = Type.Object(
 const CreatedApiKey = Type.Object({
   id: Type.String(),
   product_id: Type.String(),
-  kind: Type.Union([Type.Literal('events'), Type.Literal('reports')]),
+  kind: KeyKindSchema,
   key: Type.String({ description: 'The secret. Shown only in this response: store it now.' }),
   prefix: Type.String(),
   name: Type.Union([Type.String(), Type.Null()]),
   created_at: Type.String(),
   expires_at: Type.Union([Type.String(), Type.Null()]),
+  allowed_origins: AllowedOrigins,
 });
 
 
@@ -83,7 +88,8 @@ export function adminRoutes(app: FastifyInstance, services: Services, adminToken
         params: ProductIdParams,
         body: Type.Object(
           {
-            kind: Type.Union([Type.Literal('events'), Type.Literal('reports')], { description: 'events: write events and identities; reports: read traffic reports' }),
+            kind: Type.Union(KEY_KINDS.map((k) => Type.Literal(k)), { description: 'events: write events and identities (secret, servers); reports: read traffic reports; browser: publishable, ingest only, from its allowed origins' }),
+            allowed_origins: Type.Optional(Type.Array(Type.String({ maxLength: 300 }), { maxItems: 100, description: 'browser keys only, required: exact scheme://host[:port] or https://*.example.com' })),
             name: Type.Optional(Type.Union([Type.String({ minLength: 1, maxLength: 200 }), Type.Null()])),
             expires_at: Type.Optional(Type.Union([Type.String({ pattern: RFC3339_PATTERN_SOURCE }), Type.Null()])),
           },
@@ -98,6 +104,7 @@ export function adminRoutes(app: FastifyInstance, services: Services, adminToken
         kind: request.body.kind,
         name: request.body.name ?? null,
         expiresAt,
+        allowedOrigins: request.body.allowed_origins,
       });
       reply.code(201);
       const resource = apiKeyResource(created.record);
@@ -111,6 +118,7 @@ export function adminRoutes(app: FastifyInstance, services: Services, adminToken
           name: resource.name,
           created_at: resource.created_at,
           expires_at: resource.expires_at,
+          ...(resource.allowed_origins === undefined ? {} : { allowed_origins: resource.allowed_origins }),
         },
       };
     },
@@ -148,6 +156,22 @@ export function adminRoutes(app: FastifyInstance, services: Services, adminToken
       reply.code(204);
       return null;
     },
+  );
+
+  r.patch(
+    '/admin/v1/keys/:key_id',
+    {
+      onRequest,
+      schema: {
+        tags: ['admin'],
+        summary: "Change a browser key's allowed origins",
+        security,
+        params: Type.Object({ key_id: Type.String({ minLength: 1, maxLength: 64 }) }, { additionalProperties: false }),
+        body: Type.Object({ allowed_origins: Type.Array(Type.String({ maxLength: 300 }), { maxItems: 100 }) }, { additionalProperties: false }),
+        response: { 200: dataEnvelope(ApiKey), 400: problemResponse('Invalid origins, or not a browser key'), 404: problemResponse('No such key'), ...common },
+      },
+    },
+    async (request) => ({ data: apiKeyResource(await services.keys.setAllowedOrigins(request.params.key_id, request.body.allowed_origins)) }),
   );
 
   r.get(

@@ -2,7 +2,8 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import type { Services } from '../../services.js';
-import { authOf, requireKey } from '../auth.js';
+import { authOf } from '../auth.js';
+import { requireIngestKey } from '../browser-keys.js';
 import { dataEnvelope, problemResponse } from '../schemas/common.js';
 import { AliasRequest, UserCustomer } from '../schemas/identity.js';
 import { userResource } from '../../resources/identity.js';
@@ -12,7 +13,7 @@ export function aliasRoute(app: FastifyInstance, services: Services): void {
   app.withTypeProvider<TypeBoxTypeProvider>().post(
     '/api/v2/alias',
     {
-      onRequest: requireKey(services, 'events'),
+      onRequest: requireIngestKey(services),
       bodyLimit: IDENTITY_BODY_LIMIT,
       schema: {
         tags: ['identity'],

@@ -1,15 +1,15 @@
 // POST /api/v2/events/batch — up to 1000 events, each validated and stored on its own (contract §4).
 import type { FastifyInstance } from 'fastify';
 import { AppError, validationError, type Problem } from '../../domain/errors.js';
-import { draftV2, eventJsonBytes, type EventDraft, type V2EventInput } from '../../domain/events.js';
-import type { NameFormat } from '../../domain/event-names.js';
+import { draftV2, eventJsonBytes, type V2EventInput } from '../../domain/events.js';
 import type { Services } from '../../services.js';
-import { authOf, requireKey } from '../auth.js';
+import type { Candidate } from '../../services/ingest-service.js';
+import { authOf } from '../auth.js';
+import { requireIngestKey } from '../browser-keys.js';
 import { DEPRECATION_HEADERS, eventResource, type EventResource } from '../events-format.js';
 import { BatchEnvelope, BatchRequest, BatchResponse, EventV2Request } from '../schemas/events.js';
 import { problemResponse } from '../schemas/common.js';
 import { compileSchema, schemaErrors } from '../validation.js';
-import { checkLegacy } from './events-v2.js';
 
 type ItemResult =
   | { index: number; status: 'created' | 'duplicate'; event: EventResource }
@@ -22,7 +22,7 @@ export function eventsBatchRoute(app: FastifyInstance, services: Services): void
   app.post(
     '/api/v2/events/batch',
     {
-      onRequest: requireKey(services, 'events'),
+      onRequest: requireIngestKey(services),
       bodyLimit: services.config.maxBodyBytes,
       // The documented body schema describes each element; validation here only checks the envelope,
       // because a bad element must be rejected on its own while the rest are stored.
@@ -57,74 +57,54 @@ export function eventsBatchRoute(app: FastifyInstance, services: Services): void
         throw new AppError('payload_too_large', `A batch holds at most ${maxBatchEvents} events; this one has ${events.length}.`);
       }
       const receivedAt = new Date().toISOString();
-      const results: Array<ItemResult | undefined> = new Array(events.length);
-      const formats: Array<NameFormat | 'unknown'> = new Array(events.length).fill('unknown');
-      const drafts: EventDraft[] = [];
-      const draftIndexes: number[] = [];
-      let legacySeen = false;
-
-      const reject = (index: number, error: AppError) => {
-        results[index] = { index, status: 'rejected', error: error.toProblem(request.id) };
-      };
-
-      for (let index = 0; index < events.length; index++) {
-        const element = events[index];
-        const base = `/events/${index}`;
-        // Schema and rules first: a valid event's size then comes from its properties, serialised once
-        // for storage anyway (the body limit bounds the work on an oversized element).
-        const errors = schemaErrors(EventV2Request, element, base);
-        if (errors.length > 0) {
-          reject(index, validationError(errors));
-          continue;
-        }
-        const draft = draftV2(element as V2EventInput, receivedAt, base);
-        if (!draft.ok) {
-          reject(index, validationError(draft.errors));
-          continue;
-        }
-        const bytes = eventJsonBytes(element as V2EventInput, draft.draft.propertiesJson);
-        if (bytes > maxEventBytes) {
-          reject(index, new AppError('payload_too_large', `Event ${index} is ${bytes} bytes of JSON; one event may be at most ${maxEventBytes}.`, { errors: [{ pointer: base, message: `larger than ${maxEventBytes} bytes` }] }));
-          continue;
-        }
-        formats[index] = draft.draft.name.nameFormat;
-        if (draft.draft.name.nameFormat === 'legacy') {
-          legacySeen = true;
-          try {
-            checkLegacy(services, auth, draft.draft.name, receivedAt);
-          } catch (error) {
-            reject(index, error as AppError);
-            continue;
-          }
-        }
-        drafts.push(draft.draft);
-        draftIndexes.push(index);
-      }
-
-      const outcomes = drafts.length > 0 ? await services.ingest.ingest(auth, drafts, receivedAt) : [];
-      outcomes.forEach((outcome, i) => {
-        const index = draftIndexes[i]!;
-        results[index] = { index, status: outcome.status, event: eventResource(outcome.event) };
+      const candidates = events.map((element, index) => batchCandidate(element, index, receivedAt, maxEventBytes));
+      const { outcomes, legacySeen } = await services.ingest.accept(auth, candidates, {
+        endpoint: 'batch',
+        receivedAt,
+        record: {
+          route: '/api/v2/events/batch',
+          item: (index) => events[index],
+          messageId: (index) => {
+            const id = (events[index] as { external_id?: unknown } | null)?.external_id;
+            return typeof id === 'string' ? id.slice(0, 255) : null;
+          },
+        },
       });
 
       const meta = { created: 0, duplicates: 0, rejected: 0 };
-      // Counted per (format, outcome) first: one metrics update per distinct pair, not one per element.
-      const tally = new Map<string, { format: NameFormat | 'unknown'; outcome: ItemResult['status']; count: number }>();
-      for (let index = 0; index < results.length; index++) {
-        const result = results[index]!;
-        if (result.status === 'created') meta.created++;
-        else if (result.status === 'duplicate') meta.duplicates++;
-        else meta.rejected++;
-        const format = formats[index]!;
-        const key = `${format}/${result.status}`;
-        const entry = tally.get(key);
-        if (entry === undefined) tally.set(key, { format, outcome: result.status, count: 1 });
-        else entry.count++;
-      }
-      for (const { format, outcome, count } of tally.values()) services.metrics.events.inc({ endpoint: 'batch', format, outcome }, count);
+      const results: ItemResult[] = outcomes.map((outcome, index) => {
+        if (outcome.status === 'rejected') {
+          meta.rejected++;
+          return { index, status: 'rejected', error: outcome.error.toProblem(request.id) };
+        }
+        if (outcome.status === 'created') meta.created++;
+        else meta.duplicates++;
+        return { index, status: outcome.status, event: eventResource(outcome.event) };
+      });
       if (legacySeen) reply.headers(DEPRECATION_HEADERS);
       reply.code(meta.rejected > 0 ? 207 : 200);
       return { data: results, meta };
     },
   );
+}
+
+/** One batch element as a pipeline candidate: schema and name rules first, then its size. */
+function batchCandidate(element: unknown, index: number, receivedAt: string, maxEventBytes: number): Candidate {
+  const base = `/events/${index}`;
+  // Schema and rules first: a valid event's size then comes from its properties, serialised once
+  // for storage anyway (the body limit bounds the work on an oversized element).
+  const errors = schemaErrors(EventV2Request, element, base);
+  if (errors.length > 0) return { ok: false, error: validationError(errors) };
+  const draft = draftV2(element as V2EventInput, receivedAt, base);
+  if (!draft.ok) return { ok: false, error: validationError(draft.errors) };
+  const bytes = eventJsonBytes(element as V2EventInput, draft.draft.propertiesJson);
+  if (bytes > maxEventBytes) {
+    return {
+      ok: false,
+      error: new AppError('payload_too_large', `Event ${index} is ${bytes} bytes of JSON; one event may be at most ${maxEventBytes}.`, {
+        errors: [{ pointer: base, message: `larger than ${maxEventBytes} bytes` }],
+      }),
+    };
+  }
+  return draft;
 }

@@ -2,7 +2,8 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { draftV1 } from '../../domain/events.js';
-import { validationError } from '../../domain/errors.js';
+import { AppError, validationError } from '../../domain/errors.js';
+import type { Candidate } from '../../services/ingest-service.js';
 import type { Services } from '../../services.js';
 import { authOf, requireKey } from '../auth.js';
 import { answerOutcome, singleEventResponses } from '../events-format.js';
@@ -27,20 +28,23 @@ export function eventsV1Route(app: FastifyInstance, services: Services): void {
       },
     },
     async (request, reply) => {
-      if (request.validationError !== undefined) {
-        services.metrics.events.inc({ endpoint: 'v1', format: 'v1', outcome: 'rejected' });
-        throw request.validationError;
-      }
-      const auth = authOf(request);
       const receivedAt = new Date().toISOString();
-      const result = draftV1(request.body, receivedAt);
-      if (!result.ok) {
-        services.metrics.events.inc({ endpoint: 'v1', format: 'v1', outcome: 'rejected' });
-        throw validationError(result.errors);
-      }
-      const [outcome] = await services.ingest.ingest(auth, [result.draft], receivedAt);
-      services.metrics.events.inc({ endpoint: 'v1', format: 'v1', outcome: outcome!.status });
-      return answerOutcome(reply, outcome!);
+      const candidate = singleCandidate(request.validationError, () => draftV1(request.body, receivedAt), 'v1');
+      const { outcomes } = await services.ingest.accept(authOf(request), [candidate], { endpoint: 'v1', receivedAt });
+      return answerOutcome(reply, outcomes[0]!);
     },
   );
+}
+
+/** A single-event request as the pipeline's one candidate: its schema error, its draft errors, or its draft. */
+export function singleCandidate(
+  schemaError: Error | undefined,
+  draft: () => ReturnType<typeof draftV1>,
+  format: Exclude<Candidate, { ok: true }>['format'],
+): Candidate {
+  if (schemaError !== undefined) {
+    return { ok: false, error: schemaError instanceof AppError ? schemaError : new AppError('validation_error', schemaError.message), format };
+  }
+  const result = draft();
+  return result.ok ? result : { ok: false, error: validationError(result.errors), format };
 }

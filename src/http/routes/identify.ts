@@ -1,8 +1,10 @@
 // POST /api/v2/identify — create or update a user_customer (contract §6).
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
+import { AppError } from '../../domain/errors.js';
 import type { Services } from '../../services.js';
-import { authOf, requireKey } from '../auth.js';
+import { authOf } from '../auth.js';
+import { requireIngestKey } from '../browser-keys.js';
 import { dataEnvelope, problemResponse } from '../schemas/common.js';
 import { IdentifyRequest, UserCustomer } from '../schemas/identity.js';
 import { userResource } from '../../resources/identity.js';
@@ -14,7 +16,7 @@ export function identifyRoute(app: FastifyInstance, services: Services): void {
   app.withTypeProvider<TypeBoxTypeProvider>().post(
     '/api/v2/identify',
     {
-      onRequest: requireKey(services, 'events'),
+      onRequest: requireIngestKey(services),
       bodyLimit: IDENTITY_BODY_LIMIT,
       schema: {
         tags: ['identity'],
@@ -37,7 +39,14 @@ export function identifyRoute(app: FastifyInstance, services: Services): void {
       },
     },
     async (request, reply) => {
-      const { created, user } = await services.identity.identify(authOf(request).productId, request.body);
+      const auth = authOf(request);
+      // A public key must not claim identifiers: anyone could squat another person's e-mail (clarifications §19).
+      if (auth.kind === 'browser' && request.body.identifiers !== undefined && Object.keys(request.body.identifiers).length > 0) {
+        throw new AppError('forbidden', 'A browser key cannot set identifiers ("identifiers"): send them from your server with an events key; traits are fine.', {
+          errors: [{ pointer: '/identifiers', message: 'not allowed with a browser key' }],
+        });
+      }
+      const { created, user } = await services.identity.identify(auth.productId, request.body);
       reply.code(created ? 201 : 200);
       return { data: userResource(user) };
     },

@@ -10,7 +10,7 @@
 // concurrent writer of the same key waits on the key until the first commits, then sees a conflict.
 //
 // Hand-written SQL over unnest() of one array per column instead of Kysely's multi-row VALUES: the
-// statement text and its 14 parameters are the same whatever the group size (no 65,535-parameter
+// statement text and its 16 parameters are the same whatever the group size (no 65,535-parameter
 // limit to chunk around, one plan shape), and a data-modifying CTE is clearer written out.
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../database.js';
@@ -43,9 +43,10 @@ export function postgresEventWriter(db: Kysely<Database>) {
           ${column((r) => r.externalId)}::text[], ${column((r) => r.eventType)}::text[], ${column((r) => r.action)}::text[],
           ${column((r) => r.canonicalName)}::text[], ${column((r) => r.nameFormat)}::text[], ${column((r) => r.subjectType)}::text[],
           ${column((r) => r.subjectId)}::text[], ${column((r) => r.occurredAt)}::timestamptz[], ${column((r) => r.receivedAt)}::timestamptz[],
-          ${column((r) => r.propertiesJson)}::jsonb[], ${column((r) => r.apiKeyId)}::text[]
+          ${column((r) => r.propertiesJson)}::jsonb[], ${column((r) => r.apiKeyId)}::text[],
+          ${column((r) => r.contextJson ?? null)}::jsonb[], ${column((r) => r.originalJson ?? null)}::jsonb[]
         ) WITH ORDINALITY AS t(id, product_id, source, external_id, event_type, action, canonical_name, name_format,
-                               subject_type, subject_id, occurred_at, received_at, properties, api_key_id, position)
+                               subject_type, subject_id, occurred_at, received_at, properties, api_key_id, context, original, position)
       ), claimed AS (
         INSERT INTO event_dedup (product_id, source, external_id, event_id, received_at)
         SELECT product_id, source, external_id, id, received_at FROM input WHERE external_id IS NOT NULL ORDER BY position
@@ -53,9 +54,9 @@ export function postgresEventWriter(db: Kysely<Database>) {
         RETURNING event_id
       )
       INSERT INTO events (id, product_id, source, external_id, event_type, action, canonical_name, name_format,
-                          subject_type, subject_id, occurred_at, received_at, properties, api_key_id)
+                          subject_type, subject_id, occurred_at, received_at, properties, api_key_id, context, original)
       SELECT id, product_id, source, external_id, event_type, action, canonical_name, name_format,
-             subject_type, subject_id, occurred_at, received_at, properties, api_key_id
+             subject_type, subject_id, occurred_at, received_at, properties, api_key_id, context, original
         FROM input
        WHERE external_id IS NULL OR id IN (SELECT event_id FROM claimed)
       RETURNING id`.execute(db);

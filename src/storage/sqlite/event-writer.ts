@@ -8,10 +8,10 @@ import { eventFromRow } from '../core-stores.js';
 import type { EventInsert, InsertOutcome } from '../types.js';
 
 const COLUMNS =
-  'id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id, occurred_at, received_at, properties, api_key_id';
+  'id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id, occurred_at, received_at, properties, api_key_id, context, original';
 
 export function sqliteEventWriter(db: Kysely<Database>, raw: BetterSqlite3.Database) {
-  const insert = raw.prepare(`INSERT INTO events (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`);
+  const insert = raw.prepare(`INSERT INTO events (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`);
   const original = raw.prepare(`SELECT ${COLUMNS} FROM events WHERE product_id = ? AND source = ? AND external_id = ?`);
 
   const writeAll = raw.transaction((rows: EventInsert[]): InsertOutcome[] =>
@@ -31,6 +31,8 @@ export function sqliteEventWriter(db: Kysely<Database>, raw: BetterSqlite3.Datab
         row.receivedAt,
         row.propertiesJson,
         row.apiKeyId,
+        row.contextJson ?? null,
+        row.originalJson ?? null,
       );
       if (result.changes === 1) return { status: 'created', event: row };
       const stored = original.get(row.productId, row.source, row.externalId) as Parameters<typeof eventFromRow>[0] | undefined;

@@ -2,7 +2,7 @@
 // duplicate is lost; concurrent requests share commits but never each other's results or failures).
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { GroupCommitWriter } from '../src/services/group-commit.js';
+import { GroupCommitWriter } from '../../src/services/group-commit.js';
 
 /** A fake store: records every commit; fails a commit that holds a "bad" item. */
 function fakeStore() {

@@ -1,12 +1,12 @@
 // The real connectors against local fakes of Plausible and GA4 (127.0.0.1 only).
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { ga4Provider, AccessTokenCache } from '../src/sync/ga4.js';
-import { plausibleProvider } from '../src/sync/plausible.js';
-import { ProviderError, parseRetryAfter, type RetryPolicy } from '../src/sync/provider.js';
-import { startGa4Fake, type Ga4Fake, type Ga4FakeRow } from './fakes/ga4-fake.js';
-import { PLAUSIBLE_401, PLAUSIBLE_429, startPlausibleFake, type PlausibleFake, type PlausibleFakeRow } from './fakes/plausible-fake.js';
-import { makeServiceAccount } from './fakes/keys.js';
+import { ga4Provider, AccessTokenCache } from '../../src/sync/ga4.js';
+import { plausibleProvider } from '../../src/sync/plausible.js';
+import { ProviderError, parseRetryAfter, type RetryPolicy } from '../../src/sync/provider.js';
+import { startGa4Fake, type Ga4Fake, type Ga4FakeRow } from '../fakes/ga4-fake.js';
+import { PLAUSIBLE_401, PLAUSIBLE_429, startPlausibleFake, type PlausibleFake, type PlausibleFakeRow } from '../fakes/plausible-fake.js';
+import { makeServiceAccount } from '../fakes/keys.js';
 
 const FAST: RetryPolicy = { maxTotalMs: 2_000, initialDelayMs: 20, maxDelayMs: 100, requestTimeoutMs: 2_000 };
 

@@ -3,8 +3,8 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { splitV1Name, splitV2Name, V1_EVENT_TYPES, type NameInput } from '../src/domain/event-names.js';
-import { parseRfc3339 } from '../src/domain/timestamps.js';
+import { splitV1Name, splitV2Name, V1_EVENT_TYPES, type NameInput } from '../../src/domain/event-names.js';
+import { parseRfc3339 } from '../../src/domain/timestamps.js';
 
 const long = (n: number) => 'a'.repeat(n);
 

@@ -3,7 +3,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { eventJsonBytes, type V2EventInput } from '../src/domain/events.js';
+import { eventJsonBytes, type V2EventInput } from '../../src/domain/events.js';
 
 const text = fc.string({ unit: 'binary', minLength: 1, maxLength: 40 });
 

@@ -12,7 +12,7 @@ import {
   mergeTraits,
   validateIdentifiers,
   validateTraits,
-} from '../src/domain/identity.js';
+} from '../../src/domain/identity.js';
 
 describe('checkExternalId', () => {
   const accepted: Array<[string, string]> = [

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { AppError } from '../src/domain/errors.js';
+import { AppError } from '../../src/domain/errors.js';
 import {
   aggregateMetrics,
   cursorAfter,
@@ -10,7 +10,7 @@ import {
   parseTrafficReportQuery,
   type TrafficMetrics,
   type TrafficRow,
-} from '../src/domain/traffic-reports.js';
+} from '../../src/domain/traffic-reports.js';
 
 const NOW = new Date('2026-03-15T10:00:00Z');
 

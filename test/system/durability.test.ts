@@ -2,10 +2,10 @@
 // and a graceful shutdown (SIGTERM) answers in-flight requests and loses none of them.
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createTestServices, dialect, testDatabase, type TestDatabase } from './helpers.js';
-import { startServerProcess, type ServerProcess } from './support/server-process.js';
-import { createServices } from '../src/services.js';
-import { testConfig } from './helpers.js';
+import { createTestServices, dialect, testDatabase, type TestDatabase } from '../helpers.js';
+import { startServerProcess, type ServerProcess } from '../support/server-process.js';
+import { createServices } from '../../src/services.js';
+import { testConfig } from '../helpers.js';
 
 async function seed(database: TestDatabase): Promise<{ productId: string; key: string }> {
   const { services } = await createTestServices({}, database);

@@ -1,0 +1,191 @@
+// `npm run bench -- --backend postgres --instances 1,2,4`: batch ingest through N Inlet instances on one
+// PostgreSQL (a fresh database), beside that PostgreSQL's own raw insert rate into the same events table
+// measured in the same run. Each instance gets its own autocannon load (the connections split evenly),
+// as a balancer would spread it. See bench/README.md ("Scaling out").
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { availableParallelism, loadavg } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { postgresRawInsert, type BaselineResult } from './baselines.js';
+import { postgresDatabase, redact, tempDirectory } from './database.js';
+import { runLoad, type LoadResult } from './load.js';
+import { cleanUp, freePort, installExitHandlers, startChild, waitUntilReady, type Child } from './processes.js';
+import { ExternalIds, batchJson } from './workload.js';
+
+const ROOT = new URL('..', import.meta.url).pathname;
+
+export const SCALING_USAGE = `npm run bench -- --backend postgres --instances 1,2,4 [options]
+  --instances <list>        instance counts to run, comma-separated (default 1,2,4)
+  --database <url>          PostgreSQL server on 127.0.0.1 (default postgres://postgres@127.0.0.1:5432/postgres,
+                            or INLET_BENCH_DATABASE_URL); a fresh database is created and dropped
+  --duration <s>            seconds of load per run (default 10)
+  --warmup <s>              seconds of unmeasured load before each run (default 2)
+  --connections <n>         HTTP connections in total, split between the instances (default 32)
+  --batch-size <n>          events per batch request (default 100)
+  --rate-limit-store <s>    INLET_RATE_LIMIT_STORE of the instances: postgres (default, shared) | memory
+  --no-build                use dist/ as it is`;
+
+interface ScalingArgs {
+  instances: number[];
+  serverUrl: string;
+  durationSeconds: number;
+  warmupSeconds: number;
+  connections: number;
+  batchSize: number;
+  rateLimitStore: 'postgres' | 'memory';
+  build: boolean;
+}
+
+function parse(argv: string[]): ScalingArgs {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      backend: { type: 'string' },
+      instances: { type: 'string' },
+      database: { type: 'string' },
+      duration: { type: 'string' },
+      warmup: { type: 'string' },
+      connections: { type: 'string' },
+      'batch-size': { type: 'string' },
+      'rate-limit-store': { type: 'string' },
+      'no-build': { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    strict: true,
+  });
+  if (values.help) {
+    process.stdout.write(`${SCALING_USAGE}\n`);
+    process.exit(0);
+  }
+  if ((values.backend ?? 'postgres') !== 'postgres') throw new Error('--instances needs --backend postgres (several instances share one PostgreSQL)');
+  const number = (name: string, raw: string | undefined, fallback: number) => {
+    const value = raw === undefined ? fallback : Number(raw);
+    if (!Number.isInteger(value) || value < 0) throw new Error(`--${name} must be a whole number, got "${raw}"`);
+    return value;
+  };
+  const instances = (values.instances ?? '1,2,4').split(',').map((n) => number('instances', n.trim(), 1));
+  if (instances.some((n) => n < 1 || n > 16)) throw new Error('--instances: each count from 1 to 16');
+  const serverUrl = values.database ?? process.env.INLET_BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+  if (!['127.0.0.1', 'localhost', '[::1]'].includes(new URL(serverUrl).hostname)) throw new Error('--database must be a server on this machine');
+  const store = values['rate-limit-store'] ?? 'postgres';
+  if (store !== 'postgres' && store !== 'memory') throw new Error('--rate-limit-store must be postgres or memory');
+  return {
+    instances,
+    serverUrl,
+    durationSeconds: number('duration', values.duration, 10),
+    warmupSeconds: number('warmup', values.warmup, 2),
+    connections: number('connections', values.connections, 32),
+    batchSize: number('batch-size', values['batch-size'], 100),
+    rateLimitStore: store,
+    build: !values['no-build'],
+  };
+}
+
+async function adminPost(base: string, token: string, path: string, body: unknown): Promise<Record<string, string>> {
+  const response = await fetch(`${base}${path}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  if (response.status !== 201) throw new Error(`POST ${path} answered ${response.status}: ${await response.text()}`);
+  return ((await response.json()) as { data: Record<string, string> }).data;
+}
+
+async function startInstances(count: number, url: string, adminToken: string, store: string, dir: string, tag: string): Promise<Array<{ child: Child; base: string }>> {
+  const started: Array<{ child: Child; base: string }> = [];
+  for (let i = 0; i < count; i++) {
+    const port = await freePort();
+    const logFile = join(dir, `inlet-${tag}-${i}.log`);
+    const child = startChild(`inlet ${i + 1}/${count}`, process.execPath, [join(ROOT, 'dist/main.js')], {
+      PATH: process.env.PATH,
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      INLET_DATABASE_URL: url,
+      INLET_ADMIN_TOKEN: adminToken,
+      INLET_LOG_LEVEL: 'warn',
+      INLET_RATE_LIMIT_RPS: '10000000', // the limiter runs, with a budget too large to refuse
+      INLET_RATE_LIMIT_STORE: store,
+      INLET_TRAFFIC_SYNC_INTERVAL_MS: '0',
+    }, logFile);
+    const base = `http://127.0.0.1:${port}`;
+    await waitUntilReady(child, `${base}/readyz`, logFile, 60_000);
+    started.push({ child, base });
+  }
+  return started;
+}
+
+async function loadAll(bases: string[], key: string, args: ScalingArgs, ids: ExternalIds, seconds: number): Promise<LoadResult[]> {
+  const per = Math.max(1, Math.floor(args.connections / bases.length));
+  let n = 0;
+  return Promise.all(
+    bases.map((base) =>
+      runLoad({ url: base, path: '/api/v2/events/batch', headers: { authorization: `Bearer ${key}` }, body: () => batchJson(ids, args.batchSize, n++), connections: per, durationSeconds: seconds }, 200),
+    ),
+  );
+}
+
+async function parallelRawInsert(url: string, productId: string, keyId: string, batchSize: number, seconds: number, connections: number): Promise<BaselineResult> {
+  const started = Date.now();
+  const runs = await Promise.all(Array.from({ length: connections }, () => postgresRawInsert(url, productId, keyId, batchSize, seconds)));
+  const rows = runs.reduce((sum, r) => sum + r.rows, 0);
+  const wall = (Date.now() - started) / 1000;
+  return { label: `raw multi-row INSERT, ${batchSize} rows per statement, ${connections} connections`, rows, seconds: wall, eventsPerSecond: rows / wall };
+}
+
+export async function scalingMain(argv: string[]): Promise<number> {
+  const args = parse(argv);
+  installExitHandlers(args.instances.length * (args.durationSeconds + args.warmupSeconds + 60) + 300);
+  const uptime = spawnSync('uptime', { encoding: 'utf8' }).stdout.trim();
+  if (args.build) {
+    const result = spawnSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')], { stdio: 'inherit' });
+    if (result.status !== 0) throw new Error('build failed');
+  }
+  const dir = tempDirectory();
+  const database = await postgresDatabase(args.serverUrl);
+  const adminToken = randomBytes(24).toString('hex');
+  // One instance migrates and creates the product and key; every run then starts its instances anew.
+  const [first] = await startInstances(1, database.url, adminToken, args.rateLimitStore, dir, 'setup');
+  const product = await adminPost(first!.base, adminToken, '/admin/v1/products', { name: 'bench' });
+  const key = await adminPost(first!.base, adminToken, `/admin/v1/products/${product.id}/keys`, { kind: 'events' });
+  await first!.child.stop();
+
+  const rows: Array<{ label: string; eventsPerSecond: number; p99?: number; errors?: string }> = [];
+  const ids = new ExternalIds(`scale-${Date.now()}`);
+  for (const count of args.instances) {
+    const instances = await startInstances(count, database.url, adminToken, args.rateLimitStore, dir, `n${count}`);
+    if (args.warmupSeconds > 0) await loadAll(instances.map((i) => i.base), key.key!, args, ids, args.warmupSeconds);
+    const results = await loadAll(instances.map((i) => i.base), key.key!, args, ids, args.durationSeconds);
+    const ok = results.reduce((sum, r) => sum + r.ok, 0);
+    const seconds = Math.max(...results.map((r) => r.seconds));
+    const bad = results.flatMap((r) => Object.entries(r.statusCounts).filter(([status]) => status !== '200').map(([s, c]) => `${s}×${c}`));
+    const errors = results.reduce((sum, r) => sum + r.errors + r.timeouts, 0);
+    rows.push({
+      label: `Inlet × ${count} (${args.connections} connections, batches of ${args.batchSize})`,
+      eventsPerSecond: (ok * args.batchSize) / seconds,
+      p99: Math.max(...results.map((r) => r.p99Ms)),
+      ...(bad.length + errors > 0 ? { errors: [...bad, errors > 0 ? `errors×${errors}` : ''].filter(Boolean).join(' ') } : {}),
+    });
+    await Promise.all(instances.map((i) => i.child.stop()));
+  }
+  const raw1 = await postgresRawInsert(database.url, product.id!, key.id!, args.batchSize, args.durationSeconds);
+  const raw4 = await parallelRawInsert(database.url, product.id!, key.id!, args.batchSize, args.durationSeconds, 4);
+  const best = Math.max(...rows.map((r) => r.eventsPerSecond));
+  const rawBest = Math.max(raw1.eventsPerSecond, raw4.eventsPerSecond);
+
+  const out: string[] = [];
+  out.push(`npm run bench -- --backend postgres --instances ${args.instances.join(',')} (duration ${args.durationSeconds} s, rate-limit store ${args.rateLimitStore})`);
+  out.push(`database: ${redact(database.url)} — PostgreSQL and every Inlet instance and the load generator share this machine's ${availableParallelism()} cores`);
+  out.push(`machine load before the run: ${uptime} (loadavg now ${loadavg().map((l) => l.toFixed(2)).join(' ')})`);
+  out.push('');
+  out.push('| what | events/s | p99 ms | notes |');
+  out.push('|---|---:|---:|---|');
+  for (const row of rows) out.push(`| ${row.label} | ${Math.round(row.eventsPerSecond)} | ${row.p99 ?? ''} | ${row.errors ?? ''} |`);
+  out.push(`| ${raw1.label} | ${Math.round(raw1.eventsPerSecond)} | | into the same events table, no dedup table |`);
+  out.push(`| ${raw4.label} | ${Math.round(raw4.eventsPerSecond)} | | |`);
+  out.push('');
+  out.push(`best Inlet / best raw = ${(best / rawBest).toFixed(2)} (target ≥ 0.70)`);
+  process.stdout.write(`${out.join('\n')}\n`);
+  await cleanUp();
+  return 0;
+}

@@ -1,0 +1,271 @@
+// The Segment spec (track, identify, alias, page, screen, group) translated into Inlet's model
+// (segment-compat.md "Mapping to Inlet's model"). Pure: no I/O, no clock (the receive time is passed in).
+import { createHash } from 'node:crypto';
+import { AppError, type ErrorCode, type FieldError } from './errors.js';
+import { NAME_MAX_LENGTH, type SplitName } from './event-names.js';
+import type { EventDraft } from './events.js';
+import { rejectUnstorable } from './json-values.js';
+
+export const SEGMENT_CALLS = ['track', 'identify', 'alias', 'page', 'screen', 'group'] as const;
+export type SegmentCall = (typeof SEGMENT_CALLS)[number];
+
+/** Events of every Segment route share this source, so a retry by any SDK deduplicates (contract §4). */
+export const SEGMENT_SOURCE = 'segment';
+
+/** Segment's own limits (clarifications §24), separate from the native batch route's. */
+export const SEGMENT_LIMITS = {
+  itemBytes: 32 * 1024,
+  singleBodyBytes: 500 * 1024,
+  batchBodyBytes: 5 * 1024 * 1024,
+  batchItems: 2500,
+} as const;
+
+const MESSAGE_ID_MAX = 255;
+const YEAR_MS = 366 * 24 * 3600 * 1000;
+const EARLIEST = Date.parse('2000-01-01T00:00:00.000Z');
+
+/**
+ * `Order Completed` → `order_completed`; `orderCompleted` → `order_completed`; `2fa enabled` →
+ * `e_2fa_enabled` (clarifications §15). The camelCase split comes before lower-casing, only where a
+ * lower-case letter or digit meets an upper-case one.
+ */
+export function normaliseTrackName(name: string): string {
+  const snake = name
+    .replace(/([a-z0-9])([A-Z])/g, '$1_$2')
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '_')
+    .replace(/^_+|_+$/g, '');
+  return /^[0-9]/.test(snake) ? `e_${snake}` : snake;
+}
+
+/** Splits a normalised name at the first `_` followed by a letter; with none, the action is `tracked`. */
+export function splitTrackName(normalised: string): { eventType: string; action: string } {
+  const match = /_(?=[a-z])/.exec(normalised);
+  if (match === null) return { eventType: normalised, action: 'tracked' };
+  return { eventType: normalised.slice(0, match.index), action: normalised.slice(match.index + 1) };
+}
+
+/** A Segment id (userId, anonymousId, groupId, previousId): strings and numbers, `""` counts as absent. */
+export function segmentId(value: unknown): string | undefined {
+  if (typeof value === 'number' && Number.isFinite(value)) return String(value);
+  if (typeof value !== 'string') return undefined;
+  return value === '' ? undefined : value;
+}
+
+function parseTime(value: unknown): number | undefined {
+  if (typeof value === 'number' && Number.isFinite(value)) return value;
+  if (typeof value !== 'string' || value.trim() === '') return undefined;
+  const ms = Date.parse(value);
+  return Number.isNaN(ms) ? undefined : ms;
+}
+
+/**
+ * Segment's clock-skew correction: `received_at − (sentAt − originalTimestamp)`; without `sentAt` the
+ * timestamp as sent; without a timestamp the receive time. Undefined for a timestamp that cannot be
+ * read or a result before 2000 or more than a year ahead.
+ */
+export function segmentOccurredAt(timestamp: unknown, sentAt: unknown, receivedAt: string): string | undefined {
+  const received = Date.parse(receivedAt);
+  const hasTimestamp = timestamp !== undefined && timestamp !== null;
+  const at = hasTimestamp ? parseTime(timestamp) : received;
+  if (at === undefined) return undefined;
+  const sent = hasTimestamp && sentAt !== undefined && sentAt !== null ? parseTime(sentAt) : undefined;
+  const result = sent === undefined ? at : received - (sent - at);
+  if (result < EARLIEST || result > received + YEAR_MS) return undefined;
+  return new Date(result).toISOString();
+}
+
+/** JSON with object keys sorted: the same item always gives the same text. */
+export function canonicalJson(value: unknown): string {
+  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  const entries = Object.keys(value)
+    .sort()
+    .filter((key) => (value as Record<string, unknown>)[key] !== undefined)
+    .map((key) => `${JSON.stringify(key)}:${canonicalJson((value as Record<string, unknown>)[key])}`);
+  return `{${entries.join(',')}}`;
+}
+
+/** The id of an item sent without `messageId`: derived from the key and its content, so a raw retry is still idempotent. */
+export function derivedMessageId(keyId: string, item: unknown): string {
+  return `inlet-${createHash('sha256').update(keyId).update('\u0000').update(canonicalJson(item)).digest('hex').slice(0, 40)}`;
+}
+
+/** An identity side effect of an item, performed after the item was stored. */
+export type IdentityOp =
+  | { kind: 'identify'; externalId: string; traits: Record<string, unknown>; email: string | undefined; identifiesUser: boolean }
+  | { kind: 'link'; from: string; to: string; explicit: boolean };
+
+export interface SegmentItemOptions {
+  /** The call implied by the route (`/v1/track`), or undefined for a batch, where each item says its `type`. */
+  call: SegmentCall | undefined;
+  /** JSON pointer of the item ('' for a single-event route, `/batch/3` in a batch). */
+  base: string;
+  receivedAt: string;
+  keyId: string;
+  /** Sent with a browser key: `traits.email` stays a trait (clarifications §19), `context.ip` is filled in. */
+  browser?: boolean;
+  clientIp?: string;
+  batch?: { sentAt?: unknown; context?: unknown; integrations?: unknown };
+}
+
+export type SegmentTranslation =
+  | { ok: true; call: SegmentCall; draft: EventDraft; identity: IdentityOp[]; messageId: string }
+  | { ok: false; error: AppError; messageId: string | undefined };
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function refuse(code: ErrorCode, detail: string, messageId: string | undefined, errors?: FieldError[]): SegmentTranslation {
+  return { ok: false, error: new AppError(code, detail, errors === undefined ? {} : { errors }), messageId };
+}
+
+function optionalObject(item: Record<string, unknown>, field: string, base: string, errors: FieldError[]): Record<string, unknown> | undefined {
+  const value = item[field];
+  if (value === undefined || value === null) return undefined;
+  if (!isObject(value)) {
+    errors.push({ pointer: `${base}/${field}`, message: 'must be an object' });
+    return undefined;
+  }
+  return value;
+}
+
+const MAPPED_FIELDS = new Set(['properties', 'traits', 'context']);
+
+/** One Segment item → an event draft plus its identity side effects, or the per-item rejection. */
+export function translateSegmentItem(raw: unknown, options: SegmentItemOptions): SegmentTranslation {
+  const { base, receivedAt } = options;
+  if (!isObject(raw)) return refuse('validation_error', `${base || 'body'}: an item must be a JSON object`, undefined, [{ pointer: base, message: 'must be an object' }]);
+  const sentMessageId = typeof raw.messageId === 'number' ? String(raw.messageId) : typeof raw.messageId === 'string' ? raw.messageId.trim() : undefined;
+  if (sentMessageId !== undefined && sentMessageId.length > MESSAGE_ID_MAX) {
+    return refuse('validation_error', `messageId is longer than ${MESSAGE_ID_MAX} characters`, sentMessageId.slice(0, MESSAGE_ID_MAX), [
+      { pointer: `${base}/messageId`, message: `must be at most ${MESSAGE_ID_MAX} characters` },
+    ]);
+  }
+  const messageId = sentMessageId === undefined || sentMessageId === '' ? derivedMessageId(options.keyId, raw) : sentMessageId;
+
+  const type = options.call ?? raw.type;
+  if (typeof type !== 'string' || !(SEGMENT_CALLS as readonly string[]).includes(type)) {
+    return refuse('validation_error', `type must be one of ${SEGMENT_CALLS.join(', ')}`, messageId, [
+      { pointer: `${base}/type`, message: `must be one of ${SEGMENT_CALLS.join(', ')}` },
+    ]);
+  }
+  const call = type as SegmentCall;
+
+  const errors: FieldError[] = [];
+  const properties = optionalObject(raw, 'properties', base, errors);
+  const traits = optionalObject(raw, 'traits', base, errors);
+  const itemContext = optionalObject(raw, 'context', base, errors);
+  const batchContext = isObject(options.batch?.context) ? options.batch.context : undefined;
+  let context = batchContext === undefined ? itemContext : { ...batchContext, ...itemContext };
+  if (options.browser === true && options.clientIp !== undefined && context?.ip === undefined) context = { ...context, ip: options.clientIp };
+  if (errors.length > 0) return refuse('validation_error', `${errors[0]!.pointer}: ${errors[0]!.message}`, messageId, errors);
+
+  const userId = segmentId(raw.userId);
+  const anonymousId = segmentId(raw.anonymousId);
+  const subject = userId ?? anonymousId;
+  if (subject === undefined && call !== 'alias') {
+    return refuse('missing_identity', 'The item has neither userId nor anonymousId.', messageId, [{ pointer: `${base}/userId`, message: 'userId or anonymousId is required' }]);
+  }
+
+  const timestamp = raw.originalTimestamp ?? raw.timestamp;
+  const occurredAt = segmentOccurredAt(timestamp, raw.sentAt ?? options.batch?.sentAt, receivedAt);
+  if (occurredAt === undefined) {
+    return refuse('invalid_timestamp', `The timestamp ${JSON.stringify(timestamp)} is not a readable date between 2000 and a year from now (after clock-skew correction).`, messageId, [
+      { pointer: `${base}/${raw.originalTimestamp !== undefined ? 'originalTimestamp' : 'timestamp'}`, message: 'not a readable date in range' },
+    ]);
+  }
+
+  let name: SplitName;
+  let subjectType = 'user';
+  let subjectId = subject ?? '';
+  let eventProperties: Record<string, unknown> = properties ?? {};
+  const identity: IdentityOp[] = [];
+  switch (call) {
+    case 'track': {
+      const event = typeof raw.event === 'string' ? raw.event : typeof raw.event === 'number' ? String(raw.event) : '';
+      const normalised = normaliseTrackName(event);
+      if (normalised === '') return refuse('invalid_event_name', `The event name ${JSON.stringify(raw.event ?? null)} has no letter or digit to name it by.`, messageId, [{ pointer: `${base}/event`, message: 'empty after normalisation' }]);
+      const split = splitTrackName(normalised);
+      if (split.eventType.length > NAME_MAX_LENGTH || split.action.length > NAME_MAX_LENGTH) {
+        return refuse('invalid_event_name', `The event name normalises to "${normalised}", whose parts may be at most ${NAME_MAX_LENGTH} characters each.`, messageId, [{ pointer: `${base}/event`, message: 'too long' }]);
+      }
+      name = { ...split, canonicalName: normalised, nameFormat: 'segment' };
+      break;
+    }
+    case 'page':
+    case 'screen': {
+      name = { eventType: call, action: 'viewed', canonicalName: `${call}_viewed`, nameFormat: 'segment' };
+      eventProperties = { ...eventProperties };
+      if (raw.name !== undefined) eventProperties.name = raw.name;
+      if (raw.category !== undefined) eventProperties.category = raw.category;
+      break;
+    }
+    case 'group': {
+      const groupId = segmentId(raw.groupId);
+      if (groupId === undefined) return refuse('validation_error', 'A group call needs a groupId.', messageId, [{ pointer: `${base}/groupId`, message: 'is required' }]);
+      name = { eventType: 'group', action: 'identified', canonicalName: 'group_identified', nameFormat: 'segment' };
+      subjectType = 'account';
+      subjectId = groupId;
+      eventProperties = { ...(traits ?? {}), user_id: subject };
+      break;
+    }
+    case 'identify': {
+      name = { eventType: 'user', action: 'identified', canonicalName: 'user_identified', nameFormat: 'segment' };
+      eventProperties = traits ?? {};
+      const email = typeof traits?.email === 'string' && userId !== undefined && options.browser !== true ? traits.email : undefined;
+      identity.push({ kind: 'identify', externalId: subjectId, traits: traits ?? {}, email, identifiesUser: userId !== undefined });
+      break;
+    }
+    case 'alias': {
+      const previousId = segmentId(raw.previousId);
+      if (userId === undefined || previousId === undefined) {
+        return refuse('missing_identity', 'An alias call needs both previousId and userId.', messageId, [
+          { pointer: `${base}/${userId === undefined ? 'userId' : 'previousId'}`, message: 'is required' },
+        ]);
+      }
+      name = { eventType: 'user', action: 'aliased', canonicalName: 'user_aliased', nameFormat: 'segment' };
+      subjectId = userId;
+      eventProperties = { ...eventProperties, previous_id: previousId };
+      if (previousId !== userId) identity.push({ kind: 'link', from: previousId, to: userId, explicit: true });
+      break;
+    }
+  }
+  // Any call carrying both ids links them (Segment and RudderStack alike).
+  if (userId !== undefined && anonymousId !== undefined && anonymousId !== userId) {
+    identity.push({ kind: 'link', from: anonymousId, to: userId, explicit: false });
+  }
+
+  const unstorable: FieldError[] = [];
+  rejectUnstorable(subjectId, `${base}/userId`, unstorable);
+  rejectUnstorable(messageId, `${base}/messageId`, unstorable);
+  rejectUnstorable(eventProperties, `${base}/${call === 'identify' || call === 'group' ? 'traits' : 'properties'}`, unstorable);
+  rejectUnstorable(context, `${base}/context`, unstorable);
+  const original: Record<string, unknown> = {};
+  for (const [field, value] of Object.entries(raw)) if (!MAPPED_FIELDS.has(field)) original[field] = value;
+  if (original.integrations === undefined && options.batch?.integrations !== undefined) original.integrations = options.batch.integrations;
+  else if (isObject(original.integrations) && isObject(options.batch?.integrations)) original.integrations = { ...options.batch.integrations, ...original.integrations };
+  if (original.type === undefined) original.type = call;
+  rejectUnstorable(original, base, unstorable);
+  if (unstorable.length > 0) return refuse('validation_error', `${unstorable[0]!.pointer}: ${unstorable[0]!.message}`, messageId, unstorable);
+
+  const propertiesJson = JSON.stringify(eventProperties);
+  return {
+    ok: true,
+    call,
+    messageId,
+    identity,
+    draft: {
+      name,
+      subjectType,
+      subjectId,
+      occurredAt,
+      externalId: messageId,
+      properties: eventProperties,
+      propertiesJson,
+      context: context ?? null,
+      original,
+    },
+  };
+}

@@ -1,0 +1,164 @@
+// The Segment-compatible routes (segment-compat.md B), one encapsulated plugin: its own body parser
+// (JSON whatever the Content-Type says), its own answer to an oversized body (400, which every SDK
+// drops instead of retrying), key lookup from Basic auth, X-Write-Key, the body or the query.
+import { Type } from '@sinclair/typebox';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import secureJsonParse from 'secure-json-parse';
+import { AppError } from '../../domain/errors.js';
+import { SEGMENT_LIMITS, type SegmentCall } from '../../domain/segment.js';
+import type { Services } from '../../services.js';
+import type { AuthContext } from '../../services/key-service.js';
+import { problemResponse } from '../schemas/common.js';
+import { corsPreflight } from '../browser-keys.js';
+import { presentedKey, segmentAuth } from './keys.js';
+import { settingsRoutes } from './settings.js';
+
+/** Where each call arrives: the long path of the HTTP API and the browser SDK's short form. */
+const SINGLE_ROUTES: Array<[SegmentCall, string]> = [
+  ['track', 't'],
+  ['identify', 'i'],
+  ['alias', 'a'],
+  ['page', 'p'],
+  ['screen', 's'],
+  ['group', 'g'],
+];
+const BATCH_PATHS = ['/v1/batch', '/v1/import', '/v1/b', '/beacon/v1/batch'];
+
+const SegmentAnswerSchema = Type.Object(
+  {
+    success: Type.Boolean(),
+    accepted: Type.Integer({ description: 'Items stored now' }),
+    duplicates: Type.Integer({ description: 'Items whose messageId was already stored (not stored or performed again)' }),
+    rejected: Type.Array(
+      Type.Object({ index: Type.Integer(), messageId: Type.Union([Type.String(), Type.Null()]), code: Type.String(), detail: Type.String() }),
+      { description: 'Items refused, one by one; also recorded (GET /admin/v1/products/{id}/rejections)' },
+    ),
+    warnings: Type.Array(
+      Type.Object({ index: Type.Integer(), messageId: Type.Union([Type.String(), Type.Null()]), code: Type.String(), detail: Type.String() }),
+      { description: 'Items stored (counted in accepted) whose identity side effect failed, e.g. identity_conflict' },
+    ),
+  },
+  { description: 'accepted + duplicates + rejected.length = the number of items' },
+);
+
+const segmentResponses = {
+  200: SegmentAnswerSchema,
+  400: problemResponse('Body not JSON, not an object, or over its limit (payload_too_large): SDKs drop it without retrying'),
+  401: problemResponse('No key, or an unknown, revoked or expired one'),
+  403: problemResponse('Not an events or browser key; origin_not_allowed; secret_key_in_browser'),
+  429: problemResponse('Rate limited (Retry-After)'),
+};
+
+function parseAnyJson(body: string): unknown {
+  if (body.length === 0) throw new AppError('invalid_json', 'The body is empty; send a JSON object.');
+  try {
+    return secureJsonParse(body, { protoAction: 'error', constructorAction: 'error' });
+  } catch (error) {
+    const message = (error as Error).message;
+    if (/prototype/i.test(message)) throw new AppError('validation_error', 'The body uses "__proto__" or "constructor.prototype" as a key; those keys are refused.');
+    throw new AppError('invalid_json', `The body is not valid JSON: ${message}.`);
+  }
+}
+
+function bodyObject(request: FastifyRequest): Record<string, unknown> {
+  const body = request.body;
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new AppError('validation_error', 'The body must be a JSON object.');
+  return body as Record<string, unknown>;
+}
+
+/** `writeKey` is how the key travels in the body; it is never stored with the event. */
+function withoutKey(body: Record<string, unknown>): Record<string, unknown> {
+  if (!('writeKey' in body)) return body;
+  const { writeKey: _key, ...rest } = body;
+  return rest;
+}
+
+export async function segmentRoutes(app: FastifyInstance, options: { services: Services }): Promise<void> {
+  const { services } = options;
+
+  // Every SDK sends JSON, under whatever Content-Type (text/plain, form-urlencoded, none).
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => {
+    try {
+      done(null, parseAnyJson(body as string));
+    } catch (error) {
+      done(error as Error, undefined);
+    }
+  });
+
+  // Segment answers an oversized body with 400, which SDKs drop; a 413 would be retried by some.
+  app.setErrorHandler((error: FastifyError | AppError, request, reply) => {
+    const tooLarge = (error as FastifyError).code === 'FST_ERR_CTP_BODY_TOO_LARGE' || (error instanceof AppError && error.code === 'payload_too_large');
+    if (!tooLarge) throw error;
+    const limit = request.routeOptions.bodyLimit;
+    const appError =
+      error instanceof AppError
+        ? new AppError('payload_too_large', error.message, { status: 400 })
+        : new AppError('payload_too_large', `The body is larger than ${limit} bytes (after decompression), the limit of this route.`, { status: 400 });
+    void reply.code(400).type('application/problem+json').serializer(JSON.stringify).send(appError.toProblem(request.id));
+  });
+
+  async function authenticate(request: FastifyRequest, reply: FastifyReply): Promise<AuthContext> {
+    const auth = await segmentAuth(services, request, reply, presentedKey(request));
+    return auth;
+  }
+
+  const answer = async (request: FastifyRequest, reply: FastifyReply, call: SegmentCall | undefined) => {
+    const body = bodyObject(request);
+    const auth = await authenticate(request, reply);
+    const receivedAt = new Date().toISOString();
+    if (call !== undefined) {
+      const item = withoutKey(body);
+      const bytes = Buffer.byteLength(JSON.stringify(item));
+      if (bytes > SEGMENT_LIMITS.itemBytes) {
+        throw new AppError('payload_too_large', `The event is ${bytes} bytes of JSON; one event may be at most ${SEGMENT_LIMITS.itemBytes}.`, { status: 400 });
+      }
+      return services.segment.ingest(auth, { call, items: [item], receivedAt, route: request.routeOptions.url ?? call, clientIp: request.ip });
+    }
+    const items = body.batch;
+    if (!Array.isArray(items)) throw new AppError('validation_error', 'The body needs "batch": an array of calls.', { errors: [{ pointer: '/batch', message: 'must be an array' }] });
+    if (items.length > SEGMENT_LIMITS.batchItems) {
+      throw new AppError('payload_too_large', `A batch holds at most ${SEGMENT_LIMITS.batchItems} calls; this one has ${items.length}.`, { status: 400 });
+    }
+    return services.segment.ingest(auth, {
+      call: undefined,
+      items: items.map((item) => (typeof item === 'object' && item !== null && !Array.isArray(item) ? withoutKey(item as Record<string, unknown>) : item)),
+      receivedAt,
+      route: request.routeOptions.url ?? '/v1/batch',
+      clientIp: request.ip,
+      batch: { sentAt: body.sentAt, context: body.context, integrations: body.integrations },
+    });
+  };
+
+  for (const path of BATCH_PATHS) {
+    app.post(path, {
+      bodyLimit: SEGMENT_LIMITS.batchBodyBytes,
+      schema: {
+        tags: ['segment'],
+        summary: `Segment batch (${path})`,
+        description: `Up to ${SEGMENT_LIMITS.batchItems} calls (5 MiB, 32 KiB each) of any type. Always 200 once the body is a JSON object within its limits: good items are stored, bad ones rejected one by one and recorded.`,
+        security: [{ writeKeyBasic: [] }],
+        response: segmentResponses,
+      },
+    }, (request, reply) => answer(request, reply, undefined));
+  }
+  for (const [call, short] of SINGLE_ROUTES) {
+    for (const path of [`/v1/${call}`, `/v1/${short}`]) {
+      app.post(path, {
+        bodyLimit: SEGMENT_LIMITS.singleBodyBytes,
+        schema: {
+          tags: ['segment'],
+          summary: `Segment ${call} (${path})`,
+          description: `One ${call} call (at most 32 KiB of JSON). 200 with the per-item answer.`,
+          security: [{ writeKeyBasic: [] }],
+          response: segmentResponses,
+        },
+      }, (request, reply) => answer(request, reply, call));
+    }
+  }
+  // The browser SDK's metrics sink: accepted and ignored.
+  app.post('/v1/m', { bodyLimit: SEGMENT_LIMITS.singleBodyBytes, schema: { tags: ['segment'], summary: 'Segment SDK metrics (ignored)' } }, async () => ({ success: true }));
+
+  settingsRoutes(app, services);
+  corsPreflight(app, [...BATCH_PATHS, ...SINGLE_ROUTES.flatMap(([call, short]) => [`/v1/${call}`, `/v1/${short}`]), '/v1/m', '/v1/projects/:key/settings', '/sourceConfig']);
+}

@@ -1,0 +1,55 @@
+// What the browser SDKs fetch before sending: Segment's project settings (analytics-next) and
+// RudderStack's source config. Both point the SDK at this server and switch its extras off.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { AppError } from '../../domain/errors.js';
+import type { Services } from '../../services.js';
+import { applyKeyPolicy } from '../browser-keys.js';
+import { presentedKey } from './keys.js';
+
+/** The public base URL of this server: INLET_PUBLIC_URL, else the request's Host (never 0.0.0.0). */
+export function publicBase(services: Services, request: FastifyRequest): { protocol: 'http' | 'https'; host: string } {
+  const configured = services.config.publicUrl;
+  if (configured !== undefined) {
+    const url = new URL(configured);
+    return { protocol: url.protocol === 'https:' ? 'https' : 'http', host: url.host + url.pathname.replace(/\/+$/, '') };
+  }
+  const host = request.host.startsWith('0.0.0.0') ? request.host.replace('0.0.0.0', '127.0.0.1') : request.host;
+  return { protocol: request.protocol === 'https' ? 'https' : 'http', host };
+}
+
+async function settingsKey(services: Services, request: FastifyRequest, reply: FastifyReply, key: string | undefined) {
+  if (key === undefined) throw new AppError('not_found', 'No such write key.');
+  let auth;
+  try {
+    auth = await services.keys.authenticateKey(key, ['events', 'browser']);
+  } catch (error) {
+    if (error instanceof AppError && (error.code === 'unauthorized' || error.code === 'forbidden')) throw new AppError('not_found', 'No such write key.');
+    throw error;
+  }
+  await applyKeyPolicy(services, request, reply, auth);
+  return auth;
+}
+
+export function settingsRoutes(app: FastifyInstance, services: Services): void {
+  app.get<{ Params: { key: string } }>(
+    '/v1/projects/:key/settings',
+    { schema: { tags: ['segment'], summary: "analytics.js settings for a write key (points the SDK's Segment.io integration here)" } },
+    async (request, reply) => {
+      const key = request.params.key;
+      await settingsKey(services, request, reply, key);
+      const { protocol, host } = publicBase(services, request);
+      reply.header('cache-control', 'public, max-age=300');
+      return {
+        integrations: { 'Segment.io': { apiKey: key, apiHost: `${host}/v1`, protocol } },
+        metrics: { sampleRate: 0 },
+        plan: {},
+        enabledMiddleware: {},
+      };
+    },
+  );
+  app.get('/sourceConfig', { schema: { tags: ['segment'], summary: 'RudderStack source config for a write key' } }, async (request, reply) => {
+    const auth = await settingsKey(services, request, reply, presentedKey(request));
+    reply.header('cache-control', 'public, max-age=300');
+    return { source: { id: auth.productId, name: auth.productId, enabled: true, config: {}, destinations: [], workspaceId: auth.productId } };
+  });
+}

@@ -1,0 +1,73 @@
+// Recorded rejections (segment-compat "Bodies"; clarifications §13, §20): newest first, paged by id
+// (a uuidv7, so id order is time order), filtered by code, key, severity and time.
+import type { Kysely } from 'kysely';
+import { sql } from 'kysely';
+import { toIso, type Database } from './database.js';
+import type { RejectionQuery, RejectionRecord, RejectionStore } from './types.js';
+
+export function rejectionStore(db: Kysely<Database>): RejectionStore {
+  return {
+    async insertMany(rows) {
+      if (rows.length === 0) return;
+      // Chunks keep the statement under every dialect's parameter limit.
+      for (let at = 0; at < rows.length; at += 500) {
+        await db
+          .insertInto('rejections')
+          .values(
+            rows.slice(at, at + 500).map((r) => ({
+              id: r.id,
+              product_id: r.productId,
+              received_at: r.receivedAt,
+              key_id: r.keyId,
+              route: r.route,
+              item_index: r.index,
+              message_id: r.messageId,
+              code: r.code,
+              detail: r.detail,
+              severity: r.severity,
+              item: r.item,
+            })),
+          )
+          .execute();
+      }
+    },
+    async addUnrecorded(counts) {
+      for (const { productId, hour, count } of counts) {
+        await db
+          .insertInto('rejection_hours')
+          .values({ product_id: productId, hour, unrecorded: count })
+          .onConflict((oc) => oc.columns(['product_id', 'hour']).doUpdateSet({ unrecorded: sql`rejection_hours.unrecorded + ${count}` }))
+          .execute();
+      }
+    },
+    async list(productId: string, query: RejectionQuery) {
+      let q = db.selectFrom('rejections').selectAll().where('product_id', '=', productId);
+      if (query.code !== undefined) q = q.where('code', '=', query.code);
+      if (query.keyId !== undefined) q = q.where('key_id', '=', query.keyId);
+      if (query.severity !== undefined) q = q.where('severity', '=', query.severity);
+      if (query.receivedFrom !== undefined) q = q.where('received_at', '>=', query.receivedFrom);
+      if (query.receivedTo !== undefined) q = q.where('received_at', '<', query.receivedTo);
+      if (query.beforeId !== undefined) q = q.where('id', '<', query.beforeId);
+      const rows = await q.orderBy('id', 'desc').limit(query.limit).execute();
+      return rows.map(
+        (row): RejectionRecord => ({
+          id: row.id,
+          productId: row.product_id,
+          receivedAt: toIso(row.received_at),
+          keyId: row.key_id,
+          route: row.route,
+          index: row.item_index,
+          messageId: row.message_id,
+          code: row.code,
+          detail: row.detail,
+          severity: row.severity,
+          item: row.item,
+        }),
+      );
+    },
+    async deleteOlderThan(at) {
+      await db.deleteFrom('rejections').where('received_at', '<', at).execute();
+      await db.deleteFrom('rejection_hours').where('hour', '<', at.slice(0, 13)).execute();
+    },
+  };
+}

@@ -1,0 +1,38 @@
+// `inlet keys create --kind browser --origin …` (segment-compat "Keys").
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { runCli } from '../src/cli/main.js';
+import { createTestServices, testDatabase, type TestDatabase } from './helpers.js';
+
+let database: TestDatabase;
+let env: Record<string, string>;
+before(async () => {
+  database = testDatabase();
+  const url = database.postgresSchema === undefined ? database.databaseUrl : `${database.databaseUrl}${database.databaseUrl.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c search_path=${database.postgresSchema}`)}`;
+  env = { INLET_DATABASE_URL: url, INLET_LOG_LEVEL: 'silent' };
+  if (database.postgresSchema !== undefined) await (await createTestServices({}, database)).services.close();
+});
+after(async () => database.drop());
+
+async function cli(...argv: string[]) {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await runCli(argv, { out: (l) => out.push(l), err: (l) => err.push(l) }, env);
+  return { code, out: out.join('\n'), err: err.join('\n') };
+}
+
+describe('inlet keys create --kind browser', () => {
+  it('creates a publishable key with its origins; refuses a browser key without --origin and --origin on other kinds', async () => {
+    const product = JSON.parse((await cli('products', 'create', 'Web', '--json')).out).data.id as string;
+    const created = await cli('keys', 'create', '--product', product, '--kind', 'browser', '--origin', 'https://app.example.com', '--origin', 'http://localhost:5173', '--json');
+    assert.equal(created.code, 0, created.err);
+    const data = JSON.parse(created.out).data;
+    assert.match(data.key, /^inlet_pk_/);
+    assert.deepEqual(data.allowed_origins, ['https://app.example.com', 'http://localhost:5173']);
+    const human = await cli('keys', 'create', '--product', product, '--kind', 'browser', '--origin', 'https://app.example.com');
+    assert.match(human.out, /publishable/);
+    assert.equal((await cli('keys', 'create', '--product', product, '--kind', 'browser')).code, 2);
+    assert.equal((await cli('keys', 'create', '--product', product, '--kind', 'browser', '--origin', '*')).code, 2);
+    assert.equal((await cli('keys', 'create', '--product', product, '--kind', 'events', '--origin', 'https://a.example.com')).code, 2);
+  });
+});

@@ -1,0 +1,97 @@
+// Rejections are recorded (segment-compat "Bodies"; clarifications §13, §20): Segment and native batch
+// rejections with reason and the item as received, warnings beside them, metrics, the admin list
+// (filters, paging), the hourly cap, retention, and `inlet rejections list`.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { runCli } from '../src/cli/main.js';
+import { adminHeaders, bearer, createTestApp, type TestContext } from './helpers.js';
+
+let ctx: TestContext;
+let productId: string;
+let key: string;
+before(async () => {
+  ctx = await createTestApp({ rejectionsMaxPerHour: 5 });
+  const product = await ctx.product('rejections');
+  productId = product.id;
+  key = product.eventsKey;
+});
+after(async () => ctx.close());
+
+const basic = (k: string) => ({ authorization: `Basic ${Buffer.from(`${k}:`).toString('base64')}` });
+const list = (query = '') => ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${productId}/rejections${query}`, headers: adminHeaders() });
+
+describe('rejections', () => {
+  it('records a Segment item refusal with its reason and the item as received (NUL included), and a native batch one', async () => {
+    const nul = { type: 'track', event: 'Bad\u0000Name', userId: 'u\u0000', messageId: 'nul-1' };
+    const segment = await ctx.app.inject({
+      method: 'POST',
+      url: '/v1/batch',
+      headers: { ...basic(key), 'content-type': 'application/json' },
+      payload: JSON.stringify({ batch: [{ type: 'track', event: 'No One', messageId: 'm-anon' }, nul, { type: 'track', event: 'Fine', userId: 'u', messageId: 'ok-1' }] }),
+    });
+    assert.equal(segment.json().rejected.length, 2);
+    const native = await ctx.app.inject({ method: 'POST', url: '/api/v2/events/batch', headers: { ...bearer(key), 'content-type': 'application/json' }, payload: { events: [{ subject_type: 'user', subject_id: 'u', event: 'nosep', external_id: 'ext-1' }] } });
+    assert.equal(native.statusCode, 207);
+
+    const res = await list();
+    assert.equal(res.statusCode, 200, res.body);
+    const rows = res.json().data as Array<Record<string, unknown>>;
+    assert.deepEqual(rows.map((r) => [r.route, r.code, r.message_id, r.severity]), [
+      ['/api/v2/events/batch', 'validation_error', 'ext-1', 'rejected'],
+      ['/v1/batch', 'validation_error', 'nul-1', 'rejected'],
+      ['/v1/batch', 'missing_identity', 'm-anon', 'rejected'],
+    ]);
+    assert.deepEqual(rows[1]!.item, nul);
+    assert.equal(rows[1]!.index, 1);
+    const metrics = await ctx.services.metrics.rejections.get();
+    assert.ok(metrics.values.some((v) => v.labels.code === 'missing_identity' && v.value >= 1));
+  });
+
+  it('filters by code and severity, pages with a cursor; a warning is listed beside the rejections', async () => {
+    await ctx.app.inject({ method: 'POST', url: '/v1/batch', headers: basic(key), payload: { batch: [{ type: 'identify', userId: 'owner', anonymousId: 'anon-w', messageId: 'w1' }, { type: 'identify', userId: 'other', messageId: 'w2' }] } });
+    const conflict = await ctx.app.inject({ method: 'POST', url: '/v1/batch', headers: basic(key), payload: { batch: [{ type: 'track', event: 'X', userId: 'other', anonymousId: 'anon-w', messageId: 'w3' }] } });
+    assert.equal(conflict.json().warnings.length, 1);
+    const warnings = (await list('?severity=warning')).json().data;
+    assert.deepEqual(warnings.map((w: { code: string }) => w.code), ['identity_conflict']);
+    assert.deepEqual((await list('?code=missing_identity')).json().data.map((r: { message_id: string }) => r.message_id), ['m-anon']);
+    const first = (await list('?limit=2')).json();
+    assert.equal(first.data.length, 2);
+    assert.ok(first.meta.next_cursor);
+    const second = (await list(`?limit=2&cursor=${first.meta.next_cursor}`)).json();
+    assert.equal(second.data.length, 2);
+    assert.equal(second.meta.next_cursor, null);
+    assert.equal((await list('?limit=0')).statusCode, 400);
+  });
+
+  it('past the hourly cap rejections are only counted', async () => {
+    await ctx.app.inject({ method: 'POST', url: '/v1/batch', headers: basic(key), payload: { batch: Array.from({ length: 4 }, (_, i) => ({ type: 'track', event: 'x', messageId: `cap-${i}` })) } });
+    const rows = (await list('?limit=100')).json().data;
+    assert.equal(rows.length, 5, 'the cap of 5 per product and hour');
+    const metric = await ctx.services.metrics.rejections.get();
+    const unrecorded = metric.values.filter((v) => v.labels.recorded === 'false').reduce((sum, v) => sum + v.value, 0);
+    assert.ok(unrecorded >= 3);
+    const hours = await ctx.services.storage.db.selectFrom('rejection_hours').selectAll().where('product_id', '=', productId).execute();
+    assert.ok(hours.length === 1 && hours[0]!.unrecorded >= 3);
+  });
+
+  it('retention deletes what is older than the setting', async () => {
+    await ctx.services.storage.rejections.deleteOlderThan(new Date(Date.now() + 1000).toISOString());
+    assert.equal((await list()).json().data.length, 0);
+  });
+
+  it('inlet rejections list --product shows them', async () => {
+    const url = ctx.database.postgresSchema === undefined ? ctx.database.databaseUrl : `${ctx.database.databaseUrl}?options=${encodeURIComponent(`-c search_path=${ctx.database.postgresSchema}`)}`;
+    const env = { INLET_DATABASE_URL: url, INLET_LOG_LEVEL: 'silent' };
+    const other = await ctx.product('rejections-cli');
+    await ctx.app.inject({ method: 'POST', url: '/api/v2/events/batch', headers: bearer(other.eventsKey), payload: { events: [{ subject_type: 'user', subject_id: 'u', event: 'nosep', external_id: 'cli-1' }] } });
+    await ctx.services.rejections.flush();
+    const out: string[] = [];
+    const code = await runCli(['rejections', 'list', '--product', other.id, '--json'], { out: (l) => out.push(l), err: () => {} }, env);
+    assert.equal(code, 0);
+    const data = JSON.parse(out.join('')).data;
+    assert.deepEqual(data.map((r: { message_id: string; code: string }) => [r.message_id, r.code]), [['cli-1', 'validation_error']]);
+    const human: string[] = [];
+    await runCli(['rejections', 'list', '--product', other.id], { out: (l) => human.push(l), err: () => {} }, env);
+    assert.match(human.join('\n'), /validation_error/);
+  });
+});

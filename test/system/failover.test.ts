@@ -1,0 +1,278 @@
+// The failover drill (issue 16): a pg_auto_failover formation of our own (monitor, primary, synchronous
+// standby; test/system/support/pg-auto-failover.ts), one Inlet process on the multi-host URL that
+// `pg_autoctl show uri` prints, sustained batch ingest by several writers. Twice — kill -9 of the
+// primary's whole node, then (after the old node rejoined) a planned switchover — it asserts:
+// - every request is answered: 2xx, or 503 problem+json with Retry-After; nothing else, no dropped
+//   connection, no answer later than the client's deadline;
+// - /healthz stays 200, /readyz says 503 while no primary takes writes and 200 afterwards;
+// - ingest is back within 15 s of the new primary accepting writes (measured by a probe writing to it
+//   directly), without restarting Inlet;
+// - every acknowledged event is stored, exactly once (writers re-send a batch until it is acknowledged,
+//   so a commit of unknown outcome is re-sent and must come back as a duplicate with the same uuid);
+// - the Inlet process is still alive.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import pg from 'pg';
+import { failoverToolsProblem, startFormation, type Formation } from './support/pg-auto-failover.js';
+import { startServerProcess, type ServerProcess } from '../support/server-process.js';
+
+const ADMIN_TOKEN = 'drill-admin-token-0123456789abcdef';
+const WRITERS = 4;
+const BATCH = 20;
+/** A client's deadline per request: an answer later than this counts as a hang. */
+const REQUEST_DEADLINE_MS = 10_000;
+const BACK_WITHIN_MS = 15_000;
+
+// The drill does not depend on the backend under test: it runs once, in the PostgreSQL pass.
+const problem = process.env.INLET_TEST_DIALECT === 'sqlite' ? 'PostgreSQL only (runs in the PostgreSQL pass)' : failoverToolsProblem();
+
+interface Outcome {
+  startedAt: number;
+  endedAt: number;
+  status: number | 'error';
+  detail?: string;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { skip: problem ?? false, timeout: 900_000 }, () => {
+  let formation: Formation | undefined;
+  let inlet: ServerProcess | undefined;
+  let key: string;
+  const acknowledged = new Map<string, string>(); // external_id → uuid
+
+  before(async () => {
+    const started = Date.now();
+    formation = await startFormation();
+    console.log(`# formation up in ${Date.now() - started} ms: ${formation.uri}`);
+    inlet = await startServerProcess(
+      {
+        INLET_DATABASE_URL: formation.uri,
+        INLET_ADMIN_TOKEN: ADMIN_TOKEN,
+        INLET_RATE_LIMIT_RPS: '0',
+        INLET_PG_POOL_SIZE: '6',
+        INLET_LOG_LEVEL: 'info', // startServerProcess waits for the "listening" line
+        INLET_TRAFFIC_SYNC_INTERVAL_MS: '0',
+      },
+      120_000,
+    );
+    const product = await admin('POST', '/admin/v1/products', { name: 'Drill' });
+    const created = await admin('POST', `/admin/v1/products/${product.data.id}/keys`, { kind: 'events' });
+    key = created.data.key;
+  });
+
+  after(() => {
+    if (inlet !== undefined && inlet.child.exitCode !== null) console.log(`# Inlet exited with ${inlet.child.exitCode}; its last output:\n${inlet.output().slice(-6000)}`);
+    if (inlet !== undefined && inlet.child.exitCode === null) inlet.child.kill('SIGKILL');
+    formation?.destroy();
+  });
+
+  async function admin(method: string, path: string, body: unknown) {
+    const response = await fetch(`${inlet!.url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(REQUEST_DEADLINE_MS),
+    });
+    assert.equal(response.status, 201, await response.clone().text());
+    return (await response.json()) as { data: { id: string; key: string } };
+  }
+
+  /** Sends one batch; returns the outcome and, when acknowledged, the uuid per external_id. */
+  async function send(events: Array<Record<string, unknown>>): Promise<{ outcome: Outcome; uuids?: Map<string, string>; statuses?: string[] }> {
+    const startedAt = Date.now();
+    try {
+      const response = await fetch(`${inlet!.url}/api/v2/events/batch`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ events }),
+        signal: AbortSignal.timeout(REQUEST_DEADLINE_MS),
+      });
+      const text = await response.text();
+      const endedAt = Date.now();
+      if (response.status === 503) {
+        const type = response.headers.get('content-type') ?? '';
+        const retryAfter = response.headers.get('retry-after');
+        const ok = type.startsWith('application/problem+json') && retryAfter !== null && JSON.parse(text).code === 'unavailable';
+        return { outcome: { startedAt, endedAt, status: 503, ...(ok ? {} : { detail: `bad 503: ${type} retry-after=${retryAfter} ${text.slice(0, 200)}` }) } };
+      }
+      if (response.status !== 200) return { outcome: { startedAt, endedAt, status: response.status, detail: text.slice(0, 300) } };
+      const body = JSON.parse(text) as { data: Array<{ index: number; status: string; event?: { uuid: string; external_id: string } }> };
+      const uuids = new Map<string, string>();
+      for (const item of body.data) if (item.event !== undefined) uuids.set(String(events[item.index]!.external_id), item.event.uuid);
+      return { outcome: { startedAt, endedAt, status: 200 }, uuids, statuses: body.data.map((d) => d.status) };
+    } catch (error) {
+      const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+      return { outcome: { startedAt, endedAt: Date.now(), status: 'error', detail: `${(error as Error).name}: ${(error as Error).message} ${cause?.code ?? cause?.message ?? ''}` } };
+    }
+  }
+
+  /**
+   * Runs `disrupt` under load: WRITERS loops, each sending batches of new external_ids and re-sending a
+   * batch until it is acknowledged. Returns every outcome, the health checks seen, and when the probe
+   * first wrote to `newPrimaryPort` after the disruption began.
+   */
+  async function underLoad(label: string, newPrimaryPort: number, disrupt: () => Promise<void> | void) {
+    const outcomes: Outcome[] = [];
+    const health: Array<{ at: number; healthz: number | string; readyz: number | string }> = [];
+    let stopping = false;
+    const writer = async (id: number) => {
+      for (let seq = 0; !stopping; seq++) {
+        const events = Array.from({ length: BATCH }, (_, i) => ({
+          event_type: 'drill',
+          action: 'sent',
+          subject_type: 'user',
+          subject_id: `${label}-w${id}`,
+          external_id: `${label}-w${id}-${seq}-${i}`,
+          properties: { seq, i },
+        }));
+        // A batch is re-sent until acknowledged (or the drill gives up after a minute).
+        for (const deadline = Date.now() + 60_000; Date.now() < deadline; ) {
+          const { outcome, uuids, statuses } = await send(events);
+          outcomes.push(outcome);
+          if (uuids !== undefined) {
+            assert.ok(statuses!.every((s) => s === 'created' || s === 'duplicate'), `${label}: ${statuses}`);
+            for (const [externalId, uuid] of uuids) {
+              const earlier = acknowledged.get(externalId);
+              assert.ok(earlier === undefined || earlier === uuid, `${externalId} acknowledged with two uuids`);
+              acknowledged.set(externalId, uuid);
+            }
+            break;
+          }
+          await sleep(outcome.status === 503 ? 200 : 500);
+        }
+      }
+    };
+    const healthLoop = async () => {
+      while (!stopping) {
+        const at = Date.now();
+        const get = (path: string) =>
+          fetch(`${inlet!.url}${path}`, { signal: AbortSignal.timeout(REQUEST_DEADLINE_MS) }).then(
+            async (r) => (await r.text(), r.status),
+            (e: Error) => e.message,
+          );
+        const [healthz, readyz] = await Promise.all([get('/healthz'), get('/readyz')]);
+        health.push({ at, healthz, readyz });
+        await sleep(250);
+      }
+    };
+    const writers = Array.from({ length: WRITERS }, (_, i) => writer(i));
+    const healthDone = healthLoop();
+    await sleep(3000); // steady ingest first
+    const before = outcomes.length;
+    assert.ok(outcomes.slice(0, before).some((o) => o.status === 200), `${label}: ingest works before the disruption`);
+
+    const disruptedAt = Date.now();
+    const probe = probeWrites(newPrimaryPort, disruptedAt);
+    await disrupt();
+    const writesAt = await probe;
+    console.log(`# ${label}: new primary (port ${newPrimaryPort}) accepted a write ${writesAt - disruptedAt} ms after the disruption began`);
+    // Keep the load on until ingest has been back for a few seconds (or the limit has clearly passed).
+    for (const limit = writesAt + BACK_WITHIN_MS + 10_000; Date.now() < limit; ) {
+      const lastFailure = Math.max(0, ...outcomes.filter((o) => o.status !== 200).map((o) => o.endedAt));
+      const okSince = outcomes.some((o) => o.status === 200 && o.startedAt > Math.max(lastFailure, writesAt));
+      if (okSince && Date.now() - Math.max(lastFailure, writesAt) > 4000) break;
+      await sleep(250);
+    }
+    stopping = true;
+    await Promise.all(writers);
+    await healthDone;
+    return { outcomes, health, disruptedAt, writesAt };
+  }
+
+  /** Resolves with the time a direct write to the server at `port` first committed after `since`. */
+  async function probeWrites(port: number, since: number): Promise<number> {
+    for (const deadline = since + 180_000; Date.now() < deadline; ) {
+      const client = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', database: 'events', connectionTimeoutMillis: 2000 });
+      try {
+        await client.connect();
+        const { rows } = await client.query<{ recovery: boolean }>('SELECT pg_is_in_recovery() AS recovery');
+        if (!rows[0]!.recovery) {
+          await client.query('CREATE TABLE IF NOT EXISTS inlet_drill_probe (at timestamptz NOT NULL)');
+          await client.query('INSERT INTO inlet_drill_probe VALUES (now())');
+          const at = Date.now();
+          if (at > since) return at;
+        }
+      } catch {
+        // not up, not primary yet, or went away
+      } finally {
+        await client.end().catch(() => {});
+      }
+      await sleep(200);
+    }
+    throw new Error(`no write reached port ${port} within 180 s`);
+  }
+
+  function check(label: string, run: Awaited<ReturnType<typeof underLoad>>) {
+    const { outcomes, health, disruptedAt, writesAt } = run;
+    const bad = outcomes.filter((o) => o.detail !== undefined || (o.status !== 200 && o.status !== 503));
+    assert.deepEqual(bad.slice(0, 5), [], `${label}: only 2xx and 503 problem+json with Retry-After (${bad.length} others)`);
+    const failures = outcomes.filter((o) => o.status === 503);
+    const lastFailure = Math.max(disruptedAt, ...failures.map((o) => o.endedAt));
+    const firstBack = outcomes.filter((o) => o.status === 200 && o.startedAt >= lastFailure).sort((a, b) => a.endedAt - b.endedAt)[0];
+    assert.ok(firstBack !== undefined, `${label}: ingest came back`);
+    const slowest = Math.max(...outcomes.map((o) => o.endedAt - o.startedAt));
+    console.log(
+      `# ${label}: ${outcomes.length} requests, ${failures.length} answered 503 (from +${Math.min(...failures.map((o) => o.startedAt - disruptedAt))} ms to +${lastFailure - disruptedAt} ms), ` +
+        `ingest back ${firstBack.endedAt - writesAt} ms after the new primary took writes; slowest answer ${slowest} ms`,
+    );
+    assert.ok(slowest < REQUEST_DEADLINE_MS, `${label}: an answer took ${slowest} ms`);
+    assert.ok(lastFailure - writesAt < BACK_WITHIN_MS, `${label}: 503s went on ${lastFailure - writesAt} ms after the new primary took writes`);
+    assert.ok(health.every((h) => h.healthz === 200), `${label}: /healthz stayed 200 (${JSON.stringify(health.filter((h) => h.healthz !== 200).slice(0, 3))})`);
+    assert.ok(health.every((h) => h.readyz === 200 || h.readyz === 503), `${label}: /readyz answered 200 or 503`);
+    assert.equal(health.at(-1)!.readyz, 200, `${label}: ready again at the end`);
+    assert.equal(inlet!.child.exitCode, null, `${label}: the Inlet process is alive`);
+    return failures.length;
+  }
+
+  async function checkStored(label: string) {
+    // Every acknowledged event is stored once, with the uuid it was acknowledged with.
+    const primary = (await formation!.states()).find((s) => s.assigned === 'primary' || s.assigned === 'wait_primary' || s.assigned === 'single')!;
+    const direct = new pg.Client({ host: '127.0.0.1', port: primary.port, user: 'postgres', database: 'events' });
+    await direct.connect();
+    try {
+      const { rows } = await direct.query<{ external_id: string; id: string }>("SELECT external_id, id FROM events WHERE event_type = 'drill'");
+      const stored = new Map<string, string[]>();
+      for (const row of rows) stored.set(row.external_id, [...(stored.get(row.external_id) ?? []), row.id]);
+      const missing = [...acknowledged].filter(([externalId, uuid]) => stored.get(externalId)?.[0] !== uuid);
+      assert.deepEqual(missing.slice(0, 5), [], `${label}: ${missing.length} of ${acknowledged.size} acknowledged events missing or different`);
+      const twice = [...stored].filter(([, ids]) => ids.length > 1);
+      assert.deepEqual(twice.slice(0, 5), [], `${label}: stored more than once`);
+      assert.equal(stored.size, acknowledged.size, `${label}: nothing stored that was not acknowledged`);
+    } finally {
+      await direct.end();
+    }
+    // Re-sending everything acknowledged gives duplicates with the same uuids.
+    const all = [...acknowledged.keys()];
+    for (let i = 0; i < all.length; i += 500) {
+      const events = all.slice(i, i + 500).map((externalId) => ({ event_type: 'drill', action: 'sent', subject_type: 'user', subject_id: 'resend', external_id: externalId }));
+      const { outcome, uuids, statuses } = await send(events);
+      assert.equal(outcome.status, 200, `${label}: re-send answered ${outcome.status} ${outcome.detail ?? ''}`);
+      assert.ok(statuses!.every((s) => s === 'duplicate'), `${label}: re-sent events are duplicates`);
+      for (const [externalId, uuid] of uuids!) assert.equal(uuid, acknowledged.get(externalId), `${label}: same uuid for ${externalId}`);
+    }
+    console.log(`# ${label}: ${acknowledged.size} acknowledged events all stored once; re-sent → duplicates with the same uuids`);
+  }
+
+  it('kill -9 of the primary node: only 503s until the standby takes writes, back within 15 s, nothing lost', async () => {
+    const run = await underLoad('kill', formation!.ports.node2, () => formation!.killNode('node1'));
+    const failed = check('kill', run);
+    assert.ok(failed > 0, 'the kill was felt (some 503s): otherwise the drill tested nothing');
+    assert.ok(run.health.some((h) => h.readyz === 503), '/readyz said 503 during the failover');
+    await checkStored('kill');
+  });
+
+  it('the old primary rejoins as a standby, then a planned switchover under load: same guarantees', async () => {
+    const rejoinStarted = Date.now();
+    formation!.runNode('node1');
+    await formation!.waitFor(
+      (s) => s.some((n) => n.name === 'node1' && n.reported === 'secondary') && s.some((n) => n.name === 'node2' && n.reported === 'primary'),
+      'node1 secondary again',
+      180_000,
+    );
+    console.log(`# node1 rejoined as secondary in ${Date.now() - rejoinStarted} ms`);
+    const run = await underLoad('switchover', formation!.ports.node1, () => formation!.switchover());
+    check('switchover', run);
+    await checkStored('switchover');
+  });
+});
