@@ -29,10 +29,6 @@ export interface Config {
   /** How long a traffic sync keeps retrying a provider's 429/5xx before it gives up. */
   trafficRetryMaxMs: number;
   shutdownTimeoutMs: number;
-  /** Receiving a request's headers, from the connection (or the previous answer) on. */
-  headersTimeoutMs: number;
-  /** Receiving a whole request, headers and body; answers (long ones included) are not timed. */
-  requestTimeoutMs: number;
   /** How long an idle keep-alive connection stays open between requests. */
   keepAliveTimeoutMs: number;
   /** Open connections at most; further ones are closed at once. */
@@ -137,15 +133,8 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError('INLET_ADMIN_TOKEN must be at least 16 characters long (use a random secret)');
   }
   const rateLimitRps = integer(env, 'INLET_RATE_LIMIT_RPS', 2000, 0, 10_000_000);
-  // A public ingest endpoint: clients send small bodies fast, so a slow sender is most likely an
-  // attacker holding sockets (slowloris). 10 s for headers and 30 s for a whole 5 MiB body are far
-  // above what a real SDK needs on a mobile link; keep-alive outlasts the 60 s idle timeout of common
-  // load balancers, so a balancer never reuses a socket Inlet is closing.
-  const headersTimeoutMs = integer(env, 'INLET_HEADERS_TIMEOUT_MS', 10_000, 100, 600_000);
-  const requestTimeoutMs = integer(env, 'INLET_REQUEST_TIMEOUT_MS', 30_000, 100, 3_600_000);
-  if (requestTimeoutMs < headersTimeoutMs) {
-    throw new ConfigError(`INLET_REQUEST_TIMEOUT_MS (${requestTimeoutMs}) must be at least INLET_HEADERS_TIMEOUT_MS (${headersTimeoutMs})`);
-  }
+  // Keep-alive outlasts the 60 s idle timeout of common load balancers, so a balancer never
+  // reuses a socket Inlet is closing.
   const url = databaseUrl(env);
   // Several instances share one PostgreSQL: by default they share the buckets too.
   const rateLimitStore = oneOf(env, 'INLET_RATE_LIMIT_STORE', ['memory', 'postgres', 'redis'] as const, url.startsWith('sqlite:') ? 'memory' : 'postgres');
@@ -177,8 +166,6 @@ export function loadConfig(env: Env = process.env): Config {
     trafficSyncIntervalMs: integer(env, 'INLET_TRAFFIC_SYNC_INTERVAL_MS', 3_600_000, 0, 7 * 24 * 3_600_000),
     trafficRetryMaxMs: integer(env, 'INLET_TRAFFIC_RETRY_MAX_MS', 60_000, 0, 3_600_000),
     shutdownTimeoutMs: integer(env, 'INLET_SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
-    headersTimeoutMs,
-    requestTimeoutMs,
     keepAliveTimeoutMs: integer(env, 'INLET_KEEP_ALIVE_TIMEOUT_MS', 72_000, 100, 3_600_000),
     maxConnections: integer(env, 'INLET_MAX_CONNECTIONS', 10_000, 1, 10_000_000),
     maxHeaderBytes: integer(env, 'INLET_MAX_HEADER_BYTES', 16_384, 1024, 1_048_576),

@@ -94,7 +94,7 @@ export const frameworkErrors: NonNullable<FastifyServerOptions['frameworkErrors'
 /** What Node's HTTP parser refused, as the problem we answer (nothing reached Fastify: no route, no hooks). */
 function clientProblem(error: NodeJS.ErrnoException): AppError {
   if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
-    return new AppError('request_timeout', 'The request (headers and body) was not received within the time allowed; send it faster or smaller.');
+    return new AppError('request_timeout', 'The request was not received within the time allowed; send it faster.');
   }
   if (error.code === 'HPE_HEADER_OVERFLOW') {
     return new AppError('header_too_large', 'The request headers are larger than the server accepts (INLET_MAX_HEADER_BYTES).');
