@@ -72,7 +72,16 @@ export function createIngestService(storage: Storage, metrics: Metrics, options:
   const legacy = new Map<string, LegacyUsageIncrement>();
   let legacyTimer: NodeJS.Timeout | undefined;
 
-  async function flushLegacyUsage(): Promise<void> {
+  // Flushes run one after another: a read (legacyUsage) that comes while the timer's flush is still writing
+  // waits for it, instead of finding the map already emptied and reading the table before the write lands.
+  let flushing: Promise<void> = Promise.resolve();
+  function flushLegacyUsage(): Promise<void> {
+    const flush = flushing.then(flushLegacyUsageNow);
+    flushing = flush.catch(() => {});
+    return flush;
+  }
+
+  async function flushLegacyUsageNow(): Promise<void> {
     if (legacyTimer !== undefined) clearTimeout(legacyTimer);
     legacyTimer = undefined;
     const increments = [...legacy.values()];
