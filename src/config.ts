@@ -29,6 +29,12 @@ export interface Config {
   /** How long a traffic sync keeps retrying a provider's 429/5xx before it gives up. */
   trafficRetryMaxMs: number;
   shutdownTimeoutMs: number;
+  /** Live event streams open at once on this instance; one more → 503 with Retry-After. */
+  eventStreamsMax: number;
+  /** Bytes a live stream may have waiting for a slow consumer before it is cut off. */
+  eventStreamBufferBytes: number;
+  /** How often the live stream's tail reader polls storage. */
+  eventStreamPollMs: number;
   /** INLET_PUBLIC_URL: the URL browsers reach this server at (Segment settings' apiHost); else the request's Host. */
   publicUrl: string | undefined;
   /** Requests per second a browser key may send from one client IP (burst twice that); 0 switches it off. */
@@ -145,6 +151,9 @@ export function loadConfig(env: Env = process.env): Config {
     maxEventBytes: integer(env, 'INLET_MAX_EVENT_BYTES', 32 * 1024, 256, 16 * 1024 * 1024),
     maxBatchEvents: integer(env, 'INLET_MAX_BATCH_EVENTS', 1000, 1, 100_000),
     keyCacheTtlMs: integer(env, 'INLET_KEY_CACHE_TTL_MS', 1000, 0, 3_600_000),
+    eventStreamsMax: integer(env, 'INLET_EVENT_STREAMS_MAX', 100, 0, 100_000),
+    eventStreamBufferBytes: integer(env, 'INLET_EVENT_STREAM_BUFFER_BYTES', 1024 * 1024, 16 * 1024, 1024 * 1024 * 1024),
+    eventStreamPollMs: integer(env, 'INLET_EVENT_STREAM_POLL_MS', 250, 10, 5_000),
     postgresPoolSize: integer(env, 'INLET_PG_POOL_SIZE', 10, 1, 1000),
     trafficSyncIntervalMs: integer(env, 'INLET_TRAFFIC_SYNC_INTERVAL_MS', 3_600_000, 0, 7 * 24 * 3_600_000),
     trafficRetryMaxMs: integer(env, 'INLET_TRAFFIC_RETRY_MAX_MS', 60_000, 0, 3_600_000),

@@ -4,6 +4,8 @@ import type { Config } from './config.js';
 import { openStorage, type OpenedStorage } from './storage/connect.js';
 import { createIdentityService, type IdentityService } from './services/identity-service.js';
 import { createIngestService, type IngestService } from './services/ingest-service.js';
+import { createEventReadService, type EventReadService } from './services/event-read-service.js';
+import { createEventStreams, type EventStreams } from './services/event-stream.js';
 import { createKeyService, type KeyService } from './services/key-service.js';
 import { createSegmentService, type SegmentService } from './services/segment-service.js';
 import { createRejectionService, type RejectionService } from './services/rejection-service.js';
@@ -23,6 +25,8 @@ export interface Services {
   keys: KeyService;
   ingest: IngestService;
   identity: IdentityService;
+  /** Admin reads, the live stream's tail and exports of stored events (events-out §3–5). */
+  events: { reads: EventReadService; streams: EventStreams };
   /** Segment-compatible ingestion: translation into the accept pipeline, and identity side effects. */
   segment: SegmentService;
   /** Recorded rejections and warnings (listed by the admin API and the CLI). */
@@ -55,6 +59,10 @@ export async function createServices(config: Config, options: CreateServicesOpti
   const rejections = createRejectionService(storage, metrics, { maxPerHour: config.rejectionsMaxPerHour, retentionDays: config.rejectionsRetentionDays });
   const ingest = createIngestService(storage, metrics, { legacyFlat: config.legacyFlat, rejections });
   const identity = createIdentityService(storage);
+  const events = {
+    reads: createEventReadService(storage),
+    streams: createEventStreams(storage, { pollMs: config.eventStreamPollMs, maxStreams: config.eventStreamsMax }),
+  };
   const segment = createSegmentService(ingest, identity, rejections);
   const rateLimiter = await createRateLimiter(config, storage);
   // Per client IP on the browser routes: a guard against one abusive address, kept in each process.
@@ -73,6 +81,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
     keys,
     ingest,
     identity,
+    events,
     segment,
     rejections,
     rateLimiter,
@@ -81,6 +90,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
     close() {
       closed ??= (async () => {
         await traffic.scheduler.stop();
+        await events.streams.close();
         await ingest.close();
         await rejections.close();
         await keys.close();

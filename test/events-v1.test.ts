@@ -42,7 +42,7 @@ describe('POST /api/v1/events: happy paths', () => {
     const res = await post({ ...valid, occurred_at: '2026-03-01T07:00:00.25-05:00', metadata: { plan: 'pro' }, external_id: 'v1-full' });
     assert.equal(res.statusCode, 201, res.body);
     const { data } = res.json();
-    assert.deepEqual(Object.keys(data).sort(), ['action', 'canonical_name', 'event_type', 'external_id', 'occurred_at', 'properties', 'received_at', 'source', 'subject_id', 'subject_type', 'uuid']);
+    assert.deepEqual(Object.keys(data).sort(), ['action', 'canonical_name', 'event_type', 'external_id', 'key_id', 'occurred_at', 'properties', 'received_at', 'source', 'subject_id', 'subject_type', 'uuid']);
     assert.match(data.uuid, UUID_V7);
     assert.equal(data.occurred_at, '2026-03-01T12:00:00.250Z');
     assert.match(data.received_at, UTC_MS);

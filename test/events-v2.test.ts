@@ -29,7 +29,7 @@ describe('POST /api/v2/events: happy paths', () => {
     assert.equal(res.statusCode, 201, res.body);
     assert.match(String(res.headers['content-type']), /^application\/json/);
     const { data } = res.json();
-    assert.deepEqual(Object.keys(data).sort(), ['action', 'canonical_name', 'event_type', 'external_id', 'occurred_at', 'properties', 'received_at', 'source', 'subject_id', 'subject_type', 'uuid']);
+    assert.deepEqual(Object.keys(data).sort(), ['action', 'canonical_name', 'event_type', 'external_id', 'key_id', 'occurred_at', 'properties', 'received_at', 'source', 'subject_id', 'subject_type', 'uuid']);
     assert.match(data.uuid, UUID_V7);
     // The UUIDv7 timestamp is the time the service assigned it.
     const uuidMillis = parseInt(data.uuid.replace(/-/g, '').slice(0, 12), 16);

@@ -228,3 +228,24 @@ describe('Segment extras', () => {
     assert.equal((await post('/v1/m', { series: [] })).statusCode, 200);
   });
 });
+
+describe('analytics.js served from Inlet (clarifications §25)', () => {
+  it('serves the standalone build and its chunks with long-cache headers; nothing else from that folder', async () => {
+    const standalone = await ctx.app.inject({ method: 'GET', url: `/analytics.js/v1/${key}/analytics.min.js` });
+    assert.equal(standalone.statusCode, 200);
+    assert.match(String(standalone.headers['content-type']), /javascript/);
+    assert.match(String(standalone.headers['cache-control']), /max-age=\d+/);
+    const chunk = /analytics-next\/bundles\//.test(standalone.body);
+    assert.ok(chunk, 'the loader fetches its chunks under /analytics-next/bundles/');
+    const { readdirSync } = await import('node:fs');
+    const { createRequire } = await import('node:module');
+    const { dirname, join } = await import('node:path');
+    const dist = join(dirname(createRequire(import.meta.url).resolve('@segment/analytics-next/package.json')), 'dist', 'umd');
+    const bundle = readdirSync(dist).find((f) => /\.bundle\.[0-9a-f]+\.js$/.test(f))!;
+    const res = await ctx.app.inject({ method: 'GET', url: `/analytics-next/bundles/${bundle}` });
+    assert.equal(res.statusCode, 200);
+    assert.match(String(res.headers['cache-control']), /immutable/);
+    assert.equal((await ctx.app.inject({ method: 'GET', url: '/analytics-next/bundles/..%2Fpackage.json' })).statusCode, 404);
+    assert.equal((await ctx.app.inject({ method: 'GET', url: '/analytics-next/bundles/standalone.js.map' })).statusCode, 404);
+  });
+});

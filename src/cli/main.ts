@@ -7,9 +7,10 @@ import { parseCommandArgs, UsageError, type CliIo, type Command } from './comman
 import { coreCommands } from './core-commands.js';
 import { rejectionCommands } from './rejection-commands.js';
 import { identityCommands } from './identity-commands.js';
+import { eventCommands } from './event-commands.js';
 import { trafficCommands } from './traffic-commands.js';
 
-export const commands: Command[] = [...coreCommands, ...identityCommands, ...trafficCommands, ...rejectionCommands];
+export const commands: Command[] = [...coreCommands, ...identityCommands, ...eventCommands, ...trafficCommands, ...rejectionCommands];
 
 function help(io: CliIo): void {
   io.out('Usage: inlet <command> [options]\n');

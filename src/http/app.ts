@@ -21,6 +21,7 @@ import { aliasRoute } from './routes/alias.js';
 import { adminUserRoutes } from './routes/admin-users.js';
 import { trafficReportsRoute } from './routes/traffic-reports.js';
 import { adminTrafficRoutes } from './routes/admin-traffic.js';
+import { adminEventRoutes } from './routes/admin-events.js';
 import { segmentRoutes } from './segment/routes.js';
 import { redactUrl } from './redact.js';
 import { adminRejectionRoutes } from './routes/admin-rejections.js';
@@ -302,8 +303,13 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
     adminRoutes(app, services, config.adminToken);
     adminUserRoutes(app, services, config.adminToken);
     adminTrafficRoutes(app, services, config.adminToken);
+    adminEventRoutes(app, services, config.adminToken);
     adminRejectionRoutes(app, services, config.adminToken);
   }
+  // Live streams end cleanly before the server waits for its connections to close.
+  app.addHook('preClose', async () => {
+    await services.events.streams.close();
+  });
 
   return app;
 }

@@ -5,7 +5,8 @@ import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { Database } from './database.js';
-import { apiKeyStore, eventReads, legacyUsageStore, productStore } from './core-stores.js';
+import { apiKeyStore, legacyUsageStore, productStore } from './core-stores.js';
+import { eventReads } from './event-reads.js';
 import { rejectionStore } from './rejection-store.js';
 import { identityStore } from './identity-store.js';
 import { migrate, type MigrationReport } from './migrate.js';
@@ -181,7 +182,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
   }
   // The writer prepares its statements against the migrated schema.
   const insertMany = makeWriter();
-  const reads = eventReads(db);
+  const reads = eventReads(db, dialect);
 
   return {
     dialect,
@@ -195,7 +196,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     },
     products: productStore(db),
     apiKeys: apiKeyStore(db),
-    events: { insertMany, get: reads.get, count: reads.count, listBySubjects: reads.listBySubjects },
+    events: { insertMany, ...reads },
     legacyUsage: legacyUsageStore(db),
     rejections: rejectionStore(db),
     identity: identityStore(db, dialect),

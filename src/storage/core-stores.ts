@@ -1,17 +1,15 @@
-// Products, API keys, event reads and legacy usage: one implementation over Kysely for both dialects.
+// Products, API keys and legacy usage (event reads: event-reads.ts): one implementation over Kysely for both dialects.
 import { sql, type Kysely, type Selectable } from 'kysely';
-import type { ApiKeysTable, Database, EventsTable } from './database.js';
-import { fromJson, toIso, toIsoOrNull } from './database.js';
+import type { ApiKeysTable, Database } from './database.js';
+import { toIso, toIsoOrNull } from './database.js';
 import type {
   ApiKeyRecord,
   ApiKeyStore,
-  EventRecord,
   LegacyUsageIncrement,
   LegacyUsageRecord,
   LegacyUsageStore,
   ProductStore,
 } from './types.js';
-import type { NameFormat } from '../domain/event-names.js';
 
 export function productStore(db: Kysely<Database>): ProductStore {
   return {
@@ -97,63 +95,6 @@ export function apiKeyStore(db: Kysely<Database>): ApiKeyStore {
       for (const usage of usages) {
         await db.updateTable('api_keys').set({ last_used_at: usage.at }).where('id', '=', usage.id).execute();
       }
-    },
-  };
-}
-
-export function eventFromRow(row: Selectable<EventsTable>): EventRecord {
-  return {
-    id: row.id,
-    productId: row.product_id,
-    source: row.source,
-    externalId: row.external_id,
-    eventType: row.event_type,
-    action: row.action,
-    canonicalName: row.canonical_name,
-    nameFormat: row.name_format as NameFormat,
-    subjectType: row.subject_type,
-    subjectId: row.subject_id,
-    occurredAt: toIso(row.occurred_at),
-    receivedAt: toIso(row.received_at),
-    properties: fromJson(row.properties),
-    apiKeyId: row.api_key_id,
-    context: row.context == null ? null : fromJson(row.context),
-    original: row.original == null ? null : fromJson(row.original),
-  };
-}
-
-export function eventReads(db: Kysely<Database>) {
-  return {
-    async get(productId: string, id: string) {
-      const row = await db
-        .selectFrom('events')
-        .selectAll()
-        .where('product_id', '=', productId)
-        .where('id', '=', id)
-        .executeTakeFirst();
-      return row && eventFromRow(row);
-    },
-    async count(productId: string) {
-      const row = await db
-        .selectFrom('events')
-        .select((eb) => eb.fn.countAll().as('n'))
-        .where('product_id', '=', productId)
-        .executeTakeFirstOrThrow();
-      return Number(row.n);
-    },
-    async listBySubjects(productId: string, subjectType: string, subjectIds: string[], limit: number) {
-      if (subjectIds.length === 0) return [];
-      const rows = await db
-        .selectFrom('events')
-        .selectAll()
-        .where('product_id', '=', productId)
-        .where('subject_type', '=', subjectType)
-        .where('subject_id', 'in', subjectIds)
-        .orderBy('occurred_at', 'desc')
-        .orderBy('id', 'desc')
-        .limit(limit)
-        .execute();
-      return rows.map(eventFromRow);
     },
   };
 }

@@ -45,6 +45,11 @@ export interface EventRecord {
   receivedAt: string;
   properties: Record<string, unknown>;
   apiKeyId: string | null;
+  /**
+   * The commit position (events-out §1), set on events read back from storage: an opaque string that
+   * only this storage compares ("123" on SQLite, "<tx>.<seq>" on PostgreSQL).
+   */
+  position?: string;
   /** A Segment item's `context` (null for native events). */
   context?: Record<string, unknown> | null;
   /** Everything else a Segment item carried: its type, event name, ids, raw timestamps, integrations (null for native events). */
@@ -96,6 +101,43 @@ export interface ApiKeyStore {
   touch(usages: Array<{ id: string; at: string }>): Promise<void>;
 }
 
+/** The filters of the admin reads (events-out §3), already validated. */
+export interface EventFilter {
+  canonicalNames?: string[];
+  eventType?: string;
+  action?: string;
+  source?: string;
+  keyId?: string;
+  subjectType?: string;
+  /** With subjectType: any of these ids (the user filter passes every external id of the user). */
+  subjectIds?: string[];
+  /** Inclusive, ISO 8601 UTC with milliseconds. */
+  receivedFrom?: string;
+  /** Exclusive, ISO 8601 UTC with milliseconds. */
+  receivedTo?: string;
+}
+
+export interface EventPageQuery {
+  productId: string;
+  filter: EventFilter;
+  order: 'asc' | 'desc';
+  /** Continue after this position (in `order`); undefined starts at the newest (desc) or oldest (asc). */
+  after?: string;
+  /** Ascending reads stop at this position (inclusive): exports end where they started. */
+  upTo?: string;
+  limit: number;
+}
+
+export interface EventPage {
+  /** At most `limit` events, in `order`, each with its position. */
+  events: EventRecord[];
+  /**
+   * Where the next page starts (pass as `after`), or null when nothing more matches now. A page may hold
+   * fewer than `limit` events and still have a next position: a read scans a bounded number of rows.
+   */
+  next: string | null;
+}
+
 export interface EventStore {
   /**
    * Stores the rows in one transaction (one commit, one fsync). Rows whose (product, source,
@@ -107,6 +149,14 @@ export interface EventStore {
   count(productId: string): Promise<number>;
   /** Most recent first. */
   listBySubjects(productId: string, subjectType: string, subjectIds: string[], limit: number): Promise<EventRecord[]>;
+  /** One page of the product's events in position order; never skips an event committed later. */
+  page(query: EventPageQuery): Promise<EventPage>;
+  /** The product's current end: the highest position a reader may see now (null: none yet). */
+  endPosition(productId: string): Promise<string | null>;
+  /** Whether `position` is well-formed for this storage (cursors come from clients). */
+  isPosition(position: string): boolean;
+  /** Orders two positions: negative, zero or positive. */
+  comparePositions(a: string, b: string): number;
 }
 
 export interface LegacyUsageStore {

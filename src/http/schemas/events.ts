@@ -79,8 +79,11 @@ export const EventRecordSchema = Type.Object(
     received_at: Type.String(),
     external_id: Type.Union([Type.String(), Type.Null()]),
     properties: Type.Object({}, { additionalProperties: true }),
+    key_id: Type.Union([Type.String(), Type.Null()], { description: 'The API key that sent the event (null when no key did, e.g. an import)' }),
+    context: Type.Optional(Type.Object({}, { additionalProperties: true, description: 'Segment routes only: the item\'s context' })),
+    original: Type.Optional(Type.Object({}, { additionalProperties: true, description: 'Segment routes only: what else the item carried (type, name, ids, raw timestamps, integrations)' })),
   },
-  { $id: 'Event' },
+  { $id: 'Event', description: 'One stored event: the same shape in ingest answers, admin reads, the live stream and NDJSON exports' },
 );
 
 export const BatchRequest = Type.Object(

@@ -12,6 +12,7 @@ import { problemResponse } from '../schemas/common.js';
 import { corsPreflight } from '../browser-keys.js';
 import { presentedKey, segmentAuth } from './keys.js';
 import { settingsRoutes } from './settings.js';
+import { analyticsJsRoutes } from './analytics-js.js';
 
 /** Where each call arrives: the long path of the HTTP API and the browser SDK's short form. */
 const SINGLE_ROUTES: Array<[SegmentCall, string]> = [
@@ -160,5 +161,6 @@ export async function segmentRoutes(app: FastifyInstance, options: { services: S
   app.post('/v1/m', { bodyLimit: SEGMENT_LIMITS.singleBodyBytes, schema: { tags: ['segment'], summary: 'Segment SDK metrics (ignored)' } }, async () => ({ success: true }));
 
   settingsRoutes(app, services);
+  analyticsJsRoutes(app);
   corsPreflight(app, [...BATCH_PATHS, ...SINGLE_ROUTES.flatMap(([call, short]) => [`/v1/${call}`, `/v1/${short}`]), '/v1/m', '/v1/projects/:key/settings', '/sourceConfig']);
 }

@@ -10,11 +10,11 @@
 // concurrent writer of the same key waits on the key until the first commits, then sees a conflict.
 //
 // Hand-written SQL over unnest() of one array per column instead of Kysely's multi-row VALUES: the
-// statement text and its 16 parameters are the same whatever the group size (no 65,535-parameter
+// statement text and its 17 parameters are the same whatever the group size (no 65,535-parameter
 // limit to chunk around, one plan shape), and a data-modifying CTE is clearer written out.
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../database.js';
-import { eventFromRow } from '../core-stores.js';
+import { eventFromRow } from '../event-reads.js';
 import type { EventInsert, InsertOutcome } from '../types.js';
 
 function dedupKey(row: { productId: string; source: string; externalId: string | null }): string {
@@ -35,6 +35,7 @@ export function postgresEventWriter(db: Kysely<Database>) {
     // Keys are claimed in sorted order (WITH ORDINALITY … ORDER BY), so two groups that share keys
     // wait on each other in the same order and never deadlock.
     const sorted = [...rows].sort(compareKeys);
+    const requestOrder = new Map(rows.map((row, index) => [row, index]));
     const column = <T>(pick: (row: EventInsert) => T): T[] => sorted.map(pick);
     const inserted = await sql<{ id: string }>`
       WITH input AS (
@@ -44,9 +45,11 @@ export function postgresEventWriter(db: Kysely<Database>) {
           ${column((r) => r.canonicalName)}::text[], ${column((r) => r.nameFormat)}::text[], ${column((r) => r.subjectType)}::text[],
           ${column((r) => r.subjectId)}::text[], ${column((r) => r.occurredAt)}::timestamptz[], ${column((r) => r.receivedAt)}::timestamptz[],
           ${column((r) => r.propertiesJson)}::jsonb[], ${column((r) => r.apiKeyId)}::text[],
-          ${column((r) => r.contextJson ?? null)}::jsonb[], ${column((r) => r.originalJson ?? null)}::jsonb[]
+          ${column((r) => r.contextJson ?? null)}::jsonb[], ${column((r) => r.originalJson ?? null)}::jsonb[],
+          ${column((r) => requestOrder.get(r)!)}::int[]
         ) WITH ORDINALITY AS t(id, product_id, source, external_id, event_type, action, canonical_name, name_format,
-                               subject_type, subject_id, occurred_at, received_at, properties, api_key_id, context, original, position)
+                               subject_type, subject_id, occurred_at, received_at, properties, api_key_id, context, original,
+                               request_order, position)
       ), claimed AS (
         INSERT INTO event_dedup (product_id, source, external_id, event_id, received_at)
         SELECT product_id, source, external_id, id, received_at FROM input WHERE external_id IS NOT NULL ORDER BY position
@@ -59,6 +62,8 @@ export function postgresEventWriter(db: Kysely<Database>) {
              subject_type, subject_id, occurred_at, received_at, properties, api_key_id, context, original
         FROM input
        WHERE external_id IS NULL OR id IN (SELECT event_id FROM claimed)
+       -- In request order: the columns tx and seq (the commit position) take their defaults row by row.
+       ORDER BY request_order
       RETURNING id`.execute(db);
     return new Set(inserted.rows.map((r) => r.id));
   }

@@ -4,7 +4,7 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import type { Kysely } from 'kysely';
 import type { Database } from '../database.js';
-import { eventFromRow } from '../core-stores.js';
+import { eventFromRow } from '../event-reads.js';
 import type { EventInsert, InsertOutcome } from '../types.js';
 
 const COLUMNS =

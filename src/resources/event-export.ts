@@ -1,0 +1,47 @@
+// The export formats (events-out §5): NDJSON lines of the event resource, and CSV with a header row
+// whose nested objects are JSON in their cell.
+import type { EventRecord } from '../storage/types.js';
+import { eventResource, type EventResource } from './events.js';
+
+export type ExportFormat = 'ndjson' | 'csv';
+
+export const EXPORT_CONTENT_TYPES: Record<ExportFormat, string> = {
+  ndjson: 'application/x-ndjson; charset=utf-8',
+  csv: 'text/csv; charset=utf-8',
+};
+
+export const CSV_COLUMNS: Array<keyof EventResource> = [
+  'uuid',
+  'event_type',
+  'action',
+  'canonical_name',
+  'source',
+  'subject_type',
+  'subject_id',
+  'occurred_at',
+  'received_at',
+  'external_id',
+  'key_id',
+  'properties',
+  'context',
+  'original',
+];
+
+/** RFC 4180: quoted when it holds a comma, quote, CR or LF; quotes doubled. null is an empty cell. */
+export function csvCell(value: unknown): string {
+  if (value === null || value === undefined) return '';
+  const text = typeof value === 'object' ? JSON.stringify(value) : String(value);
+  return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
+}
+
+export function csvHeader(): string {
+  return `${CSV_COLUMNS.join(',')}\r\n`;
+}
+
+export function exportLine(format: ExportFormat, event: EventRecord): string {
+  const resource = eventResource(event);
+  if (format === 'ndjson') return `${JSON.stringify(resource)}\n`;
+  let line = '';
+  for (let i = 0; i < CSV_COLUMNS.length; i++) line += (i === 0 ? '' : ',') + csvCell(resource[CSV_COLUMNS[i]!]);
+  return `${line}\r\n`;
+}

@@ -1,0 +1,289 @@
+// Event reads: one by uuid, the admin list (filters, both orders, cursors), the tail of the live
+// stream and the export pages. One implementation over Kysely for both dialects; the commit position
+// (migrations/event-positions.ts) is the only dialect-specific part, stated once in `positionSql`.
+//
+// Which index serves which filter, and the bounded scan, are explained in docs/design.md ("Admin
+// reads: indexes"). In short: a read is ordered by position and driven by one index; filters the index
+// does not serve are checked on the rows it yields, and such a read looks at no more than
+// SCAN_BUDGET rows of the product before it answers (with a cursor to go on), so a rare value of an
+// unindexed filter cannot make one request scan ten million rows.
+import { sql, type Expression, type Kysely, type RawBuilder, type Selectable, type SqlBool } from 'kysely';
+import type { Database, EventsTable } from './database.js';
+import { fromJson, toIso } from './database.js';
+import type { Dialect, EventFilter, EventPage, EventPageQuery, EventRecord } from './types.js';
+import type { NameFormat } from '../domain/event-names.js';
+
+/** Rows of the product (in position order) one filtered read may look at before it answers. */
+export const SCAN_BUDGET = 20_000;
+
+/**
+ * Longer than any event's time from receipt to commit. received_from / received_to become position
+ * bounds through the latest row received this long before `from` (and the earliest this long after
+ * `to`): those committed before (after) every row of the range, so the range lies strictly between.
+ */
+export const RECEIVE_TO_COMMIT_SLACK_MS = 10 * 60_000;
+
+type Row = Selectable<EventsTable> & { position: string | number };
+
+export function eventFromRow(row: Omit<Row, 'position'> & { position?: string | number }): EventRecord {
+  const record: EventRecord = {
+    id: row.id,
+    productId: row.product_id,
+    source: row.source,
+    externalId: row.external_id,
+    eventType: row.event_type,
+    action: row.action,
+    canonicalName: row.canonical_name,
+    nameFormat: row.name_format as NameFormat,
+    subjectType: row.subject_type,
+    subjectId: row.subject_id,
+    occurredAt: toIso(row.occurred_at),
+    receivedAt: toIso(row.received_at),
+    properties: fromJson(row.properties),
+    apiKeyId: row.api_key_id,
+    context: row.context == null ? null : fromJson(row.context),
+    original: row.original == null ? null : fromJson(row.original),
+  };
+  if (row.position !== undefined) record.position = String(row.position);
+  return record;
+}
+
+type Op = '<' | '>' | '<=' | '>=';
+
+interface PositionSql {
+  /** The select-list expression yielding the position as text. */
+  select: RawBuilder<string>;
+  /** ORDER BY columns. */
+  orderColumns: string[];
+  compare(op: Op, position: string): Expression<SqlBool>;
+  /**
+   * PostgreSQL: the read horizon, fetched before the read (its own statement). Rows with a `tx` below it
+   * are final. SQLite: undefined (every committed row is final: rowid order is commit order).
+   */
+  horizon: ((db: Kysely<Database>) => Promise<string>) | undefined;
+  visible(horizon: string): Expression<SqlBool>;
+  valid(position: string): boolean;
+  order(a: string, b: string): number;
+}
+
+function compareBigInts(a: bigint, b: bigint): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/**
+ * The PostgreSQL read horizon: the oldest transaction that was running when this statement's snapshot
+ * was taken *and* holds a lock on this schema's `events` (an event writer), else the snapshot's xmax.
+ *
+ * Why not simply pg_snapshot_xmin: xids are cluster-wide, so xmin waits for every writing transaction
+ * of every database and schema on the server (measured here: other schemas' tests held it back long
+ * enough to hide a just-acknowledged event from the list).
+ *
+ * Why it cannot skip: let T be an event writer with xid x < horizon. x < xmax, so T had its xid when the
+ * snapshot was taken. Writers lock `events` before they get an xid (their first write is the event
+ * insert; a transaction that writes elsewhere first must LOCK TABLE events IN ROW EXCLUSIVE MODE first),
+ * and hold the lock to the end. pg_locks is read after the snapshot; had T still been running then, x
+ * would be in the set and the horizon ≤ x. So T ended before this statement finished, and the next
+ * statement (the read, with a newer snapshot) sees its rows if it committed.
+ */
+const HORIZON_QUERY = sql<{ horizon: string }>`
+  WITH snapshot AS (SELECT pg_current_snapshot() AS s),
+  writers AS (
+    SELECT own.transactionid::text::bigint AS xid32
+      FROM pg_locks rel
+      JOIN pg_locks own ON own.virtualtransaction = rel.virtualtransaction
+                       AND own.locktype = 'transactionid' AND own.mode = 'ExclusiveLock' AND own.granted
+     WHERE rel.locktype = 'relation' AND rel.relation = 'events'::regclass AND rel.granted
+  )
+  SELECT COALESCE(
+           (SELECT min(x) FROM snapshot, pg_snapshot_xip(snapshot.s) AS x
+             WHERE (x::text::numeric % 4294967296)::bigint IN (SELECT xid32 FROM writers)),
+           (SELECT pg_snapshot_xmax(s) FROM snapshot)
+         )::text AS horizon`;
+
+const SQLITE_POSITION = /^[1-9][0-9]{0,17}$/;
+const POSTGRES_POSITION = /^([0-9]{1,20})\.([0-9]{1,19})$/;
+
+function positionSql(dialect: Dialect): PositionSql {
+  if (dialect === 'sqlite') {
+    return {
+      select: sql<string>`position`,
+      orderColumns: ['position'],
+      compare: (op, position) => sql<SqlBool>`position ${sql.raw(op)} ${Number(position)}`,
+      horizon: undefined,
+      visible: () => sql<SqlBool>`true`,
+      valid: (position) => SQLITE_POSITION.test(position) && Number.isSafeInteger(Number(position)),
+      order: (a, b) => Number(a) - Number(b),
+    };
+  }
+  return {
+    select: sql<string>`tx::text || '.' || seq::text`,
+    orderColumns: ['tx', 'seq'],
+    compare: (op, position) => {
+      const [, tx, seq] = POSTGRES_POSITION.exec(position)!;
+      return sql<SqlBool>`(tx, seq) ${sql.raw(op)} (${tx}::xid8, ${seq}::bigint)`;
+    },
+    horizon: async (db) => (await HORIZON_QUERY.execute(db)).rows[0]!.horizon,
+    visible: (horizon) => sql<SqlBool>`tx < ${horizon}::xid8`,
+    valid: (position) => {
+      const match = POSTGRES_POSITION.exec(position);
+      return match !== null && BigInt(match[1]!) < 2n ** 64n && BigInt(match[2]!) < 2n ** 63n;
+    },
+    order: (a, b) => {
+      const [txA, seqA] = a.split('.') as [string, string];
+      const [txB, seqB] = b.split('.') as [string, string];
+      return compareBigInts(BigInt(txA), BigInt(txB)) || compareBigInts(BigInt(seqA), BigInt(seqB));
+    },
+  };
+}
+
+const EVENT_COLUMNS = [
+  'id',
+  'product_id',
+  'source',
+  'external_id',
+  'event_type',
+  'action',
+  'canonical_name',
+  'name_format',
+  'subject_type',
+  'subject_id',
+  'occurred_at',
+  'received_at',
+  'properties',
+  'api_key_id',
+  'context',
+  'original',
+] as const;
+
+/** Whether one index serves every filter of the read exactly (then no scan budget is needed). */
+function indexServesAll(filter: EventFilter): boolean {
+  const { canonicalNames, subjectIds, ...rest } = filter;
+  const others = Object.values(rest).filter((v) => v !== undefined).length - (filter.subjectType === undefined ? 0 : 1);
+  if (others > 0) return false;
+  if (canonicalNames !== undefined && subjectIds !== undefined) return false;
+  if (canonicalNames !== undefined) return canonicalNames.length === 1;
+  // A few ids of one user (its aliases): the index finds them all; sorting them is cheap.
+  return true;
+}
+
+export function eventReads(db: Kysely<Database>, dialect: Dialect) {
+  const position = positionSql(dialect);
+
+  function base(productId: string, horizon: string | undefined) {
+    let query = db.selectFrom('events').where('product_id', '=', productId);
+    if (horizon !== undefined) query = query.where(position.visible(horizon));
+    return query;
+  }
+
+  const horizonNow = (): Promise<string | undefined> => (position.horizon === undefined ? Promise.resolve(undefined) : position.horizon(db));
+
+  function orderBy<Q extends { orderBy: (column: never, direction: 'asc' | 'desc') => Q }>(query: Q, order: 'asc' | 'desc'): Q {
+    let ordered = query;
+    for (const column of position.orderColumns) ordered = ordered.orderBy(sql.ref(column) as never, order);
+    return ordered;
+  }
+
+  /** The position of the latest row received before `at` (or earliest after it): see RECEIVE_TO_COMMIT_SLACK_MS. */
+  async function positionNear(productId: string, at: string, side: 'before' | 'after'): Promise<string | undefined> {
+    const row = await db
+      .selectFrom('events')
+      .select(position.select.as('position'))
+      .where('product_id', '=', productId)
+      .where('received_at', side === 'before' ? '<' : '>', at)
+      .orderBy('received_at', side === 'before' ? 'desc' : 'asc')
+      .limit(1)
+      .executeTakeFirst();
+    return row === undefined ? undefined : String(row.position);
+  }
+
+  async function page(query: EventPageQuery): Promise<EventPage> {
+    const { productId, filter, order, limit } = query;
+    const horizon = await horizonNow();
+    const forward: Op = order === 'asc' ? '>' : '<';
+    const bounds: Array<Expression<SqlBool>> = [];
+    if (query.after !== undefined) bounds.push(position.compare(forward, query.after));
+    if (query.upTo !== undefined) bounds.push(position.compare('<=', query.upTo));
+    // Received-time ranges become position bounds (then the exact check below), so a range far from
+    // the head is found by an index, not by scanning towards it.
+    if (filter.receivedFrom !== undefined) {
+      const lower = await positionNear(productId, new Date(Date.parse(filter.receivedFrom) - RECEIVE_TO_COMMIT_SLACK_MS).toISOString(), 'before');
+      if (lower !== undefined) bounds.push(position.compare('>', lower));
+    }
+    if (filter.receivedTo !== undefined) {
+      const upper = await positionNear(productId, new Date(Date.parse(filter.receivedTo) + RECEIVE_TO_COMMIT_SLACK_MS).toISOString(), 'after');
+      if (upper !== undefined) bounds.push(position.compare('<', upper));
+    }
+
+    // A read that one index does not fully serve looks at SCAN_BUDGET rows of the product at most.
+    let scanEnd: string | undefined;
+    if (!indexServesAll(filter)) {
+      let window = base(productId, horizon).select(position.select.as('position'));
+      for (const bound of bounds) window = window.where(bound);
+      const edge = await orderBy(window, order).offset(SCAN_BUDGET - 1).limit(1).executeTakeFirst();
+      if (edge !== undefined) scanEnd = String(edge.position);
+    }
+
+    let select = base(productId, horizon).select([...EVENT_COLUMNS, position.select.as('position')]);
+    for (const bound of bounds) select = select.where(bound);
+    if (scanEnd !== undefined) select = select.where(position.compare(order === 'asc' ? '<=' : '>=', scanEnd));
+    if (filter.canonicalNames !== undefined) select = select.where('canonical_name', 'in', filter.canonicalNames);
+    if (filter.eventType !== undefined) select = select.where('event_type', '=', filter.eventType);
+    if (filter.action !== undefined) select = select.where('action', '=', filter.action);
+    if (filter.source !== undefined) select = select.where('source', '=', filter.source);
+    if (filter.keyId !== undefined) select = select.where('api_key_id', '=', filter.keyId);
+    if (filter.subjectType !== undefined) select = select.where('subject_type', '=', filter.subjectType);
+    if (filter.subjectIds !== undefined) select = select.where('subject_id', 'in', filter.subjectIds);
+    if (filter.receivedFrom !== undefined) select = select.where('received_at', '>=', filter.receivedFrom);
+    if (filter.receivedTo !== undefined) select = select.where('received_at', '<', filter.receivedTo);
+    const rows = (await orderBy(select, order)
+      .limit(limit + 1)
+      .execute()) as unknown as Row[];
+
+    const events = rows.slice(0, limit).map(eventFromRow);
+    let next: string | null = null;
+    if (rows.length > limit) next = events[events.length - 1]!.position!;
+    else if (scanEnd !== undefined) next = scanEnd;
+    return { events, next };
+  }
+
+  return {
+    page,
+    isPosition: position.valid,
+    comparePositions: position.order,
+    async endPosition(productId: string): Promise<string | null> {
+      const row = await orderBy(base(productId, await horizonNow()).select(position.select.as('position')), 'desc').limit(1).executeTakeFirst();
+      return row === undefined ? null : String(row.position);
+    },
+    async get(productId: string, id: string) {
+      const row = await db
+        .selectFrom('events')
+        .select([...EVENT_COLUMNS, position.select.as('position')])
+        .where('product_id', '=', productId)
+        .where('id', '=', id)
+        .executeTakeFirst();
+      return row && eventFromRow(row as unknown as Row);
+    },
+    async count(productId: string) {
+      const row = await db
+        .selectFrom('events')
+        .select((eb) => eb.fn.countAll().as('n'))
+        .where('product_id', '=', productId)
+        .executeTakeFirstOrThrow();
+      return Number(row.n);
+    },
+    async listBySubjects(productId: string, subjectType: string, subjectIds: string[], limit: number) {
+      if (subjectIds.length === 0) return [];
+      const rows = await db
+        .selectFrom('events')
+        .select([...EVENT_COLUMNS, position.select.as('position')])
+        .where('product_id', '=', productId)
+        .where('subject_type', '=', subjectType)
+        .where('subject_id', 'in', subjectIds)
+        .orderBy('occurred_at', 'desc')
+        .orderBy('id', 'desc')
+        .limit(limit)
+        .execute();
+      return (rows as unknown as Row[]).map(eventFromRow);
+    },
+  };
+}
