@@ -144,6 +144,7 @@ for (const [name, params] of cases) {
   });
 }
 
+const exportCpu = process.cpuUsage();
 const exportStarted = performance.now();
 let exported = 0;
 let bytes = 0;
@@ -153,6 +154,8 @@ for await (const chunk of exportChunks(storage, productId, {}, 'ndjson', (count)
   peakRss = Math.max(peakRss, process.memoryUsage().rss);
 }
 const exportSeconds = (performance.now() - exportStarted) / 1000;
+const exportCpuUsed = process.cpuUsage(exportCpu);
+const exportCpuMicros = (exportCpuUsed.user + exportCpuUsed.system) / Math.max(exported, 1);
 
 const size = sqliteFile === undefined ? undefined : statSync(sqliteFile).size;
 await storage.close();
@@ -165,5 +168,5 @@ for (const r of results) {
   console.log(`${r.case.padEnd(42)} ${String(r.first_p50).padStart(9)} ${String(r.first_p95).padStart(9)} ${String(r.next_p50).padStart(9)} ${String(r.rows).padStart(5)}`);
 }
 console.log(
-  `export NDJSON (no HTTP, no gzip): ${exported.toLocaleString('en-US')} events, ${(bytes / 1e6).toFixed(0)} MB in ${exportSeconds.toFixed(1)} s = ${Math.round(exported / exportSeconds).toLocaleString('en-US')} events/s; bench process peak RSS ${(peakRss / 1e6).toFixed(0)} MB`,
+  `export NDJSON (no HTTP, no gzip): ${exported.toLocaleString('en-US')} events, ${(bytes / 1e6).toFixed(0)} MB in ${exportSeconds.toFixed(1)} s = ${Math.round(exported / exportSeconds).toLocaleString('en-US')} events/s wall; ${exportCpuMicros.toFixed(1)} µs CPU/event (= ${Math.round(1e6 / exportCpuMicros).toLocaleString('en-US')} events/s per core); bench process peak RSS ${(peakRss / 1e6).toFixed(0)} MB`,
 );

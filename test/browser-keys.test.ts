@@ -190,3 +190,39 @@ describe('INLET_TRUST_PROXY', () => {
     }
   });
 });
+
+describe('identified users are never merged through a browser key (clarifications §18)', () => {
+  const post = (url: string, payload: unknown) => ctx.app.inject({ method: 'POST', url, headers: { ...basic(browserKey), origin: APP }, payload: payload as Record<string, unknown> });
+
+  it('the usual sequence works: an anonymous identify, then identify(userId) links the visitor', async () => {
+    assert.equal((await post('/v1/i', { anonymousId: 'v-anon', traits: { plan: 'trial' }, messageId: mid() })).json().accepted, 1);
+    const res = (await post('/v1/i', { userId: 'v-user', anonymousId: 'v-anon', messageId: mid() })).json();
+    assert.deepEqual([res.accepted, res.rejected, res.warnings], [1, [], []]);
+    assert.ok((await ctx.services.identity.getUser(productId, 'v-user', 1)).user.aliases.includes('v-anon'));
+  });
+
+  it('identify and alias joining two identified users are rejected; an implicit link is a warning; the native alias is 403', async () => {
+    await post('/v1/i', { userId: 'idf-a', anonymousId: 'idf-anon', messageId: mid() });
+    await post('/v1/i', { userId: 'idf-b', messageId: mid() });
+    const identify = (await post('/v1/i', { userId: 'idf-b', anonymousId: 'idf-anon', messageId: mid() })).json();
+    assert.equal(identify.rejected[0]?.code, 'identified_merge_forbidden');
+    const alias = (await post('/v1/a', { userId: 'idf-b', previousId: 'idf-a', messageId: mid() })).json();
+    assert.equal(alias.rejected[0]?.code, 'identified_merge_forbidden');
+    const track = (await post('/v1/t', { event: 'Clicked', userId: 'idf-b', anonymousId: 'idf-a', messageId: mid() })).json();
+    assert.deepEqual([track.accepted, track.warnings[0]?.code], [1, 'identity_conflict']);
+    const native = await ctx.app.inject({ method: 'POST', url: '/api/v2/alias', headers: bearer(browserKey), payload: { from_external_id: 'idf-a', to_external_id: 'idf-b' } });
+    assert.equal(native.statusCode, 403);
+    assert.equal(problemOf(native).code, 'identified_merge_forbidden');
+    // Nothing was merged; an events key from a server still may.
+    assert.deepEqual((await ctx.services.identity.getUser(productId, 'idf-b', 1)).user.aliases, []);
+    const server = await ctx.app.inject({ method: 'POST', url: '/api/v2/alias', headers: bearer(eventsKey), payload: { from_external_id: 'idf-a', to_external_id: 'idf-b' } });
+    assert.equal(server.statusCode, 200, server.body);
+  });
+
+  it('an anonymous-only identify does not make a user identified', async () => {
+    await post('/v1/i', { anonymousId: 'only-anon', traits: { x: 1 }, messageId: mid() });
+    await post('/v1/i', { userId: 'only-user', messageId: mid() });
+    const res = (await post('/v1/a', { userId: 'only-user', previousId: 'only-anon', messageId: mid() })).json();
+    assert.deepEqual([res.accepted, res.rejected], [1, []]);
+  });
+});

@@ -41,7 +41,11 @@ export function aliasConflictError(from: string, to: string, mergedInto: string)
 export function createIdentityService(storage: Storage) {
   return {
     /** Creates or updates a user; `created` tells which. Throws validation_error or identifier_conflict. */
-    async identify(productId: string, request: IdentifyRequest): Promise<{ created: boolean; user: UserRecord }> {
+    /**
+     * `identifies` (default true) flags the user as identified (clarifications §18): every native identify
+     * does, a Segment identify only when it carries a userId.
+     */
+    async identify(productId: string, request: IdentifyRequest, options: { identifies?: boolean } = {}): Promise<{ created: boolean; user: UserRecord }> {
       const errors: FieldError[] = [];
       const externalIdError = checkExternalId(request.external_id, '/external_id');
       if (externalIdError) errors.push(externalIdError);
@@ -61,6 +65,7 @@ export function createIdentityService(storage: Storage) {
 
       const outcome = await storage.identity.identify(productId, { externalId: request.external_id, identifiers, traits }, new Date().toISOString());
       if (outcome.status === 'identifier_conflict') throw identifierConflictError(outcome.conflicts);
+      if (options.identifies !== false) await storage.identity.markIdentified(productId, request.external_id, new Date().toISOString());
       return { created: outcome.status === 'created', user: outcome.user };
     },
 
@@ -74,7 +79,12 @@ export function createIdentityService(storage: Storage) {
       }
       if (errors.length > 0) throw validationError(errors);
 
+      const before = await storage.identity.identifiedStatus(productId, [request.from_external_id]);
       const outcome = await storage.identity.alias(productId, request.from_external_id, request.to_external_id, new Date().toISOString());
+      // The merged user is identified when the id merged into it was.
+      if (outcome.status === 'merged' && before.get(request.from_external_id)?.identified === true) {
+        await storage.identity.markIdentified(productId, request.to_external_id, new Date().toISOString());
+      }
       switch (outcome.status) {
         case 'merged':
         case 'unchanged':
@@ -84,6 +94,14 @@ export function createIdentityService(storage: Storage) {
         case 'identifier_conflict':
           throw identifierConflictError(outcome.conflicts);
       }
+    },
+
+    /** Whether `a` and `b` belong to two different users that have each been identified (a browser key may not merge them). */
+    async mergesTwoIdentified(productId: string, a: string, b: string): Promise<boolean> {
+      const status = await storage.identity.identifiedStatus(productId, [a, b]);
+      const x = status.get(a);
+      const y = status.get(b);
+      return x !== undefined && y !== undefined && x.userId !== y.userId && x.identified && y.identified;
     },
 
     /** The user an external id resolves to, its merge history and its most recent events; not_found if unknown. */

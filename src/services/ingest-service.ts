@@ -71,28 +71,25 @@ export function createIngestService(storage: Storage, metrics: Metrics, options:
   // Legacy usage is counted in memory and written once a second: bookkeeping stays off the hot path.
   const legacy = new Map<string, LegacyUsageIncrement>();
   let legacyTimer: NodeJS.Timeout | undefined;
+  let legacyWriting: Promise<void> | undefined;
 
-  // Flushes run one after another: a read (legacyUsage) that comes while the timer's flush is still writing
-  // waits for it, instead of finding the map already emptied and reading the table before the write lands.
-  let flushing: Promise<void> = Promise.resolve();
-  function flushLegacyUsage(): Promise<void> {
-    const flush = flushing.then(flushLegacyUsageNow);
-    flushing = flush.catch(() => {});
-    return flush;
-  }
-
-  async function flushLegacyUsageNow(): Promise<void> {
+  async function flushLegacyUsage(): Promise<void> {
+    // A flush already writing (the timer's) holds counts no longer in the map: a reader waits for it.
+    while (legacyWriting !== undefined) await legacyWriting.catch(() => {});
     if (legacyTimer !== undefined) clearTimeout(legacyTimer);
     legacyTimer = undefined;
     const increments = [...legacy.values()];
     legacy.clear();
     if (increments.length === 0) return;
+    legacyWriting = storage.legacyUsage.record(increments);
     try {
-      await storage.legacyUsage.record(increments);
+      await legacyWriting;
     } catch (error) {
       // Storage away (a failover): keep the counts and try again, so none are lost.
       for (const increment of increments) addLegacyUse(`${increment.apiKeyId}\u0000${increment.eventName}`, increment);
       throw error;
+    } finally {
+      legacyWriting = undefined;
     }
   }
 

@@ -52,16 +52,20 @@ export function createSegmentService(ingest: IngestService, identity: IdentitySe
   async function perform(auth: AuthContext, op: IdentityOp): Promise<AppError | undefined> {
     try {
       if (op.kind === 'identify') {
-        await identity.identify(auth.productId, {
-          external_id: op.externalId,
-          traits: op.traits,
-          ...(op.email === undefined ? {} : { identifiers: { email: op.email } }),
-        });
+        await identity.identify(
+          auth.productId,
+          { external_id: op.externalId, traits: op.traits, ...(op.email === undefined ? {} : { identifiers: { email: op.email } }) },
+          { identifies: op.identifiesUser },
+        );
         return undefined;
       }
       const key = `${auth.productId}\u0000${op.from}`;
       const known = links.get(key);
       if (known === op.to) return undefined;
+      // Through a public key, a link never merges two users that were each identified (clarifications §18).
+      if (auth.kind === 'browser' && (await identity.mergesTwoIdentified(auth.productId, op.from, op.to))) {
+        return new AppError('identity_conflict', `"${op.from}" and "${op.to}" are two identified users; a browser key does not merge them.`);
+      }
       await identity.alias(auth.productId, { from_external_id: op.from, to_external_id: op.to });
       remember(key, op.to);
       return undefined;
@@ -75,11 +79,34 @@ export function createSegmentService(ingest: IngestService, identity: IdentitySe
     }
   }
 
+  /**
+   * Browser keys: an explicit alias, or an identify whose userId and anonymousId belong to two users that
+   * were each identified, is refused before it is stored (`identified_merge_forbidden`, clarifications §18).
+   */
+  async function refuseIdentifiedMerges(auth: AuthContext, candidates: Candidate[], calls: Array<SegmentCall | undefined>, ops: IdentityOp[][]): Promise<void> {
+    for (let index = 0; index < candidates.length; index++) {
+      const call = calls[index];
+      if (!candidates[index]!.ok || (call !== 'identify' && call !== 'alias')) continue;
+      for (const op of ops[index] ?? []) {
+        if (op.kind !== 'link') continue;
+        if (await identity.mergesTwoIdentified(auth.productId, op.from, op.to)) {
+          candidates[index] = {
+            ok: false,
+            error: new AppError('identified_merge_forbidden', `"${op.from}" and "${op.to}" are two identified users: a browser key may not merge them (do it from your server with an events key).`),
+            format: 'segment',
+          };
+          break;
+        }
+      }
+    }
+  }
+
   return {
     async ingest(auth: AuthContext, request: SegmentRequest): Promise<SegmentAnswer> {
       const { items, receivedAt } = request;
       const messageIds: Array<string | null> = new Array(items.length).fill(null);
       const identityOps: IdentityOp[][] = new Array(items.length);
+      const calls: Array<SegmentCall | undefined> = new Array(items.length);
       const candidates: Candidate[] = items.map((item, index): Candidate => {
         const base = request.call === undefined ? `/batch/${index}` : '';
         const bytes = Buffer.byteLength(JSON.stringify(item) ?? '');
@@ -106,8 +133,11 @@ export function createSegmentService(ingest: IngestService, identity: IdentitySe
         messageIds[index] = translated.messageId ?? null;
         if (!translated.ok) return { ok: false, error: translated.error, format: 'segment' };
         identityOps[index] = translated.identity;
+        calls[index] = translated.call;
         return { ok: true, draft: translated.draft };
       });
+
+      if (auth.kind === 'browser') await refuseIdentifiedMerges(auth, candidates, calls, identityOps);
 
       const { outcomes } = await ingest.accept(auth, candidates, {
         endpoint: 'segment',

@@ -155,15 +155,20 @@ const EVENT_COLUMNS = [
   'original',
 ] as const;
 
-/** Whether one index serves every filter of the read exactly (then no scan budget is needed). */
-function indexServesAll(filter: EventFilter): boolean {
+/**
+ * How a read is served: `exact` when one index serves every filter (no scan budget needed); `split` when the
+ * only filter is a list of names or of subject ids — one indexed read per value, merged by position (a single
+ * `IN` read would make the planner walk the product's position index or sort every match); else `budget`.
+ */
+type Plan = { kind: 'exact' } | { kind: 'split'; key: 'canonicalNames' | 'subjectIds' } | { kind: 'budget' };
+
+function planOf(filter: EventFilter): Plan {
   const { canonicalNames, subjectIds, ...rest } = filter;
   const others = Object.values(rest).filter((v) => v !== undefined).length - (filter.subjectType === undefined ? 0 : 1);
-  if (others > 0) return false;
-  if (canonicalNames !== undefined && subjectIds !== undefined) return false;
-  if (canonicalNames !== undefined) return canonicalNames.length === 1;
-  // A few ids of one user (its aliases): the index finds them all; sorting them is cheap.
-  return true;
+  if (others > 0 || (canonicalNames !== undefined && subjectIds !== undefined)) return { kind: 'budget' };
+  if (canonicalNames !== undefined && canonicalNames.length > 1) return { kind: 'split', key: 'canonicalNames' };
+  if (subjectIds !== undefined && subjectIds.length > 1) return { kind: 'split', key: 'subjectIds' };
+  return { kind: 'exact' };
 }
 
 export function eventReads(db: Kysely<Database>, dialect: Dialect) {
@@ -216,28 +221,41 @@ export function eventReads(db: Kysely<Database>, dialect: Dialect) {
 
     // A read that one index does not fully serve looks at SCAN_BUDGET rows of the product at most.
     let scanEnd: string | undefined;
-    if (!indexServesAll(filter)) {
+    const plan = planOf(filter);
+    if (plan.kind === 'budget') {
       let window = base(productId, horizon).select(position.select.as('position'));
       for (const bound of bounds) window = window.where(bound);
       const edge = await orderBy(window, order).offset(SCAN_BUDGET - 1).limit(1).executeTakeFirst();
       if (edge !== undefined) scanEnd = String(edge.position);
     }
 
-    let select = base(productId, horizon).select([...EVENT_COLUMNS, position.select.as('position')]);
-    for (const bound of bounds) select = select.where(bound);
-    if (scanEnd !== undefined) select = select.where(position.compare(order === 'asc' ? '<=' : '>=', scanEnd));
-    if (filter.canonicalNames !== undefined) select = select.where('canonical_name', 'in', filter.canonicalNames);
-    if (filter.eventType !== undefined) select = select.where('event_type', '=', filter.eventType);
-    if (filter.action !== undefined) select = select.where('action', '=', filter.action);
-    if (filter.source !== undefined) select = select.where('source', '=', filter.source);
-    if (filter.keyId !== undefined) select = select.where('api_key_id', '=', filter.keyId);
-    if (filter.subjectType !== undefined) select = select.where('subject_type', '=', filter.subjectType);
-    if (filter.subjectIds !== undefined) select = select.where('subject_id', 'in', filter.subjectIds);
-    if (filter.receivedFrom !== undefined) select = select.where('received_at', '>=', filter.receivedFrom);
-    if (filter.receivedTo !== undefined) select = select.where('received_at', '<', filter.receivedTo);
-    const rows = (await orderBy(select, order)
-      .limit(limit + 1)
-      .execute()) as unknown as Row[];
+    const read = async (filter: EventFilter): Promise<Row[]> => {
+      let select = base(productId, horizon).select([...EVENT_COLUMNS, position.select.as('position')]);
+      for (const bound of bounds) select = select.where(bound);
+      if (scanEnd !== undefined) select = select.where(position.compare(order === 'asc' ? '<=' : '>=', scanEnd));
+      if (filter.canonicalNames !== undefined) select = select.where('canonical_name', 'in', filter.canonicalNames);
+      if (filter.eventType !== undefined) select = select.where('event_type', '=', filter.eventType);
+      if (filter.action !== undefined) select = select.where('action', '=', filter.action);
+      if (filter.source !== undefined) select = select.where('source', '=', filter.source);
+      if (filter.keyId !== undefined) select = select.where('api_key_id', '=', filter.keyId);
+      if (filter.subjectType !== undefined) select = select.where('subject_type', '=', filter.subjectType);
+      if (filter.subjectIds !== undefined) select = select.where('subject_id', 'in', filter.subjectIds);
+      if (filter.receivedFrom !== undefined) select = select.where('received_at', '>=', filter.receivedFrom);
+      if (filter.receivedTo !== undefined) select = select.where('received_at', '<', filter.receivedTo);
+      return (await orderBy(select, order)
+        .limit(limit + 1)
+        .execute()) as unknown as Row[];
+    };
+    let rows: Row[];
+    if (plan.kind === 'split') {
+      const values = filter[plan.key]!;
+      const parts = await Promise.all(values.map((value) => read({ ...filter, [plan.key]: [value] })));
+      const sign = order === 'asc' ? 1 : -1;
+      rows = parts
+        .flat()
+        .sort((x, y) => sign * position.order(String(x.position), String(y.position)))
+        .slice(0, limit + 1);
+    } else rows = await read(filter);
 
     const events = rows.slice(0, limit).map(eventFromRow);
     let next: string | null = null;

@@ -36,7 +36,7 @@ type Timestamp = ColumnType<Date | string, string, string>;
 
 /** The identity tables, added to the shared Database type here so this area owns its own schema. */
 export type IdentityTables = {
-  users: { product_id: string; id: string; external_id: string; traits: string; created_at: Timestamp; updated_at: Timestamp };
+  users: { product_id: string; id: string; external_id: string; traits: string; created_at: Timestamp; updated_at: Timestamp; identified_at: Timestamp | null };
   user_ids: { product_id: string; external_id: string; user_id: string };
   user_identifiers: { product_id: string; kind: string; value: string; user_id: string };
   user_merges: {
@@ -239,6 +239,26 @@ export function identityStore(database: Kysely<Database>, dialect: Dialect): Ide
   const db = database.withTables<IdentityTables>();
 
   return {
+    async markIdentified(productId: string, externalId: string, now: string): Promise<void> {
+      const owner = await db.selectFrom('user_ids').select('user_id').where('product_id', '=', productId).where('external_id', '=', externalId).executeTakeFirst();
+      if (owner === undefined) return;
+      await db.updateTable('users').set({ identified_at: now }).where('product_id', '=', productId).where('id', '=', owner.user_id).where('identified_at', 'is', null).execute();
+    },
+
+    async identifiedStatus(productId: string, externalIds: string[]): Promise<Map<string, { userId: string; identified: boolean }>> {
+      const status = new Map<string, { userId: string; identified: boolean }>();
+      if (externalIds.length === 0) return status;
+      const rows = await db
+        .selectFrom('user_ids')
+        .innerJoin('users', (join) => join.onRef('users.product_id', '=', 'user_ids.product_id').onRef('users.id', '=', 'user_ids.user_id'))
+        .select(['user_ids.external_id as external_id', 'users.id as user_id', 'users.identified_at as identified_at'])
+        .where('user_ids.product_id', '=', productId)
+        .where('user_ids.external_id', 'in', [...new Set(externalIds)])
+        .execute();
+      for (const row of rows) status.set(row.external_id, { userId: row.user_id, identified: row.identified_at !== null });
+      return status;
+    },
+
     identify(productId: string, input: IdentifyInput, now: string): Promise<IdentifyOutcome> {
       return runLocked(db, dialect, async (q, lock) => {
         await lock([

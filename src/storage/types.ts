@@ -344,4 +344,8 @@ export interface IdentityStore {
   alias(productId: string, fromExternalId: string, toExternalId: string, now: string): Promise<AliasOutcome>;
   /** The user an external id (canonical or merged) resolves to. */
   getUser(productId: string, externalId: string): Promise<ResolvedUser | undefined>;
+  /** Flags the user an external id resolves to as identified (clarifications §18); the first time stays. */
+  markIdentified(productId: string, externalId: string, now: string): Promise<void>;
+  /** For each external id that is known: its user and whether that user was identified. */
+  identifiedStatus(productId: string, externalIds: string[]): Promise<Map<string, { userId: string; identified: boolean }>>;
 }

@@ -85,4 +85,25 @@ describe('GroupCommitWriter', () => {
     await Promise.all(pending);
     await writer.drain(); // idle: resolves at once
   });
+
+  it('a commit whose outcome is unknown (connection lost) fails every request of the group at once, without writing them again', async () => {
+    const commits: string[][] = [];
+    const lost = Object.assign(new Error('Connection terminated unexpectedly'), { code: '08006' });
+    let blockFirst: (() => void) | undefined;
+    const write = async (items: string[]) => {
+      commits.push([...items]);
+      // The first commit holds so the next requests gather into one group; that group then loses its connection.
+      if (commits.length === 1) await new Promise<void>((resolve) => (blockFirst = resolve));
+      else throw lost;
+      return items.map((item) => `ok:${item}`);
+    };
+    const writer = new GroupCommitWriter(write, { maxItems: 1000, maxInFlight: 1 }, undefined, (error) => (error as { code?: string }).code === '08006');
+    const first = writer.submit(['x']);
+    await new Promise((resolve) => setImmediate(resolve));
+    const group = [writer.submit(['a']), writer.submit(['b']), writer.submit(['c'])];
+    blockFirst!();
+    assert.deepEqual(await first, ['ok:x']);
+    for (const request of group) await assert.rejects(request, /Connection terminated/);
+    assert.deepEqual(commits, [['x'], ['a', 'b', 'c']], 'no one-by-one retry: an event without external_id could be stored twice');
+  });
 });

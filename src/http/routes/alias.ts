@@ -1,6 +1,7 @@
 // POST /api/v2/alias — merge two identities (contract §6).
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
+import { AppError } from '../../domain/errors.js';
 import type { Services } from '../../services.js';
 import { authOf } from '../auth.js';
 import { requireIngestKey } from '../browser-keys.js';
@@ -36,6 +37,13 @@ export function aliasRoute(app: FastifyInstance, services: Services): void {
         },
       },
     },
-    async (request) => ({ data: userResource(await services.identity.alias(authOf(request).productId, request.body)) }),
+    async (request) => {
+      const auth = authOf(request);
+      // A public key never merges two users that were each identified (clarifications §18).
+      if (auth.kind === 'browser' && (await services.identity.mergesTwoIdentified(auth.productId, request.body.from_external_id, request.body.to_external_id))) {
+        throw new AppError('identified_merge_forbidden', 'Both ids belong to users that were identified: a browser key may not merge them; do it from your server with an events key.');
+      }
+      return { data: userResource(await services.identity.alias(auth.productId, request.body)) };
+    },
   );
 }

@@ -95,4 +95,12 @@ export const segmentMigrations: Migration[] = [
       ],
     },
   },
+  {
+    version: 303,
+    name: 'users: identified flag (a userId of some call or a native identify; clarifications §18)',
+    statements: {
+      sqlite: ['ALTER TABLE users ADD COLUMN identified_at TEXT'],
+      postgres: ['ALTER TABLE users ADD COLUMN identified_at TIMESTAMPTZ'],
+    },
+  },
 ];

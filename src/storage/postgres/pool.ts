@@ -20,6 +20,13 @@ import type { PostgresConnectionSettings, PostgresHost, TargetSessionAttrs } fro
 /** Per host, when the URL gives no `connect_timeout`: a blackholed host must not hold a request long. */
 export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
 
+/**
+ * Longest wait for a pooled connection (all busy, or every host being tried): past it the query fails
+ * with "timeout exceeded when trying to connect" → 503, instead of a request waiting without bound while
+ * the database is wedged (say, commits waiting for a synchronous standby that died).
+ */
+export const ACQUIRE_TIMEOUT_MS = 10_000;
+
 interface Candidate {
   index: number;
   host: PostgresHost;
@@ -167,6 +174,8 @@ export function createFailoverPool(settings: PostgresConnectionSettings, poolOpt
         ssl: candidate.ssl,
         connectionTimeoutMillis: settings.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
         keepAlive: true,
+        // Notice a server that vanished without closing the socket (a host gone, not a process killed).
+        keepAliveInitialDelayMillis: 10_000,
       });
       this.inletHostIndex = candidate.index;
       // A connection that dies while checked out but between queries (inside a transaction, say) emits
@@ -255,6 +264,6 @@ export function createFailoverPool(settings: PostgresConnectionSettings, poolOpt
     }
   }
 
-  const pool = new RingPool({ max: poolOptions.max, Client: RingClient as unknown as typeof pg.Client });
+  const pool = new RingPool({ max: poolOptions.max, connectionTimeoutMillis: ACQUIRE_TIMEOUT_MS, Client: RingClient as unknown as typeof pg.Client });
   return { pool, ring };
 }

@@ -1,0 +1,49 @@
+// The HTTP fuzz suite (issue 9): random, seeded requests on every route of the real server over a
+// socket, on the dialect under test. See test/fuzz/harness.ts for what every answer must be.
+//   INLET_FUZZ_SEED=<n>        replay a run (the seed is printed on every run and on failure)
+//   INLET_FUZZ_CASES=<n>       cases (default 1500; `npm run fuzz -- --cases 100000` for the big run)
+//   INLET_FUZZ_ONLY=<i,j,…>    only these case indexes of the seed
+//   INLET_FUZZ_CONCURRENCY=<n> connections at once (default 8)
+//   INLET_FUZZ_MAX_FAILURES=<n> stop after this many failing cases (default 5)
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { dialect } from '../helpers.js';
+import { freshSeed } from './random.js';
+import { formatReport, runFuzz } from './harness.js';
+
+function integerEnv(name: string): number | undefined {
+  const raw = process.env[name];
+  if (raw === undefined || raw.trim() === '') return undefined;
+  if (!/^\d+$/.test(raw.trim())) throw new Error(`${name} must be a whole number, got "${raw}"`);
+  return Number(raw.trim());
+}
+
+const seed = integerEnv('INLET_FUZZ_SEED') ?? freshSeed();
+const cases = integerEnv('INLET_FUZZ_CASES') ?? 1500;
+const only = process.env.INLET_FUZZ_ONLY?.split(',').map((s) => Number(s.trim())).filter((n) => Number.isInteger(n));
+const concurrency = integerEnv('INLET_FUZZ_CONCURRENCY');
+const maxFailures = integerEnv('INLET_FUZZ_MAX_FAILURES');
+
+// Until h9-http's fixes of issue 9 item 1 are on main, this suite finds the known crash (an unread
+// gzip body with a non-JSON Content-Type kills the process) and 500s for NUL on PostgreSQL, and
+// would turn `npm test` red: it is skipped unless INLET_FUZZ_FORCE=1. Delete AWAITING_FIXES once they
+// have landed (on h9-http's branch at 0be41fe it passes; see /work/notes/h9-fuzz.md).
+const AWAITING_FIXES = true;
+const skip = AWAITING_FIXES && process.env.INLET_FUZZ_FORCE !== '1' && process.env.INLET_FUZZ_CASES === undefined ? 'awaiting the issue 9 crash fixes (INLET_FUZZ_FORCE=1 runs it)' : false;
+
+test(`HTTP fuzz (${dialect}): ${only?.length ? `cases ${only.join(',')}` : `${cases} cases`} of seed ${seed} on every route`, { skip }, async (t) => {
+  t.diagnostic(`seed ${seed} (replay: INLET_FUZZ_SEED=${seed})`);
+  const report = await runFuzz({
+    seed,
+    cases,
+    ...(only === undefined || only.length === 0 ? {} : { only }),
+    ...(concurrency === undefined ? {} : { concurrency }),
+    ...(maxFailures === undefined ? {} : { maxFailures }),
+    log: (line) => t.diagnostic(line),
+  });
+  const text = formatReport(report);
+  for (const line of text.split('\n').slice(0, 4)) t.diagnostic(line);
+  const failed = report.failures.length > 0 || report.runProblems.length > 0;
+  if (failed) console.log(`\n${text}\n`);
+  assert.ok(!failed, `HTTP fuzz failed (seed ${seed}); see the report above`);
+});
