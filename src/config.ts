@@ -29,6 +29,12 @@ export interface Config {
   /** How long a traffic sync keeps retrying a provider's 429/5xx before it gives up. */
   trafficRetryMaxMs: number;
   shutdownTimeoutMs: number;
+  /** How long an idle keep-alive connection stays open between requests. */
+  keepAliveTimeoutMs: number;
+  /** Open connections at most; further ones are closed at once. */
+  maxConnections: number;
+  /** Largest request line plus headers, in bytes. */
+  maxHeaderBytes: number;
   /** Live event streams open at once on this instance; one more → 503 with Retry-After. */
   eventStreamsMax: number;
   /** Bytes a live stream may have waiting for a slow consumer before it is cut off. */
@@ -127,6 +133,8 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError('INLET_ADMIN_TOKEN must be at least 16 characters long (use a random secret)');
   }
   const rateLimitRps = integer(env, 'INLET_RATE_LIMIT_RPS', 2000, 0, 10_000_000);
+  // Keep-alive outlasts the 60 s idle timeout of common load balancers, so a balancer never
+  // reuses a socket Inlet is closing.
   const url = databaseUrl(env);
   // Several instances share one PostgreSQL: by default they share the buckets too.
   const rateLimitStore = oneOf(env, 'INLET_RATE_LIMIT_STORE', ['memory', 'postgres', 'redis'] as const, url.startsWith('sqlite:') ? 'memory' : 'postgres');
@@ -158,6 +166,9 @@ export function loadConfig(env: Env = process.env): Config {
     trafficSyncIntervalMs: integer(env, 'INLET_TRAFFIC_SYNC_INTERVAL_MS', 3_600_000, 0, 7 * 24 * 3_600_000),
     trafficRetryMaxMs: integer(env, 'INLET_TRAFFIC_RETRY_MAX_MS', 60_000, 0, 3_600_000),
     shutdownTimeoutMs: integer(env, 'INLET_SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
+    keepAliveTimeoutMs: integer(env, 'INLET_KEEP_ALIVE_TIMEOUT_MS', 72_000, 100, 3_600_000),
+    maxConnections: integer(env, 'INLET_MAX_CONNECTIONS', 10_000, 1, 10_000_000),
+    maxHeaderBytes: integer(env, 'INLET_MAX_HEADER_BYTES', 16_384, 1024, 1_048_576),
     publicUrl: publicUrl(env),
     browserRateLimitPerIp: integer(env, 'INLET_BROWSER_RATE_LIMIT_PER_IP', 50, 0, 1_000_000),
     rejectionsRetentionDays: integer(env, 'INLET_REJECTIONS_RETENTION_DAYS', 14, 1, 3650),

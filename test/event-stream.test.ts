@@ -1,6 +1,7 @@
 // The live stream (events-out §4) over a real socket: latency, resumption with Last-Event-ID (also
 // after a restart on the same database), isolation, the cap on open streams, a slow consumer cut off,
 // a clean end on shutdown.
+// @test-alone: it measures the heap of the process (test/README.md).
 import { strict as assert } from 'node:assert';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';

@@ -2,18 +2,35 @@
 import type { FieldError } from './errors.js';
 
 const NUL = '\u0000';
+/** A quick filter: only strings holding U+0000 or any surrogate need the closer look. */
+// eslint-disable-next-line no-control-regex -- U+0000 is exactly what this looks for
+const SUSPECT = /[\u0000\uD800-\uDFFF]/;
+/** A high surrogate not followed by a low one, or a low one not preceded by a high one. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 /** Nesting levels allowed inside `properties` and `traits`; deeper JSON would exhaust the stack of every JSON tool. */
 export const MAX_PROPERTY_DEPTH = 64;
 
+/** Why a string cannot be stored as sent, or undefined when it can. */
+export function unstorableString(value: string): string | undefined {
+  if (!SUSPECT.test(value)) return undefined;
+  if (value.includes(NUL)) return 'must not contain the NUL character (U+0000)';
+  // A lone surrogate is not Unicode: UTF-8 cannot encode it, so PostgreSQL refuses it and SQLite
+  // would store U+FFFD instead (clarifications §13).
+  if (LONE_SURROGATE.test(value)) return 'must not contain a lone surrogate (an unpaired \\uD800–\\uDFFF escape)';
+  return undefined;
+}
+
 /**
  * Values that would not be stored as sent. PostgreSQL cannot store U+0000 in TEXT or JSONB (SQLite
- * can): both backends must answer the same, so it is a 400 here. Numbers beyond the double range
+ * can), and no UTF-8 store can hold a lone surrogate: both backends must answer the same, so it is a
+ * 400 here. The HTTP validation applies this rule to every body, query string and path parameter. Numbers beyond the double range
  * would silently become null. Nesting is bounded.
  */
 export function rejectUnstorable(value: unknown, pointer: string, errors: FieldError[], depth = 0): void {
   if (errors.length >= 20) return;
   if (typeof value === 'string') {
-    if (value.includes(NUL)) errors.push({ pointer, message: 'must not contain the NUL character (U+0000)' });
+    const problem = unstorableString(value);
+    if (problem !== undefined) errors.push({ pointer, message: problem });
     return;
   }
   if (typeof value === 'number') {
@@ -32,7 +49,8 @@ export function rejectUnstorable(value: unknown, pointer: string, errors: FieldE
   }
   for (const [key, item] of Object.entries(value)) {
     const child = `${pointer}/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`;
-    if (key.includes(NUL)) errors.push({ pointer: child, message: 'property names must not contain the NUL character (U+0000)' });
+    const problem = unstorableString(key);
+    if (problem !== undefined) errors.push({ pointer: child, message: `property names ${problem}` });
     else rejectUnstorable(item, child, errors, depth + 1);
   }
 }

@@ -6,6 +6,7 @@ import { ValueErrorType, type ValueError } from '@sinclair/typebox/errors';
 import type { TSchema } from '@sinclair/typebox';
 import type { FastifySchemaCompiler } from 'fastify';
 import { validationError, type FieldError } from '../domain/errors.js';
+import { rejectUnstorable } from '../domain/json-values.js';
 
 const compiled = new WeakMap<TSchema, TypeCheck<TSchema>>();
 
@@ -107,10 +108,21 @@ function isFalseMaxLength(error: ValueError): boolean {
   return typeof max === 'number' && [...error.value].length <= max;
 }
 
+/**
+ * Strings no backend can store as sent (U+0000, lone surrogates), non-finite numbers and runaway
+ * nesting, anywhere in a value that passed its schema: one rule for every body, query string and
+ * path parameter, so no route can hand such a value to SQL (issue 9, clarifications §13).
+ */
+function unstorableErrors(value: unknown, base: string): FieldError[] {
+  const errors: FieldError[] = [];
+  rejectUnstorable(value, base, errors);
+  return errors;
+}
+
 /** Checks `value` against `schema`; returns field errors (one per pointer, first wins) or an empty list. */
 export function schemaErrors(schema: TSchema, value: unknown, base = ''): FieldError[] {
   const check = compileSchema(schema);
-  if (check.Check(value)) return [];
+  if (check.Check(value)) return unstorableErrors(value, base);
   const seen = new Set<string>();
   const errors: FieldError[] = [];
   for (const error of check.Errors(value)) {
@@ -121,15 +133,15 @@ export function schemaErrors(schema: TSchema, value: unknown, base = ''): FieldE
     errors.push({ pointer, message: message(error) });
     if (errors.length >= 20) break;
   }
-  return errors;
+  // Only code-point-refuted maxLength errors: the value passed, so the storability rule applies.
+  return errors.length === 0 ? unstorableErrors(value, base) : errors;
 }
 
 /** Fastify's validator compiler: the same TypeBox checks, failing with our `validation_error`. */
 export const validatorCompiler: FastifySchemaCompiler<TSchema> = ({ schema, httpPart }) => {
   const check = compileSchema(schema);
   return (value: unknown) => {
-    if (check.Check(value)) return { value };
-    const errors = schemaErrors(schema, value);
+    const errors = check.Check(value) ? unstorableErrors(value, '') : schemaErrors(schema, value);
     if (errors.length === 0) return { value };
     const where = httpPart === 'querystring' ? 'query parameter' : httpPart === 'params' ? 'path parameter' : 'field';
     const labelled =

@@ -1,0 +1,126 @@
+// One error model on the wire (contract §3): every error, whichever layer raised it, leaves as RFC 9457
+// problem+json with the request id. This plugin renders route and hook errors and unknown routes;
+// `frameworkErrors` and `clientErrorHandler` (Fastify constructor options) cover the two places
+// hooks never see: URLs Fastify cannot route, and bytes Node's HTTP parser refuses.
+import { randomUUID } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
+import fp from 'fastify-plugin';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify';
+import { AppError, type ErrorCode } from '../../domain/errors.js';
+
+const JSON_ONLY = 'Send the body as JSON with "Content-Type: application/json".';
+
+const FASTIFY_ERRORS: Record<string, { code: ErrorCode; detail: string }> = {
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: { code: 'unsupported_media_type', detail: JSON_ONLY },
+  FST_ERR_CTP_INVALID_TYPE: { code: 'unsupported_media_type', detail: JSON_ONLY },
+  FST_ERR_CTP_EMPTY_JSON_BODY: { code: 'invalid_json', detail: 'The body is empty; send a JSON object.' },
+  FST_ERR_CTP_INVALID_JSON_BODY: { code: 'invalid_json', detail: 'The body is not valid JSON.' },
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: { code: 'validation_error', detail: 'Content-Length does not match the body.' },
+  Z_DATA_ERROR: { code: 'invalid_json', detail: 'The body is not valid gzip (Content-Encoding: gzip).' },
+  Z_BUF_ERROR: { code: 'invalid_json', detail: 'The gzip body is truncated.' },
+};
+
+export interface ErrorsOptions {
+  /** Whether an error means "storage unreachable, retry later" (the storage adapter knows its driver's codes). */
+  isUnavailable(error: unknown): boolean;
+  /** True once storage was closed (shutdown): then every query fails, and that is "retry", not a bug. */
+  storageClosed(): boolean;
+}
+
+function unavailable(cause: unknown): AppError {
+  return new AppError('unavailable', 'Storage is unavailable; nothing from this request was stored. Retry later.', { cause });
+}
+
+export function toAppError(error: FastifyError | Error, bodyLimit: number | undefined, options: ErrorsOptions): AppError {
+  if (error instanceof AppError) return error;
+  const code = (error as FastifyError).code;
+  if (code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+    return new AppError(
+      'payload_too_large',
+      bodyLimit === undefined ? 'The body is too large.' : `The body is larger than ${bodyLimit} bytes (after decompression), the limit of this endpoint.`,
+    );
+  }
+  const known = code === undefined ? undefined : FASTIFY_ERRORS[code];
+  if (known !== undefined) return new AppError(known.code, known.detail);
+  if (error instanceof SyntaxError && (error as FastifyError).statusCode === 400) return new AppError('invalid_json', `The body is not valid JSON: ${error.message}`);
+  if (options.isUnavailable(error) || options.isUnavailable((error as { cause?: unknown }).cause ?? {})) return unavailable(error);
+  const status = (error as FastifyError).statusCode;
+  if (status === 404) return new AppError('not_found', error.message);
+  if (status === 415) return new AppError('unsupported_media_type', error.message);
+  if (status === 413) return new AppError('payload_too_large', error.message);
+  if (status !== undefined && status >= 400 && status < 500) return new AppError('validation_error', error.message);
+  if (options.storageClosed()) return unavailable(error);
+  return new AppError('internal', 'An unexpected error occurred. It has been logged with this request id.', { cause: error });
+}
+
+function sendProblem(reply: FastifyReply, requestId: string, error: AppError): void {
+  for (const [name, value] of Object.entries(error.headers)) reply.header(name, value);
+  // Storage away (a failover, a restart): tell clients when to retry; nothing of the request was stored
+  // unless the commit's outcome was unknown, and then the retry is answered as a duplicate.
+  if (error.code === 'unavailable' && error.headers['retry-after'] === undefined) reply.header('retry-after', '1');
+  if (error.code === 'unauthorized') reply.header('www-authenticate', 'Bearer');
+  void reply.code(error.status).type('application/problem+json').serializer(JSON.stringify).send(error.toProblem(requestId));
+}
+
+export const errorsPlugin = fp<ErrorsOptions>(
+  async (app: FastifyInstance, options) => {
+    app.setErrorHandler((error: FastifyError, request, reply) => {
+      const appError = toAppError(error, request.routeOptions.bodyLimit, options);
+      if (appError.status >= 500) request.log.error({ err: appError.cause ?? error, code: appError.code }, 'request failed');
+      sendProblem(reply, request.id, appError);
+    });
+
+    app.setNotFoundHandler((request, reply) => {
+      sendProblem(reply, request.id, new AppError('not_found', `No route ${request.method} ${request.url.split('?')[0]}.`));
+    });
+  },
+  { name: 'inlet-errors' },
+);
+
+/**
+ * Errors Fastify raises before routing (a malformed URL such as "/api/v2/%") skip hooks and the error
+ * handler; without this they would be Fastify's own JSON, without X-Request-Id.
+ */
+export const frameworkErrors: NonNullable<FastifyServerOptions['frameworkErrors']> = (error, request, reply) => {
+  const appError =
+    error.code === 'FST_ERR_BAD_URL'
+      ? new AppError('validation_error', 'The URL is not valid (malformed percent-encoding).')
+      : new AppError('validation_error', 'The request could not be routed.');
+  reply.header('x-request-id', request.id);
+  sendProblem(reply as FastifyReply, (request as FastifyRequest).id, appError);
+};
+
+/** What Node's HTTP parser refused, as the problem we answer (nothing reached Fastify: no route, no hooks). */
+function clientProblem(error: NodeJS.ErrnoException): AppError {
+  if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+    return new AppError('request_timeout', 'The request was not received within the time allowed; send it faster.');
+  }
+  if (error.code === 'HPE_HEADER_OVERFLOW') {
+    return new AppError('header_too_large', 'The request headers are larger than the server accepts (INLET_MAX_HEADER_BYTES).');
+  }
+  return new AppError('validation_error', 'The request is not valid HTTP/1.1 (request line, headers or framing such as Content-Length).');
+}
+
+/**
+ * Fastify's default answers a malformed request with its own JSON; this answers it with problem+json
+ * and a fresh request id (there was no request to take one from), then closes the connection, as
+ * Node does: after a framing error the rest of the stream cannot be trusted.
+ */
+export function clientErrorHandler(this: FastifyInstance, error: NodeJS.ErrnoException, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const appError = clientProblem(error);
+  const requestId = randomUUID();
+  this.log.debug({ err: error, request_id: requestId }, 'malformed request');
+  if (socket.writable) {
+    const body = JSON.stringify(appError.toProblem(requestId));
+    // end + destroy once flushed: destroying at once could drop the answer still in the buffer.
+    socket.end(
+      `HTTP/1.1 ${appError.status} ${STATUS_CODES[appError.status] ?? ''}\r\ncontent-type: application/problem+json\r\nx-request-id: ${requestId}\r\n` +
+        `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+      () => socket.destroy(),
+    );
+    return;
+  }
+  socket.destroy();
+}
