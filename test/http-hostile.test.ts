@@ -200,3 +200,32 @@ describe('malformed HTTP', () => {
     assertProblem(answer, 400, 'validation_error');
   });
 });
+
+describe('deep nesting and unstorable rejections', () => {
+  const deep = (levels: number) => `${'{"a":'.repeat(levels)}1${'}'.repeat(levels)}`;
+
+  for (const [name, path, body] of [
+    ['Segment track, a body 10,000 levels deep', '/v1/track', deep(10_000)],
+    ['Segment batch, a messageId 20,000 arrays deep', '/v1/batch', `{"batch":[{"type":"track","event":"x","userId":"u","messageId":${'['.repeat(20_000)}${']'.repeat(20_000)}}]}`],
+    ['native event, a body 5,000 levels deep (under 32 KiB)', '/api/v2/events', deep(5_000)],
+  ] as const) {
+    it(`${name}: 400 problem+json, the process lives`, async () => {
+      const auth = path.startsWith('/v1/') ? `Basic ${Buffer.from(`${product.eventsKey}:`).toString('base64')}` : `Bearer ${product.eventsKey}`;
+      const answer = await rawRequest(port, [requestBytes('POST', path, { authorization: auth, 'content-type': 'application/json', connection: 'close' }, body)]);
+      assertProblem(answer, 400, 'validation_error');
+      await assertAlive();
+    });
+  }
+
+  it('a Segment item with NUL and a lone surrogate in its messageId is rejected and still recorded, on every backend', async () => {
+    const auth = `Basic ${Buffer.from(`${product.eventsKey}:`).toString('base64')}`;
+    const body = '{"batch":[{"type":"track","event":"Bad\\u0000Name","userId":"u","messageId":"m\\u0000\\ud800"}]}';
+    const answer = await rawRequest(port, [requestBytes('POST', '/v1/batch', { authorization: auth, 'content-type': 'application/json', connection: 'close' }, body)]);
+    assert.equal(answer.status, 200, answer.body);
+    const list = await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${product.id}/rejections`, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    assert.equal(list.statusCode, 200, list.body);
+    const rows = (list.json() as { data: Array<{ message_id: string | null; item: unknown }> }).data;
+    assert.ok(rows.some((row) => row.message_id === 'm\uFFFD\uFFFD'), list.body);
+    await assertAlive();
+  });
+});

@@ -7,6 +7,8 @@ const NUL = '\u0000';
 const SUSPECT = /[\u0000\uD800-\uDFFF]/;
 /** A high surrogate not followed by a low one, or a low one not preceded by a high one. */
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+/** Nesting levels allowed in a whole request body: the envelope plus `properties`' own 64 levels. */
+export const MAX_BODY_DEPTH = 128;
 /** Nesting levels allowed inside `properties` and `traits`; deeper JSON would exhaust the stack of every JSON tool. */
 export const MAX_PROPERTY_DEPTH = 64;
 
@@ -55,3 +57,36 @@ export function rejectUnstorable(value: unknown, pointer: string, errors: FieldE
   }
 }
 
+
+/**
+ * Whether JSON text nests deeper than `max` arrays/objects. One pass over the characters, no
+ * recursion: it runs before parsing, so that nothing after the parser (serialisers, validators,
+ * `JSON.stringify` in a log line) ever meets a value deep enough to exhaust the stack.
+ */
+export function jsonNestsDeeperThan(text: string, max: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++; // a backslash escapes the next character
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) {
+      if (++depth > max) return true;
+    } else if (c === 0x7d || c === 0x5d) depth--;
+  }
+  return false;
+}
+
+// eslint-disable-next-line no-control-regex -- U+0000 is exactly what this replaces
+const UNSTORABLE_CHARACTERS = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+/**
+ * Text that every backend stores as given: NUL and lone surrogates become U+FFFD. Only for what Inlet
+ * records about a request it refused (clarifications §13), never for data it accepts, which is
+ * refused instead of altered.
+ */
+export function storableText(value: string): string {
+  return SUSPECT.test(value) ? value.replace(UNSTORABLE_CHARACTERS, '\uFFFD') : value;
+}

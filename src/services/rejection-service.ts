@@ -3,6 +3,7 @@
 // past the cap a rejection is only counted (metric and a per-hour row). Writes are buffered and
 // flushed within a second, off the request path; reads flush first.
 import { uuidv7 } from '../domain/ids.js';
+import { storableText } from '../domain/json-values.js';
 import type { RejectionQuery, RejectionRecord, Storage } from '../storage/types.js';
 import type { AuthContext } from './key-service.js';
 import type { Metrics } from './metrics.js';
@@ -35,7 +36,8 @@ function itemText(item: unknown): string {
   } catch {
     text = String(item);
   }
-  return text.length > MAX_RECORDED_ITEM_CHARS ? text.slice(0, MAX_RECORDED_ITEM_CHARS) : text;
+  // A cut can split a surrogate pair, and String(item) can hold NUL: storableText mends both.
+  return storableText(text.length > MAX_RECORDED_ITEM_CHARS ? text.slice(0, MAX_RECORDED_ITEM_CHARS) : text);
 }
 
 export function createRejectionService(storage: Storage, metrics: Metrics, options: RejectionOptions) {
@@ -95,11 +97,11 @@ export function createRejectionService(storage: Storage, metrics: Metrics, optio
           productId: auth.productId,
           receivedAt,
           keyId: auth.keyId,
-          route,
+          route: storableText(route),
           index: entry.index,
-          messageId: entry.messageId,
+          messageId: entry.messageId === null ? null : storableText(entry.messageId),
           code: entry.code,
-          detail: entry.detail,
+          detail: storableText(entry.detail),
           severity: entry.severity,
           item: itemText(entry.item),
         });

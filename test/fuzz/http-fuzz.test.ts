@@ -24,14 +24,7 @@ const only = process.env.INLET_FUZZ_ONLY?.split(',').map((s) => Number(s.trim())
 const concurrency = integerEnv('INLET_FUZZ_CONCURRENCY');
 const maxFailures = integerEnv('INLET_FUZZ_MAX_FAILURES');
 
-// Until h9-http's fixes of issue 9 item 1 are on main, this suite finds the known crash (an unread
-// gzip body with a non-JSON Content-Type kills the process) and 500s for NUL on PostgreSQL, and
-// would turn `npm test` red: it is skipped unless INLET_FUZZ_FORCE=1. Delete AWAITING_FIXES once they
-// have landed (on h9-http's branch at 0be41fe it passes; see /work/notes/h9-fuzz.md).
-const AWAITING_FIXES = true;
-const skip = AWAITING_FIXES && process.env.INLET_FUZZ_FORCE !== '1' && process.env.INLET_FUZZ_CASES === undefined ? 'awaiting the issue 9 crash fixes (INLET_FUZZ_FORCE=1 runs it)' : false;
-
-test(`HTTP fuzz (${dialect}): ${only?.length ? `cases ${only.join(',')}` : `${cases} cases`} of seed ${seed} on every route`, { skip }, async (t) => {
+test(`HTTP fuzz (${dialect}): ${only?.length ? `cases ${only.join(',')}` : `${cases} cases`} of seed ${seed} on every route`, async (t) => {
   t.diagnostic(`seed ${seed} (replay: INLET_FUZZ_SEED=${seed})`);
   const report = await runFuzz({
     seed,

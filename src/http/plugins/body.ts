@@ -9,6 +9,7 @@ import fp from 'fastify-plugin';
 import secureJsonParse from 'secure-json-parse';
 import type { FastifyInstance } from 'fastify';
 import { AppError } from '../../domain/errors.js';
+import { jsonNestsDeeperThan, MAX_BODY_DEPTH } from '../../domain/json-values.js';
 
 /**
  * Parses a JSON body: UTF-8 only, and `__proto__` / `constructor.prototype` keys refused (they are
@@ -20,6 +21,9 @@ export function parseJsonBody(contentType: string | undefined, body: string): un
     throw new AppError('unsupported_media_type', `charset "${charset}" is not supported; send the JSON body as UTF-8.`);
   }
   if (body.length === 0) throw new AppError('invalid_json', 'The body is empty; send a JSON object.');
+  if (jsonNestsDeeperThan(body, MAX_BODY_DEPTH)) {
+    throw new AppError('validation_error', `The body nests arrays and objects more than ${MAX_BODY_DEPTH} levels deep.`, { errors: [{ pointer: '', message: `is nested more than ${MAX_BODY_DEPTH} levels deep` }] });
+  }
   try {
     return secureJsonParse(body, { protoAction: 'error', constructorAction: 'error' });
   } catch (error) {

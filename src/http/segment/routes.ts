@@ -5,6 +5,7 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import secureJsonParse from 'secure-json-parse';
 import { AppError } from '../../domain/errors.js';
+import { jsonNestsDeeperThan, MAX_BODY_DEPTH } from '../../domain/json-values.js';
 import { SEGMENT_LIMITS, type SegmentCall } from '../../domain/segment.js';
 import type { Services } from '../../services.js';
 import type { AuthContext } from '../../services/key-service.js';
@@ -52,6 +53,9 @@ const segmentResponses = {
 
 function parseAnyJson(body: string): unknown {
   if (body.length === 0) throw new AppError('invalid_json', 'The body is empty; send a JSON object.');
+  if (jsonNestsDeeperThan(body, MAX_BODY_DEPTH)) {
+    throw new AppError('validation_error', `The body nests arrays and objects more than ${MAX_BODY_DEPTH} levels deep.`, { errors: [{ pointer: '', message: `is nested more than ${MAX_BODY_DEPTH} levels deep` }] });
+  }
   try {
     return secureJsonParse(body, { protoAction: 'error', constructorAction: 'error' });
   } catch (error) {
