@@ -229,3 +229,20 @@ describe('deep nesting and unstorable rejections', () => {
     await assertAlive();
   });
 });
+
+describe('an answer given before a large body has arrived reaches the client (lingering close)', () => {
+  const big = Buffer.alloc(8 * 1024 * 1024, 0x61); // far over this app's 64 KiB body limit
+  for (const [name, method, path, status] of [
+    ['an over-limit event body', 'POST', '/api/v2/events', 413],
+    ['a large body on a GET that answers a big document', 'GET', '/docs/yaml', 200],
+  ] as const) {
+    it(`${name}: the whole ${status} answer arrives, no reset`, async () => {
+      for (let round = 0; round < 5; round++) {
+        const answer = await rawRequest(port, [requestBytes(method, path, { authorization: `Bearer ${product.eventsKey}`, 'content-type': 'application/json' }, big)], 15_000);
+        assert.equal(answer.status, status, `round ${round}: ${answer.status} ${answer.body.slice(0, 200)}`);
+        if (status !== 200) assertProblem(answer, status, 'payload_too_large');
+      }
+      await assertAlive();
+    });
+  }
+});

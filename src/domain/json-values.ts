@@ -7,7 +7,10 @@ const NUL = '\u0000';
 const SUSPECT = /[\u0000\uD800-\uDFFF]/;
 /** A high surrogate not followed by a low one, or a low one not preceded by a high one. */
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-/** Nesting levels allowed in a whole request body: the envelope plus `properties`' own 64 levels. */
+/**
+ * Nesting levels allowed in a whole Segment request body (the envelope plus `properties`' own 64
+ * levels). The native routes judge each batch element on its own instead (rejectUnstorable).
+ */
 export const MAX_BODY_DEPTH = 128;
 /** Nesting levels allowed inside `properties` and `traits`; deeper JSON would exhaust the stack of every JSON tool. */
 export const MAX_PROPERTY_DEPTH = 64;

@@ -9,7 +9,6 @@ import fp from 'fastify-plugin';
 import secureJsonParse from 'secure-json-parse';
 import type { FastifyInstance } from 'fastify';
 import { AppError } from '../../domain/errors.js';
-import { jsonNestsDeeperThan, MAX_BODY_DEPTH } from '../../domain/json-values.js';
 
 /**
  * Parses a JSON body: UTF-8 only, and `__proto__` / `constructor.prototype` keys refused (they are
@@ -21,9 +20,6 @@ export function parseJsonBody(contentType: string | undefined, body: string): un
     throw new AppError('unsupported_media_type', `charset "${charset}" is not supported; send the JSON body as UTF-8.`);
   }
   if (body.length === 0) throw new AppError('invalid_json', 'The body is empty; send a JSON object.');
-  if (jsonNestsDeeperThan(body, MAX_BODY_DEPTH)) {
-    throw new AppError('validation_error', `The body nests arrays and objects more than ${MAX_BODY_DEPTH} levels deep.`, { errors: [{ pointer: '', message: `is nested more than ${MAX_BODY_DEPTH} levels deep` }] });
-  }
   try {
     return secureJsonParse(body, { protoAction: 'error', constructorAction: 'error' });
   } catch (error) {
@@ -71,6 +67,27 @@ function release(raw: IncomingMessage): void {
   raw.resume();
 }
 
+/** How long a connection closed after an incomplete body keeps discarding what the client still sends. */
+const LINGER_MS = 2000;
+
+/**
+ * A lingering close (what Apache and nginx do). Node closes a `Connection: close` socket as soon as
+ * its answer is written; if the client is still sending the rest of a large body, the bytes that
+ * arrive after that make the kernel answer with a reset, and a reset discards the answer the client
+ * had not read yet: it sees ECONNRESET instead of its 413 (the fuzz suite found this). So after the
+ * answer, keep reading and discarding for a bounded time, until the client closes its side.
+ */
+function lingerBeforeClosing(raw: IncomingMessage): void {
+  const socket = raw.socket;
+  if (socket.destroyed) return;
+  // Node's server has already called socket.destroySoon(): undo its pending destroy-on-finish.
+  socket.removeListener('finish', socket.destroy);
+  raw.resume();
+  const timer = setTimeout(() => socket.destroy(), LINGER_MS).unref();
+  socket.once('end', () => socket.destroy());
+  socket.once('close', () => clearTimeout(timer));
+}
+
 export const bodyPlugin = fp(
   async (app: FastifyInstance) => {
     // JSON only (contract §3): Fastify's default text/plain parser would let other bodies through.
@@ -106,6 +123,7 @@ export const bodyPlugin = fp(
 
     app.addHook('onResponse', (request, _reply, done) => {
       release(request.raw);
+      if (request.raw.complete === false) lingerBeforeClosing(request.raw);
       done();
     });
   },
