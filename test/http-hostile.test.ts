@@ -9,21 +9,26 @@ import { rawRequest, requestBytes, type RawAnswer } from './support/raw-http.js'
 
 // In a real process an unhandled stream error kills the server; under node:test it is only a note
 // on the hook that started it. Recording them makes such a crash fail the test that caused it.
+// @test-alone: it listens for process-wide uncaught exceptions (test/README.md).
 const uncaught: unknown[] = [];
-process.on('uncaughtException', (error) => uncaught.push(error));
+const recordUncaught = (error: unknown) => uncaught.push(error);
 
 let ctx: TestContext;
 let port: number;
 let product: { id: string; eventsKey: string; reportsKey: string };
 
 before(async () => {
+  process.on('uncaughtException', recordUncaught);
   ctx = await createTestApp({ maxBodyBytes: 64 * 1024 });
   product = await ctx.product('hostile');
   await ctx.app.listen({ port: 0, host: '127.0.0.1' });
   const address = ctx.app.server.address();
   port = typeof address === 'object' && address !== null ? address.port : 0;
 });
-after(async () => ctx.close());
+after(async () => {
+  process.removeListener('uncaughtException', recordUncaught);
+  await ctx.close();
+});
 
 const event = JSON.stringify({ subject_type: 'user', subject_id: 'u1', event_type: 'project', action: 'created' });
 

@@ -1,5 +1,6 @@
 // The HTTP fuzz suite (issue 9): random, seeded requests on every route of the real server over a
 // socket, on the dialect under test. See test/fuzz/harness.ts for what every answer must be.
+// @test-alone: it bounds the process's heap and RSS growth (test/README.md).
 //   INLET_FUZZ_SEED=<n>        replay a run (the seed is printed on every run and on failure)
 //   INLET_FUZZ_CASES=<n>       cases (default 1500; `npm run fuzz -- --cases 100000` for the big run)
 //   INLET_FUZZ_ONLY=<i,j,…>    only these case indexes of the seed
