@@ -4,22 +4,12 @@ import { strict as assert } from 'node:assert';
 import { after, before, describe, it } from 'node:test';
 import { gunzipSync } from 'node:zlib';
 import type { LightMyRequestResponse } from 'fastify';
+import type { EventResource } from '../src/resources/events.js';
 import { adminHeaders, bearer, createTestApp, problemOf, type TestContext } from './helpers.js';
 
 type Product = Awaited<ReturnType<TestContext['product']>>;
-interface Event {
-  uuid: string;
-  event_type: string;
-  action: string;
-  canonical_name: string;
-  source: string;
-  subject_type: string;
-  subject_id: string;
-  received_at: string;
-  external_id: string | null;
-  key_id: string | null;
-  properties: Record<string, unknown>;
-}
+/** The public event shape, imported so the test cannot drift from what the API promises. */
+type Event = EventResource;
 
 let ctx: TestContext;
 let a: Product;
