@@ -3,24 +3,11 @@
 // Runs the fuzz suites (test/fuzz/**/*.test.ts, or the files named) through the test runner, on both
 // backends like `npm test` (INLET_TEST_DIALECTS narrows it), with the options passed on as INLET_FUZZ_*.
 import { spawn } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { findTests } from './find-tests.mjs';
 
 const OPTIONS = { '--cases': 'INLET_FUZZ_CASES', '--seed': 'INLET_FUZZ_SEED', '--only': 'INLET_FUZZ_ONLY', '--concurrency': 'INLET_FUZZ_CONCURRENCY' };
 
-function findTests(dir) {
-  let names;
-  try {
-    names = readdirSync(dir).sort();
-  } catch {
-    return [];
-  }
-  return names.flatMap((name) => {
-    const path = join(dir, name);
-    if (statSync(path).isDirectory()) return findTests(path);
-    return name.endsWith('.test.ts') ? [path] : [];
-  });
-}
 
 const env = { ...process.env };
 const files = [];

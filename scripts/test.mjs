@@ -17,8 +17,9 @@
 //   INLET_TEST_RESULT_FILE=path                           also write {"passed","failed","skipped"} there (.ci/run)
 // The last line is always "total: N passed, N failed"; the exit code is non-zero when anything failed.
 import { spawn } from 'node:child_process';
-import { readdirSync, statSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
+import { findTests } from './find-tests.mjs';
 import pg from 'pg';
 
 const postgresUrl = process.env.INLET_TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -27,19 +28,6 @@ const requirePostgres = process.env.INLET_TEST_REQUIRE_POSTGRES === '1';
 const JOB_TIMEOUT_MS = Number(process.env.INLET_TEST_JOB_TIMEOUT_S || 900) * 1000;
 const entry = join('scripts', 'test-entry.mjs');
 
-function findTests(dir) {
-  let names;
-  try {
-    names = readdirSync(dir).sort();
-  } catch {
-    return [];
-  }
-  return names.flatMap((name) => {
-    const path = join(dir, name);
-    if (statSync(path).isDirectory()) return findTests(path);
-    return name.endsWith('.test.ts') ? [path] : [];
-  });
-}
 
 /** 'system' (test/system/**), 'unit' (test/unit/**: dialect-free) or 'database' (every other test file). */
 function tierOf(file) {
