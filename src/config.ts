@@ -1,7 +1,7 @@
 // The only module that reads process.env. Every setting is validated once, at start-up;
 // a bad value stops the process with a message that names the variable.
 import type { LegacyFlatMode } from './domain/legacy-policy.js';
-import { checkWritableTarget, postgresSettings } from './storage/postgres/connection-url.js';
+import { checkDatabaseUrl } from './storage/connect.js';
 
 export type { LegacyFlatMode };
 export type SqliteSynchronous = 'full' | 'normal';
@@ -93,7 +93,7 @@ function databaseUrl(env: Env): string {
   }
   if (!raw.startsWith('sqlite:')) {
     try {
-      checkWritableTarget(postgresSettings(raw));
+      checkDatabaseUrl(raw);
     } catch (error) {
       throw new ConfigError(`INLET_DATABASE_URL: ${(error as Error).message}`);
     }

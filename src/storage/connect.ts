@@ -17,7 +17,7 @@ import { checkWritableTarget, DatabaseUrlError, describeHosts, postgresSettings,
 import { isPostgresUnavailable } from './postgres/errors.js';
 import { createFailoverPool } from './postgres/pool.js';
 import { ensureEventPartitions, PARTITION_MAINTENANCE_INTERVAL_MS } from './postgres/event-partitions.js';
-import type { Dialect, Storage } from './types.js';
+import type { Dialect, PoolStats, Storage } from './types.js';
 
 export interface OpenStorageOptions {
   /** SQLite `synchronous`: `full` fsyncs every commit (the default), `normal` may lose the last commits on power loss. */
@@ -46,14 +46,6 @@ export interface OpenedStorage extends Storage {
   readonly rateLimitPool?: () => pg.Pool;
 }
 
-export interface PoolStats {
-  max: number;
-  open: number;
-  idle: number;
-  /** Queries waiting for a free connection. */
-  waiting: number;
-}
-
 const PARTITION_MAINTENANCE_RETRY_MS = 60_000;
 
 const SQLITE_UNAVAILABLE = new Set(['SQLITE_BUSY', 'SQLITE_LOCKED', 'SQLITE_IOERR', 'SQLITE_FULL']);
@@ -69,6 +61,16 @@ function isSqliteUnavailable(error: unknown): boolean {
 
 export function dialectOf(url: string): Dialect {
   return url.startsWith('sqlite:') ? 'sqlite' : 'postgres';
+}
+
+/**
+ * Checks a database URL without connecting (the config does at load time, so a bad URL fails before
+ * anything starts): a PostgreSQL URL must parse and must not ask for a read-only session. Throws
+ * DatabaseUrlError. The config calls this rather than the adapter's parser: outside storage, only
+ * this module knows the adapters.
+ */
+export function checkDatabaseUrl(url: string): void {
+  if (dialectOf(url) === 'postgres') checkWritableTarget(postgresSettings(url));
 }
 
 /** `sqlite:./data/inlet.db` → absolute path; `sqlite::memory:` stays in memory. */
