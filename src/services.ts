@@ -51,6 +51,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
   const storage = await openStorage(config.databaseUrl, {
     sqliteSynchronous: config.sqliteSynchronous,
     postgresPoolSize: config.postgresPoolSize,
+    queryTimeoutMs: config.databaseQueryTimeoutMs,
     ...(options.postgresSchema === undefined ? {} : { postgresSchema: options.postgresSchema }),
   });
   const metrics = createMetrics({ defaultMetrics: options.defaultMetrics ?? true });

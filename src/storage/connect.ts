@@ -27,6 +27,8 @@ export interface OpenStorageOptions {
   postgresSchema?: string;
   /** Connections in this process's pool (default 10). */
   postgresPoolSize?: number;
+  /** PostgreSQL: client-side deadline per query once start-up (migrations) is done; 0: none. */
+  queryTimeoutMs?: number;
   /** Apply pending migrations before returning (default true). */
   migrate?: boolean;
 }
@@ -101,6 +103,8 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
   let rateLimitPool: (() => pg.Pool) | undefined;
   let limiterPool: pg.Pool | undefined;
   let postgresHosts = '';
+  // No deadline while migrations run (an index build on a big table may take minutes); set after them.
+  const queryDeadline: { ms?: number } = {};
 
   if (dialect === 'sqlite') {
     const path = sqlitePath(url);
@@ -127,6 +131,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     // target_session_attrs and moves on when it fails or is demoted (postgres/pool.ts).
     const created = createFailoverPool(settings, {
       max: options.postgresPoolSize ?? 10,
+      queryTimeoutMs: () => queryDeadline.ms,
       types: postgresTypes(),
       ...(schema === undefined ? {} : { options: `-c search_path=${schema}` }),
     });
@@ -135,6 +140,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     rateLimitPool = () => {
       limiterPool ??= createFailoverPool(settings, {
         max: 4,
+        queryTimeoutMs: () => queryDeadline.ms,
         options: [schema === undefined ? '' : `-c search_path=${schema}`, '-c synchronous_commit=off'].join(' ').trim(),
       }).pool;
       limiterPool.on('error', () => {});
@@ -182,6 +188,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     };
     run(PARTITION_MAINTENANCE_INTERVAL_MS);
   }
+  queryDeadline.ms = options.queryTimeoutMs;
   // The writer prepares its statements against the migrated schema.
   const insertMany = makeWriter();
   const reads = eventReads(db, dialect);
