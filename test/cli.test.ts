@@ -2,38 +2,22 @@
 // usage errors (exit 2), and keys created by the CLI working against the HTTP app.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { runCli } from '../src/cli/main.js';
-import { bearer, createTestServices, testDatabase, type TestDatabase } from './helpers.js';
+import { bearer, createTestServices, type TestDatabase } from './helpers.js';
 import { buildApp } from '../src/http/app.js';
+import { cliDatabase, inlet, type CliEnv } from './support/cli.js';
 
 let database: TestDatabase;
-let env: Record<string, string>;
+let env: CliEnv;
 
-before(() => {
-  database = testDatabase();
-  // The CLI reads only the environment; on PostgreSQL the test schema travels in the URL.
-  const url = database.postgresSchema === undefined ? database.databaseUrl : `${database.databaseUrl}${database.databaseUrl.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c search_path=${database.postgresSchema}`)}`;
-  env = { INLET_DATABASE_URL: url, INLET_LOG_LEVEL: 'silent' };
+before(async () => {
+  ({ database, env } = await cliDatabase());
 });
 after(async () => database.drop());
 
-async function cli(...argv: string[]) {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await runCli(argv, { out: (l) => out.push(l), err: (l) => err.push(l) }, env);
-  return { code, out: out.join('\n'), err: err.join('\n') };
-}
+const cli = (...argv: string[]) => inlet(env, ...argv);
 
 describe('inlet CLI', () => {
   let productId: string;
-
-  before(async () => {
-    if (database.postgresSchema !== undefined) {
-      // Create the schema the URL points at (the app helpers do this through createServices).
-      const { services } = await createTestServices({}, database);
-      await services.close();
-    }
-  });
 
   it('products create prints the new product; --json prints { data: product }', async () => {
     const human = await cli('products', 'create', 'Acme', 'Corp');
@@ -148,11 +132,9 @@ describe('inlet CLI', () => {
   });
 
   it('exit 2 naming the variable for a bad configuration', async () => {
-    const out: string[] = [];
-    const err: string[] = [];
-    const code = await runCli(['products', 'list'], { out: (l) => out.push(l), err: (l) => err.push(l) }, { INLET_DATABASE_URL: 'mysql://nope' });
+    const { code, err } = await inlet({ INLET_DATABASE_URL: 'mysql://nope' }, 'products', 'list');
     assert.equal(code, 2);
-    assert.match(err.join('\n'), /INLET_DATABASE_URL/);
+    assert.match(err, /INLET_DATABASE_URL/);
   });
 
   it('help exits 0', async () => {
