@@ -1,17 +1,9 @@
 // `inlet keys create --kind browser --origin …` (segment-compat "Keys").
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import type { TestDatabase } from './helpers.js';
-import { cliDatabase, inlet, type CliEnv } from './support/cli.js';
+import { cliTestDatabase } from './support/cli.js';
 
-let database: TestDatabase;
-let env: CliEnv;
-before(async () => {
-  ({ database, env } = await cliDatabase());
-});
-after(async () => database.drop());
-
-const cli = (...argv: string[]) => inlet(env, ...argv);
+const { cli } = cliTestDatabase();
 
 describe('inlet keys create --kind browser', () => {
   it('creates a publishable key with its origins; refuses a browser key without --origin and --origin on other kinds', async () => {

@@ -1,20 +1,12 @@
 // Contract §1 "CLI": products and keys managed directly on the configured database, --json output,
 // usage errors (exit 2), and keys created by the CLI working against the HTTP app.
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { bearer, createTestServices, type TestDatabase } from './helpers.js';
+import { bearer, createTestServices } from './helpers.js';
 import { buildApp } from '../src/http/app.js';
-import { cliDatabase, inlet, type CliEnv } from './support/cli.js';
+import { cliTestDatabase, inlet } from './support/cli.js';
 
-let database: TestDatabase;
-let env: CliEnv;
-
-before(async () => {
-  ({ database, env } = await cliDatabase());
-});
-after(async () => database.drop());
-
-const cli = (...argv: string[]) => inlet(env, ...argv);
+const { cli, database } = cliTestDatabase();
 
 describe('inlet CLI', () => {
   let productId: string;
@@ -78,7 +70,7 @@ describe('inlet CLI', () => {
     const live = JSON.parse((await cli('keys', 'create', '--product', productId, '--kind', 'events', '--json')).out).data;
     const dead = JSON.parse((await cli('keys', 'create', '--product', productId, '--kind', 'events', '--json')).out).data;
     assert.equal((await cli('keys', 'revoke', dead.id)).code, 0);
-    const { services, close } = await createTestServices({}, { ...database, drop: async () => {} });
+    const { services, close } = await createTestServices({}, { ...database(), drop: async () => {} });
     const app = await buildApp(services, { logger: false });
     try {
       const event = { subject_type: 'user', subject_id: 'u', event_type: 'cli', action: 'tested' };

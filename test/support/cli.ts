@@ -1,6 +1,7 @@
 // The `inlet` command run in-process against a test database, as an operator runs it on the server's
 // machine: same database, found through the environment only (the CLI reads nothing else), so on
 // PostgreSQL the test schema travels in the URL as libpq's `options=-c search_path=…`.
+import { after, before } from 'node:test';
 import { runCli } from '../../src/cli/main.js';
 import { createTestServices, testDatabase, type TestDatabase } from '../helpers.js';
 
@@ -38,4 +39,21 @@ export async function inlet(env: CliEnv, ...argv: string[]): Promise<CliResult> 
   const err: string[] = [];
   const code = await runCli(argv, { out: (line) => out.push(line), err: (line) => err.push(line) }, env);
   return { code, out: out.join('\n'), err: err.join('\n') };
+}
+
+/**
+ * For a test file that starts with the CLI: a fresh database opened in `before` and dropped in
+ * `after` (the hooks are registered here), and `cli(…argv)` against it.
+ */
+export function cliTestDatabase(): { cli(...argv: string[]): Promise<CliResult>; database(): TestDatabase } {
+  let opened: { database: TestDatabase; env: CliEnv } | undefined;
+  before(async () => {
+    opened = await cliDatabase();
+  });
+  after(async () => opened?.database.drop());
+  const current = () => {
+    if (opened === undefined) throw new Error('the CLI test database is opened in before()');
+    return opened;
+  };
+  return { cli: (...argv) => inlet(current().env, ...argv), database: () => current().database };
 }
