@@ -3,7 +3,7 @@
 // (filters, paging), the hourly cap, retention, and `inlet rejections list`.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { runCli } from '../src/cli/main.js';
+import { cliEnv, inlet } from './support/cli.js';
 import { adminHeaders, bearer, createTestApp, type TestContext } from './helpers.js';
 
 let ctx: TestContext;
@@ -74,24 +74,42 @@ describe('rejections', () => {
     assert.ok(hours.length === 1 && hours[0]!.unrecorded >= 3);
   });
 
+  it('a flush that fails (storage unreachable) keeps the rejections; the next flush records them', async () => {
+    const other = await ctx.product('rejections-outage');
+    const store = ctx.services.storage.rejections;
+    const insertMany = store.insertMany;
+    let failures = 0;
+    // A fault injected into the real store: its next write fails as an unreachable database would.
+    store.insertMany = async () => {
+      failures++;
+      throw new Error('connection refused');
+    };
+    try {
+      await ctx.app.inject({ method: 'POST', url: '/v1/batch', headers: basic(other.eventsKey), payload: { batch: [{ type: 'track', event: 'x', messageId: 'outage-1' }, { type: 'track', event: 'x', messageId: 'outage-2' }] } });
+      await assert.rejects(ctx.services.rejections.flush(), /connection refused/);
+      assert.equal(failures, 1);
+    } finally {
+      store.insertMany = insertMany;
+    }
+    const rows = (await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${other.id}/rejections`, headers: adminHeaders() })).json().data;
+    assert.deepEqual(rows.map((r: { message_id: string }) => r.message_id).sort(), ['outage-1', 'outage-2']);
+  });
+
   it('retention deletes what is older than the setting', async () => {
     await ctx.services.storage.rejections.deleteOlderThan(new Date(Date.now() + 1000).toISOString());
     assert.equal((await list()).json().data.length, 0);
   });
 
   it('inlet rejections list --product shows them', async () => {
-    const url = ctx.database.postgresSchema === undefined ? ctx.database.databaseUrl : `${ctx.database.databaseUrl}?options=${encodeURIComponent(`-c search_path=${ctx.database.postgresSchema}`)}`;
-    const env = { INLET_DATABASE_URL: url, INLET_LOG_LEVEL: 'silent' };
+    const env = cliEnv(ctx.database);
     const other = await ctx.product('rejections-cli');
     await ctx.app.inject({ method: 'POST', url: '/api/v2/events/batch', headers: bearer(other.eventsKey), payload: { events: [{ subject_type: 'user', subject_id: 'u', event: 'nosep', external_id: 'cli-1' }] } });
     await ctx.services.rejections.flush();
-    const out: string[] = [];
-    const code = await runCli(['rejections', 'list', '--product', other.id, '--json'], { out: (l) => out.push(l), err: () => {} }, env);
+    const { code, out } = await inlet(env, 'rejections', 'list', '--product', other.id, '--json');
     assert.equal(code, 0);
-    const data = JSON.parse(out.join('')).data;
+    const data = JSON.parse(out).data;
     assert.deepEqual(data.map((r: { message_id: string; code: string }) => [r.message_id, r.code]), [['cli-1', 'validation_error']]);
-    const human: string[] = [];
-    await runCli(['rejections', 'list', '--product', other.id], { out: (l) => human.push(l), err: () => {} }, env);
-    assert.match(human.join('\n'), /validation_error/);
+    const human = await inlet(env, 'rejections', 'list', '--product', other.id);
+    assert.match(human.out, /validation_error/);
   });
 });
