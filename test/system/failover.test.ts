@@ -274,12 +274,13 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
       return byExternalId;
     };
     const deadline = Date.now() + 30_000;
-    let missing = [...acknowledged.keys()].filter((id) => !seen().has(id));
+    let byExternalId = seen();
+    let missing = [...acknowledged.keys()].filter((id) => !byExternalId.has(id));
     while (missing.length > 0 && Date.now() < deadline) {
-      await sleep(250);
-      missing = [...acknowledged.keys()].filter((id) => !seen().has(id));
+      await sleep(500);
+      byExternalId = seen();
+      missing = [...acknowledged.keys()].filter((id) => !byExternalId.has(id));
     }
-    const byExternalId = seen();
     assert.deepEqual(missing.slice(0, 5), [], `${label}: ${missing.length} of ${acknowledged.size} acknowledged events never reached the live stream (endings: ${stream!.endings.join('; ')})`);
     const twice = [...byExternalId].filter(([, uuids]) => uuids.length > 1);
     assert.deepEqual(twice.slice(0, 5), [], `${label}: events streamed more than once`);
