@@ -32,7 +32,7 @@ let productId: string;
 let eventsKey: string;
 /** The export's bulk events go to their own product, so the live streams' product stays small. */
 let exportProductId: string;
-/** When each answer finished on the server (Fastify's onResponse), by URL path. */
+/** When each answer finished on the server (Fastify's onResponse), by URL. */
 const finishedAt = new Map<string, number>();
 
 before(async () => {
@@ -46,7 +46,7 @@ before(async () => {
   closeServices = created.close;
   app = await buildApp(services, { logger: false });
   app.addHook('onResponse', (request, _reply, done) => {
-    finishedAt.set(request.url.split('?')[0]!, Date.now());
+    finishedAt.set(request.url, Date.now());
     done();
   });
   await app.listen({ port: 0, host: '127.0.0.1' });
@@ -193,26 +193,30 @@ describe('receiving a request is timed', { concurrency: true }, () => {
   });
 
   it('an idle keep-alive connection is closed after the keep-alive timeout, with no answer beyond the first', async () => {
-    const s = await watch(requestBytes('GET', '/healthz', {}));
+    const url = '/healthz?case=idle-keep-alive';
+    const s = await watch(requestBytes('GET', url, {}));
     await until('answered', () => parseResponse(s.text()) !== undefined, SLACK_MS);
-    const answered = Date.now();
     assert.equal(parseResponse(s.text())?.status, 200);
     await until('closed', () => s.closedAt !== undefined, KEEP_ALIVE_TIMEOUT_MS + SLACK_MS);
-    // Node arms the keep-alive timer when the answer is written, a moment before we read it.
-    assert.ok(s.closedAt! - answered >= KEEP_ALIVE_TIMEOUT_MS - 100, `closed after ${s.closedAt! - answered} ms idle`);
+    // Timed from the server's own end of the answer (Node arms the keep-alive timer just before it):
+    // when the client read it depends on how busy this process was.
+    const idle = s.closedAt! - finishedAt.get(url)!;
+    assert.ok(idle >= KEEP_ALIVE_TIMEOUT_MS - 50, `closed after ${idle} ms idle`);
     assert.equal([...s.text().matchAll(/HTTP\/1\.1 /g)].length, 1, s.text());
   });
 
-  it('a keep-alive connection that is used again is not cut: three requests spread over more than every timeout', async () => {
+  it('a keep-alive connection that is used again is not cut: ten requests spread over more than the request timeout', async () => {
     const s = await watch();
-    for (let i = 0; i < 3; i++) {
+    const started = Date.now();
+    for (let i = 0; i < 10; i++) {
       const before = s.received.length;
       s.socket.write(requestBytes('GET', '/healthz', {}));
       await until(`answer ${i + 1}`, () => parseResponse(s.received.subarray(before).toString('latin1')) !== undefined, SLACK_MS);
       assert.equal(parseResponse(s.received.subarray(before).toString('latin1'))?.status, 200);
-      // Idle for less than the keep-alive timeout each time; together longer than the request timeout.
-      await new Promise((resolve) => setTimeout(resolve, KEEP_ALIVE_TIMEOUT_MS / 2));
+      // Idle far below the keep-alive timeout each time; together longer than the request timeout.
+      await new Promise((resolve) => setTimeout(resolve, 100));
     }
+    assert.ok(Date.now() - started > REQUEST_TIMEOUT_MS);
     assert.equal(s.closedAt, undefined);
     s.socket.destroy();
   });
@@ -269,8 +273,8 @@ describe('long answers are never cut (clarifications §12)', { concurrency: true
       apiKeyId: null,
     }));
     await services.storage.events.insertMany(rows);
-    const path = `/admin/v1/products/${exportProductId}/events/export`;
-    const s = await watch(requestBytes('GET', `${path}?event_type=bulk`, { authorization: `Bearer ${ADMIN_TOKEN}`, connection: 'close' }));
+    const path = `/admin/v1/products/${exportProductId}/events/export?event_type=bulk`;
+    const s = await watch(requestBytes('GET', path, { authorization: `Bearer ${ADMIN_TOKEN}`, connection: 'close' }));
     s.socket.pause();
     await new Promise((resolve) => setTimeout(resolve, HOLD_MS));
     const resumedAt = Date.now();
