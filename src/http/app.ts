@@ -22,6 +22,7 @@ import { adminTrafficRoutes } from './routes/admin-traffic.js';
 import { adminEventRoutes } from './routes/admin-events.js';
 import { segmentRoutes } from './segment/routes.js';
 import { adminRejectionRoutes } from './routes/admin-rejections.js';
+import { adminGovernanceRoutes } from './routes/admin-governance.js';
 import { BROWSER_NATIVE_ROUTES, corsPreflight } from './browser-keys.js';
 
 export interface BuildAppOptions {
@@ -91,6 +92,7 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
     adminTrafficRoutes(app, services, config.adminToken);
     adminEventRoutes(app, services, config.adminToken);
     adminRejectionRoutes(app, services, config.adminToken);
+    adminGovernanceRoutes(app, services, config.adminToken);
   }
   // Live streams end cleanly before the server waits for its connections to close.
   app.addHook('preClose', async () => {
