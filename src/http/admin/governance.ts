@@ -1,4 +1,4 @@
-// Data governance in the admin API (governance.md §1–2): the event catalogue, the tracking plan with
+// Data governance in the admin plugin (governance.md §1–2; paths under /admin/v1): the event catalogue, the tracking plan with
 // its versions and draft, and the violations list.
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
@@ -8,8 +8,8 @@ import { PLAN_MODES, UNPLANNED_RULES } from '../../domain/tracking-plan.js';
 import { parseRfc3339 } from '../../domain/timestamps.js';
 import type { Services } from '../../services.js';
 import { catalogEventDetailResource, catalogEventResource, catalogPropertyResource, trackingPlanResource, violationResource } from '../../resources/governance.js';
-import { requireAdmin } from '../auth.js';
-import { ProductIdParams, problemResponse } from '../schemas/common.js';
+import { problemResponse } from '../schemas/common.js';
+import { productOf } from './context.js';
 
 const DEFAULT_LIMIT = 50;
 const MAX_LIMIT = 500;
@@ -106,11 +106,7 @@ const ViolationQuery = Type.Object(
   { additionalProperties: false },
 );
 
-const adminErrors = {
-  400: problemResponse('Invalid parameter'),
-  401: problemResponse('Missing or wrong admin token'),
-  404: problemResponse('No such product'),
-};
+const adminErrors = { 400: problemResponse('Invalid parameter') };
 
 function parseLimit(value: string | undefined): number {
   const limit = value === undefined ? DEFAULT_LIMIT : Number(value);
@@ -125,23 +121,16 @@ function parseTime(value: string | undefined, name: string): string | undefined 
   return parsed;
 }
 
-export function adminGovernanceRoutes(app: FastifyInstance, services: Services, adminToken: string): void {
+export function adminGovernanceRoutes(app: FastifyInstance, services: Services): void {
   const r = app.withTypeProvider<TypeBoxTypeProvider>();
   const { catalog, plans } = services.governance;
-  const common = { onRequest: requireAdmin(adminToken) };
-  const tags = ['governance'];
-  const security = [{ adminToken: [] }];
 
   r.get(
-    '/admin/v1/products/:product_id/catalog/events',
+    '/products/:product_id/catalog/events',
     {
-      ...common,
       schema: {
-        tags,
-        security,
         summary: 'The event catalogue: every name stored, with counts, first/last seen, sources and keys',
         description: 'Built from the events as they are stored, off the request path (counts lag by at most the flush interval). `meta.overflow` counts events whose name was not catalogued because the product reached INLET_CATALOG_MAX_EVENTS names.',
-        params: ProductIdParams,
         querystring: CatalogQuery,
         response: {
           200: Type.Object({ data: Type.Array(CatalogEvent), meta: Type.Object({ next_cursor: Type.Union([Type.String(), Type.Null()]), overflow: Type.Integer() }) }),
@@ -157,8 +146,7 @@ export function adminGovernanceRoutes(app: FastifyInstance, services: Services, 
         offset = Number(Buffer.from(q.cursor, 'base64url').toString('utf8'));
         if (!Number.isInteger(offset) || offset < 0) throw validationError([{ pointer: '/cursor', message: 'query parameter cursor is not one this API gave out' }]);
       }
-      await services.keys.requireProduct(request.params.product_id);
-      const { events, overflow } = await catalog.listEvents(request.params.product_id, {
+      const { events, overflow } = await catalog.listEvents(productOf(request).id, {
         sort: q.sort ?? 'last_seen',
         offset,
         limit: limit + 1,
@@ -171,12 +159,9 @@ export function adminGovernanceRoutes(app: FastifyInstance, services: Services, 
   );
 
   r.get(
-    '/admin/v1/products/:product_id/catalog/events/:canonical_name',
+    '/products/:product_id/catalog/events/:canonical_name',
     {
-      ...common,
       schema: {
-        tags,
-        security,
         summary: 'One catalogued event name with its property paths and their observed JSON types',
         description: '`properties_overflow` counts property observations not catalogued because the name reached INLET_CATALOG_MAX_PROPERTIES paths. No value is ever kept.',
         params: Type.Object({ product_id: Type.String({ minLength: 1, maxLength: 64 }), canonical_name: Type.String({ minLength: 1, maxLength: 256 }) }, { additionalProperties: false }),
@@ -188,8 +173,8 @@ export function adminGovernanceRoutes(app: FastifyInstance, services: Services, 
       },
     },
     async (request) => {
-      const { product_id: productId, canonical_name: name } = request.params;
-      await services.keys.requireProduct(productId);
+      const productId = productOf(request).id;
+      const name = request.params.canonical_name;
       const detail = await catalog.getEvent(productId, name);
       if (detail === undefined) throw new AppError('not_found', `The event "${name}" was never seen in product "${productId}" (or is past the catalogue's name limit).`);
       return { data: catalogEventDetailResource(detail) };
@@ -197,112 +182,83 @@ export function adminGovernanceRoutes(app: FastifyInstance, services: Services, 
   );
 
   r.get(
-    '/admin/v1/products/:product_id/catalog/traits',
+    '/products/:product_id/catalog/traits',
     {
-      ...common,
       schema: {
-        tags,
-        security,
         summary: 'The identify trait paths of a product with their observed JSON types',
-        params: ProductIdParams,
         response: { 200: Type.Object({ data: Type.Array(CatalogProperty), meta: Type.Object({ overflow: Type.Integer({ description: 'Trait observations past INLET_CATALOG_MAX_PROPERTIES paths' }) }) }), ...adminErrors },
       },
     },
     async (request) => {
-      await services.keys.requireProduct(request.params.product_id);
-      const { paths, overflow } = await catalog.traits(request.params.product_id);
+      const { paths, overflow } = await catalog.traits(productOf(request).id);
       return { data: paths.map(catalogPropertyResource), meta: { overflow } };
     },
   );
 
   r.get(
-    '/admin/v1/products/:product_id/tracking_plan',
+    '/products/:product_id/tracking_plan',
     {
-      ...common,
       schema: {
-        tags,
-        security,
         summary: 'The current tracking plan (404 when the product has none)',
-        params: ProductIdParams,
         response: { 200: Type.Object({ data: TrackingPlanVersion }), ...adminErrors, 404: problemResponse('No such product, or no plan yet') },
       },
     },
     async (request) => {
-      await services.keys.requireProduct(request.params.product_id);
-      const current = await plans.get(request.params.product_id);
-      if (current === undefined) throw new AppError('not_found', `Product "${request.params.product_id}" has no tracking plan yet: PUT one (POST …/tracking_plan/draft gives a start).`);
+      const current = await plans.get(productOf(request).id);
+      if (current === undefined) throw new AppError('not_found', `Product "${productOf(request).id}" has no tracking plan yet: PUT one (POST …/tracking_plan/draft gives a start).`);
       return { data: trackingPlanResource(current) };
     },
   );
 
   r.put(
-    '/admin/v1/products/:product_id/tracking_plan',
+    '/products/:product_id/tracking_plan',
     {
-      ...common,
       schema: {
-        tags,
-        security,
         summary: 'Store a new version of the tracking plan',
         description:
           'Every PUT is a new version (the old ones stay listed). Each schema is JSON Schema 2020-12, compiled once (Ajv, strict: unknown keywords are refused). An invalid plan is 400 with pointers into it. Applied at once on this instance, and by other instances within INLET_TRACKING_PLAN_REFRESH_MS.',
-        params: ProductIdParams,
         body: TrackingPlanBody,
         response: { 200: Type.Object({ data: TrackingPlanVersion }), ...adminErrors, 400: problemResponse('Not a valid plan: `errors[].pointer` into the plan, e.g. /events/order_completed/properties/type') },
       },
     },
     async (request) => {
-      await services.keys.requireProduct(request.params.product_id);
-      return { data: trackingPlanResource(await plans.put(request.params.product_id, request.body)) };
+      return { data: trackingPlanResource(await plans.put(productOf(request).id, request.body)) };
     },
   );
 
   r.get(
-    '/admin/v1/products/:product_id/tracking_plan/versions',
+    '/products/:product_id/tracking_plan/versions',
     {
-      ...common,
       schema: {
-        tags,
-        security,
         summary: 'Every version of the tracking plan, newest first',
-        params: ProductIdParams,
         response: { 200: Type.Object({ data: Type.Array(TrackingPlanVersion) }), ...adminErrors },
       },
     },
     async (request) => {
-      await services.keys.requireProduct(request.params.product_id);
-      return { data: (await plans.versions(request.params.product_id)).map(trackingPlanResource) };
+      return { data: (await plans.versions(productOf(request).id)).map(trackingPlanResource) };
     },
   );
 
   r.post(
-    '/admin/v1/products/:product_id/tracking_plan/draft',
+    '/products/:product_id/tracking_plan/draft',
     {
-      ...common,
       schema: {
-        tags,
-        security,
         summary: 'A draft plan from the catalogue (mode off), for review; never applied by itself',
         description: 'Each schema has the observed JSON types per property, and `required` lists the properties present in every event of that name. Edit it, then PUT it.',
-        params: ProductIdParams,
         response: { 200: Type.Object({ data: TrackingPlanBody }), ...adminErrors },
       },
     },
     async (request) => {
-      await services.keys.requireProduct(request.params.product_id);
-      return { data: await plans.draft(request.params.product_id) };
+      return { data: await plans.draft(productOf(request).id) };
     },
   );
 
   r.get(
-    '/admin/v1/products/:product_id/violations',
+    '/products/:product_id/violations',
     {
-      ...common,
       schema: {
-        tags,
-        security,
         summary: 'Tracking plan violations (warnings and refusals), newest first',
         description: 'Kept INLET_VIOLATIONS_RETENTION_DAYS; at most INLET_VIOLATIONS_MAX_PER_HOUR recorded per product and hour (the rest are counted in metrics).',
-        params: ProductIdParams,
         querystring: ViolationQuery,
         response: { 200: Type.Object({ data: Type.Array(Violation), meta: Type.Object({ next_cursor: Type.Union([Type.String(), Type.Null()]) }) }), ...adminErrors },
       },
@@ -315,10 +271,9 @@ export function adminGovernanceRoutes(app: FastifyInstance, services: Services, 
         beforeId = Buffer.from(q.cursor, 'base64url').toString('utf8');
         if (!/^[0-9a-f-]{36}$/.test(beforeId)) throw validationError([{ pointer: '/cursor', message: 'query parameter cursor is not one this API gave out' }]);
       }
-      await services.keys.requireProduct(request.params.product_id);
       const receivedFrom = parseTime(q.received_from, 'received_from');
       const receivedTo = parseTime(q.received_to, 'received_to');
-      const rows = await plans.listViolations(request.params.product_id, {
+      const rows = await plans.listViolations(productOf(request).id, {
         limit: limit + 1,
         ...(beforeId === undefined ? {} : { beforeId }),
         ...(q.canonical_name === undefined ? {} : { canonicalName: q.canonical_name }),
