@@ -55,6 +55,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
   const storage = await openStorage(config.databaseUrl, {
     sqliteSynchronous: config.sqliteSynchronous,
     postgresPoolSize: config.postgresPoolSize,
+    queryTimeoutMs: config.databaseQueryTimeoutMs,
     ...(options.postgresSchema === undefined ? {} : { postgresSchema: options.postgresSchema }),
   });
   const metrics = createMetrics({ defaultMetrics: options.defaultMetrics ?? true });
@@ -80,7 +81,13 @@ export async function createServices(config: Config, options: CreateServicesOpti
     streams: createEventStreams(storage, { pollMs: config.eventStreamPollMs, maxStreams: config.eventStreamsMax }),
   };
   const segment = createSegmentService(ingest, identity, rejections);
-  const rateLimiter = await createRateLimiter(config, storage);
+  const rateLimiter = await createRateLimiter({
+    store: config.rateLimitStore,
+    rps: config.rateLimitRps,
+    burst: config.rateLimitBurst,
+    redisUrl: config.redisUrl,
+    postgresPool: storage.rateLimitPool,
+  });
   // Per client IP on the browser routes: a guard against one abusive address, kept in each process.
   const browserIpLimiter = createInMemoryRateLimiter(config.browserRateLimitPerIp, config.browserRateLimitPerIp * 2);
   const trafficSync = createTrafficSyncService(storage, { retry: { ...DEFAULT_RETRY_POLICY, maxTotalMs: config.trafficRetryMaxMs } });

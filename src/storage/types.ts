@@ -270,6 +270,15 @@ export interface RejectionStore {
   deleteOlderThan(at: string): Promise<void>;
 }
 
+/** A connection pool's state (PostgreSQL), read by the pool gauges at scrape time. */
+export interface PoolStats {
+  max: number;
+  open: number;
+  idle: number;
+  /** Queries waiting for a free connection. */
+  waiting: number;
+}
+
 export interface Storage {
   readonly dialect: Dialect;
   readonly products: ProductStore;
