@@ -5,8 +5,7 @@
 // add up. The bounds are decided at flush time against what is stored, so they hold across instances
 // (up to what two instances flush at the same moment); in memory each product keeps at most the same
 // number of names and paths per name between flushes, so a flood of new names cannot grow memory.
-import type { CatalogEventDelta, CatalogPropertyDelta, CatalogScope, JsonType } from '../storage/governance-types.js';
-import type { EventRecord, Storage } from '../storage/types.js';
+import type { CatalogEventDelta, CatalogPropertyDelta, CatalogScope, EventRecord, JsonType, Storage } from '../storage/types.js';
 
 /** Paths are followed into nested objects down to this depth (`a.b.c`). */
 export const CATALOG_MAX_DEPTH = 3;

@@ -8,6 +8,9 @@ export type Dialect = 'sqlite' | 'postgres';
 import type { KeyKind } from '../domain/api-keys.js';
 import type { GovernanceStore } from './governance-types.js';
 
+// The governance part of the port lives in its own file; services and resources see it through this one.
+export type * from './governance-types.js';
+
 export type ApiKeyKind = KeyKind;
 
 export interface ProductRecord {
