@@ -291,3 +291,28 @@ describe('several instances', () => {
     }
   });
 });
+
+describe('violation records are bounded', () => {
+  it('past INLET_VIOLATIONS_MAX_PER_HOUR only counted; older than the retention deleted', async () => {
+    const small = await createTestApp({ violationsMaxPerHour: 2, violationsRetentionDays: 30 });
+    try {
+      const product = await small.product('bounded');
+      // A violation recorded 31 days ago: the first flush's retention sweep removes it.
+      const old = new Date(Date.now() - 31 * 86_400_000).toISOString();
+      await small.services.storage.governance.insertViolations([
+        { id: '00000000-0000-7000-8000-000000000000', productId: product.id, receivedAt: old, keyId: null, route: '/api/v2/events', canonicalName: 'x', code: 'unplanned_event', severity: 'warning', planVersion: 1, messageId: null, subjectId: 'u', errors: [] },
+      ]);
+      await small.app.inject({ method: 'PUT', url: `/admin/v1/products/${product.id}/tracking_plan`, headers: adminHeaders(), payload: { mode: 'warn', unplanned: 'warn' } });
+      const events = Array.from({ length: 5 }, (_, i) => ({ event: `name.n${i}`, subject_type: 'user', subject_id: 'u' }));
+      assert.equal((await small.app.inject({ method: 'POST', url: '/api/v2/events/batch', headers: bearer(product.eventsKey), payload: { events } })).statusCode, 200);
+      const list = (await small.app.inject({ method: 'GET', url: `/admin/v1/products/${product.id}/violations`, headers: adminHeaders() })).json().data;
+      assert.deepEqual(list.map((v: { canonical_name: string }) => v.canonical_name).sort(), ['name_n0', 'name_n1']);
+      const metric = await small.services.metrics.registry.getSingleMetric('inlet_tracking_plan_violations_total')!.get();
+      const unrecorded = metric.values.find((v) => v.labels.recorded === 'false');
+      assert.equal(unrecorded?.value, 3);
+      assert.equal(unrecorded?.labels.canonical_name, '(unplanned)');
+    } finally {
+      await small.close();
+    }
+  });
+});

@@ -88,7 +88,7 @@ function planCheck(plan: CompiledPlan, draft: EventDraft): { entry: ViolationEnt
   };
   if (finding.severity === 'warning') return { entry };
   const answered = finding.errors.map((e) => ({ pointer: `${received.base}${field}${e.pointer}`, message: e.message }));
-  return { entry, refusal: planRefusal(finding.code, draft.name.canonicalName, answered) };
+  return { entry, refusal: planRefusal(finding.code, draft.name.canonicalName, answered, received.identify === true) };
 }
 
 export function createIngestService(storage: Storage, metrics: Metrics, options: IngestOptions = { legacyFlat: 'accept' }) {
@@ -283,7 +283,7 @@ export function createIngestService(storage: Storage, metrics: Metrics, options:
         plan,
       );
       if (finding.severity === 'rejected') {
-        const refusal = planRefusal(finding.code, 'user_identified', errors);
+        const refusal = planRefusal(finding.code, 'user_identified', errors, true);
         options.rejections?.record(auth, route, [{ index: 0, messageId: null, code: refusal.code, detail: refusal.message, severity: 'rejected', item }], receivedAt);
         throw refusal;
       }

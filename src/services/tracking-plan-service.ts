@@ -207,10 +207,11 @@ export function createTrackingPlanService(storage: Storage, metrics: Metrics, ca
 export type TrackingPlanService = ReturnType<typeof createTrackingPlanService>;
 
 /** The 400 of a refused item: `tracking_plan_violation` or `unplanned_event`, with pointers into the request body. */
-export function planRefusal(code: 'tracking_plan_violation' | 'unplanned_event', canonicalName: string, errors: Array<{ pointer: string; message: string }>): AppError {
+export function planRefusal(code: 'tracking_plan_violation' | 'unplanned_event', canonicalName: string, errors: Array<{ pointer: string; message: string }>, traits = false): AppError {
+  const what = traits ? 'The traits do' : `The event "${canonicalName}" does`;
   const detail =
     code === 'unplanned_event'
       ? `The event "${canonicalName}" is not in the tracking plan, which refuses unplanned events.`
-      : `The event "${canonicalName}" does not match the tracking plan: ${errors[0]?.pointer ?? ''} ${errors[0]?.message ?? ''}${errors.length > 1 ? ` (and ${errors.length - 1} more)` : ''}.`;
+      : `${what} not match the tracking plan: ${errors[0]?.pointer ?? ''} ${errors[0]?.message ?? ''}${errors.length > 1 ? ` (and ${errors.length - 1} more)` : ''}.`;
   return new AppError(code, detail, { errors });
 }

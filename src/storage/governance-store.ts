@@ -176,8 +176,13 @@ export function governanceStore(kysely: Kysely<Database>, dialect: Dialect): Gov
 
     async writeCatalog(write) {
       const { productId } = write;
+      // Rows in one fixed order: two instances upserting the same names lock them in the same order, so
+      // their flushes wait for each other instead of deadlocking.
+      const events = [...write.events].sort((a, b) => (a.canonicalName < b.canonicalName ? -1 : a.canonicalName > b.canonicalName ? 1 : 0));
+      const key = (p: (typeof write.properties)[number]) => `${p.scope}\u0000${p.canonicalName}\u0000${p.path}\u0000${p.jsonType}`;
+      const properties = [...write.properties].sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
       await db.transaction().execute(async (trx) => {
-        for (const part of chunks(write.events)) {
+        for (const part of chunks(events)) {
           await trx
             .insertInto('catalog_events')
             .values(
@@ -202,14 +207,14 @@ export function governanceStore(kysely: Kysely<Database>, dialect: Dialect): Gov
             )
             .execute();
         }
-        const originRows = write.events.flatMap((e) => [
+        const originRows = events.flatMap((e) => [
           ...e.sources.map((value) => ({ product_id: productId, canonical_name: e.canonicalName, kind: 'source' as const, value })),
           ...e.keyIds.map((value) => ({ product_id: productId, canonical_name: e.canonicalName, kind: 'key' as const, value })),
         ]);
         for (const part of chunks(originRows)) {
           await trx.insertInto('catalog_event_origins').values(part).onConflict((oc) => oc.doNothing()).execute();
         }
-        for (const part of chunks(write.properties)) {
+        for (const part of chunks(properties)) {
           await trx
             .insertInto('catalog_properties')
             .values(
