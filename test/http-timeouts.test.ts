@@ -236,7 +236,9 @@ describe('long answers are never cut (clarifications §12)', { concurrency: true
     const streamRequest = requestBytes('GET', `/admin/v1/products/${productId}/events/stream`, { authorization: `Bearer ${ADMIN_TOKEN}` });
     const plain = await watch(streamRequest);
     const piped = await watch(streamRequest);
-    await until('streams open', () => plain.text().includes(': open\n\n') && piped.text().includes(': open\n\n'), 3 * SLACK_MS);
+    await until('streams open', () => plain.text().includes(': open\n\n') && piped.text().includes(': open\n\n'), 3 * SLACK_MS).catch((error: Error) => {
+      throw new Error(`${error.message}; got ${JSON.stringify(plain.text().slice(0, 300))} and ${JSON.stringify(piped.text().slice(0, 300))}`);
+    });
     // A second request on the stream's connection that never completes: it is timed, the stream is not.
     piped.socket.write(requestBytes('POST', '/api/v2/events', { 'content-type': 'application/json', 'content-length': '500' }, '{"subject'));
     await new Promise((resolve) => setTimeout(resolve, HOLD_MS));
