@@ -14,9 +14,11 @@ import type { Services } from '../src/services.js';
 import { ADMIN_TOKEN, createTestServices } from './helpers.js';
 import { parseResponse, requestBytes } from './support/raw-http.js';
 
-const HEADERS_TIMEOUT_MS = 400;
-const REQUEST_TIMEOUT_MS = 800;
-const KEEP_ALIVE_TIMEOUT_MS = 600;
+// Small, but not so small that a busy test process (a GC pause, another file's work) delays reading a
+// request past its timeout: Node's checker runs in the timers phase, before the loop reads sockets.
+const HEADERS_TIMEOUT_MS = 500;
+const REQUEST_TIMEOUT_MS = 1000;
+const KEEP_ALIVE_TIMEOUT_MS = 800;
 /** How far past its timeout a socket may live on a loaded machine before the test calls it a failure. */
 const SLACK_MS = 4000;
 /** How long the long answers are held open: well past every timeout above. */
@@ -58,6 +60,29 @@ before(async () => {
   eventsKey = (key.json() as { data: { key: string } }).data.key;
   const other = await app.inject({ method: 'POST', url: '/admin/v1/products', headers: admin, payload: { name: 'export' } });
   exportProductId = (other.json() as { data: { id: string } }).data.id;
+  // The export's events, stored before any timed socket opens (a synchronous SQLite insert of this size
+  // blocks the process for a moment).
+  const properties = { text: 'x'.repeat(3000) };
+  const propertiesJson = JSON.stringify(properties);
+  const now = new Date().toISOString();
+  const rows: EventInsert[] = Array.from({ length: EXPORT_EVENTS }, (_, i) => ({
+    id: uuidv7(),
+    productId: exportProductId,
+    source: 'api',
+    externalId: null,
+    eventType: 'bulk',
+    action: 'loaded',
+    canonicalName: 'bulk_loaded',
+    nameFormat: 'preferred',
+    subjectType: 'user',
+    subjectId: `bulk-${i}`,
+    occurredAt: now,
+    receivedAt: now,
+    properties,
+    propertiesJson,
+    apiKeyId: null,
+  }));
+  await services.storage.events.insertMany(rows);
 });
 after(async () => {
   for (const s of open) s.socket.destroy();
@@ -127,8 +152,9 @@ function dechunk(data: Buffer): Buffer {
 
 const eventBody = JSON.stringify({ subject_type: 'user', subject_id: 'u1', event_type: 'page', action: 'viewed' });
 
-// Every case waits on timers, not the CPU: they all run at once, so the file takes about as long as its longest case.
-describe('slow and idle clients', { concurrency: true }, () => {
+// The cases of each group wait on timers, not the CPU: they run at once, so a group takes about as long as its
+// longest case.
+describe('slow and idle clients', () => {
 describe('receiving a request is timed', { concurrency: true }, () => {
   it('partial headers, then nothing: 408 request_timeout problem+json after the headers timeout, then closed', async () => {
     const started = Date.now();
@@ -254,27 +280,6 @@ describe('long answers are never cut (clarifications §12)', { concurrency: true
   });
 
   it(`an export the client reads only after ${HOLD_MS} ms arrives whole`, async () => {
-    const properties = { text: 'x'.repeat(3000) };
-    const propertiesJson = JSON.stringify(properties);
-    const now = new Date().toISOString();
-    const rows: EventInsert[] = Array.from({ length: EXPORT_EVENTS }, (_, i) => ({
-      id: uuidv7(),
-      productId: exportProductId,
-      source: 'api',
-      externalId: null,
-      eventType: 'bulk',
-      action: 'loaded',
-      canonicalName: 'bulk_loaded',
-      nameFormat: 'preferred',
-      subjectType: 'user',
-      subjectId: `bulk-${i}`,
-      occurredAt: now,
-      receivedAt: now,
-      properties,
-      propertiesJson,
-      apiKeyId: null,
-    }));
-    await services.storage.events.insertMany(rows);
     const path = `/admin/v1/products/${exportProductId}/events/export?event_type=bulk`;
     const s = await watch(requestBytes('GET', path, { authorization: `Bearer ${ADMIN_TOKEN}`, connection: 'close' }));
     s.socket.pause();
