@@ -17,6 +17,9 @@ import { createTrafficReportService, type TrafficReportService } from './service
 import { createTrafficSyncService, type TrafficSyncService } from './sync/sync-service.js';
 import { createTrafficScheduler, type TrafficScheduler } from './sync/scheduler.js';
 import { DEFAULT_RETRY_POLICY } from './sync/provider.js';
+import { configureOutbound } from './services/outbound-guard.js';
+import { createDestinationService, type DestinationService } from './services/destination-service.js';
+import { destinationStore } from './storage/destination-store.js';
 
 export interface Services {
   config: Config;
@@ -36,6 +39,8 @@ export interface Services {
   browserIpLimiter: InMemoryRateLimiter;
   /** Traffic reports: reading, syncing sources, and the interval scheduler (started by main). */
   traffic: { reports: TrafficReportService; sync: TrafficSyncService; scheduler: TrafficScheduler };
+  /** Destinations (events-out §6): admin operations and the deliverers (started by main). */
+  destinations: DestinationService;
   /** Flushes pending writes and closes storage. */
   close(): Promise<void>;
 }
@@ -48,6 +53,8 @@ export interface CreateServicesOptions {
 }
 
 export async function createServices(config: Config, options: CreateServicesOptions = {}): Promise<Services> {
+  // Every outbound connection (webhooks, NATS, traffic providers) passes this one guard.
+  const guard = configureOutbound({ allow: config.outboundAllow, allowPrivate: config.destinationsAllowPrivate });
   const storage = await openStorage(config.databaseUrl, {
     sqliteSynchronous: config.sqliteSynchronous,
     postgresPoolSize: config.postgresPoolSize,
@@ -73,6 +80,15 @@ export async function createServices(config: Config, options: CreateServicesOpti
     sync: trafficSync,
     scheduler: createTrafficScheduler(storage, trafficSync, { intervalMs: config.trafficSyncIntervalMs }),
   };
+  const destinations = createDestinationService(destinationStore(storage.db, storage.dialect), metrics, {
+    timeoutMs: config.destinationTimeoutMs,
+    disableAfterMs: config.destinationDisableAfterMs,
+    pollMs: config.destinationPollMs,
+    leaseMs: config.destinationLeaseMs,
+    logRetentionMs: config.destinationLogRetentionDays * 86_400_000,
+    guard,
+    ...(options.now === undefined ? {} : { clock: { now: options.now } }),
+  });
   let closed: Promise<void> | undefined;
   return {
     config,
@@ -87,8 +103,10 @@ export async function createServices(config: Config, options: CreateServicesOpti
     rateLimiter,
     browserIpLimiter,
     traffic,
+    destinations,
     close() {
       closed ??= (async () => {
+        await destinations.close();
         await traffic.scheduler.stop();
         await events.streams.close();
         await ingest.close();
