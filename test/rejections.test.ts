@@ -74,6 +74,27 @@ describe('rejections', () => {
     assert.ok(hours.length === 1 && hours[0]!.unrecorded >= 3);
   });
 
+  it('a flush that fails (storage unreachable) keeps the rejections; the next flush records them', async () => {
+    const other = await ctx.product('rejections-outage');
+    const store = ctx.services.storage.rejections;
+    const insertMany = store.insertMany;
+    let failures = 0;
+    // A fault injected into the real store: its next write fails as an unreachable database would.
+    store.insertMany = async () => {
+      failures++;
+      throw new Error('connection refused');
+    };
+    try {
+      await ctx.app.inject({ method: 'POST', url: '/v1/batch', headers: basic(other.eventsKey), payload: { batch: [{ type: 'track', event: 'x', messageId: 'outage-1' }, { type: 'track', event: 'x', messageId: 'outage-2' }] } });
+      await assert.rejects(ctx.services.rejections.flush(), /connection refused/);
+      assert.equal(failures, 1);
+    } finally {
+      store.insertMany = insertMany;
+    }
+    const rows = (await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${other.id}/rejections`, headers: adminHeaders() })).json().data;
+    assert.deepEqual(rows.map((r: { message_id: string }) => r.message_id).sort(), ['outage-1', 'outage-2']);
+  });
+
   it('retention deletes what is older than the setting', async () => {
     await ctx.services.storage.rejections.deleteOlderThan(new Date(Date.now() + 1000).toISOString());
     assert.equal((await list()).json().data.length, 0);

@@ -12,16 +12,13 @@ import { openapiPlugin } from './plugins/openapi.js';
 import { eventsV1Route } from './routes/events-v1.js';
 import { eventsV2Route } from './routes/events-v2.js';
 import { eventsBatchRoute } from './routes/events-batch.js';
-import { adminRoutes } from './routes/admin-products.js';
 import { operationsRoutes } from './routes/operations.js';
 import { identifyRoute } from './routes/identify.js';
 import { aliasRoute } from './routes/alias.js';
-import { adminUserRoutes } from './routes/admin-users.js';
 import { trafficReportsRoute } from './routes/traffic-reports.js';
-import { adminTrafficRoutes } from './routes/admin-traffic.js';
-import { adminEventRoutes } from './routes/admin-events.js';
 import { segmentRoutes } from './segment/routes.js';
-import { adminRejectionRoutes } from './routes/admin-rejections.js';
+import { adminPlugin } from './admin/index.js';
+import { authPlugin } from './auth.js';
 import { BROWSER_NATIVE_ROUTES, corsPreflight } from './browser-keys.js';
 
 export interface BuildAppOptions {
@@ -75,6 +72,7 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
   await app.register(errorsPlugin, { isUnavailable: (error) => storage.isUnavailable(error), storageClosed: () => storage.closed });
   await app.register(bodyPlugin);
   await app.register(openapiPlugin);
+  await app.register(authPlugin);
 
   operationsRoutes(app, services);
   eventsV1Route(app, services);
@@ -85,13 +83,8 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
   trafficReportsRoute(app, services);
   await app.register(segmentRoutes, { services });
   corsPreflight(app, BROWSER_NATIVE_ROUTES);
-  if (config.adminToken !== undefined) {
-    adminRoutes(app, services, config.adminToken);
-    adminUserRoutes(app, services, config.adminToken);
-    adminTrafficRoutes(app, services, config.adminToken);
-    adminEventRoutes(app, services, config.adminToken);
-    adminRejectionRoutes(app, services, config.adminToken);
-  }
+  // Without INLET_ADMIN_TOKEN the admin API does not exist: its URLs are unknown routes (404).
+  if (config.adminToken !== undefined) await app.register(adminPlugin, { prefix: '/admin/v1', services, adminToken: config.adminToken });
   // Live streams end cleanly before the server waits for its connections to close.
   app.addHook('preClose', async () => {
     await services.events.streams.close();

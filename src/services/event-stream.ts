@@ -58,6 +58,8 @@ export function matchesFilter(filter: EventFilter, event: EventRecord): boolean 
   );
 }
 
+const yieldToIo = () => new Promise<void>((resolve) => setImmediate(resolve));
+
 export function createEventStreams(storage: Storage, options: EventStreamOptions) {
   const pageSize = options.pageSize ?? 200;
   const tails = new Map<string, ProductTail>();
@@ -102,6 +104,9 @@ export function createEventStreams(storage: Storage, options: EventStreamOptions
         for (const subscriber of tail.subscribers) deliver(subscriber, event);
       }
       if (page.next === null) return;
+      // Let sockets drain and other requests run between pages: with SQLite a page read never waits for
+      // I/O, so without this a backlog would be fanned out in one turn of the event loop.
+      await yieldToIo();
     }
   }
 
@@ -151,6 +156,7 @@ export function createEventStreams(storage: Storage, options: EventStreamOptions
           if (subscriber.closed) return;
           if (page.next === null) break;
           after = page.next;
+          await yieldToIo();
           // Back-pressure: the backlog is read no faster than the consumer takes it.
           if (!(await subscriber.sink.ready())) return drop(subscriber, 'slow');
         }

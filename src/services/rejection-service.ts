@@ -10,6 +10,8 @@ import type { Metrics } from './metrics.js';
 
 export const MAX_RECORDED_ITEM_CHARS = 32 * 1024;
 const FLUSH_MS = 1000;
+/** Rows kept in memory while storage is unreachable (see `restore`). */
+const MAX_PENDING = 10_000;
 const RETENTION_SWEEP_MS = 3_600_000;
 
 export interface RejectionEntry {
@@ -56,13 +58,45 @@ export function createRejectionService(storage: Storage, metrics: Metrics, optio
     const rows = pending.splice(0);
     const counts = [...unrecorded.values()];
     unrecorded.clear();
-    if (rows.length > 0) await storage.rejections.insertMany(rows);
-    if (counts.length > 0) await storage.rejections.addUnrecorded(counts);
+    try {
+      if (rows.length > 0) await storage.rejections.insertMany(rows);
+    } catch (error) {
+      // Storage unreachable: keep the rows (and the counts) for the next flush instead of losing them.
+      restore(rows, counts);
+      throw error;
+    }
+    try {
+      if (counts.length > 0) await storage.rejections.addUnrecorded(counts);
+    } catch (error) {
+      restore([], counts);
+      throw error;
+    }
     const now = clock();
     if (now - lastSweep >= RETENTION_SWEEP_MS) {
       lastSweep = now;
       await storage.rejections.deleteOlderThan(new Date(now - options.retentionDays * 86_400_000).toISOString());
     }
+  }
+
+  /**
+   * Puts back what a failed flush took out, in front of what arrived meanwhile, and schedules a retry.
+   * At most MAX_PENDING rows wait in memory: past that the oldest are only counted, like rejections past
+   * the hourly cap, so an outage costs their text but never their count.
+   */
+  function restore(rows: RejectionRecord[], counts: Array<{ productId: string; hour: string; count: number }>): void {
+    pending.unshift(...rows);
+    for (const row of counts) countUnrecorded(row.productId, row.hour, row.count);
+    if (pending.length > MAX_PENDING) {
+      for (const row of pending.splice(0, pending.length - MAX_PENDING)) countUnrecorded(row.productId, row.receivedAt.slice(0, 13), 1);
+    }
+    timer ??= setTimeout(() => void flush().catch(() => {}), FLUSH_MS).unref();
+  }
+
+  function countUnrecorded(productId: string, hour: string, count: number): void {
+    const key = `${productId}\u0000${hour}`;
+    const row = unrecorded.get(key);
+    if (row === undefined) unrecorded.set(key, { productId, hour, count });
+    else row.count += count;
   }
 
   function flush(): Promise<void> {
@@ -85,10 +119,7 @@ export function createRejectionService(storage: Storage, metrics: Metrics, optio
         const recorded = done < options.maxPerHour;
         metrics.rejections.inc({ code: entry.code, severity: entry.severity, recorded: String(recorded) });
         if (!recorded) {
-          const key = `${auth.productId}\u0000${hour}`;
-          const row = unrecorded.get(key);
-          if (row === undefined) unrecorded.set(key, { productId: auth.productId, hour, count: 1 });
-          else row.count++;
+          countUnrecorded(auth.productId, hour, 1);
           continue;
         }
         recordedThisHour.set(auth.productId, done + 1);

@@ -3,7 +3,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../../domain/errors.js';
 import type { Services } from '../../services.js';
-import type { AuthContext } from '../../services/key-service.js';
 import { applyKeyPolicy } from '../browser-keys.js';
 
 export function presentedKey(request: FastifyRequest): string | undefined {
@@ -28,12 +27,15 @@ export function presentedKey(request: FastifyRequest): string | undefined {
   return undefined;
 }
 
-/** Authenticates the write key (events or browser key), then the key policy: origins, CORS, rate limits. */
-export async function segmentAuth(services: Services, request: FastifyRequest, reply: FastifyReply, key: string | undefined): Promise<AuthContext> {
+/**
+ * Authenticates the write key (events or browser key) into `request.auth`, then the key policy:
+ * origins, CORS, rate limits.
+ */
+export async function segmentAuth(services: Services, request: FastifyRequest, reply: FastifyReply, key: string | undefined): Promise<void> {
   if (key === undefined) {
     throw new AppError('unauthorized', 'Send your write key as Basic auth (the key as user name), X-Write-Key, "writeKey" in the body or ?writeKey=.');
   }
   const auth = await services.keys.authenticateKey(key, ['events', 'browser']);
+  request.auth = auth;
   await applyKeyPolicy(services, request, reply, auth);
-  return auth;
 }

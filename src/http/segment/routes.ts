@@ -8,7 +8,7 @@ import { AppError } from '../../domain/errors.js';
 import { jsonNestsDeeperThan, MAX_BODY_DEPTH } from '../../domain/json-values.js';
 import { SEGMENT_LIMITS, type SegmentCall } from '../../domain/segment.js';
 import type { Services } from '../../services.js';
-import type { AuthContext } from '../../services/key-service.js';
+import { authOf } from '../auth.js';
 import { problemResponse } from '../schemas/common.js';
 import { corsPreflight } from '../browser-keys.js';
 import { presentedKey, segmentAuth } from './keys.js';
@@ -103,14 +103,18 @@ export async function segmentRoutes(app: FastifyInstance, options: { services: S
     void reply.code(400).type('application/problem+json').serializer(JSON.stringify).send(appError.toProblem(request.id));
   });
 
-  async function authenticate(request: FastifyRequest, reply: FastifyReply): Promise<AuthContext> {
-    const auth = await segmentAuth(services, request, reply, presentedKey(request));
-    return auth;
+  /**
+   * The write key may travel in the body, so it is looked for once the body is parsed (a preHandler);
+   * a body that is not a JSON object is refused first, as no key can be read from it.
+   */
+  async function authenticate(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    bodyObject(request);
+    await segmentAuth(services, request, reply, presentedKey(request));
   }
 
-  const answer = async (request: FastifyRequest, reply: FastifyReply, call: SegmentCall | undefined) => {
+  const answer = async (request: FastifyRequest, call: SegmentCall | undefined) => {
     const body = bodyObject(request);
-    const auth = await authenticate(request, reply);
+    const auth = authOf(request);
     const receivedAt = new Date().toISOString();
     if (call !== undefined) {
       const item = withoutKey(body);
@@ -138,6 +142,7 @@ export async function segmentRoutes(app: FastifyInstance, options: { services: S
   for (const path of BATCH_PATHS) {
     app.post(path, {
       bodyLimit: SEGMENT_LIMITS.batchBodyBytes,
+      preHandler: authenticate,
       schema: {
         tags: ['segment'],
         summary: `Segment batch (${path})`,
@@ -145,12 +150,13 @@ export async function segmentRoutes(app: FastifyInstance, options: { services: S
         security: [{ writeKeyBasic: [] }],
         response: segmentResponses,
       },
-    }, (request, reply) => answer(request, reply, undefined));
+    }, (request) => answer(request, undefined));
   }
   for (const [call, short] of SINGLE_ROUTES) {
     for (const path of [`/v1/${call}`, `/v1/${short}`]) {
       app.post(path, {
         bodyLimit: SEGMENT_LIMITS.singleBodyBytes,
+        preHandler: authenticate,
         schema: {
           tags: ['segment'],
           summary: `Segment ${call} (${path})`,
@@ -158,7 +164,7 @@ export async function segmentRoutes(app: FastifyInstance, options: { services: S
           security: [{ writeKeyBasic: [] }],
           response: segmentResponses,
         },
-      }, (request, reply) => answer(request, reply, call));
+      }, (request) => answer(request, call));
     }
   }
   // The browser SDK's metrics sink: accepted and ignored.

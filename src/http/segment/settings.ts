@@ -4,6 +4,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../../domain/errors.js';
 import type { Services } from '../../services.js';
 import { applyKeyPolicy } from '../browser-keys.js';
+import { authOf } from '../auth.js';
 import { presentedKey } from './keys.js';
 
 /** The public base URL of this server: INLET_PUBLIC_URL, else the request's Host (never 0.0.0.0). */
@@ -17,7 +18,8 @@ export function publicBase(services: Services, request: FastifyRequest): { proto
   return { protocol: request.protocol === 'https' ? 'https' : 'http', host };
 }
 
-async function settingsKey(services: Services, request: FastifyRequest, reply: FastifyReply, key: string | undefined) {
+/** The write key of a settings request into `request.auth`; an unknown key is 404, as Segment's CDN answers. */
+async function settingsKey(services: Services, request: FastifyRequest, reply: FastifyReply, key: string | undefined): Promise<void> {
   if (key === undefined) throw new AppError('not_found', 'No such write key.');
   let auth;
   try {
@@ -26,8 +28,8 @@ async function settingsKey(services: Services, request: FastifyRequest, reply: F
     if (error instanceof AppError && (error.code === 'unauthorized' || error.code === 'forbidden')) throw new AppError('not_found', 'No such write key.');
     throw error;
   }
+  request.auth = auth;
   await applyKeyPolicy(services, request, reply, auth);
-  return auth;
 }
 
 export function settingsRoutes(app: FastifyInstance, services: Services): void {
@@ -48,7 +50,8 @@ export function settingsRoutes(app: FastifyInstance, services: Services): void {
     },
   );
   app.get('/sourceConfig', { schema: { tags: ['segment'], summary: 'RudderStack source config for a write key' } }, async (request, reply) => {
-    const auth = await settingsKey(services, request, reply, presentedKey(request));
+    await settingsKey(services, request, reply, presentedKey(request));
+    const auth = authOf(request);
     reply.header('cache-control', 'public, max-age=300');
     return { source: { id: auth.productId, name: auth.productId, enabled: true, config: {}, destinations: [], workspaceId: auth.productId } };
   });

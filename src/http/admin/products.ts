@@ -7,8 +7,8 @@ import { RFC3339_PATTERN_SOURCE } from '../../domain/timestamps.js';
 import type { Services } from '../../services.js';
 import { KEY_KINDS, parseExpiry } from '../../domain/api-keys.js';
 import { apiKeyResource, productResource } from '../../resources/admin.js';
-import { requireAdmin } from '../auth.js';
-import { dataEnvelope, ProductIdParams, problemResponse } from '../schemas/common.js';
+import { dataEnvelope, problemResponse } from '../schemas/common.js';
+import { productOf } from './context.js';
 
 const KeyKindSchema = Type.Union(KEY_KINDS.map((k) => Type.Literal(k)));
 const AllowedOrigins = Type.Optional(Type.Array(Type.String(), { description: 'browser keys only' }));
@@ -45,22 +45,16 @@ const CreatedApiKey = Type.Object({
 
 
 
-export function adminRoutes(app: FastifyInstance, services: Services, adminToken: string): void {
+export function adminProductRoutes(app: FastifyInstance, services: Services): void {
   const r = app.withTypeProvider<TypeBoxTypeProvider>();
-  const onRequest = requireAdmin(adminToken);
-  const security = [{ adminToken: [] }];
-  const common = { 401: problemResponse('Missing or wrong admin token') };
 
   r.post(
-    '/admin/v1/products',
+    '/products',
     {
-      onRequest,
       schema: {
-        tags: ['admin'],
         summary: 'Create a product',
-        security,
         body: Type.Object({ name: Type.String({ minLength: 1, maxLength: 200 }) }, { additionalProperties: false }),
-        response: { 201: dataEnvelope(Product), 400: problemResponse('Invalid body'), ...common },
+        response: { 201: dataEnvelope(Product), 400: problemResponse('Invalid body') },
       },
     },
     async (request, reply) => {
@@ -72,20 +66,16 @@ export function adminRoutes(app: FastifyInstance, services: Services, adminToken
   );
 
   r.get(
-    '/admin/v1/products',
-    { onRequest, schema: { tags: ['admin'], summary: 'List products', security, response: { 200: dataEnvelope(Type.Array(Product)), ...common } } },
+    '/products',
+    { schema: { summary: 'List products', response: { 200: dataEnvelope(Type.Array(Product)) } } },
     async () => ({ data: (await services.keys.listProducts()).map(productResource) }),
   );
 
   r.post(
-    '/admin/v1/products/:product_id/keys',
+    '/products/:product_id/keys',
     {
-      onRequest,
       schema: {
-        tags: ['admin'],
         summary: 'Create an API key (the secret is in this response only)',
-        security,
-        params: ProductIdParams,
         body: Type.Object(
           {
             kind: Type.Union(KEY_KINDS.map((k) => Type.Literal(k)), { description: 'events: write events and identities (secret, servers); reports: read traffic reports; browser: publishable, ingest only, from its allowed origins' }),
@@ -95,12 +85,12 @@ export function adminRoutes(app: FastifyInstance, services: Services, adminToken
           },
           { additionalProperties: false },
         ),
-        response: { 201: dataEnvelope(CreatedApiKey), 400: problemResponse('Invalid body'), 404: problemResponse('No such product'), ...common },
+        response: { 201: dataEnvelope(CreatedApiKey), 400: problemResponse('Invalid body') },
       },
     },
     async (request, reply) => {
       const expiresAt = parseExpiry(request.body.expires_at);
-      const created = await services.keys.createKey(request.params.product_id, {
+      const created = await services.keys.createKey(productOf(request).id, {
         kind: request.body.kind,
         name: request.body.name ?? null,
         expiresAt,
@@ -125,30 +115,23 @@ export function adminRoutes(app: FastifyInstance, services: Services, adminToken
   );
 
   r.get(
-    '/admin/v1/products/:product_id/keys',
+    '/products/:product_id/keys',
     {
-      onRequest,
       schema: {
-        tags: ['admin'],
         summary: "List a product's API keys (never the secrets)",
-        security,
-        params: ProductIdParams,
-        response: { 200: dataEnvelope(Type.Array(ApiKey)), 404: problemResponse('No such product'), ...common },
+        response: { 200: dataEnvelope(Type.Array(ApiKey)) },
       },
     },
-    async (request) => ({ data: (await services.keys.listKeys(request.params.product_id)).map(apiKeyResource) }),
+    async (request) => ({ data: (await services.keys.listKeys(productOf(request).id)).map(apiKeyResource) }),
   );
 
   r.delete(
-    '/admin/v1/keys/:key_id',
+    '/keys/:key_id',
     {
-      onRequest,
       schema: {
-        tags: ['admin'],
         summary: 'Revoke an API key (it stops working at once)',
-        security,
         params: Type.Object({ key_id: Type.String({ minLength: 1, maxLength: 64 }) }, { additionalProperties: false }),
-        response: { 204: Type.Null({ description: 'Revoked' }), 404: problemResponse('No such key'), ...common },
+        response: { 204: Type.Null({ description: 'Revoked' }), 404: problemResponse('No such key') },
       },
     },
     async (request, reply) => {
@@ -159,30 +142,23 @@ export function adminRoutes(app: FastifyInstance, services: Services, adminToken
   );
 
   r.patch(
-    '/admin/v1/keys/:key_id',
+    '/keys/:key_id',
     {
-      onRequest,
       schema: {
-        tags: ['admin'],
         summary: "Change a browser key's allowed origins",
-        security,
         params: Type.Object({ key_id: Type.String({ minLength: 1, maxLength: 64 }) }, { additionalProperties: false }),
         body: Type.Object({ allowed_origins: Type.Array(Type.String({ maxLength: 300 }), { maxItems: 100 }) }, { additionalProperties: false }),
-        response: { 200: dataEnvelope(ApiKey), 400: problemResponse('Invalid origins, or not a browser key'), 404: problemResponse('No such key'), ...common },
+        response: { 200: dataEnvelope(ApiKey), 400: problemResponse('Invalid origins, or not a browser key'), 404: problemResponse('No such key') },
       },
     },
     async (request) => ({ data: apiKeyResource(await services.keys.setAllowedOrigins(request.params.key_id, request.body.allowed_origins)) }),
   );
 
   r.get(
-    '/admin/v1/products/:product_id/legacy_usage',
+    '/products/:product_id/legacy_usage',
     {
-      onRequest,
       schema: {
-        tags: ['admin'],
         summary: 'Who still sends legacy flat event names: count, first and last seen, per key and name',
-        security,
-        params: ProductIdParams,
         response: {
           200: dataEnvelope(
             Type.Array(
@@ -197,14 +173,11 @@ export function adminRoutes(app: FastifyInstance, services: Services, adminToken
               }),
             ),
           ),
-          404: problemResponse('No such product'),
-          ...common,
         },
       },
     },
     async (request) => {
-      await services.keys.requireProduct(request.params.product_id);
-      const usage = await services.ingest.legacyUsage(request.params.product_id);
+      const usage = await services.ingest.legacyUsage(productOf(request).id);
       return {
         data: usage.map((u) => ({
           key_id: u.apiKeyId,

@@ -7,8 +7,8 @@ import { validationError } from '../../domain/errors.js';
 import { parseRfc3339 } from '../../domain/timestamps.js';
 import type { Services } from '../../services.js';
 import { rejectionResource } from '../../resources/rejections.js';
-import { requireAdmin } from '../auth.js';
-import { ProductIdParams, problemResponse } from '../schemas/common.js';
+import { problemResponse } from '../schemas/common.js';
+import { productOf } from './context.js';
 
 const DEFAULT_LIMIT = 50;
 const MAX_LIMIT = 500;
@@ -39,22 +39,16 @@ const Query = Type.Object(
   { additionalProperties: false },
 );
 
-export function adminRejectionRoutes(app: FastifyInstance, services: Services, adminToken: string): void {
+export function adminRejectionRoutes(app: FastifyInstance, services: Services): void {
   app.withTypeProvider<TypeBoxTypeProvider>().get(
-    '/admin/v1/products/:product_id/rejections',
+    '/products/:product_id/rejections',
     {
-      onRequest: requireAdmin(adminToken),
       schema: {
-        tags: ['admin'],
         summary: 'Rejected items and warnings of a product, newest first (SDKs never read answers: look here)',
-        security: [{ adminToken: [] }],
-        params: ProductIdParams,
         querystring: Query,
         response: {
           200: Type.Object({ data: Type.Array(Rejection), meta: Type.Object({ next_cursor: Type.Union([Type.String(), Type.Null()]) }) }),
           400: problemResponse('Invalid filter'),
-          401: problemResponse('Missing or wrong admin token'),
-          404: problemResponse('No such product'),
         },
       },
     },
@@ -73,8 +67,7 @@ export function adminRejectionRoutes(app: FastifyInstance, services: Services, a
         beforeId = Buffer.from(q.cursor, 'base64url').toString('utf8');
         if (!/^[0-9a-f-]{36}$/.test(beforeId)) throw validationError([{ pointer: '/cursor', message: 'query parameter cursor is not one this API gave out' }]);
       }
-      await services.keys.requireProduct(request.params.product_id);
-      const rows = await services.rejections.list(request.params.product_id, {
+      const rows = await services.rejections.list(productOf(request).id, {
         limit: limit + 1,
         ...(beforeId === undefined ? {} : { beforeId }),
         ...(q.code === undefined ? {} : { code: q.code }),

@@ -6,8 +6,8 @@ import type { FastifyInstance } from 'fastify';
 import { AppError } from '../../domain/errors.js';
 import type { Services } from '../../services.js';
 import { syncRunResource, trafficSourceResource } from '../../resources/traffic.js';
-import { requireAdmin } from '../auth.js';
-import { dataEnvelope, ProductIdParams, problemResponse } from '../schemas/common.js';
+import { dataEnvelope, problemResponse } from '../schemas/common.js';
+import { productOf } from './context.js';
 
 const TrafficSource = Type.Object({
   product_id: Type.String(),
@@ -56,47 +56,40 @@ const SyncResult = Type.Object({
 });
 
 
-export function adminTrafficRoutes(app: FastifyInstance, services: Services, adminToken: string): void {
+export function adminTrafficRoutes(app: FastifyInstance, services: Services): void {
   const r = app.withTypeProvider<TypeBoxTypeProvider>();
-  const onRequest = requireAdmin(adminToken);
-  const security = [{ adminToken: [] }];
-  const common = { 401: problemResponse('Missing or wrong admin token'), 404: problemResponse('No such product, or no traffic source') };
+  const common = { 404: problemResponse('No such product, or no traffic source') };
   const sync = services.traffic.sync;
 
   r.put(
-    '/admin/v1/products/:product_id/traffic_source',
+    '/products/:product_id/traffic_source',
     {
-      onRequest,
       schema: {
         tags: ['traffic'],
         summary: "Connect (or replace) the product's traffic source: Plausible or GA4. Secrets are stored, never echoed.",
-        security,
-        params: ProductIdParams,
         body: TrafficSourceInput,
         response: { 200: dataEnvelope(TrafficSource), 400: problemResponse('Invalid source'), ...common },
       },
     },
-    async (request) => ({ data: trafficSourceResource(await sync.connectSource(request.params.product_id, request.body)) }),
+    async (request) => ({ data: trafficSourceResource(await sync.connectSource(productOf(request).id, request.body)) }),
   );
 
   r.get(
-    '/admin/v1/products/:product_id/traffic_source',
+    '/products/:product_id/traffic_source',
     {
-      onRequest,
-      schema: { tags: ['traffic'], summary: "The product's traffic source (without secrets)", security, params: ProductIdParams, response: { 200: dataEnvelope(TrafficSource), ...common } },
+      schema: { tags: ['traffic'], summary: "The product's traffic source (without secrets)", response: { 200: dataEnvelope(TrafficSource), ...common } },
     },
     async (request) => {
-      await services.keys.requireProduct(request.params.product_id);
-      const source = await sync.getSource(request.params.product_id);
-      if (source === undefined) throw new AppError('not_found', `Product "${request.params.product_id}" has no traffic source.`);
+      const productId = productOf(request).id;
+      const source = await sync.getSource(productId);
+      if (source === undefined) throw new AppError('not_found', `Product "${productId}" has no traffic source.`);
       return { data: trafficSourceResource(source) };
     },
   );
 
   r.post(
-    '/admin/v1/products/:product_id/traffic_source/sync',
+    '/products/:product_id/traffic_source/sync',
     {
-      onRequest,
       // No body means "the default range": validate it as {}.
       preValidation: async (request) => {
         if (request.body === undefined || request.body === null) request.body = {};
@@ -104,8 +97,6 @@ export function adminTrafficRoutes(app: FastifyInstance, services: Services, adm
       schema: {
         tags: ['traffic'],
         summary: 'Sync now and answer when done. Default range: the trailing 3 days and today (90 days on the first sync).',
-        security,
-        params: ProductIdParams,
         body: Type.Object(
           { from: Type.Optional(Type.String({ description: 'YYYY-MM-DD' })), to: Type.Optional(Type.String({ description: 'YYYY-MM-DD' })) },
           { additionalProperties: false, description: 'Optional; without it, the default range' },
@@ -120,7 +111,7 @@ export function adminTrafficRoutes(app: FastifyInstance, services: Services, adm
     },
     async (request) => {
       const body = request.body;
-      const result = await sync.syncProduct(request.params.product_id, {
+      const result = await sync.syncProduct(productOf(request).id, {
         kind: 'admin',
         ...(body.from === undefined ? {} : { from: body.from }),
         ...(body.to === undefined ? {} : { to: body.to }),
@@ -130,22 +121,18 @@ export function adminTrafficRoutes(app: FastifyInstance, services: Services, adm
   );
 
   r.get(
-    '/admin/v1/products/:product_id/traffic_source/runs',
+    '/products/:product_id/traffic_source/runs',
     {
-      onRequest,
       schema: {
         tags: ['traffic'],
         summary: 'Past syncs and imports of the product, newest first',
-        security,
-        params: ProductIdParams,
         querystring: Type.Object({ limit: Type.Optional(Type.String({ pattern: '^(?:[1-9]\\d{0,2}|1000)$', errorMessage: 'must be a whole number from 1 to 1000' })) }, { additionalProperties: false }),
         response: { 200: dataEnvelope(Type.Array(SyncRun)), 400: problemResponse('Invalid limit'), ...common },
       },
     },
     async (request) => {
-      await services.keys.requireProduct(request.params.product_id);
       const limit = request.query.limit === undefined ? 50 : Number(request.query.limit);
-      return { data: (await sync.listRuns(request.params.product_id, limit)).map(syncRunResource) };
+      return { data: (await sync.listRuns(productOf(request).id, limit)).map(syncRunResource) };
     },
   );
 }

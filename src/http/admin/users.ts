@@ -6,22 +6,19 @@ import type { FastifyInstance } from 'fastify';
 import { validationError } from '../../domain/errors.js';
 import { EXTERNAL_ID_MAX_LENGTH } from '../../domain/identity.js';
 import type { Services } from '../../services.js';
-import { requireAdmin } from '../auth.js';
 import { dataEnvelope, problemResponse } from '../schemas/common.js';
 import { EventRecordSchema } from '../schemas/events.js';
 import { UserCustomer, UserMerge } from '../schemas/identity.js';
 import { USER_EVENTS_DEFAULT_LIMIT, USER_EVENTS_MAX_LIMIT, userDetailsResource } from '../../resources/identity.js';
+import { productOf } from './context.js';
 
 
-export function adminUserRoutes(app: FastifyInstance, services: Services, adminToken: string): void {
+export function adminUserRoutes(app: FastifyInstance, services: Services): void {
   app.withTypeProvider<TypeBoxTypeProvider>().get(
-    '/admin/v1/products/:product_id/users/:external_id',
+    '/products/:product_id/users/:external_id',
     {
-      onRequest: requireAdmin(adminToken),
       schema: {
-        tags: ['admin'],
         summary: 'Look up a user by any of its external ids: aliases, merge history and recent events',
-        security: [{ adminToken: [] }],
         params: Type.Object(
           {
             product_id: Type.String({ minLength: 1, maxLength: 64 }),
@@ -52,19 +49,17 @@ export function adminUserRoutes(app: FastifyInstance, services: Services, adminT
             ]),
           ),
           400: problemResponse('Invalid parameter'),
-          401: problemResponse('Missing or wrong admin token'),
           404: problemResponse('No such product, or no user with this external id'),
         },
       },
     },
     async (request) => {
-      const { product_id: productId, external_id: externalId } = request.params;
+      const externalId = request.params.external_id;
       const limit = request.query.events_limit === undefined ? USER_EVENTS_DEFAULT_LIMIT : Number(request.query.events_limit);
       if (limit > USER_EVENTS_MAX_LIMIT) {
         throw validationError([{ pointer: '/events_limit', message: `query parameter events_limit must be at most ${USER_EVENTS_MAX_LIMIT}` }]);
       }
-      await services.keys.requireProduct(productId);
-      return { data: userDetailsResource(await services.identity.getUser(productId, externalId, limit)) };
+      return { data: userDetailsResource(await services.identity.getUser(productOf(request).id, externalId, limit)) };
     },
   );
 }

@@ -15,9 +15,9 @@ import { EVENTS_DEFAULT_LIMIT, EVENTS_MAX_LIMIT, type EventFilterParams } from '
 import { exportChunks } from '../../services/event-export.js';
 import type { EventRecord } from '../../storage/types.js';
 import type { Services } from '../../services.js';
-import { requireAdmin } from '../auth.js';
 import { dataEnvelope, problemResponse } from '../schemas/common.js';
 import { EventRecordSchema } from '../schemas/events.js';
+import { productOf } from './context.js';
 
 /** How long a client should wait before reconnecting a dropped stream (the SSE `retry:` field). */
 export const STREAM_RETRY_MS = 2000;
@@ -64,17 +64,13 @@ const ExportQuery = Type.Object(
   { additionalProperties: false },
 );
 
-const Params = Type.Object({ product_id: Type.String({ minLength: 1, maxLength: 64 }) }, { additionalProperties: false });
 const EventParams = Type.Object(
   { product_id: Type.String({ minLength: 1, maxLength: 64 }), uuid: Type.String({ minLength: 1, maxLength: 64, description: 'The event uuid' }) },
   { additionalProperties: false },
 );
 
-const adminErrors = {
-  400: problemResponse('Unknown or invalid parameter'),
-  401: problemResponse('Missing or wrong admin token'),
-  404: problemResponse('No such product'),
-};
+/** Beside the plugin's 401 and 404 (no such product). */
+const adminErrors = { 400: problemResponse('Unknown or invalid parameter') };
 
 function filterParamsOf(query: Static<typeof StreamQuery> | Static<typeof ExportQuery> | Static<typeof ListQuery>): EventFilterParams {
   const { canonical_name, event_type, action, source, key_id, subject_type, subject_id, user, received_from, received_to } = query;
@@ -100,19 +96,15 @@ function streamMessage(event: EventRecord): string {
   return `id: ${encodeCursor(event.position!)}\nevent: event\ndata: ${JSON.stringify(eventResource(event))}\n\n`;
 }
 
-export function adminEventRoutes(app: FastifyInstance, services: Services, adminToken: string): void {
+export function adminEventRoutes(app: FastifyInstance, services: Services): void {
   const typed = app.withTypeProvider<TypeBoxTypeProvider>();
   const { reads, streams } = services.events;
 
   typed.get(
-    '/admin/v1/products/:product_id/events',
+    '/products/:product_id/events',
     {
-      onRequest: requireAdmin(adminToken),
       schema: {
-        tags: ['admin'],
         summary: "List a product's events, newest (or oldest) first, with filters and an opaque cursor",
-        security: [{ adminToken: [] }],
-        params: Params,
         querystring: ListQuery,
         response: {
           200: Type.Object({
@@ -128,9 +120,8 @@ export function adminEventRoutes(app: FastifyInstance, services: Services, admin
       },
     },
     async (request) => {
-      const { product_id: productId } = request.params;
+      const productId = productOf(request).id;
       const { order, limit, cursor } = request.query;
-      await services.keys.requireProduct(productId);
       const page = await reads.list(productId, {
         ...filterParamsOf(request.query),
         order,
@@ -142,18 +133,14 @@ export function adminEventRoutes(app: FastifyInstance, services: Services, admin
   );
 
   typed.get(
-    '/admin/v1/products/:product_id/events/stream',
+    '/products/:product_id/events/stream',
     {
-      onRequest: requireAdmin(adminToken),
       schema: {
-        tags: ['admin'],
         summary: "Live stream of a product's events (server-sent events), resumable with Last-Event-ID",
         description:
           'Each committed event is one message: `id: <cursor>`, `event: event`, `data: <event JSON>`. Without a cursor the stream starts at the current end; ' +
           '`Last-Event-ID` (or `after`) resumes exactly after that event, also after a restart. A comment line comes at least every 15 s. ' +
           'A consumer that falls too far behind is disconnected and resumes with Last-Event-ID. Over the per-instance cap of open streams: 503 with Retry-After.',
-        security: [{ adminToken: [] }],
-        params: Params,
         querystring: StreamQuery,
         headers: Type.Object({ 'last-event-id': Type.Optional(Type.String({ maxLength: 200, description: 'The id of the last event received' })) }),
         response: {
@@ -164,8 +151,7 @@ export function adminEventRoutes(app: FastifyInstance, services: Services, admin
       },
     },
     async (request, reply) => {
-      const { product_id: productId } = request.params;
-      await services.keys.requireProduct(productId);
+      const productId = productOf(request).id;
       const filter = await reads.resolveFilter(productId, filterParamsOf(request.query));
       const lastEventId = request.headers['last-event-id'];
       const resumeFrom = typeof lastEventId === 'string' && lastEventId !== '' ? { cursor: lastEventId, pointer: '/headers/last-event-id' } : request.query.after === undefined ? undefined : { cursor: request.query.after, pointer: '/after' };
@@ -243,16 +229,12 @@ export function adminEventRoutes(app: FastifyInstance, services: Services, admin
   );
 
   typed.get(
-    '/admin/v1/products/:product_id/events/export',
+    '/products/:product_id/events/export',
     {
-      onRequest: requireAdmin(adminToken),
       schema: {
-        tags: ['admin'],
         summary: "Export a product's events (NDJSON or CSV, gzip when accepted), streamed in position order",
         description:
           'Every event of the range exactly once, oldest first, up to the end of the product when the export started. CSV has a header row; nested objects are JSON in their cell.',
-        security: [{ adminToken: [] }],
-        params: Params,
         querystring: ExportQuery,
         response: {
           200: {
@@ -264,8 +246,7 @@ export function adminEventRoutes(app: FastifyInstance, services: Services, admin
       },
     },
     async (request, reply) => {
-      const { product_id: productId } = request.params;
-      await services.keys.requireProduct(productId);
+      const productId = productOf(request).id;
       const format: ExportFormat = request.query.format ?? 'ndjson';
       const filter = await reads.resolveFilter(productId, filterParamsOf(request.query));
       noSocketTimeout(request.raw.socket);
@@ -286,21 +267,16 @@ export function adminEventRoutes(app: FastifyInstance, services: Services, admin
   );
 
   typed.get(
-    '/admin/v1/products/:product_id/events/:uuid',
+    '/products/:product_id/events/:uuid',
     {
-      onRequest: requireAdmin(adminToken),
       schema: {
-        tags: ['admin'],
         summary: 'One event by uuid',
-        security: [{ adminToken: [] }],
         params: EventParams,
         response: { 200: dataEnvelope(Type.Ref(EventRecordSchema)), ...adminErrors, 404: problemResponse('No such product, or no such event in it') },
       },
     },
     async (request) => {
-      const { product_id: productId, uuid } = request.params;
-      await services.keys.requireProduct(productId);
-      return { data: eventResource(await reads.get(productId, uuid)) };
+      return { data: eventResource(await reads.get(productOf(request).id, request.params.uuid)) };
     },
   );
 }
