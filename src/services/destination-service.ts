@@ -674,3 +674,5 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
 }
 
 export type DestinationService = ReturnType<typeof createDestinationService>;
+
+export type { DestinationRecord, DeliveryRecord, DestinationStatus } from '../storage/destination-store.js';
