@@ -149,6 +149,11 @@ function outboundAllow(env: Env): string[] | undefined {
   return entries;
 }
 
+/** The outbound guard's settings alone (the guard's process default; see services/outbound-guard.ts). */
+export function outboundPolicyFromEnv(env: Env = process.env): { allow: string[] | undefined; allowPrivate: boolean } {
+  return { allow: outboundAllow(env), allowPrivate: flag(env, 'INLET_DESTINATIONS_ALLOW_PRIVATE') };
+}
+
 function publicUrl(env: Env): string | undefined {
   const raw = env.INLET_PUBLIC_URL?.trim();
   if (raw === undefined || raw === '') return undefined;

@@ -17,7 +17,7 @@ import { createTrafficReportService, type TrafficReportService } from './service
 import { createTrafficSyncService, type TrafficSyncService } from './sync/sync-service.js';
 import { createTrafficScheduler, type TrafficScheduler } from './sync/scheduler.js';
 import { DEFAULT_RETRY_POLICY } from './sync/provider.js';
-import { configureOutbound } from './services/outbound-guard.js';
+import { createOutboundGuard } from './services/outbound-guard.js';
 import { createDestinationService, type DestinationService } from './services/destination-service.js';
 import { destinationStore } from './storage/destination-store.js';
 
@@ -54,7 +54,7 @@ export interface CreateServicesOptions {
 
 export async function createServices(config: Config, options: CreateServicesOptions = {}): Promise<Services> {
   // Every outbound connection (webhooks, NATS, traffic providers) passes this one guard.
-  const guard = configureOutbound({ allow: config.outboundAllow, allowPrivate: config.destinationsAllowPrivate });
+  const guard = createOutboundGuard({ allow: config.outboundAllow, allowPrivate: config.destinationsAllowPrivate });
   const storage = await openStorage(config.databaseUrl, {
     sqliteSynchronous: config.sqliteSynchronous,
     postgresPoolSize: config.postgresPoolSize,
@@ -74,7 +74,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
   const rateLimiter = await createRateLimiter(config, storage);
   // Per client IP on the browser routes: a guard against one abusive address, kept in each process.
   const browserIpLimiter = createInMemoryRateLimiter(config.browserRateLimitPerIp, config.browserRateLimitPerIp * 2);
-  const trafficSync = createTrafficSyncService(storage, { retry: { ...DEFAULT_RETRY_POLICY, maxTotalMs: config.trafficRetryMaxMs } });
+  const trafficSync = createTrafficSyncService(storage, { retry: { ...DEFAULT_RETRY_POLICY, maxTotalMs: config.trafficRetryMaxMs, dispatcher: guard.dispatcher() } });
   const traffic = {
     reports: createTrafficReportService(storage),
     sync: trafficSync,

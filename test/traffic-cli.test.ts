@@ -35,7 +35,8 @@ describe('inlet traffic …', () => {
     const { database, services } = opened;
     close = opened.close;
     const url = database.postgresSchema === undefined ? database.databaseUrl : `${database.databaseUrl}?options=${encodeURIComponent(`-c search_path=${database.postgresSchema}`)}`;
-    env = { INLET_DATABASE_URL: url };
+    // The CLI's outbound guard as the test runner sets it: loopback only (the fake providers listen there).
+    env = { INLET_DATABASE_URL: url, INLET_OUTBOUND_ALLOW: '127.0.0.0/8,::1', INLET_DESTINATIONS_ALLOW_PRIVATE: 'true' };
     productId = (await services.keys.createProduct('CLI Co')).id;
     dir = mkdtempSync(join(tmpdir(), 'inlet-traffic-cli-'));
     plausible = await startPlausibleFake({ siteId: 'cli.example', apiKey: 'cli-plausible-key' });

@@ -434,9 +434,9 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
       return { destination: await view(updated!), secret };
     },
 
-    async deliveries(productId: string, id: string, limit: number, before?: number): Promise<DeliveryRecord[]> {
+    async deliveries(productId: string, id: string, limit: number, before?: string): Promise<DeliveryRecord[]> {
       await mustGet(productId, id);
-      return store.listDeliveries(id, limit, before);
+      return store.listDeliveries(productId, id, limit, before);
     },
 
     /** Destinations by status, and the disabled ones with their reasons (readiness body, stats). */
@@ -628,6 +628,7 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
     const now = new Date(nowMs).toISOString();
     await store
       .insertDelivery({
+        productId: d.productId,
         destinationId: d.id,
         attemptedAt: now,
         attempt: d.consecutiveFailures + 1,

@@ -16,6 +16,7 @@
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { BlockList, isIP } from 'node:net';
 import { Agent, buildConnector, type Dispatcher } from 'undici';
+import { outboundPolicyFromEnv } from '../config.js';
 
 export interface OutboundPolicy {
   /** INLET_OUTBOUND_ALLOW: host names, addresses and CIDRs; undefined: any public address. */
@@ -97,7 +98,7 @@ function resolveAll(host: string): Promise<LookupAddress[]> {
   });
 }
 
-/** A guard for one policy. The process has one (configureOutbound); tests may make others. */
+/** A guard for one policy: services.ts makes one from its config; tests may make others. */
 export function createOutboundGuard(policy: OutboundPolicy) {
   const allowed = parseAllowList(policy.allow ?? []);
 
@@ -183,19 +184,19 @@ export function createOutboundGuard(policy: OutboundPolicy) {
 
 export type OutboundGuard = ReturnType<typeof createOutboundGuard>;
 
-let processGuard = createOutboundGuard({ allow: undefined, allowPrivate: false });
+let processGuard: OutboundGuard | undefined;
 
-/** Sets the process's guard from the config (services.ts), used by the traffic providers. */
-export function configureOutbound(policy: OutboundPolicy): OutboundGuard {
-  processGuard = createOutboundGuard(policy);
-  return processGuard;
-}
-
+/**
+ * The process's default guard, from INLET_OUTBOUND_ALLOW and INLET_DESTINATIONS_ALLOW_PRIVATE in the
+ * environment (config.ts reads it). Services built by services.ts use a guard made from their own config
+ * instead; this one serves code that was handed no guard (a provider built on its own).
+ */
 export function outboundGuard(): OutboundGuard {
+  processGuard ??= createOutboundGuard(outboundPolicyFromEnv());
   return processGuard;
 }
 
-/** The process guard's dispatcher (traffic providers). */
+/** The default guard's dispatcher. */
 export function outboundDispatcher(): Dispatcher {
-  return processGuard.dispatcher();
+  return outboundGuard().dispatcher();
 }

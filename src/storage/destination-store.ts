@@ -19,6 +19,7 @@ import { sql, type Kysely } from 'kysely';
 import type { Database } from './database.js';
 import { eventFromRow, positionSql } from './event-reads.js';
 import type { Dialect, EventRecord, UserRecord } from './types.js';
+import { uuidv7 } from '../domain/ids.js';
 
 export type DestinationType = 'webhook' | 'nats';
 export type DestinationStatus = 'active' | 'paused' | 'disabled';
@@ -91,6 +92,7 @@ export type StoredMessage =
 
 export interface DeliveryRecord {
   id: string;
+  productId: string;
   destinationId: string;
   attemptedAt: string;
   attempt: number;
@@ -132,7 +134,8 @@ export type DestinationTables = {
     lease_until: number;
   };
   destination_deliveries: {
-    id: import('kysely').Generated<number>;
+    product_id: string;
+    id: string;
     destination_id: string;
     attempted_at: string;
     attempt: number;
@@ -354,7 +357,7 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect) {
     },
 
     async delete(productId: string, id: string): Promise<boolean> {
-      await db.deleteFrom('destination_deliveries').where('destination_id', '=', id).execute();
+      await db.deleteFrom('destination_deliveries').where('product_id', '=', productId).where('destination_id', '=', id).execute();
       const result = await db.deleteFrom('destinations').where('product_id', '=', productId).where('id', '=', id).executeTakeFirst();
       return Number(result.numDeletedRows) > 0;
     },
@@ -399,6 +402,8 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect) {
       await db
         .insertInto('destination_deliveries')
         .values({
+          product_id: delivery.productId,
+          id: uuidv7(),
           destination_id: delivery.destinationId,
           attempted_at: delivery.attemptedAt,
           attempt: delivery.attempt,
@@ -413,12 +418,13 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect) {
     },
 
     /** Newest first; `before` is the id of the last row of the previous page. */
-    async listDeliveries(destinationId: string, limit: number, before?: number): Promise<DeliveryRecord[]> {
-      let query = db.selectFrom('destination_deliveries').selectAll().where('destination_id', '=', destinationId);
+    async listDeliveries(productId: string, destinationId: string, limit: number, before?: string): Promise<DeliveryRecord[]> {
+      let query = db.selectFrom('destination_deliveries').selectAll().where('product_id', '=', productId).where('destination_id', '=', destinationId);
       if (before !== undefined) query = query.where('id', '<', before);
       const rows = await query.orderBy('id', 'desc').limit(limit).execute();
       return rows.map((row) => ({
-        id: String(row.id),
+        id: row.id,
+        productId: row.product_id,
         destinationId: row.destination_id,
         attemptedAt: row.attempted_at,
         attempt: Number(row.attempt),

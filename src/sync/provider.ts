@@ -2,7 +2,7 @@
 // helper they share: JSON over global fetch, retrying 429/5xx and network failures with exponential
 // backoff that honours Retry-After, within a bounded total time.
 import type { TrafficRow } from '../domain/traffic-reports.js';
-import { fetch } from 'undici';
+import { fetch, type Dispatcher } from 'undici';
 import { outboundDispatcher } from '../services/outbound-guard.js';
 
 export interface DateRange {
@@ -44,6 +44,8 @@ export interface RetryPolicy {
   maxDelayMs: number;
   /** Timeout of one HTTP request. */
   requestTimeoutMs: number;
+  /** The outbound guard's dispatcher (services.ts passes the one of its config); default: the process's. */
+  dispatcher?: Dispatcher;
 }
 
 export const DEFAULT_RETRY_POLICY: RetryPolicy = {
@@ -84,7 +86,7 @@ export async function requestJson(request: JsonRequest): Promise<unknown> {
     try {
       // Through the outbound guard (clarifications §4): only allowed addresses are connected to.
       const response = await fetch(request.url, {
-        dispatcher: outboundDispatcher(),
+        dispatcher: policy.dispatcher ?? outboundDispatcher(),
         method: request.method ?? 'POST',
         headers: request.headers,
         body: request.body,

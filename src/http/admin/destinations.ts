@@ -212,11 +212,10 @@ export function adminDestinationRoutes(app: FastifyInstance, services: Services)
       const q = request.query;
       const limit = q.limit === undefined ? DEFAULT_LIMIT : Number(q.limit);
       if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) throw validationError([{ pointer: '/limit', message: `query parameter limit must be a whole number from 1 to ${MAX_LIMIT}` }]);
-      let before: number | undefined;
+      let before: string | undefined;
       if (q.cursor !== undefined) {
-        const decoded = Buffer.from(q.cursor, 'base64url').toString('utf8');
-        if (!/^[1-9][0-9]{0,17}$/.test(decoded)) throw validationError([{ pointer: '/cursor', message: 'query parameter cursor is not one this API gave out' }]);
-        before = Number(decoded);
+        before = Buffer.from(q.cursor, 'base64url').toString('utf8');
+        if (!/^[0-9a-f-]{36}$/.test(before)) throw validationError([{ pointer: '/cursor', message: 'query parameter cursor is not one this API gave out' }]);
       }
       const rows = await destinations.deliveries(productOf(request).id, request.params.destination_id, limit + 1, before);
       const page = rows.slice(0, limit);

@@ -2,7 +2,10 @@
 //
 // - `destinations`: one row per destination with its settings, its delivery state (the cursor, retry
 //   schedule, failures) and its lease (`lease_holder`, `lease_until`: the one instance delivering it).
-// - `destination_deliveries`: the delivery log, one row per attempt, pruned after a retention time.
+// - `destination_deliveries`: the delivery log, one row per attempt (id: a UUIDv7, so newest first is
+//   id order), pruned after a retention time.
+// Keys start with product_id (test/distribution-keys.test.ts); SQLite's identity_messages position is
+// its rowid, like events' (one node: nothing to distribute).
 // - `identity_messages`: `user.identified` and `user.merged`, written in the same transaction as the
 //   identity change, with a position in the same order as events:
 //   - PostgreSQL: (tx, seq) like events, `seq` drawn from the events' own sequence, so (tx, seq) is one
@@ -21,7 +24,7 @@ export const destinationMigrations: Migration[] = [
     statements: {
       sqlite: [
         `CREATE TABLE destinations (
-           id TEXT PRIMARY KEY,
+           id TEXT NOT NULL,
            product_id TEXT NOT NULL REFERENCES products(id),
            type TEXT NOT NULL,
            name TEXT NOT NULL,
@@ -46,12 +49,14 @@ export const destinationMigrations: Migration[] = [
            created_at TEXT NOT NULL,
            updated_at TEXT NOT NULL,
            lease_holder TEXT,
-           lease_until INTEGER NOT NULL DEFAULT 0
+           lease_until INTEGER NOT NULL DEFAULT 0,
+           PRIMARY KEY (product_id, id)
          )`,
-        `CREATE INDEX destinations_by_product ON destinations (product_id, created_at)`,
+        `CREATE INDEX destinations_by_id ON destinations (id)`,
         `CREATE TABLE destination_deliveries (
-           id INTEGER PRIMARY KEY AUTOINCREMENT,
-           destination_id TEXT NOT NULL REFERENCES destinations(id) ON DELETE CASCADE,
+           product_id TEXT NOT NULL,
+           destination_id TEXT NOT NULL,
+           id TEXT NOT NULL,
            attempted_at TEXT NOT NULL,
            attempt INTEGER NOT NULL,
            webhook_id TEXT NOT NULL,
@@ -59,10 +64,10 @@ export const destinationMigrations: Migration[] = [
            outcome TEXT NOT NULL,
            status INTEGER,
            error TEXT,
-           duration_ms INTEGER NOT NULL
+           duration_ms INTEGER NOT NULL,
+           PRIMARY KEY (product_id, destination_id, id)
          )`,
-        `CREATE INDEX destination_deliveries_by_destination ON destination_deliveries (destination_id, id)`,
-        `CREATE INDEX destination_deliveries_by_time ON destination_deliveries (attempted_at)`,
+                `CREATE INDEX destination_deliveries_by_time ON destination_deliveries (attempted_at)`,
         `CREATE TABLE identity_messages (
            position INTEGER PRIMARY KEY AUTOINCREMENT,
            after_event INTEGER NOT NULL,
@@ -76,7 +81,7 @@ export const destinationMigrations: Migration[] = [
       ],
       postgres: [
         `CREATE TABLE destinations (
-           id TEXT PRIMARY KEY,
+           id TEXT NOT NULL,
            product_id TEXT NOT NULL REFERENCES products(id),
            type TEXT NOT NULL,
            name TEXT NOT NULL,
@@ -101,12 +106,14 @@ export const destinationMigrations: Migration[] = [
            created_at TEXT NOT NULL,
            updated_at TEXT NOT NULL,
            lease_holder TEXT,
-           lease_until BIGINT NOT NULL DEFAULT 0
+           lease_until BIGINT NOT NULL DEFAULT 0,
+           PRIMARY KEY (product_id, id)
          )`,
-        `CREATE INDEX destinations_by_product ON destinations (product_id, created_at)`,
+        `CREATE INDEX destinations_by_id ON destinations (id)`,
         `CREATE TABLE destination_deliveries (
-           id BIGSERIAL PRIMARY KEY,
-           destination_id TEXT NOT NULL REFERENCES destinations(id) ON DELETE CASCADE,
+           product_id TEXT NOT NULL,
+           destination_id TEXT NOT NULL,
+           id TEXT NOT NULL,
            attempted_at TEXT NOT NULL,
            attempt INTEGER NOT NULL,
            webhook_id TEXT NOT NULL,
@@ -114,10 +121,10 @@ export const destinationMigrations: Migration[] = [
            outcome TEXT NOT NULL,
            status INTEGER,
            error TEXT,
-           duration_ms INTEGER NOT NULL
+           duration_ms INTEGER NOT NULL,
+           PRIMARY KEY (product_id, destination_id, id)
          )`,
-        `CREATE INDEX destination_deliveries_by_destination ON destination_deliveries (destination_id, id)`,
-        `CREATE INDEX destination_deliveries_by_time ON destination_deliveries (attempted_at)`,
+                `CREATE INDEX destination_deliveries_by_time ON destination_deliveries (attempted_at)`,
         `CREATE TABLE identity_messages (
            tx xid8 NOT NULL DEFAULT pg_current_xact_id(),
            seq bigint NOT NULL DEFAULT nextval('event_seq'),
