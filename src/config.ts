@@ -1,7 +1,7 @@
 // The only module that reads process.env. Every setting is validated once, at start-up;
 // a bad value stops the process with a message that names the variable.
 import type { LegacyFlatMode } from './domain/legacy-policy.js';
-import { checkWritableTarget, postgresSettings } from './storage/postgres/connection-url.js';
+import { checkDatabaseUrl } from './storage/connect.js';
 import { parseAllowList } from './services/outbound-guard.js';
 
 export type { LegacyFlatMode };
@@ -26,6 +26,8 @@ export interface Config {
   maxBatchEvents: number;
   keyCacheTtlMs: number;
   postgresPoolSize: number;
+  /** PostgreSQL: client-side deadline per query (ms; 0 = none). */
+  databaseQueryTimeoutMs: number;
   trafficSyncIntervalMs: number;
   /** How long a traffic sync keeps retrying a provider's 429/5xx before it gives up. */
   trafficRetryMaxMs: number;
@@ -108,7 +110,7 @@ function databaseUrl(env: Env): string {
   }
   if (!raw.startsWith('sqlite:')) {
     try {
-      checkWritableTarget(postgresSettings(raw));
+      checkDatabaseUrl(raw);
     } catch (error) {
       throw new ConfigError(`INLET_DATABASE_URL: ${(error as Error).message}`);
     }
@@ -147,11 +149,6 @@ function outboundAllow(env: Env): string[] | undefined {
     throw new ConfigError(`INLET_OUTBOUND_ALLOW must be a comma list of host names, addresses and CIDRs (such as 127.0.0.0/8,::1): ${(error as Error).message}`);
   }
   return entries;
-}
-
-/** The outbound guard's settings alone (the guard's process default; see services/outbound-guard.ts). */
-export function outboundPolicyFromEnv(env: Env = process.env): { allow: string[] | undefined; allowPrivate: boolean } {
-  return { allow: outboundAllow(env), allowPrivate: flag(env, 'INLET_DESTINATIONS_ALLOW_PRIVATE') };
 }
 
 function publicUrl(env: Env): string | undefined {
@@ -203,6 +200,7 @@ export function loadConfig(env: Env = process.env): Config {
     eventStreamBufferBytes: integer(env, 'INLET_EVENT_STREAM_BUFFER_BYTES', 1024 * 1024, 16 * 1024, 1024 * 1024 * 1024),
     eventStreamPollMs: integer(env, 'INLET_EVENT_STREAM_POLL_MS', 250, 10, 5_000),
     postgresPoolSize: integer(env, 'INLET_PG_POOL_SIZE', 10, 1, 1000),
+    databaseQueryTimeoutMs: integer(env, 'INLET_DATABASE_QUERY_TIMEOUT_MS', 15_000, 0, 3_600_000),
     trafficSyncIntervalMs: integer(env, 'INLET_TRAFFIC_SYNC_INTERVAL_MS', 3_600_000, 0, 7 * 24 * 3_600_000),
     trafficRetryMaxMs: integer(env, 'INLET_TRAFFIC_RETRY_MAX_MS', 60_000, 0, 3_600_000),
     shutdownTimeoutMs: integer(env, 'INLET_SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),

@@ -19,7 +19,7 @@ import { createTrafficScheduler, type TrafficScheduler } from './sync/scheduler.
 import { DEFAULT_RETRY_POLICY } from './sync/provider.js';
 import { createOutboundGuard } from './services/outbound-guard.js';
 import { createDestinationService, type DestinationService } from './services/destination-service.js';
-import { destinationStore } from './storage/destination-store.js';
+import { destinationMessage } from './resources/destination-messages.js';
 
 export interface Services {
   config: Config;
@@ -58,6 +58,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
   const storage = await openStorage(config.databaseUrl, {
     sqliteSynchronous: config.sqliteSynchronous,
     postgresPoolSize: config.postgresPoolSize,
+    queryTimeoutMs: config.databaseQueryTimeoutMs,
     ...(options.postgresSchema === undefined ? {} : { postgresSchema: options.postgresSchema }),
   });
   const metrics = createMetrics({ defaultMetrics: options.defaultMetrics ?? true });
@@ -71,7 +72,13 @@ export async function createServices(config: Config, options: CreateServicesOpti
     streams: createEventStreams(storage, { pollMs: config.eventStreamPollMs, maxStreams: config.eventStreamsMax }),
   };
   const segment = createSegmentService(ingest, identity, rejections);
-  const rateLimiter = await createRateLimiter(config, storage);
+  const rateLimiter = await createRateLimiter({
+    store: config.rateLimitStore,
+    rps: config.rateLimitRps,
+    burst: config.rateLimitBurst,
+    redisUrl: config.redisUrl,
+    postgresPool: storage.rateLimitPool,
+  });
   // Per client IP on the browser routes: a guard against one abusive address, kept in each process.
   const browserIpLimiter = createInMemoryRateLimiter(config.browserRateLimitPerIp, config.browserRateLimitPerIp * 2);
   const trafficSync = createTrafficSyncService(storage, { retry: { ...DEFAULT_RETRY_POLICY, maxTotalMs: config.trafficRetryMaxMs, dispatcher: guard.dispatcher() } });
@@ -80,13 +87,14 @@ export async function createServices(config: Config, options: CreateServicesOpti
     sync: trafficSync,
     scheduler: createTrafficScheduler(storage, trafficSync, { intervalMs: config.trafficSyncIntervalMs }),
   };
-  const destinations = createDestinationService(destinationStore(storage.db, storage.dialect), metrics, {
+  const destinations = createDestinationService(storage.destinations, metrics, {
     timeoutMs: config.destinationTimeoutMs,
     disableAfterMs: config.destinationDisableAfterMs,
     pollMs: config.destinationPollMs,
     leaseMs: config.destinationLeaseMs,
     logRetentionMs: config.destinationLogRetentionDays * 86_400_000,
     guard,
+    format: destinationMessage,
     ...(options.now === undefined ? {} : { clock: { now: options.now } }),
   });
   let closed: Promise<void> | undefined;

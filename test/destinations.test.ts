@@ -6,7 +6,7 @@ import { strict as assert } from 'node:assert';
 import { after, before, describe, it } from 'node:test';
 import { createDestinationService, RETRY_DELAYS_MS } from '../src/services/destination-service.js';
 import { createOutboundGuard } from '../src/services/outbound-guard.js';
-import { destinationStore } from '../src/storage/destination-store.js';
+import { destinationMessage } from '../src/resources/destination-messages.js';
 import { createMetrics } from '../src/services/metrics.js';
 import { bearer, createTestApp, type TestContext } from './helpers.js';
 import { startWebhookReceiver, type WebhookReceiver } from './fakes/webhook-receiver.js';
@@ -275,12 +275,13 @@ describe('destinations: webhook delivery', () => {
 describe('destinations: the outbound guard', () => {
   it('refuses loopback, private, link-local and metadata URLs at creation unless private targets are allowed', async () => {
     const product = await ctx.product('ssrf');
-    const strict = createDestinationService(destinationStore(ctx.services.storage.db, ctx.services.storage.dialect), createMetrics({ defaultMetrics: false }), {
+    const strict = createDestinationService(ctx.services.storage.destinations, createMetrics({ defaultMetrics: false }), {
       timeoutMs: 1000,
       disableAfterMs: 86_400_000,
       pollMs: 1000,
       leaseMs: 15_000,
       logRetentionMs: 86_400_000,
+      format: destinationMessage,
       guard: createOutboundGuard({ allow: undefined, allowPrivate: false }),
     });
     cleanups.push(() => strict.close());
@@ -304,13 +305,14 @@ describe('destinations: the outbound guard', () => {
     const product = await ctx.product('ssrf-connect');
     const { destination } = await webhook(product.id);
     await ctx.services.destinations.update(product.id, destination.id, { status: 'paused' });
-    const store = destinationStore(ctx.services.storage.db, ctx.services.storage.dialect);
+    const store = ctx.services.storage.destinations;
     const strict = createDestinationService(store, createMetrics({ defaultMetrics: false }), {
       timeoutMs: 1000,
       disableAfterMs: 86_400_000,
       pollMs: 1000,
       leaseMs: 15_000,
       logRetentionMs: 86_400_000,
+      format: destinationMessage,
       guard: createOutboundGuard({ allow: ['10.0.0.0/8'], allowPrivate: true }),
     });
     cleanups.push(() => strict.close());

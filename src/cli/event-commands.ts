@@ -5,9 +5,8 @@ import { once } from 'node:events';
 import { createGzip } from 'node:zlib';
 import { encodeCursor } from '../domain/event-cursor.js';
 import { eventResource } from '../resources/events.js';
-import type { ExportFormat } from '../resources/event-export.js';
+import { exportText, type ExportFormat } from '../resources/event-export.js';
 import { EVENTS_MAX_LIMIT, type EventFilterParams } from '../services/event-read-service.js';
-import { exportChunks } from '../services/event-export.js';
 import { requireOption, table, UsageError, type Command } from './command.js';
 
 const filterOptions = {
@@ -159,10 +158,11 @@ export const eventCommands: Command[] = [
         process.stderr.write(`\r${count.toLocaleString('en-US')} events written, ${rate.toLocaleString('en-US')}/s${final ? '\n' : ''}`);
       };
       let total = 0;
-      for await (const chunk of exportChunks(services.storage, productId, filter, format, (count) => {
+      const pages = services.events.reads.exportPages(productId, filter, (count) => {
         total = count;
         progress(count);
-      })) {
+      });
+      for await (const chunk of exportText(pages, format)) {
         if (!sink.write(chunk)) await once(sink, 'drain');
       }
       progress(total, true);

@@ -1,7 +1,9 @@
 // The public JSON shapes of destinations and their delivery log (events-out §6): the same in the admin
 // API and the CLI. Credentials and secrets are never part of them (a new secret is added by the routes
 // that make one, in that answer only).
-import { encodeDestinationCursor, type DeliveryRecord, type DestinationView } from '../services/destination-service.js';
+import { encodeDestinationCursor } from '../domain/destinations.js';
+import type { DestinationView } from '../services/destination-service.js';
+import type { DeliveryRecord } from '../storage/types.js';
 
 export function destinationResource(d: DestinationView) {
   const camel = d.filter;

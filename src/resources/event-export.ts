@@ -45,3 +45,13 @@ export function exportLine(format: ExportFormat, event: EventRecord): string {
   for (let i = 0; i < CSV_COLUMNS.length; i++) line += (i === 0 ? '' : ',') + csvCell(resource[CSV_COLUMNS[i]!]);
   return `${line}\r\n`;
 }
+
+/** The export as text: the CSV header row (csv), then one chunk per page of events, pulled one at a time. */
+export async function* exportText(pages: AsyncIterable<EventRecord[]>, format: ExportFormat): AsyncGenerator<string> {
+  if (format === 'csv') yield csvHeader();
+  for await (const events of pages) {
+    let chunk = '';
+    for (const event of events) chunk += exportLine(format, event);
+    yield chunk;
+  }
+}

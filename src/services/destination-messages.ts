@@ -1,9 +1,7 @@
 // Destination messages (events-out §6, clarifications §26): the wire shape of each message, its stable
 // id, the filter, and the ids and bodies of webhook deliveries.
 import { createHash } from 'node:crypto';
-import { eventResource } from '../resources/events.js';
-import { userResource } from '../resources/identity.js';
-import type { DestinationFilter, MessageType, StoredMessage } from '../storage/destination-store.js';
+import type { DestinationFilter, MessageType, StoredMessage } from '../storage/types.js';
 
 export const MESSAGE_TYPES: readonly MessageType[] = ['event.created', 'user.identified', 'user.merged'];
 
@@ -14,10 +12,6 @@ export interface WireMessage {
   /** When it happened: the event's received_at, or when the identity change was committed. */
   timestamp: string;
   data: unknown;
-}
-
-export function messageIdOfEvent(uuid: string): string {
-  return `evt_${uuid.replace(/-/g, '')}`;
 }
 
 export function typeOf(message: StoredMessage): MessageType {
@@ -33,16 +27,8 @@ export function matches(filter: DestinationFilter, message: StoredMessage): bool
   return true;
 }
 
-export function toWire(message: StoredMessage): WireMessage {
-  if (message.kind === 'event') {
-    return { id: messageIdOfEvent(message.event.id), type: 'event.created', timestamp: message.event.receivedAt, data: eventResource(message.event) };
-  }
-  if (message.type === 'user.identified') {
-    return { id: message.id, type: message.type, timestamp: message.createdAt, data: userResource(message.data.user) };
-  }
-  const data = message.data as { fromExternalId: string; user: Parameters<typeof userResource>[0] };
-  return { id: message.id, type: message.type, timestamp: message.createdAt, data: { from_external_id: data.fromExternalId, into: userResource(data.user) } };
-}
+/** Turns a stored message into its public JSON (resources/destination-messages.ts, passed in by services.ts). */
+export type MessageFormatter = (message: StoredMessage) => WireMessage;
 
 /**
  * The `webhook-id` of a delivery: the message's id, or for a batch one derived from its first and last

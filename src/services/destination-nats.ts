@@ -4,7 +4,7 @@
 // guard before every (re)connect made here; the client's own reconnects reuse the checked list.
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
-import type { DestinationCredentials } from '../storage/destination-store.js';
+import type { DestinationCredentials } from '../storage/types.js';
 import type { OutboundGuard } from './outbound-guard.js';
 import type { SendOutcome } from './destination-webhook.js';
 

@@ -20,6 +20,7 @@ import { hostname } from 'node:os';
 import { Counter, Gauge, Histogram } from 'prom-client';
 import { AppError, validationError, type FieldError } from '../domain/errors.js';
 import { decodeCursor } from '../domain/event-cursor.js';
+import { decodeDestinationCursor } from '../domain/destinations.js';
 import { prefixedId, randomBase62 } from '../domain/ids.js';
 import type {
   DestinationBatch,
@@ -33,8 +34,8 @@ import type {
   DeliveryRecord,
   MessageType,
   StoredMessage,
-} from '../storage/destination-store.js';
-import { bodyOf, MESSAGE_TYPES, matches, subjectOf, toWire, webhookIdOf, type WireMessage } from './destination-messages.js';
+} from '../storage/types.js';
+import { bodyOf, MESSAGE_TYPES, matches, subjectOf, webhookIdOf, type MessageFormatter, type WireMessage } from './destination-messages.js';
 import { createNatsSender, natsHosts, type NatsSender } from './destination-nats.js';
 import { sendWebhook, type SendOutcome } from './destination-webhook.js';
 import { outboundGuard, OutboundRefused, type OutboundGuard } from './outbound-guard.js';
@@ -64,8 +65,10 @@ export interface DestinationServiceOptions {
   random?: () => number;
   /** This instance's name in leases. */
   holder?: string;
-  /** The outbound guard (default: the process's, set from the config). */
+  /** The outbound guard (services.ts makes it from the config; default: a strict one, public addresses only). */
   guard?: OutboundGuard;
+  /** Stored message → its public JSON (resources/destination-messages.ts). */
+  format: MessageFormatter;
 }
 
 export interface DestinationInput {
@@ -83,22 +86,6 @@ export interface DestinationInput {
 
 export interface DestinationView extends DestinationRecord {
   lag: number;
-}
-
-/** The opaque destination cursor: `d1.` + base64url of [event position, identity position]. */
-export function encodeDestinationCursor(cursor: DestinationCursor): string {
-  return 'd1.' + Buffer.from(JSON.stringify([cursor.event, cursor.identity]), 'utf8').toString('base64url');
-}
-
-export function decodeDestinationCursor(text: string): DestinationCursor | undefined {
-  if (!text.startsWith('d1.') || text.length > 300) return undefined;
-  try {
-    const value = JSON.parse(Buffer.from(text.slice(3), 'base64url').toString('utf8')) as unknown;
-    if (!Array.isArray(value) || value.length !== 2 || !value.every((v) => v === null || typeof v === 'string')) return undefined;
-    return { event: value[0] as string | null, identity: value[1] as string | null };
-  } catch {
-    return undefined;
-  }
 }
 
 export function newSecret(): string {
@@ -586,7 +573,7 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
         if (clock.now() - since < d.batch.maxWaitMs) return;
       }
       pendingSince.delete(id);
-      const wire = batch.map(toWire);
+      const wire = batch.map(options.format);
       const outcome = await send(d, batch, wire);
       if (stopped && !outcome.ok) return;
       if (!(await record(d, wire, outcome, after))) return;
@@ -676,4 +663,3 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
 
 export type DestinationService = ReturnType<typeof createDestinationService>;
 
-export type { DestinationRecord, DeliveryRecord, DestinationStatus } from '../storage/destination-store.js';

@@ -5,6 +5,7 @@ import { AppError, validationError, type FieldError } from '../domain/errors.js'
 import { NAME_MAX_LENGTH, NAME_PATTERN } from '../domain/event-names.js';
 import { parseRfc3339 } from '../domain/timestamps.js';
 import type { EventFilter, EventRecord, Storage } from '../storage/types.js';
+import { exportPages } from './event-export.js';
 
 export const EVENTS_DEFAULT_LIMIT = 100;
 export const EVENTS_MAX_LIMIT = 1000;
@@ -138,6 +139,10 @@ export function createEventReadService(storage: Storage) {
         ...(after === undefined ? {} : { after }),
       });
       return { events: page.events, nextCursor: page.next === null ? null : encodeCursor(page.next) };
+    },
+    /** Every event of the filter up to the product's end now, oldest first, page by page (the export). */
+    exportPages(productId: string, filter: EventFilter, onProgress?: (events: number) => void): AsyncGenerator<EventRecord[]> {
+      return exportPages(storage, productId, filter, onProgress);
     },
     async get(productId: string, uuid: string): Promise<EventRecord> {
       const event = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(uuid)

@@ -16,7 +16,6 @@
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { BlockList, isIP } from 'node:net';
 import { Agent, buildConnector, type Dispatcher } from 'undici';
-import { outboundPolicyFromEnv } from '../config.js';
 
 export interface OutboundPolicy {
   /** INLET_OUTBOUND_ALLOW: host names, addresses and CIDRs; undefined: any public address. */
@@ -184,19 +183,17 @@ export function createOutboundGuard(policy: OutboundPolicy) {
 
 export type OutboundGuard = ReturnType<typeof createOutboundGuard>;
 
-let processGuard: OutboundGuard | undefined;
-
 /**
- * The process's default guard, from INLET_OUTBOUND_ALLOW and INLET_DESTINATIONS_ALLOW_PRIVATE in the
- * environment (config.ts reads it). Services built by services.ts use a guard made from their own config
- * instead; this one serves code that was handed no guard (a provider built on its own).
+ * The guard of code that was handed none: public addresses only. Everything services.ts builds gets a
+ * guard made from the config instead (INLET_OUTBOUND_ALLOW, INLET_DESTINATIONS_ALLOW_PRIVATE).
  */
+const strictGuard = createOutboundGuard({ allow: undefined, allowPrivate: false });
+
 export function outboundGuard(): OutboundGuard {
-  processGuard ??= createOutboundGuard(outboundPolicyFromEnv());
-  return processGuard;
+  return strictGuard;
 }
 
-/** The default guard's dispatcher. */
+/** The strict guard's dispatcher (a provider built without `RetryPolicy.dispatcher`). */
 export function outboundDispatcher(): Dispatcher {
-  return outboundGuard().dispatcher();
+  return strictGuard.dispatcher();
 }

@@ -1,7 +1,7 @@
 // Gauges of the PostgreSQL connection pool, read at scrape time. A pool that is often exhausted
 // (waiting > 0) is the first thing to look at when commit and request durations rise.
 import { Gauge, type Registry } from 'prom-client';
-import type { PoolStats } from '../storage/connect.js';
+import type { PoolStats } from '../storage/types.js';
 
 export function registerPoolMetrics(registry: Registry, stats: () => PoolStats): void {
   new Gauge({

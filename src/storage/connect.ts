@@ -13,11 +13,12 @@ import { migrate, type MigrationReport } from './migrate.js';
 import { sqliteEventWriter } from './sqlite/event-writer.js';
 import { postgresEventWriter } from './postgres/event-writer.js';
 import { trafficStore } from './traffic-store.js';
+import { destinationStore } from './destination-store.js';
 import { checkWritableTarget, DatabaseUrlError, describeHosts, postgresSettings, type PostgresConnectionSettings } from './postgres/connection-url.js';
 import { isPostgresUnavailable } from './postgres/errors.js';
 import { createFailoverPool } from './postgres/pool.js';
 import { ensureEventPartitions, PARTITION_MAINTENANCE_INTERVAL_MS } from './postgres/event-partitions.js';
-import type { Dialect, Storage } from './types.js';
+import type { Dialect, PoolStats, Storage } from './types.js';
 
 export interface OpenStorageOptions {
   /** SQLite `synchronous`: `full` fsyncs every commit (the default), `normal` may lose the last commits on power loss. */
@@ -27,6 +28,8 @@ export interface OpenStorageOptions {
   postgresSchema?: string;
   /** Connections in this process's pool (default 10). */
   postgresPoolSize?: number;
+  /** PostgreSQL: client-side deadline per query once start-up (migrations) is done; 0: none. */
+  queryTimeoutMs?: number;
   /** Apply pending migrations before returning (default true). */
   migrate?: boolean;
 }
@@ -46,14 +49,6 @@ export interface OpenedStorage extends Storage {
   readonly rateLimitPool?: () => pg.Pool;
 }
 
-export interface PoolStats {
-  max: number;
-  open: number;
-  idle: number;
-  /** Queries waiting for a free connection. */
-  waiting: number;
-}
-
 const PARTITION_MAINTENANCE_RETRY_MS = 60_000;
 
 const SQLITE_UNAVAILABLE = new Set(['SQLITE_BUSY', 'SQLITE_LOCKED', 'SQLITE_IOERR', 'SQLITE_FULL']);
@@ -69,6 +64,16 @@ function isSqliteUnavailable(error: unknown): boolean {
 
 export function dialectOf(url: string): Dialect {
   return url.startsWith('sqlite:') ? 'sqlite' : 'postgres';
+}
+
+/**
+ * Checks a database URL without connecting (the config does at load time, so a bad URL fails before
+ * anything starts): a PostgreSQL URL must parse and must not ask for a read-only session. Throws
+ * DatabaseUrlError. The config calls this rather than the adapter's parser: outside storage, only
+ * this module knows the adapters.
+ */
+export function checkDatabaseUrl(url: string): void {
+  if (dialectOf(url) === 'postgres') checkWritableTarget(postgresSettings(url));
 }
 
 /** `sqlite:./data/inlet.db` → absolute path; `sqlite::memory:` stays in memory. */
@@ -99,6 +104,8 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
   let rateLimitPool: (() => pg.Pool) | undefined;
   let limiterPool: pg.Pool | undefined;
   let postgresHosts = '';
+  // No deadline while migrations run (an index build on a big table may take minutes); set after them.
+  const queryDeadline: { ms?: number } = {};
 
   if (dialect === 'sqlite') {
     const path = sqlitePath(url);
@@ -125,6 +132,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     // target_session_attrs and moves on when it fails or is demoted (postgres/pool.ts).
     const created = createFailoverPool(settings, {
       max: options.postgresPoolSize ?? 10,
+      queryTimeoutMs: () => queryDeadline.ms,
       types: postgresTypes(),
       ...(schema === undefined ? {} : { options: `-c search_path=${schema}` }),
     });
@@ -133,6 +141,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     rateLimitPool = () => {
       limiterPool ??= createFailoverPool(settings, {
         max: 4,
+        queryTimeoutMs: () => queryDeadline.ms,
         options: [schema === undefined ? '' : `-c search_path=${schema}`, '-c synchronous_commit=off'].join(' ').trim(),
       }).pool;
       limiterPool.on('error', () => {});
@@ -180,6 +189,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     };
     run(PARTITION_MAINTENANCE_INTERVAL_MS);
   }
+  queryDeadline.ms = options.queryTimeoutMs;
   // The writer prepares its statements against the migrated schema.
   const insertMany = makeWriter();
   const reads = eventReads(db, dialect);
@@ -201,6 +211,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     rejections: rejectionStore(db),
     identity: identityStore(db, dialect),
     traffic: trafficStore(db, dialect),
+    destinations: destinationStore(db, dialect),
     async ping() {
       if (dialect === 'sqlite') {
         await sql`SELECT 1`.execute(db);

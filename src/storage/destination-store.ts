@@ -18,91 +18,24 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from './database.js';
 import { eventFromRow, positionSql } from './event-reads.js';
-import type { Dialect, EventRecord, UserRecord } from './types.js';
+import type {
+  DeliveryRecord,
+  DeliveryStatePatch,
+  Dialect,
+  DestinationBatch,
+  DestinationConfig,
+  DestinationCredentials,
+  DestinationCursor,
+  DestinationFilter,
+  DestinationPatch,
+  DestinationRecord,
+  DestinationStatus,
+  DestinationStore,
+  DestinationType,
+  IdentityMessageData,
+  StoredMessage,
+} from './types.js';
 import { uuidv7 } from '../domain/ids.js';
-
-export type DestinationType = 'webhook' | 'nats';
-export type DestinationStatus = 'active' | 'paused' | 'disabled';
-export type MessageType = 'event.created' | 'user.identified' | 'user.merged';
-
-export interface DestinationFilter {
-  types?: MessageType[];
-  canonicalNames?: string[];
-  sources?: string[];
-}
-
-export interface DestinationBatch {
-  maxMessages: number;
-  maxWaitMs: number;
-}
-
-/** webhook: `url`; nats: `servers`, `subject` (a template). */
-export interface DestinationConfig {
-  url?: string;
-  servers?: string[];
-  subject?: string;
-}
-
-/** NATS credentials: stored, never echoed. */
-export interface DestinationCredentials {
-  user?: string;
-  pass?: string;
-  token?: string;
-}
-
-/** Where a destination is: after these positions (null: from the beginning of that log). */
-export interface DestinationCursor {
-  event: string | null;
-  identity: string | null;
-}
-
-export interface DestinationRecord {
-  id: string;
-  productId: string;
-  type: DestinationType;
-  name: string;
-  status: DestinationStatus;
-  disabledReason: string | null;
-  config: DestinationConfig;
-  credentials: DestinationCredentials | null;
-  filter: DestinationFilter;
-  batch: DestinationBatch;
-  secret: string | null;
-  previousSecret: string | null;
-  previousSecretUntil: number | null;
-  cursor: DestinationCursor;
-  consecutiveFailures: number;
-  failingSince: number | null;
-  nextAttemptAt: number | null;
-  lastSuccessAt: string | null;
-  lastError: string | null;
-  lastErrorAt: string | null;
-  delivered: number;
-  createdAt: string;
-  updatedAt: string;
-  leaseHolder: string | null;
-  leaseUntil: number;
-}
-
-export type IdentityMessageData = { user: UserRecord } | { fromExternalId: string; user: UserRecord };
-
-export type StoredMessage =
-  | { kind: 'event'; position: string; event: EventRecord }
-  | { kind: 'identity'; position: string; id: string; type: 'user.identified' | 'user.merged'; createdAt: string; data: IdentityMessageData };
-
-export interface DeliveryRecord {
-  id: string;
-  productId: string;
-  destinationId: string;
-  attemptedAt: string;
-  attempt: number;
-  webhookId: string;
-  messageIds: string[];
-  outcome: 'success' | 'failure';
-  status: number | null;
-  error: string | null;
-  durationMs: number;
-}
 
 export type DestinationTables = {
   destinations: {
@@ -212,25 +145,6 @@ function toRow(record: DestinationRecord): Row {
   };
 }
 
-/** What a deliverer writes after a success or a failure (fenced by its lease). */
-export interface DeliveryStatePatch {
-  cursor?: DestinationCursor;
-  deliveredAdd?: number;
-  consecutiveFailures?: number;
-  failingSince?: number | null;
-  nextAttemptAt?: number | null;
-  lastSuccessAt?: string;
-  lastError?: string | null;
-  lastErrorAt?: string | null;
-  status?: DestinationStatus;
-  disabledReason?: string | null;
-}
-
-/** Editable by the admin API. */
-export type DestinationPatch = Partial<
-  Pick<DestinationRecord, 'name' | 'config' | 'filter' | 'batch' | 'status' | 'disabledReason' | 'secret' | 'previousSecret' | 'previousSecretUntil' | 'cursor' | 'consecutiveFailures' | 'failingSince' | 'nextAttemptAt'>
-> & { updatedAt: string };
-
 type EventRow = Parameters<typeof eventFromRow>[0] & { position: string | number };
 type IdentityRow = { position: string | number; after_event?: number | string; id: string; type: string; created_at: string; data: string };
 
@@ -242,7 +156,7 @@ function compareBig(a: bigint, b: bigint): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
-export function destinationStore(database: Kysely<Database>, dialect: Dialect) {
+export function destinationStore(database: Kysely<Database>, dialect: Dialect): DestinationStore {
   const db = database.withTables<DestinationTables>() as Db;
   const position = positionSql(dialect);
   const pg = dialect === 'postgres';
@@ -305,7 +219,6 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect) {
   }
 
   return {
-    dialect,
     isEventPosition: position.valid,
 
     async insert(record: DestinationRecord): Promise<void> {
@@ -536,4 +449,3 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect) {
   };
 }
 
-export type DestinationStore = ReturnType<typeof destinationStore>;

@@ -44,7 +44,7 @@ export interface RetryPolicy {
   maxDelayMs: number;
   /** Timeout of one HTTP request. */
   requestTimeoutMs: number;
-  /** The outbound guard's dispatcher (services.ts passes the one of its config); default: the process's. */
+  /** The outbound guard's dispatcher (services.ts passes the one of its config); default: public addresses only. */
   dispatcher?: Dispatcher;
 }
 

@@ -9,10 +9,9 @@ import type { FastifyInstance } from 'fastify';
 import { encodeCursor } from '../../domain/event-cursor.js';
 import { AppError } from '../../domain/errors.js';
 import { RFC3339_PATTERN_SOURCE } from '../../domain/timestamps.js';
-import { EXPORT_CONTENT_TYPES, type ExportFormat } from '../../resources/event-export.js';
+import { EXPORT_CONTENT_TYPES, exportText, type ExportFormat } from '../../resources/event-export.js';
 import { eventResource } from '../../resources/events.js';
 import { EVENTS_DEFAULT_LIMIT, EVENTS_MAX_LIMIT, type EventFilterParams } from '../../services/event-read-service.js';
-import { exportChunks } from '../../services/event-export.js';
 import type { EventRecord } from '../../storage/types.js';
 import type { Services } from '../../services.js';
 import { dataEnvelope, problemResponse } from '../schemas/common.js';
@@ -255,7 +254,7 @@ export function adminEventRoutes(app: FastifyInstance, services: Services): void
         .type(EXPORT_CONTENT_TYPES[format])
         .header('content-disposition', `attachment; filename="events-${productId.replace(/[^A-Za-z0-9_-]/g, '_')}.${format}"`)
         .header('vary', 'accept-encoding');
-      const source = Readable.from(exportChunks(services.storage, productId, filter, format), { objectMode: false });
+      const source = Readable.from(exportText(reads.exportPages(productId, filter), format), { objectMode: false });
       if (!gzip) return reply.send(source);
       reply.header('content-encoding', 'gzip');
       return reply.send(

@@ -142,8 +142,13 @@ export interface FailoverPoolOptions {
   types?: pg.ClientConfig['types'];
   /** Extra `options` for every session (`-c search_path=…`), added to the URL's. */
   options?: string;
-  /** Client-side deadline per query (pg's query_timeout); undefined: none. */
-  queryTimeoutMs?: number;
+  /**
+   * Client-side deadline per query, read at each query (so start-up can run migrations without one and
+   * turn it on afterwards); 0 or undefined: none. A query past it fails with "Query read timeout" (→ 503)
+   * and its connection is destroyed: a server that vanished without closing the socket (a host gone, a
+   * network partition) would otherwise hold the query until TCP keepalive gives up, minutes later.
+   */
+  queryTimeoutMs?: () => number | undefined;
 }
 
 /**
@@ -170,7 +175,6 @@ export function createFailoverPool(settings: PostgresConnectionSettings, poolOpt
         ...(settings.applicationName === undefined ? {} : { application_name: settings.applicationName }),
         ...(sessionOptions === '' ? {} : { options: sessionOptions }),
         ...(poolOptions.types === undefined ? {} : { types: poolOptions.types }),
-        ...(poolOptions.queryTimeoutMs === undefined ? {} : { query_timeout: poolOptions.queryTimeoutMs }),
         ssl: candidate.ssl,
         connectionTimeoutMillis: settings.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
         keepAlive: true,
@@ -218,11 +222,16 @@ export function createFailoverPool(settings: PostgresConnectionSettings, poolOpt
 
     // eslint-disable-next-line @typescript-eslint/no-explicit-any -- pg's overloaded signatures (promise or callback)
     override query(...args: any[]): any {
+      // pg reads its query_timeout from the connection parameters at every query.
+      (this as unknown as { connectionParameters: { query_timeout?: number } }).connectionParameters.query_timeout = poolOptions.queryTimeoutMs?.() || undefined;
       const result = (super.query as (...a: unknown[]) => unknown)(...args);
       // Remember a lost or demoted server so the pool drops this connection when it is released.
       if (result !== undefined && typeof (result as Promise<unknown>).then === 'function') {
         (result as Promise<unknown>).then(undefined, (error: unknown) => {
-          if (isConnectionLost(error)) this.inletDiscard = true;
+          if (!isConnectionLost(error)) return;
+          this.inletDiscard = true;
+          // A query past its deadline was sent and never answered: the socket is stuck behind it.
+          if ((error as Error).message === 'Query read timeout') (this as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
         });
       }
       return result;
