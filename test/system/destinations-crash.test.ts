@@ -25,7 +25,7 @@ async function seed(database: TestDatabase, receiver: WebhookReceiver): Promise<
 
 function serverEnv(database: TestDatabase): Record<string, string> {
   const url = database.postgresSchema === undefined ? database.databaseUrl : `${database.databaseUrl}?schema=${database.postgresSchema}`;
-  return { INLET_DATABASE_URL: url, INLET_LOG_LEVEL: 'warn', INLET_DESTINATION_POLL_MS: '100', ...GUARD };
+  return { INLET_DATABASE_URL: url, INLET_LOG_LEVEL: 'info', INLET_DESTINATION_POLL_MS: '100', ...GUARD };
 }
 
 /** Sends events from `workers` loops until stopped or the server is gone; records the acknowledged uuids. */
@@ -98,7 +98,7 @@ describe(`destinations under crashes (${dialect})`, () => {
     const { productId, key } = await seed(database, receiver);
     const acknowledged = new Set<string>();
     for (let round = 0; round < 2; round++) {
-      const server = await startServerProcess(serverEnv(database));
+      const server = await startServerProcess(serverEnv(database), 60_000);
       servers.push(server);
       const traffic = load(server, key, 8, acknowledged);
       const target = acknowledged.size + 300;
@@ -108,7 +108,7 @@ describe(`destinations under crashes (${dialect})`, () => {
       await server.exited;
       await traffic.stop();
     }
-    const server = await startServerProcess(serverEnv(database));
+    const server = await startServerProcess(serverEnv(database), 60_000);
     servers.push(server);
     const expected = await positionOrder(database, productId);
     for (const uuid of acknowledged) assert.ok(expected.includes(`evt_${uuid.replace(/-/g, '')}`), 'every acknowledged event is stored');
@@ -140,8 +140,8 @@ describe(`destinations under crashes (${dialect})`, () => {
     databases.push(database);
     const { productId, key, destinationId } = await seed(database, receiver);
     const env = serverEnv(database);
-    const a = await startServerProcess(env);
-    const b = await startServerProcess(env);
+    const a = await startServerProcess(env, 60_000);
+    const b = await startServerProcess(env, 60_000);
     servers.push(a, b);
     const acknowledged = new Set<string>();
     const traffic = load(a, key, 2, acknowledged);
