@@ -1,25 +1,9 @@
 // `inlet keys create --kind browser --origin …` (segment-compat "Keys").
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { runCli } from '../src/cli/main.js';
-import { createTestServices, testDatabase, type TestDatabase } from './helpers.js';
+import { cliTestDatabase } from './support/cli.js';
 
-let database: TestDatabase;
-let env: Record<string, string>;
-before(async () => {
-  database = testDatabase();
-  const url = database.postgresSchema === undefined ? database.databaseUrl : `${database.databaseUrl}${database.databaseUrl.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c search_path=${database.postgresSchema}`)}`;
-  env = { INLET_DATABASE_URL: url, INLET_LOG_LEVEL: 'silent' };
-  if (database.postgresSchema !== undefined) await (await createTestServices({}, database)).services.close();
-});
-after(async () => database.drop());
-
-async function cli(...argv: string[]) {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await runCli(argv, { out: (l) => out.push(l), err: (l) => err.push(l) }, env);
-  return { code, out: out.join('\n'), err: err.join('\n') };
-}
+const { cli } = cliTestDatabase();
 
 describe('inlet keys create --kind browser', () => {
   it('creates a publishable key with its origins; refuses a browser key without --origin and --origin on other kinds', async () => {

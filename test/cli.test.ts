@@ -1,39 +1,15 @@
 // Contract §1 "CLI": products and keys managed directly on the configured database, --json output,
 // usage errors (exit 2), and keys created by the CLI working against the HTTP app.
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { runCli } from '../src/cli/main.js';
-import { bearer, createTestServices, testDatabase, type TestDatabase } from './helpers.js';
+import { bearer, createTestServices } from './helpers.js';
 import { buildApp } from '../src/http/app.js';
+import { cliTestDatabase, inlet } from './support/cli.js';
 
-let database: TestDatabase;
-let env: Record<string, string>;
-
-before(() => {
-  database = testDatabase();
-  // The CLI reads only the environment; on PostgreSQL the test schema travels in the URL.
-  const url = database.postgresSchema === undefined ? database.databaseUrl : `${database.databaseUrl}${database.databaseUrl.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c search_path=${database.postgresSchema}`)}`;
-  env = { INLET_DATABASE_URL: url, INLET_LOG_LEVEL: 'silent' };
-});
-after(async () => database.drop());
-
-async function cli(...argv: string[]) {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await runCli(argv, { out: (l) => out.push(l), err: (l) => err.push(l) }, env);
-  return { code, out: out.join('\n'), err: err.join('\n') };
-}
+const { cli, database } = cliTestDatabase();
 
 describe('inlet CLI', () => {
   let productId: string;
-
-  before(async () => {
-    if (database.postgresSchema !== undefined) {
-      // Create the schema the URL points at (the app helpers do this through createServices).
-      const { services } = await createTestServices({}, database);
-      await services.close();
-    }
-  });
 
   it('products create prints the new product; --json prints { data: product }', async () => {
     const human = await cli('products', 'create', 'Acme', 'Corp');
@@ -94,7 +70,7 @@ describe('inlet CLI', () => {
     const live = JSON.parse((await cli('keys', 'create', '--product', productId, '--kind', 'events', '--json')).out).data;
     const dead = JSON.parse((await cli('keys', 'create', '--product', productId, '--kind', 'events', '--json')).out).data;
     assert.equal((await cli('keys', 'revoke', dead.id)).code, 0);
-    const { services, close } = await createTestServices({}, { ...database, drop: async () => {} });
+    const { services, close } = await createTestServices({}, { ...database(), drop: async () => {} });
     const app = await buildApp(services, { logger: false });
     try {
       const event = { subject_type: 'user', subject_id: 'u', event_type: 'cli', action: 'tested' };
@@ -148,11 +124,9 @@ describe('inlet CLI', () => {
   });
 
   it('exit 2 naming the variable for a bad configuration', async () => {
-    const out: string[] = [];
-    const err: string[] = [];
-    const code = await runCli(['products', 'list'], { out: (l) => out.push(l), err: (l) => err.push(l) }, { INLET_DATABASE_URL: 'mysql://nope' });
+    const { code, err } = await inlet({ INLET_DATABASE_URL: 'mysql://nope' }, 'products', 'list');
     assert.equal(code, 2);
-    assert.match(err.join('\n'), /INLET_DATABASE_URL/);
+    assert.match(err, /INLET_DATABASE_URL/);
   });
 
   it('help exits 0', async () => {

@@ -1,25 +1,14 @@
 // `inlet users show` against the database a running app wrote to.
 import { strict as assert } from 'node:assert';
 import { after, before, describe, it } from 'node:test';
-import { runCli } from '../src/cli/main.js';
 import { bearer, createTestApp, type TestContext } from './helpers.js';
+import { cliEnv, inlet } from './support/cli.js';
 
 let ctx: TestContext;
 let productId: string;
 
-/** The environment the CLI would have on the server's machine: the same database. */
-function cliEnv(): Record<string, string> {
-  const { databaseUrl, postgresSchema } = ctx.database;
-  const url = postgresSchema === undefined ? databaseUrl : `${databaseUrl}?options=${encodeURIComponent(`-c search_path=${postgresSchema}`)}`;
-  return { INLET_DATABASE_URL: url, INLET_LOG_LEVEL: 'silent' };
-}
-
-async function cli(args: string[]) {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await runCli(args, { out: (l) => out.push(l), err: (l) => err.push(l) }, cliEnv());
-  return { code, out: out.join('\n'), err: err.join('\n') };
-}
+/** The CLI on the server's machine: the database the app wrote to. */
+const cli = (args: string[]) => inlet(cliEnv(ctx.database), ...args);
 
 before(async () => {
   ctx = await createTestApp();

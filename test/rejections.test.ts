@@ -3,7 +3,7 @@
 // (filters, paging), the hourly cap, retention, and `inlet rejections list`.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { runCli } from '../src/cli/main.js';
+import { cliEnv, inlet } from './support/cli.js';
 import { adminHeaders, bearer, createTestApp, type TestContext } from './helpers.js';
 
 let ctx: TestContext;
@@ -101,18 +101,15 @@ describe('rejections', () => {
   });
 
   it('inlet rejections list --product shows them', async () => {
-    const url = ctx.database.postgresSchema === undefined ? ctx.database.databaseUrl : `${ctx.database.databaseUrl}?options=${encodeURIComponent(`-c search_path=${ctx.database.postgresSchema}`)}`;
-    const env = { INLET_DATABASE_URL: url, INLET_LOG_LEVEL: 'silent' };
+    const env = cliEnv(ctx.database);
     const other = await ctx.product('rejections-cli');
     await ctx.app.inject({ method: 'POST', url: '/api/v2/events/batch', headers: bearer(other.eventsKey), payload: { events: [{ subject_type: 'user', subject_id: 'u', event: 'nosep', external_id: 'cli-1' }] } });
     await ctx.services.rejections.flush();
-    const out: string[] = [];
-    const code = await runCli(['rejections', 'list', '--product', other.id, '--json'], { out: (l) => out.push(l), err: () => {} }, env);
+    const { code, out } = await inlet(env, 'rejections', 'list', '--product', other.id, '--json');
     assert.equal(code, 0);
-    const data = JSON.parse(out.join('')).data;
+    const data = JSON.parse(out).data;
     assert.deepEqual(data.map((r: { message_id: string; code: string }) => [r.message_id, r.code]), [['cli-1', 'validation_error']]);
-    const human: string[] = [];
-    await runCli(['rejections', 'list', '--product', other.id], { out: (l) => human.push(l), err: () => {} }, env);
-    assert.match(human.join('\n'), /validation_error/);
+    const human = await inlet(env, 'rejections', 'list', '--product', other.id);
+    assert.match(human.out, /validation_error/);
   });
 });

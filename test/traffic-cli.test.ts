@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { runCli } from '../src/cli/main.js';
+import { cliEnv, inlet, type CliEnv } from './support/cli.js';
 import { createTestServices } from './helpers.js';
 import { startPlausibleFake, type PlausibleFake } from './fakes/plausible-fake.js';
 import { startGa4Fake, type Ga4Fake } from './fakes/ga4-fake.js';
@@ -14,7 +14,7 @@ import { makeServiceAccount } from './fakes/keys.js';
 const HEADER = 'date,source,medium,campaign,landing_page,sessions,users,new_users,pageviews,engaged_sessions,bounce_rate,avg_session_duration,conversions';
 
 describe('inlet traffic …', () => {
-  let env: Record<string, string>;
+  let env: CliEnv;
   let productId: string;
   let dir: string;
   let plausible: PlausibleFake;
@@ -22,21 +22,14 @@ describe('inlet traffic …', () => {
   let close: () => Promise<void>;
   const account = makeServiceAccount();
 
-  async function cli(...argv: string[]) {
-    const out: string[] = [];
-    const err: string[] = [];
-    const code = await runCli(argv, { out: (l) => out.push(l), err: (l) => err.push(l) }, env);
-    return { code, out: out.join('\n'), err: err.join('\n') };
-  }
+  const cli = (...argv: string[]) => inlet(env, ...argv);
 
   before(async () => {
     // The test services create (and migrate) the database; the CLI then opens the same one by URL.
     const opened = await createTestServices();
     const { database, services } = opened;
     close = opened.close;
-    const url = database.postgresSchema === undefined ? database.databaseUrl : `${database.databaseUrl}?options=${encodeURIComponent(`-c search_path=${database.postgresSchema}`)}`;
-    // The CLI's outbound guard as the test runner sets it: loopback only (the fake providers listen there).
-    env = { INLET_DATABASE_URL: url, INLET_OUTBOUND_ALLOW: '127.0.0.0/8,::1', INLET_DESTINATIONS_ALLOW_PRIVATE: 'true' };
+    env = cliEnv(database);
     productId = (await services.keys.createProduct('CLI Co')).id;
     dir = mkdtempSync(join(tmpdir(), 'inlet-traffic-cli-'));
     plausible = await startPlausibleFake({ siteId: 'cli.example', apiKey: 'cli-plausible-key' });

@@ -11,6 +11,7 @@ import { sql, type Expression, type Kysely, type RawBuilder, type Selectable, ty
 import type { Database, EventsTable } from './database.js';
 import { fromJson, toIso } from './database.js';
 import type { Dialect, EventFilter, EventPage, EventPageQuery, EventRecord } from './types.js';
+import { whereGiven } from './where-given.js';
 import type { NameFormat } from '../domain/event-names.js';
 
 /** Rows of the product (in position order) one filtered read may look at before it answers. */
@@ -234,15 +235,17 @@ export function eventReads(db: Kysely<Database>, dialect: Dialect) {
       let select = base(productId, horizon).select([...EVENT_COLUMNS, position.select.as('position')]);
       for (const bound of bounds) select = select.where(bound);
       if (scanEnd !== undefined) select = select.where(position.compare(order === 'asc' ? '<=' : '>=', scanEnd));
-      if (filter.canonicalNames !== undefined) select = select.where('canonical_name', 'in', filter.canonicalNames);
-      if (filter.eventType !== undefined) select = select.where('event_type', '=', filter.eventType);
-      if (filter.action !== undefined) select = select.where('action', '=', filter.action);
-      if (filter.source !== undefined) select = select.where('source', '=', filter.source);
-      if (filter.keyId !== undefined) select = select.where('api_key_id', '=', filter.keyId);
-      if (filter.subjectType !== undefined) select = select.where('subject_type', '=', filter.subjectType);
-      if (filter.subjectIds !== undefined) select = select.where('subject_id', 'in', filter.subjectIds);
-      if (filter.receivedFrom !== undefined) select = select.where('received_at', '>=', filter.receivedFrom);
-      if (filter.receivedTo !== undefined) select = select.where('received_at', '<', filter.receivedTo);
+      select = whereGiven(select, [
+        ['canonical_name', 'in', filter.canonicalNames],
+        ['event_type', '=', filter.eventType],
+        ['action', '=', filter.action],
+        ['source', '=', filter.source],
+        ['api_key_id', '=', filter.keyId],
+        ['subject_type', '=', filter.subjectType],
+        ['subject_id', 'in', filter.subjectIds],
+        ['received_at', '>=', filter.receivedFrom],
+        ['received_at', '<', filter.receivedTo],
+      ]);
       return (await orderBy(select, order)
         .limit(limit + 1)
         .execute()) as unknown as Row[];

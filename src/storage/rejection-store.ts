@@ -4,6 +4,7 @@ import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
 import { toIso, type Database } from './database.js';
 import type { RejectionQuery, RejectionRecord, RejectionStore } from './types.js';
+import { whereGiven } from './where-given.js';
 
 export function rejectionStore(db: Kysely<Database>): RejectionStore {
   return {
@@ -41,14 +42,17 @@ export function rejectionStore(db: Kysely<Database>): RejectionStore {
       }
     },
     async list(productId: string, query: RejectionQuery) {
-      let q = db.selectFrom('rejections').selectAll().where('product_id', '=', productId);
-      if (query.code !== undefined) q = q.where('code', '=', query.code);
-      if (query.keyId !== undefined) q = q.where('key_id', '=', query.keyId);
-      if (query.severity !== undefined) q = q.where('severity', '=', query.severity);
-      if (query.receivedFrom !== undefined) q = q.where('received_at', '>=', query.receivedFrom);
-      if (query.receivedTo !== undefined) q = q.where('received_at', '<', query.receivedTo);
-      if (query.beforeId !== undefined) q = q.where('id', '<', query.beforeId);
-      const rows = await q.orderBy('id', 'desc').limit(query.limit).execute();
+      const rows = await whereGiven(db.selectFrom('rejections').selectAll().where('product_id', '=', productId), [
+        ['code', '=', query.code],
+        ['key_id', '=', query.keyId],
+        ['severity', '=', query.severity],
+        ['received_at', '>=', query.receivedFrom],
+        ['received_at', '<', query.receivedTo],
+        ['id', '<', query.beforeId],
+      ])
+        .orderBy('id', 'desc')
+        .limit(query.limit)
+        .execute();
       return rows.map(
         (row): RejectionRecord => ({
           id: row.id,

@@ -1,0 +1,60 @@
+// The `inlet` command run in-process against a test database, as an operator runs it on the server's
+// machine: same database, found through the environment only (the CLI reads nothing else), so on
+// PostgreSQL the test schema travels in the URL as libpq's `options=-c search_path=…`.
+import { after, before } from 'node:test';
+import { runCli } from '../../src/cli/main.js';
+import { createTestServices, testDatabase, type TestDatabase } from '../helpers.js';
+
+export type CliEnv = Record<string, string>;
+
+export interface CliResult {
+  code: number;
+  /** What the command printed to stdout, lines joined with \n. */
+  out: string;
+  err: string;
+}
+
+/** The CLI's environment for `database`. */
+export function cliEnv(database: TestDatabase): CliEnv {
+  const { databaseUrl, postgresSchema } = database;
+  const url =
+    postgresSchema === undefined
+      ? databaseUrl
+      : `${databaseUrl}${databaseUrl.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c search_path=${postgresSchema}`)}`;
+  // The outbound guard as the test runner sets it: loopback only (the fake providers listen there).
+  return { INLET_DATABASE_URL: url, INLET_LOG_LEVEL: 'silent', INLET_OUTBOUND_ALLOW: '127.0.0.0/8,::1', INLET_DESTINATIONS_ALLOW_PRIVATE: 'true' };
+}
+
+/** A fresh database for tests that start with the CLI, and the CLI's environment for it. */
+export async function cliDatabase(): Promise<{ database: TestDatabase; env: CliEnv }> {
+  const database = testDatabase();
+  // The schema the URL names must exist on PostgreSQL (the CLI would not create it); createServices
+  // creates and migrates it. A SQLite file the CLI creates itself.
+  if (database.postgresSchema !== undefined) await (await createTestServices({}, database)).services.close();
+  return { database, env: cliEnv(database) };
+}
+
+/** `inlet …argv` with `env`: its exit code and what it printed. */
+export async function inlet(env: CliEnv, ...argv: string[]): Promise<CliResult> {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await runCli(argv, { out: (line) => out.push(line), err: (line) => err.push(line) }, env);
+  return { code, out: out.join('\n'), err: err.join('\n') };
+}
+
+/**
+ * For a test file that starts with the CLI: a fresh database opened in `before` and dropped in
+ * `after` (the hooks are registered here), and `cli(…argv)` against it.
+ */
+export function cliTestDatabase(): { cli(...argv: string[]): Promise<CliResult>; database(): TestDatabase } {
+  let opened: { database: TestDatabase; env: CliEnv } | undefined;
+  before(async () => {
+    opened = await cliDatabase();
+  });
+  after(async () => opened?.database.drop());
+  const current = () => {
+    if (opened === undefined) throw new Error('the CLI test database is opened in before()');
+    return opened;
+  };
+  return { cli: (...argv) => inlet(current().env, ...argv), database: () => current().database };
+}
