@@ -70,6 +70,15 @@ export interface Config {
   destinationLeaseMs: number;
   /** How long the delivery log keeps attempts. */
   destinationLogRetentionDays: number;
+  /** The event catalogue (governance.md §1): INLET_CATALOG on|off, its bounds and flush interval. */
+  catalogEnabled: boolean;
+  catalogMaxEvents: number;
+  catalogMaxProperties: number;
+  catalogFlushMs: number;
+  /** How old a cached tracking plan may get before an instance asks storage for a newer version. */
+  trackingPlanRefreshMs: number;
+  violationsRetentionDays: number;
+  violationsMaxPerHour: number;
 }
 
 export class ConfigError extends Error {
@@ -233,5 +242,13 @@ export function loadConfig(env: Env = process.env): Config {
     destinationPollMs: integer(env, 'INLET_DESTINATION_POLL_MS', 500, 10, 10_000),
     destinationLeaseMs: integer(env, 'INLET_DESTINATION_LEASE_MS', 15_000, 1_000, 20_000),
     destinationLogRetentionDays: integer(env, 'INLET_DESTINATION_LOG_RETENTION_DAYS', 7, 1, 3650),
+    catalogEnabled: oneOf(env, 'INLET_CATALOG', ['on', 'off'] as const, 'on') === 'on',
+    catalogMaxEvents: integer(env, 'INLET_CATALOG_MAX_EVENTS', 5000, 1, 1_000_000),
+    catalogMaxProperties: integer(env, 'INLET_CATALOG_MAX_PROPERTIES', 500, 1, 100_000),
+    // governance.md §1: flushed at least every 10 s.
+    catalogFlushMs: integer(env, 'INLET_CATALOG_FLUSH_MS', 5000, 10, 10_000),
+    trackingPlanRefreshMs: integer(env, 'INLET_TRACKING_PLAN_REFRESH_MS', 5000, 0, 600_000),
+    violationsRetentionDays: integer(env, 'INLET_VIOLATIONS_RETENTION_DAYS', 30, 1, 3650),
+    violationsMaxPerHour: integer(env, 'INLET_VIOLATIONS_MAX_PER_HOUR', 10_000, 0, 10_000_000),
   };
 }

@@ -17,7 +17,7 @@ export function singleEventResponses(extra: Record<number, unknown> = {}) {
   return {
     201: dataEnvelope(Type.Ref(EventRecordSchema), 'Stored'),
     200: dataEnvelope(Type.Ref(EventRecordSchema), 'Already stored under this external_id: the original event (Idempotent-Replayed: true)'),
-    400: problemResponse('Invalid JSON or invalid event'),
+    400: problemResponse('Invalid JSON or invalid event; tracking_plan_violation or unplanned_event: refused by the product\'s tracking plan in enforce (`errors[].pointer` such as /properties/plan)'),
     401: problemResponse('Missing or invalid key'),
     403: problemResponse('Not an events key'),
     413: problemResponse('Event larger than the per-event limit'),

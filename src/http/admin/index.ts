@@ -13,6 +13,7 @@ import { requireAdmin } from '../auth.js';
 import { withAdminDefaults } from './context.js';
 import { adminDestinationRoutes } from './destinations.js';
 import { adminEventRoutes } from './events.js';
+import { adminGovernanceRoutes } from './governance.js';
 import { adminProductRoutes } from './products.js';
 import { adminRejectionRoutes } from './rejections.js';
 import { adminTrafficRoutes } from './traffic.js';
@@ -31,6 +32,7 @@ const ADMIN_ROUTES: Array<(app: FastifyInstance, services: Services) => void> = 
   adminEventRoutes,
   adminRejectionRoutes,
   adminDestinationRoutes,
+  adminGovernanceRoutes,
 ];
 
 export async function adminPlugin(app: FastifyInstance, { services, adminToken }: AdminPluginOptions): Promise<void> {
