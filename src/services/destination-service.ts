@@ -543,7 +543,9 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
       let after = d.cursor;
       let moved = false;
       let exhausted = false;
-      const pageSize = Math.max(READ_PAGE, want);
+      // Without a filter every message read is sent: read one batch. With one, read ahead to find a batch.
+      const unfiltered = d.filter.types === undefined && d.filter.canonicalNames === undefined && d.filter.sources === undefined;
+      const pageSize = unfiltered ? want : Math.max(READ_PAGE, want);
       read: while (batch.length < want) {
         const page = await store.readMessages(d.productId, cursor, pageSize);
         for (const message of page) {
