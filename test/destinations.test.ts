@@ -164,6 +164,22 @@ describe('destinations: webhook delivery', () => {
     assert.equal(shown.disabledReason, null);
   });
 
+  it('resume on a destination waiting for its retry sends at once', async () => {
+    reset();
+    const product = await ctx.product('resume-now');
+    const { destination } = await webhook(product.id);
+    receiver.script.push({ status: 503 });
+    const [uuid] = await send(product.eventsKey, 1, 'n');
+    await deliver();
+    let shown = await ctx.services.destinations.show(product.id, destination.id);
+    assert.ok(shown.nextAttemptAt! > ctx.clock.now(), 'waiting for a retry');
+    await ctx.services.destinations.update(product.id, destination.id, { status: 'active' });
+    await deliver();
+    assert.deepEqual(receiver.accepted.map((m) => m.id), [evtId(uuid!)]);
+    shown = await ctx.services.destinations.show(product.id, destination.id);
+    assert.equal(shown.consecutiveFailures, 0);
+  });
+
   it('a receiver that never answers times out; after 24 h without a success the destination is disabled with the reason', async () => {
     reset();
     const product = await ctx.product('timeout');

@@ -381,6 +381,8 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
       }
       if (errors.length > 0) throw validationError(errors);
       if (patch.config?.url !== undefined) await guard(() => outbound.checkUrl(patch.config!.url!), '/url');
+      // "active" on an active destination that waits for a retry: retry now (the failure count and clock stay).
+      if (status === 'active' && current.status === 'active') patch.nextAttemptAt = null;
       if (status !== undefined && status !== current.status) {
         patch.status = status;
         patch.disabledReason = null;
