@@ -73,9 +73,18 @@ async function send(server: Server, key: string, subjectIds: string[], propertie
   return (JSON.parse(text) as { data: Array<{ event: { uuid: string } }> }).data.map((item) => item.event.uuid);
 }
 
+interface Rejection {
+  id: string;
+  route: string;
+  code: string;
+  message_id: string | null;
+  key_id: string | null;
+}
+
 interface Stream {
   response: IncomingMessage;
   messages: Message[];
+  rejections: Rejection[];
   raw: string;
   ended: Promise<void>;
   waitFor(count: number, timeoutMs?: number): Promise<void>;
@@ -94,6 +103,7 @@ function openStream(server: Server, productId: string, options: { query?: string
       const stream: Stream = {
         response,
         messages: [],
+        rejections: [],
         raw: '',
         ended: new Promise((done) => {
           response.on('end', done);
@@ -134,6 +144,10 @@ function openStream(server: Server, productId: string, options: { query?: string
           buffer = buffer.slice(end + 2);
           const fields = Object.fromEntries(block.split('\n').filter((l) => !l.startsWith(':')).map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 2)]));
           if (fields.event === 'event') stream.messages.push({ id: fields.id!, event: fields.event, data: JSON.parse(fields.data!) });
+          if (fields.event === 'rejection') {
+            assert.equal(fields.id, undefined, 'a rejection carries no id: it is live only');
+            stream.rejections.push(JSON.parse(fields.data!));
+          }
         }
       });
       resolve(stream);
@@ -221,6 +235,51 @@ describe('GET /admin/v1/products/{id}/events/stream', () => {
     }
     const res = await fetch(`${server.url}/admin/v1/products/${product.id}/events/stream`, { headers: { ...auth(), 'last-event-id': 'c1.zz' } });
     assert.equal(res.status, 400);
+  });
+
+  it('include=rejections: rejections recorded on any instance arrive live as `event: rejection` (no id); not without it', async () => {
+    const database = testDatabase();
+    const server = await startServer({}, database);
+    const other = await startServer({}, database); // a second instance on the same database
+    const product = await server.product();
+    const withRejections = await openStream(server, product.id, { query: '?include=rejections' });
+    const eventsOnly = await openStream(server, product.id);
+    await Promise.all([withRejections.opened(), eventsOnly.opened()]);
+    const basic = `Basic ${Buffer.from(`${product.eventsKey}:`).toString('base64')}`;
+    const segment = await fetch(`${other.url}/v1/batch`, {
+      method: 'POST',
+      headers: { authorization: basic, 'content-type': 'application/json' },
+      body: JSON.stringify({ batch: [{ type: 'track', event: 'Anonymous', messageId: 'no-identity' }, { type: 'track', event: 'Fine', userId: 'u', messageId: 'fine' }] }),
+    });
+    assert.equal(segment.status, 200);
+    const native = await fetch(`${server.url}/api/v2/events/batch`, {
+      method: 'POST',
+      headers: { ...bearer(product.eventsKey), 'content-type': 'application/json' },
+      body: JSON.stringify({ events: [{ subject_type: 'user', subject_id: 'u', event: 'nosep', external_id: 'bad-name' }] }),
+    });
+    assert.equal(native.status, 207);
+    const deadline = Date.now() + 5000;
+    while (withRejections.rejections.length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    await withRejections.waitFor(1);
+    await new Promise((r) => setTimeout(r, 500));
+    assert.deepEqual(
+      withRejections.rejections.map((r) => [r.route, r.code, r.message_id]),
+      [
+        ['/v1/batch', 'missing_identity', 'no-identity'],
+        ['/api/v2/events/batch', 'validation_error', 'bad-name'],
+      ],
+      'each rejection once, in the order recorded',
+    );
+    assert.equal(withRejections.messages.length, 1, 'the stored event as usual');
+    assert.equal(eventsOnly.rejections.length, 0, 'no rejections without include=rejections');
+    assert.equal(eventsOnly.messages.length, 1);
+    const bad = await fetch(`${server.url}/admin/v1/products/${product.id}/events/stream?include=everything`, { headers: auth() });
+    assert.equal(bad.status, 400);
+    withRejections.close();
+    eventsOnly.close();
+    await other.close();
+    await server.close();
+    await database.drop();
   });
 
   it('caps open streams per instance: 503 with Retry-After', async () => {

@@ -5,6 +5,7 @@ import { once } from 'node:events';
 import { createGzip } from 'node:zlib';
 import { encodeCursor } from '../domain/event-cursor.js';
 import { eventResource } from '../resources/events.js';
+import { rejectionResource } from '../resources/rejections.js';
 import { exportText, type ExportFormat } from '../resources/event-export.js';
 import { EVENTS_MAX_LIMIT, type EventFilterParams } from '../services/event-read-service.js';
 import { requireOption, table, UsageError, type Command } from './command.js';
@@ -96,9 +97,9 @@ export const eventCommands: Command[] = [
   },
   {
     path: ['events', 'tail'],
-    usage: `inlet events tail --product <id> ${FILTER_USAGE} [--after <cursor>] [--json]`,
-    summary: 'Print events as they are stored (one JSON per line with --json), until Ctrl-C',
-    options: { ...filterOptions, after: { type: 'string' } },
+    usage: `inlet events tail --product <id> ${FILTER_USAGE} [--after <cursor>] [--rejections] [--json]`,
+    summary: 'Print events as they are stored (one JSON per line with --json), and with --rejections the rejections as they are recorded, until Ctrl-C',
+    options: { ...filterOptions, after: { type: 'string' }, rejections: { type: 'boolean' } },
     async run({ services, values, io, json }) {
       const productId = requireOption(values, 'product');
       await services.keys.requireProduct(productId);
@@ -112,10 +113,14 @@ export const eventCommands: Command[] = [
           const resource = eventResource(event);
           io.out(json ? JSON.stringify({ id: encodeCursor(event.position!), data: resource }) : `${resource.received_at}  ${resource.canonical_name}  ${resource.subject_type}:${resource.subject_id}  ${JSON.stringify(resource.properties)}  ${resource.uuid}`);
         },
+        sendRejection(rejection) {
+          const resource = rejectionResource(rejection);
+          io.out(json ? JSON.stringify({ rejection: resource }) : `${resource.received_at}  REJECTED ${resource.code}  ${resource.route}  ${resource.message_id ?? '-'}  ${resource.detail}`);
+        },
         lagging: () => false,
         ready: () => Promise.resolve(true),
         close: (reason) => finish(reason === 'shutdown' ? 0 : 1),
-      });
+      }, { includeRejections: values.rejections === true });
       if (!json) io.err(`tailing events of ${productId}; Ctrl-C to stop`);
       const onSignal = () => {
         stop();

@@ -9,11 +9,24 @@
 //   below what a stream has already read is skipped, so the hand-over neither repeats nor loses one.
 // - Streams write through a `StreamSink`; a sink that cannot take more (a slow consumer past its bound)
 //   is closed and removed, so the server never buffers without bound.
-import type { EventFilter, EventRecord, Storage } from '../storage/types.js';
+//
+// Rejections (`include=rejections`) are live only (clarifications §27): not resumable, so not part of the
+// position. Each poll of a product that a stream with rejections watches reads the product's rejections
+// recorded in the last REJECTION_WINDOW_MS (any instance's: storage is the channel here too) and sends
+// those not sent yet. A rejection is recorded within a second of its request (rejection-service.ts), so
+// the window leaves a wide margin; the rejections list is their durable record.
+import type { EventFilter, EventRecord, RejectionRecord, Storage } from '../storage/types.js';
+
+/** How far back each poll looks for newly recorded rejections. */
+const REJECTION_WINDOW_MS = 15_000;
+/** At most this many rejections of one product are read per poll (a flood is sampled, not buffered). */
+const REJECTION_PAGE = 500;
 
 export interface StreamSink {
   /** Sends one event. */
   send(event: EventRecord): void;
+  /** Sends one recorded rejection (only to streams opened with `includeRejections`). */
+  sendRejection?(rejection: RejectionRecord): void;
   /**
    * Whether the consumer is too slow: more than its bound still unsent from earlier pages. Asked before
    * each page is fanned out, so a stream holds at most its bound plus one page (`pageSize` events).
@@ -28,6 +41,12 @@ export interface EventStreamOptions {
   pollMs: number;
   maxStreams: number;
   pageSize?: number;
+  now?: () => number;
+}
+
+export interface StreamOptions {
+  /** Also send the product's rejections as they are recorded (live only). */
+  includeRejections?: boolean;
 }
 
 interface Subscriber {
@@ -37,11 +56,16 @@ interface Subscriber {
   /** Everything at or below this position has been read for this stream. */
   seen: string | null;
   closed: boolean;
+  includeRejections: boolean;
+  /** Rejections received before the stream opened are not sent (it starts at the current end). */
+  openedAt: number;
 }
 
 interface ProductTail {
   cursor: string | null;
   subscribers: Set<Subscriber>;
+  /** Rejection ids already sent, with when they were recorded (forgotten once out of the window). */
+  rejectionsSent: Map<string, number>;
 }
 
 export function matchesFilter(filter: EventFilter, event: EventRecord): boolean {
@@ -62,12 +86,17 @@ const yieldToIo = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 export function createEventStreams(storage: Storage, options: EventStreamOptions) {
   const pageSize = options.pageSize ?? 200;
+  const clock = options.now ?? Date.now;
   const tails = new Map<string, ProductTail>();
   const all = new Set<Subscriber>();
   let timer: NodeJS.Timeout | undefined;
   let polling: Promise<void> | undefined;
   let stopped = false;
   const compare = (a: string, b: string) => storage.events.comparePositions(a, b);
+
+  function newTail(cursor: string | null): ProductTail {
+    return { cursor, subscribers: new Set(), rejectionsSent: new Map() };
+  }
 
   function deliver(subscriber: Subscriber, event: EventRecord): void {
     if (subscriber.closed) return;
@@ -110,10 +139,31 @@ export function createEventStreams(storage: Storage, options: EventStreamOptions
     }
   }
 
+  async function pollRejections(productId: string, tail: ProductTail): Promise<void> {
+    const watchers = [...tail.subscribers].filter((s) => s.includeRejections && s.sink.sendRejection !== undefined);
+    if (watchers.length === 0) return;
+    const now = clock();
+    const from = Math.max(Math.min(...watchers.map((s) => s.openedAt)), now - REJECTION_WINDOW_MS);
+    for (const [id, at] of tail.rejectionsSent) if (at < from) tail.rejectionsSent.delete(id);
+    const recent = await storage.rejections.list(productId, { limit: REJECTION_PAGE, receivedFrom: new Date(from).toISOString() });
+    // Newest first from storage; sent oldest first.
+    for (const rejection of recent.reverse()) {
+      if (tail.rejectionsSent.has(rejection.id)) continue;
+      tail.rejectionsSent.set(rejection.id, Date.parse(rejection.receivedAt));
+      for (const subscriber of watchers) {
+        if (subscriber.closed) continue;
+        if (Date.parse(rejection.receivedAt) < subscriber.openedAt) continue;
+        if (subscriber.filter.keyId !== undefined && rejection.keyId !== subscriber.filter.keyId) continue;
+        subscriber.sink.sendRejection!(rejection);
+      }
+    }
+  }
+
   async function poll(): Promise<void> {
     for (const [productId, tail] of tails) {
       try {
         await pollProduct(productId, tail);
+        await pollRejections(productId, tail);
       } catch {
         // Storage unreachable for a moment: the next poll resumes from the same cursor.
       }
@@ -144,7 +194,7 @@ export function createEventStreams(storage: Storage, options: EventStreamOptions
       const end = await storage.events.endPosition(subscriber.productId);
       if (subscriber.seen === null && end === null) {
         // An empty product: the tail starts from the beginning.
-        if (!tails.has(subscriber.productId)) tails.set(subscriber.productId, { cursor: null, subscribers: new Set() });
+        if (!tails.has(subscriber.productId)) tails.set(subscriber.productId, newTail(null));
         continue;
       }
       if (subscriber.seen === null) subscriber.seen = end;
@@ -162,7 +212,7 @@ export function createEventStreams(storage: Storage, options: EventStreamOptions
         }
         subscriber.seen = end;
       }
-      if (!tails.has(subscriber.productId)) tails.set(subscriber.productId, { cursor: subscriber.seen, subscribers: new Set() });
+      if (!tails.has(subscriber.productId)) tails.set(subscriber.productId, newTail(subscriber.seen));
     }
   }
 
@@ -178,8 +228,8 @@ export function createEventStreams(storage: Storage, options: EventStreamOptions
      * Opens a stream of the product's events matching `filter`, after `after` (a position) or from the
      * current end. Returns a function that closes it. Throws if storage fails while catching up.
      */
-    async open(productId: string, filter: EventFilter, after: string | undefined, sink: StreamSink): Promise<() => void> {
-      const subscriber: Subscriber = { productId, filter, sink, seen: after ?? null, closed: false };
+    async open(productId: string, filter: EventFilter, after: string | undefined, sink: StreamSink, streamOptions: StreamOptions = {}): Promise<() => void> {
+      const subscriber: Subscriber = { productId, filter, sink, seen: after ?? null, closed: false, includeRejections: streamOptions.includeRejections === true, openedAt: clock() };
       all.add(subscriber);
       try {
         await catchUpAndJoin(subscriber);

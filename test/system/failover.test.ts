@@ -9,12 +9,16 @@
 //   directly), without restarting Inlet;
 // - every acknowledged event is stored, exactly once (writers re-send a batch until it is acknowledged,
 //   so a commit of unknown outcome is re-sent and must come back as a duplicate with the same uuid);
-// - the Inlet process is still alive.
+// - the Inlet process is still alive;
+// - the live stream (events-out §4), opened before the drill and resumed with Last-Event-ID whenever its
+//   connection ends, delivers every acknowledged event exactly once: its tailer follows the new primary
+//   and never skips (issue 16 item 4).
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import pg from 'pg';
 import { failoverToolsProblem, startFormation, type Formation } from './support/pg-auto-failover.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
+import { followStream, type SseClient } from '../support/sse-client.js';
 
 const ADMIN_TOKEN = 'drill-admin-token-0123456789abcdef';
 const WRITERS = 4;
@@ -39,6 +43,7 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
   let formation: Formation | undefined;
   let inlet: ServerProcess | undefined;
   let key: string;
+  let stream: SseClient | undefined;
   const acknowledged = new Map<string, string>(); // external_id → uuid
 
   before(async () => {
@@ -59,9 +64,12 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
     const product = await admin('POST', '/admin/v1/products', { name: 'Drill' });
     const created = await admin('POST', `/admin/v1/products/${product.data.id}/keys`, { kind: 'events' });
     key = created.data.key;
+    stream = followStream(`${inlet.url}/admin/v1/products/${product.data.id}/events/stream`, { authorization: `Bearer ${ADMIN_TOKEN}` }, { retryMs: 250 });
+    await stream.opened();
   });
 
   after(() => {
+    stream?.close();
     if (inlet !== undefined && inlet.child.exitCode !== null) console.log(`# Inlet exited with ${inlet.child.exitCode}; its last output:\n${inlet.output().slice(-6000)}`);
     if (inlet !== undefined && inlet.child.exitCode === null) inlet.child.kill('SIGKILL');
     formation?.destroy();
@@ -254,12 +262,39 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
     console.log(`# ${label}: ${acknowledged.size} acknowledged events all stored once; re-sent → duplicates with the same uuids`);
   }
 
+  /** The live stream has every acknowledged event, each once, with the uuid it was acknowledged with. */
+  async function checkStream(label: string) {
+    const seen = () => {
+      const byExternalId = new Map<string, string[]>();
+      for (const message of stream!.messages) {
+        if (message.event !== 'event') continue;
+        const event = JSON.parse(message.data) as { uuid: string; external_id: string };
+        byExternalId.set(event.external_id, [...(byExternalId.get(event.external_id) ?? []), event.uuid]);
+      }
+      return byExternalId;
+    };
+    const deadline = Date.now() + 30_000;
+    let byExternalId = seen();
+    let missing = [...acknowledged.keys()].filter((id) => !byExternalId.has(id));
+    while (missing.length > 0 && Date.now() < deadline) {
+      await sleep(500);
+      byExternalId = seen();
+      missing = [...acknowledged.keys()].filter((id) => !byExternalId.has(id));
+    }
+    assert.deepEqual(missing.slice(0, 5), [], `${label}: ${missing.length} of ${acknowledged.size} acknowledged events never reached the live stream (endings: ${stream!.endings.join('; ')})`);
+    const twice = [...byExternalId].filter(([, uuids]) => uuids.length > 1);
+    assert.deepEqual(twice.slice(0, 5), [], `${label}: events streamed more than once`);
+    for (const [externalId, uuid] of acknowledged) assert.deepEqual(byExternalId.get(externalId), [uuid], `${label}: ${externalId} streamed with its uuid`);
+    console.log(`# ${label}: the live stream delivered all ${acknowledged.size} acknowledged events once each; ${stream!.reconnects} reconnect(s) with Last-Event-ID (${stream!.endings.join('; ') || 'none'})`);
+  }
+
   it('kill -9 of the primary node: only 503s until the standby takes writes, back within 15 s, nothing lost', async () => {
     const run = await underLoad('kill', formation!.ports.node2, () => formation!.killNode('node1'));
     const failed = check('kill', run);
     assert.ok(failed > 0, 'the kill was felt (some 503s): otherwise the drill tested nothing');
     assert.ok(run.health.some((h) => h.readyz === 503), '/readyz said 503 during the failover');
     await checkStored('kill');
+    await checkStream('kill');
   });
 
   it('the old primary rejoins as a standby, then a planned switchover under load: same guarantees', async () => {
@@ -274,5 +309,6 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
     const run = await underLoad('switchover', formation!.ports.node1, () => formation!.switchover());
     check('switchover', run);
     await checkStored('switchover');
+    await checkStream('switchover');
   });
 });

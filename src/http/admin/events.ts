@@ -11,8 +11,9 @@ import { AppError } from '../../domain/errors.js';
 import { RFC3339_PATTERN_SOURCE } from '../../domain/timestamps.js';
 import { EXPORT_CONTENT_TYPES, exportText, type ExportFormat } from '../../resources/event-export.js';
 import { eventResource } from '../../resources/events.js';
+import { rejectionResource } from '../../resources/rejections.js';
 import { EVENTS_DEFAULT_LIMIT, EVENTS_MAX_LIMIT, type EventFilterParams } from '../../services/event-read-service.js';
-import type { EventRecord } from '../../storage/types.js';
+import type { EventRecord, RejectionRecord } from '../../storage/types.js';
 import type { Services } from '../../services.js';
 import { dataEnvelope, problemResponse } from '../schemas/common.js';
 import { EventRecordSchema } from '../schemas/events.js';
@@ -54,7 +55,17 @@ const ListQuery = Type.Object(
 );
 
 const StreamQuery = Type.Object(
-  { ...filterProperties, after: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'Resume after this event id (same as the Last-Event-ID header)' })) },
+  {
+    ...filterProperties,
+    after: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'Resume after this event id (same as the Last-Event-ID header)' })),
+    include: Type.Optional(
+      Type.Literal('rejections', {
+        description:
+          'rejections: also send the rejections recorded for the product (Segment routes, native batch) as `event: rejection` messages ' +
+          '(the JSON of GET …/rejections, no id: they are live only, not resumed by Last-Event-ID; key_id filters them too)',
+      }),
+    ),
+  },
   { additionalProperties: false },
 );
 
@@ -93,6 +104,11 @@ function noSocketTimeout(socket: { setTimeout?: (ms: number) => unknown }): void
 
 function streamMessage(event: EventRecord): string {
   return `id: ${encodeCursor(event.position!)}\nevent: event\ndata: ${JSON.stringify(eventResource(event))}\n\n`;
+}
+
+/** Live only: no `id:` line, so a client's Last-Event-ID stays the last event's cursor. */
+function rejectionMessage(rejection: RejectionRecord): string {
+  return `event: rejection\ndata: ${JSON.stringify(rejectionResource(rejection))}\n\n`;
 }
 
 export function adminEventRoutes(app: FastifyInstance, services: Services): void {
@@ -137,7 +153,7 @@ export function adminEventRoutes(app: FastifyInstance, services: Services): void
       schema: {
         summary: "Live stream of a product's events (server-sent events), resumable with Last-Event-ID",
         description:
-          'Each committed event is one message: `id: <cursor>`, `event: event`, `data: <event JSON>`. Without a cursor the stream starts at the current end; ' +
+          'Each committed event is one message: `id: <cursor>`, `event: event`, `data: <event JSON>`; with `include=rejections` recorded rejections come as `event: rejection` (live only). Without a cursor the stream starts at the current end; ' +
           '`Last-Event-ID` (or `after`) resumes exactly after that event, also after a restart. A comment line comes at least every 15 s. ' +
           'A consumer that falls too far behind is disconnected and resumes with Last-Event-ID. Over the per-instance cap of open streams: 503 with Retry-After.',
         querystring: StreamQuery,
@@ -194,6 +210,9 @@ export function adminEventRoutes(app: FastifyInstance, services: Services): void
           send(event) {
             if (!ended) res.write(streamMessage(event));
           },
+          sendRejection(rejection) {
+            if (!ended) res.write(rejectionMessage(rejection));
+          },
           lagging: () => res.writableLength > bound,
           ready() {
             if (ended) return Promise.resolve(false);
@@ -216,7 +235,7 @@ export function adminEventRoutes(app: FastifyInstance, services: Services): void
             if (reason === 'slow') request.log.warn({ productId }, 'live stream cut off: the consumer is too slow');
             end(reason !== 'shutdown');
           },
-        });
+        }, { includeRejections: request.query.include === 'rejections' });
         if (ended) stop();
         // The stream has joined: every event committed from now on will be sent (tests and tools wait for this).
         else res.write(': open\n\n');

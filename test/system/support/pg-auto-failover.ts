@@ -125,6 +125,13 @@ export async function startFormation(): Promise<Formation> {
   };
   const onExit = () => destroy();
   process.once('exit', onExit);
+  // 'exit' does not run when the test process is stopped by a signal (a runner's timeout, Ctrl-C): the
+  // formation's servers would outlive it. Clean up, then die of the same signal.
+  const onSignal = (signal: NodeJS.Signals) => {
+    destroy();
+    process.kill(process.pid, signal);
+  };
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.once(signal, onSignal);
 
   const states = async (): Promise<NodeState[]> => {
     const out = asPostgres(['pg_autoctl', 'show', 'state', '--pgdata', join(dir, 'monitor'), '--json'], 15_000);
