@@ -42,16 +42,7 @@ const forbidden = {
   // test/, bench/ and scripts/ may import anything: they test and measure every layer, adapters included.
 };
 
-const exemptions = [
-  {
-    // Temporary: bench/reads.ts (not this change's to edit) still calls exportChunks, which formats the
-    // export with resources/event-export.ts. Everything else composes exportText(reads.exportPages(…)).
-    // Remove this entry and exportChunks once the bench does the same (asked in the h9-layers note).
-    files: ['src/services/event-export.ts'],
-    forbid: ['http', 'cli', 'adapter', 'sync', 'root'],
-    extra: [{ regex: ours('resources/(?!event-export\\.js$)'), message: layer.resources.message }],
-  },
-];
+const exemptions = [];
 
 function restrictedImports(names, extra = []) {
   const patterns = names.map((name) => {

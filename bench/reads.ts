@@ -12,7 +12,8 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { uuidv7 } from '../src/domain/ids.js';
-import { exportChunks } from '../src/services/event-export.js';
+import { exportText } from '../src/resources/event-export.js';
+import { exportPages } from '../src/services/event-export.js';
 import { createEventReadService, type EventListParams } from '../src/services/event-read-service.js';
 import { openStorage } from '../src/storage/connect.js';
 import type { EventInsert } from '../src/storage/types.js';
@@ -149,7 +150,7 @@ const exportStarted = performance.now();
 let exported = 0;
 let bytes = 0;
 let peakRss = 0;
-for await (const chunk of exportChunks(storage, productId, {}, 'ndjson', (count) => (exported = count))) {
+for await (const chunk of exportText(exportPages(storage, productId, {}, (count) => (exported = count)), 'ndjson')) {
   bytes += Buffer.byteLength(chunk);
   peakRss = Math.max(peakRss, process.memoryUsage().rss);
 }

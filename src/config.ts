@@ -31,6 +31,10 @@ export interface Config {
   /** How long a traffic sync keeps retrying a provider's 429/5xx before it gives up. */
   trafficRetryMaxMs: number;
   shutdownTimeoutMs: number;
+  /** Receiving a request's line and headers: from its first byte (a new connection: from the connection) on. */
+  headersTimeoutMs: number;
+  /** Receiving a whole request, headers and body, from its first byte on. Answers are never timed. */
+  requestTimeoutMs: number;
   /** How long an idle keep-alive connection stays open between requests. */
   keepAliveTimeoutMs: number;
   /** Open connections at most; further ones are closed at once. */
@@ -135,8 +139,16 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError('INLET_ADMIN_TOKEN must be at least 16 characters long (use a random secret)');
   }
   const rateLimitRps = integer(env, 'INLET_RATE_LIMIT_RPS', 2000, 0, 10_000_000);
-  // Keep-alive outlasts the 60 s idle timeout of common load balancers, so a balancer never
-  // reuses a socket Inlet is closing.
+  // A public ingest endpoint: SDKs send a few hundred bytes of headers and small bodies, so a sender
+  // slower than this is most likely holding sockets on purpose (slowloris). 10 s for the headers and
+  // 30 s for a whole request (a 1 MB batch needs ~35 KB/s) are far above what a real client needs on a
+  // mobile link. Keep-alive outlasts the 60 s idle timeout of common load balancers, so a balancer
+  // never reuses a socket Inlet is closing.
+  const headersTimeoutMs = integer(env, 'INLET_HEADERS_TIMEOUT_MS', 10_000, 100, 300_000);
+  const requestTimeoutMs = integer(env, 'INLET_REQUEST_TIMEOUT_MS', 30_000, 100, 3_600_000);
+  if (requestTimeoutMs < headersTimeoutMs) {
+    throw new ConfigError(`INLET_REQUEST_TIMEOUT_MS (${requestTimeoutMs}) must be at least INLET_HEADERS_TIMEOUT_MS (${headersTimeoutMs}): the request includes its headers`);
+  }
   const url = databaseUrl(env);
   // Several instances share one PostgreSQL: by default they share the buckets too.
   const rateLimitStore = oneOf(env, 'INLET_RATE_LIMIT_STORE', ['memory', 'postgres', 'redis'] as const, url.startsWith('sqlite:') ? 'memory' : 'postgres');
@@ -169,6 +181,8 @@ export function loadConfig(env: Env = process.env): Config {
     trafficSyncIntervalMs: integer(env, 'INLET_TRAFFIC_SYNC_INTERVAL_MS', 3_600_000, 0, 7 * 24 * 3_600_000),
     trafficRetryMaxMs: integer(env, 'INLET_TRAFFIC_RETRY_MAX_MS', 60_000, 0, 3_600_000),
     shutdownTimeoutMs: integer(env, 'INLET_SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
+    headersTimeoutMs,
+    requestTimeoutMs,
     keepAliveTimeoutMs: integer(env, 'INLET_KEEP_ALIVE_TIMEOUT_MS', 72_000, 100, 3_600_000),
     maxConnections: integer(env, 'INLET_MAX_CONNECTIONS', 10_000, 1, 10_000_000),
     maxHeaderBytes: integer(env, 'INLET_MAX_HEADER_BYTES', 16_384, 1024, 1_048_576),

@@ -200,6 +200,55 @@ describe('malformed HTTP', () => {
     await assertAlive();
   });
 
+  it('an HTTP/1.1 request without Host: 400 problem+json naming the header, with the request id', async () => {
+    const bytes = `GET /healthz HTTP/1.1\r\nX-Request-Id: no-host-1\r\n\r\n`;
+    const answer = await rawRequest(port, [bytes]);
+    const problem = assertProblem(answer, 400, 'validation_error');
+    assert.equal(problem.request_id, 'no-host-1');
+    assert.deepEqual(problem.errors, [{ pointer: '/headers/host', message: 'required' }]);
+    assert.equal(answer.headers.connection, 'close');
+    // HTTP/1.0 does not require Host.
+    const old = await rawRequest(port, ['GET /healthz HTTP/1.0\r\n\r\n']);
+    assert.equal(old.status, 200, old.body);
+  });
+
+  it('an ingest request without Host is refused before anything is stored', async () => {
+    const body = JSON.stringify({ subject_type: 'user', subject_id: 'no-host', event_type: 'project', action: 'created' });
+    const head = `POST /api/v2/events HTTP/1.1\r\nAuthorization: Bearer ${product.eventsKey}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`;
+    const stored = await ctx.services.storage.events.count(product.id);
+    assertProblem(await rawRequest(port, [head + body]), 400, 'validation_error');
+    assert.equal(await ctx.services.storage.events.count(product.id), stored);
+    await assertAlive();
+  });
+
+  it('an Expect other than 100-continue: 417 expectation_failed problem+json with the request id, then closed', async () => {
+    const headers = { authorization: `Bearer ${product.eventsKey}`, 'content-type': 'application/json', expect: 'something-else', 'x-request-id': 'expect-1' };
+    const answer = await rawRequest(port, [requestBytes('POST', '/api/v2/events', headers, event)]);
+    const problem = assertProblem(answer, 417, 'expectation_failed');
+    assert.equal(problem.request_id, 'expect-1');
+    assert.deepEqual((problem.errors as Array<{ pointer: string }>).map((e) => e.pointer), ['/headers/expect']);
+    assert.ok(answer.closed || answer.headers.connection === 'close');
+    await assertAlive();
+  });
+
+  it('Expect: 100-continue still works: 100, then the answer', async () => {
+    const headers = { authorization: `Bearer ${product.eventsKey}`, 'content-type': 'application/json', expect: '100-continue', 'content-length': String(event.length), connection: 'close' };
+    const text = await new Promise<string>((resolve) => {
+      import('node:net').then(({ connect }) => {
+        const socket = connect(port, '127.0.0.1', () => socket.write(requestBytes('POST', '/api/v2/events', headers)));
+        let all = '';
+        socket.on('data', (chunk) => {
+          all += chunk.toString('latin1');
+          if (all.startsWith('HTTP/1.1 100') && all.indexOf('\r\n\r\n') === all.length - 4) socket.write(event);
+        });
+        socket.on('close', () => resolve(all));
+        socket.on('error', () => resolve(all));
+        setTimeout(() => socket.destroy(), 5000);
+      });
+    });
+    assert.match(text, /^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 201 /);
+  });
+
   it('a request line that is not HTTP: 400 problem+json', async () => {
     const answer = await rawRequest(port, ['GARBAGE\r\n\r\n']);
     assertProblem(answer, 400, 'validation_error');

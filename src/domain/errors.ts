@@ -13,6 +13,7 @@ export const ERROR_CODES = {
   alias_conflict: { status: 409, title: 'Identity is already merged into another user' },
   legacy_format_removed: { status: 410, title: 'Legacy flat event names are no longer accepted' },
   request_timeout: { status: 408, title: 'Request not received in time' },
+  expectation_failed: { status: 417, title: 'Expectation not supported' },
   payload_too_large: { status: 413, title: 'Payload too large' },
   origin_not_allowed: { status: 403, title: 'Origin is not allowed for this browser key' },
   secret_key_in_browser: { status: 403, title: 'A secret key was sent from a browser' },

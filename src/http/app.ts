@@ -7,7 +7,7 @@ import { ProblemSchema } from './schemas/common.js';
 import { validatorCompiler } from './validation.js';
 import { bodyPlugin } from './plugins/body.js';
 import { clientErrorHandler, errorsPlugin, frameworkErrors } from './plugins/errors.js';
-import { AccessLogController, lifecyclePlugin, requestId } from './plugins/lifecycle.js';
+import { AccessLogController, httpServerOptions, lifecyclePlugin, requestId } from './plugins/lifecycle.js';
 import { openapiPlugin } from './plugins/openapi.js';
 import { eventsV1Route } from './routes/events-v1.js';
 import { eventsV2Route } from './routes/events-v2.js';
@@ -55,11 +55,10 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
     routerOptions: { ignoreTrailingSlash: true },
     frameworkErrors,
     clientErrorHandler,
-    // Idle keep-alive sockets, header size and connection count are settings. Receive timeouts
-    // (headers, whole request) are not wired yet: with them the live event stream was cut
-    // (test/event-stream.test.ts), see the h9-http note.
+    // Slow and idle clients (lifecycle.ts, httpServerOptions): receiving a request is timed, an answer is not.
+    requestTimeout: config.requestTimeoutMs,
     keepAliveTimeout: config.keepAliveTimeoutMs,
-    http: { maxHeaderSize: config.maxHeaderBytes },
+    http: httpServerOptions(config),
   });
   app.server.maxConnections = config.maxConnections;
 

@@ -4,7 +4,6 @@
 // ends at the product's end when it started, so it terminates under a live write load and holds every
 // event of the range exactly once. The text (NDJSON, CSV) is made from these pages by `exportText`
 // in resources/event-export.ts: the public shape of an event belongs to the resources, not a service.
-import { exportText, type ExportFormat } from '../resources/event-export.js';
 import type { EventFilter, EventRecord, Storage } from '../storage/types.js';
 
 export const EXPORT_PAGE_SIZE = 5000;
@@ -25,19 +24,4 @@ export async function* exportPages(storage: Storage, productId: string, filter: 
     if (page.next === null) return;
     after = page.next;
   }
-}
-
-/**
- * @deprecated Only bench/reads.ts still calls this (bench/ is not this change's to edit); new code
- * composes `exportText(reads.exportPages(…), format)`. It goes, with its lint exemption
- * (eslint.config.js), once the bench moves.
- */
-export function exportChunks(
-  storage: Storage,
-  productId: string,
-  filter: EventFilter,
-  format: ExportFormat,
-  onProgress?: (events: number) => void,
-): AsyncGenerator<string> {
-  return exportText(exportPages(storage, productId, filter, onProgress), format);
 }

@@ -1,7 +1,9 @@
 // Runs fuzz cases against the real app listening on 127.0.0.1 (in this process, on a fresh
 // database of the dialect under test) and judges every answer:
 //   - no 5xx, except 503 unavailable and 502 upstream_error from an admin traffic sync (§11);
-//   - every 4xx/5xx is application/problem+json with a request_id (and the status in the body);
+//   - every 4xx/5xx is application/problem+json with a request_id (and the status in the body),
+//     with no exception: a request without Host and an Expect other than 100-continue, which Node
+//     would answer with a bare status line, are answered by Inlet;
 //   - a complete, well-framed request is answered; no connection hangs past the deadline;
 //   - nothing throws out of the app (uncaught exceptions and unhandled rejections are failures);
 //   - /healthz answers between batches, and memory after GC stays within a bound at the end.
@@ -45,8 +47,6 @@ export interface FuzzReport {
   /** Failures not tied to one case (health check, crash, memory). */
   runProblems: string[];
   statuses: Record<string, number>;
-  /** Answers of Node's own HTTP server accepted as known exceptions (nodeOwnAnswer), by kind. */
-  nodeOwn: Record<string, number>;
   outcomes: Record<string, number>;
   routes: string[];
   memory: { heapBeforeMb: number; heapAfterMb: number; rssBeforeMb: number; rssAfterMb: number };
@@ -112,22 +112,8 @@ function headerOf(response: { headers: Record<string, string[]> }, name: string)
   return response.headers[name]?.[0];
 }
 
-/**
- * Two answers that Node's HTTP server writes itself, before Fastify sees the request, as bare
- * status lines without a body: 400 for an HTTP/1.1 request without Host, 417 for an Expect other
- * than 100-continue. Known and open (see the h9-fuzz note): accepted only in exactly that form and
- * only for such a request, and counted in the report.
- */
-function nodeOwnAnswer(c: FuzzCase, response: { status: number; headers: Record<string, string[]>; body: Buffer }): string | undefined {
-  if (response.body.length > 0 || response.headers['content-type'] !== undefined) return undefined;
-  const head = c.bytes.subarray(0, Math.max(0, c.bytes.indexOf('\r\n\r\n'))).toString('latin1');
-  if (response.status === 400 && !/\r\nHost:/i.test(head)) return 'Node: 400 without a body for a request without Host';
-  if (response.status === 417 && /\r\nExpect: (?!100-continue\r\n)/i.test(`${head}\r\n`)) return 'Node: 417 without a body for Expect other than 100-continue';
-  return undefined;
-}
-
 /** What is wrong with the connection's outcome and answers; empty when all is well. */
-export function judge(c: FuzzCase, result: Exchange, deadlineMs: number, nodeAnswers: string[] = []): string[] {
+export function judge(c: FuzzCase, result: Exchange, deadlineMs: number): string[] {
   const problems: string[] = [];
   if (result.outcome === 'timeout') problems.push(`no answer and no close within ${deadlineMs} ms`);
   if (result.malformed !== undefined) problems.push(`malformed response: ${result.malformed}`);
@@ -137,10 +123,6 @@ export function judge(c: FuzzCase, result: Exchange, deadlineMs: number, nodeAns
     const { status } = response;
     const noBody = i === 0 && c.headOnly;
     let body: Record<string, unknown> | undefined;
-    if (status >= 400 && nodeOwnAnswer(c, response) !== undefined) {
-      nodeAnswers.push(nodeOwnAnswer(c, response)!);
-      return;
-    }
     if (status >= 400) {
       const type = headerOf(response, 'content-type') ?? '(none)';
       if (!type.startsWith('application/problem+json')) problems.push(`${which}${status} with Content-Type ${type}, not application/problem+json`);
@@ -298,7 +280,6 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
   const outcomes: Record<string, number> = {};
   const inFlight = new Map<number, FuzzCase>();
   const slow: string[] = [];
-  const nodeOwn: Record<string, number> = {};
   const onProcessError = (kind: string) => (error: unknown) => {
     const cases = [...inFlight.values()].map((c) => describeCase(c, 600)).join('\n');
     runProblems.push(`${kind} while these cases were in flight:\n${cases}\n${error instanceof Error ? error.stack ?? error.message : String(error)}`);
@@ -335,9 +316,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
           if (cpuMs > 40) slow.push(`${cpuMs} ms CPU, ${result.elapsedMs} ms: ${c.route} [${c.mode}] ${c.mutations.join('; ')} ${c.after.kind}`);
           for (const response of result.responses) statuses[response.status] = (statuses[response.status] ?? 0) + 1;
           outcomes[result.outcome] = (outcomes[result.outcome] ?? 0) + 1;
-          const known: string[] = [];
-          const problems = judge(c, result, deadlineMs, known);
-          for (const answer of known) nodeOwn[answer] = (nodeOwn[answer] ?? 0) + 1;
+          const problems = judge(c, result, deadlineMs);
           if (problems.length > 0) {
             const ids = result.responses.map((r) => headerOf(r, 'x-request-id')).filter((id): id is string => id !== undefined);
             failures.push({
@@ -380,7 +359,6 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
     failures,
     runProblems,
     statuses,
-    nodeOwn,
     outcomes,
     routes: server.context.routes.map((r) => `${r.method} ${r.path} (${r.auth})`),
     memory: { heapBeforeMb: round(before.heapMb), heapAfterMb: round(after.heapMb), rssBeforeMb: round(before.rssMb), rssAfterMb: round(after.rssMb) },
@@ -392,7 +370,7 @@ export function formatReport(report: FuzzReport): string {
   const rerun = `INLET_FUZZ_SEED=${report.seed} INLET_TEST_DIALECT=${report.dialect} node --import tsx --test test/fuzz/http-fuzz.test.ts`;
   const lines = [
     `HTTP fuzz on ${report.dialect}: seed ${report.seed}, ${report.cases} cases in ${(report.elapsedMs / 1000).toFixed(1)} s`,
-    `  statuses ${JSON.stringify(report.statuses)}; connections ${JSON.stringify(report.outcomes)}; known Node answers ${JSON.stringify(report.nodeOwn)}`,
+    `  statuses ${JSON.stringify(report.statuses)}; connections ${JSON.stringify(report.outcomes)}`,
     `  memory after GC: heap ${report.memory.heapBeforeMb} → ${report.memory.heapAfterMb} MB, RSS ${report.memory.rssBeforeMb} → ${report.memory.rssAfterMb} MB`,
     `  rerun: ${rerun}`,
   ];

@@ -5,81 +5,15 @@
 //   - ingest resumes by itself within 1 s of the database accepting connections again;
 //   - every acknowledged (201) event is stored; the server process never exits.
 import assert from 'node:assert/strict';
-import { execFile, execFileSync, spawnSync } from 'node:child_process';
-import { promisify } from 'node:util';
-import { chownSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir, userInfo } from 'node:os';
-import { join } from 'node:path';
 import { after, test } from 'node:test';
 import pg from 'pg';
 import { createServices } from '../../src/services.js';
 import { dialect, testConfig } from '../helpers.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
-import { assertAllStored, freePort, send, statusCounts, stopServer, sustainedIngest, unexpectedAnswers, type Answer } from './faults-support.js';
+import { clusterProblem, createCluster, type Cluster } from './support/pg-cluster.js';
+import { assertAllStored, send, statusCounts, stopServer, sustainedIngest, unexpectedAnswers, type Answer } from './faults-support.js';
 
-const BIN = process.env.INLET_PG_BIN ?? '/usr/lib/postgresql/15/bin';
 const OUTAGE_MS = 3000;
-
-/** Runs a PostgreSQL binary as the postgres user when we are root (initdb refuses root). */
-function pgCommand(binary: string, args: string[]): { command: string; args: string[] } {
-  const path = join(BIN, binary);
-  return userInfo().uid === 0 ? { command: 'runuser', args: ['-u', 'postgres', '--', path, ...args] } : { command: path, args };
-}
-
-function run(binary: string, args: string[]): string {
-  const { command, args: full } = pgCommand(binary, args);
-  return execFileSync(command, full, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 60_000 });
-}
-
-/** The same, without blocking this process's event loop (the load keeps running meanwhile). */
-async function runAsync(binary: string, args: string[]): Promise<void> {
-  const { command, args: full } = pgCommand(binary, args);
-  await promisify(execFile)(command, full, { timeout: 60_000 });
-}
-
-interface Cluster {
-  dir: string;
-  port: number;
-  url: string;
-  start(): Promise<void>;
-  stopImmediately(): Promise<void>;
-  remove(): void;
-}
-
-async function createCluster(): Promise<Cluster> {
-  const dir = mkdtempSync(join(tmpdir(), 'inlet-pg-fault-'));
-  if (userInfo().uid === 0) {
-    const uid = Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).trim());
-    const gid = Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).trim());
-    chownSync(dir, uid, gid);
-  }
-  const data = join(dir, 'data');
-  const port = await freePort();
-  run('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-instructions']);
-  const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c max_connections=50 -c shared_buffers=16MB`;
-  const cluster: Cluster = {
-    dir,
-    port,
-    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
-    async start() {
-      // -w waits until it accepts connections; the test measures that moment itself as well.
-      await runAsync('pg_ctl', ['-D', data, '-o', options, '-l', join(dir, 'log'), '-w', '-t', '60', 'start']);
-    },
-    async stopImmediately() {
-      // Immediate: like a crash (no shutdown checkpoint); what was committed must survive it.
-      await runAsync('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']);
-    },
-    remove() {
-      if (existsSync(join(data, 'postmaster.pid'))) {
-        const { command, args } = pgCommand('pg_ctl', ['-D', data, '-m', 'immediate', 'stop']);
-        spawnSync(command, args, { stdio: 'ignore' });
-      }
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-  await cluster.start();
-  return cluster;
-}
 
 /** When PostgreSQL answers SELECT 1 again (polled every 10 ms). */
 async function acceptingAt(url: string, timeoutMs: number): Promise<number> {
@@ -99,7 +33,7 @@ async function acceptingAt(url: string, timeoutMs: number): Promise<number> {
   }
 }
 
-const skip = dialect !== 'postgres' ? 'runs in the PostgreSQL pass' : !existsSync(join(BIN, 'initdb')) ? `no PostgreSQL binaries in ${BIN} (INLET_PG_BIN)` : false;
+const skip = dialect !== 'postgres' ? 'runs in the PostgreSQL pass' : clusterProblem();
 
 let cluster: Cluster | undefined;
 let server: ServerProcess | undefined;

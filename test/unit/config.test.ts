@@ -111,3 +111,36 @@ describe('limits are configurable (contract §7)', () => {
     });
   }
 });
+
+describe('slow and idle clients: receive and keep-alive timeouts (issue 9, clarifications §12)', () => {
+  it('defaults suit a public ingest endpoint: 10 s for headers, 30 s for a whole request, 72 s keep-alive', () => {
+    const config = loadConfig({});
+    assert.equal(config.headersTimeoutMs, 10_000);
+    assert.equal(config.requestTimeoutMs, 30_000);
+    assert.equal(config.keepAliveTimeoutMs, 72_000);
+  });
+
+  it('each is a setting', () => {
+    const config = loadConfig({ INLET_HEADERS_TIMEOUT_MS: '2000', INLET_REQUEST_TIMEOUT_MS: '5000', INLET_KEEP_ALIVE_TIMEOUT_MS: '9000' });
+    assert.deepEqual([config.headersTimeoutMs, config.requestTimeoutMs, config.keepAliveTimeoutMs], [2000, 5000, 9000]);
+  });
+
+  for (const [name, value] of [
+    ['INLET_HEADERS_TIMEOUT_MS', 'soon'],
+    ['INLET_HEADERS_TIMEOUT_MS', '0'],
+    ['INLET_HEADERS_TIMEOUT_MS', '300001'],
+    ['INLET_REQUEST_TIMEOUT_MS', '-1'],
+    ['INLET_REQUEST_TIMEOUT_MS', '99'],
+  ] as const) {
+    it(`${name}=${JSON.stringify(value)} stops start-up naming the variable`, () => {
+      assert.throws(() => loadConfig({ [name]: value }), (error: unknown) => error instanceof ConfigError && error.message.includes(name) && error.message.includes(value));
+    });
+  }
+
+  it('a request timeout shorter than the headers timeout stops start-up naming both', () => {
+    assert.throws(
+      () => loadConfig({ INLET_HEADERS_TIMEOUT_MS: '20000', INLET_REQUEST_TIMEOUT_MS: '15000' }),
+      (error: unknown) => error instanceof ConfigError && /INLET_REQUEST_TIMEOUT_MS \(15000\).*INLET_HEADERS_TIMEOUT_MS \(20000\)/.test(error.message),
+    );
+  });
+});

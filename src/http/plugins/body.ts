@@ -67,6 +67,13 @@ function release(raw: IncomingMessage): void {
   raw.resume();
 }
 
+const lingering = new WeakSet<object>();
+
+/** Whether the socket is discarding the rest of a body after its answer (a receive timeout then just closes it). */
+export function isLingering(socket: object): boolean {
+  return lingering.has(socket);
+}
+
 /** How long a connection closed after an incomplete body keeps discarding what the client still sends. */
 const LINGER_MS = 2000;
 
@@ -80,6 +87,7 @@ const LINGER_MS = 2000;
 function lingerBeforeClosing(raw: IncomingMessage): void {
   const socket = raw.socket;
   if (socket.destroyed) return;
+  lingering.add(socket);
   // Node's server has already called socket.destroySoon(): undo its pending destroy-on-finish.
   socket.removeListener('finish', socket.destroy);
   raw.resume();

@@ -3,11 +3,13 @@
 // `frameworkErrors` and `clientErrorHandler` (Fastify constructor options) cover the two places
 // hooks never see: URLs Fastify cannot route, and bytes Node's HTTP parser refuses.
 import { randomUUID } from 'node:crypto';
-import { STATUS_CODES } from 'node:http';
+import { STATUS_CODES, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import fp from 'fastify-plugin';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify';
 import { AppError, type ErrorCode } from '../../domain/errors.js';
+import { isLingering } from './body.js';
+import { rawRequestId } from './lifecycle.js';
 
 const JSON_ONLY = 'Send the body as JSON with "Content-Type: application/json".';
 
@@ -94,7 +96,7 @@ export const frameworkErrors: NonNullable<FastifyServerOptions['frameworkErrors'
 /** What Node's HTTP parser refused, as the problem we answer (nothing reached Fastify: no route, no hooks). */
 function clientProblem(error: NodeJS.ErrnoException): AppError {
   if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
-    return new AppError('request_timeout', 'The request was not received within the time allowed; send it faster.');
+    return new AppError('request_timeout', 'The request (headers and body) was not received within the time allowed (INLET_HEADERS_TIMEOUT_MS, INLET_REQUEST_TIMEOUT_MS); send it faster.');
   }
   if (error.code === 'HPE_HEADER_OVERFLOW') {
     return new AppError('header_too_large', 'The request headers are larger than the server accepts (INLET_MAX_HEADER_BYTES).');
@@ -102,16 +104,45 @@ function clientProblem(error: NodeJS.ErrnoException): AppError {
   return new AppError('validation_error', 'The request is not valid HTTP/1.1 (request line, headers or framing such as Content-Length).');
 }
 
+/** Node's in-flight response on a socket (a request whose headers were parsed and not yet answered in full). */
+function responseOn(socket: Socket): ServerResponse | undefined {
+  return (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage ?? undefined;
+}
+
 /**
  * Fastify's default answers a malformed request with its own JSON; this answers it with problem+json
  * and a fresh request id (there was no request to take one from), then closes the connection, as
  * Node does: after a framing error the rest of the stream cannot be trusted.
+ *
+ * A receive timeout (ERR_HTTP_REQUEST_TIMEOUT, lifecycle.ts) is answered 408 only where that answer
+ * is the next thing on the wire: partial headers get a fresh id, a partial body the id its request
+ * already has. A connection that never sent a byte, or one lingering after an early answer
+ * (body.ts), is closed without a word. And an answer already under way is never cut or written
+ * into: when the timed-out request was pipelined behind a long answer (a live stream, an export),
+ * the connection closes once that answer has ended.
  */
 export function clientErrorHandler(this: FastifyInstance, error: NodeJS.ErrnoException, socket: Socket): void {
   if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const response = responseOn(socket);
+  if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+    if (isLingering(socket) || (response === undefined && socket.bytesRead === 0)) {
+      socket.destroy();
+      return;
+    }
+    if (response !== undefined && response.req.complete) {
+      // The answer in progress belongs to a request received in full: let it end, then close.
+      response.once('close', () => socket.destroy());
+      return;
+    }
+  }
+  if (response?.headersSent) {
+    // Never write a second status line into an answer under way.
+    socket.destroy();
+    return;
+  }
   const appError = clientProblem(error);
-  const requestId = randomUUID();
-  this.log.debug({ err: error, request_id: requestId }, 'malformed request');
+  const requestId = response === undefined ? randomUUID() : rawRequestId(response.req);
+  this.log.debug({ err: error, request_id: requestId }, 'malformed or timed-out request');
   if (socket.writable) {
     const body = JSON.stringify(appError.toProblem(requestId));
     // end + destroy once flushed: destroying at once could drop the answer still in the buffer.
