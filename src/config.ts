@@ -55,6 +55,15 @@ export interface Config {
   rejectionsMaxPerHour: number;
   /** INLET_TRUST_PROXY: false (default), a hop count, or the proxies' addresses/CIDRs (clarifications §23). */
   trustProxy: false | number | string[];
+  /** The event catalogue (governance.md §1): INLET_CATALOG on|off, its bounds and flush interval. */
+  catalogEnabled: boolean;
+  catalogMaxEvents: number;
+  catalogMaxProperties: number;
+  catalogFlushMs: number;
+  /** How old a cached tracking plan may get before an instance asks storage for a newer version. */
+  trackingPlanRefreshMs: number;
+  violationsRetentionDays: number;
+  violationsMaxPerHour: number;
 }
 
 export class ConfigError extends Error {
@@ -191,5 +200,13 @@ export function loadConfig(env: Env = process.env): Config {
     rejectionsRetentionDays: integer(env, 'INLET_REJECTIONS_RETENTION_DAYS', 14, 1, 3650),
     trustProxy: trustProxy(env),
     rejectionsMaxPerHour: integer(env, 'INLET_REJECTIONS_MAX_PER_HOUR', 10_000, 0, 10_000_000),
+    catalogEnabled: oneOf(env, 'INLET_CATALOG', ['on', 'off'] as const, 'on') === 'on',
+    catalogMaxEvents: integer(env, 'INLET_CATALOG_MAX_EVENTS', 5000, 1, 1_000_000),
+    catalogMaxProperties: integer(env, 'INLET_CATALOG_MAX_PROPERTIES', 500, 1, 100_000),
+    // governance.md §1: flushed at least every 10 s.
+    catalogFlushMs: integer(env, 'INLET_CATALOG_FLUSH_MS', 5000, 10, 10_000),
+    trackingPlanRefreshMs: integer(env, 'INLET_TRACKING_PLAN_REFRESH_MS', 5000, 0, 600_000),
+    violationsRetentionDays: integer(env, 'INLET_VIOLATIONS_RETENTION_DAYS', 30, 1, 3650),
+    violationsMaxPerHour: integer(env, 'INLET_VIOLATIONS_MAX_PER_HOUR', 10_000, 0, 10_000_000),
   };
 }

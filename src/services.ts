@@ -9,6 +9,8 @@ import { createEventStreams, type EventStreams } from './services/event-stream.j
 import { createKeyService, type KeyService } from './services/key-service.js';
 import { createSegmentService, type SegmentService } from './services/segment-service.js';
 import { createRejectionService, type RejectionService } from './services/rejection-service.js';
+import { createCatalogService, type CatalogService } from './services/catalog-service.js';
+import { createTrackingPlanService, type TrackingPlanService } from './services/tracking-plan-service.js';
 import { createMetrics, type Metrics } from './services/metrics.js';
 import { registerPoolMetrics } from './services/pool-metrics.js';
 import { createRateLimiter } from './services/rate-limiter-store.js';
@@ -31,6 +33,8 @@ export interface Services {
   segment: SegmentService;
   /** Recorded rejections and warnings (listed by the admin API and the CLI). */
   rejections: RejectionService;
+  /** Data governance (governance.md §1–2): the event catalogue and tracking plans with their violations. */
+  governance: { catalog: CatalogService; plans: TrackingPlanService };
   rateLimiter: RateLimiter;
   /** Browser keys: per key and client IP (INLET_BROWSER_RATE_LIMIT_PER_IP). */
   browserIpLimiter: InMemoryRateLimiter;
@@ -58,7 +62,19 @@ export async function createServices(config: Config, options: CreateServicesOpti
   if (storage.poolStats !== undefined) registerPoolMetrics(metrics.registry, storage.poolStats);
   const keys = createKeyService(storage, { cacheTtlMs: config.keyCacheTtlMs, now: options.now });
   const rejections = createRejectionService(storage, metrics, { maxPerHour: config.rejectionsMaxPerHour, retentionDays: config.rejectionsRetentionDays });
-  const ingest = createIngestService(storage, metrics, { legacyFlat: config.legacyFlat, rejections });
+  const catalog = createCatalogService(storage, {
+    enabled: config.catalogEnabled,
+    maxEvents: config.catalogMaxEvents,
+    maxProperties: config.catalogMaxProperties,
+    flushMs: config.catalogFlushMs,
+  });
+  const plans = createTrackingPlanService(storage, metrics, catalog, {
+    refreshMs: config.trackingPlanRefreshMs,
+    maxViolationsPerHour: config.violationsMaxPerHour,
+    retentionDays: config.violationsRetentionDays,
+  });
+  const governance = { catalog, plans };
+  const ingest = createIngestService(storage, metrics, { legacyFlat: config.legacyFlat, rejections, governance });
   const identity = createIdentityService(storage);
   const events = {
     reads: createEventReadService(storage),
@@ -91,6 +107,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
     events,
     segment,
     rejections,
+    governance,
     rateLimiter,
     browserIpLimiter,
     traffic,
@@ -100,6 +117,8 @@ export async function createServices(config: Config, options: CreateServicesOpti
         await events.streams.close();
         await ingest.close();
         await rejections.close();
+        await catalog.close().catch(() => {});
+        await plans.close().catch(() => {});
         await keys.close();
         await rateLimiter.close?.();
         await storage.close();

@@ -23,6 +23,9 @@ export const ERROR_CODES = {
   invalid_event_name: { status: 400, title: 'Event name is empty or too long after normalisation' },
   identified_merge_forbidden: { status: 403, title: 'A browser key may not merge two identified users' },
   identity_conflict: { status: 409, title: 'Identity link conflicts with an earlier one' },
+  // Tracking plans (governance.md §2): the answer of a single-event route and identify, and a per-item code.
+  tracking_plan_violation: { status: 400, title: 'The item does not match the tracking plan' },
+  unplanned_event: { status: 400, title: 'The event is not in the tracking plan' },
   unsupported_media_type: { status: 415, title: 'Unsupported media type' },
   rate_limited: { status: 429, title: 'Too many requests' },
   header_too_large: { status: 431, title: 'Request headers too large' },

@@ -40,6 +40,12 @@ export interface EventDraft {
   /** What a Segment item carried beside its properties (segment-compat "Mapping"); absent for native events. */
   context?: Record<string, unknown> | null;
   original?: Record<string, unknown> | null;
+  /**
+   * Where `properties` sat in the request (tracking-plan errors point there): the item's pointer in its
+   * body ('' for a single-event route, `/events/3` in a batch) and its field. `identify` marks a Segment
+   * identify, whose properties are traits and are checked against the plan's `traits`.
+   */
+  received?: { base: string; field: 'properties' | 'metadata' | 'traits'; identify?: boolean };
 }
 
 export type DraftResult = { ok: true; draft: EventDraft } | { ok: false; errors: FieldError[] };
@@ -73,7 +79,8 @@ function completeDraft(
   rejectUnstorable(input.external_id, `${base}/external_id`, errors);
   for (const [field, value] of properties) rejectUnstorable(value, `${base}/${field}`, errors);
   if (!name.ok || errors.length > 0) return { ok: false, errors };
-  const sent = properties.find(([, value]) => value !== undefined)?.[1] ?? {};
+  const sentField = properties.find(([, value]) => value !== undefined);
+  const sent = sentField?.[1] ?? {};
   return {
     ok: true,
     draft: {
@@ -84,6 +91,7 @@ function completeDraft(
       externalId: input.external_id ?? null,
       properties: sent,
       propertiesJson: JSON.stringify(sent),
+      received: { base, field: sentField?.[0] ?? properties[0]![0] },
     },
   };
 }

@@ -266,6 +266,7 @@ export function translateSegmentItem(raw: unknown, options: SegmentItemOptions):
       propertiesJson,
       context: context ?? null,
       original,
+      received: { base, field: call === 'identify' || call === 'group' ? 'traits' : 'properties', ...(call === 'identify' ? { identify: true } : {}) },
     },
   };
 }

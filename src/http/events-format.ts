@@ -17,7 +17,10 @@ export function singleEventResponses(extra: Record<number, unknown> = {}) {
   return {
     201: dataEnvelope(Type.Ref(EventRecordSchema), 'Stored'),
     200: dataEnvelope(Type.Ref(EventRecordSchema), 'Already stored under this external_id: the original event (Idempotent-Replayed: true)'),
-    ...keyedWriteErrors({ 400: 'Invalid JSON or invalid event', 413: 'Event larger than the per-event limit' }),
+    ...keyedWriteErrors({
+      400: 'Invalid JSON or invalid event; tracking_plan_violation or unplanned_event: refused by the product\'s tracking plan in enforce (`errors[].pointer` such as /properties/plan)',
+      413: 'Event larger than the per-event limit',
+    }),
     ...extra,
   };
 }

@@ -1,15 +1,19 @@
-// The one accept pipeline (every entry point calls it): candidates → legacy policy → group-commit
-// writer → one outcome per item, metrics counted once. Also counts legacy-format use.
+// The one accept pipeline (every entry point calls it): candidates → legacy policy → tracking plan →
+// group-commit writer → one outcome per item, metrics counted once; stored events are then counted
+// into the catalogue (in memory, flushed in the background). Also counts legacy-format use.
 import type { AppError } from '../domain/errors.js';
 import type { NameFormat } from '../domain/event-names.js';
 import type { EventDraft } from '../domain/events.js';
 import { uuidv7 } from '../domain/ids.js';
 import { legacyRefusal, type LegacyFlatMode } from '../domain/legacy-policy.js';
+import { checkEvent, checkTraits, type CompiledPlan } from '../domain/tracking-plan.js';
 import type { EventInsert, EventRecord, InsertOutcome, LegacyUsageIncrement, Storage } from '../storage/types.js';
 import { GroupCommitWriter } from './group-commit.js';
 import type { AuthContext } from './key-service.js';
 import type { Metrics } from './metrics.js';
 import type { RejectionEntry, RejectionService } from './rejection-service.js';
+import type { CatalogService } from './catalog-service.js';
+import { planRefusal, type TrackingPlanService, type ViolationEntry } from './tracking-plan-service.js';
 
 /** Events sent through the HTTP API carry this source (contract §4). */
 export const API_SOURCE = 'api';
@@ -41,9 +45,14 @@ export interface AcceptOptions {
   receivedAt: string;
   /** The event source, the scope of external ids (contract §4); `api` unless said otherwise. */
   source?: string;
-  /** Record every rejected item (batch routes): the route, and each item as received with its message id. */
-  record?: { route: string; item(index: number): unknown; messageId(index: number): string | null };
+  /**
+   * Record every rejected item (batch routes): the route, and each item as received with its message id.
+   * `planOnly` (single-event routes): record only the items the tracking plan refused (governance.md §2).
+   */
+  record?: { route: string; item(index: number): unknown; messageId(index: number): string | null; planOnly?: boolean };
 }
+
+const PLAN_CODES: ReadonlySet<string> = new Set(['tracking_plan_violation', 'unplanned_event']);
 
 export interface AcceptResult {
   /** One per candidate, in order. */
@@ -55,6 +64,31 @@ export interface AcceptResult {
 export interface IngestOptions {
   legacyFlat: LegacyFlatMode;
   rejections?: RejectionService;
+  governance?: { catalog: CatalogService; plans: TrackingPlanService };
+}
+
+/**
+ * Checks one draft against the plan: undefined when it may be stored without a word; otherwise the
+ * violation to record and, in enforce, the refusal. Pointers: into the request body for the answer,
+ * into the item as received for the record.
+ */
+function planCheck(plan: CompiledPlan, draft: EventDraft): { entry: ViolationEntry; refusal?: AppError } | undefined {
+  const received = draft.received ?? { base: '', field: 'properties' as const };
+  const finding = received.identify === true ? checkTraits(plan, draft.properties) : checkEvent(plan, draft.name.canonicalName, draft.properties);
+  if (finding === undefined) return undefined;
+  const field = finding.code === 'unplanned_event' ? '' : `/${received.field}`;
+  const entry: ViolationEntry = {
+    canonicalName: draft.name.canonicalName,
+    code: finding.code,
+    severity: finding.severity,
+    planVersion: plan.version,
+    messageId: draft.externalId,
+    subjectId: draft.subjectId,
+    errors: finding.errors.map((e) => ({ pointer: `${field}${e.pointer}`, message: e.message })),
+  };
+  if (finding.severity === 'warning') return { entry };
+  const answered = finding.errors.map((e) => ({ pointer: `${received.base}${field}${e.pointer}`, message: e.message }));
+  return { entry, refusal: planRefusal(finding.code, draft.name.canonicalName, answered, received.identify === true) };
 }
 
 export function createIngestService(storage: Storage, metrics: Metrics, options: IngestOptions = { legacyFlat: 'accept' }) {
@@ -147,6 +181,10 @@ export function createIngestService(storage: Storage, metrics: Metrics, options:
       const drafts: EventDraft[] = [];
       const draftIndexes: number[] = [];
       let legacySeen = false;
+      // The plan is cached per instance: a Map lookup, or one query the first time this instance sees the product.
+      const plan = options.governance === undefined ? undefined : await options.governance.plans.planFor(auth.productId);
+      const checking = plan !== undefined && plan.mode !== 'off';
+      const violations: ViolationEntry[] = [];
       for (let index = 0; index < candidates.length; index++) {
         const candidate = candidates[index]!;
         if (!candidate.ok) {
@@ -165,13 +203,32 @@ export function createIngestService(storage: Storage, metrics: Metrics, options:
             continue;
           }
         }
+        if (checking) {
+          const found = planCheck(plan, candidate.draft);
+          if (found !== undefined) {
+            violations.push(found.entry);
+            if (found.refusal !== undefined) {
+              outcomes[index] = { status: 'rejected', error: found.refusal };
+              continue;
+            }
+          }
+        }
         drafts.push(candidate.draft);
         draftIndexes.push(index);
       }
       if (drafts.length > 0) {
         const stored = await commit(auth, drafts, receivedAt, accept.source ?? API_SOURCE);
-        for (let i = 0; i < stored.length; i++) outcomes[draftIndexes[i]!] = stored[i]!;
+        const created: EventRecord[] = [];
+        for (let i = 0; i < stored.length; i++) {
+          const outcome = stored[i]!;
+          outcomes[draftIndexes[i]!] = outcome;
+          if (outcome.status !== 'created') continue;
+          created.push(outcome.event);
+          if (drafts[i]!.received?.identify === true) options.governance?.catalog.observeTraits(auth.productId, drafts[i]!.properties, receivedAt);
+        }
+        options.governance?.catalog.observeEvents(auth.productId, created);
       }
+      if (violations.length > 0) options.governance!.plans.record(auth, accept.record?.route ?? endpoint, violations, receivedAt, plan!);
       // Counted per (format, outcome) first: one metrics update per distinct pair, not one per item.
       const tally = new Map<string, { format: NameFormat | 'unknown'; outcome: ItemOutcome['status']; count: number }>();
       for (let index = 0; index < outcomes.length; index++) {
@@ -188,6 +245,7 @@ export function createIngestService(storage: Storage, metrics: Metrics, options:
         const entries: RejectionEntry[] = [];
         outcomes.forEach((outcome, index) => {
           if (outcome?.status !== 'rejected') return;
+          if (record.planOnly === true && !PLAN_CODES.has(outcome.error.code)) return;
           entries.push({ index, messageId: record.messageId(index), code: outcome.error.code, detail: outcome.error.message, severity: 'rejected', item: record.item(index) });
         });
         options.rejections.record(auth, record.route, entries, receivedAt);
@@ -204,6 +262,36 @@ export function createIngestService(storage: Storage, metrics: Metrics, options:
     async close(): Promise<void> {
       await writer.drain();
       await flushLegacyUsage();
+    },
+
+    /**
+     * Native identify (governance.md §2): checks the traits against the plan before the identity change.
+     * Throws the 400 in enforce (pointers `/traits/...`); records a warning in warn.
+     */
+    async checkIdentify(auth: AuthContext, traits: Record<string, unknown> | undefined, externalId: string, item: unknown, route: string, receivedAt: string): Promise<void> {
+      if (options.governance === undefined || traits === undefined) return;
+      const plan = await options.governance.plans.planFor(auth.productId);
+      if (plan === undefined || plan.mode === 'off') return;
+      const finding = checkTraits(plan, traits);
+      if (finding === undefined) return;
+      const errors = finding.errors.map((e) => ({ pointer: `/traits${e.pointer}`, message: e.message }));
+      options.governance.plans.record(
+        auth,
+        route,
+        [{ canonicalName: 'user_identified', code: finding.code, severity: finding.severity, planVersion: plan.version, messageId: null, subjectId: externalId, errors }],
+        receivedAt,
+        plan,
+      );
+      if (finding.severity === 'rejected') {
+        const refusal = planRefusal(finding.code, 'user_identified', errors, true);
+        options.rejections?.record(auth, route, [{ index: 0, messageId: null, code: refusal.code, detail: refusal.message, severity: 'rejected', item }], receivedAt);
+        throw refusal;
+      }
+    },
+
+    /** Native identify stored its traits: count their paths into the catalogue. */
+    observeTraits(auth: AuthContext, traits: Record<string, unknown> | undefined, at: string): void {
+      options.governance?.catalog.observeTraits(auth.productId, traits, at);
     },
   };
 }

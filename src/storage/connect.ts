@@ -8,6 +8,7 @@ import type { Database } from './database.js';
 import { apiKeyStore, legacyUsageStore, productStore } from './core-stores.js';
 import { eventReads } from './event-reads.js';
 import { rejectionStore } from './rejection-store.js';
+import { governanceStore } from './governance-store.js';
 import { identityStore } from './identity-store.js';
 import { migrate, type MigrationReport } from './migrate.js';
 import { sqliteEventWriter } from './sqlite/event-writer.js';
@@ -210,6 +211,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     rejections: rejectionStore(db),
     identity: identityStore(db, dialect),
     traffic: trafficStore(db, dialect),
+    governance: governanceStore(db, dialect),
     async ping() {
       if (dialect === 'sqlite') {
         await sql`SELECT 1`.execute(db);

@@ -6,6 +6,10 @@ import type { TrafficReportQuery, TrafficReportRow, TrafficRow } from '../domain
 
 export type Dialect = 'sqlite' | 'postgres';
 import type { KeyKind } from '../domain/api-keys.js';
+import type { GovernanceStore } from './governance-types.js';
+
+// The governance part of the port lives in its own file; services and resources see it through this one.
+export type * from './governance-types.js';
 
 export type ApiKeyKind = KeyKind;
 
@@ -287,6 +291,8 @@ export interface Storage {
   readonly rejections: RejectionStore;
   readonly identity: IdentityStore;
   readonly traffic: TrafficStore;
+  /** Event catalogue, tracking plans and violations (governance.md §1–2). */
+  readonly governance: GovernanceStore;
   /** Throws when the database cannot be reached. */
   ping(): Promise<void>;
   /** True when `error` means "storage unreachable (or not the primary) right now, retry later": 503, not 500. */

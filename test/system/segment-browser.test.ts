@@ -154,6 +154,43 @@ describe('analytics.js in Chromium', { skip }, () => {
     assert.ok(!proxy.attempts.some((line) => /segment|rudder/i.test(line)), 'nothing for a Segment or RudderStack host');
   });
 
+  it('a page reload re-sends a persisted event; it is stored once', async () => {
+    pageHtml = `<!doctype html><html><head><title>Shop</title>${snippet(inlet, key)}</head><body>shop</body></html>`;
+    const context = await browser.newContext();
+    const tab = await context.newPage();
+    // The first delivery reaches Inlet (and is stored) but the browser sees the connection reset, so
+    // analytics.js keeps the event, persists its queue when the page goes away, and sends it again
+    // after the reload: Inlet must answer that as a duplicate of its messageId.
+    let failing = true;
+    const posts: string[] = [];
+    await tab.route(`${inlet}/v1/**`, async (route) => {
+      const request = route.request();
+      if (request.method() !== 'POST' || !(request.postData() ?? '').includes('Reload Checked')) return route.continue();
+      posts.push(failing ? 'reset' : 'answered');
+      if (!failing) return route.continue();
+      await route.fetch();
+      await route.abort('connectionreset');
+    });
+    await tab.goto(`http://127.0.0.1:${page.port}/`);
+    await tab.waitForFunction(() => (globalThis as unknown as { analytics?: { initialized?: boolean } }).analytics?.initialized === true, undefined, { timeout: 20_000 });
+    await tab.evaluate(() => {
+      void (globalThis as unknown as { analytics: { track(name: string, properties: object): Promise<unknown> } }).analytics.track('Reload Checked', { attempt: 'first' });
+    });
+    for (const started = Date.now(); posts.length === 0 && Date.now() - started < 20_000; ) await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.deepEqual(posts.slice(0, 1), ['reset'], 'the first delivery reached Inlet and then failed for the browser');
+    const stored = await eventsOf((rows) => rows.some((r) => r.canonical_name === 'reload_checked'));
+    assert.equal(stored.filter((r) => r.canonical_name === 'reload_checked').length, 1, 'stored by the first delivery');
+    failing = false;
+    await tab.reload();
+    for (const started = Date.now(); !posts.includes('answered') && Date.now() - started < 30_000; ) await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.ok(posts.includes('answered'), `the persisted event was sent again after the reload (${posts.join(', ')})`);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const rows = await eventsOf(() => true);
+    const reloads = rows.filter((r) => r.canonical_name === 'reload_checked');
+    assert.equal(reloads.length, 1, 'stored once: the re-sent messageId is a duplicate');
+    await context.close();
+  });
+
   it('a page on an origin not on the key\'s list is refused (the browser sees a CORS failure, nothing is stored)', async () => {
     const before = (await eventsOf(() => true)).length;
     pageHtml = '<!doctype html><title>Other</title>';

@@ -39,6 +39,7 @@ const refused: Array<[string, string, RegExp]> = [
   ['src/cli/example.ts', "import { trafficStore } from '../storage/traffic-store.js';", /only the port/],
   ['src/config.ts', "import { postgresSettings } from './storage/postgres/connection-url.js';", /through storage\/connect.ts/],
   ['src/services.ts', "import { buildApp } from './http/app.js';", /Nothing imports src\/http/],
+  ['src/services/event-export.ts', "import { eventResource } from '../resources/events.js';", /public JSON/],
   ['src/services/event-export.ts', "import { exportText } from '../resources/event-export.js';", /public JSON/],
 ];
 

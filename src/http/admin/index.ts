@@ -12,6 +12,7 @@ import type { Services } from '../../services.js';
 import { requireAdmin } from '../auth.js';
 import { withAdminDefaults } from './context.js';
 import { adminEventRoutes } from './events.js';
+import { adminGovernanceRoutes } from './governance.js';
 import { adminProductRoutes } from './products.js';
 import { adminRejectionRoutes } from './rejections.js';
 import { adminTrafficRoutes } from './traffic.js';
@@ -29,6 +30,7 @@ const ADMIN_ROUTES: Array<(app: FastifyInstance, services: Services) => void> = 
   adminTrafficRoutes,
   adminEventRoutes,
   adminRejectionRoutes,
+  adminGovernanceRoutes,
 ];
 
 export async function adminPlugin(app: FastifyInstance, { services, adminToken }: AdminPluginOptions): Promise<void> {

@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { draftV1 } from '../../domain/events.js';
 import { AppError, validationError } from '../../domain/errors.js';
-import type { Candidate } from '../../services/ingest-service.js';
+import type { AcceptOptions, Candidate } from '../../services/ingest-service.js';
 import type { Services } from '../../services.js';
 import { authOf, requireKey } from '../auth.js';
 import { answerOutcome, singleEventResponses } from '../events-format.js';
@@ -30,7 +30,7 @@ export function eventsV1Route(app: FastifyInstance, services: Services): void {
     async (request, reply) => {
       const receivedAt = new Date().toISOString();
       const candidate = singleCandidate(request.validationError, () => draftV1(request.body, receivedAt), 'v1');
-      const { outcomes } = await services.ingest.accept(authOf(request), [candidate], { endpoint: 'v1', receivedAt });
+      const { outcomes } = await services.ingest.accept(authOf(request), [candidate], { endpoint: 'v1', receivedAt, record: singleRecord('/api/v1/events', request.body) });
       return answerOutcome(reply, outcomes[0]!);
     },
   );
@@ -47,4 +47,17 @@ export function singleCandidate(
   }
   const result = draft();
   return result.ok ? result : { ok: false, error: validationError(result.errors), format };
+}
+
+/** Single-event routes record only the items the tracking plan refused (governance.md §2), as received. */
+export function singleRecord(route: string, body: unknown): NonNullable<AcceptOptions['record']> {
+  return {
+    route,
+    planOnly: true,
+    item: () => body,
+    messageId: () => {
+      const id = (body as { external_id?: unknown } | null)?.external_id;
+      return typeof id === 'string' ? id.slice(0, 255) : null;
+    },
+  };
 }

@@ -8,7 +8,7 @@ import { requireIngestKey } from '../browser-keys.js';
 import { answerOutcome, DEPRECATION_HEADERS, singleEventResponses } from '../events-format.js';
 import { EventV2Request } from '../schemas/events.js';
 import { problemResponse } from '../schemas/common.js';
-import { singleCandidate } from './events-v1.js';
+import { singleCandidate, singleRecord } from './events-v1.js';
 
 export function eventsV2Route(app: FastifyInstance, services: Services): void {
   app.withTypeProvider<TypeBoxTypeProvider>().post(
@@ -31,7 +31,7 @@ export function eventsV2Route(app: FastifyInstance, services: Services): void {
     async (request, reply) => {
       const receivedAt = new Date().toISOString();
       const candidate = singleCandidate(request.validationError, () => draftV2(request.body, receivedAt), 'unknown');
-      const { outcomes, legacySeen } = await services.ingest.accept(authOf(request), [candidate], { endpoint: 'v2', receivedAt });
+      const { outcomes, legacySeen } = await services.ingest.accept(authOf(request), [candidate], { endpoint: 'v2', receivedAt, record: singleRecord('/api/v2/events', request.body) });
       if (legacySeen) reply.headers(DEPRECATION_HEADERS);
       return answerOutcome(reply, outcomes[0]!);
     },

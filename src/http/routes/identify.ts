@@ -28,7 +28,10 @@ export function identifyRoute(app: FastifyInstance, services: Services): void {
         response: {
           201: dataEnvelope(UserCustomer, 'User created'),
           200: dataEnvelope(UserCustomer, 'User updated'),
-          ...keyedWriteErrors({ 400: 'Invalid JSON or invalid field', 413: 'Body too large' }),
+          ...keyedWriteErrors({
+            400: 'Invalid JSON or invalid field; tracking_plan_violation: the traits break the product\'s tracking plan in enforce (`errors[].pointer` such as /traits/email)',
+            413: 'Body too large',
+          }),
           409: problemResponse('identifier_conflict: an identifier belongs to another user; `conflicts: [{ kind, value, external_id }]`'),
         },
       },
@@ -41,7 +44,11 @@ export function identifyRoute(app: FastifyInstance, services: Services): void {
           errors: [{ pointer: '/identifiers', message: 'not allowed with a browser key' }],
         });
       }
+      const receivedAt = new Date().toISOString();
+      // The tracking plan's `traits` schema (governance.md §2): 400 tracking_plan_violation in enforce.
+      await services.ingest.checkIdentify(auth, request.body.traits, request.body.external_id, request.body, '/api/v2/identify', receivedAt);
       const { created, user } = await services.identity.identify(auth.productId, request.body);
+      services.ingest.observeTraits(auth, request.body.traits, receivedAt);
       reply.code(created ? 201 : 200);
       return { data: userResource(user) };
     },
