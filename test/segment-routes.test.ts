@@ -178,6 +178,17 @@ describe('Segment mapping', () => {
     assert.deepEqual(again.json(), { success: true, accepted: 0, duplicates: 1, rejected: [], warnings: [] });
   });
 
+  it("identify traits in context.traits (RudderStack's browser SDK) count as traits; top-level ones win", async () => {
+    const messageId = mid();
+    const res = await post('/v1/identify', { userId: 'rudder-ctx', anonymousId: 'anon-rudder', context: { traits: { plan: 'team', email: 'R@Example.com' } }, traits: { plan: 'pro' }, messageId });
+    assert.equal(res.json().accepted, 1);
+    const user = await ctx.services.identity.getUser(productId, 'rudder-ctx', 10);
+    assert.deepEqual(user.user.traits, { plan: 'pro', email: 'R@Example.com' });
+    assert.equal(user.user.identifiers.email, 'r@example.com');
+    const [row] = await stored(messageId);
+    assert.deepEqual(typeof row!.properties === 'string' ? JSON.parse(row!.properties) : row!.properties, { plan: 'pro', email: 'R@Example.com' });
+  });
+
   it('an item without messageId gets a deterministic id: the same raw retry is a duplicate', async () => {
     const item = { type: 'track', event: 'No Id', userId: 'u-noid', timestamp: '2026-01-01T00:00:00Z', properties: { n: Math.random() } };
     assert.equal((await post('/v1/batch', { batch: [item] })).json().accepted, 1);

@@ -90,3 +90,13 @@ export function parseExpiry(value: string | null | undefined, pointer = '/expire
   if (Date.parse(parsed) <= Date.now()) throw validationError([{ pointer, message: 'must be in the future' }]);
   return parsed;
 }
+
+/**
+ * The credential of an `Authorization: Bearer <token>` header (scheme case-insensitive, one token,
+ * trailing spaces allowed), or undefined for any other header. One reading for API keys and the
+ * admin token alike.
+ */
+export function bearerToken(header: string | undefined): string | undefined {
+  if (header === undefined) return undefined;
+  return /^Bearer[ ]+(\S+)\s*$/i.exec(header)?.[1];
+}

@@ -213,9 +213,13 @@ export function translateSegmentItem(raw: unknown, options: SegmentItemOptions):
     }
     case 'identify': {
       name = { eventType: 'user', action: 'identified', canonicalName: 'user_identified', nameFormat: 'segment' };
-      eventProperties = traits ?? {};
-      const email = typeof traits?.email === 'string' && userId !== undefined && options.browser !== true ? traits.email : undefined;
-      identity.push({ kind: 'identify', externalId: subjectId, traits: traits ?? {}, email, identifiesUser: userId !== undefined });
+      // RudderStack's browser SDK sends an identify's traits only in context.traits (Segment's at the top
+      // level): both count, the top-level ones winning.
+      const contextTraits = isObject(itemContext?.traits) ? itemContext.traits : undefined;
+      const userTraits = contextTraits === undefined ? (traits ?? {}) : { ...contextTraits, ...traits };
+      eventProperties = userTraits;
+      const email = typeof userTraits.email === 'string' && userId !== undefined && options.browser !== true ? userTraits.email : undefined;
+      identity.push({ kind: 'identify', externalId: subjectId, traits: userTraits, email, identifiesUser: userId !== undefined });
       break;
     }
     case 'alias': {

@@ -4,7 +4,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestAsyncHookH
 import fp from 'fastify-plugin';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { AppError } from '../domain/errors.js';
-import type { KeyKind } from '../domain/api-keys.js';
+import { bearerToken, type KeyKind } from '../domain/api-keys.js';
 import type { Services } from '../services.js';
 import type { AuthContext } from '../services/key-service.js';
 
@@ -59,9 +59,9 @@ function digest(value: string): Buffer {
 export function requireAdmin(adminToken: string): onRequestAsyncHookHandler {
   const expected = digest(adminToken);
   return async function authenticateAdmin(request: FastifyRequest) {
-    const match = /^Bearer[ ]+(\S+)\s*$/i.exec(request.headers.authorization ?? '');
+    const token = bearerToken(request.headers.authorization);
     // Comparing fixed-length digests keeps the comparison constant-time whatever was sent.
-    if (match === null || !timingSafeEqual(digest(match[1]!), expected)) {
+    if (token === undefined || !timingSafeEqual(digest(token), expected)) {
       throw new AppError('unauthorized', 'Send the admin token as "Authorization: Bearer <INLET_ADMIN_TOKEN>".');
     }
   };

@@ -3,7 +3,7 @@
 // per-key one; secret events keys refused when a browser presents them. CORS answers only the
 // allowed origin of the key, never `*`, without credentials.
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
-import { originAllowed } from '../domain/api-keys.js';
+import { bearerToken, originAllowed } from '../domain/api-keys.js';
 import { AppError } from '../domain/errors.js';
 import type { Services } from '../services.js';
 import type { AuthContext } from '../services/key-service.js';
@@ -70,9 +70,9 @@ export function applyKeyPolicy(services: Services, request: FastifyRequest, repl
 /** onRequest hook of the native ingest routes: a Bearer events or browser key, then the key policy. */
 export function requireIngestKey(services: Services): onRequestAsyncHookHandler {
   return async function authenticateIngest(request, reply) {
-    const match = /^Bearer[ ]+(\S+)\s*$/i.exec(request.headers.authorization ?? '');
-    if (match === null) throw new AppError('unauthorized', 'Send your API key as "Authorization: Bearer <key>".');
-    const auth = await services.keys.authenticateKey(match[1]!, ['events', 'browser']);
+    const token = bearerToken(request.headers.authorization);
+    if (token === undefined) throw new AppError('unauthorized', 'Send your API key as "Authorization: Bearer <key>".');
+    const auth = await services.keys.authenticateKey(token, ['events', 'browser']);
     request.auth = auth;
     await applyKeyPolicy(services, request, reply, auth);
   };

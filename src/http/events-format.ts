@@ -4,7 +4,7 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyReply } from 'fastify';
 import { eventResource, type EventResource } from '../resources/events.js';
 import type { ItemOutcome } from '../services/ingest-service.js';
-import { dataEnvelope, problemResponse } from './schemas/common.js';
+import { dataEnvelope, keyedWriteErrors } from './schemas/common.js';
 import { EventRecordSchema } from './schemas/events.js';
 
 export { eventResource, type EventResource };
@@ -17,12 +17,10 @@ export function singleEventResponses(extra: Record<number, unknown> = {}) {
   return {
     201: dataEnvelope(Type.Ref(EventRecordSchema), 'Stored'),
     200: dataEnvelope(Type.Ref(EventRecordSchema), 'Already stored under this external_id: the original event (Idempotent-Replayed: true)'),
-    400: problemResponse('Invalid JSON or invalid event; tracking_plan_violation or unplanned_event: refused by the product\'s tracking plan in enforce (`errors[].pointer` such as /properties/plan)'),
-    401: problemResponse('Missing or invalid key'),
-    403: problemResponse('Not an events key'),
-    413: problemResponse('Event larger than the per-event limit'),
-    415: problemResponse('Not JSON'),
-    429: problemResponse('Rate limited'),
+    ...keyedWriteErrors({
+      400: 'Invalid JSON or invalid event; tracking_plan_violation or unplanned_event: refused by the product\'s tracking plan in enforce (`errors[].pointer` such as /properties/plan)',
+      413: 'Event larger than the per-event limit',
+    }),
     ...extra,
   };
 }

@@ -1,6 +1,6 @@
 // Products, API keys and authentication of API requests.
 import { AppError, validationError } from '../domain/errors.js';
-import { constantTimeEqual, generateKey, hashKey, looksLikeKey, validateAllowedOrigins, type KeyKind } from '../domain/api-keys.js';
+import { bearerToken, constantTimeEqual, generateKey, hashKey, looksLikeKey, validateAllowedOrigins, type KeyKind } from '../domain/api-keys.js';
 import { prefixedId } from '../domain/ids.js';
 import type { ApiKeyRecord, ProductRecord, Storage } from '../storage/types.js';
 
@@ -138,11 +138,11 @@ export function createKeyService(storage: Storage, options: KeyServiceOptions) {
 
     /** Resolves the `Authorization` header to a key of the required kind, or throws 401/403. */
     async authenticate(header: string | undefined, required: KeyKind): Promise<AuthContext> {
-      const match = header === undefined ? null : /^Bearer[ ]+(\S+)\s*$/i.exec(header);
-      if (match === null) {
+      const token = bearerToken(header);
+      if (token === undefined) {
         throw new AppError('unauthorized', 'Send your API key as "Authorization: Bearer <key>".');
       }
-      const record = await verified(match[1]!);
+      const record = await verified(token);
       if (record.kind !== required) {
         throw new AppError(
           'forbidden',

@@ -5,7 +5,7 @@
 // test asserts that nothing tried to leave (no Segment host, no anything).
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import { chromium, type Browser } from 'playwright-core';
@@ -40,8 +40,16 @@ async function countingProxy() {
   return { port: (server.address() as AddressInfo).port, attempts, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
 }
 
+/** RudderStack's browser SDK, its bundled build (plugins inside, nothing loaded from a CDN), from npm. */
+const RUDDER_SDK = readFileSync(new URL('../../node_modules/@rudderstack/analytics-js/dist/npm/modern/bundled/umd/index.js', import.meta.url));
+
 async function pageServer(html: () => string) {
-  const server = http.createServer((_request, response) => {
+  const server = http.createServer((request, response) => {
+    if (request.url === '/rudder-analytics.js') {
+      response.writeHead(200, { 'content-type': 'text/javascript' });
+      response.end(RUDDER_SDK);
+      return;
+    }
     response.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
     response.end(html());
   });
@@ -189,6 +197,38 @@ describe('analytics.js in Chromium', { skip }, () => {
     const reloads = rows.filter((r) => r.canonical_name === 'reload_checked');
     assert.equal(reloads.length, 1, 'stored once: the re-sent messageId is a duplicate');
     await context.close();
+  });
+
+  it('RudderStack analytics-js (bundled build): source config from Inlet, page, identify and track arrive; nothing leaves loopback', async () => {
+    pageHtml = `<!doctype html><html><head><title>Rudder</title><script src="/rudder-analytics.js"></script></head><body>shop</body></html>`;
+    const context = await browser.newContext();
+    const tab = await context.newPage();
+    const errors: string[] = [];
+    tab.on('pageerror', (error) => errors.push(String(error)));
+    await tab.goto(`http://127.0.0.1:${page.port}/`);
+    // A string, not a function: tsx's helpers (__name) do not exist in the page.
+    await tab.evaluate(`new Promise((resolve) => {
+      const analytics = new window.rudderanalytics.RudderAnalytics();
+      analytics.load(${JSON.stringify(key)}, ${JSON.stringify(inlet)}, {
+        configUrl: ${JSON.stringify(inlet)},
+        onLoaded: () => {
+          analytics.page();
+          analytics.identify('rudder-user', { plan: 'pro' });
+          analytics.track('Rudder Checked', { from: 'browser' });
+          resolve();
+        },
+      });
+    })`);
+    const rows = await eventsOf((r) => ['rudder_checked', 'user_identified'].every((name) => r.some((row) => row.canonical_name === name && row.subject_id === 'rudder-user')));
+    await context.close();
+    assert.deepEqual(errors, []);
+    const checked = rows.filter((r) => r.canonical_name === 'rudder_checked');
+    assert.equal(checked.length, 1, 'the track call is stored once');
+    assert.equal(checked[0]!.subject_id, 'rudder-user');
+    assert.deepEqual(JSON.parse(String(checked[0]!.properties)), { from: 'browser' });
+    const user = await ctx.services.identity.getUser(productId, 'rudder-user', 20);
+    assert.equal(user.user.traits.plan, 'pro');
+    assert.deepEqual(fromThePage(proxy.attempts), [], 'no request of the page tried to leave loopback');
   });
 
   it('a page on an origin not on the key\'s list is refused (the browser sees a CORS failure, nothing is stored)', async () => {

@@ -5,7 +5,7 @@ import { AppError } from '../../domain/errors.js';
 import type { Services } from '../../services.js';
 import { authOf } from '../auth.js';
 import { requireIngestKey } from '../browser-keys.js';
-import { dataEnvelope, problemResponse } from '../schemas/common.js';
+import { dataEnvelope, keyedWriteErrors, problemResponse } from '../schemas/common.js';
 import { AliasRequest, UserCustomer } from '../schemas/identity.js';
 import { userResource } from '../../resources/identity.js';
 import { IDENTITY_BODY_LIMIT } from './identify.js';
@@ -25,15 +25,10 @@ export function aliasRoute(app: FastifyInstance, services: Services): void {
         body: AliasRequest,
         response: {
           200: dataEnvelope(UserCustomer, 'The user both ids resolve to now'),
-          400: problemResponse('Invalid JSON or invalid field, or from and to are equal'),
-          401: problemResponse('Missing or invalid key'),
-          403: problemResponse('Not an events key'),
+          ...keyedWriteErrors({ 400: 'Invalid JSON or invalid field, or from and to are equal', 413: 'Body too large' }),
           409: problemResponse(
             'alias_conflict (`from_external_id`, `merged_into`, `to_external_id`): from is already merged into another user; or identifier_conflict (`conflicts`): both users hold different values of one identifier kind',
           ),
-          413: problemResponse('Body too large'),
-          415: problemResponse('Not JSON'),
-          429: problemResponse('Rate limited'),
         },
       },
     },

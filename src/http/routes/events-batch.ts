@@ -8,7 +8,7 @@ import { authOf } from '../auth.js';
 import { requireIngestKey } from '../browser-keys.js';
 import { DEPRECATION_HEADERS, eventResource, type EventResource } from '../events-format.js';
 import { BatchEnvelope, BatchRequest, BatchResponse, EventV2Request } from '../schemas/events.js';
-import { problemResponse } from '../schemas/common.js';
+import { keyedWriteErrors } from '../schemas/common.js';
 import { compileSchema, schemaErrors } from '../validation.js';
 
 type ItemResult =
@@ -41,12 +41,7 @@ export function eventsBatchRoute(app: FastifyInstance, services: Services): void
         response: {
           200: { ...BatchResponse, description: 'Every element was stored or was a duplicate' },
           207: { ...BatchResponse, description: 'At least one element was rejected; the others were stored' },
-          400: problemResponse('Invalid JSON or invalid envelope'),
-          401: problemResponse('Missing or invalid key'),
-          403: problemResponse('Not an events key'),
-          413: problemResponse('More events or bytes than allowed'),
-          415: problemResponse('Not JSON'),
-          429: problemResponse('Rate limited'),
+          ...keyedWriteErrors({ 400: 'Invalid JSON or invalid envelope', 413: 'More events or bytes than allowed' }),
         },
       },
     },

@@ -5,7 +5,7 @@ import { AppError } from '../../domain/errors.js';
 import type { Services } from '../../services.js';
 import { authOf } from '../auth.js';
 import { requireIngestKey } from '../browser-keys.js';
-import { dataEnvelope, problemResponse } from '../schemas/common.js';
+import { dataEnvelope, keyedWriteErrors, problemResponse } from '../schemas/common.js';
 import { IdentifyRequest, UserCustomer } from '../schemas/identity.js';
 import { userResource } from '../../resources/identity.js';
 
@@ -28,13 +28,11 @@ export function identifyRoute(app: FastifyInstance, services: Services): void {
         response: {
           201: dataEnvelope(UserCustomer, 'User created'),
           200: dataEnvelope(UserCustomer, 'User updated'),
-          400: problemResponse('Invalid JSON or invalid field; tracking_plan_violation: the traits break the product\'s tracking plan in enforce (`errors[].pointer` such as /traits/email)'),
-          401: problemResponse('Missing or invalid key'),
-          403: problemResponse('Not an events key'),
+          ...keyedWriteErrors({
+            400: 'Invalid JSON or invalid field; tracking_plan_violation: the traits break the product\'s tracking plan in enforce (`errors[].pointer` such as /traits/email)',
+            413: 'Body too large',
+          }),
           409: problemResponse('identifier_conflict: an identifier belongs to another user; `conflicts: [{ kind, value, external_id }]`'),
-          413: problemResponse('Body too large'),
-          415: problemResponse('Not JSON'),
-          429: problemResponse('Rate limited'),
         },
       },
     },

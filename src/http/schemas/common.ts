@@ -23,6 +23,22 @@ export const ProblemSchema = Type.Object(
 
 export const problemResponse = (description: string) => ({ ...Type.Ref(ProblemSchema), description });
 
+/**
+ * The documented errors of a keyed write route (events, batch, identify, alias): the key's 401 and
+ * 403, 415 and 429 are the same everywhere; the route describes its own 400 and 413. It adds its
+ * other answers (409, 410) itself. Admin routes get theirs from the admin plugin (admin/context.ts).
+ */
+export function keyedWriteErrors(own: { 400: string; 413: string }) {
+  return {
+    400: problemResponse(own[400]),
+    401: problemResponse('Missing or invalid key'),
+    403: problemResponse('Not an events key'),
+    413: problemResponse(own[413]),
+    415: problemResponse('Not JSON'),
+    429: problemResponse('Rate limited'),
+  };
+}
+
 export function dataEnvelope<T extends TSchema>(schema: T, description?: string) {
   return Type.Object({ data: schema }, description === undefined ? {} : { description });
 }

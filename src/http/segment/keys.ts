@@ -1,6 +1,7 @@
 // How a Segment-compatible client presents its write key, in the order of segment-compat "Keys":
 // Basic auth username (trailing ':' optional), X-Write-Key, `writeKey` in the body, `writeKey` query.
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { bearerToken } from '../../domain/api-keys.js';
 import { AppError } from '../../domain/errors.js';
 import type { Services } from '../../services.js';
 import { applyKeyPolicy } from '../browser-keys.js';
@@ -15,8 +16,8 @@ export function presentedKey(request: FastifyRequest): string | undefined {
       const user = colon < 0 ? decoded : decoded.slice(0, colon);
       if (user !== '') return user;
     }
-    const bearer = /^Bearer[ ]+(\S+)\s*$/i.exec(header);
-    if (bearer !== null) return bearer[1];
+    const bearer = bearerToken(header);
+    if (bearer !== undefined) return bearer;
   }
   const header2 = request.headers['x-write-key'];
   if (typeof header2 === 'string' && header2.trim() !== '') return header2.trim();
