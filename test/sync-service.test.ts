@@ -168,7 +168,9 @@ for (const dialect of DIALECTS) {
     it('never runs two syncs of one product at once, in this process or across instances', async () => {
       const release = plausible.hold();
       try {
-        const sync = service();
+        // The provider's answer is held while a second instance opens its storage, which can take
+        // seconds on a loaded machine: a request timeout longer than FAST's keeps the first sync alive.
+        const sync = createTrafficSyncService(storage, { retry: { ...FAST, requestTimeoutMs: 60_000, maxTotalMs: 60_000 }, now, pageSize: 3 });
         const providerCalled = plausible.nextRequest();
         const first = sync.syncProduct('prod_p', { kind: 'schedule' });
         await providerCalled; // the first sync holds the lock until the provider's answer is released

@@ -58,6 +58,12 @@ export interface EventRecord {
   context?: Record<string, unknown> | null;
   /** Everything else a Segment item carried: its type, event name, ids, raw timestamps, integrations (null for native events). */
   original?: Record<string, unknown> | null;
+  /**
+   * Set only by reads that asked for `jsonText` (exports): the JSON values as the stored JSON text, not
+   * parsed; `properties` is then an empty placeholder and `context`/`original` are not set. Saves a parse
+   * and a stringify per value on the export path.
+   */
+  jsonText?: { properties: string; context: string | null; original: string | null };
 }
 
 /** One event to store, with its JSON values also serialised (the ingest path serialises once). */
@@ -130,6 +136,8 @@ export interface EventPageQuery {
   /** Ascending reads stop at this position (inclusive): exports end where they started. */
   upTo?: string;
   limit: number;
+  /** Return the JSON values as stored text (`EventRecord.jsonText`) instead of parsed objects. */
+  jsonText?: boolean;
 }
 
 export interface EventPage {
