@@ -200,6 +200,8 @@ describe('enforce', () => {
     assert.equal(byMessage['id-bad'].canonical_name, 'user_identified');
     // page_viewed is planned in warn: stored, recorded as a warning.
     assert.equal(byMessage['page-warn'].severity, 'warning');
+    // A page's `name` is sent at the top of the item: the pointer says so, not /properties/name.
+    assert.deepEqual(byMessage['page-warn'].errors.map((e: { pointer: string }) => e.pointer), ['/name']);
     const single = await ctx.app.inject({ method: 'POST', url: '/v1/track', headers: basic(p.eventsKey), payload: { event: 'Order Completed', userId: 'u', messageId: 's1', properties: {} } });
     assert.deepEqual(single.json().rejected.map((r: { code: string }) => r.code), ['tracking_plan_violation']);
   });
