@@ -282,6 +282,18 @@ describe('GET /admin/v1/products/{id}/events/stream', () => {
     await database.drop();
   });
 
+  it('HEAD of the stream and of the export answers the headers at once (no stream held open, no export run)', async () => {
+    const server = await startServer();
+    const product = await server.product();
+    for (const path of ['events/stream', 'events/export?format=csv']) {
+      const res = await fetch(`${server.url}/admin/v1/products/${product.id}/${path}`, { method: 'HEAD', headers: auth(), signal: AbortSignal.timeout(5000) });
+      assert.equal(res.status, 200, path);
+      assert.match(res.headers.get('content-type') ?? '', path.startsWith('events/stream') ? /^text\/event-stream/ : /^text\/csv/);
+      assert.equal(await res.text(), '');
+    }
+    assert.equal(server.services.events.streams.openCount, 0);
+  });
+
   it('caps open streams per instance: 503 with Retry-After', async () => {
     const server = await startServer({ eventStreamsMax: 1 });
     const product = await server.product();

@@ -38,7 +38,49 @@ export function csvHeader(): string {
   return `${CSV_COLUMNS.join(',')}\r\n`;
 }
 
+const text = (value: string | null): string => (value === null ? 'null' : JSON.stringify(value));
+
+/**
+ * The event resource's JSON written out by hand from a record read with `jsonText`: the stored JSON of
+ * properties, context and original goes in as it is, instead of a parse and a stringify each. The same
+ * fields in the same order as `JSON.stringify(eventResource(event))` (test/event-export-format.test.ts).
+ */
+function ndjsonFromText(event: EventRecord, json: NonNullable<EventRecord['jsonText']>): string {
+  return (
+    `{"uuid":${text(event.id)},"event_type":${text(event.eventType)},"action":${text(event.action)},"canonical_name":${text(event.canonicalName)}` +
+    `,"source":${text(event.source)},"subject_type":${text(event.subjectType)},"subject_id":${text(event.subjectId)}` +
+    `,"occurred_at":${text(event.occurredAt)},"received_at":${text(event.receivedAt)},"external_id":${text(event.externalId)}` +
+    `,"properties":${json.properties},"key_id":${text(event.apiKeyId)}` +
+    (json.context === null ? '' : `,"context":${json.context}`) +
+    (json.original === null ? '' : `,"original":${json.original}`) +
+    '}\n'
+  );
+}
+
+function csvFromText(event: EventRecord, json: NonNullable<EventRecord['jsonText']>): string {
+  const cells = [
+    event.id,
+    event.eventType,
+    event.action,
+    event.canonicalName,
+    event.source,
+    event.subjectType,
+    event.subjectId,
+    event.occurredAt,
+    event.receivedAt,
+    event.externalId,
+    event.apiKeyId,
+    json.properties,
+    json.context,
+    json.original,
+  ];
+  let line = '';
+  for (let i = 0; i < cells.length; i++) line += (i === 0 ? '' : ',') + csvCell(cells[i]);
+  return `${line}\r\n`;
+}
+
 export function exportLine(format: ExportFormat, event: EventRecord): string {
+  if (event.jsonText !== undefined) return format === 'ndjson' ? ndjsonFromText(event, event.jsonText) : csvFromText(event, event.jsonText);
   const resource = eventResource(event);
   if (format === 'ndjson') return `${JSON.stringify(resource)}\n`;
   let line = '';

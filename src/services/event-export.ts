@@ -15,7 +15,7 @@ export async function* exportPages(storage: Storage, productId: string, filter: 
   let after: string | undefined;
   let written = 0;
   for (;;) {
-    const page = await storage.events.page({ productId, filter, order: 'asc', upTo: end, limit: EXPORT_PAGE_SIZE, ...(after === undefined ? {} : { after }) });
+    const page = await storage.events.page({ productId, filter, order: 'asc', upTo: end, limit: EXPORT_PAGE_SIZE, jsonText: true, ...(after === undefined ? {} : { after }) });
     if (page.events.length > 0) {
       written += page.events.length;
       yield page.events;

@@ -49,9 +49,34 @@ export function eventFromRow(row: Omit<Row, 'position'> & { position?: string | 
   return record;
 }
 
+const NO_PROPERTIES: Record<string, unknown> = Object.freeze({}) as Record<string, unknown>;
+
+/** A row read with `jsonText`: the JSON columns stay text (EventRecord.jsonText). */
+function eventFromTextRow(row: Omit<Row, 'position' | 'properties' | 'context' | 'original'> & { position: string | number; properties: string; context: string | null; original: string | null }): EventRecord {
+  return {
+    id: row.id,
+    productId: row.product_id,
+    source: row.source,
+    externalId: row.external_id,
+    eventType: row.event_type,
+    action: row.action,
+    canonicalName: row.canonical_name,
+    nameFormat: row.name_format as NameFormat,
+    subjectType: row.subject_type,
+    subjectId: row.subject_id,
+    occurredAt: toIso(row.occurred_at),
+    receivedAt: toIso(row.received_at),
+    properties: NO_PROPERTIES,
+    apiKeyId: row.api_key_id,
+    position: String(row.position),
+    jsonText: { properties: row.properties, context: row.context, original: row.original },
+  };
+}
+
 type Op = '<' | '>' | '<=' | '>=';
 
-interface PositionSql {
+/** Exported for the destinations' reads (destination-store.ts), which follow the same position. */
+export interface PositionSql {
   /** The select-list expression yielding the position as text. */
   select: RawBuilder<string>;
   /** ORDER BY columns. */
@@ -104,7 +129,7 @@ const HORIZON_QUERY = sql<{ horizon: string }>`
 const SQLITE_POSITION = /^[1-9][0-9]{0,17}$/;
 const POSTGRES_POSITION = /^([0-9]{1,20})\.([0-9]{1,19})$/;
 
-function positionSql(dialect: Dialect): PositionSql {
+export function positionSql(dialect: Dialect): PositionSql {
   if (dialect === 'sqlite') {
     return {
       select: sql<string>`position`,
@@ -230,8 +255,13 @@ export function eventReads(db: Kysely<Database>, dialect: Dialect) {
       if (edge !== undefined) scanEnd = String(edge.position);
     }
 
+    // PostgreSQL hands jsonb back parsed unless it is cast to text; SQLite stores the text.
+    const columns =
+      query.jsonText === true && dialect === 'postgres'
+        ? [...EVENT_COLUMNS.filter((c) => c !== 'properties' && c !== 'context' && c !== 'original'), sql<string>`properties::text`.as('properties'), sql<string>`context::text`.as('context'), sql<string>`original::text`.as('original')]
+        : [...EVENT_COLUMNS];
     const read = async (filter: EventFilter): Promise<Row[]> => {
-      let select = base(productId, horizon).select([...EVENT_COLUMNS, position.select.as('position')]);
+      let select = base(productId, horizon).select([...columns, position.select.as('position')] as never);
       for (const bound of bounds) select = select.where(bound);
       if (scanEnd !== undefined) select = select.where(position.compare(order === 'asc' ? '<=' : '>=', scanEnd));
       select = whereGiven(select, [
@@ -260,7 +290,7 @@ export function eventReads(db: Kysely<Database>, dialect: Dialect) {
         .slice(0, limit + 1);
     } else rows = await read(filter);
 
-    const events = rows.slice(0, limit).map(eventFromRow);
+    const events = rows.slice(0, limit).map((row) => (query.jsonText === true ? eventFromTextRow(row as never) : eventFromRow(row)));
     let next: string | null = null;
     if (rows.length > limit) next = events[events.length - 1]!.position!;
     else if (scanEnd !== undefined) next = scanEnd;

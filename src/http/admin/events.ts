@@ -177,6 +177,11 @@ export function adminEventRoutes(app: FastifyInstance, services: Services): void
         });
       }
 
+      if (request.method === 'HEAD') {
+        // HEAD (Fastify answers it for every GET): the stream's headers, and no stream (Node sends no body
+        // to a HEAD, so a held-open answer would never even send its headers).
+        return reply.code(200).header('content-type', 'text/event-stream; charset=utf-8').header('cache-control', 'no-cache, no-transform').send();
+      }
       reply.hijack();
       const res = reply.raw;
       // Long-lived on purpose: no socket timeout may end it (the heartbeat keeps proxies awake).
@@ -273,6 +278,8 @@ export function adminEventRoutes(app: FastifyInstance, services: Services): void
         .type(EXPORT_CONTENT_TYPES[format])
         .header('content-disposition', `attachment; filename="events-${productId.replace(/[^A-Za-z0-9_-]/g, '_')}.${format}"`)
         .header('vary', 'accept-encoding');
+      // HEAD: the headers only; the export itself is not run.
+      if (request.method === 'HEAD') return reply.send();
       const source = Readable.from(exportText(reads.exportPages(productId, filter), format), { objectMode: false });
       if (!gzip) return reply.send(source);
       reply.header('content-encoding', 'gzip');
