@@ -70,7 +70,8 @@ function run(job, live) {
   const started = Date.now();
   return new Promise((resolve) => {
     const child = spawn(process.execPath, job.args, {
-      env: { ...process.env, INLET_TEST_POSTGRES_URL: postgresUrl, ...job.env },
+      // No test connects beyond loopback (clarifications §4): the outbound guard allows loopback only.
+      env: { ...process.env, INLET_TEST_POSTGRES_URL: postgresUrl, INLET_OUTBOUND_ALLOW: '127.0.0.0/8,::1', INLET_DESTINATIONS_ALLOW_PRIVATE: 'true', ...job.env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let output = '';

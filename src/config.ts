@@ -2,6 +2,7 @@
 // a bad value stops the process with a message that names the variable.
 import type { LegacyFlatMode } from './domain/legacy-policy.js';
 import { checkDatabaseUrl } from './storage/connect.js';
+import { parseAllowList } from './services/outbound-guard.js';
 
 export type { LegacyFlatMode };
 export type SqliteSynchronous = 'full' | 'normal';
@@ -55,6 +56,20 @@ export interface Config {
   rejectionsMaxPerHour: number;
   /** INLET_TRUST_PROXY: false (default), a hop count, or the proxies' addresses/CIDRs (clarifications §23). */
   trustProxy: false | number | string[];
+  /** INLET_OUTBOUND_ALLOW: hosts, addresses and CIDRs outbound connections may reach; undefined: any public address. */
+  outboundAllow: string[] | undefined;
+  /** INLET_DESTINATIONS_ALLOW_PRIVATE: allow loopback, private and link-local targets (outbound-guard.ts). */
+  destinationsAllowPrivate: boolean;
+  /** A delivery attempt's time limit (webhook request, NATS publish acknowledgements). */
+  destinationTimeoutMs: number;
+  /** A destination failing for this long without one success is disabled. */
+  destinationDisableAfterMs: number;
+  /** How often each instance looks for destinations to deliver and takes or renews their leases. */
+  destinationPollMs: number;
+  /** How long a deliverer's lease lasts without renewal (takeover time after its instance died). */
+  destinationLeaseMs: number;
+  /** How long the delivery log keeps attempts. */
+  destinationLogRetentionDays: number;
   /** The event catalogue (governance.md §1): INLET_CATALOG on|off, its bounds and flush interval. */
   catalogEnabled: boolean;
   catalogMaxEvents: number;
@@ -125,6 +140,26 @@ function trustProxy(env: Env): false | number | string[] {
     if (!/^[0-9A-Fa-f:.]+(\/\d{1,3})?$/.test(entry)) {
       throw new ConfigError(`INLET_TRUST_PROXY must be a hop count or a comma list of proxy addresses/CIDRs (such as 10.0.0.0/8), got "${raw}"`);
     }
+  }
+  return entries;
+}
+
+function flag(env: Env, name: string): boolean {
+  const raw = env[name]?.trim().toLowerCase();
+  if (raw === undefined || raw === '') return false;
+  if (['1', 'true', 'on', 'yes'].includes(raw)) return true;
+  if (['0', 'false', 'off', 'no'].includes(raw)) return false;
+  throw new ConfigError(`${name} must be true or false, got "${env[name]}"`);
+}
+
+function outboundAllow(env: Env): string[] | undefined {
+  const raw = env.INLET_OUTBOUND_ALLOW?.trim();
+  if (raw === undefined || raw === '') return undefined;
+  const entries = raw.split(',').map((part) => part.trim()).filter(Boolean);
+  try {
+    parseAllowList(entries);
+  } catch (error) {
+    throw new ConfigError(`INLET_OUTBOUND_ALLOW must be a comma list of host names, addresses and CIDRs (such as 127.0.0.0/8,::1): ${(error as Error).message}`);
   }
   return entries;
 }
@@ -200,6 +235,13 @@ export function loadConfig(env: Env = process.env): Config {
     rejectionsRetentionDays: integer(env, 'INLET_REJECTIONS_RETENTION_DAYS', 14, 1, 3650),
     trustProxy: trustProxy(env),
     rejectionsMaxPerHour: integer(env, 'INLET_REJECTIONS_MAX_PER_HOUR', 10_000, 0, 10_000_000),
+    outboundAllow: outboundAllow(env),
+    destinationsAllowPrivate: flag(env, 'INLET_DESTINATIONS_ALLOW_PRIVATE'),
+    destinationTimeoutMs: integer(env, 'INLET_DESTINATION_TIMEOUT_MS', 15_000, 100, 120_000),
+    destinationDisableAfterMs: integer(env, 'INLET_DESTINATION_DISABLE_AFTER_HOURS', 24, 1, 24 * 365) * 3_600_000,
+    destinationPollMs: integer(env, 'INLET_DESTINATION_POLL_MS', 500, 10, 10_000),
+    destinationLeaseMs: integer(env, 'INLET_DESTINATION_LEASE_MS', 15_000, 1_000, 20_000),
+    destinationLogRetentionDays: integer(env, 'INLET_DESTINATION_LOG_RETENTION_DAYS', 7, 1, 3650),
     catalogEnabled: oneOf(env, 'INLET_CATALOG', ['on', 'off'] as const, 'on') === 'on',
     catalogMaxEvents: integer(env, 'INLET_CATALOG_MAX_EVENTS', 5000, 1, 1_000_000),
     catalogMaxProperties: integer(env, 'INLET_CATALOG_MAX_PROPERTIES', 500, 1, 100_000),

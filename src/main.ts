@@ -46,6 +46,8 @@ async function start(config: Config): Promise<void> {
   );
   // Syncs every connected traffic source now and then every INLET_TRAFFIC_SYNC_INTERVAL_MS (0: off).
   services.traffic.scheduler.start(app.log);
+  // Delivers every active destination this instance holds the lease of (events-out §6).
+  services.destinations.start();
 }
 
 try {

@@ -19,6 +19,9 @@ import { createTrafficReportService, type TrafficReportService } from './service
 import { createTrafficSyncService, type TrafficSyncService } from './sync/sync-service.js';
 import { createTrafficScheduler, type TrafficScheduler } from './sync/scheduler.js';
 import { DEFAULT_RETRY_POLICY } from './sync/provider.js';
+import { createOutboundGuard } from './services/outbound-guard.js';
+import { createDestinationService, type DestinationService } from './services/destination-service.js';
+import { destinationMessage } from './resources/destination-messages.js';
 
 export interface Services {
   config: Config;
@@ -40,6 +43,8 @@ export interface Services {
   browserIpLimiter: InMemoryRateLimiter;
   /** Traffic reports: reading, syncing sources, and the interval scheduler (started by main). */
   traffic: { reports: TrafficReportService; sync: TrafficSyncService; scheduler: TrafficScheduler };
+  /** Destinations (events-out §6): admin operations and the deliverers (started by main). */
+  destinations: DestinationService;
   /** Flushes pending writes and closes storage. */
   close(): Promise<void>;
 }
@@ -52,6 +57,8 @@ export interface CreateServicesOptions {
 }
 
 export async function createServices(config: Config, options: CreateServicesOptions = {}): Promise<Services> {
+  // Every outbound connection (webhooks, NATS, traffic providers) passes this one guard.
+  const guard = createOutboundGuard({ allow: config.outboundAllow, allowPrivate: config.destinationsAllowPrivate });
   const storage = await openStorage(config.databaseUrl, {
     sqliteSynchronous: config.sqliteSynchronous,
     postgresPoolSize: config.postgresPoolSize,
@@ -90,12 +97,22 @@ export async function createServices(config: Config, options: CreateServicesOpti
   });
   // Per client IP on the browser routes: a guard against one abusive address, kept in each process.
   const browserIpLimiter = createInMemoryRateLimiter(config.browserRateLimitPerIp, config.browserRateLimitPerIp * 2);
-  const trafficSync = createTrafficSyncService(storage, { retry: { ...DEFAULT_RETRY_POLICY, maxTotalMs: config.trafficRetryMaxMs } });
+  const trafficSync = createTrafficSyncService(storage, { retry: { ...DEFAULT_RETRY_POLICY, maxTotalMs: config.trafficRetryMaxMs, dispatcher: guard.dispatcher() } });
   const traffic = {
     reports: createTrafficReportService(storage),
     sync: trafficSync,
     scheduler: createTrafficScheduler(storage, trafficSync, { intervalMs: config.trafficSyncIntervalMs }),
   };
+  const destinations = createDestinationService(storage.destinations, metrics, {
+    timeoutMs: config.destinationTimeoutMs,
+    disableAfterMs: config.destinationDisableAfterMs,
+    pollMs: config.destinationPollMs,
+    leaseMs: config.destinationLeaseMs,
+    logRetentionMs: config.destinationLogRetentionDays * 86_400_000,
+    guard,
+    format: destinationMessage,
+    ...(options.now === undefined ? {} : { clock: { now: options.now } }),
+  });
   let closed: Promise<void> | undefined;
   return {
     config,
@@ -111,8 +128,10 @@ export async function createServices(config: Config, options: CreateServicesOpti
     rateLimiter,
     browserIpLimiter,
     traffic,
+    destinations,
     close() {
       closed ??= (async () => {
+        await destinations.close();
         await traffic.scheduler.stop();
         await events.streams.close();
         await ingest.close();

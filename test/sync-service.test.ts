@@ -10,12 +10,14 @@ import { createTrafficScheduler } from '../src/sync/scheduler.js';
 import { createTrafficSyncService, type SyncLogger } from '../src/sync/sync-service.js';
 import type { RetryPolicy } from '../src/sync/provider.js';
 import type { OpenedStorage } from '../src/storage/connect.js';
+import { createOutboundGuard } from '../src/services/outbound-guard.js';
 import { startGa4Fake, type Ga4Fake } from './fakes/ga4-fake.js';
 import { makeServiceAccount } from './fakes/keys.js';
 import { PLAUSIBLE_401, startPlausibleFake, type PlausibleFake, type PlausibleFakeRow } from './fakes/plausible-fake.js';
 import { DIALECTS, openTestStorage, type TestStorage } from './traffic-support.js';
 
-const FAST: RetryPolicy = { maxTotalMs: 3_000, initialDelayMs: 20, maxDelayMs: 100, requestTimeoutMs: 3_000 };
+// Through an outbound guard that allows loopback only (the fakes listen there), as the test runner sets it.
+const FAST: RetryPolicy = { maxTotalMs: 3_000, initialDelayMs: 20, maxDelayMs: 100, requestTimeoutMs: 3_000, dispatcher: createOutboundGuard({ allow: ['127.0.0.0/8', '::1'], allowPrivate: true }).dispatcher() };
 const TODAY = '2026-03-15';
 const now = () => new Date(`${TODAY}T09:30:00Z`);
 

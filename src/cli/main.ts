@@ -9,9 +9,10 @@ import { rejectionCommands } from './rejection-commands.js';
 import { identityCommands } from './identity-commands.js';
 import { eventCommands } from './event-commands.js';
 import { trafficCommands } from './traffic-commands.js';
+import { destinationCommands } from './destination-commands.js';
 import { governanceCommands } from './governance-commands.js';
 
-export const commands: Command[] = [...coreCommands, ...identityCommands, ...eventCommands, ...trafficCommands, ...rejectionCommands, ...governanceCommands];
+export const commands: Command[] = [...coreCommands, ...identityCommands, ...eventCommands, ...trafficCommands, ...rejectionCommands, ...destinationCommands, ...governanceCommands];
 
 function help(io: CliIo): void {
   io.out('Usage: inlet <command> [options]\n');

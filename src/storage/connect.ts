@@ -14,6 +14,7 @@ import { migrate, type MigrationReport } from './migrate.js';
 import { sqliteEventWriter } from './sqlite/event-writer.js';
 import { postgresEventWriter } from './postgres/event-writer.js';
 import { trafficStore } from './traffic-store.js';
+import { destinationStore } from './destination-store.js';
 import { checkWritableTarget, DatabaseUrlError, describeHosts, postgresSettings, type PostgresConnectionSettings } from './postgres/connection-url.js';
 import { isPostgresUnavailable } from './postgres/errors.js';
 import { createFailoverPool } from './postgres/pool.js';
@@ -211,6 +212,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     rejections: rejectionStore(db),
     identity: identityStore(db, dialect),
     traffic: trafficStore(db, dialect),
+    destinations: destinationStore(db, dialect),
     governance: governanceStore(db, dialect),
     async ping() {
       if (dialect === 'sqlite') {

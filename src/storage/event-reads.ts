@@ -62,7 +62,8 @@ export function eventFromRow(row: Omit<Row, 'position'> & { position?: string | 
 
 type Op = '<' | '>' | '<=' | '>=';
 
-interface PositionSql {
+/** Exported for the destinations' reads (destination-store.ts), which follow the same position. */
+export interface PositionSql {
   /** The select-list expression yielding the position as text. */
   select: RawBuilder<string>;
   /** ORDER BY columns. */
@@ -115,7 +116,7 @@ const HORIZON_QUERY = sql<{ horizon: string }>`
 const SQLITE_POSITION = /^[1-9][0-9]{0,17}$/;
 const POSTGRES_POSITION = /^([0-9]{1,20})\.([0-9]{1,19})$/;
 
-function positionSql(dialect: Dialect): PositionSql {
+export function positionSql(dialect: Dialect): PositionSql {
   if (dialect === 'sqlite') {
     return {
       select: sql<string>`position`,

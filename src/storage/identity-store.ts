@@ -12,6 +12,11 @@
 //   Nobody takes a phase-1 lock while holding a phase-2 lock, so there is no deadlock. If a resolution
 //   changed between reading it and locking its user (the user was merged away), the transaction is
 //   retried, as it is on a unique violation, serialization failure or deadlock.
+// Destinations (events-out §6, clarifications §26): an identify that changed the user writes a
+// `user.identified` message, an alias that merged a `user.merged` message, to `identity_messages` in the
+// same transaction. On PostgreSQL the transaction first takes ROW EXCLUSIVE on `events` (before any
+// write gives it an xid), so the read horizon of event-reads.ts, which waits for transactions holding a
+// lock on `events`, covers these messages too: a message can never commit behind a reader.
 // The unique keys are the real guarantee: if the locking were wrong, a second holder of an
 // identifier or a second user for one external id would fail on a constraint, not be stored.
 import { createHash } from 'node:crypto';
@@ -29,7 +34,7 @@ import {
   type IdentityState,
   type Traits,
 } from '../domain/identity.js';
-import { prefixedId } from '../domain/ids.js';
+import { prefixedId, uuidv7 } from '../domain/ids.js';
 import type { AliasOutcome, Dialect, IdentifyInput, IdentifyOutcome, IdentityStore, ResolvedUser, UserMergeRecord, UserRecord } from './types.js';
 
 type Timestamp = ColumnType<Date | string, string, string>;
@@ -39,6 +44,8 @@ export type IdentityTables = {
   users: { product_id: string; id: string; external_id: string; traits: string; created_at: Timestamp; updated_at: Timestamp; identified_at: Timestamp | null };
   user_ids: { product_id: string; external_id: string; user_id: string };
   user_identifiers: { product_id: string; kind: string; value: string; user_id: string };
+  /** Migration 500 (destinations.ts): the log destinations follow; position columns are the dialect's own. */
+  identity_messages: { product_id: string; id: string; type: string; created_at: string; data: string; after_event?: number };
   user_merges: {
     product_id: string;
     id: string;
@@ -91,13 +98,14 @@ async function runLocked<R>(db: IdentityDb, dialect: Dialect, work: (q: Identity
   }
   for (let attempt = 1; ; attempt++) {
     try {
-      return await db.transaction().execute((trx) =>
-        work(trx, async (keys) => {
+      return await db.transaction().execute(async (trx) => {
+        await sql`LOCK TABLE ONLY events IN ROW EXCLUSIVE MODE`.execute(trx);
+        return work(trx, async (keys) => {
           for (const key of [...new Set(keys)].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))) {
             await sql`SELECT pg_advisory_xact_lock(${key.toString()}::bigint)`.execute(trx);
           }
-        }),
-      );
+        });
+      });
     } catch (error) {
       if (attempt >= MAX_ATTEMPTS || !isRetryable(error)) throw error;
       // Jittered backoff so retrying transactions do not collide again in lockstep.
@@ -216,6 +224,22 @@ async function writeIdentifiers(q: IdentityDb, productId: string, userId: string
   return changed;
 }
 
+/** The id of an identity message: random, time-ordered, stable once written (re-deliveries reuse it). */
+function identityMessageId(): string {
+  return `idm_${uuidv7().replace(/-/g, '')}`;
+}
+
+/** Appends one identity message (see the header): its position is drawn by the database. */
+async function writeIdentityMessage(q: IdentityDb, dialect: Dialect, productId: string, type: 'user.identified' | 'user.merged', data: unknown, now: string): Promise<void> {
+  const row = { product_id: productId, id: identityMessageId(), type, created_at: now, data: JSON.stringify(data) };
+  if (dialect === 'sqlite') {
+    await sql`INSERT INTO identity_messages (after_event, product_id, id, type, created_at, data)
+              VALUES (COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0), ${row.product_id}, ${row.id}, ${row.type}, ${row.created_at}, ${row.data})`.execute(q);
+    return;
+  }
+  await q.insertInto('identity_messages').values(row).execute();
+}
+
 const externalIdLock = (productId: string, externalId: string) => lockKey('external_id', productId, externalId);
 const identifierLock = (productId: string, kind: string, value: string) => lockKey('identifier', productId, kind, value);
 const userLock = (productId: string, userId: string) => lockKey('user', productId, userId);
@@ -279,15 +303,20 @@ export function identityStore(database: Kysely<Database>, dialect: Dialect): Ide
         if (current === undefined) {
           const id = await createUser(q, productId, input.externalId, traits, now);
           await writeIdentifiers(q, productId, id, {}, identifiers);
-          return { status: 'created', user: toRecord(await loadUser(q, productId, id)) };
+          const user = toRecord(await loadUser(q, productId, id));
+          await writeIdentityMessage(q, dialect, productId, 'user.identified', { user }, now);
+          return { status: 'created', user };
         }
         const identifiersChanged = await writeIdentifiers(q, productId, current.id, current.identifiers, identifiers);
         const traitsJson = JSON.stringify(traits);
         // updated_at moves only when something changed, so it tells when the profile last changed.
-        if (identifiersChanged || traitsJson !== current.traitsJson) {
+        const changed = identifiersChanged || traitsJson !== current.traitsJson;
+        if (changed) {
           await q.updateTable('users').set({ traits: traitsJson, updated_at: now }).where('product_id', '=', productId).where('id', '=', current.id).execute();
         }
-        return { status: 'updated', user: toRecord(await loadUser(q, productId, current.id)) };
+        const user = toRecord(await loadUser(q, productId, current.id));
+        if (changed) await writeIdentityMessage(q, dialect, productId, 'user.identified', { user }, now);
+        return { status: 'updated', user };
       });
     },
 
@@ -344,7 +373,9 @@ export function identityStore(database: Kysely<Database>, dialect: Dialect): Ide
             merged_at: now,
           })
           .execute();
-        return { status: 'merged', user: toRecord(await loadUser(q, productId, intoId)) };
+        const user = toRecord(await loadUser(q, productId, intoId));
+        await writeIdentityMessage(q, dialect, productId, 'user.merged', { fromExternalId, user }, now);
+        return { status: 'merged', user };
       });
     },
 

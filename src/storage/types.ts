@@ -299,6 +299,7 @@ export interface Storage {
   readonly rejections: RejectionStore;
   readonly identity: IdentityStore;
   readonly traffic: TrafficStore;
+  readonly destinations: DestinationStore;
   /** Event catalogue, tracking plans and violations (governance.md §1–2). */
   readonly governance: GovernanceStore;
   /** Throws when the database cannot be reached. */
@@ -371,4 +372,142 @@ export interface IdentityStore {
   markIdentified(productId: string, externalId: string, now: string): Promise<void>;
   /** For each external id that is known: its user and whether that user was identified. */
   identifiedStatus(productId: string, externalIds: string[]): Promise<Map<string, { userId: string; identified: boolean }>>;
+}
+
+// Destinations (events-out §6): storage/destination-store.ts.
+
+export type DestinationType = 'webhook' | 'nats';
+export type DestinationStatus = 'active' | 'paused' | 'disabled';
+export type MessageType = 'event.created' | 'user.identified' | 'user.merged';
+
+export interface DestinationFilter {
+  types?: MessageType[];
+  canonicalNames?: string[];
+  sources?: string[];
+}
+
+export interface DestinationBatch {
+  maxMessages: number;
+  maxWaitMs: number;
+}
+
+/** webhook: `url`; nats: `servers`, `subject` (a template). */
+export interface DestinationConfig {
+  url?: string;
+  servers?: string[];
+  subject?: string;
+}
+
+/** NATS credentials: stored, never echoed. */
+export interface DestinationCredentials {
+  user?: string;
+  pass?: string;
+  token?: string;
+}
+
+/** Where a destination is: after these positions (null: from the beginning of that log). */
+export interface DestinationCursor {
+  event: string | null;
+  identity: string | null;
+}
+
+export interface DestinationRecord {
+  id: string;
+  productId: string;
+  type: DestinationType;
+  name: string;
+  status: DestinationStatus;
+  disabledReason: string | null;
+  config: DestinationConfig;
+  credentials: DestinationCredentials | null;
+  filter: DestinationFilter;
+  batch: DestinationBatch;
+  secret: string | null;
+  previousSecret: string | null;
+  previousSecretUntil: number | null;
+  cursor: DestinationCursor;
+  consecutiveFailures: number;
+  failingSince: number | null;
+  nextAttemptAt: number | null;
+  lastSuccessAt: string | null;
+  lastError: string | null;
+  lastErrorAt: string | null;
+  delivered: number;
+  createdAt: string;
+  updatedAt: string;
+  leaseHolder: string | null;
+  leaseUntil: number;
+}
+
+export type IdentityMessageData = { user: UserRecord } | { fromExternalId: string; user: UserRecord };
+
+export type StoredMessage =
+  | { kind: 'event'; position: string; event: EventRecord }
+  | { kind: 'identity'; position: string; id: string; type: 'user.identified' | 'user.merged'; createdAt: string; data: IdentityMessageData };
+
+export interface DeliveryRecord {
+  id: string;
+  productId: string;
+  destinationId: string;
+  attemptedAt: string;
+  attempt: number;
+  webhookId: string;
+  messageIds: string[];
+  outcome: 'success' | 'failure';
+  status: number | null;
+  error: string | null;
+  durationMs: number;
+}
+
+/** What a deliverer writes after a success or a failure (fenced by its lease). */
+export interface DeliveryStatePatch {
+  cursor?: DestinationCursor;
+  deliveredAdd?: number;
+  consecutiveFailures?: number;
+  failingSince?: number | null;
+  nextAttemptAt?: number | null;
+  lastSuccessAt?: string;
+  lastError?: string | null;
+  lastErrorAt?: string | null;
+  status?: DestinationStatus;
+  disabledReason?: string | null;
+}
+
+/** Editable by the admin API. */
+export type DestinationPatch = Partial<
+  Pick<DestinationRecord, 'name' | 'config' | 'filter' | 'batch' | 'status' | 'disabledReason' | 'secret' | 'previousSecret' | 'previousSecretUntil' | 'cursor' | 'consecutiveFailures' | 'failingSince' | 'nextAttemptAt'>
+> & { updatedAt: string };
+
+
+/** Destinations (events-out §6): storage of destinations, their cursors and leases, the delivery log, and the messages they follow. */
+export interface DestinationStore {
+  /** Whether a text is a position of this storage (cursors from clients are checked with it). */
+  isEventPosition(position: string): boolean;
+  insert(record: DestinationRecord): Promise<void>;
+  get(productId: string, id: string): Promise<DestinationRecord | undefined>;
+  getById(id: string): Promise<DestinationRecord | undefined>;
+  list(productId: string): Promise<DestinationRecord[]>;
+  /** Every destination of every product (the deliverers' scheduler; the health summary). */
+  listAll(): Promise<DestinationRecord[]>;
+  update(productId: string, id: string, patch: DestinationPatch): Promise<DestinationRecord | undefined>;
+  delete(productId: string, id: string): Promise<boolean>;
+  /** Takes or renews the lease of a destination; true when `holder` has it until `until` (epoch ms). */
+  acquireLease(id: string, holder: string, nowMs: number, until: number): Promise<boolean>;
+  releaseLease(id: string, holder: string): Promise<void>;
+  /** Writes delivery state if `holder` still holds the lease; false when it lost it. */
+  writeState(id: string, holder: string, patch: DeliveryStatePatch, now: string): Promise<boolean>;
+  insertDelivery(delivery: Omit<DeliveryRecord, 'id'>): Promise<void>;
+  /** Newest first; `before` is the id of the last row of the previous page. */
+  listDeliveries(productId: string, destinationId: string, limit: number, before?: string): Promise<DeliveryRecord[]>;
+  pruneDeliveries(olderThan: string): Promise<void>;
+  /** Up to `limit` messages (events and identity messages) after `cursor`, in position order; never skips one. */
+  readMessages(productId: string, cursor: DestinationCursor, limit: number): Promise<StoredMessage[]>;
+  /** The cursor at the current end of the product's messages ("start": "now"). */
+  endCursor(productId: string): Promise<DestinationCursor>;
+  /** The cursor just after the event at `eventPosition`. */
+  cursorAfterEvent(productId: string, eventPosition: string): Promise<DestinationCursor>;
+  /** The position of the last event received before `at`, or null. */
+  eventPositionBefore(productId: string, at: string): Promise<string | null>;
+  /** Messages after the cursor, counted up to `cap` per log (before any filter). */
+  lag(productId: string, cursor: DestinationCursor, cap: number): Promise<number>;
 }

@@ -2,6 +2,8 @@
 // helper they share: JSON over global fetch, retrying 429/5xx and network failures with exponential
 // backoff that honours Retry-After, within a bounded total time.
 import type { TrafficRow } from '../domain/traffic-reports.js';
+import { fetch, type Dispatcher } from 'undici';
+import { outboundDispatcher } from '../services/outbound-guard.js';
 
 export interface DateRange {
   /** YYYY-MM-DD, inclusive. */
@@ -42,6 +44,8 @@ export interface RetryPolicy {
   maxDelayMs: number;
   /** Timeout of one HTTP request. */
   requestTimeoutMs: number;
+  /** The outbound guard's dispatcher (services.ts passes the one of its config); default: public addresses only. */
+  dispatcher?: Dispatcher;
 }
 
 export const DEFAULT_RETRY_POLICY: RetryPolicy = {
@@ -80,7 +84,9 @@ export async function requestJson(request: JsonRequest): Promise<unknown> {
     let retryAfterMs: number | undefined;
     let failure: ProviderError;
     try {
+      // Through the outbound guard (clarifications §4): only allowed addresses are connected to.
       const response = await fetch(request.url, {
+        dispatcher: policy.dispatcher ?? outboundDispatcher(),
         method: request.method ?? 'POST',
         headers: request.headers,
         body: request.body,

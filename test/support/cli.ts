@@ -21,7 +21,8 @@ export function cliEnv(database: TestDatabase): CliEnv {
     postgresSchema === undefined
       ? databaseUrl
       : `${databaseUrl}${databaseUrl.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c search_path=${postgresSchema}`)}`;
-  return { INLET_DATABASE_URL: url, INLET_LOG_LEVEL: 'silent' };
+  // The outbound guard as the test runner sets it: loopback only (the fake providers listen there).
+  return { INLET_DATABASE_URL: url, INLET_LOG_LEVEL: 'silent', INLET_OUTBOUND_ALLOW: '127.0.0.0/8,::1', INLET_DESTINATIONS_ALLOW_PRIVATE: 'true' };
 }
 
 /** A fresh database for tests that start with the CLI, and the CLI's environment for it. */

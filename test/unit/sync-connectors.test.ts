@@ -7,8 +7,10 @@ import { ProviderError, parseRetryAfter, type RetryPolicy } from '../../src/sync
 import { startGa4Fake, type Ga4Fake, type Ga4FakeRow } from '../fakes/ga4-fake.js';
 import { PLAUSIBLE_401, PLAUSIBLE_429, startPlausibleFake, type PlausibleFake, type PlausibleFakeRow } from '../fakes/plausible-fake.js';
 import { makeServiceAccount } from '../fakes/keys.js';
+import { createOutboundGuard } from '../../src/services/outbound-guard.js';
 
-const FAST: RetryPolicy = { maxTotalMs: 2_000, initialDelayMs: 20, maxDelayMs: 100, requestTimeoutMs: 2_000 };
+// Through an outbound guard that allows loopback only (the fakes listen there), as the test runner sets it.
+const FAST: RetryPolicy = { maxTotalMs: 2_000, initialDelayMs: 20, maxDelayMs: 100, requestTimeoutMs: 2_000, dispatcher: createOutboundGuard({ allow: ['127.0.0.0/8', '::1'], allowPrivate: true }).dispatcher() };
 
 function plausibleRow(partial: Partial<PlausibleFakeRow>): PlausibleFakeRow {
   return { date: '2025-06-01', source: 'Google', utm_medium: '(not set)', utm_campaign: '(not set)', entry_page: '/', visitors: 1, visits: 1, pageviews: 1, bounce_rate: 0, visit_duration: 0, ...partial };

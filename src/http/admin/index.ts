@@ -11,6 +11,7 @@ import type { FastifyInstance, preHandlerAsyncHookHandler } from 'fastify';
 import type { Services } from '../../services.js';
 import { requireAdmin } from '../auth.js';
 import { withAdminDefaults } from './context.js';
+import { adminDestinationRoutes } from './destinations.js';
 import { adminEventRoutes } from './events.js';
 import { adminGovernanceRoutes } from './governance.js';
 import { adminProductRoutes } from './products.js';
@@ -30,6 +31,7 @@ const ADMIN_ROUTES: Array<(app: FastifyInstance, services: Services) => void> = 
   adminTrafficRoutes,
   adminEventRoutes,
   adminRejectionRoutes,
+  adminDestinationRoutes,
   adminGovernanceRoutes,
 ];
 

@@ -26,18 +26,35 @@ export function operationsRoutes(app: FastifyInstance, services: Services): void
         tags: ['operations'],
         summary: 'Storage is reachable',
         response: {
-          200: Type.Object({ data: Type.Object({ status: Type.Literal('ready'), storage: Type.String() }) }),
+          200: Type.Object({
+            data: Type.Object({
+              status: Type.Literal('ready'),
+              storage: Type.String(),
+              destinations: Type.Object(
+                {
+                  active: Type.Integer(),
+                  paused: Type.Integer(),
+                  disabled: Type.Integer(),
+                  disabled_destinations: Type.Array(Type.Object({ id: Type.String(), product_id: Type.String(), name: Type.String(), reason: Type.Union([Type.String(), Type.Null()]) })),
+                },
+                { description: 'Disabled destinations are shown here, not as a failed check (clarifications §28)' },
+              ),
+            }),
+          }),
           503: problemResponse('Storage unreachable'),
         },
       },
     },
     async () => {
+      let summary: Awaited<ReturnType<typeof services.destinations.summary>>;
       try {
         await services.storage.ping();
+        summary = await services.destinations.summary();
       } catch (error) {
         throw new AppError('unavailable', `Storage (${services.storage.dialect}) is not reachable.`, { cause: error });
       }
-      return { data: { status: 'ready' as const, storage: services.storage.dialect } };
+      const { byStatus, disabled } = summary;
+      return { data: { status: 'ready' as const, storage: services.storage.dialect, destinations: { ...byStatus, disabled_destinations: disabled } } };
     },
   );
 

@@ -1,0 +1,168 @@
+// `inlet destinations …` (events-out §6): the admin API's destination operations from the shell.
+import { deliveryResource, destinationResource } from '../resources/destinations.js';
+import { requireOption, table, UsageError, type Command } from './command.js';
+
+const product = { product: { type: 'string' } } as const;
+
+function list(value: string | boolean | undefined): string[] | undefined {
+  if (typeof value !== 'string') return undefined;
+  return value
+    .split(',')
+    .map((v) => v.trim())
+    .filter(Boolean);
+}
+
+function int(value: string | boolean | undefined, name: string): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (typeof value !== 'string' || !Number.isInteger(n)) throw new UsageError(`--${name} must be a whole number`);
+  return n;
+}
+
+function oneId(args: string[]): string {
+  if (args.length !== 1) throw new UsageError('give one destination id');
+  return args[0]!;
+}
+
+const COLUMNS = ['id', 'type', 'name', 'status', 'lag', 'delivered', 'consecutive_failures', 'last_success_at', 'last_error', 'disabled_reason'];
+
+function printOne(io: { out: (line: string) => void }, json: boolean, data: Record<string, unknown>): void {
+  if (json) io.out(JSON.stringify({ data }));
+  else for (const [key, value] of Object.entries(data)) io.out(`${key.padEnd(22)} ${value === null ? '-' : typeof value === 'object' ? JSON.stringify(value) : String(value)}`);
+}
+
+export const destinationCommands: Command[] = [
+  {
+    path: ['destinations', 'create'],
+    usage:
+      'inlet destinations create --product <id> --type webhook|nats --name <name> (--url <url> | --servers <nats://h:p,…> --subject <template>) [--types t,…] [--canonical-names n,…] [--sources s,…] [--max-messages n] [--max-wait-ms ms] [--start now|beginning|<cursor>] [--json]',
+    summary: "Create a destination; prints a webhook's signing secret (shown this once)",
+    options: {
+      ...product,
+      type: { type: 'string' },
+      name: { type: 'string' },
+      url: { type: 'string' },
+      servers: { type: 'string' },
+      subject: { type: 'string' },
+      types: { type: 'string' },
+      'canonical-names': { type: 'string' },
+      sources: { type: 'string' },
+      'max-messages': { type: 'string' },
+      'max-wait-ms': { type: 'string' },
+      start: { type: 'string' },
+    },
+    async run({ services, values, io, json }) {
+      const productId = requireOption(values, 'product');
+      await services.keys.requireProduct(productId);
+      const filter: Record<string, string[]> = {};
+      const types = list(values.types);
+      if (types) filter.types = types;
+      const names = list(values['canonical-names']);
+      if (names) filter.canonical_names = names;
+      const sources = list(values.sources);
+      if (sources) filter.sources = sources;
+      const maxMessages = int(values['max-messages'], 'max-messages');
+      const maxWait = int(values['max-wait-ms'], 'max-wait-ms');
+      const created = await services.destinations.create(productId, {
+        type: values.type,
+        name: values.name,
+        ...(values.url === undefined ? {} : { url: values.url }),
+        ...(values.servers === undefined ? {} : { servers: list(values.servers) }),
+        ...(values.subject === undefined ? {} : { subject: values.subject }),
+        filter,
+        ...(maxMessages === undefined && maxWait === undefined ? {} : { batch: { ...(maxMessages === undefined ? {} : { max_messages: maxMessages }), ...(maxWait === undefined ? {} : { max_wait_ms: maxWait }) } }),
+        ...(values.start === undefined ? {} : { start: values.start }),
+      });
+      const data = { ...destinationResource(created.destination), ...(created.secret === null ? {} : { secret: created.secret }) };
+      printOne(io, json, data);
+      if (!json && created.secret !== null) io.err('The signing secret is shown only now: store it where your receiver can read it.');
+      return 0;
+    },
+  },
+  {
+    path: ['destinations', 'list'],
+    usage: 'inlet destinations list --product <id> [--json]',
+    summary: "A product's destinations: status (disabled ones with the reason), lag, last success and error",
+    options: product,
+    async run({ services, values, io, json }) {
+      const productId = requireOption(values, 'product');
+      await services.keys.requireProduct(productId);
+      const rows = (await services.destinations.list(productId)).map(destinationResource);
+      if (json) io.out(JSON.stringify({ data: rows }));
+      else if (rows.length === 0) io.out('no destinations');
+      else io.out(table(rows, COLUMNS));
+      return 0;
+    },
+  },
+  {
+    path: ['destinations', 'show'],
+    usage: 'inlet destinations show <destination-id> --product <id> [--json]',
+    summary: 'One destination: status, lag, last success, last error, failures, cursor',
+    options: product,
+    async run({ services, args, values, io, json }) {
+      printOne(io, json, destinationResource(await services.destinations.show(requireOption(values, 'product'), oneId(args))));
+      return 0;
+    },
+  },
+  ...(['pause', 'resume'] as const).map(
+    (verb): Command => ({
+      path: ['destinations', verb],
+      usage: `inlet destinations ${verb} <destination-id> --product <id> [--json]`,
+      summary: verb === 'pause' ? 'Stop delivering (the cursor stays)' : 'Deliver again from the cursor (also re-enables a disabled destination)',
+      options: product,
+      async run({ services, args, values, io, json }) {
+        const updated = await services.destinations.update(requireOption(values, 'product'), oneId(args), { status: verb === 'pause' ? 'paused' : 'active' });
+        printOne(io, json, destinationResource(updated));
+        return 0;
+      },
+    }),
+  ),
+  {
+    path: ['destinations', 'replay'],
+    usage: 'inlet destinations replay <destination-id> --product <id> --from <cursor|beginning|RFC 3339 time> [--json]',
+    summary: 'Move the cursor back (or forward): re-deliver from a cursor or a received time',
+    options: { ...product, from: { type: 'string' } },
+    async run({ services, args, values, io, json }) {
+      const updated = await services.destinations.replay(requireOption(values, 'product'), oneId(args), requireOption(values, 'from'));
+      printOne(io, json, destinationResource(updated));
+      return 0;
+    },
+  },
+  {
+    path: ['destinations', 'delete'],
+    usage: 'inlet destinations delete <destination-id> --product <id>',
+    summary: 'Delete a destination and its delivery log',
+    options: product,
+    async run({ services, args, values, io, json }) {
+      await services.destinations.delete(requireOption(values, 'product'), oneId(args));
+      io.out(json ? JSON.stringify({ data: { deleted: args[0] } }) : `deleted ${args[0]}`);
+      return 0;
+    },
+  },
+  {
+    path: ['destinations', 'rotate-secret'],
+    usage: 'inlet destinations rotate-secret <destination-id> --product <id> [--json]',
+    summary: 'A new signing secret (shown this once); for 24 h both signatures are sent',
+    options: product,
+    async run({ services, args, values, io, json }) {
+      const rotated = await services.destinations.rotateSecret(requireOption(values, 'product'), oneId(args));
+      printOne(io, json, { ...destinationResource(rotated.destination), secret: rotated.secret });
+      return 0;
+    },
+  },
+  {
+    path: ['destinations', 'deliveries'],
+    usage: 'inlet destinations deliveries <destination-id> --product <id> [--limit n] [--json]',
+    summary: 'The delivery log, newest first: time, attempt, message ids, status or error, duration',
+    options: { ...product, limit: { type: 'string' } },
+    async run({ services, args, values, io, json }) {
+      const limit = int(values.limit, 'limit') ?? 50;
+      if (limit < 1 || limit > 500) throw new UsageError('--limit must be from 1 to 500');
+      const rows = (await services.destinations.deliveries(requireOption(values, 'product'), oneId(args), limit)).map(deliveryResource);
+      if (json) io.out(JSON.stringify({ data: rows }));
+      else if (rows.length === 0) io.out('no deliveries');
+      else io.out(table(rows.map((r) => ({ ...r, messages: r.message_ids.length, first: r.message_ids[0] })), ['attempted_at', 'attempt', 'outcome', 'status', 'duration_ms', 'messages', 'first', 'error']));
+      return 0;
+    },
+  },
+];
