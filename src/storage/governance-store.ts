@@ -13,6 +13,7 @@ import type {
   ViolationRecord,
 } from './governance-types.js';
 import type { Dialect } from './types.js';
+import { addHourCounts } from './hour-counts.js';
 import { whereGiven } from './where-given.js';
 
 type Timestamp = ColumnType<Date | string, string, string>;
@@ -338,15 +339,7 @@ export function governanceStore(kysely: Kysely<Database>, dialect: Dialect): Gov
       }
     },
 
-    async addUnrecordedViolations(counts) {
-      for (const { productId, hour, count } of counts) {
-        await db
-          .insertInto('plan_violation_hours')
-          .values({ product_id: productId, hour, unrecorded: count })
-          .onConflict((oc) => oc.columns(['product_id', 'hour']).doUpdateSet({ unrecorded: sql`plan_violation_hours.unrecorded + ${count}` }))
-          .execute();
-      }
-    },
+    addUnrecordedViolations: (counts) => addHourCounts(db, 'plan_violation_hours', counts),
 
     async listViolations(productId, query) {
       const rows = await whereGiven(db.selectFrom('plan_violations').selectAll().where('product_id', '=', productId), [
