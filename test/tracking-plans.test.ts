@@ -249,6 +249,9 @@ describe('draft from the catalogue', () => {
     const send = () => ctx.app.inject({ method: 'POST', url: '/api/v2/events/batch', headers: bearer(p.eventsKey), payload: { events } });
     assert.equal((await send()).statusCode, 200);
     await ctx.app.inject({ method: 'POST', url: '/api/v2/identify', headers: bearer(p.eventsKey), payload: { external_id: 'u', traits: { email: 'a@example.com' } } });
+    // A Segment identify is stored as the event user_identified, but its traits belong to the plan's `traits`.
+    const identify = await ctx.app.inject({ method: 'POST', url: '/v1/identify', headers: basic(p.eventsKey), payload: { userId: 'u', messageId: 'draft-id', traits: { email: 'b@example.com', plan: 'pro' } } });
+    assert.equal(identify.statusCode, 200);
     const draft = await p.admin('POST', '/tracking_plan/draft');
     assert.equal(draft.statusCode, 200, draft.body);
     const plan = draft.json().data;
@@ -258,7 +261,8 @@ describe('draft from the catalogue', () => {
       properties: { amount: { type: 'number' }, coupon: { type: 'null' }, meta: { type: 'object', properties: { source: { type: 'string' } }, required: ['source'] }, plan: { type: 'string' } },
       required: ['amount', 'plan'],
     });
-    assert.deepEqual(plan.traits, { type: 'object', properties: { email: { type: 'string' } } });
+    assert.deepEqual(plan.traits, { type: 'object', properties: { email: { type: 'string' }, plan: { type: 'string' } } });
+    assert.deepEqual(Object.keys(plan.events).sort(), ['order_completed', 'signup_started']);
     // Never applied by itself.
     assert.equal((await p.admin('GET', '/tracking_plan')).statusCode, 404);
     plan.mode = 'enforce';
