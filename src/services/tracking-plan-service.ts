@@ -11,12 +11,11 @@ import { storableText } from '../domain/json-values.js';
 import { SEGMENT_SOURCE } from '../domain/segment.js';
 import { compilePlan, draftPlan, type CompiledPlan, type TrackingPlan } from '../domain/tracking-plan.js';
 import type { Storage, TrackingPlanVersion, ViolationQuery, ViolationRecord } from '../storage/types.js';
+import { createCappedRecorder } from './capped-recorder.js';
 import type { CatalogService } from './catalog-service.js';
 import type { AuthContext } from './key-service.js';
 import type { Metrics } from './metrics.js';
 
-const FLUSH_MS = 1000;
-const RETENTION_SWEEP_MS = 3_600_000;
 /** Names of the metric label past which planned names are not spelled out (unplanned names come from senders). */
 const UNPLANNED_LABEL = '(unplanned)';
 
@@ -67,35 +66,16 @@ export function createTrackingPlanService(storage: Storage, metrics: Metrics, ca
     return entry.refreshing;
   }
 
-  // Violation recording, bounded like rejections (clarifications §20).
-  const pending: ViolationRecord[] = [];
-  const unrecorded = new Map<string, { productId: string; hour: string; count: number }>();
-  const recordedThisHour = new Map<string, number>();
-  let currentHour = '';
-  let timer: NodeJS.Timeout | undefined;
-  let flushing: Promise<void> | undefined;
-  let lastSweep = 0;
-
-  async function writePending(): Promise<void> {
-    if (timer !== undefined) clearTimeout(timer);
-    timer = undefined;
-    const rows = pending.splice(0);
-    const counts = [...unrecorded.values()];
-    unrecorded.clear();
-    if (rows.length > 0) await storage.governance.insertViolations(rows);
-    if (counts.length > 0) await storage.governance.addUnrecordedViolations(counts);
-    const now = clock();
-    if (now - lastSweep >= RETENTION_SWEEP_MS) {
-      lastSweep = now;
-      await storage.governance.deleteViolationsOlderThan(new Date(now - options.retentionDays * 86_400_000).toISOString());
-    }
-  }
-
-  function flush(): Promise<void> {
-    const run = (flushing ?? Promise.resolve()).then(writePending, writePending);
-    flushing = run.catch(() => {});
-    return run;
-  }
+  // Violation recording, bounded like rejections (clarifications §20), kept through a failed flush.
+  const recorder = createCappedRecorder<ViolationRecord>({
+    maxPerHour: options.maxViolationsPerHour,
+    retentionDays: options.retentionDays,
+    now: clock,
+    insert: (rows) => storage.governance.insertViolations(rows),
+    addUnrecorded: (counts) => storage.governance.addUnrecordedViolations(counts),
+    deleteOlderThan: (at) => storage.governance.deleteViolationsOlderThan(at),
+  });
+  const flush = recorder.flush;
 
   return {
     /**
@@ -160,26 +140,12 @@ export function createTrackingPlanService(storage: Storage, metrics: Metrics, ca
 
     /** Records (or, past the hourly cap, only counts) violations of one request. */
     record(auth: AuthContext, route: string, entries: ViolationEntry[], receivedAt: string, plan: CompiledPlan): void {
-      if (entries.length === 0) return;
-      const hour = receivedAt.slice(0, 13);
-      if (hour !== currentHour) {
-        currentHour = hour;
-        recordedThisHour.clear();
-      }
       for (const entry of entries) {
-        const done = recordedThisHour.get(auth.productId) ?? 0;
-        const recorded = done < options.maxViolationsPerHour;
+        const recorded = recorder.admit(auth.productId, receivedAt);
         const label = plan.events.has(entry.canonicalName) ? entry.canonicalName : UNPLANNED_LABEL;
         violationsCounter.inc({ canonical_name: label, code: entry.code, severity: entry.severity, recorded: String(recorded) });
-        if (!recorded) {
-          const key = `${auth.productId}\u0000${hour}`;
-          const row = unrecorded.get(key);
-          if (row === undefined) unrecorded.set(key, { productId: auth.productId, hour, count: 1 });
-          else row.count++;
-          continue;
-        }
-        recordedThisHour.set(auth.productId, done + 1);
-        pending.push({
+        if (!recorded) continue;
+        recorder.push({
           ...entry,
           id: uuidv7(),
           productId: auth.productId,
@@ -192,7 +158,6 @@ export function createTrackingPlanService(storage: Storage, metrics: Metrics, ca
           errors: entry.errors.map((e) => ({ pointer: storableText(e.pointer), message: storableText(e.message) })),
         });
       }
-      timer ??= setTimeout(() => void flush().catch(() => {}), FLUSH_MS).unref();
     },
 
     async listViolations(productId: string, query: ViolationQuery): Promise<ViolationRecord[]> {
