@@ -2,7 +2,7 @@
 import { availableParallelism } from 'node:os';
 import { parseArgs } from 'node:util';
 
-export type Scenario = 'single' | 'batch';
+export type Scenario = 'single' | 'batch' | 'segment';
 
 export interface BenchArgs {
   durationSeconds: number;
@@ -25,7 +25,7 @@ export const USAGE = `npm run bench -- [options]
   --batch-size <n>          events per batch request (default 100)
   --database <url|sqlite>   sqlite (default: fresh temp file) or postgres://… (a fresh database is
                             created on that server and dropped afterwards); also INLET_BENCH_DATABASE_URL
-  --scenario <s>            single | batch | all (default all)
+  --scenario <s>            single | batch | segment (/v1/batch, analytics-node-shaped) | all (default all)
   --sqlite-synchronous <m>  full (default, as the service) | normal (operator opt-in)
   --log-level <level>       server INLET_LOG_LEVEL (default info, as the service)
   --no-build                use dist/ as it is instead of running the build first
@@ -71,7 +71,7 @@ export function parseBenchArgs(argv: string[], env: NodeJS.ProcessEnv): BenchArg
     throw new Error(`--database must be "sqlite" or a postgres:// URL, got "${database}"`);
   }
   const scenario = values.scenario ?? 'all';
-  if (!['single', 'batch', 'all'].includes(scenario)) throw new Error(`--scenario must be single, batch or all, got "${scenario}"`);
+  if (!['single', 'batch', 'segment', 'all'].includes(scenario)) throw new Error(`--scenario must be single, batch, segment or all, got "${scenario}"`);
   const synchronous = values['sqlite-synchronous'] ?? 'full';
   if (synchronous !== 'full' && synchronous !== 'normal') throw new Error(`--sqlite-synchronous must be full or normal, got "${synchronous}"`);
   const connections = positiveInteger('connections', values.connections, 50);
@@ -84,7 +84,8 @@ export function parseBenchArgs(argv: string[], env: NodeJS.ProcessEnv): BenchArg
     connections,
     batchSize,
     postgresUrl,
-    scenarios: scenario === 'all' ? ['single', 'batch'] : [scenario as 'single' | 'batch'],
+    // segment is compared with batch in the same run, so asking for it runs batch too.
+    scenarios: scenario === 'all' ? ['single', 'batch', 'segment'] : scenario === 'segment' ? ['batch', 'segment'] : [scenario as Scenario],
     sqliteSynchronous: synchronous,
     logLevel: values['log-level'] ?? 'info',
     build: values['no-build'] !== true,

@@ -15,7 +15,8 @@ export interface BenchDatabase {
   /** Shown in the report (no password). */
   description: string;
   /** Rows the server stored through the API. */
-  countApiEvents(): Promise<number>;
+  /** Stored events of one source: `api` (native routes) or `segment`. */
+  countEvents(source: 'api' | 'segment'): Promise<number>;
 }
 
 export function tempDirectory(): string {
@@ -30,10 +31,10 @@ export function sqliteDatabase(dir: string): BenchDatabase {
     dialect: 'sqlite',
     url: `sqlite:${path}`,
     description: `SQLite, fresh file ${path}`,
-    async countApiEvents() {
+    async countEvents(source) {
       const db = new BetterSqlite3(path, { readonly: true });
       try {
-        return (db.prepare(`SELECT count(*) AS n FROM events WHERE source = 'api'`).get() as { n: number }).n;
+        return (db.prepare('SELECT count(*) AS n FROM events WHERE source = ?').get(source) as { n: number }).n;
       } finally {
         db.close();
       }
@@ -76,11 +77,11 @@ export async function postgresDatabase(serverUrl: string): Promise<BenchDatabase
     dialect: 'postgres',
     url,
     description: `PostgreSQL, fresh database ${redact(url)} (dropped afterwards)`,
-    async countApiEvents() {
+    async countEvents(source) {
       const client = new pg.Client({ connectionString: url });
       await client.connect();
       try {
-        const result = await client.query<{ n: string }>(`SELECT count(*) AS n FROM events WHERE source = 'api'`);
+        const result = await client.query<{ n: string }>('SELECT count(*) AS n FROM events WHERE source = $1', [source]);
         return Number(result.rows[0]!.n);
       } finally {
         await client.end();

@@ -10,7 +10,7 @@ import { postgresDatabase, sqliteDatabase, tempDirectory, type BenchDatabase } f
 import { runLoad, stopLoad, type LoadResult } from './load.js';
 import { cleanUp, cpuSeconds, freePort, installExitHandlers, onCleanup, startChild, waitUntilReady } from './processes.js';
 import { formatTable, formatTargets, type Line, type TargetCheck } from './report.js';
-import { ExternalIds, batchJson, eventJson } from './workload.js';
+import { ExternalIds, batchJson, eventJson, segmentBatchJson } from './workload.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 
@@ -23,7 +23,8 @@ interface Measured extends LoadResult {
 interface ScenarioFigures {
   scenario: Scenario;
   inlet: Measured;
-  bare: Measured;
+  /** Not run for segment: that scenario is compared with the native batch. */
+  bare: Measured | undefined;
   eventsPerRequest: number;
 }
 
@@ -143,22 +144,26 @@ async function main(): Promise<number> {
   const headers = { authorization: `Bearer ${inlet.key}` };
 
   const figures: ScenarioFigures[] = [];
-  let acknowledged = 0;
+  const acknowledged = { api: 0, segment: 0 };
   // Events the server may have stored without autocannon seeing the answer (in flight at the end of a run).
-  let unseenBound = 0;
+  const unseenBound = { api: 0, segment: 0 };
   for (const scenario of args.scenarios) {
     const eventsPerRequest = scenario === 'single' ? 1 : args.batchSize;
-    const path = scenario === 'single' ? '/api/v2/events' : '/api/v2/events/batch';
+    const path = scenario === 'single' ? '/api/v2/events' : scenario === 'batch' ? '/api/v2/events/batch' : '/v1/batch';
     const okStatus = scenario === 'single' ? 201 : 200;
+    // analytics-node sends Basic auth (and the key in the body) under application/json.
+    const scenarioHeaders = scenario === 'segment' ? { authorization: `Basic ${Buffer.from(`${inlet.key}:`).toString('base64')}` } : headers;
+    const source = scenario === 'segment' ? 'segment' : 'api';
     const run = async (target: 'inlet' | 'bare', seconds: number): Promise<Measured> => {
       const pid = target === 'inlet' ? inlet.server.process.pid : bare.process.pid;
       const ids = new ExternalIds(`${runId}-${scenario}-${target}-${seconds}-${Date.now()}`);
       let n = 0;
-      const body = scenario === 'single' ? () => eventJson(ids.take(), n++) : () => batchJson(ids, args.batchSize, n++);
+      const body =
+        scenario === 'single' ? () => eventJson(ids.take(), n++) : scenario === 'batch' ? () => batchJson(ids, args.batchSize, n++) : () => segmentBatchJson(args.batchSize, n++, inlet.key);
       const commitsBefore = target === 'inlet' ? await commitCounters(inlet.base) : undefined;
       const cpuBefore = cpuSeconds(pid);
       const result = await runLoad(
-        { url: target === 'inlet' ? inlet.base : bareBase, path, headers, body, connections: args.connections, durationSeconds: seconds },
+        { url: target === 'inlet' ? inlet.base : bareBase, path, headers: scenarioHeaders, body, connections: args.connections, durationSeconds: seconds },
         target === 'inlet' ? okStatus : 201,
       );
       const cpuAfter = cpuSeconds(pid);
@@ -166,25 +171,28 @@ async function main(): Promise<number> {
       const answered = Object.values(result.statusCounts).reduce((sum, count) => sum + count, 0);
       const cpuMicrosPerRequest = cpuBefore === undefined || cpuAfter === undefined || answered === 0 ? undefined : ((cpuAfter - cpuBefore) * 1e6) / answered;
       if (target === 'inlet') {
-        acknowledged += result.ok * eventsPerRequest;
+        acknowledged[source] += result.ok * eventsPerRequest;
         // Requests that timed out or were cut off may still have been stored.
-        unseenBound += (args.connections + result.errors) * eventsPerRequest;
+        unseenBound[source] += (args.connections + result.errors) * eventsPerRequest;
       }
       return { ...result, cpuMicrosPerRequest, commits };
     };
     process.stdout.write(`${scenario}: inlet…`);
     if (args.warmupSeconds > 0) await run('inlet', args.warmupSeconds);
     const inletResult = await run('inlet', args.durationSeconds);
-    process.stdout.write(' bare…');
-    if (args.warmupSeconds > 0) await run('bare', args.warmupSeconds);
-    const bareResult = await run('bare', args.durationSeconds);
+    let bareResult: Measured | undefined;
+    if (scenario !== 'segment') {
+      process.stdout.write(' bare…');
+      if (args.warmupSeconds > 0) await run('bare', args.warmupSeconds);
+      bareResult = await run('bare', args.durationSeconds);
+    }
     process.stdout.write(' done\n');
     figures.push({ scenario, inlet: inletResult, bare: bareResult, eventsPerRequest });
   }
 
   const exitCode = await inlet.server.stop();
   await bare.stop();
-  const stored = await database.countApiEvents();
+  const stored = { api: await database.countEvents('api'), segment: await database.countEvents('segment') };
 
   let baseline: BaselineResult | undefined;
   if (args.scenarios.includes('batch')) {
@@ -198,8 +206,9 @@ async function main(): Promise<number> {
   const lines: Line[] = [];
   const checks: TargetCheck[] = [];
   for (const f of figures) {
-    const label = f.scenario === 'single' ? 'single v2 event' : `batch of ${args.batchSize}`;
+    const label = f.scenario === 'single' ? 'single v2 event' : f.scenario === 'batch' ? `batch of ${args.batchSize}` : `Segment /v1/batch of ${args.batchSize}`;
     for (const [who, result] of [['inlet', f.inlet], ['bare node:http', f.bare]] as const) {
+      if (result === undefined) continue;
       lines.push({
         name: `${label}: ${who}`,
         requestsPerSecond: result.requestsPerSecond,
@@ -207,10 +216,18 @@ async function main(): Promise<number> {
         p50Ms: result.p50Ms,
         p99Ms: result.p99Ms,
         cpuMicrosPerRequest: result.cpuMicrosPerRequest,
-        failures: describeStatus(result, who === 'inlet' && f.scenario === 'batch' ? 200 : 201),
+        failures: describeStatus(result, who === 'inlet' && f.scenario !== 'single' ? 200 : 201),
       });
     }
-    const ratio = f.inlet.requestsPerSecond / f.bare.requestsPerSecond;
+    if (f.scenario === 'segment') {
+      const native = figures.find((g) => g.scenario === 'batch');
+      if (native !== undefined) {
+        const versus = f.inlet.requestsPerSecond / native.inlet.requestsPerSecond;
+        checks.push({ description: 'Segment /v1/batch events/s ≥ 0.8× native batch events/s, same run (issue 10)', actual: `${versus.toFixed(2)}×`, pass: versus >= 0.8 });
+      }
+      continue;
+    }
+    const ratio = f.inlet.requestsPerSecond / f.bare!.requestsPerSecond;
     if (f.scenario === 'single') {
       checks.push({ description: 'single event req/s ≥ 0.6× bare node:http (issue 2)', actual: `${ratio.toFixed(2)}×`, pass: ratio >= 0.6 });
       checks.push({ description: 'single event p99 ≤ 5 ms (issue 2)', actual: `${f.inlet.p99Ms.toFixed(1)} ms`, pass: f.inlet.p99Ms <= 5 });
@@ -231,12 +248,17 @@ async function main(): Promise<number> {
   if (baseline !== undefined) {
     lines.push({ name: `baseline: ${baseline.label}`, requestsPerSecond: undefined, eventsPerSecond: baseline.eventsPerSecond, p50Ms: undefined, p99Ms: undefined, cpuMicrosPerRequest: undefined, failures: '0' });
   }
-  const storedOk = stored >= acknowledged && stored - acknowledged <= unseenBound;
-  checks.push({
-    description: 'every acknowledged event is stored (rows with source "api" vs 201s / 200s × batch size, warm-up included)',
-    actual: `${stored} stored, ${acknowledged} acknowledged${stored > acknowledged ? ` (+${stored - acknowledged} answered after autocannon stopped listening, at most ${unseenBound})` : ''}`,
-    pass: storedOk,
-  });
+  let storedOk = true;
+  for (const source of ['api', 'segment'] as const) {
+    if (source === 'segment' && !args.scenarios.includes('segment')) continue;
+    const sourceOk = stored[source] >= acknowledged[source] && stored[source] - acknowledged[source] <= unseenBound[source];
+    checks.push({
+      description: `every acknowledged event is stored (rows with source "${source}" vs ${source === 'api' ? '201s / 200s' : '200s'} × batch size, warm-up included)`,
+      actual: `${stored[source]} stored, ${acknowledged[source]} acknowledged${stored[source] > acknowledged[source] ? ` (+${stored[source] - acknowledged[source]} answered after autocannon stopped listening, at most ${unseenBound[source]})` : ''}`,
+      pass: sourceOk,
+    });
+    storedOk &&= sourceOk;
+  }
   checks.push({ description: 'server shut down cleanly (SIGTERM → exit 0)', actual: `exit code ${exitCode}`, pass: exitCode === 0 });
 
   const cpu = cpus()[0]?.model ?? 'unknown CPU';

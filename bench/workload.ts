@@ -1,5 +1,6 @@
 // The events the bench sends: one realistic preferred-format v2 event, made unique per request by
 // its external_id. The same shape feeds the HTTP load and the raw-insert baselines.
+import { randomUUID } from 'node:crypto';
 import { uuidv7 } from '../src/domain/ids.js';
 
 export const OCCURRED_AT = '2026-03-01T12:00:00Z';
@@ -28,6 +29,35 @@ export function batchJson(ids: ExternalIds, size: number, n: number): string {
   const parts: string[] = new Array(size);
   for (let i = 0; i < size; i++) parts[i] = eventJson(ids.take(), n * size + i);
   return `{"events":[${parts.join(',')}]}`;
+}
+
+/** What @segment/analytics-node 3.x puts in `context` (library, and what a server app adds): ~600 bytes. */
+const SEGMENT_CONTEXT_JSON = JSON.stringify({
+  library: { name: '@segment/analytics-node', version: '3.1.0' },
+  app: { name: 'billing-service', version: '4.12.3', build: '20261120.4', namespace: 'com.example.billing' },
+  os: { name: 'Linux', version: '6.1.0-27-amd64' },
+  device: { id: 'b0c2e6f4-3a1d-4e4b-9a57-5f0d7c1e2a93', manufacturer: 'Dell', model: 'PowerEdge R650', type: 'server' },
+  network: { carrier: 'none', cellular: false, wifi: false },
+  locale: 'en-US',
+  timezone: 'Europe/Berlin',
+  ip: '203.0.113.42',
+  traits: { plan: 'pro', company: 'Example GmbH' },
+  userAgent: 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36',
+});
+
+/**
+ * A `/v1/batch` body as @segment/analytics-node 3.x sends it: track items with `node-next-<ms>-<uuid v4>`
+ * messageIds (random, as the SDK's), a context of ~600 bytes, the same properties as the native events.
+ */
+export function segmentBatchJson(size: number, n: number, writeKey: string): string {
+  const parts: string[] = new Array(size);
+  const now = Date.now();
+  for (let i = 0; i < size; i++) {
+    parts[i] =
+      `{"type":"track","event":"Project Created","userId":"user_${(n * size + i) % 5000}","messageId":"node-next-${now}-${randomUUID()}",` +
+      `"timestamp":"${OCCURRED_AT}","properties":${PROPERTIES_JSON},"context":${SEGMENT_CONTEXT_JSON},"integrations":{},"_metadata":{"nodeVersion":"20.19.5","jsRuntime":"node"}}`;
+  }
+  return `{"batch":[${parts.join(',')}],"writeKey":"${writeKey}","sentAt":"${new Date(now).toISOString()}"}`;
 }
 
 export const ROW_COLUMNS = [

@@ -135,6 +135,15 @@ describe('event catalogue', () => {
 });
 
 describe('catalogue bounds', () => {
+  it('a property path longer than 256 characters is counted as overflow, not catalogued (and the flush still works)', async () => {
+    const long = 'k'.repeat(3000);
+    const res = await ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(key), payload: { event: 'long.keys', subject_type: 'user', subject_id: 'u', properties: { [long]: 1, short: 2 } } });
+    assert.equal(res.statusCode, 201, res.body);
+    const detail = (await get('/catalog/events/long_keys')).json().data;
+    assert.deepEqual(detail.properties.map((p: { path: string }) => p.path), ['short']);
+    assert.equal(detail.properties_overflow, 1);
+  });
+
   it('past INLET_CATALOG_MAX_EVENTS names and INLET_CATALOG_MAX_PROPERTIES paths, counts overflow and shows it', async () => {
     const small = await createTestApp({ catalogMaxEvents: 2, catalogMaxProperties: 3 });
     try {

@@ -3,6 +3,7 @@
 // (filters, paging), the hourly cap, retention, and `inlet rejections list`.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { sql } from 'kysely';
 import { cliEnv, inlet } from './support/cli.js';
 import { adminHeaders, bearer, createTestApp, type TestContext } from './helpers.js';
 
@@ -72,6 +73,20 @@ describe('rejections', () => {
     assert.ok(unrecorded >= 3);
     const hours = await ctx.services.storage.db.selectFrom('rejection_hours').selectAll().where('product_id', '=', productId).execute();
     assert.ok(hours.length === 1 && hours[0]!.unrecorded >= 3);
+  });
+
+  it('the per-hour counts of unrecorded rejections and plan violations add up across flushes (instances), never overwrite', async () => {
+    const { id } = await ctx.product('hour-counts');
+    const { storage } = ctx.services;
+    for (const [add, table] of [
+      [(counts: Array<{ productId: string; hour: string; count: number }>) => storage.rejections.addUnrecorded(counts), 'rejection_hours'],
+      [(counts: Array<{ productId: string; hour: string; count: number }>) => storage.governance.addUnrecordedViolations(counts), 'plan_violation_hours'],
+    ] as const) {
+      await add([{ productId: id, hour: '2026-01-01T10', count: 2 }]);
+      await add([{ productId: id, hour: '2026-01-01T10', count: 5 }, { productId: id, hour: '2026-01-01T11', count: 1 }]);
+      const rows = await sql<{ hour: string; unrecorded: number }>`SELECT hour, unrecorded FROM ${sql.table(table)} WHERE product_id = ${id} ORDER BY hour`.execute(storage.db);
+      assert.deepEqual(rows.rows.map((r) => [r.hour, Number(r.unrecorded)]), [['2026-01-01T10', 7], ['2026-01-01T11', 1]], table);
+    }
   });
 
   it('a flush that fails (storage unreachable) keeps the rejections; the next flush records them', async () => {

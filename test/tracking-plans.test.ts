@@ -92,6 +92,17 @@ describe('warn', () => {
     assert.ok(!list.body.includes('secret-amount'));
     assert.equal((await p.admin('GET', '/violations?code=unplanned_event')).json().data.length, 1);
     assert.equal((await p.admin('GET', '/violations?canonical_name=order_completed')).json().data.length, 1);
+    // Batch elements and Segment items in warn: stored, each recorded with its own pointers.
+    const batch = await ctx.app.inject({ method: 'POST', url: '/api/v2/events/batch', headers: bearer(p.eventsKey), payload: { events: [{ event: 'order.completed', subject_type: 'user', subject_id: 'u', properties: { plan: 'pro' } }, { event: 'order.completed', subject_type: 'user', subject_id: 'u', properties: { plan: true } }] } });
+    assert.equal(batch.statusCode, 200, batch.body);
+    const segment = await ctx.app.inject({ method: 'POST', url: '/v1/batch', headers: basic(p.eventsKey), payload: { batch: [{ type: 'track', event: 'Order Completed', userId: 'u', messageId: 'warn-seg', properties: {} }] } });
+    assert.equal(segment.json().accepted, 1);
+    assert.deepEqual(segment.json().rejected, []);
+    const more = (await p.admin('GET', '/violations?limit=2')).json().data;
+    assert.deepEqual(more.map((v: { route: string; severity: string; errors: Array<{ pointer: string }> }) => [v.route, v.severity, v.errors.map((e) => e.pointer)]), [
+      ['/v1/batch', 'warning', ['/properties/plan']],
+      ['/api/v2/events/batch', 'warning', ['/properties/plan', '/properties/plan']],
+    ]);
     // Nothing refused, so nothing in the rejections list.
     assert.equal((await p.admin('GET', '/rejections')).json().data.length, 0);
     const metric = await ctx.services.metrics.registry.getSingleMetric('inlet_tracking_plan_violations_total')!.get();
@@ -200,6 +211,8 @@ describe('enforce', () => {
     assert.equal(byMessage['id-bad'].canonical_name, 'user_identified');
     // page_viewed is planned in warn: stored, recorded as a warning.
     assert.equal(byMessage['page-warn'].severity, 'warning');
+    // A page's `name` is sent at the top of the item: the pointer says so, not /properties/name.
+    assert.deepEqual(byMessage['page-warn'].errors.map((e: { pointer: string }) => e.pointer), ['/name']);
     const single = await ctx.app.inject({ method: 'POST', url: '/v1/track', headers: basic(p.eventsKey), payload: { event: 'Order Completed', userId: 'u', messageId: 's1', properties: {} } });
     assert.deepEqual(single.json().rejected.map((r: { code: string }) => r.code), ['tracking_plan_violation']);
   });
@@ -236,6 +249,9 @@ describe('draft from the catalogue', () => {
     const send = () => ctx.app.inject({ method: 'POST', url: '/api/v2/events/batch', headers: bearer(p.eventsKey), payload: { events } });
     assert.equal((await send()).statusCode, 200);
     await ctx.app.inject({ method: 'POST', url: '/api/v2/identify', headers: bearer(p.eventsKey), payload: { external_id: 'u', traits: { email: 'a@example.com' } } });
+    // A Segment identify is stored as the event user_identified, but its traits belong to the plan's `traits`.
+    const identify = await ctx.app.inject({ method: 'POST', url: '/v1/identify', headers: basic(p.eventsKey), payload: { userId: 'u', messageId: 'draft-id', traits: { email: 'b@example.com', plan: 'pro' } } });
+    assert.equal(identify.statusCode, 200);
     const draft = await p.admin('POST', '/tracking_plan/draft');
     assert.equal(draft.statusCode, 200, draft.body);
     const plan = draft.json().data;
@@ -245,7 +261,8 @@ describe('draft from the catalogue', () => {
       properties: { amount: { type: 'number' }, coupon: { type: 'null' }, meta: { type: 'object', properties: { source: { type: 'string' } }, required: ['source'] }, plan: { type: 'string' } },
       required: ['amount', 'plan'],
     });
-    assert.deepEqual(plan.traits, { type: 'object', properties: { email: { type: 'string' } } });
+    assert.deepEqual(plan.traits, { type: 'object', properties: { email: { type: 'string' }, plan: { type: 'string' } } });
+    assert.deepEqual(Object.keys(plan.events).sort(), ['order_completed', 'signup_started']);
     // Never applied by itself.
     assert.equal((await p.admin('GET', '/tracking_plan')).statusCode, 404);
     plan.mode = 'enforce';

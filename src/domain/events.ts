@@ -43,9 +43,10 @@ export interface EventDraft {
   /**
    * Where `properties` sat in the request (tracking-plan errors point there): the item's pointer in its
    * body ('' for a single-event route, `/events/3` in a batch) and its field. `identify` marks a Segment
-   * identify, whose properties are traits and are checked against the plan's `traits`.
+   * identify, whose properties are traits and are checked against the plan's `traits`. `moved`: properties
+   * that came from elsewhere in the item (a Segment page's top-level `name`), by key → pointer in the item.
    */
-  received?: { base: string; field: 'properties' | 'metadata' | 'traits'; identify?: boolean };
+  received?: { base: string; field: 'properties' | 'metadata' | 'traits'; identify?: boolean; moved?: Record<string, string> };
 }
 
 export type DraftResult = { ok: true; draft: EventDraft } | { ok: false; errors: FieldError[] };

@@ -182,6 +182,8 @@ export function translateSegmentItem(raw: unknown, options: SegmentItemOptions):
   let subjectId = subject ?? '';
   let eventProperties: Record<string, unknown> = properties ?? {};
   const identity: IdentityOp[] = [];
+  // Properties filled from elsewhere in the item: tracking-plan errors point where the sender put them.
+  const moved: Record<string, string> = {};
   switch (call) {
     case 'track': {
       const event = typeof raw.event === 'string' ? raw.event : typeof raw.event === 'number' ? String(raw.event) : '';
@@ -198,8 +200,14 @@ export function translateSegmentItem(raw: unknown, options: SegmentItemOptions):
     case 'screen': {
       name = { eventType: call, action: 'viewed', canonicalName: `${call}_viewed`, nameFormat: 'segment' };
       eventProperties = { ...eventProperties };
-      if (raw.name !== undefined) eventProperties.name = raw.name;
-      if (raw.category !== undefined) eventProperties.category = raw.category;
+      if (raw.name !== undefined) {
+        eventProperties.name = raw.name;
+        moved.name = '/name';
+      }
+      if (raw.category !== undefined) {
+        eventProperties.category = raw.category;
+        moved.category = '/category';
+      }
       break;
     }
     case 'group': {
@@ -209,6 +217,7 @@ export function translateSegmentItem(raw: unknown, options: SegmentItemOptions):
       subjectType = 'account';
       subjectId = groupId;
       eventProperties = { ...(traits ?? {}), user_id: subject };
+      moved.user_id = userId === undefined ? '/anonymousId' : '/userId';
       break;
     }
     case 'identify': {
@@ -232,6 +241,7 @@ export function translateSegmentItem(raw: unknown, options: SegmentItemOptions):
       name = { eventType: 'user', action: 'aliased', canonicalName: 'user_aliased', nameFormat: 'segment' };
       subjectId = userId;
       eventProperties = { ...eventProperties, previous_id: previousId };
+      moved.previous_id = '/previousId';
       if (previousId !== userId) identity.push({ kind: 'link', from: previousId, to: userId, explicit: true });
       break;
     }
@@ -270,7 +280,12 @@ export function translateSegmentItem(raw: unknown, options: SegmentItemOptions):
       propertiesJson,
       context: context ?? null,
       original,
-      received: { base, field: call === 'identify' || call === 'group' ? 'traits' : 'properties', ...(call === 'identify' ? { identify: true } : {}) },
+      received: {
+        base,
+        field: call === 'identify' || call === 'group' ? 'traits' : 'properties',
+        ...(call === 'identify' ? { identify: true } : {}),
+        ...(Object.keys(moved).length === 0 ? {} : { moved }),
+      },
     },
   };
 }

@@ -9,6 +9,11 @@ import type { CatalogEventDelta, CatalogPropertyDelta, CatalogScope, EventRecord
 
 /** Paths are followed into nested objects down to this depth (`a.b.c`). */
 export const CATALOG_MAX_DEPTH = 3;
+/**
+ * A longer path (a sender using values as keys, or a hostile one) is counted as overflow instead: it would be
+ * useless to read, and PostgreSQL refuses B-tree index entries over ~2.7 kB, which would fail every flush.
+ */
+export const CATALOG_MAX_PATH_LENGTH = 256;
 
 export interface CatalogOptions {
   enabled: boolean;
@@ -86,7 +91,7 @@ function addType(paths: PathTypes, path: string, type: JsonType, count: number, 
 function observePaths(paths: PathTypes, object: Record<string, unknown>, at: string, maxPaths: number): number {
   let dropped = 0;
   walkPaths(object, (path, type) => {
-    if (!paths.has(path) && paths.size >= maxPaths) {
+    if (path.length > CATALOG_MAX_PATH_LENGTH || (!paths.has(path) && paths.size >= maxPaths)) {
       dropped++;
       return;
     }

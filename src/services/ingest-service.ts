@@ -77,6 +77,16 @@ function planCheck(plan: CompiledPlan, draft: EventDraft): { entry: ViolationEnt
   const finding = received.identify === true ? checkTraits(plan, draft.properties) : checkEvent(plan, draft.name.canonicalName, draft.properties);
   if (finding === undefined) return undefined;
   const field = finding.code === 'unplanned_event' ? '' : `/${received.field}`;
+  // A pointer into the item: under its properties field, or where a moved property came from.
+  const inItem = (pointer: string): string => {
+    if (received.moved !== undefined && pointer !== '') {
+      const cut = pointer.indexOf('/', 1);
+      const from = received.moved[(cut < 0 ? pointer.slice(1) : pointer.slice(1, cut)).replace(/~1/g, '/').replace(/~0/g, '~')];
+      if (from !== undefined) return `${from}${cut < 0 ? '' : pointer.slice(cut)}`;
+    }
+    return `${field}${pointer}`;
+  };
+  const errors = finding.errors.map((e) => ({ pointer: inItem(e.pointer), message: e.message }));
   const entry: ViolationEntry = {
     canonicalName: draft.name.canonicalName,
     code: finding.code,
@@ -84,10 +94,10 @@ function planCheck(plan: CompiledPlan, draft: EventDraft): { entry: ViolationEnt
     planVersion: plan.version,
     messageId: draft.externalId,
     subjectId: draft.subjectId,
-    errors: finding.errors.map((e) => ({ pointer: `${field}${e.pointer}`, message: e.message })),
+    errors,
   };
   if (finding.severity === 'warning') return { entry };
-  const answered = finding.errors.map((e) => ({ pointer: `${received.base}${field}${e.pointer}`, message: e.message }));
+  const answered = errors.map((e) => ({ pointer: `${received.base}${e.pointer}`, message: e.message }));
   return { entry, refusal: planRefusal(finding.code, draft.name.canonicalName, answered, received.identify === true) };
 }
 

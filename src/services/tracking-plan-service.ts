@@ -8,6 +8,7 @@ import { Counter } from 'prom-client';
 import { AppError, validationError } from '../domain/errors.js';
 import { uuidv7 } from '../domain/ids.js';
 import { storableText } from '../domain/json-values.js';
+import { SEGMENT_SOURCE } from '../domain/segment.js';
 import { compilePlan, draftPlan, type CompiledPlan, type TrackingPlan } from '../domain/tracking-plan.js';
 import type { Storage, TrackingPlanVersion, ViolationQuery, ViolationRecord } from '../storage/types.js';
 import type { CatalogService } from './catalog-service.js';
@@ -145,6 +146,9 @@ export function createTrackingPlanService(storage: Storage, metrics: Metrics, ca
       for (let offset = 0; ; offset += 500) {
         const page = await storage.governance.listCatalogEvents(productId, { sort: 'name', offset, limit: 500 });
         for (const event of page) {
+          // Segment identify items are stored as `user_identified` events but checked against `traits`: their
+          // trait paths are in the traits catalogue, an event schema for them would check nothing.
+          if (event.canonicalName === 'user_identified' && event.sources.every((source) => source === SEGMENT_SOURCE)) continue;
           const properties = await storage.governance.listCatalogProperties(productId, 'event', event.canonicalName);
           names.push({ canonicalName: event.canonicalName, count: event.count, properties: properties.map((p) => ({ path: p.path, types: p.types as Record<string, number> })) });
         }

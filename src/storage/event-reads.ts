@@ -26,7 +26,13 @@ export const RECEIVE_TO_COMMIT_SLACK_MS = 10 * 60_000;
 
 type Row = Selectable<EventsTable> & { position: string | number };
 
-export function eventFromRow(row: Omit<Row, 'position'> & { position?: string | number }): EventRecord {
+const NO_PROPERTIES: Record<string, unknown> = Object.freeze({}) as Record<string, unknown>;
+
+/**
+ * A stored row as an event. With `jsonText` (exports) the JSON columns stay the stored text
+ * (`EventRecord.jsonText`) and are not parsed; `properties` is then an empty placeholder.
+ */
+export function eventFromRow(row: Omit<Row, 'position'> & { position?: string | number }, jsonText = false): EventRecord {
   const record: EventRecord = {
     id: row.id,
     productId: row.product_id,
@@ -40,37 +46,18 @@ export function eventFromRow(row: Omit<Row, 'position'> & { position?: string | 
     subjectId: row.subject_id,
     occurredAt: toIso(row.occurred_at),
     receivedAt: toIso(row.received_at),
-    properties: fromJson(row.properties),
+    properties: jsonText ? NO_PROPERTIES : fromJson(row.properties),
     apiKeyId: row.api_key_id,
-    context: row.context == null ? null : fromJson(row.context),
-    original: row.original == null ? null : fromJson(row.original),
   };
+  if (jsonText) {
+    const text = (value: unknown) => (value == null ? null : (value as string));
+    record.jsonText = { properties: row.properties as unknown as string, context: text(row.context), original: text(row.original) };
+  } else {
+    record.context = row.context == null ? null : fromJson(row.context);
+    record.original = row.original == null ? null : fromJson(row.original);
+  }
   if (row.position !== undefined) record.position = String(row.position);
   return record;
-}
-
-const NO_PROPERTIES: Record<string, unknown> = Object.freeze({}) as Record<string, unknown>;
-
-/** A row read with `jsonText`: the JSON columns stay text (EventRecord.jsonText). */
-function eventFromTextRow(row: Omit<Row, 'position' | 'properties' | 'context' | 'original'> & { position: string | number; properties: string; context: string | null; original: string | null }): EventRecord {
-  return {
-    id: row.id,
-    productId: row.product_id,
-    source: row.source,
-    externalId: row.external_id,
-    eventType: row.event_type,
-    action: row.action,
-    canonicalName: row.canonical_name,
-    nameFormat: row.name_format as NameFormat,
-    subjectType: row.subject_type,
-    subjectId: row.subject_id,
-    occurredAt: toIso(row.occurred_at),
-    receivedAt: toIso(row.received_at),
-    properties: NO_PROPERTIES,
-    apiKeyId: row.api_key_id,
-    position: String(row.position),
-    jsonText: { properties: row.properties, context: row.context, original: row.original },
-  };
 }
 
 type Op = '<' | '>' | '<=' | '>=';
@@ -290,7 +277,7 @@ export function eventReads(db: Kysely<Database>, dialect: Dialect) {
         .slice(0, limit + 1);
     } else rows = await read(filter);
 
-    const events = rows.slice(0, limit).map((row) => (query.jsonText === true ? eventFromTextRow(row as never) : eventFromRow(row)));
+    const events = rows.slice(0, limit).map((row) => eventFromRow(row, query.jsonText === true));
     let next: string | null = null;
     if (rows.length > limit) next = events[events.length - 1]!.position!;
     else if (scanEnd !== undefined) next = scanEnd;
@@ -334,7 +321,7 @@ export function eventReads(db: Kysely<Database>, dialect: Dialect) {
         .orderBy('id', 'desc')
         .limit(limit)
         .execute();
-      return (rows as unknown as Row[]).map(eventFromRow);
+      return (rows as unknown as Row[]).map((row) => eventFromRow(row));
     },
   };
 }

@@ -13,6 +13,8 @@ import type {
   ViolationRecord,
 } from './governance-types.js';
 import type { Dialect } from './types.js';
+import { addHourCounts } from './hour-counts.js';
+import { whereGiven } from './where-given.js';
 
 type Timestamp = ColumnType<Date | string, string, string>;
 type Count = ColumnType<number | string, number, number>;
@@ -337,25 +339,20 @@ export function governanceStore(kysely: Kysely<Database>, dialect: Dialect): Gov
       }
     },
 
-    async addUnrecordedViolations(counts) {
-      for (const { productId, hour, count } of counts) {
-        await db
-          .insertInto('plan_violation_hours')
-          .values({ product_id: productId, hour, unrecorded: count })
-          .onConflict((oc) => oc.columns(['product_id', 'hour']).doUpdateSet({ unrecorded: sql`plan_violation_hours.unrecorded + ${count}` }))
-          .execute();
-      }
-    },
+    addUnrecordedViolations: (counts) => addHourCounts(db, 'plan_violation_hours', counts),
 
     async listViolations(productId, query) {
-      let q = db.selectFrom('plan_violations').selectAll().where('product_id', '=', productId);
-      if (query.canonicalName !== undefined) q = q.where('canonical_name', '=', query.canonicalName);
-      if (query.code !== undefined) q = q.where('code', '=', query.code);
-      if (query.keyId !== undefined) q = q.where('key_id', '=', query.keyId);
-      if (query.receivedFrom !== undefined) q = q.where('received_at', '>=', query.receivedFrom);
-      if (query.receivedTo !== undefined) q = q.where('received_at', '<', query.receivedTo);
-      if (query.beforeId !== undefined) q = q.where('id', '<', query.beforeId);
-      const rows = await q.orderBy('id', 'desc').limit(query.limit).execute();
+      const rows = await whereGiven(db.selectFrom('plan_violations').selectAll().where('product_id', '=', productId), [
+        ['canonical_name', '=', query.canonicalName],
+        ['code', '=', query.code],
+        ['key_id', '=', query.keyId],
+        ['received_at', '>=', query.receivedFrom],
+        ['received_at', '<', query.receivedTo],
+        ['id', '<', query.beforeId],
+      ])
+        .orderBy('id', 'desc')
+        .limit(query.limit)
+        .execute();
       return rows.map(violationFromRow);
     },
 

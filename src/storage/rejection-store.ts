@@ -1,9 +1,9 @@
 // Recorded rejections (segment-compat "Bodies"; clarifications §13, §20): newest first, paged by id
 // (a uuidv7, so id order is time order), filtered by code, key, severity and time.
 import type { Kysely } from 'kysely';
-import { sql } from 'kysely';
 import { toIso, type Database } from './database.js';
 import type { RejectionQuery, RejectionRecord, RejectionStore } from './types.js';
+import { addHourCounts } from './hour-counts.js';
 import { whereGiven } from './where-given.js';
 
 export function rejectionStore(db: Kysely<Database>): RejectionStore {
@@ -32,15 +32,7 @@ export function rejectionStore(db: Kysely<Database>): RejectionStore {
           .execute();
       }
     },
-    async addUnrecorded(counts) {
-      for (const { productId, hour, count } of counts) {
-        await db
-          .insertInto('rejection_hours')
-          .values({ product_id: productId, hour, unrecorded: count })
-          .onConflict((oc) => oc.columns(['product_id', 'hour']).doUpdateSet({ unrecorded: sql`rejection_hours.unrecorded + ${count}` }))
-          .execute();
-      }
-    },
+    addUnrecorded: (counts) => addHourCounts(db, 'rejection_hours', counts),
     async list(productId: string, query: RejectionQuery) {
       const rows = await whereGiven(db.selectFrom('rejections').selectAll().where('product_id', '=', productId), [
         ['code', '=', query.code],

@@ -1,5 +1,5 @@
 // Optional filters as WHERE clauses, written once for every store that pages through a filtered list
-// (event reads, rejections): a condition applies only when its value was given.
+// (event reads, rejections, plan violations): a condition applies only when its value was given.
 import type { ComparisonOperatorExpression, OperandValueExpressionOrList, ReferenceExpression, SelectQueryBuilder } from 'kysely';
 
 /** `[column, operator, value]`; skipped when `value` is undefined. */

@@ -5,14 +5,12 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { AppError, validationError } from '../../domain/errors.js';
 import { PLAN_MODES, UNPLANNED_RULES } from '../../domain/tracking-plan.js';
-import { parseRfc3339 } from '../../domain/timestamps.js';
 import type { Services } from '../../services.js';
 import { catalogEventDetailResource, catalogEventResource, catalogPropertyResource, trackingPlanResource, violationResource } from '../../resources/governance.js';
 import { problemResponse } from '../schemas/common.js';
 import { productOf } from './context.js';
+import { idPage, idPageParameters, idPageQuery, pageLimit } from './paging.js';
 
-const DEFAULT_LIMIT = 50;
-const MAX_LIMIT = 500;
 
 const JsonTypes = Type.Record(Type.String(), Type.Integer(), { description: 'Observations per JSON type: string, integer, number, boolean, object, array, null' });
 
@@ -87,39 +85,26 @@ const CatalogQuery = Type.Object(
   {
     sort: Type.Optional(Type.Union([Type.Literal('last_seen'), Type.Literal('count'), Type.Literal('name')], { description: 'last_seen (default, newest first), count (largest first) or name' })),
     prefix: Type.Optional(Type.String({ maxLength: 256, description: 'Only names starting with this' })),
-    limit: Type.Optional(Type.String({ description: `1–${MAX_LIMIT}, default ${DEFAULT_LIMIT}` })),
-    cursor: Type.Optional(Type.String({ description: 'meta.next_cursor of the previous page' })),
+    limit: idPageParameters.limit,
+    cursor: idPageParameters.cursor,
   },
   { additionalProperties: false },
 );
 
 const ViolationQuery = Type.Object(
   {
-    limit: Type.Optional(Type.String({ description: `1–${MAX_LIMIT}, default ${DEFAULT_LIMIT}` })),
-    cursor: Type.Optional(Type.String({ description: 'meta.next_cursor of the previous page' })),
+    limit: idPageParameters.limit,
+    cursor: idPageParameters.cursor,
     canonical_name: Type.Optional(Type.String({ maxLength: 256 })),
     code: Type.Optional(Type.Union([Type.Literal('tracking_plan_violation'), Type.Literal('unplanned_event')])),
     key_id: Type.Optional(Type.String({ maxLength: 64 })),
-    received_from: Type.Optional(Type.String({ description: 'RFC 3339, inclusive' })),
-    received_to: Type.Optional(Type.String({ description: 'RFC 3339, exclusive' })),
+    received_from: idPageParameters.received_from,
+    received_to: idPageParameters.received_to,
   },
   { additionalProperties: false },
 );
 
 const adminErrors = { 400: problemResponse('Invalid parameter') };
-
-function parseLimit(value: string | undefined): number {
-  const limit = value === undefined ? DEFAULT_LIMIT : Number(value);
-  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) throw validationError([{ pointer: '/limit', message: `query parameter limit must be a whole number from 1 to ${MAX_LIMIT}` }]);
-  return limit;
-}
-
-function parseTime(value: string | undefined, name: string): string | undefined {
-  if (value === undefined) return undefined;
-  const parsed = parseRfc3339(value);
-  if (parsed === undefined) throw validationError([{ pointer: `/${name}`, message: `query parameter ${name} must be an RFC 3339 timestamp` }]);
-  return parsed;
-}
 
 export function adminGovernanceRoutes(app: FastifyInstance, services: Services): void {
   const r = app.withTypeProvider<TypeBoxTypeProvider>();
@@ -140,7 +125,7 @@ export function adminGovernanceRoutes(app: FastifyInstance, services: Services):
     },
     async (request) => {
       const q = request.query;
-      const limit = parseLimit(q.limit);
+      const limit = pageLimit(q.limit);
       let offset = 0;
       if (q.cursor !== undefined) {
         offset = Number(Buffer.from(q.cursor, 'base64url').toString('utf8'));
@@ -265,26 +250,10 @@ export function adminGovernanceRoutes(app: FastifyInstance, services: Services):
     },
     async (request) => {
       const q = request.query;
-      const limit = parseLimit(q.limit);
-      let beforeId: string | undefined;
-      if (q.cursor !== undefined) {
-        beforeId = Buffer.from(q.cursor, 'base64url').toString('utf8');
-        if (!/^[0-9a-f-]{36}$/.test(beforeId)) throw validationError([{ pointer: '/cursor', message: 'query parameter cursor is not one this API gave out' }]);
-      }
-      const receivedFrom = parseTime(q.received_from, 'received_from');
-      const receivedTo = parseTime(q.received_to, 'received_to');
-      const rows = await plans.listViolations(productOf(request).id, {
-        limit: limit + 1,
-        ...(beforeId === undefined ? {} : { beforeId }),
-        ...(q.canonical_name === undefined ? {} : { canonicalName: q.canonical_name }),
-        ...(q.code === undefined ? {} : { code: q.code }),
-        ...(q.key_id === undefined ? {} : { keyId: q.key_id }),
-        ...(receivedFrom === undefined ? {} : { receivedFrom }),
-        ...(receivedTo === undefined ? {} : { receivedTo }),
-      });
-      const page = rows.slice(0, limit);
-      const next = rows.length > limit ? Buffer.from(page.at(-1)!.id).toString('base64url') : null;
-      return { data: page.map(violationResource), meta: { next_cursor: next } };
+      const { limit, ...paging } = idPageQuery(q);
+      const rows = await plans.listViolations(productOf(request).id, { ...paging, limit: limit + 1, canonicalName: q.canonical_name, code: q.code, keyId: q.key_id });
+      const { page, nextCursor } = idPage(rows, limit);
+      return { data: page.map(violationResource), meta: { next_cursor: nextCursor } };
     },
   );
 }

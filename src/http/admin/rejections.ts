@@ -3,15 +3,11 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import { validationError } from '../../domain/errors.js';
-import { parseRfc3339 } from '../../domain/timestamps.js';
 import type { Services } from '../../services.js';
 import { rejectionResource } from '../../resources/rejections.js';
 import { problemResponse } from '../schemas/common.js';
 import { productOf } from './context.js';
-
-const DEFAULT_LIMIT = 50;
-const MAX_LIMIT = 500;
+import { idPage, idPageParameters, idPageQuery } from './paging.js';
 
 const Rejection = Type.Object({
   id: Type.String(),
@@ -28,13 +24,13 @@ const Rejection = Type.Object({
 
 const Query = Type.Object(
   {
-    limit: Type.Optional(Type.String({ description: `1–${MAX_LIMIT}, default ${DEFAULT_LIMIT}` })),
-    cursor: Type.Optional(Type.String({ description: 'meta.next_cursor of the previous page' })),
+    limit: idPageParameters.limit,
+    cursor: idPageParameters.cursor,
     code: Type.Optional(Type.String({ maxLength: 64 })),
     key_id: Type.Optional(Type.String({ maxLength: 64 })),
     severity: Type.Optional(Type.Union([Type.Literal('rejected'), Type.Literal('warning')])),
-    received_from: Type.Optional(Type.String({ description: 'RFC 3339, inclusive' })),
-    received_to: Type.Optional(Type.String({ description: 'RFC 3339, exclusive' })),
+    received_from: idPageParameters.received_from,
+    received_to: idPageParameters.received_to,
   },
   { additionalProperties: false },
 );
@@ -54,31 +50,10 @@ export function adminRejectionRoutes(app: FastifyInstance, services: Services): 
     },
     async (request) => {
       const q = request.query;
-      const limit = q.limit === undefined ? DEFAULT_LIMIT : Number(q.limit);
-      if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) throw validationError([{ pointer: '/limit', message: `query parameter limit must be a whole number from 1 to ${MAX_LIMIT}` }]);
-      const time = (value: string | undefined, name: string) => {
-        if (value === undefined) return undefined;
-        const parsed = parseRfc3339(value);
-        if (parsed === undefined) throw validationError([{ pointer: `/${name}`, message: `query parameter ${name} must be an RFC 3339 timestamp` }]);
-        return parsed;
-      };
-      let beforeId: string | undefined;
-      if (q.cursor !== undefined) {
-        beforeId = Buffer.from(q.cursor, 'base64url').toString('utf8');
-        if (!/^[0-9a-f-]{36}$/.test(beforeId)) throw validationError([{ pointer: '/cursor', message: 'query parameter cursor is not one this API gave out' }]);
-      }
-      const rows = await services.rejections.list(productOf(request).id, {
-        limit: limit + 1,
-        ...(beforeId === undefined ? {} : { beforeId }),
-        ...(q.code === undefined ? {} : { code: q.code }),
-        ...(q.key_id === undefined ? {} : { keyId: q.key_id }),
-        ...(q.severity === undefined ? {} : { severity: q.severity }),
-        ...(q.received_from === undefined ? {} : { receivedFrom: time(q.received_from, 'received_from') }),
-        ...(q.received_to === undefined ? {} : { receivedTo: time(q.received_to, 'received_to') }),
-      });
-      const page = rows.slice(0, limit);
-      const next = rows.length > limit ? Buffer.from(page.at(-1)!.id).toString('base64url') : null;
-      return { data: page.map(rejectionResource), meta: { next_cursor: next } };
+      const { limit, ...paging } = idPageQuery(q);
+      const rows = await services.rejections.list(productOf(request).id, { ...paging, limit: limit + 1, code: q.code, keyId: q.key_id, severity: q.severity });
+      const { page, nextCursor } = idPage(rows, limit);
+      return { data: page.map(rejectionResource), meta: { next_cursor: nextCursor } };
     },
   );
 }

@@ -110,40 +110,57 @@ function responseOn(socket: Socket): ServerResponse | undefined {
 }
 
 /**
+ * Calls `then` once no answer is under way on the socket any more: at once if there is none, else
+ * after it (and any pipelined answers queued behind it) has finished. `then` gets the in-flight
+ * response of a request that is still incomplete, if that is what is left: the request the error is
+ * about. An answer that never finishes (a live stream) keeps the connection until it ends; one cut
+ * short (the socket closed) ends it all.
+ */
+function afterAnswersUnderWay(socket: Socket, then: (pending: ServerResponse | undefined) => void): void {
+  const response = responseOn(socket);
+  if (response === undefined || (!response.headersSent && !response.req.complete)) {
+    then(response);
+    return;
+  }
+  let finished = false;
+  // Node's own 'finish' listener (added first) hands the socket to the next queued answer, if any.
+  response.once('finish', () => {
+    finished = true;
+    afterAnswersUnderWay(socket, then);
+  });
+  response.once('close', () => {
+    if (!finished) socket.destroy();
+  });
+}
+
+/**
  * Fastify's default answers a malformed request with its own JSON; this answers it with problem+json
  * and a fresh request id (there was no request to take one from), then closes the connection, as
  * Node does: after a framing error the rest of the stream cannot be trusted.
  *
- * A receive timeout (ERR_HTTP_REQUEST_TIMEOUT, lifecycle.ts) is answered 408 only where that answer
- * is the next thing on the wire: partial headers get a fresh id, a partial body the id its request
- * already has. A connection that never sent a byte, or one lingering after an early answer
- * (body.ts), is closed without a word. And an answer already under way is never cut or written
- * into: when the timed-out request was pipelined behind a long answer (a live stream, an export),
- * the connection closes once that answer has ended.
+ * An answer already under way is never cut or written into, whatever the error: the problem is
+ * answered after it, in order (a stalled request pipelined behind a live stream or an export, bytes
+ * that are not HTTP behind a good request, an EOF inside a body the server had begun to answer).
+ *
+ * A receive timeout (ERR_HTTP_REQUEST_TIMEOUT, lifecycle.ts) is answered 408: partial headers with a
+ * fresh id, a partial body with the id its request already has. A connection that never sent a byte,
+ * or one lingering after an early answer (body.ts), is closed without a word.
  */
 export function clientErrorHandler(this: FastifyInstance, error: NodeJS.ErrnoException, socket: Socket): void {
   if (error.code === 'ECONNRESET' || socket.destroyed) return;
-  const response = responseOn(socket);
-  if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
-    if (isLingering(socket) || (response === undefined && socket.bytesRead === 0)) {
+  afterAnswersUnderWay(socket, (pending) => {
+    if (socket.destroyed) return;
+    if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT' && (isLingering(socket) || (pending === undefined && socket.bytesRead === 0))) {
       socket.destroy();
       return;
     }
-    if (response !== undefined && response.req.complete) {
-      // The answer in progress belongs to a request received in full: let it end, then close.
-      response.once('close', () => socket.destroy());
+    const appError = clientProblem(error);
+    const requestId = pending === undefined ? randomUUID() : rawRequestId(pending.req);
+    this.log.debug({ err: error, request_id: requestId }, 'malformed or timed-out request');
+    if (!socket.writable) {
+      socket.destroy();
       return;
     }
-  }
-  if (response?.headersSent) {
-    // Never write a second status line into an answer under way.
-    socket.destroy();
-    return;
-  }
-  const appError = clientProblem(error);
-  const requestId = response === undefined ? randomUUID() : rawRequestId(response.req);
-  this.log.debug({ err: error, request_id: requestId }, 'malformed or timed-out request');
-  if (socket.writable) {
     const body = JSON.stringify(appError.toProblem(requestId));
     // end + destroy once flushed: destroying at once could drop the answer still in the buffer.
     socket.end(
@@ -151,7 +168,5 @@ export function clientErrorHandler(this: FastifyInstance, error: NodeJS.ErrnoExc
         `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
       () => socket.destroy(),
     );
-    return;
-  }
-  socket.destroy();
+  });
 }

@@ -1,0 +1,52 @@
+// The fuzz oracle itself (test/fuzz/harness.ts `judge`): the bare answers Node's HTTP server would write
+// on its own — 400 for an HTTP/1.1 request without Host, 417 for an Expect other than 100-continue —
+// are failures, not known exceptions: Inlet answers both in problem+json (lifecycle.ts), and the fuzz
+// suite must fail if either comes back.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { judge } from './harness.js';
+import type { FuzzCase } from './generator.js';
+import type { Exchange } from './raw-client.js';
+
+function caseOf(head: string): FuzzCase {
+  return {
+    seed: 1,
+    index: 0,
+    route: 'POST /api/v2/events',
+    mode: 'header',
+    mutations: [],
+    method: 'POST',
+    bytes: Buffer.from(`${head}\r\n\r\n{}`),
+    headOnly: false,
+    after: { kind: 'read' },
+    mustAnswer: true,
+    pipelined: false,
+    allow502: false,
+  };
+}
+
+function bare(status: number): Exchange {
+  return { responses: [{ status, headers: { connection: ['close'] }, body: Buffer.alloc(0) }], outcome: 'closed', elapsedMs: 1 };
+}
+
+describe('fuzz oracle: no bare Node answers', () => {
+  it('a bare 400 to a request without Host fails', () => {
+    const problems = judge(caseOf('POST /api/v2/events HTTP/1.1\r\nContent-Length: 2'), bare(400), 1000);
+    assert.ok(problems.some((p) => /not application\/problem\+json/.test(p)), problems.join('; '));
+  });
+
+  it('a bare 417 to an unknown Expect fails', () => {
+    const problems = judge(caseOf('POST /api/v2/events HTTP/1.1\r\nHost: x\r\nExpect: something-else\r\nContent-Length: 2'), bare(417), 1000);
+    assert.ok(problems.some((p) => /not application\/problem\+json/.test(p)), problems.join('; '));
+  });
+
+  it('the same answers in problem+json with a request id pass', () => {
+    const body = Buffer.from(JSON.stringify({ type: 't', title: 'x', status: 417, detail: 'd', code: 'expectation_failed', request_id: 'r1' }));
+    const answer: Exchange = {
+      responses: [{ status: 417, headers: { 'content-type': ['application/problem+json'], 'x-request-id': ['r1'] }, body }],
+      outcome: 'closed',
+      elapsedMs: 1,
+    };
+    assert.deepEqual(judge(caseOf('POST /api/v2/events HTTP/1.1\r\nHost: x\r\nExpect: something-else\r\nContent-Length: 2'), answer, 1000), []);
+  });
+});
