@@ -110,6 +110,34 @@ describe('rejections', () => {
     assert.deepEqual(rows.map((r: { message_id: string }) => r.message_id).sort(), ['outage-1', 'outage-2']);
   });
 
+  it('a whole Segment request refused for its body is recorded too (not JSON, no batch array, over the limit); not for an unknown key or a secret key from a page', async () => {
+    const other = await ctx.product('rejections-whole');
+    const auth = basic(other.eventsKey);
+    const send = (url: string, payload: string, headers: Record<string, string> = auth) => ctx.app.inject({ method: 'POST', url, headers: { 'content-type': 'text/plain', ...headers }, payload });
+    assert.equal((await send('/v1/track', 'not json{')).statusCode, 400);
+    assert.equal((await send('/v1/batch', JSON.stringify({ batch: 'nope', messageId: 'whole-1' }))).statusCode, 400);
+    assert.equal((await send('/v1/track', JSON.stringify({ event: 'Big', userId: 'u', properties: { text: 'x'.repeat(600 * 1024) } }))).statusCode, 400);
+    // Not recorded: no product to record for, or a secret key used from a web page.
+    assert.equal((await send('/v1/track', 'not json{', basic('inlet_ek_unknownunknownunknown'))).statusCode, 400);
+    assert.equal((await send('/v1/track', 'not json{', { ...auth, origin: 'https://shop.example' })).statusCode, 400);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    await ctx.services.rejections.flush();
+    const rows = (await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${other.id}/rejections`, headers: adminHeaders() })).json().data as Array<Record<string, unknown>>;
+    assert.deepEqual(
+      rows.map((r) => [r.route, r.code, r.message_id]).reverse(),
+      [
+        ['/v1/track', 'invalid_json', null],
+        ['/v1/batch', 'validation_error', 'whole-1'],
+        ['/v1/track', 'payload_too_large', null],
+      ],
+    );
+    const [tooLarge, noBatch, notJson] = rows;
+    assert.equal(notJson!.item, 'not json{', 'the body as received');
+    assert.deepEqual(noBatch!.item, { batch: 'nope', messageId: 'whole-1' });
+    assert.match(String(tooLarge!.item), /not kept: the body was over the \d+-byte limit/);
+    assert.match(String(notJson!.detail), /^The whole request was refused/);
+  });
+
   it('retention deletes what is older than the setting', async () => {
     await ctx.services.storage.rejections.deleteOlderThan(new Date(Date.now() + 1000).toISOString());
     assert.equal((await list()).json().data.length, 0);

@@ -4,10 +4,12 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import secureJsonParse from 'secure-json-parse';
+import { originAllowed } from '../../domain/api-keys.js';
 import { AppError } from '../../domain/errors.js';
 import { jsonNestsDeeperThan, MAX_BODY_DEPTH } from '../../domain/json-values.js';
 import { SEGMENT_LIMITS, type SegmentCall } from '../../domain/segment.js';
 import type { Services } from '../../services.js';
+import type { AuthContext } from '../../services/key-service.js';
 import { authOf } from '../auth.js';
 import { problemResponse } from '../schemas/common.js';
 import { corsPreflight } from '../browser-keys.js';
@@ -81,19 +83,55 @@ function withoutKey(body: Record<string, unknown>): Record<string, unknown> {
 export async function segmentRoutes(app: FastifyInstance, options: { services: Services }): Promise<void> {
   const { services } = options;
 
+  /** The text of a body that could not be parsed, kept for the rejection record. */
+  const unparsedBodies = new WeakMap<FastifyRequest, string>();
+
   // Every SDK sends JSON, under whatever Content-Type (text/plain, form-urlencoded, none).
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => {
+  app.addContentTypeParser('*', { parseAs: 'string' }, (request, body, done) => {
     try {
       done(null, parseAnyJson(body as string));
     } catch (error) {
+      unparsedBodies.set(request, body as string);
       done(error as Error, undefined);
     }
   });
 
+  /**
+   * A whole request refused for its body (not JSON, not an object, no batch array, over a limit) is
+   * recorded too, as one rejection holding the body as received (segment-compat: nothing an SDK sends is
+   * dropped without a trace). Only when the key is known and may be used from here: the one the handler
+   * authenticated, or one presented in a header or the query (the body could not be read) that is an
+   * events key sent without an Origin, or a browser key from one of its origins.
+   */
+  async function recordRefusal(request: FastifyRequest, error: AppError): Promise<void> {
+    let auth: AuthContext | null = request.auth;
+    if (auth === null) {
+      const key = presentedKey(request);
+      if (key === undefined) return;
+      try {
+        auth = await services.keys.authenticateKey(key, ['events', 'browser']);
+      } catch {
+        return; // an unknown, revoked or wrong kind of key: nobody to record it for
+      }
+      const origin = request.headers.origin;
+      if (auth.kind === 'events' ? origin !== undefined : origin !== undefined && !originAllowed(origin, auth.allowedOrigins ?? [])) return;
+    }
+    const text = unparsedBodies.get(request);
+    const parsed = request.body;
+    const item =
+      text !== undefined ? text : parsed !== undefined && parsed !== null ? withoutKey(typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : { body: parsed }) : `(not kept: the body was over the ${request.routeOptions.bodyLimit}-byte limit of ${request.routeOptions.url})`;
+    const messageId = typeof (parsed as { messageId?: unknown } | undefined)?.messageId === 'string' ? (parsed as { messageId: string }).messageId : null;
+    services.rejections.record(auth, request.routeOptions.url ?? request.url, [{ index: 0, messageId, code: error.code, detail: `The whole request was refused: ${error.message}`, severity: 'rejected', item }], new Date().toISOString());
+  }
+
   // Segment answers an oversized body with 400, which SDKs drop; a 413 would be retried by some.
   app.setErrorHandler((error: FastifyError | AppError, request, reply) => {
     const tooLarge = (error as FastifyError).code === 'FST_ERR_CTP_BODY_TOO_LARGE' || (error instanceof AppError && error.code === 'payload_too_large');
+    const refused = tooLarge ? new AppError('payload_too_large', error.message, { status: 400 }) : error instanceof AppError && (error.code === 'invalid_json' || error.code === 'validation_error') ? error : undefined;
+    if (refused !== undefined) {
+      void recordRefusal(request, refused).catch((failure: unknown) => request.log.warn({ err: failure }, 'a refused Segment request could not be recorded'));
+    }
     if (!tooLarge) throw error;
     const limit = request.routeOptions.bodyLimit;
     const appError =
