@@ -1,6 +1,7 @@
 // Webhook delivery per Standard Webhooks (events-out §6): signed with the official `standardwebhooks`
 // package, sent with undici through the outbound guard (outbound-guard.ts): a time limit on the whole
 // request, redirects never followed (undici's request() does not follow them; a 3xx is a failure).
+import { createRequire } from 'node:module';
 import { request } from 'undici';
 import { Webhook } from 'standardwebhooks';
 import type { OutboundGuard } from './outbound-guard.js';
@@ -15,7 +16,9 @@ export interface SendOutcome {
   gone?: boolean;
 }
 
-export const USER_AGENT = `Inlet/${process.env.npm_package_version ?? '0.1.0'}`;
+// package.json is two levels up from both src/services and dist/services.
+const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
+export const USER_AGENT = `Inlet/${version}`;
 
 /** `v1,<sig>` for each secret, space-separated (both while a rotated secret is still honoured). */
 export function signatureHeader(secrets: string[], id: string, timestamp: Date, body: string): string {
