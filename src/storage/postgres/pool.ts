@@ -93,6 +93,24 @@ export class HostRing {
     if (this.current === index) this.current = (index + 1) % this.settings.hosts.length;
     return false;
   }
+
+  /** When each host last stopped answering a query (a read timeout): its connections made before are stale. */
+  private readonly silentSince = new Map<number, number>();
+
+  /**
+   * A query on a connection to `index` got no answer within its deadline: the host vanished without
+   * closing its sockets. New connections go to the next host, and every pooled connection to it made
+   * before now is dropped when next checked out (`isStale`), instead of each costing a request its deadline.
+   */
+  wentSilent(index: number): void {
+    this.silentSince.set(index, Date.now());
+    if (this.current === index) this.current = (index + 1) % this.settings.hosts.length;
+  }
+
+  isStale(index: number, createdAt: number): boolean {
+    const since = this.silentSince.get(index);
+    return since !== undefined && createdAt <= since;
+  }
 }
 
 function tlsOptions(settings: PostgresConnectionSettings): ConnectionOptions | undefined {
@@ -163,6 +181,7 @@ export function createFailoverPool(settings: PostgresConnectionSettings, poolOpt
   class RingClient extends pg.Client {
     inletHostIndex: number;
     inletDiscard = false;
+    readonly inletCreatedAt = Date.now();
 
     constructor() {
       const candidate = ring.candidate();
@@ -230,8 +249,12 @@ export function createFailoverPool(settings: PostgresConnectionSettings, poolOpt
         (result as Promise<unknown>).then(undefined, (error: unknown) => {
           if (!isConnectionLost(error)) return;
           this.inletDiscard = true;
-          // A query past its deadline was sent and never answered: the socket is stuck behind it.
-          if ((error as Error).message === 'Query read timeout') (this as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
+          // A query past its deadline was sent and never answered: the socket is stuck behind it, and the
+          // host's other connections likely are too.
+          if ((error as Error).message === 'Query read timeout') {
+            (this as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
+            ring.wentSilent(this.inletHostIndex);
+          }
         });
       }
       return result;
@@ -257,6 +280,11 @@ export function createFailoverPool(settings: PostgresConnectionSettings, poolOpt
         for (;;) {
           try {
             const client = (await super.connect()) as unknown as pg.PoolClient & RingClient;
+            if (ring.isStale(client.inletHostIndex, client.inletCreatedAt)) {
+              // An idle connection to a host that has since gone silent: drop it and take another.
+              client.release(new Error('connection to a host that went silent'));
+              continue;
+            }
             const release = client.release;
             client.release = (error?: Error | boolean) => release(error ?? (client.inletDiscard ? new Error('server lost or read-only') : undefined));
             return client;
