@@ -127,7 +127,7 @@ const parallel = [];
 if (byTier.unit.length > 0) parallel.push(inOneProcess('dialect-free', 'unit', byTier.unit, { INLET_TEST_DIALECT: undefined }));
 if (byTier.database.length > 0) {
   for (const dialect of backends) {
-    const concurrency = process.env.INLET_TEST_FILE_CONCURRENCY || (dialect === 'postgres' ? '2' : '1');
+    const concurrency = process.env.INLET_TEST_FILE_CONCURRENCY || (dialect === 'postgres' ? '3' : '1');
     parallel.push(inOneProcess(`${dialect}`, dialect, byTier.database, { INLET_TEST_DIALECT: dialect, INLET_TEST_FILE_CONCURRENCY: concurrency }));
   }
 }
