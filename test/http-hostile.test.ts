@@ -299,4 +299,14 @@ describe('an answer given before a large body has arrived reaches the client (li
       await assertAlive();
     });
   }
+
+  it('a GET answering a big document, followed by megabytes that are not HTTP: the whole 200 arrives, no reset (fuzz seed 20261123 case 37813)', async () => {
+    // No framing: the bytes after the GET are read as a next request, which Node's parser refuses.
+    const garbage = Buffer.concat([Buffer.from('GET /docs/yaml HTTP/1.1\r\nhost: localhost\r\n\r\n', 'latin1'), big]);
+    for (let round = 0; round < 5; round++) {
+      const answer = await rawRequest(port, [garbage], 15_000);
+      assert.equal(answer.status, 200, `round ${round}: ${answer.status} closed=${answer.closed} ${answer.body.slice(0, 200)}`);
+    }
+    await assertAlive();
+  });
 });

@@ -3,6 +3,7 @@
 // every stream this plugin creates has its errors handled, and a body nobody reads (415, 401, a
 // GET with a body) never stalls or kills anything: its inflater is torn down after the answer and
 // the connection closed when the body was not complete.
+import type { Socket } from 'node:net';
 import { createGunzip, type Gunzip } from 'node:zlib';
 import type { IncomingMessage } from 'node:http';
 import fp from 'fastify-plugin';
@@ -87,13 +88,25 @@ const LINGER_MS = 2000;
 function lingerBeforeClosing(raw: IncomingMessage): void {
   const socket = raw.socket;
   if (socket.destroyed) return;
-  lingering.add(socket);
   // Node's server has already called socket.destroySoon(): undo its pending destroy-on-finish.
   socket.removeListener('finish', socket.destroy);
   raw.resume();
+  lingerThenDestroy(socket);
+}
+
+/**
+ * The lingering close itself, for any socket whose last answer is written (or being flushed): discard what
+ * the client still sends until it closes its side, for at most LINGER_MS, then destroy. Also used after a
+ * malformed request (errors.ts), where the client may still be sending bytes that are not HTTP.
+ */
+export function lingerThenDestroy(socket: Socket): void {
+  if (socket.destroyed || lingering.has(socket)) return;
+  lingering.add(socket);
   const timer = setTimeout(() => socket.destroy(), LINGER_MS).unref();
   socket.once('end', () => socket.destroy());
   socket.once('close', () => clearTimeout(timer));
+  socket.on('data', () => {});
+  socket.resume();
 }
 
 export const bodyPlugin = fp(

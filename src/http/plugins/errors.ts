@@ -8,7 +8,7 @@ import type { Socket } from 'node:net';
 import fp from 'fastify-plugin';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify';
 import { AppError, type ErrorCode } from '../../domain/errors.js';
-import { isLingering } from './body.js';
+import { isLingering, lingerThenDestroy } from './body.js';
 import { rawRequestId } from './lifecycle.js';
 
 const JSON_ONLY = 'Send the body as JSON with "Content-Type: application/json".';
@@ -148,6 +148,19 @@ function afterAnswersUnderWay(socket: Socket, then: (pending: ServerResponse | u
  */
 export function clientErrorHandler(this: FastifyInstance, error: NodeJS.ErrnoException, socket: Socket): void {
   if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  // Lingering (below, or body.ts): what the client still sends is discarded, and Node's parser, which still
+  // sees it, reports each chunk as malformed again: nothing more to answer. A receive timeout just closes.
+  if (isLingering(socket)) {
+    if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') socket.destroy();
+    return;
+  }
+  // After a parse error Node closes the connection once the answer under way is written, with
+  // socket.destroySoon(): while the client is still sending, that close is a reset, and the reset discards
+  // the answer the client has not read yet. Make it a lingering close on this socket.
+  (socket as Socket & { destroySoon(): void }).destroySoon = () => {
+    if (socket.writable) socket.end();
+    lingerThenDestroy(socket);
+  };
   afterAnswersUnderWay(socket, (pending) => {
     if (socket.destroyed) return;
     if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT' && (isLingering(socket) || (pending === undefined && socket.bytesRead === 0))) {
@@ -158,15 +171,18 @@ export function clientErrorHandler(this: FastifyInstance, error: NodeJS.ErrnoExc
     const requestId = pending === undefined ? randomUUID() : rawRequestId(pending.req);
     this.log.debug({ err: error, request_id: requestId }, 'malformed or timed-out request');
     if (!socket.writable) {
-      socket.destroy();
+      // Already ended after the answer under way (Node's destroySoon above): let it linger and close.
+      lingerThenDestroy(socket);
       return;
     }
     const body = JSON.stringify(appError.toProblem(requestId));
-    // end + destroy once flushed: destroying at once could drop the answer still in the buffer.
+    // end (FIN after the answer), then a lingering close: the client may still be sending (megabytes that
+    // are not HTTP behind a good request, say); destroying while its bytes arrive makes the kernel send a
+    // reset, which discards the answers it has not read yet (fuzz seed 20261123 case 37813).
     socket.end(
       `HTTP/1.1 ${appError.status} ${STATUS_CODES[appError.status] ?? ''}\r\ncontent-type: application/problem+json\r\nx-request-id: ${requestId}\r\n` +
         `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
-      () => socket.destroy(),
     );
+    lingerThenDestroy(socket);
   });
 }
