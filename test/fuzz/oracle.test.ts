@@ -50,3 +50,27 @@ describe('fuzz oracle: no bare Node answers', () => {
     assert.deepEqual(judge(caseOf('POST /api/v2/events HTTP/1.1\r\nHost: x\r\nExpect: something-else\r\nContent-Length: 2'), answer, 1000), []);
   });
 });
+
+describe('the raw client reads a live stream as one answer', () => {
+  it('an event stream sending more than 64 KiB of events at once is not a malformed answer (seed 7 case 49675)', async () => {
+    const { createServer } = await import('node:net');
+    const { exchange } = await import('./raw-client.js');
+    const server = createServer((socket) => {
+      socket.once('data', () => {
+        socket.write('HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\ntransfer-encoding: chunked\r\n\r\n');
+        const event = `id: c1\nevent: event\ndata: {"text":"${'x'.repeat(1000)}"}\n\n`;
+        const chunk = `${Buffer.byteLength(event).toString(16)}\r\n${event}\r\n`;
+        socket.write(chunk.repeat(200)); // about 200 KB right behind the head
+      });
+      socket.on('error', () => {});
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const result = await exchange((server.address() as { port: number }).port, Buffer.from('GET /stream HTTP/1.1\r\nhost: x\r\n\r\n'), { after: { kind: 'read' }, pipelined: true, deadlineMs: 5000, idleMs: 200 });
+      assert.equal(result.malformed, undefined);
+      assert.deepEqual(result.responses.map((r) => r.status), [200]);
+    } finally {
+      server.close();
+    }
+  });
+});

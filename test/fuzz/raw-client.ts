@@ -129,8 +129,12 @@ export function exchange(port: number, bytes: Buffer, options: ExchangeOptions):
       resolve({ responses, outcome, ...(malformed === undefined ? {} : { malformed }), elapsedMs: Date.now() - started });
     };
 
+    // After a live stream's head, every later byte on the connection is that stream's events (they are
+    // separated by blank lines, not HTTP heads): not another answer to parse.
+    let streaming = false;
     const drain = (closed: boolean) => {
       for (;;) {
+        if (streaming) buffer = Buffer.alloc(0);
         if (buffer.length === 0) return;
         const parsed = parseResponse(buffer, options.headOnly === true && responses.length === 0, closed);
         if (parsed.error !== undefined) {
@@ -148,6 +152,7 @@ export function exchange(port: number, bytes: Buffer, options: ExchangeOptions):
         // 1xx answers (100 Continue) are interim: the final answer follows.
         if (parsed.response.status < 200 && parsed.response.status !== 101) continue;
         responses.push(parsed.response);
+        if (parsed.response.status < 300 && (parsed.response.headers['content-type'] ?? []).some((v) => /text\/event-stream/i.test(v))) streaming = true;
       }
     };
 
