@@ -156,6 +156,19 @@ function compareBig(a: bigint, b: bigint): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
+/** The delivery-state columns of a patch (cursor, failures, next attempt): shared by the admin edit and the deliverer. */
+function stateColumns(patch: Pick<DeliveryStatePatch, 'cursor' | 'consecutiveFailures' | 'failingSince' | 'nextAttemptAt'>): Record<string, unknown> {
+  const set: Record<string, unknown> = {};
+  if (patch.cursor !== undefined) {
+    set.event_cursor = patch.cursor.event;
+    set.identity_cursor = patch.cursor.identity;
+  }
+  if (patch.consecutiveFailures !== undefined) set.consecutive_failures = patch.consecutiveFailures;
+  if (patch.failingSince !== undefined) set.failing_since = patch.failingSince;
+  if (patch.nextAttemptAt !== undefined) set.next_attempt_at = patch.nextAttemptAt;
+  return set;
+}
+
 export function destinationStore(database: Kysely<Database>, dialect: Dialect): DestinationStore {
   const db = database.withTables<DestinationTables>() as Db;
   const position = positionSql(dialect);
@@ -257,13 +270,7 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect): 
       if (patch.secret !== undefined) set.secret = patch.secret;
       if (patch.previousSecret !== undefined) set.previous_secret = patch.previousSecret;
       if (patch.previousSecretUntil !== undefined) set.previous_secret_until = patch.previousSecretUntil;
-      if (patch.cursor !== undefined) {
-        set.event_cursor = patch.cursor.event;
-        set.identity_cursor = patch.cursor.identity;
-      }
-      if (patch.consecutiveFailures !== undefined) set.consecutive_failures = patch.consecutiveFailures;
-      if (patch.failingSince !== undefined) set.failing_since = patch.failingSince;
-      if (patch.nextAttemptAt !== undefined) set.next_attempt_at = patch.nextAttemptAt;
+      Object.assign(set, stateColumns(patch));
       await db.updateTable('destinations').set(set).where('product_id', '=', productId).where('id', '=', id).execute();
       const row = await db.selectFrom('destinations').selectAll().where('product_id', '=', productId).where('id', '=', id).executeTakeFirst();
       return row && fromRow(row as Row);
@@ -292,14 +299,7 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect): 
 
     /** Writes delivery state if `holder` still holds the lease; false when it lost it. */
     async writeState(id: string, holder: string, patch: DeliveryStatePatch, now: string): Promise<boolean> {
-      const set: Record<string, unknown> = { updated_at: now };
-      if (patch.cursor !== undefined) {
-        set.event_cursor = patch.cursor.event;
-        set.identity_cursor = patch.cursor.identity;
-      }
-      if (patch.consecutiveFailures !== undefined) set.consecutive_failures = patch.consecutiveFailures;
-      if (patch.failingSince !== undefined) set.failing_since = patch.failingSince;
-      if (patch.nextAttemptAt !== undefined) set.next_attempt_at = patch.nextAttemptAt;
+      const set: Record<string, unknown> = { updated_at: now, ...stateColumns(patch) };
       if (patch.lastSuccessAt !== undefined) set.last_success_at = patch.lastSuccessAt;
       if (patch.lastError !== undefined) set.last_error = patch.lastError;
       if (patch.lastErrorAt !== undefined) set.last_error_at = patch.lastErrorAt;
