@@ -48,17 +48,8 @@ export interface CatalogState {
   paths: Map<string, Set<string>>;
 }
 
-export interface CatalogEventRecord {
-  canonicalName: string;
-  eventType: string;
-  action: string;
-  count: number;
-  firstSeen: string;
-  lastSeen: string;
-  sources: string[];
-  keyIds: string[];
-  propertiesOverflow: number;
-}
+/** A stored catalogue row: the same fields as a delta, holding the totals of every instance. */
+export type CatalogEventRecord = CatalogEventDelta;
 
 export interface CatalogPropertyRecord {
   path: string;
