@@ -21,6 +21,7 @@ import { createTrafficScheduler, type TrafficScheduler } from './sync/scheduler.
 import { DEFAULT_RETRY_POLICY } from './sync/provider.js';
 import { createOutboundGuard } from './services/outbound-guard.js';
 import { createDestinationService, type DestinationService } from './services/destination-service.js';
+import { createStatsService, type StatsService } from './services/stats-service.js';
 import { destinationMessage } from './resources/destination-messages.js';
 
 export interface Services {
@@ -45,6 +46,8 @@ export interface Services {
   traffic: { reports: TrafficReportService; sync: TrafficSyncService; scheduler: TrafficScheduler };
   /** Destinations (events-out §6): admin operations and the deliverers (started by main). */
   destinations: DestinationService;
+  /** GET /admin/v1/stats: this process's metrics, its pool and the destinations by status (the console's health page). */
+  stats: StatsService;
   /** Flushes pending writes and closes storage. */
   close(): Promise<void>;
 }
@@ -113,6 +116,12 @@ export async function createServices(config: Config, options: CreateServicesOpti
     format: destinationMessage,
     ...(options.now === undefined ? {} : { clock: { now: options.now } }),
   });
+  const stats = createStatsService({
+    metrics,
+    poolStats: storage.poolStats,
+    destinationSummary: () => destinations.summary(),
+    ...(options.now === undefined ? {} : { now: options.now }),
+  });
   let closed: Promise<void> | undefined;
   return {
     config,
@@ -129,6 +138,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
     browserIpLimiter,
     traffic,
     destinations,
+    stats,
     close() {
       closed ??= (async () => {
         await destinations.close();

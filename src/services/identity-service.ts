@@ -2,7 +2,7 @@
 // outcomes into answers. Conflicts come back from storage as values; here they become the 409 errors
 // of the contract, with their details as extra members of the problem body.
 import { AppError, validationError, type FieldError } from '../domain/errors.js';
-import { checkExternalId, validateIdentifiers, validateTraits, type IdentifierConflict, type IdentifierPatch, type TraitPatch } from '../domain/identity.js';
+import { checkExternalId, IDENTIFIER_KIND_PATTERN_SOURCE, normalizeIdentifierValue, validateIdentifiers, validateTraits, type IdentifierConflict, type IdentifierPatch, type TraitPatch } from '../domain/identity.js';
 import type { EventRecord, ResolvedUser, Storage, UserRecord } from '../storage/types.js';
 
 export interface IdentifyRequest {
@@ -39,6 +39,14 @@ export function aliasConflictError(from: string, to: string, mergedInto: string)
 }
 
 export function createIdentityService(storage: Storage) {
+  async function userDetails(productId: string, externalId: string, eventsLimit: number): Promise<UserDetails> {
+    const resolved = await storage.identity.getUser(productId, externalId);
+    if (resolved === undefined) throw new AppError('not_found', `No user with external id "${externalId}" in product "${productId}".`);
+    const { user } = resolved;
+    const events = await storage.events.listBySubjects(productId, 'user', [user.externalId, ...user.aliases], eventsLimit);
+    return { ...resolved, events };
+  }
+
   return {
     /** Creates or updates a user; `created` tells which. Throws validation_error or identifier_conflict. */
     /**
@@ -105,12 +113,23 @@ export function createIdentityService(storage: Storage) {
     },
 
     /** The user an external id resolves to, its merge history and its most recent events; not_found if unknown. */
-    async getUser(productId: string, externalId: string, eventsLimit: number): Promise<UserDetails> {
-      const resolved = await storage.identity.getUser(productId, externalId);
-      if (resolved === undefined) throw new AppError('not_found', `No user with external id "${externalId}" in product "${productId}".`);
-      const { user } = resolved;
-      const events = await storage.events.listBySubjects(productId, 'user', [user.externalId, ...user.aliases], eventsLimit);
-      return { ...resolved, events };
+    getUser: userDetails,
+
+    /**
+     * The user holding an identifier, given as `kind:value` (split at the first colon; the value is
+     * normalised as identify stores it, so `email:Ada@Example.com` finds `ada@example.com`).
+     */
+    async getUserByIdentifier(productId: string, identifier: string, eventsLimit: number): Promise<UserDetails> {
+      const colon = identifier.indexOf(':');
+      const kind = colon < 0 ? '' : identifier.slice(0, colon);
+      const value = colon < 0 ? '' : identifier.slice(colon + 1);
+      if (!new RegExp(IDENTIFIER_KIND_PATTERN_SOURCE).test(kind) || value.length === 0) {
+        throw validationError([{ pointer: '/identifier', message: 'must be kind:value, e.g. email:ada@example.com' }]);
+      }
+      const normalized = normalizeIdentifierValue(kind, value);
+      const externalId = await storage.identity.externalIdByIdentifier(productId, kind, normalized);
+      if (externalId === undefined) throw new AppError('not_found', `No user with identifier ${kind} "${normalized}" in product "${productId}".`);
+      return userDetails(productId, externalId, eventsLimit);
     },
   };
 }

@@ -384,6 +384,11 @@ export function identityStore(database: Kysely<Database>, dialect: Dialect): Ide
       const transaction = dialect === 'postgres' ? db.transaction().setIsolationLevel('repeatable read') : db.transaction();
       return transaction.execute((q) => readUser(q, productId, externalId));
     },
+
+    async externalIdByIdentifier(productId: string, kind: string, value: string): Promise<string | undefined> {
+      const holders = await holdersOf(db, productId, { [kind]: value });
+      return holders.get(`${kind}\u0000${value}`);
+    },
   };
 }
 

@@ -368,6 +368,8 @@ export interface IdentityStore {
   alias(productId: string, fromExternalId: string, toExternalId: string, now: string): Promise<AliasOutcome>;
   /** The user an external id (canonical or merged) resolves to. */
   getUser(productId: string, externalId: string): Promise<ResolvedUser | undefined>;
+  /** The canonical external id of the user holding this identifier (value as stored, normalised), if any. */
+  externalIdByIdentifier(productId: string, kind: string, value: string): Promise<string | undefined>;
   /** Flags the user an external id resolves to as identified (clarifications §18); the first time stays. */
   markIdentified(productId: string, externalId: string, now: string): Promise<void>;
   /** For each external id that is known: its user and whether that user was identified. */

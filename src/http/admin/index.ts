@@ -16,6 +16,7 @@ import { adminEventRoutes } from './events.js';
 import { adminGovernanceRoutes } from './governance.js';
 import { adminProductRoutes } from './products.js';
 import { adminRejectionRoutes } from './rejections.js';
+import { adminStatsRoutes } from './stats.js';
 import { adminTrafficRoutes } from './traffic.js';
 import { adminUserRoutes } from './users.js';
 
@@ -33,6 +34,7 @@ const ADMIN_ROUTES: Array<(app: FastifyInstance, services: Services) => void> = 
   adminRejectionRoutes,
   adminDestinationRoutes,
   adminGovernanceRoutes,
+  adminStatsRoutes,
 ];
 
 export async function adminPlugin(app: FastifyInstance, { services, adminToken }: AdminPluginOptions): Promise<void> {

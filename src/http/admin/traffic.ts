@@ -8,6 +8,7 @@ import type { Services } from '../../services.js';
 import { syncRunResource, trafficSourceResource } from '../../resources/traffic.js';
 import { dataEnvelope, problemResponse } from '../schemas/common.js';
 import { productOf } from './context.js';
+import { TrafficReportQuerySchema, TrafficReportResponse } from '../routes/traffic-reports.js';
 
 const TrafficSource = Type.Object({
   product_id: Type.String(),
@@ -118,6 +119,20 @@ export function adminTrafficRoutes(app: FastifyInstance, services: Services): vo
       });
       return { data: result };
     },
+  );
+
+  // Clarifications §28: the report of GET /api/v2/traffic_reports with the admin token (the console's traffic page).
+  r.get(
+    '/products/:product_id/traffic_reports',
+    {
+      schema: {
+        tags: ['traffic'],
+        summary: 'Traffic report of the product: the parameters and answer of GET /api/v2/traffic_reports, with the admin token',
+        querystring: TrafficReportQuerySchema,
+        response: { 200: TrafficReportResponse, 400: problemResponse('A query parameter is unknown or invalid') },
+      },
+    },
+    async (request) => services.traffic.reports.report(productOf(request).id, request.query as Record<string, unknown>),
   );
 
   r.get(
