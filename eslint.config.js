@@ -69,6 +69,14 @@ export default tseslint.config(
     },
   },
   ...layering,
+  // The web console (console/, issue 14): browser code, bundled by Vite; it talks to the service over HTTP
+  // only, so it may import nothing of src/.
+  {
+    files: ['console/**/*.{ts,tsx}'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': ['error', { patterns: [{ regex: '(?:^|/)src/', message: 'The console reaches the service through the admin API only.' }] }],
+    },
+  },
 );
 
 export { layer, forbidden };

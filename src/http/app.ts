@@ -18,11 +18,14 @@ import { aliasRoute } from './routes/alias.js';
 import { trafficReportsRoute } from './routes/traffic-reports.js';
 import { segmentRoutes } from './segment/routes.js';
 import { adminPlugin } from './admin/index.js';
+import { consoleRoutes } from './console.js';
 import { authPlugin } from './auth.js';
 import { BROWSER_NATIVE_ROUTES, corsPreflight } from './browser-keys.js';
 
 export interface BuildAppOptions {
   logger?: FastifyServerOptions['logger'];
+  /** Where the built console is (default dist/console); tests point it elsewhere. */
+  consoleAssetsDir?: string;
 }
 
 /**
@@ -84,6 +87,8 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
   corsPreflight(app, BROWSER_NATIVE_ROUTES);
   // Without INLET_ADMIN_TOKEN the admin API does not exist: its URLs are unknown routes (404).
   if (config.adminToken !== undefined) await app.register(adminPlugin, { prefix: '/admin/v1', services, adminToken: config.adminToken });
+  // The web console (issue 14): on whenever the admin API is, a page saying why not when it is off.
+  consoleRoutes(app, { adminApi: config.adminToken !== undefined, enabled: config.consoleEnabled, ...(options.consoleAssetsDir === undefined ? {} : { assetsDir: options.consoleAssetsDir }) });
   // Live streams end cleanly before the server waits for its connections to close.
   app.addHook('preClose', async () => {
     await services.events.streams.close();

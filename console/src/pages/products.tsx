@@ -1,0 +1,71 @@
+// Products: the list, and a form to create one (then straight to its keys, the next thing a newcomer needs).
+import { useState } from 'preact/hooks';
+import { post, type Envelope, type Product } from '../api';
+import { navigate } from '../router';
+import { ErrorLine, Section, time } from '../ui';
+
+export function ProductsPage({ products, onCreated }: { products: Product[]; onCreated: () => void }) {
+  const [error, setError] = useState<unknown>();
+  return (
+    <>
+      <h1>Products</h1>
+      <Section title="Create a product">
+        <form
+          class="inline"
+          onSubmit={async (e) => {
+            e.preventDefault();
+            const form = e.currentTarget;
+            setError(undefined);
+            try {
+              const created = await post<Envelope<Product>>('products', { name: String(new FormData(form).get('name') ?? '') });
+              form.reset();
+              onCreated();
+              navigate(`/p/${created.data.id}/keys`);
+            } catch (failure) {
+              setError(failure);
+            }
+          }}
+        >
+          <label for="product-name">Name</label>
+          <input id="product-name" name="name" required maxLength={200} placeholder="Acme web app" />
+          <button type="submit" class="primary">
+            Create product
+          </button>
+        </form>
+        <ErrorLine error={error} />
+      </Section>
+      <Section title={`All products (${products.length})`}>
+        {products.length === 0 ? (
+          <p>No product yet: create one above, then a key to send events with.</p>
+        ) : (
+          <table>
+            <thead>
+              <tr>
+                <th scope="col">Name</th>
+                <th scope="col">Id</th>
+                <th scope="col">Created</th>
+                <th scope="col">Open</th>
+              </tr>
+            </thead>
+            <tbody>
+              {products.map((p) => (
+                <tr key={p.id}>
+                  <td>
+                    <a href={`#/p/${p.id}/events`}>{p.name}</a>
+                  </td>
+                  <td>
+                    <code>{p.id}</code>
+                  </td>
+                  <td>{time(p.created_at)}</td>
+                  <td class="links">
+                    <a href={`#/p/${p.id}/keys`}>Keys</a> <a href={`#/p/${p.id}/users`}>Users</a> <a href={`#/p/${p.id}/traffic`}>Traffic</a>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+      </Section>
+    </>
+  );
+}
