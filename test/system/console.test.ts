@@ -13,6 +13,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { ADMIN_TOKEN, createTestApp, dialect, type TestContext } from '../helpers.js';
 import { startPlausibleFake, type PlausibleFake } from '../fakes/plausible-fake.js';
 import { CHROMIUM, CHROMIUM_ARGS, ensureConsoleBuilt } from '../support/console-browser.js';
+import { startWebhookReceiver } from '../fakes/webhook-receiver.js';
 
 const skip = !existsSync(CHROMIUM) ? `${CHROMIUM} is missing (apt-get install -y chromium)` : dialect === 'sqlite' ? false : 'the browser path is dialect-free: the SQLite pass runs it';
 
@@ -126,7 +127,7 @@ describe('the console in Chromium', { skip }, () => {
     assert.ok(Math.max(...delays) < 2000, `shown after ${delays.join(', ')} ms`);
 
     // The browser key, from its origin.
-    const fromPage = await api('/api/v2/events', browserKey, { event_type: 'page', action: 'viewed', subject_type: 'user', subject_id: 'anon_1', properties: { path: '/pricing' } }, { origin: 'https://shop.example' });
+    const fromPage = await api('/api/v2/events', browserKey, { event_type: 'page', action: 'viewed', subject_type: 'user', subject_id: 'anon_1', external_id: 'pv-0001', properties: { path: '/pricing' } }, { origin: 'https://shop.example' });
     assert.equal(fromPage.status, 201, await fromPage.clone().text());
     const pageUuid = ((await fromPage.json()) as { data: { uuid: string } }).data.uuid;
     await page.locator(`[data-uuid="${pageUuid}"]`).click();
@@ -135,6 +136,7 @@ describe('the console in Chromium', { skip }, () => {
     const record = await detail.getByLabel('Full record').textContent();
     assert.equal(JSON.parse(record!).properties.path, '/pricing');
     await detail.getByText('(web)').waitFor();
+    await detail.getByText('pv-0001').first().waitFor();
 
     // A rejected item shows beside them, live, with its reason.
     const batch = await api('/api/v2/events/batch', eventsKey, { events: [{ event_type: 'order', action: 'completed', subject_type: 'user', subject_id: 'u', occurred_at: 'last tuesday' }] });
@@ -200,9 +202,40 @@ describe('the console in Chromium', { skip }, () => {
     assert.ok((await page.locator('svg.chart rect.bar').count()) >= 2);
   });
 
-  it('revokes a key: it disappears from the list and stops working at once', async () => {
+  it('destinations: create a webhook to a local receiver, see its deliveries, pause and resume it', async () => {
+    const receiver = await startWebhookReceiver();
+    ctx.services.destinations.start();
+    try {
+      await page.getByRole('link', { name: 'Destinations' }).click();
+      await page.getByLabel('Name').fill('loader');
+      await page.getByLabel('URL').fill(`${receiver.url}/hooks`);
+      await page.getByLabel('Start').selectOption('beginning');
+      await page.getByRole('button', { name: 'Create destination' }).click();
+      await page.getByText(/^whsec_/).waitFor();
+      const card = page.getByRole('region', { name: 'loader (webhook)' });
+      await card.getByText('active').waitFor();
+      await card.getByRole('button', { name: 'Show delivery log' }).click();
+      // The page refreshes status and the open log every 3 s while the deliverer sends the backlog.
+      await card.getByRole('cell', { name: /success/ }).first().waitFor({ timeout: 15_000 });
+      await card.getByRole('button', { name: 'Pause' }).click();
+      await card.getByText('paused').waitFor();
+      await card.getByRole('button', { name: 'Resume' }).click();
+      await card.getByText('active').waitFor();
+    } finally {
+      await ctx.services.destinations.close();
+      await receiver.close();
+    }
+  });
+
+  it("edits a browser key's origins, then revokes it: it disappears from the list and stops working at once", async () => {
     await page.getByRole('link', { name: 'Keys' }).click();
     const row = page.locator('tr').filter({ hasText: 'web' });
+    await row.getByRole('button', { name: 'Edit origins' }).click();
+    await row.getByRole('textbox').fill('https://shop.example\nhttps://beta.shop.example');
+    await row.getByRole('button', { name: 'Save' }).click();
+    await row.getByText('https://beta.shop.example').waitFor();
+    const fromBeta = await api('/api/v2/events', browserKey, { event_type: 'page', action: 'viewed', subject_type: 'user', subject_id: 'anon_3' }, { origin: 'https://beta.shop.example' });
+    assert.equal(fromBeta.status, 201);
     await row.getByRole('button', { name: 'Revoke' }).click();
     await row.getByRole('button', { name: /Revoke .* now/ }).click();
     await row.waitFor({ state: 'detached' });

@@ -1,6 +1,6 @@
 // Destinations (events-out §6): create a webhook or NATS destination; each one's status, lag, last success
 // and error; pause, resume, re-enable, replay, rotate the secret, delete; its delivery log.
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { del, get, patch, post, productPath, type Envelope, type Page, type Product } from '../api';
 import { Badge, CopyButton, ErrorLine, Section, time, useLoad } from '../ui';
 
@@ -35,9 +35,16 @@ interface Delivery {
 }
 
 const TONE = { active: 'ok', paused: 'muted', disabled: 'bad' } as const;
+const REFRESH_MS = 3000;
 
 export function DestinationsPage({ product }: { product: Product }) {
-  const list = useLoad(() => get<Envelope<Destination[]>>(productPath(product.id, '/destinations')), [product.id]);
+  // Status, lag and the open delivery logs refresh every few seconds: delivery goes on while the page is open.
+  const [tick, setTick] = useState(0);
+  useEffect(() => {
+    const timer = setInterval(() => setTick((t) => t + 1), REFRESH_MS);
+    return () => clearInterval(timer);
+  }, []);
+  const list = useLoad(() => get<Envelope<Destination[]>>(productPath(product.id, '/destinations')), [product.id, tick]);
   const [type, setType] = useState<'webhook' | 'nats'>('webhook');
   const [secret, setSecret] = useState<{ name: string; secret: string }>();
   const [error, setError] = useState<unknown>();
@@ -113,7 +120,7 @@ export function DestinationsPage({ product }: { product: Product }) {
       <ErrorLine error={list.error} />
       {(list.data?.data ?? []).length === 0 && !list.loading && <p class="hint">No destination yet.</p>}
       {(list.data?.data ?? []).map((d) => (
-        <DestinationCard key={d.id} product={product} destination={d} onChanged={list.reload} onSecret={(s) => setSecret({ name: d.name, secret: s })} />
+        <DestinationCard key={d.id} product={product} destination={d} tick={tick} onChanged={list.reload} onSecret={(s) => setSecret({ name: d.name, secret: s })} />
       ))}
     </>
   );
@@ -135,7 +142,7 @@ function SecretNotice({ name, secret, onDone }: { name: string; secret: string; 
   );
 }
 
-function DestinationCard({ product, destination: d, onChanged, onSecret }: { product: Product; destination: Destination; onChanged: () => void; onSecret: (secret: string) => void }) {
+function DestinationCard({ product, destination: d, tick, onChanged, onSecret }: { product: Product; destination: Destination; tick: number; onChanged: () => void; onSecret: (secret: string) => void }) {
   const path = productPath(product.id, `/destinations/${d.id}`);
   const [error, setError] = useState<unknown>();
   const [showLog, setShowLog] = useState(false);
@@ -212,7 +219,7 @@ function DestinationCard({ product, destination: d, onChanged, onSecret }: { pro
         <DeleteButton onDelete={act(() => del(path))} />
       </div>
       <ErrorLine error={error} />
-      {showLog && <DeliveryLog path={`${path}/deliveries`} />}
+      {showLog && <DeliveryLog path={`${path}/deliveries`} tick={tick} />}
     </Section>
   );
 }
@@ -235,8 +242,8 @@ function DeleteButton({ onDelete }: { onDelete: () => void }) {
   );
 }
 
-function DeliveryLog({ path }: { path: string }) {
-  const log = useLoad(() => get<Page<Delivery>>(path, { limit: 50 }), [path]);
+function DeliveryLog({ path, tick }: { path: string; tick: number }) {
+  const log = useLoad(() => get<Page<Delivery>>(path, { limit: 50 }), [path, tick]);
   return (
     <>
       <ErrorLine error={log.error} />

@@ -217,8 +217,9 @@ function EventDetail({ event, keyLabel }: { event: InletEvent; keyLabel: string 
         <dt>Subject</dt>
         <dd>
           {event.subject_type}:{event.subject_id}
-          {event.external_id !== null && event.external_id !== event.subject_id ? ` (user ${event.external_id})` : ''}
         </dd>
+        <dt>Idempotency key</dt>
+        <dd>{event.external_id === null ? '— (none sent)' : <code>{event.external_id}</code>}</dd>
         <dt>Occurred</dt>
         <dd>{time(event.occurred_at)}</dd>
         <dt>Received</dt>
