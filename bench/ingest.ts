@@ -119,6 +119,8 @@ async function main(): Promise<number> {
   if (process.argv.slice(2).some((a) => a === '--instances' || a.startsWith('--instances=') || a === '--backend' || a.startsWith('--backend='))) {
     return (await import('./scaling.js')).scalingMain(process.argv.slice(2));
   }
+  // `--destinations`: ingest without and with a webhook and a NATS destination, bench/destinations.ts.
+  if (process.argv.slice(2).includes('--destinations')) return (await import('./destinations.js')).destinationsMain(process.argv.slice(2));
   let args: BenchArgs;
   try {
     args = parseBenchArgs(process.argv.slice(2), process.env);

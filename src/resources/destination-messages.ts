@@ -3,16 +3,26 @@
 import { messageIdOfEvent } from '../domain/destinations.js';
 import type { WireMessage } from '../services/destination-messages.js';
 import type { StoredMessage, UserRecord } from '../storage/types.js';
+import { eventJsonFromText } from './event-export.js';
 import { eventResource } from './events.js';
 import { userResource } from './identity.js';
 
+function wire(id: string, type: WireMessage['type'], timestamp: string, data: unknown): WireMessage {
+  return { id, type, timestamp, json: JSON.stringify({ id, type, timestamp, data }) };
+}
+
 export function destinationMessage(message: StoredMessage): WireMessage {
   if (message.kind === 'event') {
-    return { id: messageIdOfEvent(message.event.id), type: 'event.created', timestamp: message.event.receivedAt, data: eventResource(message.event) };
+    const event = message.event;
+    const id = messageIdOfEvent(event.id);
+    // Read with its JSON columns as text (destination-store.ts): written out around that text, the same
+    // bytes as JSON.stringify of the object form (test/destinations.test.ts).
+    if (event.jsonText !== undefined) {
+      return { id, type: 'event.created', timestamp: event.receivedAt, json: `{"id":${JSON.stringify(id)},"type":"event.created","timestamp":${JSON.stringify(event.receivedAt)},"data":${eventJsonFromText(event, event.jsonText)}}` };
+    }
+    return wire(id, 'event.created', event.receivedAt, eventResource(event));
   }
-  if (message.type === 'user.identified') {
-    return { id: message.id, type: message.type, timestamp: message.createdAt, data: userResource(message.data.user) };
-  }
+  if (message.type === 'user.identified') return wire(message.id, message.type, message.createdAt, userResource(message.data.user));
   const data = message.data as { fromExternalId: string; user: UserRecord };
-  return { id: message.id, type: message.type, timestamp: message.createdAt, data: { from_external_id: data.fromExternalId, into: userResource(data.user) } };
+  return wire(message.id, message.type, message.createdAt, { from_external_id: data.fromExternalId, into: userResource(data.user) });
 }

@@ -45,7 +45,7 @@ const text = (value: string | null): string => (value === null ? 'null' : JSON.s
  * properties, context and original goes in as it is, instead of a parse and a stringify each. The same
  * fields in the same order as `JSON.stringify(eventResource(event))` (test/event-export-format.test.ts).
  */
-function ndjsonFromText(event: EventRecord, json: NonNullable<EventRecord['jsonText']>): string {
+export function eventJsonFromText(event: EventRecord, json: NonNullable<EventRecord['jsonText']>): string {
   return (
     `{"uuid":${text(event.id)},"event_type":${text(event.eventType)},"action":${text(event.action)},"canonical_name":${text(event.canonicalName)}` +
     `,"source":${text(event.source)},"subject_type":${text(event.subjectType)},"subject_id":${text(event.subjectId)}` +
@@ -53,7 +53,7 @@ function ndjsonFromText(event: EventRecord, json: NonNullable<EventRecord['jsonT
     `,"properties":${json.properties},"key_id":${text(event.apiKeyId)}` +
     (json.context === null ? '' : `,"context":${json.context}`) +
     (json.original === null ? '' : `,"original":${json.original}`) +
-    '}\n'
+    '}'
   );
 }
 
@@ -80,7 +80,7 @@ function csvFromText(event: EventRecord, json: NonNullable<EventRecord['jsonText
 }
 
 export function exportLine(format: ExportFormat, event: EventRecord): string {
-  if (event.jsonText !== undefined) return format === 'ndjson' ? ndjsonFromText(event, event.jsonText) : csvFromText(event, event.jsonText);
+  if (event.jsonText !== undefined) return format === 'ndjson' ? `${eventJsonFromText(event, event.jsonText)}\n` : csvFromText(event, event.jsonText);
   const resource = eventResource(event);
   if (format === 'ndjson') return `${JSON.stringify(resource)}\n`;
   let line = '';

@@ -11,7 +11,8 @@ export interface WireMessage {
   type: MessageType;
   /** When it happened: the event's received_at, or when the identity change was committed. */
   timestamp: string;
-  data: unknown;
+  /** The whole message as JSON text: `{ "id", "type", "timestamp", "data" }`, data in the reads' shapes. */
+  json: string;
 }
 
 export function typeOf(message: StoredMessage): MessageType {
@@ -42,8 +43,10 @@ export function webhookIdOf(messages: WireMessage[]): string {
 
 /** The JSON body: one message, or `{ "type": "batch", "timestamp", "data": [ … ] }`. */
 export function bodyOf(messages: WireMessage[], batched: boolean, now: string): string {
-  if (!batched) return JSON.stringify(messages[0]);
-  return JSON.stringify({ type: 'batch', timestamp: now, data: messages });
+  if (!batched) return messages[0]!.json;
+  let data = '';
+  for (let i = 0; i < messages.length; i++) data += (i === 0 ? '' : ',') + messages[i]!.json;
+  return `{"type":"batch","timestamp":${JSON.stringify(now)},"data":[${data}]}`;
 }
 
 /** A NATS subject from a template: {product_id}, {canonical_name}, {type}; tokens made subject-safe. */

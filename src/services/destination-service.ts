@@ -32,6 +32,7 @@ import type {
   DestinationStore,
   DestinationType,
   DeliveryRecord,
+  DeliveryStatePatch,
   MessageType,
   StoredMessage,
 } from '../storage/types.js';
@@ -48,6 +49,8 @@ const MIN_RETRY_MS = 1_000;
 export const SECRET_OVERLAP_MS = 24 * 3_600_000;
 /** Messages read per page while looking for a batch. */
 const READ_PAGE = 500;
+/** Messages sent per delivery cycle at most (one read, one state commit); webhooks: whole batches of max_messages. */
+const CYCLE_MESSAGES = 1000;
 /** Lag is counted up to this many messages per log (a count over a huge backlog would be slow). */
 export const LAG_CAP = 1_000_000;
 
@@ -536,53 +539,144 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
       const d = await store.getById(id);
       if (d === undefined || d.status !== 'active' || d.leaseHolder !== holder || d.leaseUntil < clock.now()) return;
       if (d.nextAttemptAt !== null && d.nextAttemptAt > clock.now()) return;
+      const more = await cycle(d);
+      if (!more) return;
+    }
+  }
 
-      // Collect up to max_messages wanted messages; those the filter does not want only move the cursor.
-      const want = d.batch.maxMessages;
-      const batch: StoredMessage[] = [];
-      let cursor = d.cursor;
-      /** The cursor just after the batch's last message (and the unwanted ones before it). */
-      let after = d.cursor;
-      let moved = false;
-      let exhausted = false;
-      // Without a filter every message read is sent: read one batch. With one, read ahead to find a batch.
-      const unfiltered = d.filter.types === undefined && d.filter.canonicalNames === undefined && d.filter.sources === undefined;
-      const pageSize = unfiltered ? want : Math.max(READ_PAGE, want);
-      read: while (batch.length < want) {
-        const page = await store.readMessages(d.productId, cursor, pageSize);
-        for (const message of page) {
-          const wanted = matches(d.filter, message);
-          if (wanted && batch.length === want) break read;
-          cursor = message.kind === 'event' ? { ...cursor, event: message.position } : { ...cursor, identity: message.position };
-          moved = true;
-          if (wanted) {
-            batch.push(message);
-            after = cursor;
-          }
+  /**
+   * One delivery cycle: reads up to CYCLE_MESSAGES wanted messages after the cursor, sends them (webhooks:
+   * batches of `max_messages`, one after another, each only after the previous was accepted; NATS: every
+   * publish pipelined, all acks awaited), then writes the cursor after the last accepted message and the
+   * attempts of the delivery log in one fenced transaction. A crash before that write re-delivers the
+   * cycle from the stored cursor with the same ids (at least once). Returns whether to go on at once.
+   */
+  async function cycle(d: DestinationRecord): Promise<boolean> {
+    const id = d.id;
+    const want = d.batch.maxMessages;
+    // Webhooks send whole batches of max_messages; NATS publishes one message each, pipelined.
+    const limit = d.type === 'webhook' ? want * Math.max(1, Math.floor(CYCLE_MESSAGES / want)) : CYCLE_MESSAGES;
+    const wanted: StoredMessage[] = [];
+    /** The cursor just after wanted[i] (and the unwanted messages before it). */
+    const afterEach: DestinationCursor[] = [];
+    let cursor = d.cursor;
+    let moved = false;
+    let exhausted = false;
+    const unfiltered = d.filter.types === undefined && d.filter.canonicalNames === undefined && d.filter.sources === undefined;
+    const pageSize = unfiltered ? limit : Math.max(READ_PAGE, limit);
+    read: while (wanted.length < limit) {
+      const page = await store.readMessages(d.productId, cursor, pageSize);
+      for (const message of page) {
+        const isWanted = matches(d.filter, message);
+        if (isWanted && wanted.length === limit) break read;
+        cursor = message.kind === 'event' ? { ...cursor, event: message.position } : { ...cursor, identity: message.position };
+        moved = true;
+        if (isWanted) {
+          wanted.push(message);
+          afterEach.push(cursor);
         }
-        if (page.length < pageSize) {
-          exhausted = true;
-          break;
-        }
       }
-      if (batch.length === 0) {
-        pendingSince.delete(id);
-        if (moved && !(await store.writeState(id, holder, { cursor }, iso()))) return;
-        if (moved && !exhausted) continue;
-        return;
+      if (page.length < pageSize) {
+        exhausted = true;
+        break;
       }
-      if (batch.length < want && d.batch.maxWaitMs > 0 && exhausted) {
-        const since = pendingSince.get(id) ?? clock.now();
-        pendingSince.set(id, since);
-        if (clock.now() - since < d.batch.maxWaitMs) return;
-      }
+    }
+    if (wanted.length === 0) {
       pendingSince.delete(id);
+      if (moved && !(await store.writeState(id, holder, { cursor }, iso()))) return false;
+      return moved && !exhausted;
+    }
+    // Cut into sends: webhook batches of max_messages; for NATS one send of everything.
+    const sends: StoredMessage[][] = [];
+    const step = d.type === 'webhook' ? want : wanted.length;
+    for (let i = 0; i < wanted.length; i += step) sends.push(wanted.slice(i, i + step));
+    // A last partial batch waits up to max_wait_ms for more (only when nothing more is there yet).
+    const last = sends[sends.length - 1]!;
+    if (d.type === 'webhook' && last.length < want && d.batch.maxWaitMs > 0 && exhausted) {
+      const since = pendingSince.get(id) ?? clock.now();
+      pendingSince.set(id, since);
+      if (clock.now() - since < d.batch.maxWaitMs) {
+        sends.pop();
+        if (sends.length === 0) return false;
+      } else pendingSince.delete(id);
+    } else pendingSince.delete(id);
+
+    const attempts: Array<Omit<DeliveryRecord, 'id'>> = [];
+    let accepted = 0;
+    let acceptedWire: WireMessage[] = [];
+    let failure: (SendOutcome & { durationMs: number }) | undefined;
+    const cycleStarted = clock.now();
+    for (const batch of sends) {
       const wire = batch.map(options.format);
       const outcome = await send(d, batch, wire);
-      if (stopped && !outcome.ok) return;
-      if (!(await record(d, wire, outcome, after))) return;
-      if (!outcome.ok) return;
+      attempts.push({
+        productId: d.productId,
+        destinationId: id,
+        attemptedAt: new Date(clock.now()).toISOString(),
+        attempt: accepted === 0 ? d.consecutiveFailures + 1 : 1,
+        webhookId: webhookIdOf(wire),
+        messageIds: wire.map((m) => m.id),
+        outcome: outcome.ok ? 'success' : 'failure',
+        status: outcome.status,
+        error: outcome.error,
+        durationMs: outcome.durationMs,
+      });
+      if (!outcome.ok) {
+        failure = outcome;
+        break;
+      }
+      accepted += batch.length;
+      acceptedWire = wire;
+      // Keep the unrecorded part of a cycle well inside the lease.
+      if (stopped || clock.now() - cycleStarted > options.leaseMs / 3) break;
     }
+    if (stopped) {
+      // A send cut off by shutdown is not the receiver's failure: record only what was accepted.
+      if (accepted === 0) return false;
+      if (failure !== undefined) {
+        failure = undefined;
+        attempts.pop();
+      }
+    }
+
+    const nowMs = clock.now();
+    const now = new Date(nowMs).toISOString();
+    const patch: DeliveryStatePatch = {};
+    if (accepted > 0) {
+      // Everything read was accepted: the cursor also passes the unwanted messages after the last one.
+      patch.cursor = accepted === wanted.length ? cursor : afterEach[accepted - 1]!;
+      patch.deliveredAdd = accepted;
+      patch.consecutiveFailures = 0;
+      patch.failingSince = null;
+      patch.nextAttemptAt = null;
+      patch.lastSuccessAt = now;
+    }
+    if (failure !== undefined) {
+      failed.inc({ destination: id });
+      const failures = accepted > 0 ? 1 : d.consecutiveFailures + 1;
+      const failingSince = accepted > 0 ? nowMs : (d.failingSince ?? nowMs);
+      patch.consecutiveFailures = failures;
+      patch.failingSince = failingSince;
+      patch.lastError = failure.error;
+      patch.lastErrorAt = now;
+      if (failure.gone) {
+        patch.status = 'disabled';
+        patch.disabledReason = 'the receiver answered 410 Gone';
+      } else if (nowMs - failingSince >= options.disableAfterMs) {
+        patch.status = 'disabled';
+        patch.disabledReason = `no successful delivery for ${Math.round(options.disableAfterMs / 3_600_000)} h (last error: ${failure.error ?? 'unknown'})`;
+      } else {
+        const delay = failure.retryAfterMs !== undefined ? Math.max(failure.retryAfterMs, MIN_RETRY_MS) : retryDelay(failures, random);
+        patch.nextAttemptAt = nowMs + delay;
+      }
+    }
+    const ok = await store.writeState(id, holder, patch, now, attempts);
+    if (ok && accepted > 0) {
+      delivered.inc({ destination: id }, accepted);
+      const newest = Date.parse(acceptedWire[acceptedWire.length - 1]!.timestamp);
+      if (!Number.isNaN(newest)) latency.observe({ destination: id }, Math.max(0, Date.now() - newest) / 1000);
+    }
+    return ok && failure === undefined && !stopped;
   }
 
   async function send(d: DestinationRecord, batch: StoredMessage[], wire: WireMessage[]): Promise<SendOutcome & { durationMs: number }> {
@@ -605,61 +699,12 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
         d.id,
         d.config.servers!,
         d.credentials,
-        batch.map((message, i) => ({ subject: subjectOf(d.config.subject!, d.productId, message), id: wire[i]!.id, body: JSON.stringify(wire[i]) })),
+        batch.map((message, i) => ({ subject: subjectOf(d.config.subject!, d.productId, message), id: wire[i]!.id, body: wire[i]!.json })),
       );
     }
     const durationMs = performance.now() - started;
     attemptDuration.observe({ destination: d.id }, durationMs / 1000);
     return { ...outcome, durationMs };
-  }
-
-  /** Records the attempt; on success moves the cursor. False when the lease was lost (stop delivering). */
-  async function record(d: DestinationRecord, wire: WireMessage[], outcome: SendOutcome & { durationMs: number }, after: DestinationCursor): Promise<boolean> {
-    const nowMs = clock.now();
-    const now = new Date(nowMs).toISOString();
-    await store
-      .insertDelivery({
-        productId: d.productId,
-        destinationId: d.id,
-        attemptedAt: now,
-        attempt: d.consecutiveFailures + 1,
-        webhookId: webhookIdOf(wire),
-        messageIds: wire.map((m) => m.id),
-        outcome: outcome.ok ? 'success' : 'failure',
-        status: outcome.status,
-        error: outcome.error,
-        durationMs: outcome.durationMs,
-      })
-      .catch(() => {});
-    if (outcome.ok) {
-      const ok = await store.writeState(
-        d.id,
-        holder,
-        { cursor: after, deliveredAdd: wire.length, consecutiveFailures: 0, failingSince: null, nextAttemptAt: null, lastSuccessAt: now },
-        now,
-      );
-      if (ok) {
-        delivered.inc({ destination: d.id }, wire.length);
-        const newest = Date.parse(wire[wire.length - 1]!.timestamp);
-        if (!Number.isNaN(newest)) latency.observe({ destination: d.id }, Math.max(0, Date.now() - newest) / 1000);
-      }
-      return ok;
-    }
-    failed.inc({ destination: d.id });
-    const failures = d.consecutiveFailures + 1;
-    const failingSince = d.failingSince ?? nowMs;
-    const patch: Parameters<DestinationStore['writeState']>[2] = { consecutiveFailures: failures, failingSince, lastError: outcome.error, lastErrorAt: now };
-    if (outcome.gone) {
-      patch.status = 'disabled';
-      patch.disabledReason = 'the receiver answered 410 Gone';
-    } else if (nowMs - failingSince >= options.disableAfterMs) {
-      patch.status = 'disabled';
-      patch.disabledReason = `no successful delivery for ${Math.round(options.disableAfterMs / 3_600_000)} h (last error: ${outcome.error ?? 'unknown'})`;
-    } else {
-      const delay = outcome.retryAfterMs !== undefined ? Math.max(outcome.retryAfterMs, MIN_RETRY_MS) : retryDelay(failures, random);
-      patch.nextAttemptAt = nowMs + delay;
-    }
-    return store.writeState(d.id, holder, patch, now);
   }
 
   return service;

@@ -148,8 +148,13 @@ function toRow(record: DestinationRecord): Row {
 type EventRow = Parameters<typeof eventFromRow>[0] & { position: string | number };
 type IdentityRow = { position: string | number; after_event?: number | string; id: string; type: string; created_at: string; data: string };
 
-const EVENT_COLUMNS = sql.raw(
+// The JSON columns are read as their stored text (jsonb cast on PostgreSQL): a message is only ever
+// written out as JSON, so the text goes into it as it is instead of a parse and a stringify.
+const EVENT_COLUMNS_SQLITE = sql.raw(
   'id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id, occurred_at, received_at, properties, api_key_id, context, original',
+);
+const EVENT_COLUMNS_POSTGRES = sql.raw(
+  'id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id, occurred_at, received_at, properties::text AS properties, api_key_id, context::text AS context, original::text AS original',
 );
 
 function compareBig(a: bigint, b: bigint): number {
@@ -215,7 +220,7 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect): 
     if (after !== null) conditions.push(sql`${position.compare('>', after)}`);
     if (horizon !== undefined) conditions.push(sql`${position.visible(horizon)}`);
     const order = sql.raw(position.orderColumns.join(', '));
-    const result = await sql<EventRow>`SELECT ${EVENT_COLUMNS}, ${position.select} AS position FROM events
+    const result = await sql<EventRow>`SELECT ${pg ? EVENT_COLUMNS_POSTGRES : EVENT_COLUMNS_SQLITE}, ${position.select} AS position FROM events
       WHERE ${sql.join(conditions, sql` AND `)} ORDER BY ${order} LIMIT ${limit}`.execute(q);
     return result.rows;
   }
@@ -297,37 +302,44 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect): 
       await db.updateTable('destinations').set({ lease_holder: null, lease_until: 0 }).where('id', '=', id).where('lease_holder', '=', holder).execute();
     },
 
-    /** Writes delivery state if `holder` still holds the lease; false when it lost it. */
-    async writeState(id: string, holder: string, patch: DeliveryStatePatch, now: string): Promise<boolean> {
+    /**
+     * Writes delivery state if `holder` still holds the lease (false when it lost it), and the attempts of
+     * the delivery log, in one transaction: a delivery cycle costs one commit, not one per attempt.
+     */
+    async writeState(id: string, holder: string, patch: DeliveryStatePatch, now: string, deliveries: ReadonlyArray<Omit<DeliveryRecord, 'id'>> = []): Promise<boolean> {
       const set: Record<string, unknown> = { updated_at: now, ...stateColumns(patch) };
       if (patch.lastSuccessAt !== undefined) set.last_success_at = patch.lastSuccessAt;
       if (patch.lastError !== undefined) set.last_error = patch.lastError;
       if (patch.lastErrorAt !== undefined) set.last_error_at = patch.lastErrorAt;
       if (patch.status !== undefined) set.status = patch.status;
       if (patch.disabledReason !== undefined) set.disabled_reason = patch.disabledReason;
-      let query = db.updateTable('destinations').set(set as Partial<Row>);
-      if (patch.deliveredAdd !== undefined && patch.deliveredAdd > 0) query = query.set({ delivered: sql<number>`delivered + ${patch.deliveredAdd}` });
-      const result = await query.where('id', '=', id).where('lease_holder', '=', holder).executeTakeFirst();
-      return Number(result.numUpdatedRows) > 0;
-    },
-
-    async insertDelivery(delivery: Omit<DeliveryRecord, 'id'>): Promise<void> {
-      await db
-        .insertInto('destination_deliveries')
-        .values({
-          product_id: delivery.productId,
-          id: uuidv7(),
-          destination_id: delivery.destinationId,
-          attempted_at: delivery.attemptedAt,
-          attempt: delivery.attempt,
-          webhook_id: delivery.webhookId,
-          message_ids: JSON.stringify(delivery.messageIds),
-          outcome: delivery.outcome,
-          status: delivery.status,
-          error: delivery.error,
-          duration_ms: Math.round(delivery.durationMs),
-        })
-        .execute();
+      const write = async (q: Db): Promise<boolean> => {
+        if (deliveries.length > 0) {
+          await q
+            .insertInto('destination_deliveries')
+            .values(
+              deliveries.map((delivery) => ({
+                product_id: delivery.productId,
+                id: uuidv7(),
+                destination_id: delivery.destinationId,
+                attempted_at: delivery.attemptedAt,
+                attempt: delivery.attempt,
+                webhook_id: delivery.webhookId,
+                message_ids: JSON.stringify(delivery.messageIds),
+                outcome: delivery.outcome,
+                status: delivery.status,
+                error: delivery.error,
+                duration_ms: Math.round(delivery.durationMs),
+              })),
+            )
+            .execute();
+        }
+        let query = q.updateTable('destinations').set(set as Partial<Row>);
+        if (patch.deliveredAdd !== undefined && patch.deliveredAdd > 0) query = query.set({ delivered: sql<number>`delivered + ${patch.deliveredAdd}` });
+        const result = await query.where('id', '=', id).where('lease_holder', '=', holder).executeTakeFirst();
+        return Number(result.numUpdatedRows) > 0;
+      };
+      return deliveries.length === 0 ? write(db) : db.transaction().execute(write);
     },
 
     /** Newest first; `before` is the id of the last row of the previous page. */
@@ -366,7 +378,7 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect): 
       type Item = { key: bigint[]; message: StoredMessage };
       const eventItems: Item[] = events.map((row) => ({
         key: keyOf({ kind: 'event', position: String(row.position) }),
-        message: { kind: 'event', position: String(row.position), event: eventFromRow(row) },
+        message: { kind: 'event', position: String(row.position), event: eventFromRow(row, true) },
       }));
       const identityItems: Item[] = identity.map((row) => ({
         key: keyOf({ kind: 'identity', position: String(row.position), afterEvent: row.after_event === undefined ? undefined : String(row.after_event) }),

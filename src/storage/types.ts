@@ -497,8 +497,8 @@ export interface DestinationStore {
   acquireLease(id: string, holder: string, nowMs: number, until: number): Promise<boolean>;
   releaseLease(id: string, holder: string): Promise<void>;
   /** Writes delivery state if `holder` still holds the lease; false when it lost it. */
-  writeState(id: string, holder: string, patch: DeliveryStatePatch, now: string): Promise<boolean>;
-  insertDelivery(delivery: Omit<DeliveryRecord, 'id'>): Promise<void>;
+  /** The fenced state write, with the cycle's attempts for the delivery log in the same transaction. */
+  writeState(id: string, holder: string, patch: DeliveryStatePatch, now: string, deliveries?: ReadonlyArray<Omit<DeliveryRecord, 'id'>>): Promise<boolean>;
   /** Newest first; `before` is the id of the last row of the previous page. */
   listDeliveries(productId: string, destinationId: string, limit: number, before?: string): Promise<DeliveryRecord[]>;
   pruneDeliveries(olderThan: string): Promise<void>;

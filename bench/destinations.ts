@@ -1,0 +1,343 @@
+// `npm run bench -- --destinations`: issue 13's performance figures. The batch ingest bench against one Inlet
+// server, in interleaved rounds without and with two destinations (events-out §6): a webhook with batches of
+// 100 to a local receiver that verifies every signature with `standardwebhooks` (bench/webhook-receiver.ts,
+// its own process), and a NATS JetStream destination to a nats-server of its own. Reports ingest events/s
+// of both variants, delivered messages/s, the lag sampled every second during the load (does it grow?),
+// how long the backlog took to drain after the load, and whether every stored event reached both
+// destinations. See bench/README.md ("Destinations").
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import { availableParallelism, cpus, loadavg } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import { postgresDatabase, sqliteDatabase, tempDirectory } from './database.js';
+import { runLoad, stopLoad, type LoadResult } from './load.js';
+import { cpuSeconds, freePort, installExitHandlers, onCleanup, startChild, waitUntilReady } from './processes.js';
+import { ExternalIds, batchJson } from './workload.js';
+
+const ROOT = new URL('..', import.meta.url).pathname;
+
+export const DESTINATIONS_USAGE = `npm run bench -- --destinations [options]
+  --database <url|sqlite>   sqlite (default: fresh temp file) or postgres://… on 127.0.0.1 (fresh database)
+  --rounds <n>              interleaved rounds of (without, with destinations) (default 3)
+  --duration <s>            seconds of measured load per run (default 10)
+  --warmup <s>              seconds of unmeasured load before each run (default 2)
+  --connections <n>         concurrent connections (default 16)
+  --batch-size <n>          events per batch request (default 100)
+  --webhook-batch <n>       the webhook destination's batch.max_messages (default 100)
+  --no-build                use dist/ as it is
+  --cpu-prof <dir>          run the server with node --cpu-prof, profiles written to <dir>`;
+
+interface Args {
+  postgresUrl: string | undefined;
+  rounds: number;
+  durationSeconds: number;
+  warmupSeconds: number;
+  connections: number;
+  batchSize: number;
+  webhookBatch: number;
+  build: boolean;
+  cpuProfileDir: string | undefined;
+}
+
+function parse(argv: string[]): Args {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      destinations: { type: 'boolean' },
+      database: { type: 'string' },
+      rounds: { type: 'string' },
+      duration: { type: 'string' },
+      warmup: { type: 'string' },
+      connections: { type: 'string' },
+      'batch-size': { type: 'string' },
+      'webhook-batch': { type: 'string' },
+      'no-build': { type: 'boolean' },
+      'cpu-prof': { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    strict: true,
+  });
+  if (values.help) {
+    process.stdout.write(`${DESTINATIONS_USAGE}\n`);
+    process.exit(0);
+  }
+  const whole = (name: string, raw: string | undefined, fallback: number, min = 1) => {
+    if (raw === undefined) return fallback;
+    const value = Number(raw);
+    if (!Number.isInteger(value) || value < min) throw new Error(`--${name} must be a whole number ≥ ${min}, got "${raw}"`);
+    return value;
+  };
+  const database = values.database ?? process.env.INLET_BENCH_DATABASE_URL ?? 'sqlite';
+  let postgresUrl: string | undefined;
+  if (/^postgres(ql)?:\/\//.test(database)) {
+    const host = new URL(database).hostname;
+    if (!['127.0.0.1', 'localhost', '::1', '[::1]'].includes(host)) throw new Error(`--database must be a server on this machine (127.0.0.1), got host "${host}"`);
+    postgresUrl = database;
+  } else if (database !== 'sqlite') {
+    throw new Error(`--database must be "sqlite" or a postgres:// URL, got "${database}"`);
+  }
+  return {
+    postgresUrl,
+    rounds: whole('rounds', values.rounds, 3),
+    durationSeconds: whole('duration', values.duration, 10),
+    warmupSeconds: whole('warmup', values.warmup, 2, 0),
+    connections: whole('connections', values.connections, 16),
+    batchSize: whole('batch-size', values['batch-size'], 100),
+    webhookBatch: whole('webhook-batch', values['webhook-batch'], 100),
+    build: values['no-build'] !== true,
+    cpuProfileDir: values['cpu-prof'],
+  };
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+interface DestinationView {
+  id: string;
+  lag: number;
+  delivered: number;
+  status: string;
+  last_error: string | null;
+  secret?: string;
+}
+
+interface RoundResult {
+  variant: 'without' | 'with';
+  load: LoadResult;
+  eventsPerSecond: number;
+  cpuMicrosPerEvent: number | undefined;
+  /** with: lag samples (webhook, nats) taken every second of the measured load. */
+  lagSamples: Array<[number, number]>;
+  /** with: messages the receiver / the stream got during the measured load, per second. */
+  webhookPerSecond: number;
+  natsPerSecond: number;
+  /** with: seconds from the end of the load until both lags were 0 (undefined: did not drain in 120 s). */
+  drainSeconds: number | undefined;
+}
+
+export async function destinationsMain(argv: string[]): Promise<number> {
+  let args: Args;
+  try {
+    args = parse(argv);
+  } catch (error) {
+    process.stderr.write(`bench: ${error instanceof Error ? error.message : String(error)}\n${DESTINATIONS_USAGE}\n`);
+    return 2;
+  }
+  const perRound = 2 * (args.warmupSeconds + args.durationSeconds + 5) + 120;
+  installExitHandlers(perRound * args.rounds + 240);
+  onCleanup(stopLoad);
+  const commandLine = `npm run bench --${argv.map((a) => ` ${a}`).join('')}`;
+  process.stdout.write(`${commandLine}\n`);
+  if (args.build) {
+    const result = spawnSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')], { stdio: 'inherit' });
+    if (result.status !== 0) throw new Error('npm run build failed');
+  }
+  const loadBefore = loadavg()[0]!;
+  const dir = tempDirectory();
+
+  // NATS with JetStream, its own server and store (never the machine's).
+  const natsPort = await freePort();
+  const natsStore = join(dir, 'nats');
+  mkdirSync(natsStore);
+  const natsLog = join(dir, 'nats.log');
+  const nats = startChild('nats-server', 'nats-server', ['-js', '-sd', natsStore, '-a', '127.0.0.1', '-p', String(natsPort)], { PATH: process.env.PATH }, natsLog);
+  let nc: Awaited<ReturnType<typeof connect>> | undefined;
+  for (let i = 0; i < 100 && nc === undefined; i++) {
+    try {
+      nc = await connect({ servers: `127.0.0.1:${natsPort}`, reconnect: false });
+    } catch {
+      if (nats.process.exitCode !== null) throw new Error(`nats-server exited; see ${natsLog}`);
+      await sleep(100);
+    }
+  }
+  if (nc === undefined) throw new Error(`nats-server did not accept connections; see ${natsLog}`);
+  const jsm = await jetstreamManager(nc);
+  await jsm.streams.add({ name: 'INLET', subjects: ['inlet.>'], duplicate_window: 120_000_000_000 });
+  const natsConnection = nc;
+  onCleanup(() => natsConnection.close());
+  const streamMessages = async () => (await jsm.streams.info('INLET')).state.messages;
+
+  // The webhook receiver.
+  const receiverPort = await freePort();
+  const receiverLog = join(dir, 'receiver.log');
+  const receiver = startChild('webhook receiver', process.execPath, ['--import', 'tsx', join(ROOT, 'bench/webhook-receiver.ts')], { PATH: process.env.PATH, PORT: String(receiverPort) }, receiverLog);
+  const receiverBase = `http://127.0.0.1:${receiverPort}`;
+  await waitUntilReady(receiver, `${receiverBase}/counts`, receiverLog);
+  const receiverCounts = async () => (await (await fetch(`${receiverBase}/counts`)).json()) as { requests: number; messages: number; distinct: number; invalid: number };
+
+  // Inlet.
+  const database = args.postgresUrl === undefined ? sqliteDatabase(dir) : await postgresDatabase(args.postgresUrl);
+  process.stdout.write(`database: ${database.description}\n`);
+  const port = await freePort();
+  const adminToken = randomBytes(24).toString('hex');
+  const logFile = join(dir, 'inlet.log');
+  const server = startChild('inlet server', process.execPath, [...(args.cpuProfileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${args.cpuProfileDir}`]), join(ROOT, 'dist/main.js')], {
+    PATH: process.env.PATH,
+    HOST: '127.0.0.1',
+    PORT: String(port),
+    INLET_DATABASE_URL: database.url,
+    INLET_ADMIN_TOKEN: adminToken,
+    INLET_LOG_LEVEL: 'info',
+    INLET_RATE_LIMIT_RPS: '10000000',
+    // The receiver and NATS are on loopback: allowed here, as an operator with local targets would set it.
+    INLET_DESTINATIONS_ALLOW_PRIVATE: 'true',
+    INLET_OUTBOUND_ALLOW: '127.0.0.0/8,::1',
+  }, logFile);
+  const base = `http://127.0.0.1:${port}`;
+  await waitUntilReady(server, `${base}/healthz`, logFile);
+  const admin = async (method: string, path: string, body?: unknown) => {
+    const response = await fetch(`${base}/admin/v1${path}`, {
+      method,
+      headers: { authorization: `Bearer ${adminToken}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    if (!response.ok) throw new Error(`${method} ${path} answered ${response.status}: ${await response.text()}`);
+    return response.status === 204 ? undefined : ((await response.json()) as { data: Record<string, unknown> }).data;
+  };
+  const product = (await admin('POST', '/products', { name: 'bench' }))!;
+  const key = (await admin('POST', `/products/${product.id}/keys`, { kind: 'events', name: 'bench' }))!;
+  const productPath = `/products/${product.id as string}`;
+  const headers = { authorization: `Bearer ${key.key as string}` };
+  const runId = randomBytes(4).toString('hex');
+
+  const rounds: RoundResult[] = [];
+  let expectedWebhook = 0;
+  let expectedNats = 0;
+  let requestN = 0;
+  const loadFor = async (seconds: number, label: string) => {
+    const ids = new ExternalIds(`${runId}-${label}`);
+    return runLoad(
+      { url: base, path: '/api/v2/events/batch', headers, body: () => batchJson(ids, args.batchSize, requestN++), connections: args.connections, durationSeconds: seconds },
+      200,
+    );
+  };
+  for (let round = 1; round <= args.rounds; round++) {
+    for (const variant of ['without', 'with'] as const) {
+      process.stdout.write(`round ${round}, ${variant} destinations…`);
+      let webhook: DestinationView | undefined;
+      let natsDestination: DestinationView | undefined;
+      if (variant === 'with') {
+        webhook = (await admin('POST', `${productPath}/destinations`, { type: 'webhook', name: `bench-webhook-${round}`, url: `${receiverBase}/hook`, batch: { max_messages: args.webhookBatch } })) as unknown as DestinationView;
+        await fetch(`${receiverBase}/secret`, { method: 'PUT', body: webhook.secret! });
+        natsDestination = (await admin('POST', `${productPath}/destinations`, { type: 'nats', name: `bench-nats-${round}`, servers: [`nats://127.0.0.1:${natsPort}`], subject: 'inlet.{product_id}.{canonical_name}' })) as unknown as DestinationView;
+      }
+      if (args.warmupSeconds > 0) await loadFor(args.warmupSeconds, `${round}-${variant}-warm`);
+      const show = async (d: DestinationView) => (await admin('GET', `${productPath}/destinations/${d.id}`)) as unknown as DestinationView;
+      const lagSamples: Array<[number, number]> = [];
+      let sampling = variant === 'with';
+      const sampler = (async () => {
+        while (sampling) {
+          await sleep(1000);
+          if (!sampling) break;
+          lagSamples.push([(await show(webhook!)).lag, (await show(natsDestination!)).lag]);
+        }
+      })();
+      const webhookBefore = variant === 'with' ? (await receiverCounts()).distinct : 0;
+      const natsBefore = variant === 'with' ? await streamMessages() : 0;
+      const cpuBefore = cpuSeconds(server.process.pid);
+      const load = await loadFor(args.durationSeconds, `${round}-${variant}`);
+      const cpuAfter = cpuSeconds(server.process.pid);
+      sampling = false;
+      await sampler;
+      const webhookPerSecond = variant === 'with' ? ((await receiverCounts()).distinct - webhookBefore) / load.seconds : 0;
+      const natsPerSecond = variant === 'with' ? ((await streamMessages()) - natsBefore) / load.seconds : 0;
+      let drainSeconds: number | undefined;
+      if (variant === 'with') {
+        const drainStart = Date.now();
+        for (;;) {
+          const [w, n] = [await show(webhook!), await show(natsDestination!)];
+          if (w.lag === 0 && n.lag === 0) {
+            drainSeconds = (Date.now() - drainStart) / 1000;
+            break;
+          }
+          if (Date.now() - drainStart > 120_000) {
+            process.stdout.write(` not drained after 120 s (webhook lag ${w.lag}, last error ${w.last_error}; nats lag ${n.lag}, last error ${n.last_error})`);
+            break;
+          }
+          await sleep(200);
+        }
+        const [w, n] = [await show(webhook!), await show(natsDestination!)];
+        expectedWebhook += w.delivered;
+        expectedNats += n.delivered;
+        await admin('DELETE', `${productPath}/destinations/${webhook!.id}`);
+        await admin('DELETE', `${productPath}/destinations/${natsDestination!.id}`);
+      }
+      const events = load.ok * args.batchSize;
+      rounds.push({
+        variant,
+        load,
+        eventsPerSecond: events / load.seconds,
+        cpuMicrosPerEvent: cpuBefore === undefined || cpuAfter === undefined || events === 0 ? undefined : ((cpuAfter - cpuBefore) * 1e6) / events,
+        lagSamples,
+        webhookPerSecond,
+        natsPerSecond,
+        drainSeconds,
+      });
+      process.stdout.write(` ${Math.round(events / load.seconds)} events/s\n`);
+    }
+  }
+
+  const finalCounts = await receiverCounts();
+  const finalStream = await streamMessages();
+  const exitCode = await server.stop();
+  await receiver.stop();
+  const stored = await database.countEvents('api');
+
+  const lines: string[] = [];
+  const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
+  lines.push('', `command:  ${commandLine}`);
+  lines.push(`machine:  ${availableParallelism()} cores (${cpus()[0]?.model ?? '?'}), node ${process.version}; load average ${loadBefore.toFixed(1)} at start, ${loadavg()[0]!.toFixed(1)} at end`);
+  lines.push(`database: ${database.description}`);
+  lines.push(`load:     autocannon, POST /api/v2/events/batch of ${args.batchSize}, ${args.connections} connections, ${args.durationSeconds} s measured after ${args.warmupSeconds} s warm-up, ${args.rounds} interleaved rounds`);
+  lines.push(`with:     a webhook (batch.max_messages ${args.webhookBatch}) to a receiver verifying every signature (standardwebhooks), and a NATS JetStream destination (own nats-server), both created at the round's start ("start": "now") and deleted after draining`);
+  lines.push('');
+  lines.push('round  variant   events/s   p99 ms  server CPU µs/event  webhook msg/s  nats msg/s  lag (webhook / nats) first→last third, max   drain s');
+  for (const [i, r] of rounds.entries()) {
+    const third = Math.max(1, Math.floor(r.lagSamples.length / 3));
+    const avg = (xs: number[]) => (xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length);
+    const lagText =
+      r.variant === 'with'
+        ? [0, 1]
+            .map((k) => `${fmt(avg(r.lagSamples.slice(0, third).map((s) => s[k]!)))}→${fmt(avg(r.lagSamples.slice(-third).map((s) => s[k]!)))}, ${fmt(Math.max(0, ...r.lagSamples.map((s) => s[k]!)))}`)
+            .join(' / ')
+        : '';
+    lines.push(
+      `${String(Math.floor(i / 2) + 1).padStart(5)}  ${r.variant.padEnd(8)} ${fmt(r.eventsPerSecond).padStart(9)} ${r.load.p99Ms.toFixed(0).padStart(8)} ${(r.cpuMicrosPerEvent?.toFixed(1) ?? '?').padStart(20)} ${(r.variant === 'with' ? fmt(r.webhookPerSecond) : '').padStart(14)} ${(r.variant === 'with' ? fmt(r.natsPerSecond) : '').padStart(11)}  ${lagText.padEnd(44)} ${r.drainSeconds === undefined ? (r.variant === 'with' ? 'NO' : '') : r.drainSeconds.toFixed(1)}`,
+    );
+  }
+  const without = median(rounds.filter((r) => r.variant === 'without').map((r) => r.eventsPerSecond));
+  const withRate = median(rounds.filter((r) => r.variant === 'with').map((r) => r.eventsPerSecond));
+  const ratio = withRate / without;
+  const drained = rounds.filter((r) => r.variant === 'with').every((r) => r.drainSeconds !== undefined);
+  // "Lag does not grow": in every round, the last third's mean lag is no more than the first third's + one
+  // second of ingest (a deliverer that falls behind adds its deficit every second).
+  const growing = rounds
+    .filter((r) => r.variant === 'with')
+    .map((r) => {
+      const third = Math.max(1, Math.floor(r.lagSamples.length / 3));
+      return [0, 1].map((k) => {
+        const first = r.lagSamples.slice(0, third).reduce((a, s) => a + s[k]!, 0) / third;
+        const last = r.lagSamples.slice(-third).reduce((a, s) => a + s[k]!, 0) / third;
+        return last - first > r.eventsPerSecond;
+      });
+    })
+    .flat()
+    .some(Boolean);
+  lines.push('');
+  lines.push('targets (issue 13):');
+  lines.push(`  ${ratio >= 0.9 ? 'PASS' : 'FAIL'}  ingest with destinations ≥ 0.9× without (medians): ${fmt(withRate)} vs ${fmt(without)} events/s = ${ratio.toFixed(3)}×`);
+  lines.push(`  ${growing ? 'FAIL' : 'PASS'}  lag does not grow during the load (last third's mean ≤ first third's + 1 s of ingest, both destinations, every round)`);
+  lines.push(`  ${drained ? 'PASS' : 'FAIL'}  the backlog drains after the load (within 120 s)`);
+  const everyWebhook = finalCounts.distinct >= expectedWebhook && finalCounts.invalid === 0;
+  lines.push(`  ${everyWebhook ? 'PASS' : 'FAIL'}  webhook: ${fmt(finalCounts.distinct)} distinct message ids received (${fmt(finalCounts.messages)} messages in ${fmt(finalCounts.requests)} requests, ${finalCounts.invalid} failed verification), destinations reported ${fmt(expectedWebhook)} delivered`);
+  const everyNats = finalStream >= expectedNats;
+  lines.push(`  ${everyNats ? 'PASS' : 'FAIL'}  nats: ${fmt(finalStream)} messages in the stream (deduplicated by Nats-Msg-Id), destinations reported ${fmt(expectedNats)} delivered`);
+  lines.push(`  ${exitCode === 0 ? 'PASS' : 'FAIL'}  server shut down cleanly (exit ${exitCode}); ${fmt(stored)} events stored`);
+  lines.push('');
+  process.stdout.write(lines.join('\n'));
+  return exitCode === 0 && drained && everyWebhook && everyNats ? 0 : 1;
+}
