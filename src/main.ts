@@ -41,7 +41,14 @@ async function start(config: Config): Promise<void> {
   const address = app.server.address();
   const port = typeof address === 'object' && address !== null ? address.port : config.port;
   app.log.info(
-    { port, storage: services.storage.dialect, admin_api: config.adminToken !== undefined, legacy_flat: config.legacyFlat },
+    {
+      port,
+      storage: services.storage.dialect,
+      admin_api: config.adminToken !== undefined,
+      // Where a newcomer opens the web console (issue 14), when the admin API is on.
+      console: config.adminToken !== undefined && config.consoleEnabled ? `http://${config.host}:${port}/console` : null,
+      legacy_flat: config.legacyFlat,
+    },
     `Inlet listening on http://${config.host}:${port}`,
   );
   // Syncs every connected traffic source now and then every INLET_TRAFFIC_SYNC_INTERVAL_MS (0: off).

@@ -112,7 +112,13 @@ export function consoleRoutes(app: FastifyInstance, options: ConsoleOptions): vo
   const hide = { schema: { hide: true } };
 
   const explain = (reply: FastifyReply) => {
-    reply.code(404).headers({ 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-cache', ...SECURITY_HEADERS });
+    // Its one inline style attribute is allowed; nothing else is.
+    reply.code(404).headers({
+      'content-type': 'text/html; charset=utf-8',
+      'cache-control': 'no-cache',
+      ...SECURITY_HEADERS,
+      'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    });
     return options.adminApi
       ? page('Inlet console: not built', '<p>The console\'s files are not in <code>dist/console</code>. Build them with <code>npm run build</code> (<code>npm ci</code> does it too), then restart Inlet.</p>')
       : page(
