@@ -7,7 +7,8 @@
 // loopback). In the system tier (clarifications §6), SQLite pass only: the browser side is dialect-free.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { ADMIN_TOKEN, createTestApp, dialect, type TestContext } from '../helpers.js';
@@ -16,6 +17,9 @@ import { CHROMIUM, CHROMIUM_ARGS, ensureConsoleBuilt } from '../support/console-
 import { startWebhookReceiver } from '../fakes/webhook-receiver.js';
 
 const skip = !existsSync(CHROMIUM) ? `${CHROMIUM} is missing (apt-get install -y chromium)` : dialect === 'sqlite' ? false : 'the browser path is dialect-free: the SQLite pass runs it';
+
+/** axe-core (Deque's accessibility engine), injected into each page. */
+const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 
 function daysAgo(n: number): string {
   return new Date(Date.now() - n * 86_400_000).toISOString().slice(0, 10);
@@ -243,6 +247,53 @@ describe('the console in Chromium', { skip }, () => {
     assert.equal(refused.status, 401);
     await page.getByLabel('show revoked').check();
     await page.getByText(/revoked /).first().waitFor();
+  });
+
+  it('at a phone width (390 px) no page scrolls sideways', async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    try {
+      for (const route of ['', `p/${productId}/events`, `p/${productId}/keys`, `p/${productId}/users/id/user_1`, `p/${productId}/traffic`, `p/${productId}/destinations`, `p/${productId}/legacy`, 'health']) {
+        await page.goto(`${base}/console/#/${route}`);
+        await page.locator('main h1').waitFor();
+        await page.waitForLoadState('networkidle').catch(() => {});
+        const width = await page.evaluate(() => (globalThis as unknown as { document: { documentElement: { scrollWidth: number } } }).document.documentElement.scrollWidth);
+        assert.ok(width <= 390, `#/${route} is ${width} px wide`);
+      }
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 900 });
+    }
+  });
+
+  it('axe-core finds no serious or critical WCAG 2 A/AA violation on any page (labels, contrast, roles, names)', async (t) => {
+    // A context of its own that bypasses the CSP only to inject axe; signed in through sessionStorage.
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, bypassCSP: true });
+    await context.addInitScript((token) => (globalThis as unknown as { sessionStorage: { setItem(k: string, v: string): void } }).sessionStorage.setItem('inlet.admin_token', token), ADMIN_TOKEN);
+    const tab = await context.newPage();
+    const found: string[] = [];
+    try {
+      for (const route of ['', `p/${productId}/events`, `p/${productId}/keys`, `p/${productId}/users/identifier/email%3Aada%40example.com`, `p/${productId}/traffic`, `p/${productId}/destinations`, `p/${productId}/legacy`, 'health']) {
+        await tab.goto(`${base}/console/#/${route}`);
+        await tab.locator('main h1').waitFor();
+        await tab.waitForLoadState('networkidle').catch(() => {});
+        if (route.endsWith('/events')) await tab.locator('[data-uuid]').first().click();
+        await tab.addScriptTag({ content: AXE_SOURCE });
+        const report = await tab.evaluate(async () => {
+          const axe = (globalThis as unknown as { axe: { run(options: object): Promise<{ violations: Array<{ id: string; impact: string | null; nodes: Array<{ target: unknown }> }> }> } }).axe;
+          const result = await axe.run({ runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] } });
+          return { passed: (result as unknown as { passes: unknown[] }).passes.length, violations: result.violations.map((v) => ({ id: v.id, impact: v.impact, targets: v.nodes.slice(0, 3).map((n) => JSON.stringify(n.target)) })) };
+        });
+        t.diagnostic(`#/${route}: ${report.passed} axe rules passed, ${report.violations.length} violated`);
+        const violations = report.violations;
+        for (const v of violations) {
+          const line = `#/${route}: ${v.id} (${v.impact}) ${v.targets.join(' ')}`;
+          if (v.impact === 'serious' || v.impact === 'critical') found.push(line);
+          else t.diagnostic(line);
+        }
+      }
+    } finally {
+      await context.close();
+    }
+    assert.deepEqual(found, []);
   });
 
   it('health shows the service\'s own figures; sign-out forgets the token', async () => {

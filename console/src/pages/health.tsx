@@ -78,7 +78,8 @@ export function HealthPage() {
             {s.rejections.by_code.length === 0 ? (
               <p class="hint">None.</p>
             ) : (
-              <table>
+              <div class="scroll">
+<table>
                 <thead>
                   <tr>
                     <th scope="col">Code</th>
@@ -98,6 +99,7 @@ export function HealthPage() {
                   ))}
                 </tbody>
               </table>
+</div>
             )}
           </Section>
           <p class="hint">

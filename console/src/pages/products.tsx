@@ -38,7 +38,8 @@ export function ProductsPage({ products, onCreated }: { products: Product[]; onC
         {products.length === 0 ? (
           <p>No product yet: create one above, then a key to send events with.</p>
         ) : (
-          <table>
+          <div class="scroll">
+<table>
             <thead>
               <tr>
                 <th scope="col">Name</th>
@@ -64,6 +65,7 @@ export function ProductsPage({ products, onCreated }: { products: Product[]; onC
               ))}
             </tbody>
           </table>
+</div>
         )}
       </Section>
     </>

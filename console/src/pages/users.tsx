@@ -87,7 +87,8 @@ function UserView({ product, user }: { product: Product; user: UserDetails }) {
             {identifiers.length === 0 ? (
               <p class="hint">None.</p>
             ) : (
-              <table>
+              <div class="scroll">
+<table>
                 <thead>
                   <tr>
                     <th scope="col">Kind</th>
@@ -105,6 +106,7 @@ function UserView({ product, user }: { product: Product; user: UserDetails }) {
                   ))}
                 </tbody>
               </table>
+</div>
             )}
           </div>
           <div>
