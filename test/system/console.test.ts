@@ -203,6 +203,11 @@ describe('the console in Chromium', { skip }, () => {
     await breakdown.getByRole('cell', { name: 'Google' }).waitFor();
     await breakdown.getByRole('cell', { name: 'Newsletter' }).waitFor();
     await page.getByRole('region', { name: 'Sync runs' }).getByText('succeeded').first().waitFor();
+    // Sorted by sessions, most first; a click on the header sorts the other way.
+    assert.equal(await breakdown.locator('tbody tr').first().locator('td').first().textContent(), 'Google');
+    await breakdown.getByRole('button', { name: 'Sessions' }).click();
+    await breakdown.locator('th[aria-sort="ascending"]').getByText('Sessions').waitFor();
+    await breakdown.locator('tbody tr').first().getByRole('cell', { name: 'Newsletter' }).waitFor();
     assert.ok((await page.locator('svg.chart rect.bar').count()) >= 2);
   });
 

@@ -41,6 +41,7 @@ export function EventsPage({ product }: { product: Product }) {
   const [selected, setSelected] = useState<{ kind: 'event'; value: InletEvent } | { kind: 'rejection'; value: Rejection }>();
   const [error, setError] = useState<unknown>();
   const [keys, setKeys] = useState<ApiKey[]>([]);
+  const [older, setOlder] = useState<string | null>(null);
   const pausedRef = useRef(paused);
   pausedRef.current = paused;
   const query = useMemo(() => queryOf(filters), [filters]);
@@ -69,16 +70,31 @@ export function EventsPage({ product }: { product: Product }) {
         setState({ state: next, ...(detail === undefined ? {} : { detail }) });
       },
     });
-    get<Page<InletEvent>>(productPath(product.id, '/events'), { ...query, limit: 50 }).then(
-      (page) => setEvents((current) => mergeNewest(page.data, current)),
-      setError,
-    );
+    setOlder(null);
+    get<Page<InletEvent>>(productPath(product.id, '/events'), { ...query, limit: 50 }).then((page) => {
+      setEvents((current) => mergeNewest(page.data, current));
+      setOlder(page.meta.next_cursor);
+    }, setError);
     get<Page<Rejection>>(productPath(product.id, '/rejections'), { limit: 50, key_id: query.key_id }).then(
       (page) => setRejections((current) => [...current, ...page.data.filter((r) => !current.some((c) => c.id === r.id))].slice(0, 100)),
       setError,
     );
     return close;
   }, [product.id, query]);
+
+  const loadOlder = async () => {
+    if (older === null) return;
+    try {
+      const page = await get<Page<InletEvent>>(productPath(product.id, '/events'), { ...query, limit: 50, cursor: older });
+      setEvents((current) => {
+        const seen = new Set(current.map((e) => e.uuid));
+        return [...current, ...page.data.filter((e) => !seen.has(e.uuid))];
+      });
+      setOlder(page.meta.next_cursor);
+    } catch (failure) {
+      setError(failure);
+    }
+  };
 
   const resume = () => {
     setEvents((current) => mergeNewest(current, held));
@@ -154,6 +170,11 @@ export function EventsPage({ product }: { product: Product }) {
                 </li>
               ))}
             </ol>
+          )}
+          {older !== null && (
+            <button type="button" onClick={() => void loadOlder()}>
+              Older events
+            </button>
           )}
         </section>
         <section class="card detail" aria-label="Detail">

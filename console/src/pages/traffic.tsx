@@ -47,6 +47,28 @@ interface SyncRun {
   error: string | null;
 }
 
+const PAGE_ROWS = 25;
+const COLUMNS: Array<[string, string]> = [
+  ['sessions', 'Sessions'],
+  ['users', 'Users'],
+  ['pageviews', 'Page views'],
+  ['bounce_rate', 'Bounce rate'],
+  ['avg_session_duration', 'Avg. duration (s)'],
+  ['conversions', 'Conversions'],
+];
+
+function SortHeader({ field, label, sort, onSort, numeric = true }: { field: string; label: string; sort: string; onSort: (sort: string) => void; numeric?: boolean }) {
+  const direction = sort === field ? 'ascending' : sort === `-${field}` ? 'descending' : 'none';
+  return (
+    <th scope="col" class={numeric ? 'num' : ''} aria-sort={direction}>
+      <button type="button" class="sort" onClick={() => onSort(direction === 'descending' ? field : `-${field}`)}>
+        {label}
+        <span aria-hidden="true">{direction === 'descending' ? ' ▼' : direction === 'ascending' ? ' ▲' : ''}</span>
+      </button>
+    </th>
+  );
+}
+
 const num = (value: number | null | undefined, digits = 0) => (value === null || value === undefined ? '—' : value.toLocaleString(undefined, { maximumFractionDigits: digits }));
 
 function daysAgo(n: number): string {
@@ -60,7 +82,15 @@ export function TrafficPage({ product }: { product: Product }) {
   const [generation, setGeneration] = useState(0);
   const base = productPath(product.id, '/traffic_reports');
   const daily = useLoad(() => get<Report>(base, { ...range, ...filters, group_by: 'date', sort: 'date', limit: 1000 }), [product.id, range, filters, generation]);
-  const breakdown = useLoad(() => get<Report>(base, { ...range, ...filters, group_by: dimension, limit: 100 }), [product.id, range, filters, dimension, generation]);
+  // The table sorts by any column (the report's `sort`, "-" for descending) and pages with its cursor.
+  const [sort, setSort] = useState('-sessions');
+  const [pages, setPages] = useState<Array<string | null>>([null]);
+  const cursor = pages[pages.length - 1] ?? null;
+  const breakdown = useLoad(
+    () => get<Report>(base, { ...range, ...filters, group_by: dimension, sort, limit: PAGE_ROWS, cursor }),
+    [product.id, range, filters, dimension, sort, cursor, generation],
+  );
+  const resetPaging = () => setPages([null]);
   const days = daily.data?.data ?? [];
   const totals = daily.data?.meta.totals;
 
@@ -80,6 +110,7 @@ export function TrafficPage({ product }: { product: Product }) {
             if (value !== '') next[d] = value;
           }
           setFilters(next);
+          resetPaging();
         }}
       >
         <label>
@@ -120,7 +151,14 @@ export function TrafficPage({ product }: { product: Product }) {
         actions={
           <label>
             By{' '}
-            <select value={dimension} onChange={(e) => setDimension(e.currentTarget.value as Dimension)}>
+            <select
+              value={dimension}
+              onChange={(e) => {
+                setDimension(e.currentTarget.value as Dimension);
+                setSort('-sessions');
+                resetPaging();
+              }}
+            >
               {DIMENSIONS.map((d) => (
                 <option value={d} key={d}>
                   {d.replace('_', ' ')}
@@ -134,13 +172,10 @@ export function TrafficPage({ product }: { product: Product }) {
           <table>
             <thead>
               <tr>
-                <th scope="col">{dimension.replace('_', ' ')}</th>
-                <th scope="col" class="num">Sessions</th>
-                <th scope="col" class="num">Users</th>
-                <th scope="col" class="num">Page views</th>
-                <th scope="col" class="num">Bounce rate</th>
-                <th scope="col" class="num">Avg. duration (s)</th>
-                <th scope="col" class="num">Conversions</th>
+                <SortHeader field={dimension} label={dimension.replace('_', ' ')} sort={sort} numeric={false} onSort={(next) => (setSort(next), resetPaging())} />
+                {COLUMNS.map(([field, label]) => (
+                  <SortHeader key={field} field={field} label={label} sort={sort} onSort={(next) => (setSort(next), resetPaging())} />
+                ))}
               </tr>
             </thead>
             <tbody>
@@ -157,6 +192,15 @@ export function TrafficPage({ product }: { product: Product }) {
               ))}
             </tbody>
           </table>
+        </div>
+        <div class="actions">
+          <button type="button" disabled={pages.length === 1} onClick={() => setPages(pages.slice(0, -1))}>
+            Previous {PAGE_ROWS}
+          </button>
+          <button type="button" disabled={breakdown.data?.meta.next_cursor == null} onClick={() => setPages([...pages, breakdown.data!.meta.next_cursor])}>
+            Next {PAGE_ROWS}
+          </button>
+          <span class="hint">Page {pages.length}</span>
         </div>
       </Section>
       <SourceSection product={product} onSynced={() => setGeneration((g) => g + 1)} />
