@@ -151,6 +151,19 @@ describe('the console in Chromium', { skip }, () => {
     await detail.getByText('last tuesday').waitFor();
   });
 
+  it('a dropped stream resumes after the last event it saw (Last-Event-ID): what was sent meanwhile shows, once', async () => {
+    const before = await page.locator('.live [data-uuid]').count();
+    // Every open connection is cut, the stream's included; the console waits `retry:` and resumes.
+    ctx.app.server.closeAllConnections();
+    // (sent in-process: the test's own keep-alive connection was cut too)
+    const sent = await ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: { authorization: `Bearer ${eventsKey}` }, payload: { event_type: 'order', action: 'refunded', subject_type: 'user', subject_id: 'user_0' } });
+    assert.equal(sent.statusCode, 201);
+    const uuid = (sent.json() as { data: { uuid: string } }).data.uuid;
+    await page.locator(`[data-uuid="${uuid}"]`).waitFor({ timeout: 10_000 });
+    await page.locator('.stream-state').getByText('live').waitFor();
+    assert.equal(await page.locator('.live [data-uuid]').count(), before + 1);
+  });
+
   it('filters by name and pauses: a held event shows on resume', async () => {
     await page.getByLabel('Name').fill('order_completed');
     await page.getByRole('button', { name: 'Apply' }).click();
