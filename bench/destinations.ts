@@ -175,7 +175,7 @@ export async function destinationsMain(argv: string[]): Promise<number> {
   const port = await freePort();
   const adminToken = randomBytes(24).toString('hex');
   const logFile = join(dir, 'inlet.log');
-  const server = startChild('inlet server', process.execPath, [...(args.cpuProfileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${args.cpuProfileDir}`]), join(ROOT, 'dist/main.js')], {
+  const server = startChild('inlet server', process.execPath, [...(args.cpuProfileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${args.cpuProfileDir}`]), '--max-semi-space-size=64', join(ROOT, 'dist/main.js')], {
     PATH: process.env.PATH,
     HOST: '127.0.0.1',
     PORT: String(port),

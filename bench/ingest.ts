@@ -48,7 +48,7 @@ async function startInlet(args: BenchArgs, database: BenchDatabase, dir: string)
   const adminToken = randomBytes(24).toString('hex');
   const logFile = join(dir, 'inlet.log');
   const nodeArgs = args.cpuProfileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${args.cpuProfileDir}`];
-  const server = startChild('inlet server', process.execPath, [...nodeArgs, join(ROOT, 'dist/main.js')], {
+  const server = startChild('inlet server', process.execPath, [...nodeArgs, '--max-semi-space-size=64', join(ROOT, 'dist/main.js')], {
     PATH: process.env.PATH,
     HOST: '127.0.0.1',
     PORT: String(port),

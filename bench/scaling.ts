@@ -97,7 +97,7 @@ async function startInstances(count: number, url: string, adminToken: string, st
   for (let i = 0; i < count; i++) {
     const port = await freePort();
     const logFile = join(dir, `inlet-${tag}-${i}.log`);
-    const child = startChild(`inlet ${i + 1}/${count}`, process.execPath, [join(ROOT, 'dist/main.js')], {
+    const child = startChild(`inlet ${i + 1}/${count}`, process.execPath, ['--max-semi-space-size=64', join(ROOT, 'dist/main.js')], {
       PATH: process.env.PATH,
       HOST: '127.0.0.1',
       PORT: String(port),

@@ -64,8 +64,16 @@ describe('export lines written from the stored JSON text', () => {
   async function both(): Promise<Array<[EventRecord, EventRecord]>> {
     const query = { productId, filter: {}, order: 'asc' as const, limit: 100 };
     const parsed = await ctx.services.storage.events.page(query);
-    const text = await ctx.services.storage.events.page({ ...query, jsonText: true });
+    // As the export reads: up to the end position it started at (on SQLite, the prepared range statement).
+    const upTo = (await ctx.services.storage.events.endPosition(productId))!;
+    const text = await ctx.services.storage.events.page({ ...query, jsonText: true, upTo });
     assert.equal(parsed.events.length, 3);
+    assert.deepEqual(text.events.map((e) => e.position), parsed.events.map((e) => e.position), 'the same events in the same order');
+    const paged = await ctx.services.storage.events.page({ ...query, jsonText: true, upTo, limit: 2 });
+    assert.equal(paged.events.length, 2);
+    const rest = await ctx.services.storage.events.page({ ...query, jsonText: true, upTo, limit: 2, after: paged.next! });
+    assert.deepEqual([...paged.events, ...rest.events].map((e) => e.id), parsed.events.map((e) => e.id), 'paging by the next position');
+    assert.equal(rest.next, null);
     assert.ok(text.events.every((e) => e.jsonText !== undefined), 'the export read returns the stored text');
     return parsed.events.map((event, i) => [event, text.events[i]!]);
   }

@@ -107,11 +107,13 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
   let postgresHosts = '';
   // No deadline while migrations run (an index build on a big table may take minutes); set after them.
   const queryDeadline: { ms?: number } = {};
+  let rawSqlite: BetterSqlite3.Database | undefined;
 
   if (dialect === 'sqlite') {
     const path = sqlitePath(url);
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
     const raw = new BetterSqlite3(path);
+    rawSqlite = raw;
     raw.pragma('journal_mode = WAL');
     raw.pragma(`synchronous = ${options.sqliteSynchronous === 'normal' ? 'NORMAL' : 'FULL'}`);
     raw.pragma('busy_timeout = 5000');
@@ -193,7 +195,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
   queryDeadline.ms = options.queryTimeoutMs;
   // The writer prepares its statements against the migrated schema.
   const insertMany = makeWriter();
-  const reads = eventReads(db, dialect);
+  const reads = eventReads(db, dialect, rawSqlite);
 
   return {
     dialect,

@@ -7,6 +7,7 @@
 // does not serve are checked on the rows it yields, and such a read looks at no more than
 // SCAN_BUDGET rows of the product before it answers (with a cursor to go on), so a rare value of an
 // unindexed filter cannot make one request scan ten million rows.
+import type BetterSqlite3 from 'better-sqlite3';
 import { sql, type Expression, type Kysely, type RawBuilder, type Selectable, type SqlBool } from 'kysely';
 import type { Database, EventsTable } from './database.js';
 import { fromJson, toIso } from './database.js';
@@ -184,8 +185,49 @@ function planOf(filter: EventFilter): Plan {
   return { kind: 'exact' };
 }
 
-export function eventReads(db: Kysely<Database>, dialect: Dialect) {
+/**
+ * SQLite's export read: the product's events in a position range, oldest first, as arrays (`.raw()`)
+ * from one prepared statement, the JSON columns as their stored text. Through Kysely the same page cost
+ * about 8–13 µs per event (query compilation, a 17-field object per row); this is the whole unfiltered
+ * export's page and nothing else. It runs inside Kysely's connection mutex, as the writer does, so it never
+ * reads inside another open transaction on the same connection.
+ */
+function sqliteRangeReader(db: Kysely<Database>, raw: BetterSqlite3.Database) {
+  const statement = raw
+    .prepare(`SELECT ${EVENT_COLUMNS.join(', ')}, position FROM events WHERE product_id = ? AND position > ? AND position <= ? ORDER BY position LIMIT ?`)
+    .raw(true);
+  return async (productId: string, after: number, upTo: number, limit: number): Promise<EventRecord[]> => {
+    const rows = await db.connection().execute(async () => statement.all(productId, after, upTo, limit) as unknown[][]);
+    const events: EventRecord[] = new Array(rows.length);
+    for (let i = 0; i < rows.length; i++) {
+      const r = rows[i]! as [string, string, string, string | null, string, string, string, string, string, string, string, string, string, string, string | null, string | null, number];
+      events[i] = {
+        id: r[0],
+        productId: r[1],
+        source: r[2],
+        externalId: r[3],
+        eventType: r[4],
+        action: r[5],
+        canonicalName: r[6],
+        nameFormat: r[7] as NameFormat,
+        subjectType: r[8],
+        subjectId: r[9],
+        // SQLite stores the ISO text the writer made (toIso would parse and re-format the same text).
+        occurredAt: r[10],
+        receivedAt: r[11],
+        properties: NO_PROPERTIES,
+        apiKeyId: r[13],
+        jsonText: { properties: r[12], context: r[14], original: r[15] },
+        position: String(r[16]),
+      };
+    }
+    return events;
+  };
+}
+
+export function eventReads(db: Kysely<Database>, dialect: Dialect, rawSqlite?: BetterSqlite3.Database) {
   const position = positionSql(dialect);
+  const rangeReader = rawSqlite === undefined ? undefined : sqliteRangeReader(db, rawSqlite);
 
   function base(productId: string, horizon: string | undefined) {
     let query = db.selectFrom('events').where('product_id', '=', productId);
@@ -216,6 +258,12 @@ export function eventReads(db: Kysely<Database>, dialect: Dialect) {
 
   async function page(query: EventPageQuery): Promise<EventPage> {
     const { productId, filter, order, limit } = query;
+    // The unfiltered export (oldest first, up to its end position, JSON as text): one prepared statement.
+    if (rangeReader !== undefined && query.jsonText === true && order === 'asc' && query.upTo !== undefined && Object.values(filter).every((v) => v === undefined)) {
+      const rows = await rangeReader(productId, query.after === undefined ? -1 : Number(query.after), Number(query.upTo), limit + 1);
+      const events = rows.length > limit ? rows.slice(0, limit) : rows;
+      return { events, next: rows.length > limit ? events[events.length - 1]!.position! : null };
+    }
     const horizon = await horizonNow();
     const forward: Op = order === 'asc' ? '>' : '<';
     const bounds: Array<Expression<SqlBool>> = [];
