@@ -122,7 +122,7 @@ await shot('destinations', 'destinations', async () => {
 });
 await shot('legacy', 'legacy-usage', () => page.getByRole('heading', { name: /Legacy usage/ }).waitFor());
 await page.goto(`${base}/console/#/health`);
-await page.getByText('Ingest rate').waitFor();
+await page.getByText('Ingest rate', { exact: true }).waitFor();
 await page.screenshot({ path: join(outDir, 'health.png'), fullPage: true });
 
 // A phone (390 px wide).

@@ -316,7 +316,7 @@ describe('the console in Chromium', { skip }, () => {
 
   it('health shows the service\'s own figures; sign-out forgets the token', async () => {
     await page.getByRole('link', { name: 'Health' }).click();
-    await page.getByText('Ingest rate').waitFor();
+    await page.getByText('Ingest rate', { exact: true }).waitFor();
     await page.getByText('Commit latency').waitFor();
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByLabel('Admin token').waitFor();

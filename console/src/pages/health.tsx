@@ -1,6 +1,7 @@
 // Health: GET /admin/v1/stats (clarifications §28) every 5 s: ingest rate, rejections, commit latency, the
 // database pool, destinations by status. The figures are those of the instance that answered.
-import { useEffect } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
+import { ColumnChart } from '../chart';
 import { get, type Envelope } from '../api';
 import { Badge, ErrorLine, Section, time, useLoad } from '../ui';
 
@@ -22,6 +23,12 @@ export function HealthPage() {
     return () => clearInterval(timer);
   }, [stats.reload]);
   const s = stats.data?.data;
+  // The rate of each poll while the page is open (the last 5 minutes), for the chart.
+  const [history, setHistory] = useState<Array<{ x: string; y: number }>>([]);
+  useEffect(() => {
+    if (s === undefined) return;
+    setHistory((h) => [...h, { x: new Date().toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit' }), y: s.ingest.events_per_second }].slice(-60));
+  }, [s]);
   return (
     <>
       <h1>Health</h1>
@@ -47,7 +54,7 @@ export function HealthPage() {
               <span class="tile-label">Commit latency</span>
               <span class="tile-value">{s.commit.mean_ms === null ? '—' : `${s.commit.mean_ms} ms`}</span>
               <span class="hint">
-                mean; p50 {ms(s.commit.p50_ms)}, p99 {ms(s.commit.p99_ms)}; {s.commit.mean_events ?? '—'} events a commit
+                mean; p50 {ms(s.commit.p50_ms)}, p99 {ms(s.commit.p99_ms)}; events per commit: {s.commit.mean_events ?? '—'}
               </span>
             </div>
             <div class="tile">
@@ -63,6 +70,9 @@ export function HealthPage() {
               </span>
             </div>
           </div>
+          <Section title="Ingest rate while this page is open (events/s, every 5 s)">
+            <ColumnChart label="Ingest rate" unit=" events/s" points={history} />
+          </Section>
           {s.destinations.disabled_destinations.length > 0 && (
             <Section title="Disabled destinations">
               <ul>
