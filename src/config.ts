@@ -81,6 +81,19 @@ export interface Config {
   trackingPlanRefreshMs: number;
   violationsRetentionDays: number;
   violationsMaxPerHour: number;
+  /**
+   * INLET_INSTALLATION_SECRET: the HMAC key of suppressions and the erasure audit (governance.md §3).
+   * Unset: a random key generated once and kept in the database (table installation_secrets).
+   */
+  installationSecret: string | undefined;
+  /** How old an instance's copy of the suppressions may be; an erasure request answers after this long. */
+  suppressionRefreshMs: number;
+  /** How often a job runner looks for erasure jobs. */
+  erasurePollMs: number;
+  /** How long a `user.erased` message is kept for destinations that have not passed it. */
+  erasureMessageKeepDays: number;
+  /** How often the retention task runs (governance.md §4); 0: never. */
+  retentionIntervalMs: number;
 }
 
 export class ConfigError extends Error {
@@ -253,5 +266,17 @@ export function loadConfig(env: Env = process.env): Config {
     trackingPlanRefreshMs: integer(env, 'INLET_TRACKING_PLAN_REFRESH_MS', 5000, 0, 600_000),
     violationsRetentionDays: integer(env, 'INLET_VIOLATIONS_RETENTION_DAYS', 30, 1, 3650),
     violationsMaxPerHour: integer(env, 'INLET_VIOLATIONS_MAX_PER_HOUR', 10_000, 0, 10_000_000),
+    installationSecret: installationSecret(env),
+    suppressionRefreshMs: integer(env, 'INLET_SUPPRESSION_REFRESH_MS', 1000, 10, 60_000),
+    erasurePollMs: integer(env, 'INLET_ERASURE_POLL_MS', 1000, 10, 60_000),
+    erasureMessageKeepDays: integer(env, 'INLET_ERASURE_MESSAGE_KEEP_DAYS', 30, 1, 3650),
+    retentionIntervalMs: integer(env, 'INLET_RETENTION_INTERVAL_MS', 600_000, 0, 86_400_000),
   };
+}
+
+function installationSecret(env: Env): string | undefined {
+  const raw = env.INLET_INSTALLATION_SECRET?.trim();
+  if (raw === undefined || raw === '') return undefined;
+  if (raw.length < 32) throw new ConfigError('INLET_INSTALLATION_SECRET must be at least 32 characters long (use a random secret, e.g. openssl rand -base64 32)');
+  return raw;
 }

@@ -55,6 +55,9 @@ async function start(config: Config): Promise<void> {
   services.traffic.scheduler.start(app.log);
   // Delivers every active destination this instance holds the lease of (events-out §6).
   services.destinations.start();
+  // Runs erasure jobs (pending ones, and those whose instance died) and the retention task.
+  services.erasure.start();
+  services.retention.start();
 }
 
 try {

@@ -23,6 +23,8 @@ import { createOutboundGuard } from './services/outbound-guard.js';
 import { createDestinationService, type DestinationService } from './services/destination-service.js';
 import { createStatsService, type StatsService } from './services/stats-service.js';
 import { destinationMessage } from './resources/destination-messages.js';
+import { createErasureService, type ErasureService } from './services/erasure-service.js';
+import { createRetentionService, type RetentionService } from './services/retention-service.js';
 
 export interface Services {
   config: Config;
@@ -48,6 +50,10 @@ export interface Services {
   destinations: DestinationService;
   /** GET /admin/v1/stats: this process's metrics, its pool and the destinations by status (the console's health page). */
   stats: StatsService;
+  /** Erasure of a person and suppressions (governance.md §3); the job runner is started by main. */
+  erasure: ErasureService;
+  /** Retention of events per product (governance.md §4); the background task is started by main. */
+  retention: RetentionService;
   /** Flushes pending writes and closes storage. */
   close(): Promise<void>;
 }
@@ -84,7 +90,14 @@ export async function createServices(config: Config, options: CreateServicesOpti
     retentionDays: config.violationsRetentionDays,
   });
   const governance = { catalog, plans };
-  const ingest = createIngestService(storage, metrics, { legacyFlat: config.legacyFlat, rejections, governance });
+  const erasure = createErasureService(storage, metrics, rejections, {
+    installationSecret: config.installationSecret,
+    refreshMs: config.suppressionRefreshMs,
+    pollMs: config.erasurePollMs,
+    messageKeepDays: config.erasureMessageKeepDays,
+  });
+  const retention = createRetentionService(storage, metrics, { intervalMs: config.retentionIntervalMs });
+  const ingest = createIngestService(storage, metrics, { legacyFlat: config.legacyFlat, rejections, governance, suppressions: erasure });
   const identity = createIdentityService(storage);
   const events = {
     reads: createEventReadService(storage),
@@ -139,9 +152,13 @@ export async function createServices(config: Config, options: CreateServicesOpti
     traffic,
     destinations,
     stats,
+    erasure,
+    retention,
     close() {
       closed ??= (async () => {
         await destinations.close();
+        await erasure.close();
+        await retention.close();
         await traffic.scheduler.stop();
         await events.streams.close();
         await ingest.close();

@@ -18,11 +18,13 @@ function admin(method: 'GET' | 'POST' | 'DELETE', url: string, payload?: unknown
 }
 
 describe('products', () => {
-  it('POST /admin/v1/products → 201 { data: { id, name, created_at } }', async () => {
+  it('POST /admin/v1/products → 201 { data: { id, name, created_at, retention } }', async () => {
     const res = await admin('POST', '/admin/v1/products', { name: 'Acme Inc' });
     assert.equal(res.statusCode, 201, res.body);
     const { data } = res.json();
-    assert.deepEqual(Object.keys(data).sort(), ['created_at', 'id', 'name']);
+    assert.deepEqual(Object.keys(data).sort(), ['created_at', 'id', 'name', 'retention']);
+    // governance.md §4: a new product keeps its events forever.
+    assert.deepEqual(data.retention, { events_days: null });
     assert.equal(data.name, 'Acme Inc');
     assert.equal(typeof data.id, 'string');
     assert.match(data.created_at, UTC_MS);

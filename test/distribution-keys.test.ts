@@ -14,6 +14,8 @@ const EXCEPTIONS: Record<string, string> = {
   products: 'Citus reference table: it is the product itself (key id), small, copied to every node',
   api_keys: 'Citus reference table: a key is looked up by its hash before its product is known',
   inlet_migrations: 'local table on the coordinator: schema versions, not product data',
+  background_leases: 'local table on the coordinator: one row per background task (retention), not product data',
+  installation_secrets: 'local table on the coordinator: the installation HMAC key (erasure), not product data',
   [RATE_LIMIT_TABLE]: 'rate-limit windows keyed by API key id, created by rate-limiter-flexible; local table on the coordinator (or use INLET_RATE_LIMIT_STORE=redis)',
 };
 

@@ -11,8 +11,9 @@ import { eventCommands } from './event-commands.js';
 import { trafficCommands } from './traffic-commands.js';
 import { destinationCommands } from './destination-commands.js';
 import { governanceCommands } from './governance-commands.js';
+import { erasureCommands } from './erasure-commands.js';
 
-export const commands: Command[] = [...coreCommands, ...identityCommands, ...eventCommands, ...trafficCommands, ...rejectionCommands, ...destinationCommands, ...governanceCommands];
+export const commands: Command[] = [...coreCommands, ...identityCommands, ...eventCommands, ...trafficCommands, ...rejectionCommands, ...destinationCommands, ...governanceCommands, ...erasureCommands];
 
 function help(io: CliIo): void {
   io.out('Usage: inlet <command> [options]\n');

@@ -26,6 +26,8 @@ export const ERROR_CODES = {
   // Tracking plans (governance.md §2): the answer of a single-event route and identify, and a per-item code.
   tracking_plan_violation: { status: 400, title: 'The item does not match the tracking plan' },
   unplanned_event: { status: 400, title: 'The event is not in the tracking plan' },
+  // Erasure (governance.md §3): the item names an id of an erased person; refused, recorded without the item.
+  subject_suppressed: { status: 409, title: 'The subject was erased and is suppressed' },
   unsupported_media_type: { status: 415, title: 'Unsupported media type' },
   rate_limited: { status: 429, title: 'Too many requests' },
   header_too_large: { status: 431, title: 'Request headers too large' },

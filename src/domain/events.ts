@@ -37,6 +37,11 @@ export interface EventDraft {
   properties: Record<string, unknown>;
   /** `properties` serialised once, here: the batch size check and the storage row both use it. */
   propertiesJson: string;
+  /**
+   * The ids of a person the item names (Segment: userId, anonymousId, previousId), checked against
+   * erasure's suppressions; absent for native events, whose person is a `user` subject.
+   */
+  personIds?: string[];
   /** What a Segment item carried beside its properties (segment-compat "Mapping"); absent for native events. */
   context?: Record<string, unknown> | null;
   original?: Record<string, unknown> | null;

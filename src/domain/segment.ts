@@ -274,6 +274,7 @@ export function translateSegmentItem(raw: unknown, options: SegmentItemOptions):
       name,
       subjectType,
       subjectId,
+      personIds: [userId, anonymousId, segmentId(raw.previousId)].filter((id): id is string => id !== undefined),
       occurredAt,
       externalId: messageId,
       properties: eventProperties,

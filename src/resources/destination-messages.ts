@@ -22,7 +22,12 @@ export function destinationMessage(message: StoredMessage): WireMessage {
     }
     return wire(id, 'event.created', event.receivedAt, eventResource(event));
   }
-  if (message.type === 'user.identified') return wire(message.id, message.type, message.createdAt, userResource(message.data.user));
+  if (message.type === 'user.identified') return wire(message.id, message.type, message.createdAt, userResource((message.data as { user: UserRecord }).user));
+  if (message.type === 'user.erased') {
+    // governance.md §3: receivers erase these ids too.
+    const data = message.data as { externalIds: string[]; erasureId: string };
+    return wire(message.id, message.type, message.createdAt, { external_ids: data.externalIds, erasure_id: data.erasureId });
+  }
   const data = message.data as { fromExternalId: string; user: UserRecord };
   return wire(message.id, message.type, message.createdAt, { from_external_id: data.fromExternalId, into: userResource(data.user) });
 }

@@ -3,7 +3,7 @@
 import { createHash } from 'node:crypto';
 import type { DestinationFilter, MessageType, StoredMessage } from '../storage/types.js';
 
-export const MESSAGE_TYPES: readonly MessageType[] = ['event.created', 'user.identified', 'user.merged'];
+export const MESSAGE_TYPES: readonly MessageType[] = ['event.created', 'user.identified', 'user.merged', 'user.erased'];
 
 export interface WireMessage {
   /** Stable across re-deliveries: `evt_` + the event's uuid (hex) for event.created; the logged id for identity messages. */

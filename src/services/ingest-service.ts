@@ -1,7 +1,7 @@
 // The one accept pipeline (every entry point calls it): candidates → legacy policy → tracking plan →
 // group-commit writer → one outcome per item, metrics counted once; stored events are then counted
 // into the catalogue (in memory, flushed in the background). Also counts legacy-format use.
-import type { AppError } from '../domain/errors.js';
+import { AppError } from '../domain/errors.js';
 import type { NameFormat } from '../domain/event-names.js';
 import type { EventDraft } from '../domain/events.js';
 import { uuidv7 } from '../domain/ids.js';
@@ -14,6 +14,7 @@ import type { Metrics } from './metrics.js';
 import type { RejectionEntry, RejectionService } from './rejection-service.js';
 import type { CatalogService } from './catalog-service.js';
 import { planRefusal, type TrackingPlanService, type ViolationEntry } from './tracking-plan-service.js';
+import { SUPPRESSED_DETAIL } from './erasure-service.js';
 
 /** Events sent through the HTTP API carry this source (contract §4). */
 export const API_SOURCE = 'api';
@@ -61,9 +62,21 @@ export interface AcceptResult {
   legacySeen: boolean;
 }
 
+/** The suppression check of erasure (governance.md §3), given by the erasure service. */
+export interface SuppressionCheck {
+  suppressionCheck(productId: string): Promise<((ids: Iterable<string>) => boolean) | undefined>;
+  countSuppressed(n: number): void;
+}
+
+/** The ids of a person an item names: a Segment item's userId, anonymousId, previousId; a native event's user subject. */
+function personIdsOf(draft: EventDraft): string[] {
+  return draft.personIds ?? (draft.subjectType === 'user' ? [draft.subjectId] : []);
+}
+
 export interface IngestOptions {
   legacyFlat: LegacyFlatMode;
   rejections?: RejectionService;
+  suppressions?: SuppressionCheck;
   governance?: { catalog: CatalogService; plans: TrackingPlanService };
 }
 
@@ -195,6 +208,9 @@ export function createIngestService(storage: Storage, metrics: Metrics, options:
       const plan = options.governance === undefined ? undefined : await options.governance.plans.planFor(auth.productId);
       const checking = plan !== undefined && plan.mode !== 'off';
       const violations: ViolationEntry[] = [];
+      // Erasure: undefined unless the product has suppressed ids (then one HMAC per id an item names).
+      const suppressed = options.suppressions === undefined ? undefined : await options.suppressions.suppressionCheck(auth.productId);
+      let suppressedCount = 0;
       for (let index = 0; index < candidates.length; index++) {
         const candidate = candidates[index]!;
         if (!candidate.ok) {
@@ -204,6 +220,12 @@ export function createIngestService(storage: Storage, metrics: Metrics, options:
         }
         const { name } = candidate.draft;
         formats[index] = name.nameFormat;
+        if (suppressed !== undefined && suppressed(personIdsOf(candidate.draft))) {
+          // Before the plan and the legacy count: nothing of the item is kept (governance.md §3).
+          outcomes[index] = { status: 'rejected', error: new AppError('subject_suppressed', SUPPRESSED_DETAIL) };
+          suppressedCount++;
+          continue;
+        }
         if (name.nameFormat === 'legacy') {
           legacySeen = true;
           noteLegacyUse(auth, name.canonicalName, receivedAt);
@@ -238,6 +260,7 @@ export function createIngestService(storage: Storage, metrics: Metrics, options:
         }
         options.governance?.catalog.observeEvents(auth.productId, created);
       }
+      if (suppressedCount > 0) options.suppressions!.countSuppressed(suppressedCount);
       if (violations.length > 0) options.governance!.plans.record(auth, accept.record?.route ?? endpoint, violations, receivedAt, plan!);
       // Counted per (format, outcome) first: one metrics update per distinct pair, not one per item.
       const tally = new Map<string, { format: NameFormat | 'unknown'; outcome: ItemOutcome['status']; count: number }>();
@@ -255,6 +278,11 @@ export function createIngestService(storage: Storage, metrics: Metrics, options:
         const entries: RejectionEntry[] = [];
         outcomes.forEach((outcome, index) => {
           if (outcome?.status !== 'rejected') return;
+          if (outcome.error.code === 'subject_suppressed') {
+            // Recorded without the item and its message id: they belong to the erased person.
+            entries.push({ index, messageId: null, code: outcome.error.code, detail: outcome.error.message, severity: 'rejected', item: null });
+            return;
+          }
           if (record.planOnly === true && !PLAN_CODES.has(outcome.error.code)) return;
           entries.push({ index, messageId: record.messageId(index), code: outcome.error.code, detail: outcome.error.message, severity: 'rejected', item: record.item(index) });
         });

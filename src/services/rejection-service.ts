@@ -39,6 +39,33 @@ function itemText(item: unknown): string {
   return storableText(text.length > MAX_RECORDED_ITEM_CHARS ? text.slice(0, MAX_RECORDED_ITEM_CHARS) : text);
 }
 
+/** Keys whose values name a person, in native and Segment items (identify's external_id is the person). */
+const PERSON_KEYS = new Set(['userId', 'anonymousId', 'previousId', 'subject_id', 'from_external_id', 'to_external_id', 'user_id']);
+const MAX_SUBJECT_IDS = 100;
+
+/**
+ * The ids an item names, recorded in an index beside the rejection so an erasure finds it without
+ * scanning items (governance.md §3). Walks objects and arrays (a whole refused batch body) a few levels
+ * deep; over-collecting is harmless (an erasure of such an id also deletes this record).
+ */
+export function subjectIdsOf(route: string, item: unknown): string[] {
+  const found = new Set<string>();
+  const walk = (value: unknown, depth: number): void => {
+    if (found.size >= MAX_SUBJECT_IDS || depth > 4 || value === null || typeof value !== 'object') return;
+    if (Array.isArray(value)) {
+      for (const element of value.slice(0, 5000)) walk(element, depth + 1);
+      return;
+    }
+    for (const [key, inner] of Object.entries(value)) {
+      const named = PERSON_KEYS.has(key) || (key === 'external_id' && depth === 0 && route.includes('identify'));
+      if (named && (typeof inner === 'string' || typeof inner === 'number') && String(inner) !== '') found.add(storableText(String(inner).slice(0, 1024)));
+      else walk(inner, depth + 1);
+    }
+  };
+  walk(item, 0);
+  return [...found];
+}
+
 export function createRejectionService(storage: Storage, metrics: Metrics, options: RejectionOptions) {
   const recorder = createCappedRecorder<RejectionRecord>({
     maxPerHour: options.maxPerHour,
@@ -68,6 +95,7 @@ export function createRejectionService(storage: Storage, metrics: Metrics, optio
           detail: storableText(entry.detail),
           severity: entry.severity,
           item: itemText(entry.item),
+          subjectIds: subjectIdsOf(route, entry.item),
         });
       }
     },

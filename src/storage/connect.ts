@@ -15,6 +15,7 @@ import { sqliteEventWriter } from './sqlite/event-writer.js';
 import { postgresEventWriter } from './postgres/event-writer.js';
 import { trafficStore } from './traffic-store.js';
 import { destinationStore } from './destination-store.js';
+import { erasureStore } from './erasure-store.js';
 import { checkWritableTarget, DatabaseUrlError, describeHosts, postgresSettings, type PostgresConnectionSettings } from './postgres/connection-url.js';
 import { isPostgresUnavailable } from './postgres/errors.js';
 import { createFailoverPool } from './postgres/pool.js';
@@ -118,6 +119,9 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     raw.pragma(`synchronous = ${options.sqliteSynchronous === 'normal' ? 'NORMAL' : 'FULL'}`);
     raw.pragma('busy_timeout = 5000');
     raw.pragma('foreign_keys = ON');
+    // Erasure (governance.md §3): a deleted row's bytes are overwritten with zeros, not left in free
+    // space. Costs extra writes on deletes only (erasure, retention, sweeps); inserts are unaffected.
+    raw.pragma('secure_delete = ON');
     db = new Kysely<Database>({ dialect: new SqliteDialect({ database: raw }) });
     const kysely = db;
     makeWriter = () => sqliteEventWriter(kysely, raw).insertMany;
@@ -216,6 +220,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     traffic: trafficStore(db, dialect),
     destinations: destinationStore(db, dialect),
     governance: governanceStore(db, dialect),
+    erasure: erasureStore(db, dialect),
     async ping() {
       if (dialect === 'sqlite') {
         await sql`SELECT 1`.execute(db);

@@ -18,11 +18,11 @@ export function productStore(db: Kysely<Database>): ProductStore {
     },
     async get(id) {
       const row = await db.selectFrom('products').selectAll().where('id', '=', id).executeTakeFirst();
-      return row && { id: row.id, name: row.name, createdAt: toIso(row.created_at) };
+      return row && { id: row.id, name: row.name, createdAt: toIso(row.created_at), retentionEventsDays: row.retention_events_days ?? null };
     },
     async list() {
       const rows = await db.selectFrom('products').selectAll().orderBy('created_at').orderBy('id').execute();
-      return rows.map((row) => ({ id: row.id, name: row.name, createdAt: toIso(row.created_at) }));
+      return rows.map((row) => ({ id: row.id, name: row.name, createdAt: toIso(row.created_at), retentionEventsDays: row.retention_events_days ?? null }));
     },
   };
 }

@@ -11,6 +11,8 @@ export interface ProductsTable {
   id: string;
   name: string;
   created_at: Timestamp;
+  /** Migration 700: retention of events in days; null keeps them forever. */
+  retention_events_days: ColumnType<number | null, number | null | undefined, number | null>;
 }
 
 export interface ApiKeysTable {

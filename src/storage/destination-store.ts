@@ -386,7 +386,7 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect): 
           kind: 'identity',
           position: String(row.position),
           id: row.id,
-          type: row.type as 'user.identified' | 'user.merged',
+          type: row.type as 'user.identified' | 'user.merged' | 'user.erased',
           createdAt: row.created_at,
           data: JSON.parse(row.data) as IdentityMessageData,
         },

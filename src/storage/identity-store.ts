@@ -45,7 +45,7 @@ export type IdentityTables = {
   user_ids: { product_id: string; external_id: string; user_id: string };
   user_identifiers: { product_id: string; kind: string; value: string; user_id: string };
   /** Migration 500 (destinations.ts): the log destinations follow; position columns are the dialect's own. */
-  identity_messages: { product_id: string; id: string; type: string; created_at: string; data: string; after_event?: number };
+  identity_messages: { product_id: string; id: string; type: string; created_at: string; data: string; after_event?: number; user_id?: string | null };
   user_merges: {
     product_id: string;
     id: string;
@@ -230,11 +230,12 @@ function identityMessageId(): string {
 }
 
 /** Appends one identity message (see the header): its position is drawn by the database. */
-async function writeIdentityMessage(q: IdentityDb, dialect: Dialect, productId: string, type: 'user.identified' | 'user.merged', data: unknown, now: string): Promise<void> {
-  const row = { product_id: productId, id: identityMessageId(), type, created_at: now, data: JSON.stringify(data) };
+async function writeIdentityMessage(q: IdentityDb, dialect: Dialect, productId: string, type: 'user.identified' | 'user.merged', data: { user: UserRecord; fromExternalId?: string }, now: string): Promise<void> {
+  // user_id (migration 700): an erasure finds the person's messages by index (governance.md §3).
+  const row = { product_id: productId, id: identityMessageId(), type, created_at: now, data: JSON.stringify(data), user_id: data.user.id };
   if (dialect === 'sqlite') {
-    await sql`INSERT INTO identity_messages (after_event, product_id, id, type, created_at, data)
-              VALUES (COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0), ${row.product_id}, ${row.id}, ${row.type}, ${row.created_at}, ${row.data})`.execute(q);
+    await sql`INSERT INTO identity_messages (after_event, product_id, id, type, created_at, data, user_id)
+              VALUES (COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0), ${row.product_id}, ${row.id}, ${row.type}, ${row.created_at}, ${row.data}, ${row.user_id})`.execute(q);
     return;
   }
   await q.insertInto('identity_messages').values(row).execute();

@@ -7,9 +7,11 @@ import type { TrafficReportQuery, TrafficReportRow, TrafficRow } from '../domain
 export type Dialect = 'sqlite' | 'postgres';
 import type { KeyKind } from '../domain/api-keys.js';
 import type { GovernanceStore } from './governance-types.js';
+import type { ErasureStore } from './erasure-types.js';
 
 // The governance part of the port lives in its own file; services and resources see it through this one.
 export type * from './governance-types.js';
+export type * from './erasure-types.js';
 
 export type ApiKeyKind = KeyKind;
 
@@ -17,6 +19,8 @@ export interface ProductRecord {
   id: string;
   name: string;
   createdAt: string;
+  /** Retention (governance.md §4): events older than this many days are deleted; null keeps them. */
+  retentionEventsDays?: number | null;
 }
 
 export interface ApiKeyRecord {
@@ -260,6 +264,8 @@ export interface RejectionRecord {
   severity: 'rejected' | 'warning';
   /** The item as received, as JSON text, at most 32 KiB. */
   item: string;
+  /** External ids the item names (userId, anonymousId, subject_id, …), indexed so an erasure finds the row. */
+  subjectIds?: string[];
 }
 
 export interface RejectionQuery {
@@ -302,6 +308,8 @@ export interface Storage {
   readonly destinations: DestinationStore;
   /** Event catalogue, tracking plans and violations (governance.md §1–2). */
   readonly governance: GovernanceStore;
+  /** Erasure jobs, suppressions and retention (governance.md §3–4). */
+  readonly erasure: ErasureStore;
   /** Throws when the database cannot be reached. */
   ping(): Promise<void>;
   /** True when `error` means "storage unreachable (or not the primary) right now, retry later": 503, not 500. */
@@ -380,7 +388,7 @@ export interface IdentityStore {
 
 export type DestinationType = 'webhook' | 'nats';
 export type DestinationStatus = 'active' | 'paused' | 'disabled';
-export type MessageType = 'event.created' | 'user.identified' | 'user.merged';
+export type MessageType = 'event.created' | 'user.identified' | 'user.merged' | 'user.erased';
 
 export interface DestinationFilter {
   types?: MessageType[];
@@ -441,11 +449,11 @@ export interface DestinationRecord {
   leaseUntil: number;
 }
 
-export type IdentityMessageData = { user: UserRecord } | { fromExternalId: string; user: UserRecord };
+export type IdentityMessageData = { user: UserRecord } | { fromExternalId: string; user: UserRecord } | { externalIds: string[]; erasureId: string };
 
 export type StoredMessage =
   | { kind: 'event'; position: string; event: EventRecord }
-  | { kind: 'identity'; position: string; id: string; type: 'user.identified' | 'user.merged'; createdAt: string; data: IdentityMessageData };
+  | { kind: 'identity'; position: string; id: string; type: 'user.identified' | 'user.merged' | 'user.erased'; createdAt: string; data: IdentityMessageData };
 
 export interface DeliveryRecord {
   id: string;

@@ -17,7 +17,7 @@ const Strings = Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { minI
 
 const Filter = Type.Object(
   {
-    types: Type.Optional(Type.Array(Type.Union([Type.Literal('event.created'), Type.Literal('user.identified'), Type.Literal('user.merged')]), { minItems: 1 })),
+    types: Type.Optional(Type.Array(Type.Union([Type.Literal('event.created'), Type.Literal('user.identified'), Type.Literal('user.merged'), Type.Literal('user.erased')]), { minItems: 1 })),
     canonical_names: Type.Optional({ ...Strings, description: 'Only events with these canonical names (identity messages are not narrowed by it)' }),
     sources: Type.Optional({ ...Strings, description: 'Only events from these sources (api, segment, …)' }),
   },

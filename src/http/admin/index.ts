@@ -12,6 +12,7 @@ import type { Services } from '../../services.js';
 import { requireAdmin } from '../auth.js';
 import { withAdminDefaults } from './context.js';
 import { adminDestinationRoutes } from './destinations.js';
+import { adminErasureRoutes } from './erasures.js';
 import { adminEventRoutes } from './events.js';
 import { adminGovernanceRoutes } from './governance.js';
 import { adminProductRoutes } from './products.js';
@@ -35,6 +36,7 @@ const ADMIN_ROUTES: Array<(app: FastifyInstance, services: Services) => void> = 
   adminDestinationRoutes,
   adminGovernanceRoutes,
   adminStatsRoutes,
+  adminErasureRoutes,
 ];
 
 export async function adminPlugin(app: FastifyInstance, { services, adminToken }: AdminPluginOptions): Promise<void> {

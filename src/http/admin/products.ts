@@ -13,7 +13,15 @@ import { productOf } from './context.js';
 const KeyKindSchema = Type.Union(KEY_KINDS.map((k) => Type.Literal(k)));
 const AllowedOrigins = Type.Optional(Type.Array(Type.String(), { description: 'browser keys only' }));
 
-const Product = Type.Object({ id: Type.String(), name: Type.String(), created_at: Type.String() });
+export const Product = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  created_at: Type.String(),
+  retention: Type.Object(
+    { events_days: Type.Union([Type.Integer(), Type.Null()], { description: 'Events received longer ago than this are deleted in the background; null keeps them forever' }) },
+    { description: 'governance.md §4' },
+  ),
+});
 
 const ApiKey = Type.Object(
   {

@@ -32,7 +32,7 @@ export function identifyRoute(app: FastifyInstance, services: Services): void {
             400: 'Invalid JSON or invalid field; tracking_plan_violation: the traits break the product\'s tracking plan in enforce (`errors[].pointer` such as /traits/email)',
             413: 'Body too large',
           }),
-          409: problemResponse('identifier_conflict: an identifier belongs to another user; `conflicts: [{ kind, value, external_id }]`'),
+          409: problemResponse('identifier_conflict: an identifier belongs to another user; `conflicts: [{ kind, value, external_id }]`; subject_suppressed: the id belongs to an erased person'),
         },
       },
     },
@@ -44,6 +44,8 @@ export function identifyRoute(app: FastifyInstance, services: Services): void {
           errors: [{ pointer: '/identifiers', message: 'not allowed with a browser key' }],
         });
       }
+      // Erasure (governance.md §3): a suppressed id is refused before anything of it is kept.
+      await services.erasure.refuseSuppressed(auth, [request.body.external_id], '/api/v2/identify');
       const receivedAt = new Date().toISOString();
       // The tracking plan's `traits` schema (governance.md §2): 400 tracking_plan_violation in enforce.
       await services.ingest.checkIdentify(auth, request.body.traits, request.body.external_id, request.body, '/api/v2/identify', receivedAt);

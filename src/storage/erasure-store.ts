@@ -1,0 +1,477 @@
+// Erasure jobs, suppressions and retention (governance.md §3–4): one implementation over Kysely for
+// both dialects; where the SQL differs it says why.
+//
+// Deletions run in small transactions (a batch of events at a time), so ingest's group commits go on
+// between them. On SQLite `secure_delete` is on for the connection (connect.ts), so a deleted row's
+// bytes are zeroed in the page instead of left in free space; `reclaim` then empties the WAL into the
+// file (TRUNCATE checkpoint), whose older frames still held the rows. On PostgreSQL deleted rows stay on
+// disk as dead tuples until VACUUM, which `reclaim` runs on the touched tables after a job.
+import { sql, type Kysely, type RawBuilder, type Transaction } from 'kysely';
+import type { Database } from './database.js';
+import type {
+  Dialect,
+  ErasureCounts,
+  ErasurePhase,
+  ErasureRecord,
+  ErasureRequestInput,
+  ErasureStatus,
+  ErasureStore,
+  ErasureTargets,
+  SuppressionRecord,
+} from './types.js';
+
+type ErasureTables = {
+  erasures: {
+    product_id: string;
+    id: string;
+    status: string;
+    phase: string;
+    reason: string | null;
+    id_hmac: string;
+    requested_at: string;
+    started_at: string | null;
+    finished_at: string | null;
+    counts: string;
+    error: string | null;
+    lease_holder: string | null;
+    lease_until: number | string;
+  };
+  erasure_targets: { product_id: string; erasure_id: string; kind: string; value: string };
+  suppressions: { product_id: string; id: string; id_hmac: string; erasure_id: string | null; created_at: string };
+  rejection_subjects: { product_id: string; external_id: string; rejection_id: string };
+  background_leases: { name: string; holder: string | null; lease_until: number | string };
+  installation_secrets: { name: string; secret: string; created_at: string };
+  user_ids: { product_id: string; external_id: string; user_id: string };
+  user_merges: { product_id: string; id: string; from_external_id: string; from_user_id: string | null; into_user_id: string; into_external_id: string };
+  users: { product_id: string; id: string; traits: string };
+  user_identifiers: { product_id: string; kind: string; value: string; user_id: string };
+  plan_violations: { product_id: string; id: string; subject_id: string | null };
+  destinations: { product_id: string; id: string; identity_cursor: string | null };
+  identity_messages: { product_id: string; id: string; type: string; created_at: string; data: string; user_id: string | null };
+};
+
+type Db = Kysely<Database & ErasureTables>;
+
+const EMPTY_COUNTS: ErasureCounts = { ids: 0, events: 0, identifiers: 0, traits: 0, merges: 0, identity_messages: 0, rejections: 0, violations: 0 };
+
+function list(values: string[]): RawBuilder<unknown> {
+  return sql`(${sql.join(values.map((v) => sql`${v}`))})`;
+}
+
+/** A LIKE pattern matching `value` as a JSON string anywhere in a text column (escape character `\`). */
+function jsonStringPattern(value: string): string {
+  return `%${JSON.stringify(value).replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+}
+
+function fromRow(row: ErasureTables['erasures']): ErasureRecord {
+  return {
+    id: row.id,
+    productId: row.product_id,
+    status: row.status as ErasureStatus,
+    phase: row.phase as ErasurePhase,
+    reason: row.reason,
+    idHmac: row.id_hmac,
+    requestedAt: row.requested_at,
+    startedAt: row.started_at,
+    finishedAt: row.finished_at,
+    counts: { ...EMPTY_COUNTS, ...(JSON.parse(row.counts) as Partial<ErasureCounts>) },
+    error: row.error,
+  };
+}
+
+/** Compares two identity-log positions: `tx.seq` (PostgreSQL) or a rowid (SQLite). */
+function positionAtOrBefore(position: string, cursor: string): boolean {
+  const a = position.split('.').map(BigInt);
+  const b = cursor.split('.').map(BigInt);
+  for (let i = 0; i < a.length; i++) {
+    if (a[i]! !== b[i]!) return a[i]! < b[i]!;
+  }
+  return true;
+}
+
+/** The tables an erasure deletes from (vacuumed afterwards on PostgreSQL). */
+const TOUCHED_TABLES = [
+  'events',
+  'event_dedup',
+  'users',
+  'user_ids',
+  'user_identifiers',
+  'user_merges',
+  'identity_messages',
+  'rejections',
+  'rejection_subjects',
+  'plan_violations',
+  'erasure_targets',
+];
+
+export function erasureStore(database: Kysely<Database>, dialect: Dialect): ErasureStore {
+  const db = database.withTables<ErasureTables>() as Db;
+  const pg = dialect === 'postgres';
+
+  /** A write transaction that reads first: SQLite takes the write lock up front (another process may write). */
+  async function writeTransaction<R>(work: (q: Db) => Promise<R>): Promise<R> {
+    if (pg) return db.transaction().execute((trx) => work(trx as unknown as Db));
+    return db.connection().execute(async (conn) => {
+      await sql`BEGIN IMMEDIATE`.execute(conn);
+      try {
+        const result = await work(conn as Db);
+        await sql`COMMIT`.execute(conn);
+        return result;
+      } catch (error) {
+        await sql`ROLLBACK`.execute(conn).catch(() => {});
+        throw error;
+      }
+    });
+  }
+
+  /** The user the id resolves to, and every user merged into it (earlier identity messages name those). */
+  async function resolvePerson(q: Db, productId: string, externalId: string): Promise<ErasureTargets> {
+    const owner = await q.selectFrom('user_ids').select('user_id').where('product_id', '=', productId).where('external_id', '=', externalId).executeTakeFirst();
+    if (owner === undefined) return { externalIds: [externalId], userIds: [] };
+    const externalIds = new Set([externalId]);
+    for (const row of await q.selectFrom('user_ids').select('external_id').where('product_id', '=', productId).where('user_id', '=', owner.user_id).execute()) {
+      externalIds.add(row.external_id);
+    }
+    const userIds = new Set([owner.user_id]);
+    let frontier = [owner.user_id];
+    while (frontier.length > 0) {
+      const merged = await q
+        .selectFrom('user_merges')
+        .select(['from_user_id', 'from_external_id'])
+        .where('product_id', '=', productId)
+        .where('into_user_id', 'in', frontier)
+        .execute();
+      frontier = [];
+      for (const row of merged) {
+        externalIds.add(row.from_external_id);
+        if (row.from_user_id !== null && !userIds.has(row.from_user_id)) {
+          userIds.add(row.from_user_id);
+          frontier.push(row.from_user_id);
+        }
+      }
+    }
+    return { externalIds: [...externalIds].sort(), userIds: [...userIds].sort() };
+  }
+
+  async function deleteByPositions(q: Db | Transaction<Database & ErasureTables>, productId: string, where: RawBuilder<unknown>, limit: number): Promise<number> {
+    if (!pg) {
+      const result = await sql`DELETE FROM events WHERE position IN (SELECT position FROM events WHERE product_id = ${productId} AND ${where} LIMIT ${limit})`.execute(q);
+      return Number(result.numAffectedRows ?? 0);
+    }
+    // The idempotency keys live in their own table on PostgreSQL (core migration): they go with their events.
+    const result = await sql<{ n: number }>`WITH doomed AS (
+        SELECT id, received_at FROM events WHERE product_id = ${productId} AND ${where} LIMIT ${limit}
+      ), gone AS (
+        DELETE FROM events e USING doomed d WHERE e.product_id = ${productId} AND e.id = d.id AND e.received_at = d.received_at
+        RETURNING e.source, e.external_id
+      ), keys AS (
+        DELETE FROM event_dedup k USING gone g WHERE k.product_id = ${productId} AND k.source = g.source AND k.external_id = g.external_id
+      )
+      SELECT count(*)::int AS n FROM gone`.execute(q);
+    return Number(result.rows[0]?.n ?? 0);
+  }
+
+  return {
+    async installationSecret(generate) {
+      const row = await db.selectFrom('installation_secrets').select('secret').where('name', '=', 'hmac').executeTakeFirst();
+      if (row !== undefined) return row.secret;
+      await db
+        .insertInto('installation_secrets')
+        .values({ name: 'hmac', secret: generate(), created_at: new Date().toISOString() })
+        .onConflict((oc) => oc.column('name').doNothing())
+        .execute();
+      return (await db.selectFrom('installation_secrets').select('secret').where('name', '=', 'hmac').executeTakeFirstOrThrow()).secret;
+    },
+
+    request(input: ErasureRequestInput) {
+      return writeTransaction(async (q) => {
+        // The user.erased message joins the identity log: on PostgreSQL its writer locks `events` before
+        // its first write, so the destinations' read horizon covers it (identity-store.ts).
+        if (pg) await sql`LOCK TABLE ONLY events IN ROW EXCLUSIVE MODE`.execute(q);
+        const targets = await resolvePerson(q, input.productId, input.externalId);
+        const counts: ErasureCounts = { ...EMPTY_COUNTS, ids: targets.externalIds.length };
+        const row: ErasureTables['erasures'] = {
+          product_id: input.productId,
+          id: input.erasureId,
+          status: 'pending',
+          phase: 'events',
+          reason: input.reason,
+          id_hmac: input.hmac(input.externalId),
+          requested_at: input.requestedAt,
+          started_at: null,
+          finished_at: null,
+          counts: JSON.stringify(counts),
+          error: null,
+          lease_holder: null,
+          lease_until: 0,
+        };
+        await q.insertInto('erasures').values(row).execute();
+        const targetRows = [
+          ...targets.externalIds.map((value) => ({ product_id: input.productId, erasure_id: input.erasureId, kind: 'external_id', value })),
+          ...targets.userIds.map((value) => ({ product_id: input.productId, erasure_id: input.erasureId, kind: 'user_id', value })),
+        ];
+        for (let at = 0; at < targetRows.length; at += 200) await q.insertInto('erasure_targets').values(targetRows.slice(at, at + 200)).execute();
+        for (const externalId of targets.externalIds) {
+          await q
+            .insertInto('suppressions')
+            .values({ product_id: input.productId, id: input.newSuppressionId(), id_hmac: input.hmac(externalId), erasure_id: input.erasureId, created_at: input.requestedAt })
+            .onConflict((oc) => oc.columns(['product_id', 'id_hmac']).doNothing())
+            .execute();
+        }
+        const data = JSON.stringify({ externalIds: targets.externalIds, erasureId: input.erasureId });
+        if (pg) {
+          await q.insertInto('identity_messages').values({ product_id: input.productId, id: input.messageId, type: 'user.erased', created_at: input.requestedAt, data, user_id: null }).execute();
+        } else {
+          await sql`INSERT INTO identity_messages (after_event, product_id, id, type, created_at, data)
+                    VALUES (COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0), ${input.productId}, ${input.messageId}, 'user.erased', ${input.requestedAt}, ${data})`.execute(q);
+        }
+        return { record: fromRow(row), externalIds: targets.externalIds };
+      });
+    },
+
+    async get(productId, id) {
+      const row = await db.selectFrom('erasures').selectAll().where('product_id', '=', productId).where('id', '=', id).executeTakeFirst();
+      return row && fromRow(row);
+    },
+
+    async list(productId, query) {
+      let select = db.selectFrom('erasures').selectAll().where('product_id', '=', productId);
+      if (query.beforeId !== undefined) select = select.where('id', '<', query.beforeId);
+      if (query.idHmac !== undefined) select = select.where('id_hmac', '=', query.idHmac);
+      return (await select.orderBy('id', 'desc').limit(query.limit).execute()).map(fromRow);
+    },
+
+    async claim(holder, now, leaseMs, only) {
+      let candidates = db
+        .selectFrom('erasures')
+        .select(['product_id', 'id'])
+        .where('status', 'in', ['pending', 'running'])
+        .where((eb) => eb.or([eb('lease_holder', 'is', null), eb('lease_holder', '=', holder), eb('lease_until', '<', now)]));
+      if (only !== undefined) candidates = candidates.where('product_id', '=', only.productId).where('id', '=', only.id);
+      for (const candidate of await candidates.orderBy('requested_at').limit(5).execute()) {
+        const result = await db
+          .updateTable('erasures')
+          .set({ lease_holder: holder, lease_until: now + leaseMs })
+          .where('product_id', '=', candidate.product_id)
+          .where('id', '=', candidate.id)
+          .where('status', 'in', ['pending', 'running'])
+          .where((eb) => eb.or([eb('lease_holder', 'is', null), eb('lease_holder', '=', holder), eb('lease_until', '<', now)]))
+          .executeTakeFirst();
+        if (Number(result.numUpdatedRows) === 1) {
+          const row = await db.selectFrom('erasures').selectAll().where('product_id', '=', candidate.product_id).where('id', '=', candidate.id).executeTakeFirstOrThrow();
+          return fromRow(row);
+        }
+      }
+      return undefined;
+    },
+
+    async save(record, holder, leaseUntil) {
+      const result = await db
+        .updateTable('erasures')
+        .set({
+          status: record.status,
+          phase: record.phase,
+          counts: JSON.stringify(record.counts),
+          started_at: record.startedAt,
+          finished_at: record.finishedAt,
+          error: record.error,
+          lease_until: leaseUntil,
+        })
+        .where('product_id', '=', record.productId)
+        .where('id', '=', record.id)
+        .where('lease_holder', '=', holder)
+        .executeTakeFirst();
+      return Number(result.numUpdatedRows) === 1;
+    },
+
+    async release(productId, id, holder) {
+      await db.updateTable('erasures').set({ lease_holder: null, lease_until: 0 }).where('product_id', '=', productId).where('id', '=', id).where('lease_holder', '=', holder).execute();
+    },
+
+    async targets(productId, erasureId) {
+      const rows = await db.selectFrom('erasure_targets').select(['kind', 'value']).where('product_id', '=', productId).where('erasure_id', '=', erasureId).execute();
+      return {
+        externalIds: rows.filter((r) => r.kind === 'external_id').map((r) => r.value).sort(),
+        userIds: rows.filter((r) => r.kind === 'user_id').map((r) => r.value).sort(),
+      };
+    },
+
+    async deleteEvents(productId, externalIds, limit) {
+      if (externalIds.length === 0) return 0;
+      // Events whose subject is one of the ids (the events_by_subject index) …
+      const bySubject = await deleteByPositions(db, productId, sql`subject_type = 'user' AND subject_id IN ${list(externalIds)}`, limit);
+      if (bySubject > 0) return bySubject;
+      // … then Segment group calls, whose subject is the account and whose user is in the properties
+      // (userId) or the original item (anonymousId). Read through the name index.
+      const groupUser = pg
+        ? sql`(properties->>'user_id' IN ${list(externalIds)} OR original->>'anonymousId' IN ${list(externalIds)})`
+        : sql`(json_extract(properties, '$.user_id') IN ${list(externalIds)} OR json_extract(original, '$.anonymousId') IN ${list(externalIds)})`;
+      return deleteByPositions(db, productId, sql`canonical_name = 'group_identified' AND ${groupUser}`, limit);
+    },
+
+    deleteIdentity(productId, targets) {
+      return writeTransaction(async (q) => {
+        const { externalIds, userIds } = targets;
+        let identifiers = 0;
+        let traits = 0;
+        if (userIds.length > 0) {
+          const users = await q.selectFrom('users').select('traits').where('product_id', '=', productId).where('id', 'in', userIds).execute();
+          for (const user of users) traits += Object.keys(JSON.parse(user.traits) as object).length;
+          const gone = await q.deleteFrom('user_identifiers').where('product_id', '=', productId).where('user_id', 'in', userIds).executeTakeFirst();
+          identifiers = Number(gone.numDeletedRows);
+          // user_ids first: users → user_ids is checked at commit (deferred), user_ids → users at once.
+          await q.deleteFrom('user_ids').where('product_id', '=', productId).where('user_id', 'in', userIds).execute();
+        }
+        await q.deleteFrom('user_ids').where('product_id', '=', productId).where('external_id', 'in', externalIds).execute();
+        if (userIds.length > 0) await q.deleteFrom('users').where('product_id', '=', productId).where('id', 'in', userIds).execute();
+        const merges = await q
+          .deleteFrom('user_merges')
+          .where('product_id', '=', productId)
+          .where((eb) =>
+            eb.or([
+              eb('from_external_id', 'in', externalIds),
+              eb('into_external_id', 'in', externalIds),
+              ...(userIds.length === 0 ? [] : [eb('into_user_id', 'in', userIds), eb('from_user_id', 'in', userIds)]),
+            ]),
+          )
+          .executeTakeFirst();
+        let messages = 0;
+        if (userIds.length > 0) {
+          const gone = await q.deleteFrom('identity_messages').where('product_id', '=', productId).where('user_id', 'in', userIds).executeTakeFirst();
+          messages += Number(gone.numDeletedRows);
+        }
+        // Messages written before migration 700 have no user_id: found by the ids in their JSON.
+        const legacy = sql.join(
+          externalIds.map((id) => sql`data LIKE ${jsonStringPattern(id)} ESCAPE '\\'`),
+          sql` OR `,
+        );
+        const result = await sql`DELETE FROM identity_messages WHERE product_id = ${productId} AND user_id IS NULL
+            AND type IN ('user.identified', 'user.merged') AND (${legacy})`.execute(q);
+        messages += Number(result.numAffectedRows ?? 0);
+        return { identifiers, traits, merges: Number(merges.numDeletedRows), identity_messages: messages };
+      });
+    },
+
+    async deleteRecords(productId, externalIds, limit) {
+      if (externalIds.length === 0) return { rejections: 0, violations: 0 };
+      const indexed = await db
+        .selectFrom('rejection_subjects')
+        .select('rejection_id')
+        .distinct()
+        .where('product_id', '=', productId)
+        .where('external_id', 'in', externalIds)
+        .limit(limit)
+        .execute();
+      let rejections = 0;
+      if (indexed.length > 0) {
+        const ids = indexed.map((r) => r.rejection_id);
+        rejections = await writeTransaction(async (q) => {
+          const gone = await q.deleteFrom('rejections').where('product_id', '=', productId).where('id', 'in', ids).executeTakeFirst();
+          await q.deleteFrom('rejection_subjects').where('product_id', '=', productId).where('rejection_id', 'in', ids).execute();
+          return Number(gone.numDeletedRows);
+        });
+      } else {
+        // Rows recorded without indexed ids (before migration 700, or a body that was not JSON): their text.
+        const named = sql.join(
+          externalIds.map((id) => sql`item LIKE ${`%${id.replace(/[\\%_]/g, (c) => `\\${c}`)}%`} ESCAPE '\\'`),
+          sql` OR `,
+        );
+        const result = await sql`DELETE FROM rejections WHERE product_id = ${productId} AND (${named})
+            AND NOT EXISTS (SELECT 1 FROM rejection_subjects s WHERE s.product_id = rejections.product_id AND s.rejection_id = rejections.id)`.execute(db);
+        rejections = Number(result.numAffectedRows ?? 0);
+      }
+      const violations = await sql`DELETE FROM plan_violations WHERE product_id = ${productId} AND id IN (
+          SELECT id FROM plan_violations WHERE product_id = ${productId} AND subject_id IN ${list(externalIds)} LIMIT ${limit})`.execute(db);
+      return { rejections, violations: Number(violations.numAffectedRows ?? 0) };
+    },
+
+    async deleteTargets(productId, erasureId) {
+      await db.deleteFrom('erasure_targets').where('product_id', '=', productId).where('erasure_id', '=', erasureId).execute();
+    },
+
+    async sweepErasedMessages(productId, olderThan) {
+      const cursors = (await db.selectFrom('destinations').select('identity_cursor').where('product_id', '=', productId).execute()).map((r) => r.identity_cursor);
+      const position = pg ? sql<string>`tx::text || '.' || seq::text` : sql<string>`position`;
+      const rows = await sql<{ id: string; position: string | number; created_at: string }>`SELECT id, ${position} AS position, created_at FROM identity_messages
+          WHERE product_id = ${productId} AND type = 'user.erased'`.execute(db);
+      const doomed = rows.rows
+        .filter((row) => row.created_at < olderThan || cursors.every((cursor) => cursor !== null && positionAtOrBefore(String(row.position), cursor)))
+        .map((row) => row.id);
+      if (doomed.length === 0) return 0;
+      const result = await db.deleteFrom('identity_messages').where('product_id', '=', productId).where('type', '=', 'user.erased').where('id', 'in', doomed).executeTakeFirst();
+      return Number(result.numDeletedRows);
+    },
+
+    async reclaim() {
+      if (pg) {
+        await sql.raw(`VACUUM ${TOUCHED_TABLES.join(', ')}`).execute(db);
+        return;
+      }
+      // A reader (another process) can keep the checkpoint from finishing: try again for a while.
+      for (let attempt = 0; attempt < 50; attempt++) {
+        const result = await sql<{ busy: number }>`PRAGMA wal_checkpoint(TRUNCATE)`.execute(db);
+        if (Number(result.rows[0]?.busy ?? 0) === 0) return;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      throw new Error('the WAL checkpoint stayed busy for 5 s (a reader holds it); the job retries it');
+    },
+
+    async suppressionsMarker() {
+      const row = await sql<{ n: number | string; latest: string | null }>`SELECT count(*) AS n, max(created_at) AS latest FROM suppressions`.execute(db);
+      return `${row.rows[0]?.n ?? 0}/${row.rows[0]?.latest ?? ''}`;
+    },
+
+    async allSuppressions() {
+      const rows = await db.selectFrom('suppressions').select(['product_id', 'id_hmac']).execute();
+      return rows.map((r) => ({ productId: r.product_id, idHmac: r.id_hmac }));
+    },
+
+    async listSuppressions(productId, query) {
+      let select = db.selectFrom('suppressions').selectAll().where('product_id', '=', productId);
+      if (query.beforeId !== undefined) select = select.where('id', '<', query.beforeId);
+      if (query.idHmac !== undefined) select = select.where('id_hmac', '=', query.idHmac);
+      const rows = await select.orderBy('id', 'desc').limit(query.limit).execute();
+      return rows.map((r): SuppressionRecord => ({ id: r.id, productId: r.product_id, idHmac: r.id_hmac, erasureId: r.erasure_id, createdAt: r.created_at }));
+    },
+
+    async liftSuppression(productId, id) {
+      const result = await db.deleteFrom('suppressions').where('product_id', '=', productId).where('id', '=', id).executeTakeFirst();
+      return Number(result.numDeletedRows) === 1;
+    },
+
+    async retentionProducts() {
+      const rows = await db.selectFrom('products').select(['id', 'retention_events_days']).where('retention_events_days', 'is not', null).execute();
+      return rows.map((r) => ({ productId: r.id, eventsDays: Number(r.retention_events_days) }));
+    },
+
+    async setRetention(productId, eventsDays) {
+      await db.updateTable('products').set({ retention_events_days: eventsDays }).where('id', '=', productId).execute();
+    },
+
+    deleteEventsBefore(productId, cutoff, limit) {
+      // The events_by_time index (product_id, received_at) finds them oldest first.
+      return deleteByPositions(db, productId, pg ? sql`received_at < ${cutoff}::timestamptz` : sql`received_at < ${cutoff}`, limit);
+    },
+
+    async oldestEvent(productId) {
+      const row = await db.selectFrom('events').select((eb) => eb.fn.min('received_at').as('oldest')).where('product_id', '=', productId).executeTakeFirst();
+      const oldest = row?.oldest as Date | string | null | undefined;
+      return oldest == null ? null : oldest instanceof Date ? oldest.toISOString() : oldest;
+    },
+
+    async takeLease(name, holder, now, leaseMs) {
+      await db.insertInto('background_leases').values({ name, holder: null, lease_until: 0 }).onConflict((oc) => oc.column('name').doNothing()).execute();
+      const result = await db
+        .updateTable('background_leases')
+        .set({ holder, lease_until: now + leaseMs })
+        .where('name', '=', name)
+        .where((eb) => eb.or([eb('holder', 'is', null), eb('holder', '=', holder), eb('lease_until', '<', now)]))
+        .executeTakeFirst();
+      return Number(result.numUpdatedRows) === 1;
+    },
+
+    async releaseLease(name, holder) {
+      await db.updateTable('background_leases').set({ holder: null, lease_until: 0 }).where('name', '=', name).where('holder', '=', holder).execute();
+    },
+  };
+}

@@ -1,0 +1,107 @@
+// The erasure and retention part of the storage port (governance.md §3–4).
+
+export type ErasureStatus = 'pending' | 'running' | 'done' | 'failed';
+/** Where a job is; each phase can be run again from its start (a resumed job does). */
+export type ErasurePhase = 'events' | 'identity' | 'records' | 'finish' | 'done';
+
+export interface ErasureCounts {
+  /** External ids linked to the person (the requested one, aliases, anonymous ids). */
+  ids: number;
+  events: number;
+  identifiers: number;
+  /** Trait keys of the deleted user rows. */
+  traits: number;
+  merges: number;
+  identity_messages: number;
+  rejections: number;
+  violations: number;
+}
+
+/** A job and its audit record: never the external id, only its HMAC. */
+export interface ErasureRecord {
+  id: string;
+  productId: string;
+  status: ErasureStatus;
+  phase: ErasurePhase;
+  reason: string | null;
+  idHmac: string;
+  requestedAt: string;
+  startedAt: string | null;
+  finishedAt: string | null;
+  counts: ErasureCounts;
+  error: string | null;
+}
+
+export interface SuppressionRecord {
+  id: string;
+  productId: string;
+  idHmac: string;
+  erasureId: string | null;
+  createdAt: string;
+}
+
+export interface ErasureRequestInput {
+  productId: string;
+  erasureId: string;
+  externalId: string;
+  reason: string | null;
+  requestedAt: string;
+  /** HMAC of an external id of this product (the suppression and audit key). */
+  hmac(externalId: string): string;
+  newSuppressionId(): string;
+  /** The id of the `user.erased` message. */
+  messageId: string;
+}
+
+export interface ErasureTargets {
+  externalIds: string[];
+  userIds: string[];
+}
+
+export interface ErasureStore {
+  /** The stored HMAC key (created with `generate` the first time). */
+  installationSecret(generate: () => string): Promise<string>;
+  /**
+   * One transaction: resolves the person from the id (aliases, anonymous links), stores the job, its
+   * targets and a suppression per linked id, and the `user.erased` message for destinations.
+   */
+  request(input: ErasureRequestInput): Promise<{ record: ErasureRecord; externalIds: string[] }>;
+  get(productId: string, id: string): Promise<ErasureRecord | undefined>;
+  /** Newest first. */
+  list(productId: string, query: { beforeId?: string | undefined; limit: number; idHmac?: string | undefined }): Promise<ErasureRecord[]>;
+  /** Takes the lease of one pending or running job whose lease is free or expired (or of the given one). */
+  claim(holder: string, now: number, leaseMs: number, only?: { productId: string; id: string }): Promise<ErasureRecord | undefined>;
+  /** Saves progress, fenced by the lease holder (also renews the lease); false when the lease was lost. */
+  save(record: ErasureRecord, holder: string, leaseUntil: number): Promise<boolean>;
+  release(productId: string, id: string, holder: string): Promise<void>;
+  targets(productId: string, erasureId: string): Promise<ErasureTargets>;
+  /** Deletes at most `limit` events of these ids (subject, or a Segment group call's user) in one transaction. */
+  deleteEvents(productId: string, externalIds: string[], limit: number): Promise<number>;
+  /** Users, ids, identifiers, merges and identity messages of the person, in one transaction. */
+  deleteIdentity(productId: string, targets: ErasureTargets): Promise<Pick<ErasureCounts, 'identifiers' | 'traits' | 'merges' | 'identity_messages'>>;
+  /** At most `limit` rejections (and warnings) and violations naming these ids. */
+  deleteRecords(productId: string, externalIds: string[], limit: number): Promise<{ rejections: number; violations: number }>;
+  /** Forgets the job's targets (its last step). */
+  deleteTargets(productId: string, erasureId: string): Promise<void>;
+  /** Deletes `user.erased` messages every active destination of the product has passed. */
+  sweepErasedMessages(productId: string, olderThan: string): Promise<number>;
+  /** SQLite: a TRUNCATE checkpoint (WAL emptied into the file, whose freed pages were zeroed). PostgreSQL: VACUUM of the touched tables. */
+  reclaim(): Promise<void>;
+
+  /** A marker that changes whenever suppressions are added or lifted (cheap to read). */
+  suppressionsMarker(): Promise<string>;
+  allSuppressions(): Promise<Array<{ productId: string; idHmac: string }>>;
+  listSuppressions(productId: string, query: { beforeId?: string | undefined; limit: number; idHmac?: string | undefined }): Promise<SuppressionRecord[]>;
+  liftSuppression(productId: string, id: string): Promise<boolean>;
+
+  /** Retention (§4): products with a limit. */
+  retentionProducts(): Promise<Array<{ productId: string; eventsDays: number }>>;
+  setRetention(productId: string, eventsDays: number | null): Promise<void>;
+  /** Deletes at most `limit` events of the product received before `cutoff`; returns how many. */
+  deleteEventsBefore(productId: string, cutoff: string, limit: number): Promise<number>;
+  /** The receive time of the product's oldest event, or null. */
+  oldestEvent(productId: string): Promise<string | null>;
+  /** A named lease over background work: true when `holder` has it until `now + leaseMs`. */
+  takeLease(name: string, holder: string, now: number, leaseMs: number): Promise<boolean>;
+  releaseLease(name: string, holder: string): Promise<void>;
+}
