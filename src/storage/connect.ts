@@ -218,7 +218,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     rejections: rejectionStore(db),
     identity: identityStore(db, dialect),
     traffic: trafficStore(db, dialect),
-    destinations: destinationStore(db, dialect),
+    destinations: destinationStore(db, dialect, rawSqlite),
     governance: governanceStore(db, dialect),
     erasure: erasureStore(db, dialect),
     async ping() {

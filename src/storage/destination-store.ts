@@ -15,10 +15,12 @@
 // Leases: `lease_holder` and `lease_until` (epoch ms) on the destination row. A holder renews its lease
 // while it delivers; another instance takes it once `lease_until` has passed. Every write of delivery
 // state is fenced by `lease_holder = me`, so an instance that lost its lease cannot move the cursor.
+import type BetterSqlite3 from 'better-sqlite3';
 import { sql, type Kysely } from 'kysely';
 import type { Database } from './database.js';
-import { eventFromRow, positionSql } from './event-reads.js';
+import { eventFromRawRow, eventFromRow, positionSql, RAW_EVENT_COLUMNS } from './event-reads.js';
 import type {
+  EventRecord,
   DeliveryRecord,
   DeliveryStatePatch,
   Dialect,
@@ -174,7 +176,7 @@ function stateColumns(patch: Pick<DeliveryStatePatch, 'cursor' | 'consecutiveFai
   return set;
 }
 
-export function destinationStore(database: Kysely<Database>, dialect: Dialect): DestinationStore {
+export function destinationStore(database: Kysely<Database>, dialect: Dialect, rawSqlite?: BetterSqlite3.Database): DestinationStore {
   const db = database.withTables<DestinationTables>() as Db;
   const position = positionSql(dialect);
   const pg = dialect === 'postgres';
@@ -215,14 +217,18 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect): 
     return db.transaction().execute((trx) => work(trx, undefined));
   }
 
-  async function readEvents(q: Db, productId: string, after: string | null, horizon: string | undefined, limit: number): Promise<EventRow[]> {
+  // SQLite: one prepared statement returning arrays (as the export reads), run inside readBoth's transaction.
+  const rawEvents = rawSqlite?.prepare(`SELECT ${RAW_EVENT_COLUMNS} FROM events WHERE product_id = ? AND position > ? ORDER BY position LIMIT ?`).raw(true);
+
+  async function readEvents(q: Db, productId: string, after: string | null, horizon: string | undefined, limit: number): Promise<EventRecord[]> {
+    if (rawEvents !== undefined) return (rawEvents.all(productId, after === null ? -1 : Number(after), limit) as unknown[][]).map(eventFromRawRow);
     const conditions = [sql`product_id = ${productId}`];
     if (after !== null) conditions.push(sql`${position.compare('>', after)}`);
     if (horizon !== undefined) conditions.push(sql`${position.visible(horizon)}`);
     const order = sql.raw(position.orderColumns.join(', '));
     const result = await sql<EventRow>`SELECT ${pg ? EVENT_COLUMNS_POSTGRES : EVENT_COLUMNS_SQLITE}, ${position.select} AS position FROM events
       WHERE ${sql.join(conditions, sql` AND `)} ORDER BY ${order} LIMIT ${limit}`.execute(q);
-    return result.rows;
+    return result.rows.map((row) => eventFromRow(row, true));
   }
 
   async function readIdentity(q: Db, productId: string, after: string | null, horizon: string | undefined, limit: number): Promise<IdentityRow[]> {
@@ -376,9 +382,9 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect): 
         identity: await readIdentity(q, productId, cursor.identity, horizon, limit),
       }));
       type Item = { key: bigint[]; message: StoredMessage };
-      const eventItems: Item[] = events.map((row) => ({
-        key: keyOf({ kind: 'event', position: String(row.position) }),
-        message: { kind: 'event', position: String(row.position), event: eventFromRow(row, true) },
+      const eventItems: Item[] = events.map((event) => ({
+        key: keyOf({ kind: 'event', position: event.position! }),
+        message: { kind: 'event', position: event.position!, event },
       }));
       const identityItems: Item[] = identity.map((row) => ({
         key: keyOf({ kind: 'identity', position: String(row.position), afterEvent: row.after_event === undefined ? undefined : String(row.after_event) }),

@@ -193,35 +193,39 @@ function planOf(filter: EventFilter): Plan {
  * reads inside another open transaction on the same connection.
  */
 function sqliteRangeReader(db: Kysely<Database>, raw: BetterSqlite3.Database) {
-  const statement = raw
-    .prepare(`SELECT ${EVENT_COLUMNS.join(', ')}, position FROM events WHERE product_id = ? AND position > ? AND position <= ? ORDER BY position LIMIT ?`)
-    .raw(true);
+  const statement = raw.prepare(`SELECT ${RAW_EVENT_COLUMNS} FROM events WHERE product_id = ? AND position > ? AND position <= ? ORDER BY position LIMIT ?`).raw(true);
   return async (productId: string, after: number, upTo: number, limit: number): Promise<EventRecord[]> => {
     const rows = await db.connection().execute(async () => statement.all(productId, after, upTo, limit) as unknown[][]);
-    const events: EventRecord[] = new Array(rows.length);
-    for (let i = 0; i < rows.length; i++) {
-      const r = rows[i]! as [string, string, string, string | null, string, string, string, string, string, string, string, string, string, string, string | null, string | null, number];
-      events[i] = {
-        id: r[0],
-        productId: r[1],
-        source: r[2],
-        externalId: r[3],
-        eventType: r[4],
-        action: r[5],
-        canonicalName: r[6],
-        nameFormat: r[7] as NameFormat,
-        subjectType: r[8],
-        subjectId: r[9],
-        // SQLite stores the ISO text the writer made (toIso would parse and re-format the same text).
-        occurredAt: r[10],
-        receivedAt: r[11],
-        properties: NO_PROPERTIES,
-        apiKeyId: r[13],
-        jsonText: { properties: r[12], context: r[14], original: r[15] },
-        position: String(r[16]),
-      };
-    }
-    return events;
+    return rows.map(eventFromRawRow);
+  };
+}
+
+/** The columns of `eventFromRawRow`, in its order: the event's, then its position. */
+export const RAW_EVENT_COLUMNS = `${EVENT_COLUMNS.join(', ')}, position`;
+
+/**
+ * An SQLite row read with `.raw()` (an array, RAW_EVENT_COLUMNS) as an event with its JSON as the stored
+ * text (`jsonText`) and its position. SQLite keeps the ISO times the writer made, so they are used as they are.
+ */
+export function eventFromRawRow(row: unknown[]): EventRecord {
+  const r = row as [string, string, string, string | null, string, string, string, string, string, string, string, string, string, string, string | null, string | null, number];
+  return {
+    id: r[0],
+    productId: r[1],
+    source: r[2],
+    externalId: r[3],
+    eventType: r[4],
+    action: r[5],
+    canonicalName: r[6],
+    nameFormat: r[7] as NameFormat,
+    subjectType: r[8],
+    subjectId: r[9],
+    occurredAt: r[10],
+    receivedAt: r[11],
+    properties: NO_PROPERTIES,
+    apiKeyId: r[13],
+    jsonText: { properties: r[12], context: r[14], original: r[15] },
+    position: String(r[16]),
   };
 }
 
