@@ -16,6 +16,8 @@ export interface BenchArgs {
   logLevel: string;
   build: boolean;
   cpuProfileDir: string | undefined;
+  /** V8 flags of the server process (default as `npm start`: --max-semi-space-size=64). */
+  serverNodeOptions: string[];
 }
 
 export const USAGE = `npm run bench -- [options]
@@ -30,6 +32,8 @@ export const USAGE = `npm run bench -- [options]
   --log-level <level>       server INLET_LOG_LEVEL (default info, as the service)
   --no-build                use dist/ as it is instead of running the build first
   --cpu-prof <dir>          run the server with node --cpu-prof, profiles written to <dir>
+  --server-node-options <s> node flags of the server, space-separated (default "--max-semi-space-size=64",
+                            as npm start; "" for Node's defaults)
   (machine cores: ${availableParallelism()})`;
 
 function positiveInteger(name: string, raw: string | undefined, fallback: number): number {
@@ -53,6 +57,7 @@ export function parseBenchArgs(argv: string[], env: NodeJS.ProcessEnv): BenchArg
       'log-level': { type: 'string' },
       'no-build': { type: 'boolean' },
       'cpu-prof': { type: 'string' },
+      'server-node-options': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
     strict: true,
@@ -90,5 +95,6 @@ export function parseBenchArgs(argv: string[], env: NodeJS.ProcessEnv): BenchArg
     logLevel: values['log-level'] ?? 'info',
     build: values['no-build'] !== true,
     cpuProfileDir: values['cpu-prof'],
+    serverNodeOptions: (values['server-node-options'] ?? '--max-semi-space-size=64').split(' ').filter((o) => o !== ''),
   };
 }

@@ -48,7 +48,7 @@ async function startInlet(args: BenchArgs, database: BenchDatabase, dir: string)
   const adminToken = randomBytes(24).toString('hex');
   const logFile = join(dir, 'inlet.log');
   const nodeArgs = args.cpuProfileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${args.cpuProfileDir}`];
-  const server = startChild('inlet server', process.execPath, [...nodeArgs, '--max-semi-space-size=64', join(ROOT, 'dist/main.js')], {
+  const server = startChild('inlet server', process.execPath, [...nodeArgs, ...args.serverNodeOptions, join(ROOT, 'dist/main.js')], {
     PATH: process.env.PATH,
     HOST: '127.0.0.1',
     PORT: String(port),
@@ -270,6 +270,7 @@ async function main(): Promise<number> {
       `command:  ${commandLine}`,
       `machine:  ${availableParallelism()} cores (${cpu}), node ${process.version}, ${process.platform}/${process.arch}; load average ${loadBefore.toFixed(1)} at start, ${loadavg()[0]!.toFixed(1)} at end`,
       `database: ${database.description}${database.dialect === 'sqlite' ? `, synchronous=${args.sqliteSynchronous.toUpperCase()}` : ''}`,
+      `server:   node ${[...args.serverNodeOptions, 'dist/main.js'].join(' ')}`,
       `load:     autocannon, ${args.connections} connections, ${args.durationSeconds} s per run after ${args.warmupSeconds} s warm-up, unique external_id per event; server log level ${args.logLevel}, rate limit on but 10,000,000/s`,
       '',
       formatTable(lines),
