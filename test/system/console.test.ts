@@ -141,6 +141,7 @@ describe('the console in Chromium', { skip }, () => {
     assert.equal(JSON.parse(record!).properties.path, '/pricing');
     await detail.getByText('(web)').waitFor();
     await detail.getByText('pv-0001').first().waitFor();
+    assert.equal(await detail.getByRole('link', { name: 'open user' }).getAttribute('href'), `#/p/${productId}/users/id/anon_1`);
 
     // A rejected item shows beside them, live, with its reason.
     const batch = await api('/api/v2/events/batch', eventsKey, { events: [{ event_type: 'order', action: 'completed', subject_type: 'user', subject_id: 'u', occurred_at: 'last tuesday' }] });

@@ -182,7 +182,7 @@ export function EventsPage({ product }: { product: Product }) {
           {selected === undefined ? (
             <p class="hint">Select an event or a rejection to see the full record.</p>
           ) : selected.kind === 'event' ? (
-            <EventDetail event={selected.value} keyLabel={selected.value.key_id === null ? null : (keyPrefix.get(selected.value.key_id) ?? selected.value.key_id)} />
+            <EventDetail productId={product.id} event={selected.value} keyLabel={selected.value.key_id === null ? null : (keyPrefix.get(selected.value.key_id) ?? selected.value.key_id)} />
           ) : (
             <>
               <dl class="facts">
@@ -227,7 +227,7 @@ export function EventsPage({ product }: { product: Product }) {
   );
 }
 
-function EventDetail({ event, keyLabel }: { event: InletEvent; keyLabel: string | null }) {
+function EventDetail({ event, keyLabel, productId }: { event: InletEvent; keyLabel: string | null; productId: string }) {
   return (
     <>
       <dl class="facts">
@@ -238,6 +238,12 @@ function EventDetail({ event, keyLabel }: { event: InletEvent; keyLabel: string 
         <dt>Subject</dt>
         <dd>
           {event.subject_type}:{event.subject_id}
+          {event.subject_type === 'user' && (
+            <>
+              {' '}
+              <a href={`#/p/${productId}/users/id/${encodeURIComponent(event.subject_id)}`}>open user</a>
+            </>
+          )}
         </dd>
         <dt>Idempotency key</dt>
         <dd>{event.external_id === null ? '— (none sent)' : <code>{event.external_id}</code>}</dd>
