@@ -8,7 +8,9 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, existsSync } from 'node:fs';
 import { sql } from 'kysely';
-import { adminHeaders, bearer, createTestApp, dialect, problemOf, type TestContext } from './helpers.js';
+import { adminHeaders, bearer, createTestApp, dialect, problemOf, testConfig, type TestContext } from './helpers.js';
+import { createServices } from '../src/services.js';
+import { buildApp } from '../src/http/app.js';
 import { startWebhookReceiver, type WebhookReceiver } from './fakes/webhook-receiver.js';
 import { cliEnv, inlet } from './support/cli.js';
 
@@ -320,5 +322,61 @@ describe('erasure: admin API errors and the CLI', () => {
     // The server's copy of the suppressions follows the CLI's write within the refresh time.
     await new Promise((resolve) => setTimeout(resolve, 150));
     assert.equal((await track(product.eventsKey, 'cli-person-4e7')).statusCode, 409);
+  });
+});
+
+describe('erasure: across instances and restarts', () => {
+  it('another instance (same database) refuses the ids from the 202 on, although its copy was fresh just before', async () => {
+    const product = await ctx.product('two-instances');
+    const other = await createServices(testConfig(ctx.database.databaseUrl, { suppressionRefreshMs: 100 }), {
+      ...(ctx.database.postgresSchema === undefined ? {} : { postgresSchema: ctx.database.postgresSchema }),
+      defaultMetrics: false,
+    });
+    const otherApp = await buildApp(other, { logger: false });
+    await otherApp.ready();
+    try {
+      const viaOther = (subject: string) =>
+        otherApp.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(product.eventsKey), payload: { event: 'order_completed', subject_type: 'user', subject_id: subject } });
+      // The other instance loads its copy now (fresh for its 100 ms, like this instance's): without the suppression.
+      assert.equal((await viaOther('multi-person-1')).statusCode, 201);
+      const requested = await ctx.app.inject({
+        method: 'POST',
+        url: `/admin/v1/products/${product.id}/erasures`,
+        headers: adminHeaders(),
+        payload: { external_id: 'multi-person-1' },
+      });
+      assert.equal(requested.statusCode, 202);
+      const refused = await viaOther('multi-person-1');
+      assert.equal(refused.statusCode, 409, 'refused by the other instance as soon as the request was answered');
+      assert.equal(problemOf(refused).code, 'subject_suppressed');
+      assert.equal((await viaOther('multi-person-2')).statusCode, 201);
+    } finally {
+      await otherApp.close();
+      await other.close();
+    }
+  });
+
+  it('a job whose instance died (its lease expired) is resumed at its phase by another runner; a live lease is not taken', async () => {
+    const product = await ctx.product('resume');
+    for (let i = 0; i < 5; i++) assert.equal((await track(product.eventsKey, 'resume-person-1')).statusCode, 201);
+    const job = (await admin('POST', `/products/${product.id}/erasures`, { external_id: 'resume-person-1' })).json().data;
+    const db = ctx.services.storage.db.withTables<{ erasures: { product_id: string; id: string; status: string; lease_holder: string | null; lease_until: number } }>();
+    // A dead instance had started the job and holds a lease that is still valid.
+    await db.updateTable('erasures').set({ status: 'running', lease_holder: 'dead-instance', lease_until: Date.now() + 60_000 }).where('id', '=', job.id).execute();
+    ctx.services.erasure.start();
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal((await admin('GET', `/products/${product.id}/erasures/${job.id}`)).json().data.status, 'running', 'a live lease is respected');
+    // Its lease runs out: the runner of this instance takes the job over and finishes it.
+    await db.updateTable('erasures').set({ lease_until: Date.now() - 1 }).where('id', '=', job.id).execute();
+    let status = '';
+    for (let i = 0; i < 100 && status !== 'done'; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      status = (await admin('GET', `/products/${product.id}/erasures/${job.id}`)).json().data.status;
+    }
+    await ctx.services.erasure.close();
+    assert.equal(status, 'done');
+    const finished = (await admin('GET', `/products/${product.id}/erasures/${job.id}`)).json().data;
+    assert.equal(finished.counts.events, 5);
+    assert.equal((await ctx.services.storage.events.listBySubjects(product.id, 'user', ['resume-person-1'], 10)).length, 0);
   });
 });

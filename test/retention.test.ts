@@ -6,7 +6,8 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { uuidv7 } from '../src/domain/ids.js';
 import { createMetrics } from '../src/services/metrics.js';
-import { createRetentionService, RETENTION_BATCH } from '../src/services/retention-service.js';
+import { createRetentionService } from '../src/services/retention-service.js';
+import { GENTLE_DEFAULTS } from '../src/services/gentle-batches.js';
 import type { EventInsert } from '../src/storage/types.js';
 import { adminHeaders, bearer, createTestApp, problemOf, type TestContext } from './helpers.js';
 
@@ -84,7 +85,7 @@ describe('retention: exactly the older events removed while ingest runs', () => 
     const now = Date.now();
     const old = new Date(now - 40 * DAY).toISOString();
     const recent = new Date(now - 29 * DAY).toISOString();
-    const oldCount = RETENTION_BATCH * 2 + 345;
+    const oldCount = GENTLE_DEFAULTS.max * 2 + 345; // several batches whatever their size
     await seed(limited.id, oldCount, old, 'old');
     await seed(limited.id, 300, recent, 'recent');
     await seed(unlimited.id, 100, old, 'other');

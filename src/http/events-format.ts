@@ -4,7 +4,7 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyReply } from 'fastify';
 import { eventResource, type EventResource } from '../resources/events.js';
 import type { ItemOutcome } from '../services/ingest-service.js';
-import { dataEnvelope, keyedWriteErrors } from './schemas/common.js';
+import { dataEnvelope, keyedWriteErrors, problemResponse } from './schemas/common.js';
 import { EventRecordSchema } from './schemas/events.js';
 
 export { eventResource, type EventResource };
@@ -21,6 +21,7 @@ export function singleEventResponses(extra: Record<number, unknown> = {}) {
       400: 'Invalid JSON or invalid event; tracking_plan_violation or unplanned_event: refused by the product\'s tracking plan in enforce (`errors[].pointer` such as /properties/plan)',
       413: 'Event larger than the per-event limit',
     }),
+    409: problemResponse('subject_suppressed: the subject is a person who was erased (governance.md §3); nothing was stored'),
     ...extra,
   };
 }

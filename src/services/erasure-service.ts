@@ -21,11 +21,11 @@ import type { ErasureCounts, ErasureRecord, Storage, SuppressionRecord } from '.
 import type { AuthContext } from './key-service.js';
 import type { Metrics } from './metrics.js';
 import type { RejectionService } from './rejection-service.js';
+import { gentleBatches } from './gentle-batches.js';
 
-export const ERASURE_BATCH = 500;
 const LEASE_MS = 30_000;
-/** A pause between batches: ingest's commits (SQLite: the same connection) go first. */
-const PAUSE_MS = 2;
+/** Progress is saved (and the lease renewed) at most this often while batches run. */
+const SAVE_EVERY_MS = 1000;
 const SWEEP_EVERY_MS = 60_000;
 const MAX_FAILURES = 5;
 
@@ -152,10 +152,18 @@ export function createErasureService(storage: Storage, metrics: Metrics, rejecti
    */
   async function runJob(job: ErasureRecord, onProgress?: (job: ErasureRecord) => void): Promise<ErasureRecord> {
     const record: ErasureRecord = { ...job, counts: { ...job.counts } };
+    let savedAt = 0;
     const save = async () => {
       if (!(await store.save(record, holder, Date.now() + LEASE_MS))) throw new LeaseLost();
+      savedAt = Date.now();
       onProgress?.({ ...record, counts: { ...record.counts } });
     };
+    // Between batches: saved about once a second (each save is a commit of its own); a crash forgets
+    // at most that second's counts, never a deleted row's deletion.
+    const saveSometimes = async () => {
+      if (Date.now() - savedAt >= SAVE_EVERY_MS) await save();
+    };
+    const batches = gentleBatches();
     const add = (counts: Partial<ErasureCounts>) => {
       for (const [kind, n] of Object.entries(counts) as Array<[keyof ErasureCounts, number]>) {
         record.counts[kind] += n;
@@ -173,11 +181,11 @@ export function createErasureService(storage: Storage, metrics: Metrics, rejecti
     const targets = await store.targets(record.productId, record.id);
     if (record.phase === 'events') {
       for (;;) {
-        const n = await store.deleteEvents(record.productId, targets.externalIds, ERASURE_BATCH);
+        const size = batches.size;
+        const n = await batches.run((limit) => store.deleteEvents(record.productId, targets.externalIds, limit));
         add({ events: n });
-        await save();
-        if (n === 0) break;
-        await sleep(PAUSE_MS);
+        if (n < size) break;
+        await saveSometimes();
       }
       record.phase = 'identity';
       await save();
@@ -189,11 +197,10 @@ export function createErasureService(storage: Storage, metrics: Metrics, rejecti
     }
     if (record.phase === 'records') {
       for (;;) {
-        const n = await store.deleteRecords(record.productId, targets.externalIds, ERASURE_BATCH);
+        const n = await batches.run((limit) => store.deleteRecords(record.productId, targets.externalIds, limit));
         add(n);
-        await save();
         if (n.rejections === 0 && n.violations === 0) break;
-        await sleep(PAUSE_MS);
+        await saveSometimes();
       }
       record.phase = 'finish';
       await save();
@@ -201,9 +208,10 @@ export function createErasureService(storage: Storage, metrics: Metrics, rejecti
     if (record.phase === 'finish') {
       // A last look for items an instance stored while its copy of the suppressions was older.
       for (;;) {
-        const n = await store.deleteEvents(record.productId, targets.externalIds, ERASURE_BATCH);
+        const size = batches.size;
+        const n = await batches.run((limit) => store.deleteEvents(record.productId, targets.externalIds, limit));
         add({ events: n });
-        if (n === 0) break;
+        if (n < size) break;
       }
       await store.deleteTargets(record.productId, record.id);
       const olderThan = new Date(Date.now() - options.messageKeepDays * 86_400_000).toISOString();

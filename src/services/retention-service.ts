@@ -8,11 +8,10 @@ import { Counter, Gauge } from 'prom-client';
 import { AppError, validationError } from '../domain/errors.js';
 import type { ProductRecord, Storage } from '../storage/types.js';
 import type { Metrics } from './metrics.js';
+import { gentleBatches } from './gentle-batches.js';
 
-export const RETENTION_BATCH = 1000;
 const LEASE_NAME = 'retention';
 const LEASE_MS = 60_000;
-const PAUSE_MS = 5;
 
 export interface RetentionOptions {
   intervalMs: number;
@@ -55,15 +54,20 @@ export function createRetentionService(storage: Storage, metrics: Metrics, optio
       for (const { productId, eventsDays } of await store.retentionProducts()) {
         const cutoff = new Date(clock() - eventsDays * 86_400_000).toISOString();
         let total = 0;
+        const batches = gentleBatches();
+        let renewedAt = clock();
         for (;;) {
           if (stopped) break;
-          const n = await store.deleteEventsBefore(productId, cutoff, RETENTION_BATCH);
+          const size = batches.size;
+          const n = await batches.run((limit) => store.deleteEventsBefore(productId, cutoff, limit));
           total += n;
           if (n > 0) deletedTotal.inc({ product_id: productId }, n);
-          if (n < RETENTION_BATCH) break;
-          // Renew the lease as we go: a long first pass must not let another instance start one.
-          if (!(await store.takeLease(LEASE_NAME, holder, clock(), LEASE_MS))) return { deleted, ran: true };
-          await new Promise((resolve) => setTimeout(resolve, PAUSE_MS));
+          if (n < size) break;
+          // Renew the lease as we go: a long pass must not let another instance start one.
+          if (clock() - renewedAt > LEASE_MS / 3) {
+            if (!(await store.takeLease(LEASE_NAME, holder, clock(), LEASE_MS))) return { deleted, ran: true };
+            renewedAt = clock();
+          }
         }
         deleted[productId] = total;
         const oldest = await store.oldestEvent(productId);

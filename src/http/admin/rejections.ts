@@ -16,7 +16,7 @@ const Rejection = Type.Object({
   route: Type.String(),
   index: Type.Integer({ description: 'Position of the item in its request' }),
   message_id: Type.Union([Type.String(), Type.Null()]),
-  code: Type.String({ description: 'missing_identity, invalid_timestamp, invalid_event_name, identified_merge_forbidden, payload_too_large, validation_error, legacy_format_removed; warning: identity_conflict' }),
+  code: Type.String({ description: 'missing_identity, invalid_timestamp, invalid_event_name, identified_merge_forbidden, payload_too_large, validation_error, legacy_format_removed, subject_suppressed (recorded without the item and message id); warning: identity_conflict' }),
   detail: Type.String(),
   severity: Type.Union([Type.Literal('rejected'), Type.Literal('warning')]),
   item: Type.Unknown({ description: 'The item as received (at most 32 KiB of its JSON; a longer one is returned as its truncated text)' }),

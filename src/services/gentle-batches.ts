@@ -1,0 +1,36 @@
+// Background deletes that yield to ingest (governance.md §3–4: ingest p99 within 2× while they run).
+// On SQLite a delete holds the one connection ingest's commits also need, so ingest waits behind a
+// batch for as long as it lasts: the batch size is tuned after each batch to take about `targetMs`,
+// and the runner then rests half as long as the batch took (at most two thirds of the connection's
+// time go to the background work). On PostgreSQL batches do not block inserts; the same pacing keeps the job's
+// share of the server modest.
+import { performance } from 'node:perf_hooks';
+
+export interface GentleBatchOptions {
+  initial: number;
+  min: number;
+  max: number;
+  targetMs: number;
+}
+
+export const GENTLE_DEFAULTS: GentleBatchOptions = { initial: 200, min: 20, max: 2000, targetMs: 25 };
+
+export function gentleBatches(options: GentleBatchOptions = GENTLE_DEFAULTS) {
+  let size = options.initial;
+  return {
+    /** Rows to ask for in the next batch. */
+    get size(): number {
+      return size;
+    },
+    /** Runs one batch, adjusts the size to its duration, then rests half as long as it took. */
+    async run<T>(batch: (size: number) => Promise<T>): Promise<T> {
+      const started = performance.now();
+      const result = await batch(size);
+      const took = performance.now() - started;
+      if (took > options.targetMs * 1.5) size = Math.max(options.min, Math.floor(size / 2));
+      else if (took < options.targetMs / 2) size = Math.min(options.max, size * 2);
+      await new Promise((resolve) => setTimeout(resolve, Math.max(1, took / 2)));
+      return result;
+    },
+  };
+}
