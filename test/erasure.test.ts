@@ -197,6 +197,13 @@ describe('erasure: every linked id gone from every table and the SQLite files', 
     assert.ok(readFileSync(path).indexOf(Buffer.from(keep)) >= 0 || readFileSync(`${path}-wal`).indexOf(Buffer.from(keep)) >= 0, 'the scan of the files finds a kept id');
   });
 
+  it('PostgreSQL: the tables the job deleted from were vacuumed (dead rows gone from disk)', { skip: dialect !== 'postgres' }, async () => {
+    const stats = await sql<{ relname: string; last_vacuum: Date | null }>`SELECT relname, last_vacuum FROM pg_stat_user_tables
+        WHERE schemaname = current_schema() AND relname IN ('users', 'user_ids', 'rejections', 'identity_messages', 'plan_violations', 'event_dedup')`.execute(ctx.services.storage.db);
+    assert.equal(stats.rows.length, 6);
+    for (const row of stats.rows) assert.notEqual(row.last_vacuum, null, `${row.relname} vacuumed`);
+  });
+
   it('lists suppressions as HMACs; lifting one lets its id in again', async () => {
     const list = await admin('GET', `/products/${productId}/suppressions`);
     assert.equal(list.statusCode, 200);

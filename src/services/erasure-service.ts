@@ -143,7 +143,7 @@ export function createErasureService(storage: Storage, metrics: Metrics, rejecti
 
   async function sweepMessages(productId: string): Promise<void> {
     const olderThan = new Date(Date.now() - options.messageKeepDays * 86_400_000).toISOString();
-    if ((await store.sweepErasedMessages(productId, olderThan)) > 0) await store.reclaim();
+    if ((await store.sweepErasedMessages(productId, olderThan)) > 0) await store.reclaim('identity_messages');
   }
 
   /**

@@ -105,6 +105,8 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
   let pool: pg.Pool | undefined;
   let rateLimitPool: (() => pg.Pool) | undefined;
   let limiterPool: pg.Pool | undefined;
+  let maintenancePool: pg.Pool | undefined;
+  let vacuum: ((tables: string[]) => Promise<void>) | undefined;
   let postgresHosts = '';
   // No deadline while migrations run (an index build on a big table may take minutes); set after them.
   const queryDeadline: { ms?: number } = {};
@@ -153,6 +155,15 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
       }).pool;
       limiterPool.on('error', () => {});
       return limiterPool;
+    };
+    // Erasure's VACUUM (erasure-store.ts) on a connection of its own without the query deadline: a
+    // vacuum of a large table outlasts it, and a deadline would mark the primary silent (pool.ts).
+    vacuum = async (tables) => {
+      if (maintenancePool === undefined) {
+        maintenancePool = createFailoverPool(settings, { max: 1, ...(schema === undefined ? {} : { options: `-c search_path=${schema}` }) }).pool;
+        maintenancePool.on('error', () => {});
+      }
+      for (const table of tables) await maintenancePool.query(`VACUUM ${table}`);
     };
     if (schema !== undefined) {
       try {
@@ -220,7 +231,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     traffic: trafficStore(db, dialect),
     destinations: destinationStore(db, dialect, rawSqlite),
     governance: governanceStore(db, dialect),
-    erasure: erasureStore(db, dialect),
+    erasure: erasureStore(db, dialect, vacuum),
     async ping() {
       if (dialect === 'sqlite') {
         await sql`SELECT 1`.execute(db);
@@ -237,6 +248,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
       closed = true;
       clearTimeout(maintenance);
       await limiterPool?.end().catch(() => {});
+      await maintenancePool?.end().catch(() => {});
       await db.destroy();
     },
   };

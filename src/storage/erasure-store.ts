@@ -104,7 +104,11 @@ const TOUCHED_TABLES = [
   'erasure_targets',
 ];
 
-export function erasureStore(database: Kysely<Database>, dialect: Dialect): ErasureStore {
+/**
+ * `vacuum` (PostgreSQL): runs VACUUM on the tables through a connection without the client-side query
+ * deadline (connect.ts); without it, VACUUM runs through the main pool.
+ */
+export function erasureStore(database: Kysely<Database>, dialect: Dialect, vacuum?: (tables: string[]) => Promise<void>): ErasureStore {
   const db = database.withTables<ErasureTables>() as Db;
   const pg = dialect === 'postgres';
 
@@ -402,9 +406,11 @@ export function erasureStore(database: Kysely<Database>, dialect: Dialect): Eras
       return Number(result.numDeletedRows);
     },
 
-    async reclaim() {
+    async reclaim(only) {
       if (pg) {
-        await sql.raw(`VACUUM ${TOUCHED_TABLES.join(', ')}`).execute(db);
+        const tables = only === 'identity_messages' ? ['identity_messages'] : TOUCHED_TABLES;
+        if (vacuum !== undefined) await vacuum(tables);
+        else for (const table of tables) await sql.raw(`VACUUM ${table}`).execute(db);
         return;
       }
       // A reader (another process) can keep the checkpoint from finishing: try again for a while.

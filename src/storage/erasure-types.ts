@@ -86,7 +86,7 @@ export interface ErasureStore {
   /** Deletes `user.erased` messages every active destination of the product has passed. */
   sweepErasedMessages(productId: string, olderThan: string): Promise<number>;
   /** SQLite: a TRUNCATE checkpoint (WAL emptied into the file, whose freed pages were zeroed). PostgreSQL: VACUUM of the touched tables. */
-  reclaim(): Promise<void>;
+  reclaim(only?: 'identity_messages'): Promise<void>;
 
   /** A marker that changes whenever suppressions are added or lifted (cheap to read). */
   suppressionsMarker(): Promise<string>;
