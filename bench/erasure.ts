@@ -1,0 +1,163 @@
+// `npm run bench:erasure`: issue 18's performance figures (governance.md §5). One Inlet server (a separate
+// process, SQLite with synchronous=FULL, `--max-semi-space-size=64` as npm start), a product pre-filled with
+// --events events of which --person belong to one person ("victim-1"), then single events sent by
+// autocannon (--connections connections, random uuid v4 external ids) for --seconds without a job, and again
+// while that person is erased through the admin API, until the job is done. Reports ingest p50/p99 of both,
+// their ratio (target ≤ 2×), and how long the job took from the request (target < 60 s at 10 M events).
+//
+//   npm run bench:erasure -- [--events 1000000] [--person 100000] [--connections 8] [--seconds 10] [--no-build]
+//
+// The prefill goes straight into the database file on a second connection (no fsync, big page cache) while
+// the server is idle: set-up, not the thing measured.
+import { spawnSync } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { availableParallelism, loadavg } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import BetterSqlite3 from 'better-sqlite3';
+import { uuidv7 } from '../src/domain/ids.js';
+import { runLoad, stopLoad, type LoadResult } from './load.js';
+import { cleanUp, freePort, installExitHandlers, onCleanup, startChild, waitUntilReady } from './processes.js';
+import { tempDirectory } from './database.js';
+
+const ROOT = new URL('..', import.meta.url).pathname;
+const { values } = parseArgs({
+  options: {
+    events: { type: 'string', default: '1000000' },
+    person: { type: 'string', default: '100000' },
+    connections: { type: 'string', default: '8' },
+    seconds: { type: 'string', default: '10' },
+    'no-build': { type: 'boolean', default: false },
+  },
+});
+const TOTAL = Number(values.events);
+const PERSON = Number(values.person);
+const CONNECTIONS = Number(values.connections);
+const SECONDS = Number(values.seconds);
+if (![TOTAL, PERSON, CONNECTIONS, SECONDS].every((n) => Number.isInteger(n) && n > 0) || PERSON > TOTAL) {
+  process.stderr.write('bench: --events, --person, --connections and --seconds must be whole numbers ≥ 1, --person ≤ --events\n');
+  process.exit(2);
+}
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const load = () => loadavg()[0]!.toFixed(1);
+
+async function main(): Promise<number> {
+  installExitHandlers(3600);
+  onCleanup(stopLoad);
+  const commandLine = `npm run bench:erasure --${process.argv.slice(2).map((a) => ` ${a}`).join('')}`;
+  process.stdout.write(`${commandLine}\n`);
+  if (!values['no-build']) {
+    const result = spawnSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')], { stdio: 'inherit' });
+    if (result.status !== 0) throw new Error('npm run build failed');
+  }
+  const dir = tempDirectory();
+  const file = join(dir, 'inlet.db');
+  const port = await freePort();
+  const adminToken = randomBytes(24).toString('hex');
+  const logFile = join(dir, 'inlet.log');
+  const server = startChild('inlet server', process.execPath, ['--max-semi-space-size=64', join(ROOT, 'dist/main.js')], {
+    PATH: process.env.PATH,
+    HOST: '127.0.0.1',
+    PORT: String(port),
+    INLET_DATABASE_URL: `sqlite:${file}`,
+    INLET_ADMIN_TOKEN: adminToken,
+    INLET_LOG_LEVEL: 'warn',
+    INLET_RATE_LIMIT_RPS: '10000000',
+  }, logFile);
+  const base = `http://127.0.0.1:${port}`;
+  await waitUntilReady(server, `${base}/healthz`, logFile);
+  const admin = async (method: string, path: string, body?: unknown) => {
+    const response = await fetch(`${base}/admin/v1${path}`, {
+      method,
+      headers: { authorization: `Bearer ${adminToken}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    if (!response.ok) throw new Error(`${method} ${path} answered ${response.status}: ${await response.text()}`);
+    return ((await response.json()) as { data: Record<string, unknown> }).data;
+  };
+  const product = await admin('POST', '/products', { name: 'bench' });
+  const key = await admin('POST', `/products/${product.id as string}/keys`, { kind: 'events', name: 'bench' });
+
+  // Prefill: every (TOTAL / PERSON)-th event is the person's, the rest spread over 100,000 subjects.
+  const fillStarted = Date.now();
+  const fill = new BetterSqlite3(file);
+  fill.pragma('synchronous = OFF');
+  fill.pragma('cache_size = -2000000');
+  const insert = fill.prepare(
+    'INSERT INTO events (id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id, occurred_at, received_at, properties, api_key_id, context, original) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)',
+  );
+  const every = Math.max(1, Math.floor(TOTAL / PERSON));
+  let person = 0;
+  const group = fill.transaction((from: number, to: number) => {
+    const at = new Date(Date.now() - 86_400_000).toISOString();
+    for (let i = from; i < to; i++) {
+      const mine = i % every === 0 && person < PERSON;
+      if (mine) person++;
+      const properties = `{"path":"/pricing","plan":"pro","seats":${i % 50},"referrer":"https://example.com/"}`;
+      insert.run(uuidv7(), product.id, 'api', randomUUID(), 'page', 'viewed', 'page_viewed', 'preferred', 'user', mine ? 'victim-1' : `user_${i % 100_000}`, at, at, properties, key.id);
+    }
+  });
+  for (let at = 0; at < TOTAL; at += 50_000) group(at, Math.min(TOTAL, at + 50_000));
+  fill.pragma('wal_checkpoint(TRUNCATE)');
+  fill.close();
+  const fillSeconds = (Date.now() - fillStarted) / 1000;
+  process.stdout.write(`prefill: ${TOTAL.toLocaleString('en-US')} events (${person.toLocaleString('en-US')} of the person) in ${fillSeconds.toFixed(0)} s\n`);
+
+  const body = () => `{"event":"page_viewed","subject_type":"user","subject_id":"live_${Math.floor(Math.random() * 10_000)}","external_id":"${randomUUID()}","properties":{"path":"/pricing","plan":"pro"}}`;
+  const ingest = (seconds: number): Promise<LoadResult> =>
+    runLoad({ url: base, path: '/api/v2/events', headers: { authorization: `Bearer ${key.key as string}` }, body, connections: CONNECTIONS, durationSeconds: seconds }, 201);
+
+  await ingest(2); // warm-up
+  const loadWithout = load();
+  const without = await ingest(SECONDS);
+  process.stdout.write(`ingest without a job: ${Math.round(without.requestsPerSecond)} events/s, p50 ${without.p50Ms} ms, p99 ${without.p99Ms} ms (load ${loadWithout})\n`);
+
+  // During: the load runs (up to 15 minutes) until the job is done, then is stopped.
+  const loadDuring = load();
+  const during = ingest(900);
+  await sleep(1000);
+  const requested = Date.now();
+  const job = await admin('POST', `/products/${product.id as string}/erasures`, { external_id: 'victim-1', reason: 'bench' });
+  const answered = Date.now();
+  let status = job;
+  while (status.status !== 'done' && status.status !== 'failed') {
+    await sleep(200);
+    status = await admin('GET', `/products/${product.id as string}/erasures/${job.id as string}`);
+  }
+  const finished = Date.now();
+  stopLoad();
+  const withJob = await during;
+  const exitCode = await server.stop();
+  const ratio = withJob.p99Ms / without.p99Ms;
+  const jobSeconds = (finished - requested) / 1000;
+  process.stdout.write(
+    [
+      '',
+      `command:  ${commandLine}`,
+      `machine:  ${availableParallelism()} cores, node ${process.version}; load average ${loadWithout} before the runs, ${loadDuring} before the job, ${load()} at the end`,
+      `database: SQLite, synchronous=FULL, ${TOTAL.toLocaleString('en-US')} events in the product, ${person.toLocaleString('en-US')} of the person`,
+      `load:     autocannon, single events (POST /api/v2/events), ${CONNECTIONS} connections, random uuid v4 external ids`,
+      '',
+      `ingest without a job:  ${Math.round(without.requestsPerSecond)} events/s, p50 ${without.p50Ms} ms, p99 ${without.p99Ms} ms, not ok ${without.errors + without.timeouts + (Object.values(without.statusCounts).reduce((a, b) => a + b, 0) - without.ok)}`,
+      `ingest during the job: ${Math.round(withJob.requestsPerSecond)} events/s, p50 ${withJob.p50Ms} ms, p99 ${withJob.p99Ms} ms over ${withJob.seconds} s`,
+      `job: ${status.status}, 202 after ${((answered - requested) / 1000).toFixed(2)} s, done ${jobSeconds.toFixed(1)} s after the request; counts ${JSON.stringify(status.counts)}`,
+      '',
+      'targets (issue 18):',
+      `  ${jobSeconds < 60 ? 'PASS' : 'FAIL'}  erasure of the person done in under 60 s (${jobSeconds.toFixed(1)} s${TOTAL < 10_000_000 ? `; the target is for a product of 10 M, this run has ${TOTAL.toLocaleString('en-US')}` : ''})`,
+      `  ${ratio <= 2 ? 'PASS' : 'FAIL'}  ingest p99 during the job ≤ 2× without (${ratio.toFixed(2)}×)`,
+      `  ${status.status === 'done' && exitCode === 0 ? 'PASS' : 'FAIL'}  job done, server shut down cleanly (exit ${exitCode})`,
+      '',
+    ].join('\n'),
+  );
+  return status.status === 'done' && exitCode === 0 ? 0 : 1;
+}
+
+let code = 1;
+try {
+  code = await main();
+} catch (error) {
+  process.stderr.write(`bench: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+} finally {
+  await cleanUp();
+}
+process.exit(code);
