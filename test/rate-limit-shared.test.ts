@@ -46,6 +46,14 @@ describe('shared in PostgreSQL: two instances', { skip: dialect !== 'postgres' }
     await database?.drop();
   });
 
+  it('instances starting at once on a fresh database all get their limiter (first test: the table does not exist yet)', async () => {
+    // Before the retry in createSharedRateLimiter, one of two concurrent creations failed now and then with
+    // 'type "inlet_rate_limits" already exists' (42710): npm test on PostgreSQL, 22:01 UTC.
+    const limiters = Array.from({ length: 8 }, (_, i) => createSharedRateLimiter(RATE, RATE, { kind: 'postgres', pool: storages[i % 2]!.rateLimitPool!() }));
+    await Promise.all(limiters.map((l) => l.ready));
+    assert.ok((await limiters[0]!.take('fresh')).allowed);
+  });
+
   it('a key limited to R/s gets about R in total through both, not 2R', async () => {
     const limiters = storages.map((storage) => createSharedRateLimiter(RATE, RATE, { kind: 'postgres', pool: storage.rateLimitPool!() }));
     await Promise.all(limiters.map((l) => l.ready));

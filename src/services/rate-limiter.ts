@@ -93,11 +93,20 @@ export function createSharedRateLimiter(ratePerSecond: number, burst: number, st
     return { enabled: false, ready: Promise.resolve(), take: () => ({ allowed: true, limit: points, remaining: points, resetSeconds: 0, retryAfterSeconds: 0 }) };
   }
   if (store.kind === 'postgres') {
-    ready = new Promise<void>((resolve, reject) => {
-      limiter = new RateLimiterPostgres(
-        { ...common, storeClient: store.pool, storeType: 'pool', tableName: RATE_LIMIT_TABLE, clearExpiredByTimeout: true },
-        (error?: Error) => (error ? reject(error) : resolve()),
-      );
+    const create = () =>
+      new Promise<void>((resolve, reject) => {
+        limiter = new RateLimiterPostgres(
+          { ...common, storeClient: store.pool, storeType: 'pool', tableName: RATE_LIMIT_TABLE, clearExpiredByTimeout: true },
+          (error?: Error) => (error ? reject(error) : resolve()),
+        );
+      });
+    // The library creates its table with CREATE TABLE IF NOT EXISTS, which two instances starting at once on
+    // a fresh database can both run: the loser fails with a duplicate table, type or key (42P07, 42710, 23505).
+    // The table is there then: create the limiter again.
+    ready = create().catch((error: unknown) => {
+      const code = (error as { code?: unknown }).code;
+      if (code !== '42P07' && code !== '42710' && code !== '23505') throw error;
+      return new Promise((resolve) => setTimeout(resolve, 50)).then(create);
     });
   } else {
     limiter = new RateLimiterRedis({ ...common, storeClient: store.client, useRedisPackage: true, rejectIfRedisNotReady: true });

@@ -79,16 +79,17 @@ export class HostRing {
   failed(index: number, error: unknown): boolean {
     const mode = this.settings.sslMode;
     const message = (error as Error)?.message ?? '';
-    if (!this.fallback.has(index)) {
-      if (mode === 'prefer' && /does not support SSL/.test(message)) {
-        this.fallback.add(index);
-        return true;
-      }
-      // allow: a server that insists on TLS refuses a plain start-up with 28000 "no encryption".
-      if (mode === 'allow' && (error as { code?: string })?.code === '28000' && /no encryption|SSL off/.test(message)) {
-        this.fallback.add(index);
-        return true;
-      }
+    // Retried over the other transport even when the fallback is already recorded: connections opened at the
+    // same time all tried the first transport, and each of them gets this answer (the next candidate uses the
+    // other transport, which cannot answer the same, so this cannot loop).
+    if (mode === 'prefer' && /does not support SSL/.test(message)) {
+      this.fallback.add(index);
+      return true;
+    }
+    // allow: a server that insists on TLS refuses a plain start-up with 28000 "no encryption".
+    if (mode === 'allow' && (error as { code?: string })?.code === '28000' && /no encryption|SSL off/.test(message)) {
+      this.fallback.add(index);
+      return true;
     }
     if (this.current === index) this.current = (index + 1) % this.settings.hosts.length;
     return false;
