@@ -43,6 +43,30 @@ function positiveInteger(name: string, raw: string | undefined, fallback: number
   return value;
 }
 
+/** `--database`: "sqlite" (undefined) or a postgres:// URL of a server on this machine. */
+export function parseDatabase(database: string): string | undefined {
+  if (/^postgres(ql)?:\/\//.test(database)) {
+    const host = new URL(database).hostname;
+    if (!['127.0.0.1', 'localhost', '::1', '[::1]'].includes(host)) throw new Error(`--database must be a server on this machine (127.0.0.1), got host "${host}"`);
+    return database;
+  }
+  if (database !== 'sqlite') throw new Error(`--database must be "sqlite" or a postgres:// URL, got "${database}"`);
+  return undefined;
+}
+
+/** A JSON client of the admin API (`/admin/v1…`) of a bench server: the answer's `data`, undefined for 204. */
+export function adminClient(base: string, token: string) {
+  return async (method: string, path: string, body?: unknown): Promise<Record<string, unknown>> => {
+    const response = await fetch(`${base}/admin/v1${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    if (!response.ok) throw new Error(`${method} ${path} answered ${response.status}: ${await response.text()}`);
+    return response.status === 204 ? {} : ((await response.json()) as { data: Record<string, unknown> }).data;
+  };
+}
+
 export function parseBenchArgs(argv: string[], env: NodeJS.ProcessEnv): BenchArgs {
   const { values } = parseArgs({
     args: argv,
@@ -66,15 +90,7 @@ export function parseBenchArgs(argv: string[], env: NodeJS.ProcessEnv): BenchArg
     process.stdout.write(`${USAGE}\n`);
     process.exit(0);
   }
-  const database = values.database ?? env.INLET_BENCH_DATABASE_URL ?? 'sqlite';
-  let postgresUrl: string | undefined;
-  if (/^postgres(ql)?:\/\//.test(database)) {
-    const host = new URL(database).hostname;
-    if (!['127.0.0.1', 'localhost', '::1', '[::1]'].includes(host)) throw new Error(`--database must be a server on this machine (127.0.0.1), got host "${host}"`);
-    postgresUrl = database;
-  } else if (database !== 'sqlite') {
-    throw new Error(`--database must be "sqlite" or a postgres:// URL, got "${database}"`);
-  }
+  const postgresUrl = parseDatabase(values.database ?? env.INLET_BENCH_DATABASE_URL ?? 'sqlite');
   const scenario = values.scenario ?? 'all';
   if (!['single', 'batch', 'segment', 'all'].includes(scenario)) throw new Error(`--scenario must be single, batch, segment or all, got "${scenario}"`);
   const synchronous = values['sqlite-synchronous'] ?? 'full';

@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
+import { adminClient, parseDatabase } from './args.js';
 import { postgresDatabase, sqliteDatabase, tempDirectory } from './database.js';
 import { runLoad, stopLoad, type LoadResult } from './load.js';
 import { cpuSeconds, freePort, installExitHandlers, onCleanup, startChild, waitUntilReady } from './processes.js';
@@ -71,15 +72,7 @@ function parse(argv: string[]): Args {
     if (!Number.isInteger(value) || value < min) throw new Error(`--${name} must be a whole number ≥ ${min}, got "${raw}"`);
     return value;
   };
-  const database = values.database ?? process.env.INLET_BENCH_DATABASE_URL ?? 'sqlite';
-  let postgresUrl: string | undefined;
-  if (/^postgres(ql)?:\/\//.test(database)) {
-    const host = new URL(database).hostname;
-    if (!['127.0.0.1', 'localhost', '::1', '[::1]'].includes(host)) throw new Error(`--database must be a server on this machine (127.0.0.1), got host "${host}"`);
-    postgresUrl = database;
-  } else if (database !== 'sqlite') {
-    throw new Error(`--database must be "sqlite" or a postgres:// URL, got "${database}"`);
-  }
+  const postgresUrl = parseDatabase(values.database ?? process.env.INLET_BENCH_DATABASE_URL ?? 'sqlite');
   return {
     postgresUrl,
     rounds: whole('rounds', values.rounds, 3),
@@ -189,15 +182,8 @@ export async function destinationsMain(argv: string[]): Promise<number> {
   }, logFile);
   const base = `http://127.0.0.1:${port}`;
   await waitUntilReady(server, `${base}/healthz`, logFile);
-  const admin = async (method: string, path: string, body?: unknown) => {
-    const response = await fetch(`${base}/admin/v1${path}`, {
-      method,
-      headers: { authorization: `Bearer ${adminToken}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    if (!response.ok) throw new Error(`${method} ${path} answered ${response.status}: ${await response.text()}`);
-    return response.status === 204 ? undefined : ((await response.json()) as { data: Record<string, unknown> }).data;
-  };
+  const admin = adminClient(base, adminToken);
+
   const product = (await admin('POST', '/products', { name: 'bench' }))!;
   const key = (await admin('POST', `/products/${product.id}/keys`, { kind: 'events', name: 'bench' }))!;
   const productPath = `/products/${product.id as string}`;

@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import BetterSqlite3 from 'better-sqlite3';
 import { uuidv7 } from '../src/domain/ids.js';
+import { adminClient } from './args.js';
 import { runLoad, stopLoad, type LoadResult } from './load.js';
 import { cleanUp, freePort, installExitHandlers, onCleanup, startChild, waitUntilReady } from './processes.js';
 import { tempDirectory } from './database.js';
@@ -66,15 +67,8 @@ async function main(): Promise<number> {
   }, logFile);
   const base = `http://127.0.0.1:${port}`;
   await waitUntilReady(server, `${base}/healthz`, logFile);
-  const admin = async (method: string, path: string, body?: unknown) => {
-    const response = await fetch(`${base}/admin/v1${path}`, {
-      method,
-      headers: { authorization: `Bearer ${adminToken}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    if (!response.ok) throw new Error(`${method} ${path} answered ${response.status}: ${await response.text()}`);
-    return ((await response.json()) as { data: Record<string, unknown> }).data;
-  };
+  const admin = adminClient(base, adminToken);
+
   const product = await admin('POST', '/products', { name: 'bench' });
   const key = await admin('POST', `/products/${product.id as string}/keys`, { kind: 'events', name: 'bench' });
 
