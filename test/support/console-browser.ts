@@ -1,5 +1,6 @@
-// What the console's browser test and the screenshot script share: Chromium's flags (no background
-// traffic) and the console build (dist/console, as `npm ci` leaves it; built here when it is missing).
+// What the browser tests (console, Segment/RudderStack SDKs) and the screenshot script share: Chromium's
+// path and flags (no background traffic: nothing may leave loopback), and the console build (dist/console, as
+// `npm ci` leaves it; built here when it is missing).
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -19,6 +20,7 @@ export const CHROMIUM_ARGS = [
   '--disable-extensions',
   '--disable-default-apps',
   '--disable-domain-reliability',
+  '--disable-client-side-phishing-detection',
   '--no-pings',
 ];
 

@@ -10,9 +10,9 @@ import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import { chromium, type Browser } from 'playwright-core';
 import { adminHeaders, createTestApp, dialect, type TestContext } from '../helpers.js';
+import { CHROMIUM, CHROMIUM_ARGS } from '../support/console-browser.js';
 import { snippet } from '../support/segment-snippet.js';
 
-const CHROMIUM = '/usr/bin/chromium';
 const skip = !existsSync(CHROMIUM) ? `${CHROMIUM} is missing (apt-get install -y chromium)` : dialect === 'sqlite' ? false : 'the browser path is dialect-free: the SQLite pass runs it';
 
 /**
@@ -86,18 +86,7 @@ describe('analytics.js in Chromium', { skip }, () => {
       executablePath: CHROMIUM,
       headless: true,
       args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-        '--no-first-run',
-        '--disable-extensions',
-        '--disable-default-apps',
-        '--disable-domain-reliability',
-        '--disable-client-side-phishing-detection',
-        '--no-pings',
+        ...CHROMIUM_ARGS,
         `--proxy-server=http://127.0.0.1:${proxy.port}`,
         `--proxy-bypass-list=127.0.0.1:${inletPort};127.0.0.1:${page.port};localhost:${page.port}`,
       ],
