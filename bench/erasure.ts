@@ -14,12 +14,11 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { availableParallelism, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import BetterSqlite3 from 'better-sqlite3';
 import { uuidv7 } from '../src/domain/ids.js';
 import { adminClient } from './args.js';
 import { runLoad, stopLoad, type LoadResult } from './load.js';
 import { cleanUp, freePort, installExitHandlers, onCleanup, startChild, waitUntilReady } from './processes.js';
-import { tempDirectory } from './database.js';
+import { fillSqliteEvents, tempDirectory } from './database.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const { values } = parseArgs({
@@ -74,26 +73,15 @@ async function main(): Promise<number> {
 
   // Prefill: every (TOTAL / PERSON)-th event is the person's, the rest spread over 100,000 subjects.
   const fillStarted = Date.now();
-  const fill = new BetterSqlite3(file);
-  fill.pragma('synchronous = OFF');
-  fill.pragma('cache_size = -2000000');
-  const insert = fill.prepare(
-    'INSERT INTO events (id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id, occurred_at, received_at, properties, api_key_id, context, original) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)',
-  );
   const every = Math.max(1, Math.floor(TOTAL / PERSON));
   let person = 0;
-  const group = fill.transaction((from: number, to: number) => {
-    const at = new Date(Date.now() - 86_400_000).toISOString();
-    for (let i = from; i < to; i++) {
-      const mine = i % every === 0 && person < PERSON;
-      if (mine) person++;
-      const properties = `{"path":"/pricing","plan":"pro","seats":${i % 50},"referrer":"https://example.com/"}`;
-      insert.run(uuidv7(), product.id, 'api', randomUUID(), 'page', 'viewed', 'page_viewed', 'preferred', 'user', mine ? 'victim-1' : `user_${i % 100_000}`, at, at, properties, key.id);
-    }
+  const at = new Date(Date.now() - 86_400_000).toISOString();
+  fillSqliteEvents(file, TOTAL, (i) => {
+    const mine = i % every === 0 && person < PERSON;
+    if (mine) person++;
+    const properties = `{"path":"/pricing","plan":"pro","seats":${i % 50},"referrer":"https://example.com/"}`;
+    return [uuidv7(), product.id, 'api', randomUUID(), 'page', 'viewed', 'page_viewed', 'preferred', 'user', mine ? 'victim-1' : `user_${i % 100_000}`, at, at, properties, key.id];
   });
-  for (let at = 0; at < TOTAL; at += 50_000) group(at, Math.min(TOTAL, at + 50_000));
-  fill.pragma('wal_checkpoint(TRUNCATE)');
-  fill.close();
   const fillSeconds = (Date.now() - fillStarted) / 1000;
   process.stdout.write(`prefill: ${TOTAL.toLocaleString('en-US')} events (${person.toLocaleString('en-US')} of the person) in ${fillSeconds.toFixed(0)} s\n`);
 

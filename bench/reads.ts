@@ -10,8 +10,8 @@ import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import BetterSqlite3 from 'better-sqlite3';
 import pg from 'pg';
+import { fillSqliteEvents } from './database.js';
 import { uuidv7 } from '../src/domain/ids.js';
 import { exportText } from '../src/resources/event-export.js';
 import { exportPages } from '../src/services/event-export.js';
@@ -88,26 +88,14 @@ function row(): EventInsert {
 
 const fillStarted = Date.now();
 if (sqliteFile !== undefined) {
-  // SQLite: straight into the table on a second connection, without fsync and with a 3 GB page cache, so
-  // that 10 M events fill in minutes (the random subject ids and external ids make every index insert a
-  // random B-tree write; through the service's writer with synchronous=NORMAL this ran at 1,540 events/s).
-  const fill = new BetterSqlite3(sqliteFile);
-  fill.pragma('synchronous = OFF');
-  fill.pragma('cache_size = -3000000');
-  const insert = fill.prepare(
-    'INSERT INTO events (id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id, occurred_at, received_at, properties, api_key_id, context, original) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)',
-  );
-  const group = fill.transaction((rows: EventInsert[]) => {
-    for (const r of rows) insert.run(r.id, r.productId, r.source, r.externalId, r.eventType, r.action, r.canonicalName, r.nameFormat, r.subjectType, r.subjectId, r.occurredAt, r.receivedAt, r.propertiesJson, r.apiKeyId);
+  // SQLite: straight into the file (bench/database.ts, fillSqliteEvents); rows are made in order, so row()
+  // spreads the received times by its own counter.
+  fillSqliteEvents(sqliteFile, total, () => {
+    const r = row();
+    return [r.id, r.productId, r.source, r.externalId, r.eventType, r.action, r.canonicalName, r.nameFormat, r.subjectType, r.subjectId, r.occurredAt, r.receivedAt, r.propertiesJson, r.apiKeyId];
+  }, (filled) => {
+    if (process.stderr.isTTY) process.stderr.write(`\rprefill ${filled.toLocaleString('en-US')}`);
   });
-  for (let left = total; left > 0; ) {
-    const size = Math.min(50_000, left);
-    left -= size;
-    group(Array.from({ length: size }, row));
-    if (process.stderr.isTTY) process.stderr.write(`\rprefill ${(total - left).toLocaleString('en-US')}`);
-  }
-  fill.pragma('wal_checkpoint(TRUNCATE)');
-  fill.close();
 } else {
   for (let left = total; left > 0; ) {
     const size = Math.min(5000, left);
