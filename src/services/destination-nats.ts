@@ -9,7 +9,7 @@
 // The client's `js.publish` does the same one request at a time, and creates an Error object for every
 // acknowledgement it resolves (nats-core's RequestOne.cancel): that alone was 15 % of the deliverer's CPU
 // (tmp profile of 100,000 messages, see bench/README.md "Destinations").
-import { connect, createInbox, headers, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
+import { connect, createInbox, headers, type Msg, type NatsConnection } from '@nats-io/transport-node';
 import type { DestinationCredentials } from '../storage/types.js';
 import type { OutboundGuard } from './outbound-guard.js';
 import type { SendOutcome } from './destination-webhook.js';
@@ -29,7 +29,6 @@ interface Link {
   key: string;
   connection: NatsConnection;
   inbox: string;
-  acks: Subscription;
   waiting: Map<string, Waiting>;
   next: number;
 }
@@ -88,7 +87,8 @@ export function createNatsSender(options: { timeoutMs: number; guard: OutboundGu
     });
     const inbox = createInbox();
     const waiting = new Map<string, Waiting>();
-    const acks = connection.subscribe(`${inbox}.*`, {
+    // Closed with the connection.
+    connection.subscribe(`${inbox}.*`, {
       callback: (error, msg) => {
         if (error !== null) {
           fail(created, error);
@@ -103,7 +103,7 @@ export function createNatsSender(options: { timeoutMs: number; guard: OutboundGu
         else w.reject(new Error(refused));
       },
     });
-    const created: Link = { key, connection, inbox, acks, waiting, next: 0 };
+    const created: Link = { key, connection, inbox, waiting, next: 0 };
     links.set(destinationId, created);
     return created;
   }
