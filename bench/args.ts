@@ -2,6 +2,9 @@
 import { availableParallelism } from 'node:os';
 import { parseArgs } from 'node:util';
 
+/** The V8 flag `npm start` gives the server (README, Operations); every bench's server runs with it. */
+export const SERVER_NODE_FLAG = '--max-semi-space-size=64';
+
 export type Scenario = 'single' | 'batch' | 'segment';
 
 export interface BenchArgs {
@@ -111,6 +114,6 @@ export function parseBenchArgs(argv: string[], env: NodeJS.ProcessEnv): BenchArg
     logLevel: values['log-level'] ?? 'info',
     build: values['no-build'] !== true,
     cpuProfileDir: values['cpu-prof'],
-    serverNodeOptions: (values['server-node-options'] ?? '--max-semi-space-size=64').split(' ').filter((o) => o !== ''),
+    serverNodeOptions: (values['server-node-options'] ?? SERVER_NODE_FLAG).split(' ').filter((o) => o !== ''),
   };
 }

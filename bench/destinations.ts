@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
-import { adminClient, parseDatabase } from './args.js';
+import { adminClient, parseDatabase, SERVER_NODE_FLAG } from './args.js';
 import { postgresDatabase, sqliteDatabase, tempDirectory } from './database.js';
 import { runLoad, stopLoad, type LoadResult } from './load.js';
 import { cpuSeconds, freePort, installExitHandlers, onCleanup, startChild, waitUntilReady } from './processes.js';
@@ -168,7 +168,7 @@ export async function destinationsMain(argv: string[]): Promise<number> {
   const port = await freePort();
   const adminToken = randomBytes(24).toString('hex');
   const logFile = join(dir, 'inlet.log');
-  const server = startChild('inlet server', process.execPath, [...(args.cpuProfileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${args.cpuProfileDir}`]), '--max-semi-space-size=64', join(ROOT, 'dist/main.js')], {
+  const server = startChild('inlet server', process.execPath, [...(args.cpuProfileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${args.cpuProfileDir}`]), SERVER_NODE_FLAG, join(ROOT, 'dist/main.js')], {
     PATH: process.env.PATH,
     HOST: '127.0.0.1',
     PORT: String(port),

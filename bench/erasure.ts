@@ -15,7 +15,7 @@ import { availableParallelism, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { uuidv7 } from '../src/domain/ids.js';
-import { adminClient } from './args.js';
+import { adminClient, SERVER_NODE_FLAG } from './args.js';
 import { runLoad, stopLoad, type LoadResult } from './load.js';
 import { cleanUp, freePort, installExitHandlers, onCleanup, startChild, waitUntilReady } from './processes.js';
 import { fillSqliteEvents, tempDirectory } from './database.js';
@@ -55,7 +55,7 @@ async function main(): Promise<number> {
   const port = await freePort();
   const adminToken = randomBytes(24).toString('hex');
   const logFile = join(dir, 'inlet.log');
-  const server = startChild('inlet server', process.execPath, ['--max-semi-space-size=64', join(ROOT, 'dist/main.js')], {
+  const server = startChild('inlet server', process.execPath, [SERVER_NODE_FLAG, join(ROOT, 'dist/main.js')], {
     PATH: process.env.PATH,
     HOST: '127.0.0.1',
     PORT: String(port),

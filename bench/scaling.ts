@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { availableParallelism, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { SERVER_NODE_FLAG } from './args.js';
 import { postgresRawInsert, type BaselineResult } from './baselines.js';
 import { postgresDatabase, redact, tempDirectory } from './database.js';
 import { runLoad, type LoadResult } from './load.js';
@@ -97,7 +98,7 @@ async function startInstances(count: number, url: string, adminToken: string, st
   for (let i = 0; i < count; i++) {
     const port = await freePort();
     const logFile = join(dir, `inlet-${tag}-${i}.log`);
-    const child = startChild(`inlet ${i + 1}/${count}`, process.execPath, ['--max-semi-space-size=64', join(ROOT, 'dist/main.js')], {
+    const child = startChild(`inlet ${i + 1}/${count}`, process.execPath, [SERVER_NODE_FLAG, join(ROOT, 'dist/main.js')], {
       PATH: process.env.PATH,
       HOST: '127.0.0.1',
       PORT: String(port),
