@@ -51,6 +51,24 @@ describe('fuzz oracle: no bare Node answers', () => {
   });
 });
 
+describe('fuzz oracle: the console\'s explanatory page', () => {
+  const page = (route: string): [FuzzCase, Exchange] => {
+    const c = { ...caseOf(`GET ${route.split(' ')[1]!.replace('*', 'x')} HTTP/1.1\r\nHost: x`), route, method: 'GET' };
+    const body = Buffer.from('<!doctype html><html><head><title>Inlet console: not built</title></head><body></body></html>');
+    return [c, { responses: [{ status: 404, headers: { 'content-type': ['text/html; charset=utf-8'] }, body }], outcome: 'closed', elapsedMs: 1 }];
+  };
+
+  it('a 404 HTML page on /console (not built, or the admin API off) passes', () => {
+    assert.deepEqual(judge(...page('GET /console'), 1000), []);
+    assert.deepEqual(judge(...page('GET /console/*'), 1000), []);
+  });
+
+  it('the same HTML 404 on an API route fails', () => {
+    const problems = judge(...page('GET /admin/v1/products'), 1000);
+    assert.ok(problems.some((p) => /not application\/problem\+json/.test(p)), problems.join('; '));
+  });
+});
+
 describe('the raw client reads a live stream as one answer', () => {
   it('an event stream sending more than 64 KiB of events at once is not a malformed answer (seed 7 case 49675)', async () => {
     const { createServer } = await import('node:net');
