@@ -99,6 +99,10 @@ const aliasCommand = fc.record({
 });
 const commands = fc.array(fc.oneof(identifyCommand, identifyCommand, aliasCommand), { minLength: 1, maxLength: 25 });
 
+// Sequences per run: 25 in `npm test` (the 90 s tier); test/system/identity-model-long.test.ts runs 300 on
+// each backend in the system tier. INLET_MODEL_RUNS=<n> overrides.
+const modelRuns = Number(process.env.INLET_MODEL_RUNS ?? 25);
+
 let ctx: TestContext;
 before(async () => {
   ctx = await createTestApp();
@@ -165,7 +169,7 @@ describe('identity against a reference model of the contract', () => {
         }
         assert.equal(new Set(idsByModelUser.values()).size, idsByModelUser.size);
       }),
-      { numRuns: 60 },
+      { numRuns: modelRuns },
     );
   });
 });

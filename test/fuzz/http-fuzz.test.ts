@@ -2,7 +2,8 @@
 // socket, on the dialect under test. See test/fuzz/harness.ts for what every answer must be.
 // @test-alone: it bounds the process's heap and RSS growth (test/README.md).
 //   INLET_FUZZ_SEED=<n>        replay a run (the seed is printed on every run and on failure)
-//   INLET_FUZZ_CASES=<n>       cases (default 1500; `npm run fuzz -- --cases 100000` for the big run)
+//   INLET_FUZZ_CASES=<n>       cases (default 600 in `npm test`; test/system/fuzz-long.test.ts runs 8,000 per
+//                              backend in the system tier; `npm run fuzz -- --cases 100000` for the big run)
 //   INLET_FUZZ_ONLY=<i,j,…>    only these case indexes of the seed
 //   INLET_FUZZ_CONCURRENCY=<n> connections at once (default 8)
 //   INLET_FUZZ_MAX_FAILURES=<n> stop after this many failing cases (default 5)
@@ -20,7 +21,7 @@ function integerEnv(name: string): number | undefined {
 }
 
 const seed = integerEnv('INLET_FUZZ_SEED') ?? freshSeed();
-const cases = integerEnv('INLET_FUZZ_CASES') ?? 1500;
+const cases = integerEnv('INLET_FUZZ_CASES') ?? 600;
 const only = process.env.INLET_FUZZ_ONLY?.split(',').map((s) => Number(s.trim())).filter((n) => Number.isInteger(n));
 const concurrency = integerEnv('INLET_FUZZ_CONCURRENCY');
 const maxFailures = integerEnv('INLET_FUZZ_MAX_FAILURES');
