@@ -1,4 +1,5 @@
 // Command-line flags of `npm run bench`.
+import { spawnSync } from 'node:child_process';
 import { availableParallelism } from 'node:os';
 import { parseArgs } from 'node:util';
 
@@ -6,12 +7,26 @@ import { parseArgs } from 'node:util';
 export const SERVER_NODE_FLAG = '--max-semi-space-size=64';
 
 export type Scenario = 'single' | 'batch' | 'segment';
+export type IdKind = 'random' | 'v7' | 'sequential';
 
 export interface BenchArgs {
   durationSeconds: number;
   warmupSeconds: number;
+  /** Connections of the single-event run. */
   connections: number;
+  /** Connections of the batch and Segment runs (issue 11: 16). */
+  batchConnections: number;
   batchSize: number;
+  /** Events written into the table before the measured runs (issue 11: 10,000,000). */
+  prefill: number;
+  /** SQLite prefill: drop the secondary indexes and build them after (fast) or keep them (organic growth). */
+  prefillIndexes: 'rebuild' | 'keep';
+  /** Also measure on the empty table first, for the "flat within 15 %" target. */
+  compareEmpty: boolean;
+  /** external_id of every event: random uuid v4 (default, as Segment and RudderStack SDKs), uuid v7, or sequential. */
+  ids: IdKind;
+  /** wrk (with a Lua script) when installed, else autocannon. */
+  generator: 'wrk' | 'autocannon';
   /** undefined: SQLite on a temp file; otherwise a postgres:// server URL. */
   postgresUrl: string | undefined;
   scenarios: Scenario[];
@@ -26,7 +41,16 @@ export interface BenchArgs {
 export const USAGE = `npm run bench -- [options]
   --duration <s>            seconds of load per run (default 10)
   --warmup <s>              seconds of unmeasured load before each run (default 2)
-  --connections <n>         concurrent connections (default 50)
+  --connections <n>         concurrent connections of the single-event run (default 50)
+  --batch-connections <n>   concurrent connections of the batch and Segment runs (default 16)
+  --prefill <n>             events written into the table before the runs, fast, from a second
+                            connection (default 0; issue 11's targets are at 10000000)
+  --prefill-indexes <m>     SQLite: rebuild (default: drop the secondary indexes, fill, build them again)
+                            | keep (fill with the indexes in place: slow, grown as in production)
+  --compare-empty           with --prefill: run everything on the empty table first, then prefill and run
+                            again (the "flat within 15 %" target)
+  --ids <kind>              external_id: random (uuid v4, default) | v7 | sequential
+  --generator <g>           wrk (default when installed; one thread, Lua-built requests) | autocannon
   --batch-size <n>          events per batch request (default 100)
   --database <url|sqlite>   sqlite (default: fresh temp file) or postgres://… (a fresh database is
                             created on that server and dropped afterwards); also INLET_BENCH_DATABASE_URL
@@ -77,6 +101,12 @@ export function parseBenchArgs(argv: string[], env: NodeJS.ProcessEnv): BenchArg
       duration: { type: 'string' },
       warmup: { type: 'string' },
       connections: { type: 'string' },
+      'batch-connections': { type: 'string' },
+      prefill: { type: 'string' },
+      'prefill-indexes': { type: 'string' },
+      'compare-empty': { type: 'boolean' },
+      ids: { type: 'string' },
+      generator: { type: 'string' },
       'batch-size': { type: 'string' },
       database: { type: 'string' },
       scenario: { type: 'string' },
@@ -102,7 +132,21 @@ export function parseBenchArgs(argv: string[], env: NodeJS.ProcessEnv): BenchArg
   const batchSize = positiveInteger('batch-size', values['batch-size'], 100);
   const durationSeconds = positiveInteger('duration', values.duration, 10);
   if (connections < 1 || batchSize < 1 || durationSeconds < 1) throw new Error('--connections, --batch-size and --duration must be at least 1');
+  const ids = values.ids ?? 'random';
+  if (ids !== 'random' && ids !== 'v7' && ids !== 'sequential') throw new Error(`--ids must be random, v7 or sequential, got "${ids}"`);
+  const generator = values.generator ?? (spawnSync('wrk', ['--version'], { stdio: 'ignore' }).error === undefined ? 'wrk' : 'autocannon');
+  if (generator !== 'wrk' && generator !== 'autocannon') throw new Error(`--generator must be wrk or autocannon, got "${generator}"`);
+  const prefillIndexes = values['prefill-indexes'] ?? 'rebuild';
+  if (prefillIndexes !== 'rebuild' && prefillIndexes !== 'keep') throw new Error(`--prefill-indexes must be rebuild or keep, got "${prefillIndexes}"`);
+  const batchConnections = positiveInteger('batch-connections', values['batch-connections'], 16);
+  if (batchConnections < 1) throw new Error('--batch-connections must be at least 1');
   return {
+    batchConnections,
+    prefill: positiveInteger('prefill', values.prefill, 0),
+    prefillIndexes,
+    compareEmpty: values['compare-empty'] === true,
+    ids,
+    generator,
     durationSeconds,
     warmupSeconds: positiveInteger('warmup', values.warmup, 2),
     connections,

@@ -1,16 +1,19 @@
 // `npm run bench`: the real server (a separate process, on a fresh database) against a bare
 // node:http server and a raw-insert baseline, loaded by autocannon on 127.0.0.1. See bench/README.md.
 import { spawnSync } from 'node:child_process';
+import BetterSqlite3 from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
 import { availableParallelism, cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { parseBenchArgs, USAGE, type BenchArgs, type Scenario } from './args.js';
 import { postgresRawInsert, sqliteRawInsert, type BaselineResult } from './baselines.js';
 import { postgresDatabase, sqliteDatabase, tempDirectory, type BenchDatabase } from './database.js';
-import { runLoad, stopLoad, type LoadResult } from './load.js';
+import { memorySampler, postgresFootprint, sqliteFootprint, type DiskFootprint, type MemoryPeak } from './footprint.js';
+import { runLoad, runWrk, stopLoad, stopWrk, wrkAvailable, type LoadResult } from './load.js';
+import { prefillPostgres, prefillSqlite } from './prefill.js';
 import { cleanUp, cpuSeconds, freePort, installExitHandlers, onCleanup, startChild, waitUntilReady } from './processes.js';
 import { formatTable, formatTargets, type Line, type TargetCheck } from './report.js';
-import { ExternalIds, batchJson, eventJson, segmentBatchJson } from './workload.js';
+import { PROPERTIES_BYTES, SUBJECTS, externalIdMaker, segmentBatchJson, workloadBatchJson, workloadEventJson } from './workload.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 
@@ -18,6 +21,8 @@ interface Measured extends LoadResult {
   /** Server CPU time (user + system) per request, in microseconds; noise-resistant on a shared machine. */
   cpuMicrosPerRequest: number | undefined;
   commits: string;
+  /** CPU of the load generator over the run, as a share of one core. */
+  generatorCpuShare: number | undefined;
 }
 
 interface ScenarioFigures {
@@ -114,6 +119,15 @@ function describeStatus(result: LoadResult, okStatus: number): string {
   return parts.length === 0 ? '0' : parts.join(', ');
 }
 
+interface Phase {
+  /** Events in the table before this phase's runs (prefill included, earlier phases' events not). */
+  prefilled: number;
+  label: string;
+  figures: ScenarioFigures[];
+  /** Disk use after the native runs (before the Segment run, whose rows carry a context). */
+  disk: DiskFootprint | undefined;
+}
+
 async function main(): Promise<number> {
   // `--instances 1,2,4` (with `--backend postgres`): the scaling figure, bench/scaling.ts.
   if (process.argv.slice(2).some((a) => a === '--instances' || a.startsWith('--instances=') || a === '--backend' || a.startsWith('--backend='))) {
@@ -128,9 +142,21 @@ async function main(): Promise<number> {
     process.stderr.write(`bench: ${error instanceof Error ? error.message : String(error)}\n${USAGE}\n`);
     return 2;
   }
+  if (args.generator === 'wrk' && !wrkAvailable()) {
+    process.stderr.write('bench: --generator wrk, but wrk is not installed (apt-get install wrk)\n');
+    return 2;
+  }
+  const phases: Phase[] = (args.prefill > 0 && args.compareEmpty ? [0, args.prefill] : [args.prefill]).map((prefilled) => ({
+    prefilled,
+    label: prefilled === 0 ? 'empty table' : `prefilled with ${prefilled.toLocaleString('en-US')} events`,
+    figures: [],
+    disk: undefined,
+  }));
   const perRun = args.warmupSeconds + args.durationSeconds + 2;
-  installExitHandlers(perRun * 2 * args.scenarios.length + args.durationSeconds + 180);
+  // The prefill: about 20 µs an event on SQLite (rebuild), more on PostgreSQL; generous.
+  installExitHandlers(phases.length * (perRun * 2 * args.scenarios.length + 60) + args.durationSeconds + 180 + (args.prefill * 200) / 1e6);
   onCleanup(stopLoad);
+  onCleanup(stopWrk);
 
   const commandLine = `npm run bench --${process.argv.slice(2).map((a) => ` ${a}`).join('')}`;
   process.stdout.write(`${commandLine}\n`);
@@ -141,88 +167,141 @@ async function main(): Promise<number> {
   const database = args.postgresUrl === undefined ? sqliteDatabase(dir) : await postgresDatabase(args.postgresUrl);
   process.stdout.write(`database: ${database.description}\n`);
   const inlet = await startInlet(args, database, dir);
+  const memory = memorySampler(inlet.server.process.pid);
   const { bare, base: bareBase } = await startBare(dir);
-  const runId = randomBytes(4).toString('hex');
   const headers = { authorization: `Bearer ${inlet.key}` };
+  const sqliteFile = database.dialect === 'sqlite' ? database.url.slice('sqlite:'.length) : undefined;
 
-  const figures: ScenarioFigures[] = [];
   const acknowledged = { api: 0, segment: 0 };
-  // Events the server may have stored without autocannon seeing the answer (in flight at the end of a run).
+  // Events the server may have stored without the generator seeing the answer (in flight at the end of a run).
   const unseenBound = { api: 0, segment: 0 };
-  for (const scenario of args.scenarios) {
-    const eventsPerRequest = scenario === 'single' ? 1 : args.batchSize;
-    const path = scenario === 'single' ? '/api/v2/events' : scenario === 'batch' ? '/api/v2/events/batch' : '/v1/batch';
-    const okStatus = scenario === 'single' ? 201 : 200;
-    // analytics-node sends Basic auth (and the key in the body) under application/json.
-    const scenarioHeaders = scenario === 'segment' ? { authorization: `Basic ${Buffer.from(`${inlet.key}:`).toString('base64')}` } : headers;
-    const source = scenario === 'segment' ? 'segment' : 'api';
-    const run = async (target: 'inlet' | 'bare', seconds: number): Promise<Measured> => {
-      const pid = target === 'inlet' ? inlet.server.process.pid : bare.process.pid;
-      const ids = new ExternalIds(`${runId}-${scenario}-${target}-${seconds}-${Date.now()}`);
-      let n = 0;
-      const body =
-        scenario === 'single' ? () => eventJson(ids.take(), n++) : scenario === 'batch' ? () => batchJson(ids, args.batchSize, n++) : () => segmentBatchJson(args.batchSize, n++, inlet.key);
-      const commitsBefore = target === 'inlet' ? await commitCounters(inlet.base) : undefined;
-      const cpuBefore = cpuSeconds(pid);
-      const result = await runLoad(
-        { url: target === 'inlet' ? inlet.base : bareBase, path, headers: scenarioHeaders, body, connections: args.connections, durationSeconds: seconds },
-        target === 'inlet' ? okStatus : 201,
-      );
-      const cpuAfter = cpuSeconds(pid);
-      const commits = target === 'inlet' ? describeCommits(commitsBefore, await commitCounters(inlet.base)) : '';
-      const answered = Object.values(result.statusCounts).reduce((sum, count) => sum + count, 0);
-      const cpuMicrosPerRequest = cpuBefore === undefined || cpuAfter === undefined || answered === 0 ? undefined : ((cpuAfter - cpuBefore) * 1e6) / answered;
-      if (target === 'inlet') {
-        acknowledged[source] += result.ok * eventsPerRequest;
-        // Requests that timed out or were cut off may still have been stored.
-        unseenBound[source] += (args.connections + result.errors) * eventsPerRequest;
+  let prefillSeconds = 0;
+  // SQLite: the positions the prefill took (so the count of the run's rows skips them by rowid range).
+  let prefillPositions: { from: number; to: number } | undefined;
+  for (const phase of phases) {
+    if (phase.prefilled > 0) {
+      process.stdout.write(`prefill: ${phase.prefilled.toLocaleString('en-US')} events, ${args.ids} external ids…\n`);
+      const started = Date.now();
+      const target = { productId: inlet.productId, apiKeyId: inlet.keyId };
+      if (sqliteFile !== undefined) {
+        const from = sqliteFootprint(sqliteFile).events + 1;
+        prefillSqlite(sqliteFile, phase.prefilled, args.ids, target, args.prefillIndexes === 'rebuild');
+        prefillPositions = { from, to: sqliteFootprint(sqliteFile).events };
+      } else {
+        await prefillPostgres(database.url, phase.prefilled, args.ids, target);
       }
-      return { ...result, cpuMicrosPerRequest, commits };
-    };
-    process.stdout.write(`${scenario}: inlet…`);
-    if (args.warmupSeconds > 0) await run('inlet', args.warmupSeconds);
-    const inletResult = await run('inlet', args.durationSeconds);
-    let bareResult: Measured | undefined;
-    if (scenario !== 'segment') {
-      process.stdout.write(' bare…');
-      if (args.warmupSeconds > 0) await run('bare', args.warmupSeconds);
-      bareResult = await run('bare', args.durationSeconds);
+      prefillSeconds = (Date.now() - started) / 1000;
+      process.stdout.write(`prefill: done in ${prefillSeconds.toFixed(0)} s\n`);
     }
-    process.stdout.write(' done\n');
-    figures.push({ scenario, inlet: inletResult, bare: bareResult, eventsPerRequest });
+    for (const scenario of args.scenarios) {
+      if (scenario === 'segment' && phase.disk === undefined) phase.disk = await footprint(database, sqliteFile);
+      const eventsPerRequest = scenario === 'single' ? 1 : args.batchSize;
+      const connections = scenario === 'single' ? args.connections : args.batchConnections;
+      const path = scenario === 'single' ? '/api/v2/events' : scenario === 'batch' ? '/api/v2/events/batch' : '/v1/batch';
+      const okStatus = scenario === 'single' ? 201 : 200;
+      // analytics-node sends Basic auth (and the key in the body) under application/json.
+      const scenarioHeaders = scenario === 'segment' ? { authorization: `Basic ${Buffer.from(`${inlet.key}:`).toString('base64')}` } : headers;
+      const source = scenario === 'segment' ? 'segment' : 'api';
+      const run = async (target: 'inlet' | 'bare', seconds: number): Promise<Measured> => {
+        const pid = target === 'inlet' ? inlet.server.process.pid : bare.process.pid;
+        const url = target === 'inlet' ? inlet.base : bareBase;
+        const commitsBefore = target === 'inlet' ? await commitCounters(inlet.base) : undefined;
+        const cpuBefore = cpuSeconds(pid);
+        let result: LoadResult;
+        let generatorCpuSeconds: number | undefined;
+        if (args.generator === 'wrk') {
+          const wrk = await runWrk(
+            { url, path, headers: scenarioHeaders, shape: scenario, batchSize: args.batchSize, ids: args.ids, writeKey: inlet.key, connections, durationSeconds: seconds, scriptPath: join(dir, 'load.lua') },
+            target === 'inlet' ? okStatus : 201,
+          );
+          result = wrk;
+          generatorCpuSeconds = wrk.generatorCpuSeconds;
+        } else {
+          const next = externalIdMaker(args.ids, `${randomBytes(4).toString('hex')}-${scenario}-${target}-${Date.now()}`);
+          let n = 0;
+          const body =
+            scenario === 'single' ? () => workloadEventJson(next()) : scenario === 'batch' ? () => workloadBatchJson(next, args.batchSize) : () => segmentBatchJson(args.batchSize, n++, inlet.key);
+          const generatorBefore = process.cpuUsage();
+          result = await runLoad({ url, path, headers: scenarioHeaders, body, connections, durationSeconds: seconds }, target === 'inlet' ? okStatus : 201);
+          const used = process.cpuUsage(generatorBefore);
+          generatorCpuSeconds = (used.user + used.system) / 1e6;
+        }
+        const cpuAfter = cpuSeconds(pid);
+        const commits = target === 'inlet' ? describeCommits(commitsBefore, await commitCounters(inlet.base)) : '';
+        const answered = Object.values(result.statusCounts).reduce((sum, count) => sum + count, 0);
+        const cpuMicrosPerRequest = cpuBefore === undefined || cpuAfter === undefined || answered === 0 ? undefined : ((cpuAfter - cpuBefore) * 1e6) / answered;
+        if (target === 'inlet') {
+          acknowledged[source] += result.ok * eventsPerRequest;
+          // Requests that timed out or were cut off may still have been stored.
+          unseenBound[source] += (connections + result.errors) * eventsPerRequest;
+        }
+        return { ...result, cpuMicrosPerRequest, commits, generatorCpuShare: generatorCpuSeconds === undefined ? undefined : generatorCpuSeconds / result.seconds };
+      };
+      process.stdout.write(`${phase.label}, ${scenario}: inlet…`);
+      if (args.warmupSeconds > 0) await run('inlet', args.warmupSeconds);
+      const inletResult = await run('inlet', args.durationSeconds);
+      let bareResult: Measured | undefined;
+      if (scenario !== 'segment') {
+        process.stdout.write(' bare…');
+        if (args.warmupSeconds > 0) await run('bare', args.warmupSeconds);
+        bareResult = await run('bare', args.durationSeconds);
+      }
+      process.stdout.write(' done\n');
+      phase.figures.push({ scenario, inlet: inletResult, bare: bareResult, eventsPerRequest });
+    }
+    phase.disk ??= await footprint(database, sqliteFile);
   }
 
   const exitCode = await inlet.server.stop();
+  const rss = memory.stop();
   await bare.stop();
-  const stored = { api: await database.countEvents('api'), segment: await database.countEvents('segment') };
+  const stored = {
+    api: await countRun(database, sqliteFile, 'api', prefillPositions, args.prefill),
+    segment: await countRun(database, sqliteFile, 'segment', prefillPositions, 0),
+  };
 
   let baseline: BaselineResult | undefined;
   if (args.scenarios.includes('batch')) {
-    process.stdout.write('raw insert baseline…\n');
+    process.stdout.write('raw insert baseline (fresh table)…\n');
     baseline =
       database.dialect === 'sqlite'
         ? await sqliteRawInsert(dir, args.sqliteSynchronous, args.batchSize, args.durationSeconds)
         : await postgresRawInsert(database.url, inlet.productId, inlet.keyId, args.batchSize, args.durationSeconds);
   }
 
-  const lines: Line[] = [];
   const checks: TargetCheck[] = [];
-  for (const f of figures) {
-    const label = f.scenario === 'single' ? 'single v2 event' : f.scenario === 'batch' ? `batch of ${args.batchSize}` : `Segment /v1/batch of ${args.batchSize}`;
-    for (const [who, result] of [['inlet', f.inlet], ['bare node:http', f.bare]] as const) {
-      if (result === undefined) continue;
-      lines.push({
-        name: `${label}: ${who}`,
-        requestsPerSecond: result.requestsPerSecond,
-        eventsPerSecond: result.requestsPerSecond * f.eventsPerRequest,
-        p50Ms: result.p50Ms,
-        p99Ms: result.p99Ms,
-        cpuMicrosPerRequest: result.cpuMicrosPerRequest,
-        failures: describeStatus(result, who === 'inlet' && f.scenario !== 'single' ? 200 : 201),
-      });
+  const tables: string[] = [];
+  const last = phases[phases.length - 1]!;
+  const empty = phases.length > 1 ? phases[0] : undefined;
+  for (const phase of phases) {
+    const lines: Line[] = [];
+    for (const f of phase.figures) {
+      const label = f.scenario === 'single' ? 'single v2 event' : f.scenario === 'batch' ? `batch of ${args.batchSize}` : `Segment /v1/batch of ${args.batchSize}`;
+      for (const [who, result] of [['inlet', f.inlet], ['bare node:http (generator ceiling)', f.bare]] as const) {
+        if (result === undefined) continue;
+        lines.push({
+          name: `${label}: ${who}`,
+          requestsPerSecond: result.requestsPerSecond,
+          eventsPerSecond: result.requestsPerSecond * f.eventsPerRequest,
+          p50Ms: result.p50Ms,
+          p99Ms: result.p99Ms,
+          cpuMicrosPerRequest: result.cpuMicrosPerRequest,
+          generatorCpuShare: result.generatorCpuShare,
+          failures: describeStatus(result, who === 'inlet' && f.scenario !== 'single' ? 200 : 201),
+        });
+      }
     }
+    if (phase === last && baseline !== undefined) {
+      lines.push({ name: `baseline: ${baseline.label}`, requestsPerSecond: undefined, eventsPerSecond: baseline.eventsPerSecond, p50Ms: undefined, p99Ms: undefined, cpuMicrosPerRequest: undefined, generatorCpuShare: undefined, failures: '0' });
+    }
+    const disk = phase.disk === undefined ? '' : `; on disk ${describeDisk(phase.disk)}`;
+    tables.push(`${phase.label}${disk}:`, formatTable(lines), '', 'group commit (from the server\'s /metrics, measured runs):', ...phase.figures.map((f) => `  ${f.scenario}: ${f.inlet.commits}`), '');
+  }
+
+  // Issue 2's targets (on the last phase), then issue 11's.
+  for (const f of last.figures) {
     if (f.scenario === 'segment') {
-      const native = figures.find((g) => g.scenario === 'batch');
+      const native = last.figures.find((g) => g.scenario === 'batch');
       if (native !== undefined) {
         const versus = f.inlet.requestsPerSecond / native.inlet.requestsPerSecond;
         checks.push({ description: 'Segment /v1/batch events/s ≥ 0.8× native batch events/s, same run (issue 10)', actual: `${versus.toFixed(2)}×`, pass: versus >= 0.8 });
@@ -233,30 +312,22 @@ async function main(): Promise<number> {
     if (f.scenario === 'single') {
       checks.push({ description: 'single event req/s ≥ 0.6× bare node:http (issue 2)', actual: `${ratio.toFixed(2)}×`, pass: ratio >= 0.6 });
       checks.push({ description: 'single event p99 ≤ 5 ms (issue 2)', actual: `${f.inlet.p99Ms.toFixed(1)} ms`, pass: f.inlet.p99Ms <= 5 });
-    } else {
-      checks.push({ description: 'batch req/s vs bare node:http (no target)', actual: `${ratio.toFixed(2)}×`, pass: true });
-      if (baseline !== undefined) {
-        const events = f.inlet.requestsPerSecond * f.eventsPerRequest;
-        const versus = events / baseline.eventsPerSecond;
-        const target = database.dialect === 'sqlite' ? 0.6 : 0.7;
-        checks.push({
-          description: `batch events/s ≥ ${target}× raw insert baseline (issue ${database.dialect === 'sqlite' ? 2 : 4})`,
-          actual: `${versus.toFixed(2)}×`,
-          pass: versus >= target,
-        });
-      }
+    } else if (baseline !== undefined) {
+      const events = f.inlet.requestsPerSecond * f.eventsPerRequest;
+      const versus = events / baseline.eventsPerSecond;
+      const target = database.dialect === 'sqlite' ? 0.6 : 0.7;
+      checks.push({ description: `batch events/s ≥ ${target}× raw insert baseline on a fresh table (issue ${database.dialect === 'sqlite' ? 2 : 4})`, actual: `${versus.toFixed(2)}×`, pass: versus >= target });
     }
   }
-  if (baseline !== undefined) {
-    lines.push({ name: `baseline: ${baseline.label}`, requestsPerSecond: undefined, eventsPerSecond: baseline.eventsPerSecond, p50Ms: undefined, p99Ms: undefined, cpuMicrosPerRequest: undefined, failures: '0' });
-  }
+  checks.push(...issue11Checks(args, database.dialect, last, empty, rss));
+
   let storedOk = true;
   for (const source of ['api', 'segment'] as const) {
     if (source === 'segment' && !args.scenarios.includes('segment')) continue;
     const sourceOk = stored[source] >= acknowledged[source] && stored[source] - acknowledged[source] <= unseenBound[source];
     checks.push({
-      description: `every acknowledged event is stored (rows with source "${source}" vs ${source === 'api' ? '201s / 200s' : '200s'} × batch size, warm-up included)`,
-      actual: `${stored[source]} stored, ${acknowledged[source]} acknowledged${stored[source] > acknowledged[source] ? ` (+${stored[source] - acknowledged[source]} answered after autocannon stopped listening, at most ${unseenBound[source]})` : ''}`,
+      description: `every acknowledged event is stored (rows with source "${source}"${source === 'api' && args.prefill > 0 ? ', prefill not counted' : ''} vs ${source === 'api' ? '201s / 200s' : '200s'} × batch size, warm-up included)`,
+      actual: `${stored[source]} stored, ${acknowledged[source]} acknowledged${stored[source] > acknowledged[source] ? ` (+${stored[source] - acknowledged[source]} answered after the generator stopped listening, at most ${unseenBound[source]})` : ''}`,
       pass: sourceOk,
     });
     storedOk &&= sourceOk;
@@ -264,20 +335,20 @@ async function main(): Promise<number> {
   checks.push({ description: 'server shut down cleanly (SIGTERM → exit 0)', actual: `exit code ${exitCode}`, pass: exitCode === 0 });
 
   const cpu = cpus()[0]?.model ?? 'unknown CPU';
+  const generator =
+    args.generator === 'wrk'
+      ? 'wrk 1 thread, requests built by a Lua script (its CPU share of one core in the "gen CPU" column)'
+      : 'autocannon in the bench process (its CPU share in the "gen CPU" column)';
   process.stdout.write(
     [
       '',
       `command:  ${commandLine}`,
       `machine:  ${availableParallelism()} cores (${cpu}), node ${process.version}, ${process.platform}/${process.arch}; load average ${loadBefore.toFixed(1)} at start, ${loadavg()[0]!.toFixed(1)} at end`,
-      `database: ${database.description}${database.dialect === 'sqlite' ? `, synchronous=${args.sqliteSynchronous.toUpperCase()}` : ''}`,
-      `server:   node ${[...args.serverNodeOptions, 'dist/main.js'].join(' ')}`,
-      `load:     autocannon, ${args.connections} connections, ${args.durationSeconds} s per run after ${args.warmupSeconds} s warm-up, unique external_id per event; server log level ${args.logLevel}, rate limit on but 10,000,000/s`,
+      `database: ${database.description}${database.dialect === 'sqlite' ? `, synchronous=${args.sqliteSynchronous.toUpperCase()}` : ''}${args.prefill > 0 ? `; prefill ${args.prefill.toLocaleString('en-US')} events in ${prefillSeconds.toFixed(0)} s${database.dialect === 'sqlite' ? ` (indexes: ${args.prefillIndexes})` : ''}` : ''}`,
+      `server:   node ${[...args.serverNodeOptions, 'dist/main.js'].join(' ')}; RSS max ${mb(rss.rssBytes)} (anonymous ${mb(rss.anonBytes)}, file-backed ${mb(rss.fileBytes)}), sampled every 250 ms`,
+      `load:     ${generator}; ${args.connections} connections single, ${args.batchConnections} batch; ${args.durationSeconds} s per run after ${args.warmupSeconds} s warm-up; ${args.ids} external ids, ${SUBJECTS.toLocaleString('en-US')} subjects, ${PROPERTIES_BYTES}-byte properties; server log level ${args.logLevel}, rate limit on but 10,000,000/s`,
       '',
-      formatTable(lines),
-      '',
-      'group commit (from the server\'s /metrics, measured runs):',
-      ...figures.map((f) => `  ${f.scenario}: ${f.inlet.commits}`),
-      '',
+      ...tables,
       'targets:',
       formatTargets(checks),
       '',
@@ -285,6 +356,67 @@ async function main(): Promise<number> {
   );
   // Performance targets depend on the machine; only a correctness failure makes the run fail.
   return storedOk && exitCode === 0 ? 0 : 1;
+}
+
+const mb = (bytes: number) => `${(bytes / 1e6).toFixed(0)} MB`;
+
+function describeDisk(disk: DiskFootprint): string {
+  const perEvent = disk.events === 0 ? 0 : disk.bytes / disk.events;
+  return `${mb(disk.bytes)} for ${disk.events.toLocaleString('en-US')} events (${disk.what}) = ${perEvent.toFixed(0)} B/event, ${(perEvent - PROPERTIES_BYTES).toFixed(0)} beyond the ${PROPERTIES_BYTES} B of properties`;
+}
+
+async function footprint(database: BenchDatabase, sqliteFile: string | undefined): Promise<DiskFootprint> {
+  return sqliteFile !== undefined ? sqliteFootprint(sqliteFile) : postgresFootprint(database.url);
+}
+
+/** Rows of one source the runs stored (the prefill's rows left out). */
+async function countRun(database: BenchDatabase, sqliteFile: string | undefined, source: 'api' | 'segment', prefill: { from: number; to: number } | undefined, prefilled: number): Promise<number> {
+  if (sqliteFile === undefined) return (await database.countEvents(source)) - prefilled;
+  const db = new BetterSqlite3(sqliteFile, { readonly: true });
+  try {
+    const count = (where: string, ...params: unknown[]) => (db.prepare(`SELECT count(*) AS n FROM events WHERE source = ? AND ${where}`).get(source, ...params) as { n: number }).n;
+    return prefill === undefined ? count('1') : count('position < ?', prefill.from) + count('position > ?', prefill.to);
+  } finally {
+    db.close();
+  }
+}
+
+function issue11Checks(args: BenchArgs, dialect: 'sqlite' | 'postgres', last: Phase, empty: Phase | undefined, rss: MemoryPeak): TargetCheck[] {
+  const checks: TargetCheck[] = [];
+  const at = `at ${last.prefilled.toLocaleString('en-US')} prefilled${last.prefilled < 10_000_000 ? ', target is at 10 M' : ''}`;
+  const batch = last.figures.find((f) => f.scenario === 'batch');
+  const single = last.figures.find((f) => f.scenario === 'single');
+  if (batch !== undefined) {
+    const events = batch.inlet.requestsPerSecond * batch.eventsPerRequest;
+    const target = dialect === 'sqlite' ? 50_000 : 40_000;
+    checks.push({ description: `batch ≥ ${target.toLocaleString('en-US')} events/s, ${args.ids} ids (issue 11, ${at})`, actual: `${Math.round(events).toLocaleString('en-US')} events/s`, pass: events >= target });
+  }
+  if (single !== undefined && single.bare !== undefined) {
+    const target = dialect === 'sqlite' ? 0.5 : 0.4;
+    const ratio = single.inlet.requestsPerSecond / single.bare.requestsPerSecond;
+    checks.push({ description: `single event req/s ≥ ${target}× bare node:http (issue 11, ${at})`, actual: `${ratio.toFixed(2)}×`, pass: ratio >= target });
+    const p99 = single.inlet.p99Ms / single.bare.p99Ms;
+    checks.push({ description: `single event p99 ≤ 3× bare p99 (issue 11)`, actual: `${single.inlet.p99Ms.toFixed(1)} ms = ${p99.toFixed(1)}× ${single.bare.p99Ms.toFixed(1)} ms`, pass: p99 <= 3 });
+  }
+  if (empty !== undefined) {
+    for (const f of last.figures) {
+      const before = empty.figures.find((g) => g.scenario === f.scenario);
+      if (before === undefined || f.scenario === 'segment') continue;
+      const throughput = f.inlet.requestsPerSecond / before.inlet.requestsPerSecond;
+      const p99 = f.inlet.p99Ms / before.inlet.p99Ms;
+      checks.push({
+        description: `${f.scenario}: flat, throughput and p99 at ${last.prefilled.toLocaleString('en-US')} within 15 % of the empty table (issue 11)`,
+        actual: `throughput ${throughput.toFixed(2)}×, p99 ${p99.toFixed(2)}×`,
+        pass: throughput >= 0.85 && p99 <= 1.15,
+      });
+    }
+  }
+  if (last.disk !== undefined && last.disk.events > 0) {
+    const beyond = last.disk.bytes / last.disk.events - PROPERTIES_BYTES;
+    checks.push({ description: `≤ 250 bytes per event on disk beyond the properties' JSON bytes (issue 11, clarifications §9; ${last.disk.events.toLocaleString('en-US')} events)`, actual: `${beyond.toFixed(0)} B`, pass: beyond <= 250 });
+  }
+  checks.push({ description: 'server RSS ≤ 300 MB throughout (issue 11)', actual: `max ${mb(rss.rssBytes)}`, pass: rss.rssBytes <= 300e6 });
+  return checks;
 }
 
 let code = 1;

@@ -1,7 +1,10 @@
 // The events the bench sends: one realistic preferred-format v2 event, made unique per request by
 // its external_id. The same shape feeds the HTTP load and the raw-insert baselines.
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { uuidv7 } from '../src/domain/ids.js';
+import type { IdKind } from './args.js';
+
+export type { IdKind };
 
 export const OCCURRED_AT = '2026-03-01T12:00:00Z';
 const OCCURRED_AT_UTC = '2026-03-01T12:00:00.000Z';
@@ -25,14 +28,14 @@ export function eventJson(externalId: string, n: number): string {
   );
 }
 
-export function batchJson(ids: ExternalIds, size: number, n: number): string {
+export function batchJson(ids: { take(): string }, size: number, n: number): string {
   const parts: string[] = new Array(size);
   for (let i = 0; i < size; i++) parts[i] = eventJson(ids.take(), n * size + i);
   return `{"events":[${parts.join(',')}]}`;
 }
 
 /** What @segment/analytics-node 3.x puts in `context` (library, and what a server app adds): ~600 bytes. */
-const SEGMENT_CONTEXT_JSON = JSON.stringify({
+export const SEGMENT_CONTEXT_JSON = JSON.stringify({
   library: { name: '@segment/analytics-node', version: '3.1.0' },
   app: { name: 'billing-service', version: '4.12.3', build: '20261120.4', namespace: 'com.example.billing' },
   os: { name: 'Linux', version: '6.1.0-27-amd64' },
@@ -95,4 +98,60 @@ export function rowValues(productId: string, apiKeyId: string, source: string, e
     PROPERTIES_JSON,
     apiKeyId,
   ];
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The write-path workload of issue 11: what SDKs send. Random uuid v4 external ids (or uuid v7, or the
+// old sequential ids), 100,000 subjects, 8 event names, properties of exactly PROPERTIES_BYTES bytes of
+// compact JSON (three random hex fields, so they do not compress to nothing). The same events come from
+// the wrk Lua script (load.ts) and from the prefill (prefill.ts).
+
+export const SUBJECTS = 100_000;
+export const EVENT_NAMES: ReadonlyArray<readonly [string, string]> = [
+  ['project', 'created'],
+  ['project', 'viewed'],
+  ['page', 'viewed'],
+  ['invoice', 'paid'],
+  ['user', 'signed_in'],
+  ['report', 'exported'],
+  ['checkout', 'started'],
+  ['feature', 'used'],
+];
+
+/** Properties as sent: `%s` are 8, 8 and 32 random hex digits, so every event's properties are the same length. */
+export const PROPERTIES_TEMPLATE =
+  '{"plan":"pro","seats":12,"trial":false,"amount_cents":129900,"path":"/settings/billing/%s","referrer":"https://example.com/pricing?utm_source=newsletter&utm_campaign=%s","session_id":"%s","screen":{"width":1920,"height":1080},"tags":["alpha","beta","gamma"]}';
+/** Bytes of every event's properties JSON (the template with its 48 hex digits in place of the three `%s`). */
+export const PROPERTIES_BYTES = PROPERTIES_TEMPLATE.length - 6 + 48;
+
+function hex(bytes: number): string {
+  return randomBytes(bytes).toString('hex');
+}
+
+export function randomProperties(): string {
+  const parts = PROPERTIES_TEMPLATE.split('%s');
+  return `${parts[0]}${hex(4)}${parts[1]}${hex(4)}${parts[2]}${hex(16)}${parts[3]}`;
+}
+
+/** External ids of one kind; `sequential` uses the prefix and a counter. */
+export function externalIdMaker(kind: IdKind, prefix: string): () => string {
+  let n = 0;
+  if (kind === 'random') return () => randomUUID();
+  if (kind === 'v7') return () => uuidv7();
+  return () => `${prefix}-${n++}`;
+}
+
+/** One event of the issue-11 workload as JSON text (what the wrk script builds, for the autocannon fallback). */
+export function workloadEventJson(externalId: string): string {
+  const [eventType, action] = EVENT_NAMES[Math.floor(Math.random() * EVENT_NAMES.length)]!;
+  return (
+    `{"event_type":"${eventType}","action":"${action}","subject_type":"user","subject_id":"user_${Math.floor(Math.random() * SUBJECTS)}",` +
+    `"occurred_at":"${OCCURRED_AT}","external_id":"${externalId}","properties":${randomProperties()}}`
+  );
+}
+
+export function workloadBatchJson(next: () => string, size: number): string {
+  const parts: string[] = new Array(size);
+  for (let i = 0; i < size; i++) parts[i] = workloadEventJson(next());
+  return `{"events":[${parts.join(',')}]}`;
 }

@@ -1,0 +1,131 @@
+// The prefill of `npm run bench -- --prefill N` (issue 11): N events of the bench workload (workload.ts:
+// random / v7 / sequential external ids, 100,000 subjects, 8 names, 300-byte properties, source "api", the
+// bench's product and key) written into the server's database from the bench process while the server is
+// idle. Set-up, not the thing measured, so it goes the fast way:
+// - SQLite: a second connection (bench/database.ts, fillSqliteEvents: no fsync, 2 GB page cache). With
+//   `rebuild` the secondary indexes are dropped first and built again at the end (a sort instead of N random
+//   B-tree inserts; 10 M in minutes instead of ~20). A rebuilt index is packed denser than one grown by random
+//   inserts, so the file is smaller than an organically grown one until the run's inserts split its pages:
+//   `--prefill-indexes keep` fills with the indexes in place (slow, organic).
+// - PostgreSQL: INSERT … SELECT FROM generate_series in the server, 50,000 rows a statement, into
+//   event_dedup and events in one statement (as the writer does).
+// Received times are spread over the day before the run, in insertion order.
+import BetterSqlite3 from 'better-sqlite3';
+import pg from 'pg';
+import { fillSqliteEvents } from './database.js';
+import { EVENT_NAMES, OCCURRED_AT, PROPERTIES_TEMPLATE, SUBJECTS, externalIdMaker, randomProperties, type IdKind } from './workload.js';
+import { uuidv7 } from '../src/domain/ids.js';
+
+export interface PrefillTarget {
+  productId: string;
+  apiKeyId: string;
+}
+
+const DAY_MS = 86_400_000;
+
+function progress(filled: number, total: number): void {
+  if (process.stderr.isTTY) process.stderr.write(`\rprefill ${filled.toLocaleString('en-US')} / ${total.toLocaleString('en-US')}`);
+}
+
+export function prefillSqlite(file: string, total: number, ids: IdKind, target: PrefillTarget, rebuild: boolean): void {
+  const externalId = externalIdMaker(ids, 'prefill');
+  const from = Date.now() - DAY_MS;
+  let dropped: Array<{ name: string; sql: string }> = [];
+  if (rebuild) {
+    const db = new BetterSqlite3(file);
+    try {
+      dropped = db.prepare(`SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events' AND sql IS NOT NULL`).all() as typeof dropped;
+      for (const index of dropped) db.exec(`DROP INDEX ${index.name}`);
+    } finally {
+      db.close();
+    }
+  }
+  fillSqliteEvents(
+    file,
+    total,
+    (i) => {
+      const [eventType, action] = EVENT_NAMES[Math.floor(Math.random() * EVENT_NAMES.length)]!;
+      const at = new Date(from + Math.floor((i / total) * DAY_MS)).toISOString();
+      return [
+        uuidv7(from + Math.floor((i / total) * DAY_MS)),
+        target.productId,
+        'api',
+        externalId(),
+        eventType,
+        action,
+        `${eventType}_${action}`,
+        'preferred',
+        'user',
+        `user_${Math.floor(Math.random() * SUBJECTS)}`,
+        `${OCCURRED_AT.slice(0, -1)}.000Z`,
+        at,
+        randomProperties(),
+        target.apiKeyId,
+      ];
+    },
+    (filled) => progress(filled, total),
+  );
+  if (rebuild) {
+    const db = new BetterSqlite3(file);
+    try {
+      db.pragma('cache_size = -1000000');
+      for (const index of dropped) {
+        if (process.stderr.isTTY) process.stderr.write(`\rprefill: building ${index.name}          `);
+        db.exec(index.sql);
+      }
+      db.pragma('wal_checkpoint(TRUNCATE)');
+    } finally {
+      db.close();
+    }
+  }
+  if (process.stderr.isTTY) process.stderr.write('\n');
+}
+
+export async function prefillPostgres(url: string, total: number, ids: IdKind, target: PrefillTarget): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  const [p0, p1, p2, p3] = PROPERTIES_TEMPLATE.split('%s');
+  const from = new Date(Date.now() - DAY_MS).toISOString();
+  const externalId =
+    ids === 'random'
+      ? 'gen_random_uuid()::text'
+      : ids === 'v7'
+        ? `(substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-7' || substr(r, 16, 3) || '-' || substr(r, 20, 4) || '-' || substr(r, 25, 12))`
+        : `'prefill-' || g`;
+  try {
+    await client.query('SET synchronous_commit = off');
+    for (let at = 0; at < total; at += 50_000) {
+      const end = Math.min(total, at + 50_000);
+      await client.query(
+        `WITH input AS MATERIALIZED (
+           SELECT gen_random_uuid() AS id, ${externalId} AS external_id, k, subject_id, received_at, properties
+             FROM (
+               SELECT g, floor(random() * ${EVENT_NAMES.length})::int + 1 AS k,
+                      'user_' || floor(random() * ${SUBJECTS})::int AS subject_id,
+                      received_at,
+                      lpad(to_hex((extract(epoch FROM received_at) * 1000)::bigint), 12, '0') AS h,
+                      gen_random_uuid()::text AS r,
+                      $3 || substr(md5(random()::text), 1, 8) || $4 || substr(md5(random()::text), 1, 8) || $5 || md5(random()::text) || $6 AS properties
+                 FROM generate_series($1::bigint, $2::bigint - 1) g,
+                      LATERAL (SELECT $7::timestamptz + (g::float8 / $8) * interval '1 day' AS received_at) t
+             ) s
+         ), claimed AS (
+           INSERT INTO event_dedup (product_id, source, external_id, event_id, received_at)
+           SELECT $9, 'api', external_id, id, received_at FROM input
+         )
+         INSERT INTO events (id, product_id, source, external_id, event_type, action, canonical_name, name_format,
+                             subject_type, subject_id, occurred_at, received_at, properties, api_key_id)
+         SELECT id, $9, 'api', external_id, ($11::text[])[k], ($12::text[])[k], ($11::text[])[k] || '_' || ($12::text[])[k], 'preferred',
+                'user', subject_id, '${OCCURRED_AT}', received_at, properties::jsonb, $10
+           FROM input`,
+        [at, end, p0, p1, p2, p3, from, total, target.productId, target.apiKeyId, EVENT_NAMES.map((n) => n[0]), EVENT_NAMES.map((n) => n[1])],
+      );
+      progress(end, total);
+    }
+    await client.query('ANALYZE events');
+    await client.query('ANALYZE event_dedup');
+  } finally {
+    await client.end();
+  }
+  if (process.stderr.isTTY) process.stderr.write('\n');
+}
