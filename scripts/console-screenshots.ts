@@ -26,7 +26,7 @@ for (const name of readdirSync(assets)) {
 }
 console.log(`bundle total gzipped: ${(gzipped / 1024).toFixed(1)} KiB`);
 
-const ctx = await createTestApp({ browserRateLimitPerIp: 0 });
+const ctx = await createTestApp({ browserRateLimitPerIp: 0, catalogFlushMs: 100, erasurePollMs: 50, suppressionRefreshMs: 50 });
 await ctx.app.listen({ port: 0, host: '127.0.0.1' });
 const port = (ctx.app.server.address() as AddressInfo).port;
 const base = `http://127.0.0.1:${port}`;
@@ -47,7 +47,7 @@ for (let d = 27; d >= 1; d--) {
 const plausible = await startPlausibleFake({ siteId: 'shop.example', apiKey: 'plausible-key', rows });
 const receiver = await startWebhookReceiver();
 
-const admin = async (method: 'GET' | 'POST' | 'PUT', url: string, payload?: object) => {
+const admin = async (method: 'GET' | 'POST' | 'PUT' | 'PATCH', url: string, payload?: object) => {
   const res = await ctx.app.inject({ method, url: `/admin/v1${url}`, headers: adminHeaders(), ...(payload === undefined ? {} : { payload }) });
   if (res.statusCode >= 300) throw new Error(`${method} ${url}: ${res.statusCode} ${res.body}`);
   return res.json().data;
@@ -69,6 +69,25 @@ await send('/api/v2/identify', { external_id: 'user_42', identifiers: { email: '
 await send('/api/v2/alias', { from_external_id: 'anon_7f3a', to_external_id: 'user_42' });
 await send('/api/v2/events', { event_type: 'project', action: 'created', subject_type: 'user', subject_id: 'user_42', properties: { project_id: 'prj_9', template: 'blank' } });
 await send('/api/v2/events/batch', { events: [{ event_type: 'order', action: 'completed', subject_type: 'user', subject_id: 'user_42', occurred_at: 'last tuesday' }] });
+// Governance: a catalogue of a few shapes, a plan in warn mode with violations, an erasure, retention.
+for (let i = 0; i < 12; i++) {
+  await send('/api/v2/events', { event_type: 'order', action: 'completed', subject_type: 'user', subject_id: `user_${i}`, properties: { total: i % 4 === 0 ? String(10 * i) : 10 * i, currency: 'EUR', items: [{ sku: 'a' }], meta: { source: i % 2 ? 'web' : 'ios' } } });
+  await send('/api/v2/events', { event_type: 'signup', action: 'started', subject_type: 'user', subject_id: `anon_${i}`, properties: { plan: 'free', referrer: i % 3 ? null : 'ad' } });
+}
+await admin('PUT', `/products/${product.id}/tracking_plan`, {
+  mode: 'warn',
+  unplanned: 'warn',
+  events: { order_completed: { properties: { type: 'object', required: ['total', 'currency'], properties: { total: { type: 'number' }, currency: { type: 'string', enum: ['EUR', 'USD'] } } } } },
+});
+await send('/api/v2/events', { event_type: 'order', action: 'completed', subject_type: 'user', subject_id: 'user_3', properties: { total: '12.50', currency: 'GBP' } });
+await send('/api/v2/events', { event_type: 'cart', action: 'abandoned', subject_type: 'user', subject_id: 'user_3' });
+ctx.services.erasure.start();
+await send('/api/v2/identify', { external_id: 'user_77', identifiers: { email: 'grace@example.com' } });
+await send('/api/v2/events', { event_type: 'page', action: 'viewed', subject_type: 'user', subject_id: 'user_77' });
+const erasure = await admin('POST', `/products/${product.id}/erasures`, { external_id: 'user_77', reason: 'GDPR request #1042' });
+for (let i = 0; i < 100 && (await admin('GET', `/products/${product.id}/erasures/${erasure.id}`)).status !== 'done'; i++) await new Promise((r) => setTimeout(r, 100));
+await ctx.app.inject({ method: 'PATCH', url: `/admin/v1/products/${product.id}`, headers: adminHeaders(), payload: { retention: { events_days: 395 } } });
+await ctx.services.governance.catalog.flush();
 
 const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: [...CHROMIUM_ARGS, '--proxy-server=http://127.0.0.1:9', `--proxy-bypass-list=127.0.0.1:${port}`] });
 const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, deviceScaleFactor: 1 });
@@ -120,6 +139,9 @@ await shot('destinations', 'destinations', async () => {
   await page.getByRole('button', { name: 'Show delivery log' }).click();
   await page.getByRole('cell', { name: /success/ }).first().waitFor();
 });
+await shot('catalog/order_completed', 'catalogue', () => page.getByRole('table', { name: 'Properties of order_completed' }).getByText('meta.source').waitFor());
+await shot('plan', 'tracking-plan', () => page.getByRole('table', { name: 'Violations, newest first' }).getByText('/properties/currency').first().waitFor());
+await shot('privacy', 'privacy', () => page.getByRole('table', { name: 'Erasures, newest first' }).getByText('done').waitFor());
 await shot('legacy', 'legacy-usage', () => page.getByRole('heading', { name: /Legacy usage/ }).waitFor());
 await page.goto(`${base}/console/#/health`);
 await page.getByText('Ingest rate', { exact: true }).waitFor();
@@ -128,6 +150,7 @@ await page.screenshot({ path: join(outDir, 'health.png'), fullPage: true });
 // A phone (390 px wide).
 await page.setViewportSize({ width: 390, height: 844 });
 await shot('events', 'phone-live-events', () => page.locator('[data-uuid]').first().waitFor());
+await shot('privacy', 'phone-privacy', () => page.getByRole('table', { name: 'Erasures, newest first' }).getByText('done').waitFor());
 await shot('users/id/user_42', 'phone-users', () => page.getByRole('region', { name: 'Merge history' }).getByText('anon_7f3a').waitFor());
 
 await browser.close();

@@ -1,6 +1,7 @@
 // The admin reads the console needs (clarifications §28), through the real app on the dialect under test:
 // the traffic report with the admin token, a user looked up by identifier, and the service's stats.
 import assert from 'node:assert/strict';
+import { hostname } from 'node:os';
 import { after, before, describe, it } from 'node:test';
 import { adminHeaders, bearer, createTestApp, problemOf, type TestContext } from './helpers.js';
 import { startPlausibleFake, type PlausibleFake } from './fakes/plausible-fake.js';
@@ -129,6 +130,9 @@ describe('admin reads for the console', () => {
     const stats = res.json().data;
     assert.equal(stats.ingest.events_total.created - (first.ingest.events_total.created ?? 0), 3);
     assert.ok(stats.ingest.events_per_second > 0);
+    // Which process answered: its figures are its own.
+    assert.equal(stats.instance.pid, process.pid);
+    assert.equal(stats.instance.hostname, hostname());
     assert.ok(stats.commit.count >= 1);
     assert.equal(typeof stats.commit.p99_ms, 'number');
     assert.ok(stats.rejections.total >= 1, JSON.stringify(stats.rejections));

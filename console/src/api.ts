@@ -77,6 +77,7 @@ export interface Product {
   id: string;
   name: string;
   created_at: string;
+  retention?: { events_days: number | null };
 }
 export interface ApiKey {
   id: string;

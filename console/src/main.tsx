@@ -13,15 +13,21 @@ import { TrafficPage } from './pages/traffic';
 import { DestinationsPage } from './pages/destinations';
 import { LegacyPage } from './pages/legacy';
 import { HealthPage } from './pages/health';
+import { CatalogPage } from './pages/catalog';
+import { PlanPage } from './pages/plan';
+import { PrivacyPage } from './pages/privacy';
 import './styles.css';
 
 const PRODUCT_PAGES = [
   ['events', 'Live events'],
   ['users', 'Users'],
+  ['catalog', 'Catalogue'],
+  ['plan', 'Tracking plan'],
   ['traffic', 'Traffic'],
   ['keys', 'Keys'],
   ['destinations', 'Destinations'],
   ['legacy', 'Legacy usage'],
+  ['privacy', 'Privacy'],
 ] as const;
 
 function SignIn({ onSignedIn }: { onSignedIn: () => void }) {
@@ -79,6 +85,9 @@ function Shell({ products, reloadProducts }: { products: Product[]; reloadProduc
     else if (current === 'traffic') body = <TrafficPage product={product} />;
     else if (current === 'destinations') body = <DestinationsPage product={product} />;
     else if (current === 'legacy') body = <LegacyPage product={product} />;
+    else if (current === 'catalog') body = <CatalogPage product={product} initial={route.slice(3).join('/')} />;
+    else if (current === 'plan') body = <PlanPage product={product} />;
+    else if (current === 'privacy') body = <PrivacyPage product={product} onChanged={reloadProducts} />;
     else body = <EventsPage product={product} />;
   } else if (top === 'health') body = <HealthPage />;
   else body = <ProductsPage products={products} onCreated={reloadProducts} />;

@@ -4,6 +4,7 @@
 // The ingest rate is a difference of counter samples: each call keeps one (time, totals) sample, and the
 // rate is taken over the oldest sample of the last RATE_WINDOW_MS (the console polls every few
 // seconds); on the first call, over the process's life.
+import { hostname } from 'node:os';
 import type { Histogram } from 'prom-client';
 import type { DestinationStatus, PoolStats } from '../storage/types.js';
 import type { Metrics } from './metrics.js';
@@ -12,7 +13,7 @@ const RATE_WINDOW_MS = 60_000;
 const MAX_SAMPLES = 120;
 
 export interface Stats {
-  instance: { started_at: string; uptime_seconds: number };
+  instance: { hostname: string; pid: number; started_at: string; uptime_seconds: number };
   ingest: {
     /** Events answered by this process since it started, by outcome (created, duplicate, rejected). */
     events_total: Record<string, number>;
@@ -100,7 +101,7 @@ export function createStatsService(options: StatsServiceOptions) {
       const summary = await options.destinationSummary();
 
       return {
-        instance: { started_at: new Date(startedAt).toISOString(), uptime_seconds: Math.round((at - startedAt) / 1000) },
+        instance: { hostname: hostname(), pid: process.pid, started_at: new Date(startedAt).toISOString(), uptime_seconds: Math.round((at - startedAt) / 1000) },
         ingest: {
           events_total: eventsTotal,
           events_per_second: Math.round(((created - oldest.created) / seconds) * 100) / 100,

@@ -3,7 +3,8 @@
 // token, create a product and keys, watch events sent through the API arrive live (within 2 s of their
 // acknowledgement, clarifications §30), open one, see a rejection, look a user up after an identify and an
 // alias and see the merge, connect a traffic source (the local Plausible fake), sync and read the report,
-// revoke a key. Chromium's every request outside the app's port goes to a closed port (nothing leaves
+// revoke a key; the catalogue, a tracking plan that refuses an event and its violation, erasing a user and
+// the audit and suppressions, retention, the traffic CSV. Chromium's every request outside the app's port goes to a closed port (nothing leaves
 // loopback). In the system tier (clarifications §6), SQLite pass only: the browser side is dialect-free.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -38,7 +39,8 @@ describe('the console in Chromium', { skip }, () => {
 
   before(async () => {
     ensureConsoleBuilt();
-    ctx = await createTestApp({ browserRateLimitPerIp: 0 });
+    // The catalogue flushes and the erasure runner polls quickly, so the pages show their results at once.
+    ctx = await createTestApp({ browserRateLimitPerIp: 0, catalogFlushMs: 100, erasurePollMs: 50, suppressionRefreshMs: 50 });
     await ctx.app.listen({ port: 0, host: '127.0.0.1' });
     const port = (ctx.app.server.address() as AddressInfo).port;
     base = `http://127.0.0.1:${port}`;
@@ -223,6 +225,14 @@ describe('the console in Chromium', { skip }, () => {
     await breakdown.locator('th[aria-sort="ascending"]').getByText('Sessions').waitFor();
     await breakdown.locator('tbody tr').first().getByRole('cell', { name: 'Newsletter' }).waitFor();
     assert.ok((await page.locator('svg.chart rect.bar').count()) >= 2);
+
+    // The whole breakdown as CSV, in the table's order (sessions ascending now).
+    const [download] = await Promise.all([page.waitForEvent('download'), breakdown.getByRole('button', { name: 'Download CSV' }).click()]);
+    assert.match(download.suggestedFilename(), /^traffic-\d{4}-\d{2}-\d{2}-\d{4}-\d{2}-\d{2}-by-source\.csv$/);
+    const csv = readFileSync((await download.path())!, 'utf8').trim().split('\r\n');
+    assert.equal(csv[0], 'source,sessions,users,pageviews,bounce_rate,avg_session_duration,conversions');
+    assert.deepEqual(csv.slice(1).map((line) => line.split(',').slice(0, 2)), [['Newsletter', '14'], ['Google', '74']]);
+    await breakdown.getByText('Downloaded 2 rows').waitFor();
   });
 
   it('destinations: create a webhook to a local receiver, see its deliveries, pause and resume it', async () => {
@@ -268,10 +278,148 @@ describe('the console in Chromium', { skip }, () => {
     await page.getByText(/revoked /).first().waitFor();
   });
 
+  /** Clicks `refresh` until `target` shows (the catalogue and the violations are read when asked). */
+  async function refreshUntil(refresh: () => Promise<void>, target: ReturnType<Page['locator']>, ms = 10_000) {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      try {
+        await target.first().waitFor({ timeout: 500 });
+        return;
+      } catch (error) {
+        if (Date.now() > deadline) throw error;
+        await refresh();
+      }
+    }
+  }
+
+  it('catalogue: an event sent through the API is listed with its count, and its property paths with their JSON types', async () => {
+    const sent = await api('/api/v2/events', eventsKey, { event_type: 'signup', action: 'started', subject_type: 'user', subject_id: 'user_5', properties: { plan: 'pro', seats: 3, meta: { source: 'ad' } } });
+    assert.equal(sent.status, 201);
+    await page.getByRole('link', { name: 'Catalogue' }).click();
+    await page.getByRole('heading', { name: 'Events catalogue · Shop' }).waitFor();
+    const names = page.getByRole('region', { name: 'Event names' });
+    await refreshUntil(() => page.getByRole('button', { name: 'Refresh' }).click(), names.getByRole('link', { name: 'signup_started' }));
+    await names.getByRole('link', { name: 'signup_started' }).click();
+    const detail = page.getByRole('region', { name: 'Event signup_started' });
+    const properties = detail.getByRole('table', { name: 'Properties of signup_started' });
+    await properties.getByRole('row').filter({ hasText: 'seats' }).getByText('integer 1').waitFor();
+    await properties.getByRole('row').filter({ hasText: 'meta.source' }).getByText('string 1').waitFor();
+    // No property value is shown (none is kept).
+    assert.equal(await detail.getByText('pro', { exact: true }).count(), 0);
+    // order_completed was sent four times through the API before this test.
+    const row = names.getByRole('row').filter({ has: page.getByRole('link', { name: 'order_completed', exact: true }) });
+    assert.equal(await row.locator('td.num').textContent(), '4');
+  });
+
+  it('tracking plan: an invalid schema is refused naming the field; a plan saved in enforce mode refuses a violating event, which the violations list shows', async () => {
+    await page.getByRole('link', { name: 'Tracking plan', exact: true }).click();
+    await page.getByRole('heading', { name: 'Tracking plan · Shop' }).waitFor();
+    await page.getByText('No plan yet').waitFor();
+    const editor = page.getByRole('region', { name: 'Edit the plan' });
+    await editor.getByLabel('Events (JSON)').fill(JSON.stringify({ order_completed: { properties: { type: 'objekt' } } }));
+    await editor.getByRole('button', { name: 'Save as a new version' }).click();
+    await editor.getByRole('alert').filter({ hasText: '/events/order_completed/properties/type' }).waitFor();
+    // Not JSON at all: the field is named before anything is sent.
+    await editor.getByLabel('Events (JSON)').fill('{ order_completed');
+    await editor.getByRole('button', { name: 'Save as a new version' }).click();
+    await editor.getByRole('alert').filter({ hasText: 'Events (JSON): not JSON' }).waitFor();
+
+    await editor.getByLabel('Mode').selectOption('enforce');
+    await editor.getByLabel('Events (JSON)').fill(JSON.stringify({ order_completed: { properties: { type: 'object', required: ['total'], properties: { total: { type: 'number' } } } } }));
+    await editor.getByRole('button', { name: 'Save as a new version' }).click();
+    await editor.getByText('Saved as version 1 (mode enforce)').waitFor();
+    await page.getByTestId('plan-version').getByText('1').waitFor();
+    const plan = (await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${productId}/tracking_plan`, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json().data;
+    assert.equal(plan.mode, 'enforce');
+
+    const refused = await api('/api/v2/events', eventsKey, { event_type: 'order', action: 'completed', subject_type: 'user', subject_id: 'user_7', properties: { total: 'lots' } });
+    assert.equal(refused.status, 400);
+    assert.equal(((await refused.json()) as { code: string }).code, 'tracking_plan_violation');
+    const violations = page.getByRole('region', { name: 'Violations' });
+    const row = violations.getByRole('row').filter({ hasText: '/properties/total' });
+    await refreshUntil(() => violations.getByRole('button', { name: 'Refresh' }).click(), row);
+    await row.getByText('rejected').waitFor();
+    await row.getByText('order_completed').waitFor();
+    // A planned event that conforms is still stored.
+    const ok = await api('/api/v2/events', eventsKey, { event_type: 'order', action: 'completed', subject_type: 'user', subject_id: 'user_7', properties: { total: 12 } });
+    assert.equal(ok.status, 201);
+    // Versions are listed; the draft from the catalogue fills the editor without saving.
+    await page.getByRole('region', { name: 'Versions' }).getByText(/Version 1 · enforce/).waitFor();
+    await editor.getByRole('button', { name: 'Start from a draft (catalogue)' }).click();
+    await editor.getByText('Draft from the catalogue loaded').waitFor();
+    assert.match(await editor.getByLabel('Events (JSON)').inputValue(), /signup_started/);
+    await page.getByTestId('plan-version').getByText('1').waitFor();
+  });
+
+  it('erasure: a user erased from their page after typing the id, the job followed to done; the lookup then finds nothing, the audit lists the job; a suppression lifted after a confirmation', async () => {
+    ctx.services.erasure.start();
+    assert.ok((await api('/api/v2/identify', eventsKey, { external_id: 'user_erase', identifiers: { email: 'grace@example.com' }, traits: { name: 'Grace' } })).ok);
+    assert.ok((await api('/api/v2/alias', eventsKey, { from_external_id: 'anon_erase', to_external_id: 'user_erase' })).ok);
+    for (const subject of ['user_erase', 'anon_erase']) {
+      assert.equal((await api('/api/v2/events', eventsKey, { event_type: 'page', action: 'viewed', subject_type: 'user', subject_id: subject, properties: { path: '/' } })).status, 201);
+    }
+
+    await page.getByRole('link', { name: 'Users' }).click();
+    await page.getByLabel('By').selectOption('id');
+    await page.getByLabel('External id').fill('anon_erase');
+    await page.getByRole('button', { name: 'Look up' }).click();
+    await page.getByRole('heading', { name: 'User user_erase' }).waitFor();
+    const zone = page.getByRole('region', { name: 'Erase this user' });
+    const erase = zone.getByRole('button', { name: 'Erase user_erase' });
+    assert.equal(await erase.isDisabled(), true);
+    await zone.getByLabel('Reason (optional, kept in the audit: no personal data)').fill('console test request');
+    await zone.getByLabel(/^Type user_erase to confirm/).fill('user_eras');
+    assert.equal(await erase.isDisabled(), true);
+    await zone.getByLabel(/^Type user_erase to confirm/).fill('user_erase');
+    await erase.click();
+    const progress = page.getByTestId('erasure-progress');
+    await progress.getByText('done', { exact: true }).waitFor({ timeout: 20_000 });
+    await progress.getByText(/[1-9]\d* events/).waitFor();
+    const jobId = (await progress.locator('h3 code').textContent())!;
+    // The lookup ran again: nothing is left, under either id.
+    await page.getByRole('alert').filter({ hasText: 'No user with external id "anon_erase"' }).waitFor();
+    for (const id of ['user_erase', 'anon_erase']) {
+      const lookup = await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${productId}/users/${id}`, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+      assert.equal(lookup.statusCode, 404);
+    }
+    const refused = await api('/api/v2/events', eventsKey, { event_type: 'page', action: 'viewed', subject_type: 'user', subject_id: 'anon_erase' });
+    assert.equal(refused.status, 409);
+
+    await page.getByRole('link', { name: 'Privacy' }).click();
+    const audit = page.getByRole('table', { name: 'Erasures, newest first' });
+    const jobRow = audit.getByRole('row').filter({ hasText: jobId });
+    await jobRow.getByText('done').waitFor();
+    await jobRow.getByText('console test request').waitFor();
+    const suppressions = page.getByRole('table', { name: 'Suppressions, newest first' });
+    await suppressions.getByRole('row').nth(2).waitFor();
+    assert.equal(await suppressions.locator('tbody tr').count(), 2);
+    await suppressions.locator('tbody tr').first().getByRole('button', { name: 'Lift…' }).click();
+    await suppressions.locator('tbody tr').first().getByRole('button', { name: 'Lift: accept this id\'s items again' }).click();
+    await page.waitForFunction(() => (globalThis as unknown as { document: { querySelectorAll(s: string): { length: number } } }).document.querySelectorAll('table[aria-label="Suppressions, newest first"] tbody tr').length === 1);
+    const left = (await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${productId}/suppressions`, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json().data;
+    assert.equal(left.length, 1);
+  });
+
+  it('retention: the days set on the Privacy page are what the admin API answers; "keep forever" sets null', async () => {
+    const retention = page.getByRole('region', { name: 'Retention of events' });
+    await retention.getByTestId('retention-now').getByText('kept forever').waitFor();
+    await retention.getByLabel('Keep forever').uncheck();
+    await retention.getByLabel('Keep events for (days)').fill('30');
+    await retention.getByRole('button', { name: 'Save retention' }).click();
+    await retention.getByText('Saved: 30 days.').waitFor();
+    await retention.getByTestId('retention-now').getByText('30 days').waitFor();
+    const product = async () => (await ctx.app.inject({ method: 'GET', url: `/admin/v1/products`, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json().data.find((p: { id: string }) => p.id === productId);
+    assert.deepEqual((await product()).retention, { events_days: 30 });
+    await retention.getByLabel('Keep forever').check();
+    await retention.getByRole('button', { name: 'Save retention' }).click();
+    await retention.getByText('Saved: kept forever.').waitFor();
+    assert.deepEqual((await product()).retention, { events_days: null });
+  });
+
   it('at a phone width (390 px) no page scrolls sideways', async () => {
     await page.setViewportSize({ width: 390, height: 844 });
     try {
-      for (const route of ['', `p/${productId}/events`, `p/${productId}/keys`, `p/${productId}/users/id/user_1`, `p/${productId}/traffic`, `p/${productId}/destinations`, `p/${productId}/legacy`, 'health']) {
+      for (const route of ['', `p/${productId}/events`, `p/${productId}/keys`, `p/${productId}/users/id/user_1`, `p/${productId}/traffic`, `p/${productId}/destinations`, `p/${productId}/legacy`, `p/${productId}/catalog/signup_started`, `p/${productId}/plan`, `p/${productId}/privacy`, 'health']) {
         await page.goto(`${base}/console/#/${route}`);
         await page.locator('main h1').waitFor();
         await page.waitForLoadState('networkidle').catch(() => {});
@@ -290,7 +438,7 @@ describe('the console in Chromium', { skip }, () => {
     const tab = await context.newPage();
     const found: string[] = [];
     try {
-      for (const route of ['', `p/${productId}/events`, `p/${productId}/keys`, `p/${productId}/users/identifier/email%3Aada%40example.com`, `p/${productId}/traffic`, `p/${productId}/destinations`, `p/${productId}/legacy`, 'health']) {
+      for (const route of ['', `p/${productId}/events`, `p/${productId}/keys`, `p/${productId}/users/identifier/email%3Aada%40example.com`, `p/${productId}/traffic`, `p/${productId}/destinations`, `p/${productId}/legacy`, `p/${productId}/catalog`, `p/${productId}/catalog/signup_started`, `p/${productId}/plan`, `p/${productId}/privacy`, 'health']) {
         await tab.goto(`${base}/console/#/${route}`);
         await tab.locator('main h1').waitFor();
         await tab.waitForLoadState('networkidle').catch(() => {});
@@ -319,6 +467,8 @@ describe('the console in Chromium', { skip }, () => {
     await page.getByRole('link', { name: 'Health' }).click();
     await page.getByText('Ingest rate', { exact: true }).waitFor();
     await page.getByText('Commit latency').waitFor();
+    // Which instance: the test's server is this process.
+    await page.getByTestId('instance').getByText(String(process.pid), { exact: true }).waitFor();
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByLabel('Admin token').waitFor();
     assert.equal(await page.evaluate(() => (globalThis as unknown as { sessionStorage: { getItem(key: string): string | null } }).sessionStorage.getItem('inlet.admin_token')), null);

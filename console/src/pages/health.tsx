@@ -6,7 +6,7 @@ import { get, type Envelope } from '../api';
 import { Badge, ErrorLine, Section, time, useLoad } from '../ui';
 
 interface Stats {
-  instance: { started_at: string; uptime_seconds: number };
+  instance: { hostname?: string; pid?: number; started_at: string; uptime_seconds: number };
   ingest: { events_total: Record<string, number>; events_per_second: number; rate_window_seconds: number };
   rejections: { total: number; by_code: Array<{ code: string; severity: string; count: number }> };
   commit: { count: number; mean_ms: number | null; p50_ms: number | null; p99_ms: number | null; mean_events: number | null };
@@ -35,6 +35,9 @@ export function HealthPage() {
       <ErrorLine error={stats.error} />
       {s !== undefined && (
         <>
+          <p class="note" data-testid="instance">
+            These figures are <strong>this instance's own</strong>: the process that answered ({s.instance.hostname === undefined ? 'this process' : <>host <code>{s.instance.hostname}</code>, pid <code>{s.instance.pid}</code></>}, up since {time(s.instance.started_at)}). Behind a load balancer each instance counts only what it served; only the destinations are counted across every instance.
+          </p>
           <div class="tiles">
             <div class="tile">
               <span class="tile-label">Ingest rate</span>

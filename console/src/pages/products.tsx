@@ -45,6 +45,7 @@ export function ProductsPage({ products, onCreated }: { products: Product[]; onC
                 <th scope="col">Name</th>
                 <th scope="col">Id</th>
                 <th scope="col">Created</th>
+                <th scope="col">Events kept</th>
                 <th scope="col">Open</th>
               </tr>
             </thead>
@@ -58,6 +59,9 @@ export function ProductsPage({ products, onCreated }: { products: Product[]; onC
                     <code>{p.id}</code>
                   </td>
                   <td>{time(p.created_at)}</td>
+                  <td>
+                    <a href={`#/p/${p.id}/privacy`}>{p.retention?.events_days == null ? 'forever' : `${p.retention.events_days} days`}</a>
+                  </td>
                   <td class="links">
                     <a href={`#/p/${p.id}/keys`}>Keys</a> <a href={`#/p/${p.id}/users`}>Users</a> <a href={`#/p/${p.id}/traffic`}>Traffic</a>
                   </td>

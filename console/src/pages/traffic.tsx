@@ -71,6 +71,34 @@ function SortHeader({ field, label, sort, onSort, numeric = true }: { field: str
 
 const num = (value: number | null | undefined, digits = 0) => (value === null || value === undefined ? '—' : value.toLocaleString(undefined, { maximumFractionDigits: digits }));
 
+/** A CSV field (RFC 4180): quoted when it holds a comma, a quote or a line break. */
+function csvField(value: unknown): string {
+  const text = value === null || value === undefined ? '' : String(value);
+  return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
+}
+
+/** Every row of the breakdown (all pages, in the table's order) as CSV, downloaded by the browser. */
+async function downloadCsv(base: string, query: Record<string, string>, dimension: Dimension): Promise<number> {
+  const rows: ReportRow[] = [];
+  let cursor: string | null = null;
+  do {
+    const page: Report = await get<Report>(base, { ...query, group_by: dimension, limit: 1000, cursor });
+    rows.push(...page.data);
+    cursor = page.meta.next_cursor;
+  } while (cursor !== null);
+  const fields = [dimension, ...COLUMNS.map(([field]) => field)] as Array<keyof ReportRow>;
+  const lines = [fields.join(','), ...rows.map((row) => fields.map((f) => csvField(row[f])).join(','))];
+  const url = URL.createObjectURL(new Blob([`${lines.join('\r\n')}\r\n`], { type: 'text/csv;charset=utf-8' }));
+  const link = document.createElement('a');
+  link.href = url;
+  link.download = `traffic-${query.from}-${query.to}-by-${dimension}.csv`;
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+  return rows.length;
+}
+
 function daysAgo(n: number): string {
   return new Date(Date.now() - n * 86_400_000).toISOString().slice(0, 10);
 }
@@ -91,6 +119,7 @@ export function TrafficPage({ product }: { product: Product }) {
     [product.id, range, filters, dimension, sort, cursor, generation],
   );
   const resetPaging = () => setPages([null]);
+  const [csv, setCsv] = useState<{ busy: boolean; status?: string; error?: unknown }>({ busy: false });
   const days = daily.data?.data ?? [];
   const totals = daily.data?.meta.totals;
 
@@ -201,7 +230,29 @@ export function TrafficPage({ product }: { product: Product }) {
             Next {PAGE_ROWS}
           </button>
           <span class="hint">Page {pages.length}</span>
+          <span class="spacer" />
+          <button
+            type="button"
+            disabled={csv.busy}
+            onClick={async () => {
+              setCsv({ busy: true });
+              try {
+                const n = await downloadCsv(base, { ...range, ...filters, sort }, dimension);
+                setCsv({ busy: false, status: `Downloaded ${n} rows (every page, this order and these filters).` });
+              } catch (error) {
+                setCsv({ busy: false, error });
+              }
+            }}
+          >
+            {csv.busy ? 'Preparing CSV…' : 'Download CSV'}
+          </button>
         </div>
+        {csv.status !== undefined && (
+          <p role="status" class="hint">
+            {csv.status}
+          </p>
+        )}
+        <ErrorLine error={csv.error} />
       </Section>
       <SourceSection product={product} onSynced={() => setGeneration((g) => g + 1)} />
     </>

@@ -5,6 +5,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { get, productPath, type Envelope, type InletEvent, type Page, type Product, type UserDetails } from '../api';
 import { navigate } from '../router';
 import { ErrorLine, Json, Section, time } from '../ui';
+import { EraseForm, ErasureProgress, type Erasure } from './privacy';
 
 type Lookup = { by: 'id' | 'identifier'; value: string };
 
@@ -20,7 +21,11 @@ export function UsersPage({ product, initial }: { product: Product; initial: str
   const [by, setBy] = useState<Lookup['by']>(lookup?.by ?? 'id');
   const [user, setUser] = useState<UserDetails>();
   const [error, setError] = useState<unknown>();
+  // An erasure asked for from this page: followed until it finishes, then the lookup runs again.
+  const [erasure, setErasure] = useState<Erasure>();
+  const [generation, setGeneration] = useState(0);
 
+  useEffect(() => setErasure(undefined), [product.id, lookup?.by, lookup?.value]);
   useEffect(() => {
     setUser(undefined);
     setError(undefined);
@@ -30,7 +35,7 @@ export function UsersPage({ product, initial }: { product: Product; initial: str
         ? get<Envelope<UserDetails>>(productPath(product.id, `/users/${encodeURIComponent(lookup.value)}`), { events_limit: 0 })
         : get<Envelope<UserDetails>>(productPath(product.id, '/users'), { identifier: lookup.value, events_limit: 0 });
     request.then((answer) => setUser(answer.data), setError);
-  }, [product.id, lookup?.by, lookup?.value]);
+  }, [product.id, lookup?.by, lookup?.value, generation]);
 
   return (
     <>
@@ -58,13 +63,14 @@ export function UsersPage({ product, initial }: { product: Product; initial: str
           </button>
         </form>
         <ErrorLine error={error} />
+        {erasure !== undefined && <ErasureProgress product={product} job={erasure} onFinished={() => setGeneration((g) => g + 1)} />}
       </Section>
-      {user !== undefined && <UserView product={product} user={user} />}
+      {user !== undefined && <UserView product={product} user={user} onErasure={setErasure} />}
     </>
   );
 }
 
-function UserView({ product, user }: { product: Product; user: UserDetails }) {
+function UserView({ product, user, onErasure }: { product: Product; user: UserDetails; onErasure: (job: Erasure) => void }) {
   const identifiers = Object.entries(user.identifiers);
   return (
     <>
@@ -133,6 +139,19 @@ function UserView({ product, user }: { product: Product; user: UserDetails }) {
         )}
       </Section>
       <UserEvents product={product} externalId={user.external_id} />
+      <section class="card danger-zone" aria-label="Erase this user">
+        <div class="card-head">
+          <h2>Erase this user</h2>
+        </div>
+        <EraseForm
+          product={product}
+          externalId={user.external_id}
+          onRequested={(job) => {
+            onErasure(job);
+            window.scrollTo(0, 0);
+          }}
+        />
+      </section>
     </>
   );
 }

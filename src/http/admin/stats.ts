@@ -9,7 +9,15 @@ import { dataEnvelope } from '../schemas/common.js';
 const nullableNumber = (description?: string) => Type.Union([Type.Number(), Type.Null()], description === undefined ? {} : { description });
 
 const Stats = Type.Object({
-  instance: Type.Object({ started_at: Type.String(), uptime_seconds: Type.Integer() }, { description: 'The process that answered (ingest, rejections and commit figures are its own)' }),
+  instance: Type.Object(
+    {
+      hostname: Type.String({ description: 'os.hostname() of the process that answered' }),
+      pid: Type.Integer({ description: 'Its process id' }),
+      started_at: Type.String(),
+      uptime_seconds: Type.Integer(),
+    },
+    { description: 'The process that answered (ingest, rejections and commit figures are its own)' },
+  ),
   ingest: Type.Object({
     events_total: Type.Record(Type.String(), Type.Number(), { description: 'Events answered since start, by outcome (created, duplicate, rejected)' }),
     events_per_second: Type.Number({ description: 'Created events per second over rate_window_seconds (up to the last minute)' }),
