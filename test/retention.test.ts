@@ -1,15 +1,19 @@
 // Retention (governance.md §4, the test of §5): per product `retention.events_days` through the admin
 // API; the background task deletes exactly the events received before the limit, in batches, while
 // ingest runs, and nothing of a product without a limit; one instance at a time (a lease); a metric of
-// rows deleted and of the oldest event kept.
+// rows deleted and of the oldest event kept. On PostgreSQL whole monthly partitions are dropped when every
+// product with rows in them allows it, without queueing ingest behind a long reader.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { performance } from 'node:perf_hooks';
+import { sql } from 'kysely';
+import pg from 'pg';
 import { uuidv7 } from '../src/domain/ids.js';
 import { createMetrics } from '../src/services/metrics.js';
 import { createRetentionService } from '../src/services/retention-service.js';
 import { GENTLE_DEFAULTS } from '../src/services/gentle-batches.js';
 import type { EventInsert } from '../src/storage/types.js';
-import { adminHeaders, bearer, createTestApp, problemOf, type TestContext } from './helpers.js';
+import { adminHeaders, bearer, createTestApp, dialect, postgresUrl, problemOf, type TestContext } from './helpers.js';
 
 let ctx: TestContext;
 before(async () => {
@@ -129,6 +133,162 @@ describe('retention: exactly the older events removed while ingest runs', () => 
     const other = createRetentionService(ctx.services.storage, createMetrics({ defaultMetrics: false }), { intervalMs: 0, holder: 'other-instance' });
     const first = await ctx.services.retention.runOnce();
     assert.equal(first.ran, true);
-    assert.deepEqual(await other.runOnce(), { deleted: {}, ran: false });
+    assert.deepEqual(await other.runOnce(), { deleted: {}, ran: false, dropped: [], kept: [] });
+  });
+});
+
+const postgresOnly = dialect === 'postgres' ? false : 'PostgreSQL only: events is partitioned by month there (on SQLite the batch deletes above are all there is)';
+
+describe('retention drops whole monthly partitions (PostgreSQL)', { skip: postgresOnly }, () => {
+  let pctx: TestContext;
+  let limited: { id: string; eventsKey: string };
+  let longer: { id: string; eventsKey: string };
+  let keeper: { id: string; eventsKey: string };
+  const recent = new Date(Date.now() - DAY).toISOString();
+
+  before(async () => {
+    if (postgresOnly) return;
+    pctx = await createTestApp({ retentionIntervalMs: 0 });
+    limited = await pctx.product('limited-30');
+    longer = await pctx.product('limited-60');
+    keeper = await pctx.product('keeps-everything');
+    for (const month of ['2021_01', '2021_02', '2021_03']) await createMonth(month);
+    for (const [product, days] of [[limited, 30], [longer, 60]] as const) {
+      assert.equal((await pctx.app.inject({ method: 'PATCH', url: `/admin/v1/products/${product.id}`, headers: adminHeaders(), payload: { retention: { events_days: days } } })).statusCode, 200);
+    }
+  });
+  after(async () => pctx?.close());
+
+  /** A monthly partition as inlet_ensure_event_partitions makes them, for a month long past. */
+  async function createMonth(month: string): Promise<void> {
+    const [year, m] = month.split('_').map(Number) as [number, number];
+    const from = new Date(Date.UTC(year, m - 1, 1)).toISOString();
+    const to = new Date(Date.UTC(year, m, 1)).toISOString();
+    await sql`CREATE TABLE ${sql.table(`events_p${month}`)} PARTITION OF events FOR VALUES FROM (${sql.lit(from)}) TO (${sql.lit(to)})`.execute(pctx.services.storage.db);
+  }
+  const seedIn = async (productId: string, count: number, receivedAt: string, prefix: string) => {
+    for (let at = 0; at < count; at += 500) {
+      const rows = Array.from({ length: Math.min(500, count - at) }, (_, i) => stored(productId, receivedAt, `${prefix}-${at + i}`));
+      await pctx.services.storage.events.insertMany(rows);
+    }
+  };
+  const partitionExists = async (name: string) =>
+    (await sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_class WHERE relname = ${name} AND relnamespace = current_schema()::regnamespace`.execute(pctx.services.storage.db)).rows[0]!.n === 1;
+  const rowsOf = async (productId: string, from?: string, to?: string) => {
+    let query = pctx.services.storage.db.selectFrom('events').select((eb) => eb.fn.countAll().as('n')).where('product_id', '=', productId);
+    if (from !== undefined) query = query.where('received_at', '>=', from);
+    if (to !== undefined) query = query.where('received_at', '<', to);
+    return Number((await query.executeTakeFirstOrThrow()).n);
+  };
+  const keysOf = async (productId: string, before: string) =>
+    (await sql<{ n: number }>`SELECT count(*)::int AS n FROM event_dedup WHERE product_id = ${productId} AND received_at < ${before}::timestamptz`.execute(pctx.services.storage.db)).rows[0]!.n;
+  /** Single events through the HTTP route while `during` runs; answers how many and the slowest. */
+  async function ingestDuring<T>(productKey: string, during: () => Promise<T>): Promise<{ result: T; sent: number; slowestMs: number }> {
+    let stop = false;
+    let sent = 0;
+    let slowestMs = 0;
+    const sender = (async () => {
+      while (!stop) {
+        const started = performance.now();
+        const res = await pctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(productKey), payload: { event: 'page_viewed', subject_type: 'user', subject_id: 'live' } });
+        slowestMs = Math.max(slowestMs, performance.now() - started);
+        assert.equal(res.statusCode, 201, res.body);
+        sent++;
+      }
+    })();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    let result: T;
+    try {
+      result = await during();
+    } finally {
+      stop = true;
+      await sender;
+    }
+    return { result, sent, slowestMs };
+  }
+
+  it('drops a month whose rows are past every present product\'s limit, counts its rows, keeps a month another product keeps', async () => {
+    await seedIn(limited.id, GENTLE_DEFAULTS.max + 700, '2021-01-10T10:00:00.000Z', 'jan');
+    await seedIn(longer.id, 300, '2021-01-20T10:00:00.000Z', 'jan-longer');
+    await seedIn(limited.id, 50, '2021-03-05T10:00:00.000Z', 'mar');
+    await seedIn(keeper.id, 5, '2021-03-06T10:00:00.000Z', 'mar-keeper');
+    await seedIn(limited.id, 20, recent, 'recent');
+    await seedIn(longer.id, 3, recent, 'recent-longer');
+
+    const metrics = createMetrics({ defaultMetrics: false });
+    const retention = createRetentionService(pctx.services.storage, metrics, { intervalMs: 0, holder: 'partition-test' });
+    const { result: pass, sent } = await ingestDuring(limited.eventsKey, () => retention.runOnce());
+    await retention.close();
+    assert.ok(sent > 0, 'ingest went on during the pass');
+
+    assert.deepEqual(pass.dropped, ['events_p2021_01', 'events_p2021_02'], 'January (two limited products) and the empty February');
+    assert.deepEqual(pass.kept.filter((k) => k.name.startsWith('events_p2021')), [{ name: 'events_p2021_03', reason: 'refused' }]);
+    assert.equal(await partitionExists('events_p2021_01'), false, 'the partition table is gone');
+    assert.equal(await partitionExists('events_p2021_03'), true, 'March holds rows of a product without a limit');
+    assert.deepEqual(pass.deleted, { [limited.id]: GENTLE_DEFAULTS.max + 700 + 50, [longer.id]: 300 });
+
+    // March: the limited product's rows went in batches, the other product's stayed.
+    assert.equal(await rowsOf(limited.id, undefined, new Date(Date.now() - 30 * DAY).toISOString()), 0);
+    assert.equal(await rowsOf(keeper.id), 5);
+    assert.equal(await rowsOf(limited.id), 20 + sent);
+    assert.equal(await rowsOf(longer.id), 3);
+
+    const deleted = await metrics.registry.getSingleMetricAsString('inlet_retention_deleted_events_total');
+    assert.match(deleted, new RegExp(`product_id="${limited.id}"} ${GENTLE_DEFAULTS.max + 750}\\b`));
+    assert.match(deleted, new RegExp(`product_id="${longer.id}"} 300\\b`));
+    const oldest = await metrics.registry.getSingleMetricAsString('inlet_retention_oldest_event_timestamp_seconds');
+    assert.match(oldest, new RegExp(`product_id="${limited.id}"} ${Date.parse(recent) / 1000}\\b`));
+    assert.match(oldest, new RegExp(`product_id="${longer.id}"} ${Date.parse(recent) / 1000}\\b`));
+    const drops = await metrics.registry.getSingleMetricAsString('inlet_retention_partition_drops_total');
+    assert.match(drops, /outcome="dropped"} 2\b/);
+
+    // Idempotency keys: those of dropped and deleted events are gone (a retry is stored anew), those of
+    // the product that keeps its events are kept (a retry is still a duplicate).
+    assert.equal(await keysOf(limited.id, '2021-04-01T00:00:00Z'), 0);
+    assert.equal(await keysOf(longer.id, '2021-04-01T00:00:00Z'), 0);
+    assert.equal(await keysOf(keeper.id, '2021-04-01T00:00:00Z'), 5);
+    const now = new Date().toISOString();
+    const outcomes = await pctx.services.storage.events.insertMany([stored(limited.id, now, 'jan-3'), stored(keeper.id, now, 'mar-keeper-2')]);
+    assert.deepEqual(outcomes.map((o) => o.status), ['created', 'duplicate']);
+  });
+
+  it('gives up the drop quickly behind a long reader, trims the month with batch deletes, and ingest goes on', async () => {
+    await createMonth('2021_05');
+    await seedIn(limited.id, 400, '2021-05-15T10:00:00.000Z', 'may');
+    // Another session reads `events` in a long transaction (an export, say): DROP TABLE would need ACCESS
+    // EXCLUSIVE, and while it waited every insert would queue behind it.
+    const reader = new pg.Client({ connectionString: postgresUrl });
+    await reader.connect();
+    try {
+      await reader.query(`SET search_path TO ${pctx.database.postgresSchema}`);
+      await reader.query('BEGIN');
+      await reader.query('SELECT count(*) FROM events');
+      const metrics = createMetrics({ defaultMetrics: false });
+      const retention = createRetentionService(pctx.services.storage, metrics, { intervalMs: 0, holder: 'lock-test', dropLockTimeoutMs: 200 });
+      const started = performance.now();
+      const { result: pass, sent, slowestMs } = await ingestDuring(limited.eventsKey, () => retention.runOnce());
+      const tookMs = performance.now() - started;
+      await retention.close();
+
+      assert.deepEqual(pass.kept.find((k) => k.name === 'events_p2021_05'), { name: 'events_p2021_05', reason: 'lock_timeout' });
+      assert.equal(await partitionExists('events_p2021_05'), true);
+      assert.equal(await rowsOf(limited.id, '2021-05-01T00:00:00Z', '2021-06-01T00:00:00Z'), 0, 'the batch deletes trimmed May');
+      assert.equal(pass.deleted[limited.id], 400);
+      assert.match(await metrics.registry.getSingleMetricAsString('inlet_retention_partition_drops_total'), /outcome="lock_timeout"} 1\b/);
+      assert.ok(sent > 0, 'ingest went on');
+      // Generous bounds for a loaded machine; without lock_timeout the pass and the inserts would wait for
+      // the reader (here: for ever).
+      assert.ok(tookMs < 10_000, `the pass gave up the drop quickly (${tookMs.toFixed(0)} ms)`);
+      assert.ok(slowestMs < 5_000, `no insert waited long behind the drop (slowest ${slowestMs.toFixed(0)} ms)`);
+    } finally {
+      await reader.query('ROLLBACK').catch(() => {});
+      await reader.end();
+    }
+    // The reader gone, the next pass drops the (now empty) month.
+    const retention = createRetentionService(pctx.services.storage, createMetrics({ defaultMetrics: false }), { intervalMs: 0, holder: 'lock-test-2' });
+    const pass = await retention.runOnce();
+    await retention.close();
+    assert.ok(pass.dropped.includes('events_p2021_05'), JSON.stringify(pass));
+    assert.equal(await partitionExists('events_p2021_05'), false);
   });
 });

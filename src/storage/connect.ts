@@ -107,6 +107,8 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
   let limiterPool: pg.Pool | undefined;
   let maintenancePool: pg.Pool | undefined;
   let vacuum: ((tables: string[]) => Promise<void>) | undefined;
+  let maintenanceDatabase: (() => Kysely<Database>) | undefined;
+  let maintenanceDb: Kysely<Database> | undefined;
   let postgresHosts = '';
   // No deadline while migrations run (an index build on a big table may take minutes); set after them.
   const queryDeadline: { ms?: number } = {};
@@ -158,12 +160,17 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     };
     // Erasure's VACUUM (erasure-store.ts) on a connection of its own without the query deadline: a
     // vacuum of a large table outlasts it, and a deadline would mark the primary silent (pool.ts).
-    vacuum = async (tables) => {
-      if (maintenancePool === undefined) {
-        maintenancePool = createFailoverPool(settings, { max: 1, ...(schema === undefined ? {} : { options: `-c search_path=${schema}` }) }).pool;
+    // Retention's partition drop (a count of a whole month under lock_timeout) uses it too.
+    maintenanceDatabase = () => {
+      if (maintenanceDb === undefined) {
+        maintenancePool = createFailoverPool(settings, { max: 1, types: postgresTypes(), ...(schema === undefined ? {} : { options: `-c search_path=${schema}` }) }).pool;
         maintenancePool.on('error', () => {});
+        maintenanceDb = new Kysely<Database>({ dialect: new PostgresDialect({ pool: maintenancePool }) });
       }
-      for (const table of tables) await maintenancePool.query(`VACUUM ${table}`);
+      return maintenanceDb;
+    };
+    vacuum = async (tables) => {
+      for (const table of tables) await sql.raw(`VACUUM ${table}`).execute(maintenanceDatabase!());
     };
     if (schema !== undefined) {
       try {
@@ -231,7 +238,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     traffic: trafficStore(db, dialect),
     destinations: destinationStore(db, dialect, rawSqlite),
     governance: governanceStore(db, dialect),
-    erasure: erasureStore(db, dialect, vacuum),
+    erasure: erasureStore(db, dialect, vacuum, maintenanceDatabase),
     async ping() {
       if (dialect === 'sqlite') {
         await sql`SELECT 1`.execute(db);

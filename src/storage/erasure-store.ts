@@ -8,6 +8,7 @@
 // disk as dead tuples until VACUUM, which `reclaim` runs on the touched tables after a job.
 import { sql, type Kysely, type RawBuilder, type Transaction } from 'kysely';
 import type { Database } from './database.js';
+import { deleteEventMonthKeys, dropEventMonth, eventMonthsEndingBy, productsInEventMonth } from './postgres/event-partitions.js';
 import type {
   Dialect,
   ErasureCounts,
@@ -51,6 +52,8 @@ type ErasureTables = {
 };
 
 type Db = Kysely<Database & ErasureTables>;
+
+const DAY_MS = 86_400_000;
 
 const EMPTY_COUNTS: ErasureCounts = { ids: 0, events: 0, identifiers: 0, traits: 0, merges: 0, identity_messages: 0, rejections: 0, violations: 0 };
 
@@ -106,9 +109,15 @@ const TOUCHED_TABLES = [
 
 /**
  * `vacuum` (PostgreSQL): runs VACUUM on the tables through a connection without the client-side query
- * deadline (connect.ts); without it, VACUUM runs through the main pool.
+ * deadline (connect.ts); without it, VACUUM runs through the main pool. `maintenance` (PostgreSQL): that
+ * connection, for retention's partition drop.
  */
-export function erasureStore(database: Kysely<Database>, dialect: Dialect, vacuum?: (tables: string[]) => Promise<void>): ErasureStore {
+export function erasureStore(
+  database: Kysely<Database>,
+  dialect: Dialect,
+  vacuum?: (tables: string[]) => Promise<void>,
+  maintenance?: () => Kysely<Database>,
+): ErasureStore {
   const db = database.withTables<ErasureTables>() as Db;
   const pg = dialect === 'postgres';
 
@@ -457,6 +466,31 @@ export function erasureStore(database: Kysely<Database>, dialect: Dialect, vacuu
     deleteEventsBefore(productId, cutoff, limit) {
       // The events_by_time index (product_id, received_at) finds them oldest first.
       return deleteByPositions(db, productId, pg ? sql`received_at < ${cutoff}::timestamptz` : sql`received_at < ${cutoff}`, limit);
+    },
+
+    async eventMonthsEndingBy(end) {
+      return pg ? eventMonthsEndingBy(database, end) : [];
+    },
+
+    productsInEventMonth(name) {
+      return productsInEventMonth(database, name);
+    },
+
+    deleteEventMonthKeys(name, productIds, after, limit) {
+      return deleteEventMonthKeys(database, name, productIds, after, limit);
+    },
+
+    dropEventMonth(month, now, lockTimeoutMs) {
+      // On the maintenance connection: the count of a big month may outlast the client-side query deadline.
+      const on = maintenance?.() ?? database;
+      return dropEventMonth(on, month, lockTimeoutMs, async (q, counts) => {
+        const ids = Object.keys(counts);
+        if (ids.length === 0) return true;
+        const limits = await q.selectFrom('products').select(['id', 'retention_events_days']).where('id', 'in', ids).execute();
+        const end = Date.parse(month.end);
+        const allowing = new Set(limits.filter((p) => p.retention_events_days !== null && now - Number(p.retention_events_days) * DAY_MS >= end).map((p) => p.id));
+        return ids.every((id) => allowing.has(id));
+      });
     },
 
     async oldestEvent(productId) {

@@ -1,5 +1,24 @@
 // The erasure and retention part of the storage port (governance.md §3–4).
 
+/** A monthly partition of `events` on PostgreSQL (`events_pYYYY_MM`): its name and [start, end) in UTC. */
+export interface EventMonth {
+  name: string;
+  start: string;
+  end: string;
+}
+
+/** Where a walk over a month's events goes on: after this (product_id, id), the partition's key order. */
+export interface EventMonthCursor {
+  productId: string;
+  id: string;
+}
+
+export type EventMonthDrop =
+  | { dropped: true; counts: Record<string, number> }
+  /** `lock_timeout`: a lock was not granted in time (55P03, or a deadlock, 40P01); `refused`: a product with
+   * rows in the month does not allow it (any more); `gone`: the partition no longer exists. */
+  | { dropped: false; reason: 'lock_timeout' | 'refused' | 'gone'; counts?: Record<string, number> };
+
 export type ErasureStatus = 'pending' | 'running' | 'done' | 'failed';
 /** Where a job is; each phase can be run again from its start (a resumed job does). */
 export type ErasurePhase = 'events' | 'identity' | 'records' | 'finish' | 'done';
@@ -99,6 +118,21 @@ export interface ErasureStore {
   setRetention(productId: string, eventsDays: number | null): Promise<void>;
   /** Deletes at most `limit` events of the product received before `cutoff`; returns how many. */
   deleteEventsBefore(productId: string, cutoff: string, limit: number): Promise<number>;
+  /**
+   * Retention by whole months (PostgreSQL; on SQLite there are no partitions: none are listed). The
+   * monthly partitions of `events` whose month ends at or before `end`, oldest first.
+   */
+  eventMonthsEndingBy(end: string): Promise<EventMonth[]>;
+  /** The products with rows in the month's partition. */
+  productsInEventMonth(name: string): Promise<string[]>;
+  /** Deletes the idempotency keys of the next `limit` events of the month (of those products) after `after` (null: the first). */
+  deleteEventMonthKeys(name: string, productIds: string[], after: EventMonthCursor | null, limit: number): Promise<{ events: number; keys: number; next: EventMonthCursor }>;
+  /**
+   * Drops the month's partition if every product with rows in it has a limit that covers the whole
+   * month at `now` (read in the drop's transaction); counts its rows per product first. Waits at most
+   * `lockTimeoutMs` for each lock.
+   */
+  dropEventMonth(month: EventMonth, now: number, lockTimeoutMs: number): Promise<EventMonthDrop>;
   /** The receive time of the product's oldest event, or null. */
   oldestEvent(productId: string): Promise<string | null>;
   /** A named lease over background work: true when `holder` has it until `now + leaseMs`. */
