@@ -98,6 +98,14 @@ describe('admin reads for the console', () => {
     // The same answer as the lookup by an alias.
     const byAlias = await admin(`/admin/v1/products/${acme.id}/users/anon_9`);
     assert.deepEqual({ ...byAlias.json().data, events: [] }, { ...user, events: [] });
+    // The identified flag (clarifications §18): set by the native identify; not by an anonymous-only Segment identify.
+    assert.equal(user.identified, true);
+    const basic = { authorization: `Basic ${Buffer.from(`${acme.eventsKey}:`).toString('base64')}` };
+    const anonymous = await ctx.app.inject({ method: 'POST', url: '/v1/identify', headers: basic, payload: { anonymousId: 'anon_only', messageId: 'anon-only-1', traits: { plan: 'free' } } });
+    assert.equal(anonymous.statusCode, 200, anonymous.body);
+    const anon = await admin(`/admin/v1/products/${acme.id}/users/anon_only`);
+    assert.equal(anon.statusCode, 200, anon.body);
+    assert.equal(anon.json().data.identified, false);
   });
 
   it('…/users?identifier: unknown identifier 404, malformed 400, missing 400', async () => {

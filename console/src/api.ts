@@ -135,6 +135,7 @@ export interface UserDetails {
   aliases: string[];
   created_at: string;
   updated_at: string;
+  identified?: boolean;
   merges: UserMerge[];
   events: InletEvent[];
   [field: string]: unknown;

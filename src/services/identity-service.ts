@@ -19,6 +19,8 @@ export interface AliasRequest {
 export interface UserDetails extends ResolvedUser {
   /** Most recent first: events whose subject is this user under its external id or any alias. */
   events: EventRecord[];
+  /** The stored flag of clarifications §18: a native identify, or a Segment identify with a userId, named them. */
+  identified: boolean;
 }
 
 export function identifierConflictError(conflicts: IdentifierConflict[]): AppError {
@@ -44,7 +46,8 @@ export function createIdentityService(storage: Storage) {
     if (resolved === undefined) throw new AppError('not_found', `No user with external id "${externalId}" in product "${productId}".`);
     const { user } = resolved;
     const events = await storage.events.listBySubjects(productId, 'user', [user.externalId, ...user.aliases], eventsLimit);
-    return { ...resolved, events };
+    const status = await storage.identity.identifiedStatus(productId, [user.externalId]);
+    return { ...resolved, events, identified: status.get(user.externalId)?.identified ?? false };
   }
 
   return {

@@ -298,7 +298,8 @@ function ViolationsSection({ product }: { product: Product }) {
                     <ul class="plain">
                       {v.errors.map((e) => (
                         <li key={`${e.pointer}${e.message}`}>
-                          <code>{e.pointer}</code>: {e.message}
+                          {e.pointer === '' ? '' : <><code>{e.pointer}</code>: </>}
+                          {e.message}
                         </li>
                       ))}
                     </ul>

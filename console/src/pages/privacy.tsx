@@ -34,8 +34,8 @@ function Counts({ counts }: { counts: Record<string, number> }) {
   return (
     <>
       {Object.entries(counts)
-        .map(([name, n]) => `${n.toLocaleString()} ${name.replace('_', ' ')}`)
-        .join(', ')}
+        .map(([name, n]) => `${name.replace('_', ' ')} ${n.toLocaleString()}`)
+        .join(' · ')}
     </>
   );
 }

@@ -80,6 +80,12 @@ function UserView({ product, user, onErasure }: { product: Product; user: UserDe
           <dd>
             <code>{user.external_id}</code>
           </dd>
+          {user.identified !== undefined && (
+            <>
+              <dt>Identified</dt>
+              <dd data-testid="identified">{user.identified ? 'yes: named by an identify' : 'no: anonymous only (never named by an identify)'}</dd>
+            </>
+          )}
           <dt>Created</dt>
           <dd>{time(user.created_at)}</dd>
           <dt>Updated</dt>

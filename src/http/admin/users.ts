@@ -26,6 +26,7 @@ const UserDetails = dataEnvelope(
   Type.Composite([
     UserCustomer,
     Type.Object({
+      identified: Type.Boolean({ description: 'Named by a native identify or a Segment identify with a userId (clarifications §18); false for an anonymous-only user' }),
       merges: Type.Array(UserMerge, { description: 'Merges into this user (directly or through a user merged into it), oldest first' }),
       events: Type.Array(Type.Ref(EventRecordSchema), { description: 'Most recent first; subject_type "user" and subject_id the external id or any alias' }),
     }),
