@@ -39,6 +39,9 @@ const forbidden = {
   'src/main.ts': ['cli', 'adapterFromRoot'],
   'src/services.ts': ['http', 'cli', 'adapterFromRoot'],
   'src/config.ts': ['http', 'cli', 'adapterFromRoot'],
+  // The composition root of destination delivery: where it runs (delivery.ts), and the worker thread's entry.
+  'src/delivery.ts': ['http', 'cli', 'adapterFromRoot'],
+  'src/delivery-worker.ts': ['http', 'cli', 'adapterFromRoot'],
   // test/, bench/ and scripts/ may import anything: they test and measure every layer, adapters included.
 };
 

@@ -70,6 +70,8 @@ export interface Config {
   destinationLeaseMs: number;
   /** How long the delivery log keeps attempts. */
   destinationLogRetentionDays: number;
+  /** INLET_DESTINATIONS_WORKER (default on): deliver in a worker thread with its own storage connection, off the request loop. */
+  destinationsWorker: boolean;
   /** The web console at /console (issue 14): INLET_CONSOLE on|off; served only while the admin API is on. */
   consoleEnabled: boolean;
   /** The event catalogue (governance.md §1): INLET_CATALOG on|off, its bounds and flush interval. */
@@ -257,6 +259,7 @@ export function loadConfig(env: Env = process.env): Config {
     destinationPollMs: integer(env, 'INLET_DESTINATION_POLL_MS', 500, 10, 10_000),
     destinationLeaseMs: integer(env, 'INLET_DESTINATION_LEASE_MS', 15_000, 1_000, 20_000),
     destinationLogRetentionDays: integer(env, 'INLET_DESTINATION_LOG_RETENTION_DAYS', 7, 1, 3650),
+    destinationsWorker: (env.INLET_DESTINATIONS_WORKER?.trim() ?? '') === '' || flag(env, 'INLET_DESTINATIONS_WORKER'),
     consoleEnabled: oneOf(env, 'INLET_CONSOLE', ['on', 'off'] as const, 'on') === 'on',
     catalogEnabled: oneOf(env, 'INLET_CATALOG', ['on', 'off'] as const, 'on') === 'on',
     catalogMaxEvents: integer(env, 'INLET_CATALOG_MAX_EVENTS', 5000, 1, 1_000_000),

@@ -2,6 +2,7 @@
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { createServices } from './services.js';
 import { buildApp } from './http/app.js';
+import { startDelivery } from './delivery.js';
 
 async function start(config: Config): Promise<void> {
   const services = await createServices(config);
@@ -53,8 +54,9 @@ async function start(config: Config): Promise<void> {
   );
   // Syncs every connected traffic source now and then every INLET_TRAFFIC_SYNC_INTERVAL_MS (0: off).
   services.traffic.scheduler.start(app.log);
-  // Delivers every active destination this instance holds the lease of (events-out §6).
-  services.destinations.start();
+  // Delivers every active destination this instance holds the lease of (events-out §6): in a worker
+  // thread with its own storage connection unless INLET_DESTINATIONS_WORKER=false.
+  startDelivery(services.destinations, config, app.log);
   // Runs erasure jobs (pending ones, and those whose instance died) and the retention task.
   services.erasure.start();
   services.retention.start();

@@ -139,6 +139,10 @@ export function createNatsSender(options: { timeoutMs: number; guard: OutboundGu
         if (current !== undefined) for (const token of tokens) current.waiting.delete(token);
       }
     },
+    /** The destinations with an open link. */
+    linked(): string[] {
+      return [...links.keys()];
+    },
     async closeOne(destinationId: string): Promise<void> {
       const existing = links.get(destinationId);
       links.delete(destinationId);

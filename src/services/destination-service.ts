@@ -72,6 +72,28 @@ export interface DestinationServiceOptions {
   guard?: OutboundGuard;
   /** Stored message → its public JSON (resources/destination-messages.ts). */
   format: MessageFormatter;
+  /**
+   * Where the deliverer reports deliveries, failures and latencies. Default: this service's own
+   * prom-client metrics. The delivery worker (destination-worker.ts) passes a sink that forwards them
+   * by message to the main thread, which applies them to its metrics (`deliveryMetrics` there).
+   */
+  deliveryMetrics?: DeliveryMetrics;
+}
+
+/** What a deliverer reports; the main thread's prom-client metrics, or a forwarder in the delivery worker. */
+export interface DeliveryMetrics {
+  delivered(destination: string, messages: number): void;
+  failed(destination: string): void;
+  /** Seconds from the newest accepted message's receipt to its acceptance. */
+  latency(destination: string, seconds: number): void;
+  /** Seconds one attempt took. */
+  attempt(destination: string, seconds: number): void;
+}
+
+/** Delivery run elsewhere (the delivery worker): admin changes poke it, close stops it. */
+export interface RemoteDeliverer {
+  poke(): void;
+  close(): Promise<void>;
 }
 
 export interface DestinationInput {
@@ -236,6 +258,13 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15, 30],
     registers: [metrics.registry],
   });
+  const promMetrics: DeliveryMetrics = {
+    delivered: (destination, messages) => delivered.inc({ destination }, messages),
+    failed: (destination) => failed.inc({ destination }),
+    latency: (destination, seconds) => latency.observe({ destination }, seconds),
+    attempt: (destination, seconds) => attemptDuration.observe({ destination }, seconds),
+  };
+  const report = options.deliveryMetrics ?? promMetrics;
   new Gauge({
     name: 'inlet_destination_lag_messages',
     help: `Messages after a destination's cursor (before its filter; counted up to ${LAG_CAP} per log), by destination and status`,
@@ -282,8 +311,12 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
     throw validationError([{ pointer, message: `must be ${expected}` }]);
   }
 
+  let remote: RemoteDeliverer | undefined;
+
   const service = {
     holder,
+    /** This process's prom-client metrics of delivery (the delivery worker's reports are applied to them). */
+    deliveryMetrics: promMetrics,
 
     async create(productId: string, input: DestinationInput): Promise<{ destination: DestinationView; secret: string | null }> {
       const errors: FieldError[] = [];
@@ -448,7 +481,12 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
     tick,
     /** Asks for a pass soon (after an admin change). */
     poke() {
-      if (running && !stopped) schedule(0);
+      if (remote !== undefined) remote.poke();
+      else if (running && !stopped) schedule(0);
+    },
+    /** Delivery runs elsewhere from now on (the delivery worker): poke() and close() go to it. */
+    useRemote(deliverer: RemoteDeliverer) {
+      remote = deliverer;
     },
     /** Starts the periodic passes (main.ts). */
     start() {
@@ -460,6 +498,7 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
       while (loops.size > 0) await Promise.all([...loops.values()]);
     },
     async close(): Promise<void> {
+      await remote?.close();
       stopped = true;
       clearTimeout(timer);
       abort.abort();
@@ -504,6 +543,8 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
     const all = await store.listAll();
     const present = new Set(all.map((d) => d.id));
     for (const id of held) if (!present.has(id)) held.delete(id);
+    // A deleted destination's NATS connection (the delete may have run in another thread or instance).
+    for (const id of nats.linked()) if (!present.has(id)) await nats.closeOne(id);
     for (const d of all) {
       if (d.status !== 'active') {
         if (d.leaseHolder === holder) {
@@ -513,7 +554,9 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
         continue;
       }
       const fresh = d.leaseHolder === holder && d.leaseUntil - now > (options.leaseMs * 2) / 3;
-      if (!fresh) {
+      // Ours already: a delivery worker restarted after a crash goes on under its predecessor's name.
+      if (fresh) held.add(d.id);
+      else {
         if (await store.acquireLease(d.id, holder, now, now + options.leaseMs)) held.add(d.id);
         else {
           held.delete(d.id);
@@ -652,7 +695,7 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
       patch.lastSuccessAt = now;
     }
     if (failure !== undefined) {
-      failed.inc({ destination: id });
+      report.failed(id);
       const failures = accepted > 0 ? 1 : d.consecutiveFailures + 1;
       const failingSince = accepted > 0 ? nowMs : (d.failingSince ?? nowMs);
       patch.consecutiveFailures = failures;
@@ -672,9 +715,9 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
     }
     const ok = await store.writeState(id, holder, patch, now, attempts);
     if (ok && accepted > 0) {
-      delivered.inc({ destination: id }, accepted);
+      report.delivered(id, accepted);
       const newest = Date.parse(acceptedWire[acceptedWire.length - 1]!.timestamp);
-      if (!Number.isNaN(newest)) latency.observe({ destination: id }, Math.max(0, Date.now() - newest) / 1000);
+      if (!Number.isNaN(newest)) report.latency(id, Math.max(0, Date.now() - newest) / 1000);
     }
     return ok && failure === undefined && !stopped;
   }
@@ -703,7 +746,7 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
       );
     }
     const durationMs = performance.now() - started;
-    attemptDuration.observe({ destination: d.id }, durationMs / 1000);
+    report.attempt(d.id, durationMs / 1000);
     return { ...outcome, durationMs };
   }
 

@@ -1,0 +1,86 @@
+// The delivery worker's thread (src/delivery.ts and services/destination-worker.ts start it): "another
+// instance that only delivers", and the composition root of that thread.
+// It opens storage on a connection of its own (no migrations: the main thread ran them), builds the
+// deliverers with the main thread's lease holder name, and runs them until the main thread says stop.
+// Its delivery metrics go to the main thread by message: the reports of one turn of its loop together
+// (a cycle's few), sent at once so that a worker that dies loses next to none.
+import { parentPort, workerData } from 'node:worker_threads';
+import type { DeliverySettings } from './delivery.js';
+import { destinationMessage } from './resources/destination-messages.js';
+import { openStorage } from './storage/connect.js';
+import { createDestinationService, type DeliveryMetrics } from './services/destination-service.js';
+import type { MetricReport, ToWorker, WorkerData } from './services/destination-worker.js';
+import { createMetrics } from './services/metrics.js';
+import { createOutboundGuard } from './services/outbound-guard.js';
+
+/** PostgreSQL connections of the worker's pool: a read and a state write per destination at a time. */
+const WORKER_POOL_SIZE = 4;
+
+const port = parentPort!;
+const {
+  holder,
+  settings: { config, postgresSchema },
+} = workerData as WorkerData<DeliverySettings>;
+
+// The main thread owns /metrics: reports are collected here and sent in batches.
+let pending: MetricReport[] = [];
+let flushTimer: NodeJS.Immediate | undefined;
+function flush(): void {
+  if (flushTimer !== undefined) clearImmediate(flushTimer);
+  flushTimer = undefined;
+  if (pending.length === 0) return;
+  port.postMessage({ type: 'metrics', reports: pending });
+  pending = [];
+}
+function push(report: MetricReport): void {
+  pending.push(report);
+  flushTimer ??= setImmediate(flush);
+}
+const forward: DeliveryMetrics = {
+  delivered: (destination, value) => push(['delivered', destination, value]),
+  failed: (destination) => push(['failed', destination, 1]),
+  latency: (destination, value) => push(['latency', destination, value]),
+  attempt: (destination, value) => push(['attempt', destination, value]),
+};
+
+const storage = await openStorage(config.databaseUrl, {
+  migrate: false,
+  // SQLite: the worker's commits (cursor, delivery log) skip the fsync. Power loss may take back the last
+  // cursor moves (messages are then delivered again: at least once holds) but never an event: those are
+  // committed, and synced, by the main thread before the worker can read them. Its write lock is then held
+  // for microseconds, so the main thread's writer rarely waits for it.
+  sqliteSynchronous: 'normal',
+  postgresPoolSize: WORKER_POOL_SIZE,
+  queryTimeoutMs: config.databaseQueryTimeoutMs,
+  ...(postgresSchema === undefined ? {} : { postgresSchema }),
+});
+const service = createDestinationService(storage.destinations, createMetrics({ defaultMetrics: false }), {
+  timeoutMs: config.destinationTimeoutMs,
+  disableAfterMs: config.destinationDisableAfterMs,
+  pollMs: config.destinationPollMs,
+  leaseMs: config.destinationLeaseMs,
+  logRetentionMs: config.destinationLogRetentionDays * 86_400_000,
+  // The SSRF guard applies here exactly as in the main thread: built from the same settings.
+  guard: createOutboundGuard({ allow: config.outboundAllow, allowPrivate: config.destinationsAllowPrivate }),
+  format: destinationMessage,
+  holder,
+  deliveryMetrics: forward,
+});
+
+let stopping: Promise<void> | undefined;
+port.on('message', (message: ToWorker) => {
+  if (message.type === 'poke') service.poke();
+  else if (message.type === 'stop') {
+    // Stops the loops (an in-flight send is abandoned and its cycle records only what was accepted),
+    // releases the leases, closes NATS and storage, then lets the thread end.
+    stopping ??= (async () => {
+      await service.close();
+      flush();
+      await storage.close();
+      port.postMessage({ type: 'stopped' });
+      port.close();
+    })();
+  }
+});
+service.start();
+port.postMessage({ type: 'ready' });

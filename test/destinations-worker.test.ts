@@ -1,0 +1,126 @@
+// The delivery worker (src/delivery.ts, src/delivery-worker.ts, services/destination-worker.ts) on the backend under test: delivery runs in a worker
+// thread with its own storage connection while the main thread ingests; admin changes poke it; its metrics
+// appear in the main thread's /metrics; a worker that dies is logged and restarted and continues from the
+// cursor; close() stops it and releases its leases; the outbound guard applies inside it.
+import { strict as assert } from 'node:assert';
+import { after, before, describe, it } from 'node:test';
+import { startDelivery } from '../src/delivery.js';
+import type { DestinationWorker, WorkerLog } from '../src/services/destination-worker.js';
+import { bearer, createTestApp, type TestContext } from './helpers.js';
+import { startWebhookReceiver, type WebhookReceiver } from './fakes/webhook-receiver.js';
+
+let ctx: TestContext;
+let receiver: WebhookReceiver;
+const logged: Array<{ level: string; object: object; message: string }> = [];
+const log: WorkerLog = {
+  info: (object, message) => logged.push({ level: 'info', object, message }),
+  warn: (object, message) => logged.push({ level: 'warn', object, message }),
+  error: (object, message) => logged.push({ level: 'error', object, message }),
+};
+
+before(async () => {
+  ctx = await createTestApp({ destinationPollMs: 100, destinationTimeoutMs: 2_000 });
+  receiver = await startWebhookReceiver();
+});
+after(async () => {
+  await receiver.close();
+  await ctx.close();
+});
+
+async function send(key: string, n: number, prefix: string): Promise<string[]> {
+  const uuids: string[] = [];
+  for (let i = 0; i < n; i++) {
+    const res = await ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(key), payload: { subject_type: 'user', subject_id: `u${i}`, event_type: 'order', action: 'placed', properties: { i, prefix } } });
+    assert.equal(res.statusCode, 201, res.body);
+    uuids.push(res.json().data.uuid as string);
+  }
+  return uuids;
+}
+
+async function until(check: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+const evtId = (uuid: string) => `evt_${uuid.replace(/-/g, '')}`;
+
+describe('destinations: the delivery worker', () => {
+  it('delivers from a worker thread, continues after a crash of the worker, reports its metrics to /metrics, and stops cleanly', async () => {
+    const product = await ctx.product('worker');
+    const schema = ctx.database.postgresSchema;
+    const worker = startDelivery(ctx.services.destinations, ctx.services.config, log, schema === undefined ? {} : { postgresSchema: schema }) as DestinationWorker;
+    assert.ok(worker !== undefined, 'a file or PostgreSQL database delivers in a worker');
+    await until(() => logged.some((l) => l.message.includes('delivery worker started')), 60_000, 'the worker to start');
+
+    const { destination, secret } = await ctx.services.destinations.create(product.id, { type: 'webhook', name: 'w', url: receiver.url, batch: { max_messages: 3 } });
+    receiver.secrets = [secret!];
+    const first = await send(product.eventsKey, 7, 'first');
+    await until(() => receiver.accepted.length >= 7, 20_000, 'the first messages');
+    assert.deepEqual(receiver.accepted.map((m) => m.id), first.map(evtId));
+    assert.equal(receiver.unverified, 0);
+    const shown = await ctx.services.destinations.show(product.id, destination.id);
+    assert.equal(shown.leaseHolder, ctx.services.destinations.holder, 'the worker holds the lease under this process name');
+
+    // A crash of the worker thread: logged, restarted after a backoff, and delivery continues from the cursor.
+    await worker.current!.terminate();
+    await until(() => worker.restarts === 1 && logged.some((l) => l.level === 'error' && l.message.includes('exited unexpectedly')), 5_000, 'the crash to be logged');
+    const second = await send(product.eventsKey, 5, 'second');
+    await until(() => receiver.accepted.length >= 12, 60_000, 'delivery after the restart');
+    const firstArrivals = [...new Set(receiver.accepted.map((m) => m.id))];
+    assert.deepEqual(firstArrivals, [...first, ...second].map(evtId), 'in order, nothing skipped');
+
+    // The worker's reports are forwarded to this thread's metrics (sent after each turn of its loop).
+    await until(
+      async () => {
+        const metrics = await ctx.app.inject({ method: 'GET', url: '/metrics' });
+        const match = new RegExp(`inlet_destination_messages_delivered_total\\{destination="${destination.id}"\\} (\\d+)`).exec(metrics.body);
+        return match !== null && Number(match[1]) >= 5; // a crash may lose the reports of the turn it died in
+      },
+      5_000,
+      'the delivered counter in /metrics',
+    );
+    const metrics = (await ctx.app.inject({ method: 'GET', url: '/metrics' })).body;
+    assert.match(metrics, new RegExp(`inlet_destination_attempt_duration_seconds_count\\{destination="${destination.id}"\\} [1-9]`));
+    assert.match(metrics, new RegExp(`inlet_destination_delivery_latency_seconds_count\\{destination="${destination.id}"\\} [1-9]`));
+
+    // close(): the worker stops, releases its leases, and nothing is delivered after it.
+    const thread = worker.current!;
+    const exited = new Promise((resolve) => thread.once('exit', resolve));
+    await ctx.services.destinations.close();
+    await exited;
+    const after = await ctx.services.storage.destinations.getById(destination.id);
+    assert.equal(after!.leaseHolder, null, 'the lease was released');
+    assert.equal(after!.delivered >= 12, true);
+    assert.equal(worker.restarts, 1, 'a stop is not a crash');
+    const count = receiver.accepted.length;
+    await send(product.eventsKey, 2, 'after-stop');
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    assert.equal(receiver.accepted.length, count);
+  });
+});
+
+describe('destinations: the outbound guard in the delivery worker', () => {
+  it('refuses a loopback target at connect time when private targets are not allowed', async () => {
+    const local = await createTestApp({ destinationPollMs: 100 });
+    try {
+      const product = await local.product('guarded');
+      // Created while allowed (the main thread's guard), then delivered by a worker whose settings refuse it.
+      const { destination } = await local.services.destinations.create(product.id, { type: 'webhook', name: 'g', url: receiver.url });
+      const res = await local.app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(product.eventsKey), payload: { subject_type: 'user', subject_id: 'u', event_type: 'order', action: 'placed' } });
+      assert.equal(res.statusCode, 201);
+      const before = receiver.connections;
+      const schema = local.database.postgresSchema;
+      startDelivery(local.services.destinations, { ...local.services.config, destinationsAllowPrivate: false, outboundAllow: undefined }, log, schema === undefined ? {} : { postgresSchema: schema });
+      await until(async () => (await local.services.destinations.show(product.id, destination.id)).lastError !== null, 60_000, 'the refused attempt');
+      const shown = await local.services.destinations.show(product.id, destination.id);
+      assert.match(shown.lastError!, /outbound|refused|not allowed|private|loopback/i);
+      assert.equal(receiver.connections, before, 'no connection was made');
+      assert.equal(shown.delivered, 0);
+    } finally {
+      await local.close();
+    }
+  });
+});
