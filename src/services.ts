@@ -1,6 +1,6 @@
 // One place builds the world: storage and every service. Used by the HTTP server, the CLI and the
 // background jobs alike; nothing else opens storage.
-import type { Config } from './config.js';
+import { ConfigError, type Config } from './config.js';
 import { openStorage, type OpenedStorage } from './storage/connect.js';
 import { createIdentityService, type IdentityService } from './services/identity-service.js';
 import { createIngestService, type IngestService } from './services/ingest-service.js';
@@ -23,7 +23,7 @@ import { createOutboundGuard } from './services/outbound-guard.js';
 import { createDestinationService, type DestinationService } from './services/destination-service.js';
 import { createStatsService, type StatsService } from './services/stats-service.js';
 import { destinationMessage } from './resources/destination-messages.js';
-import { createErasureService, type ErasureService } from './services/erasure-service.js';
+import { createErasureService, KeyChangedError, type ErasureService } from './services/erasure-service.js';
 import { createRetentionService, type RetentionService } from './services/retention-service.js';
 
 export interface Services {
@@ -96,6 +96,12 @@ export async function createServices(config: Config, options: CreateServicesOpti
     pollMs: config.erasurePollMs,
     messageKeepDays: config.erasureMessageKeepDays,
   });
+  try {
+    await erasure.verifyKey();
+  } catch (error) {
+    await storage.close();
+    throw error instanceof KeyChangedError ? new ConfigError(error.message) : error;
+  }
   const retention = createRetentionService(storage, metrics, { intervalMs: config.retentionIntervalMs });
   const ingest = createIngestService(storage, metrics, { legacyFlat: config.legacyFlat, rejections, governance, suppressions: erasure });
   const identity = createIdentityService(storage);

@@ -8,7 +8,8 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, existsSync } from 'node:fs';
 import { sql } from 'kysely';
-import { adminHeaders, bearer, createTestApp, dialect, problemOf, testConfig, type TestContext } from './helpers.js';
+import { adminHeaders, bearer, createTestApp, dialect, problemOf, testConfig, testDatabase, type TestContext } from './helpers.js';
+import { ConfigError } from '../src/config.js';
 import { createServices } from '../src/services.js';
 import { buildApp } from '../src/http/app.js';
 import { startWebhookReceiver, type WebhookReceiver } from './fakes/webhook-receiver.js';
@@ -360,6 +361,36 @@ describe('erasure: across instances and restarts', () => {
     } finally {
       await otherApp.close();
       await other.close();
+    }
+  });
+
+  it('refuses to start with another installation secret once suppressions were made with the first; a database with none takes it', async () => {
+    const schema = ctx.database.postgresSchema === undefined ? {} : { postgresSchema: ctx.database.postgresSchema };
+    // This database holds suppressions made with its generated key (the tests above).
+    await assert.rejects(
+      createServices(testConfig(ctx.database.databaseUrl, { installationSecret: 'a-new-secret-0123456789abcdefghijklmnop' }), { ...schema, defaultMetrics: false }),
+      (error: Error) => error instanceof ConfigError && /INLET_INSTALLATION_SECRET/.test(error.message) && /hmac-fingerprint/.test(error.message),
+    );
+    const same = await createServices(testConfig(ctx.database.databaseUrl), { ...schema, defaultMetrics: false });
+    await same.close();
+
+    const fresh = testDatabase();
+    const freshSchema = fresh.postgresSchema === undefined ? {} : { postgresSchema: fresh.postgresSchema };
+    try {
+      const first = await createServices(testConfig(fresh.databaseUrl, { installationSecret: 'first-secret-0123456789abcdefghijklmnop' }), { ...freshSchema, defaultMetrics: false });
+      await first.close();
+      // Nothing was keyed with the first: the new key is recorded instead.
+      const second = await createServices(testConfig(fresh.databaseUrl, { installationSecret: 'second-secret-0123456789abcdefghijklmno' }), { ...freshSchema, defaultMetrics: false });
+      const product = { id: 'prd_fingerprint', name: 'fp', createdAt: new Date().toISOString() };
+      await second.storage.products.create(product);
+      await second.erasure.request(product.id, 'someone', null);
+      await second.close();
+      await assert.rejects(
+        createServices(testConfig(fresh.databaseUrl, { installationSecret: 'first-secret-0123456789abcdefghijklmnop' }), { ...freshSchema, defaultMetrics: false }),
+        ConfigError,
+      );
+    } finally {
+      await fresh.drop();
     }
   });
 

@@ -23,6 +23,20 @@ import type { Metrics } from './metrics.js';
 import type { RejectionService } from './rejection-service.js';
 import { gentleBatches } from './gentle-batches.js';
 
+/** The HMAC key differs from the one the database's suppressions and audit records were made with. */
+export class KeyChangedError extends Error {
+  constructor() {
+    super(
+      'INLET_INSTALLATION_SECRET is not the key the stored suppressions and erasure audit records were made with ' +
+        '(its fingerprint in table installation_secrets differs): erased people would be accepted again. Start with the ' +
+        'previous secret (or unset it, if the key was the one Inlet generated). To change the key deliberately, knowing ' +
+        'that every earlier suppression and audit HMAC stops matching, delete the row named hmac-fingerprint from ' +
+        'installation_secrets first (docs/privacy.md).',
+    );
+    this.name = 'KeyChangedError';
+  }
+}
+
 const LEASE_MS = 30_000;
 /** Progress is saved (and the lease renewed) at most this often while batches run. */
 const SAVE_EVERY_MS = 1000;
@@ -277,6 +291,19 @@ export function createErasureService(storage: Storage, metrics: Metrics, rejecti
 
   return {
     hmac: async (productId: string, externalId: string) => hmacWith(await loadSecret(), productId, externalId),
+
+    /**
+     * Checks that the HMAC key is the one the stored suppressions and audit records were made with: a
+     * changed or newly set INLET_INSTALLATION_SECRET would silently make every suppression unmatchable (the
+     * erased ids accepted again). The database keeps a fingerprint of the key (an HMAC of a constant under
+     * it, which tells nothing of the key); a different key is refused with KeyChangedError while anything
+     * was keyed with the old one, and simply recorded while nothing was. Called at start (services.ts).
+     */
+    async verifyKey(): Promise<void> {
+      const fingerprint = createHmac('sha256', await loadSecret()).update('inlet installation secret fingerprint v1').digest('hex');
+      const { stored } = await store.keyFingerprint(fingerprint);
+      if (stored !== fingerprint) throw new KeyChangedError();
+    },
 
     /**
      * Suppresses every id linked to the person and queues the job; answers once every instance refuses

@@ -196,6 +196,21 @@ export function erasureStore(
       return (await db.selectFrom('installation_secrets').select('secret').where('name', '=', 'hmac').executeTakeFirstOrThrow()).secret;
     },
 
+    keyFingerprint(fingerprint) {
+      return writeTransaction(async (q) => {
+        const row = await q.selectFrom('installation_secrets').select('secret').where('name', '=', 'hmac-fingerprint').executeTakeFirst();
+        if (row === undefined) {
+          await q.insertInto('installation_secrets').values({ name: 'hmac-fingerprint', secret: fingerprint, created_at: new Date().toISOString() }).execute();
+          return { stored: fingerprint, replaced: false };
+        }
+        if (row.secret === fingerprint) return { stored: fingerprint, replaced: false };
+        const keyed = await sql<{ n: number }>`SELECT (SELECT count(*) FROM (SELECT 1 FROM suppressions LIMIT 1) s) + (SELECT count(*) FROM (SELECT 1 FROM erasures LIMIT 1) e) AS n`.execute(q);
+        if (Number(keyed.rows[0]?.n ?? 0) > 0) return { stored: row.secret, replaced: false };
+        await q.updateTable('installation_secrets').set({ secret: fingerprint, created_at: new Date().toISOString() }).where('name', '=', 'hmac-fingerprint').execute();
+        return { stored: fingerprint, replaced: true };
+      });
+    },
+
     request(input: ErasureRequestInput) {
       return writeTransaction(async (q) => {
         // The user.erased message joins the identity log: on PostgreSQL its writer locks `events` before

@@ -81,6 +81,12 @@ export interface ErasureStore {
   /** The stored HMAC key (created with `generate` the first time). */
   installationSecret(generate: () => string): Promise<string>;
   /**
+   * The fingerprint of the HMAC key stored with the data it keyed: when absent, `fingerprint` is stored and
+   * answered. Otherwise the stored one is answered, and replaced by `fingerprint` only when nothing was keyed
+   * yet (no suppression, no erasure job), `replaced` then true.
+   */
+  keyFingerprint(fingerprint: string): Promise<{ stored: string; replaced: boolean }>;
+  /**
    * One transaction: resolves the person from the id (aliases, anonymous links), stores the job, its
    * targets and a suppression per linked id, and the `user.erased` message for destinations.
    */
