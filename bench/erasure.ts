@@ -7,8 +7,9 @@
 //
 //   npm run bench:erasure -- [--events 1000000] [--person 100000] [--connections 8] [--seconds 10] [--no-build]
 //
-// The prefill goes straight into the database file on a second connection (no fsync, big page cache) while
-// the server is idle: set-up, not the thing measured.
+// The prefill goes straight into the database file on a second connection (no fsync, big page cache, the
+// secondary indexes dropped and rebuilt after: bench/database.ts) while the server is idle: set-up, not the
+// thing measured. 10 M events: `npm run bench:erasure -- --events 10000000 --person 100000`.
 import { spawnSync } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { availableParallelism, loadavg } from 'node:os';
@@ -73,6 +74,9 @@ async function main(): Promise<number> {
 
   // Prefill: every (TOTAL / PERSON)-th event is the person's, the rest spread over 100,000 subjects.
   const fillStarted = Date.now();
+  const progress = (filled: number) => {
+    if (process.stderr.isTTY) process.stderr.write(`\rprefill ${filled.toLocaleString('en-US')} / ${TOTAL.toLocaleString('en-US')}`);
+  };
   const every = Math.max(1, Math.floor(TOTAL / PERSON));
   let person = 0;
   const at = new Date(Date.now() - 86_400_000).toISOString();
@@ -81,7 +85,8 @@ async function main(): Promise<number> {
     if (mine) person++;
     const properties = `{"path":"/pricing","plan":"pro","seats":${i % 50},"referrer":"https://example.com/"}`;
     return [uuidv7(), product.id, 'api', randomUUID(), 'page', 'viewed', 'page_viewed', 'preferred', 'user', mine ? 'victim-1' : `user_${i % 100_000}`, at, at, properties, key.id];
-  });
+  }, progress, true);
+  if (process.stderr.isTTY) process.stderr.write('\n');
   const fillSeconds = (Date.now() - fillStarted) / 1000;
   process.stdout.write(`prefill: ${TOTAL.toLocaleString('en-US')} events (${person.toLocaleString('en-US')} of the person) in ${fillSeconds.toFixed(0)} s\n`);
 
