@@ -3,7 +3,7 @@
 // and their observed JSON types (GET …/catalog/events/{name}), and the identify trait paths
 // (GET …/catalog/traits). Counts lag ingest by the catalogue's flush interval; no value is ever kept.
 import { useState } from 'preact/hooks';
-import { get, productPath, type Envelope, type Product } from '../api';
+import { get, productPath, type ApiKey, type Envelope, type Product } from '../api';
 import { navigate } from '../router';
 import { ErrorLine, Section, time, useLoad } from '../ui';
 
@@ -165,6 +165,12 @@ function EventDetail({ product, name }: { product: Product; name: string }) {
     () => get<Envelope<CatalogEvent & { properties: CatalogProperty[]; properties_overflow: number }>>(productPath(product.id, `/catalog/events/${encodeURIComponent(name)}`)),
     [product.id, name],
   );
+  // Key ids named as the keys page names them (prefix and name), when the key is still listed.
+  const keys = useLoad(() => get<Envelope<ApiKey[]>>(productPath(product.id, '/keys')).catch(() => ({ data: [] as ApiKey[] })), [product.id]);
+  const keyLabel = (id: string) => {
+    const key = keys.data?.data.find((k) => k.id === id);
+    return key === undefined ? id : `${key.prefix}…${key.name === null ? '' : ` (${key.name})`}`;
+  };
   const d = detail.data?.data;
   return (
     <Section
@@ -192,7 +198,15 @@ function EventDetail({ product, name }: { product: Product; name: string }) {
             <dt>Sources</dt>
             <dd>{d.sources.join(', ') || '—'}</dd>
             <dt>Keys</dt>
-            <dd>{d.key_ids.length === 0 ? '—' : d.key_ids.map((k) => <code key={k} class="chip">{k}</code>)}</dd>
+            <dd>
+              {d.key_ids.length === 0
+                ? '—'
+                : d.key_ids.map((k) => (
+                    <code key={k} class="chip" title={k}>
+                      {keyLabel(k)}
+                    </code>
+                  ))}
+            </dd>
           </dl>
           <h3>Properties</h3>
           {d.properties_overflow > 0 && <p class="hint">{d.properties_overflow.toLocaleString()} observations past the limit of paths per name (INLET_CATALOG_MAX_PROPERTIES).</p>}

@@ -273,7 +273,7 @@ function ViolationsSection({ product }: { product: Product }) {
         <p class="hint">{loaded ? 'No violation recorded (kept INLET_VIOLATIONS_RETENTION_DAYS).' : 'Loading…'}</p>
       ) : (
         <div class="scroll">
-          <table aria-label="Violations, newest first">
+          <table class="wide" aria-label="Violations, newest first">
             <thead>
               <tr>
                 <th scope="col">Received</th>

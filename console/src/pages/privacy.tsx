@@ -30,14 +30,10 @@ const TONE = { pending: 'muted', running: 'warn', done: 'ok', failed: 'bad' } as
 const finished = (job: Erasure) => job.status === 'done' || job.status === 'failed';
 const short = (hmac: string) => `${hmac.slice(0, 12)}…`;
 
+/** The counts that are not zero ("events 3 · ids 2"), or "nothing". */
 function Counts({ counts }: { counts: Record<string, number> }) {
-  return (
-    <>
-      {Object.entries(counts)
-        .map(([name, n]) => `${name.replace('_', ' ')} ${n.toLocaleString()}`)
-        .join(' · ')}
-    </>
-  );
+  const some = Object.entries(counts).filter(([, n]) => n > 0);
+  return <>{some.length === 0 ? 'nothing' : some.map(([name, n]) => `${name.replace('_', ' ')} ${n.toLocaleString()}`).join(' · ')}</>;
 }
 
 /** Follows one job until it is done or failed (every second), and says where it is. */
@@ -174,7 +170,7 @@ export function PrivacyPage({ product, onChanged }: { product: Product; onChange
           <p class="hint">{erasures.loading ? 'Loading…' : 'No erasure yet.'}</p>
         ) : (
           <div class="scroll">
-            <table aria-label="Erasures, newest first">
+            <table class="wide" aria-label="Erasures, newest first">
               <thead>
                 <tr>
                   <th scope="col">Job</th>
@@ -219,7 +215,7 @@ export function PrivacyPage({ product, onChanged }: { product: Product; onChange
           <p class="hint">{suppressions.loading ? 'Loading…' : 'None.'}</p>
         ) : (
           <div class="scroll">
-            <table aria-label="Suppressions, newest first">
+            <table class="wide" aria-label="Suppressions, newest first">
               <thead>
                 <tr>
                   <th scope="col">Id (HMAC)</th>
