@@ -153,8 +153,8 @@ async function main(): Promise<number> {
     disk: undefined,
   }));
   const perRun = args.warmupSeconds + args.durationSeconds + 2;
-  // The prefill: about 20 µs an event on SQLite (rebuild), more on PostgreSQL; generous.
-  installExitHandlers(phases.length * (perRun * 2 * args.scenarios.length + 60) + args.durationSeconds + 180 + (args.prefill * 200) / 1e6);
+  // The prefill: ~60 µs an event on SQLite (rebuild, 1 M in 60 s at load 7), unknown at 10 M on PostgreSQL; generous.
+  installExitHandlers(phases.length * (perRun * 2 * args.scenarios.length + 60) + args.durationSeconds + 180 + (args.prefill * 400) / 1e6);
   onCleanup(stopLoad);
   onCleanup(stopWrk);
 

@@ -11,6 +11,7 @@ import { rejectionStore } from './rejection-store.js';
 import { governanceStore } from './governance-store.js';
 import { identityStore } from './identity-store.js';
 import { migrate, type MigrationReport } from './migrate.js';
+import { startCheckpointer, type Checkpointer } from './sqlite/checkpointer.js';
 import { sqliteEventWriter } from './sqlite/event-writer.js';
 import { postgresEventWriter } from './postgres/event-writer.js';
 import { trafficStore } from './traffic-store.js';
@@ -32,6 +33,11 @@ export interface OpenStorageOptions {
   postgresPoolSize?: number;
   /** PostgreSQL: client-side deadline per query once start-up (migrations) is done; 0: none. */
   queryTimeoutMs?: number;
+  /** SQLite page cache of the server's connection, in KiB (default SQLITE_CACHE_KIB). */
+  sqliteCacheKib?: number;
+  /** SQLite file: checkpoint the WAL from a worker thread instead of in the committing call (default true;
+   *  sqlite/checkpointer.ts). */
+  sqliteCheckpointThread?: boolean;
   /** Apply pending migrations before returning (default true). */
   migrate?: boolean;
 }
@@ -52,6 +58,9 @@ export interface OpenedStorage extends Storage {
 }
 
 const PARTITION_MAINTENANCE_RETRY_MS = 60_000;
+
+/** SQLite's page cache (SQLite's own default: 2,000 KiB). */
+export const SQLITE_CACHE_KIB = 2000;
 
 const SQLITE_UNAVAILABLE = new Set(['SQLITE_BUSY', 'SQLITE_LOCKED', 'SQLITE_IOERR', 'SQLITE_FULL']);
 
@@ -113,6 +122,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
   // No deadline while migrations run (an index build on a big table may take minutes); set after them.
   const queryDeadline: { ms?: number } = {};
   let rawSqlite: BetterSqlite3.Database | undefined;
+  let checkpointer: Checkpointer | undefined;
 
   if (dialect === 'sqlite') {
     const path = sqlitePath(url);
@@ -126,6 +136,10 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     // Erasure (governance.md §3): a deleted row's bytes are overwritten with zeros, not left in free
     // space. Costs extra writes on deletes only (erasure, retention, sweeps); inserts are unaffected.
     raw.pragma('secure_delete = ON');
+    raw.pragma(`cache_size = -${options.sqliteCacheKib ?? SQLITE_CACHE_KIB}`);
+    if (path !== ':memory:' && options.sqliteCheckpointThread !== false) {
+      checkpointer = startCheckpointer(raw, path, options.sqliteSynchronous === 'normal' ? 'NORMAL' : 'FULL');
+    }
     db = new Kysely<Database>({ dialect: new SqliteDialect({ database: raw }) });
     const kysely = db;
     makeWriter = () => sqliteEventWriter(kysely, raw).insertMany;
@@ -256,6 +270,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
       clearTimeout(maintenance);
       await limiterPool?.end().catch(() => {});
       await maintenancePool?.end().catch(() => {});
+      await checkpointer?.stop();
       await db.destroy();
     },
   };

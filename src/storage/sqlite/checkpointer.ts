@@ -1,0 +1,130 @@
+// WAL checkpoints off the event loop (issue 11; docs/design.md, "Write path").
+//
+// By default SQLite checkpoints on the connection that commits, inside the commit that takes the WAL past
+// 1,000 pages: on the server's one connection, that is the event loop, and every request waits while pages
+// are copied into the database file and it is fsynced. Instead the writer connection runs with
+// `wal_autocheckpoint = 0`, and a worker thread with a connection of its own runs
+// `PRAGMA wal_checkpoint(PASSIVE)` every `intervalMs`: it copies what is committed, on the other core,
+// without blocking the writer (PASSIVE takes no lock a writer waits for). Once the WAL holds `restartFrames`
+// the writer runs one short PASSIVE checkpoint itself, so that the WAL starts over and stays bounded (below).
+// Durability does not change: a commit is durable once its WAL frames are synced (synchronous=FULL), and a
+// checkpoint only copies committed frames; a crash during one is repaired from the WAL at the next open.
+// If checkpoints keep failing for 10 s, or the worker dies, the writer goes back to checkpointing itself
+// (autocheckpoint 1,000 pages, SQLite's default).
+import { createRequire } from 'node:module';
+import { Worker } from 'node:worker_threads';
+import type BetterSqlite3 from 'better-sqlite3';
+
+/** Plain CommonJS run by the worker (eval): no TypeScript loader needed, in dist/ and under tsx alike. */
+const WORKER_SOURCE = `
+const { parentPort, workerData } = require('node:worker_threads');
+const Database = require(workerData.driver);
+const db = new Database(workerData.path);
+db.pragma('busy_timeout = 5000');
+db.pragma('synchronous = ' + workerData.synchronous);
+let timer;
+let failures = 0;
+// While the writer runs its own short checkpoint (below), this thread stays out of its way: two checkpoints
+// never run at once, and one that finds another running copies nothing.
+let waitingSince = 0;
+const checkpoint = () => {
+  if (waitingSince !== 0 && Date.now() - waitingSince < 1000) return;
+  waitingSince = 0;
+  try {
+    const [{ log }] = db.pragma('wal_checkpoint(PASSIVE)');
+    failures = 0;
+    // Under continuous writes PASSIVE never lets the WAL start over (the writer appends behind every
+    // checkpoint), so the file would grow without end. Once it holds restartFrames, the writer is asked to
+    // run one PASSIVE checkpoint itself between two commits: it copies only what came after this one, and then
+    // its next transaction writes the WAL from its beginning again. (A RESTART from here starves: it waits
+    // for a gap between the writer's commits that a busy writer hardly leaves.)
+    if (log >= workerData.restartFrames) {
+      waitingSince = Date.now();
+      parentPort.postMessage({ restart: true });
+    }
+  } catch (error) {
+    // A full disk or a busy file passes: the WAL only grows until the next checkpoint succeeds. Only a
+    // checkpoint that keeps failing hands the job back to the writer.
+    if (++failures < workerData.maxFailures) return;
+    clearInterval(timer);
+    parentPort.postMessage({ error: String(error && error.message || error) });
+  }
+};
+timer = setInterval(checkpoint, workerData.intervalMs);
+parentPort.on('message', (message) => {
+  if (message === 'restarted') waitingSince = 0;
+  if (message !== 'stop') return;
+  clearInterval(timer);
+  checkpoint();
+  db.close();
+  parentPort.postMessage({ stopped: true });
+});
+parentPort.postMessage({ ready: true });
+`;
+
+export interface Checkpointer {
+  /** Stops the timer, runs a last checkpoint, closes the worker's connection. */
+  stop(): Promise<void>;
+}
+
+export const CHECKPOINT_INTERVAL_MS = 100;
+/** WAL frames (pages) after which the checkpoint thread makes the WAL start over: 8,192 × 4 KiB = 32 MiB. */
+export const CHECKPOINT_RESTART_FRAMES = 8192;
+const JOURNAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024;
+
+export function startCheckpointer(
+  writer: BetterSqlite3.Database,
+  path: string,
+  synchronous: 'FULL' | 'NORMAL',
+  intervalMs = CHECKPOINT_INTERVAL_MS,
+  restartFrames = CHECKPOINT_RESTART_FRAMES,
+): Checkpointer {
+  const driver = createRequire(import.meta.url).resolve('better-sqlite3');
+  const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { driver, path, synchronous, intervalMs, restartFrames, maxFailures: Math.ceil(10_000 / intervalMs) } });
+  writer.pragma('wal_autocheckpoint = 0');
+  // When the WAL starts over, a file that grew past this (an index build, a burst the thread fell behind on)
+  // is cut back to it, so the WAL's disk use stays bounded too.
+  writer.pragma(`journal_size_limit = ${JOURNAL_SIZE_LIMIT_BYTES}`);
+  let alive = true;
+  const fallBack = () => {
+    if (!alive) return;
+    alive = false;
+    // The writer checkpoints itself again, as SQLite does by default.
+    if (writer.open) writer.pragma('wal_autocheckpoint = 1000');
+  };
+  worker.on('message', (message: { error?: string; restart?: boolean }) => {
+    if (message.restart === true && alive && writer.open) {
+      try {
+        // Between two commits on this connection (better-sqlite3 is synchronous); inside a transaction held
+        // across awaits it reports busy and copies nothing, and the next request comes 100 ms later.
+        writer.pragma('wal_checkpoint(PASSIVE)');
+      } catch {
+        // busy or full: the next request comes with the next pass
+      }
+      worker.postMessage('restarted');
+    }
+    if (message.error !== undefined) {
+      fallBack();
+      void worker.terminate();
+    }
+  });
+  worker.on('error', fallBack);
+  worker.on('exit', fallBack);
+  worker.unref();
+  return {
+    stop() {
+      if (!alive) return Promise.resolve();
+      return new Promise<void>((resolve) => {
+        const timer = setTimeout(() => void worker.terminate(), 10_000);
+        worker.once('exit', () => {
+          clearTimeout(timer);
+          resolve();
+        });
+        worker.on('message', (message: { stopped?: boolean }) => {
+          if (message.stopped === true) void worker.terminate();
+        });
+        worker.postMessage('stop');
+      });
+    },
+  };
+}
