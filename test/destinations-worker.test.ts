@@ -85,6 +85,7 @@ describe('destinations: the delivery worker', () => {
     const metrics = (await ctx.app.inject({ method: 'GET', url: '/metrics' })).body;
     assert.match(metrics, new RegExp(`inlet_destination_attempt_duration_seconds_count\\{destination="${destination.id}"\\} [1-9]`));
     assert.match(metrics, new RegExp(`inlet_destination_delivery_latency_seconds_count\\{destination="${destination.id}"\\} [1-9]`));
+    assert.match(metrics, /inlet_destination_worker_restarts_total 1/);
 
     // close(): the worker stops, releases its leases, and nothing is delivered after it.
     const thread = worker.current!;

@@ -249,6 +249,27 @@ describe('destinations: webhook delivery', () => {
     assert.notEqual(receiver.requests[0]!.webhookId, receiver.requests[1]!.webhookId);
   });
 
+  it('two destinations of one product (one shared page read): each gets its messages in order, nothing skipped', async () => {
+    reset();
+    const product = await ctx.product('two');
+    const all = await ctx.services.destinations.create(product.id, { type: 'webhook', name: 'all', url: receiver.url, batch: { max_messages: 4 } });
+    const some = await ctx.services.destinations.create(product.id, { type: 'webhook', name: 'some', url: receiver.url, filter: { canonical_names: ['order_placed'] } });
+    receiver.secrets = [all.secret!, some.secret!];
+    const expected: string[] = [];
+    const placed: string[] = [];
+    for (let round = 0; round < 3; round++) {
+      const a = await send(product.eventsKey, 5, `r${round}`);
+      const b = await send(product.eventsKey, 3, `p${round}`, { event_type: 'page', action: 'viewed' });
+      expected.push(...a, ...b);
+      placed.push(...a);
+      await deliver();
+    }
+    const by = (index: number) => receiver.requests.filter((r) => r.verifiedBy.includes(index) && r.answered === 204).flatMap((r) => r.messages.map((m) => m.id));
+    assert.equal(receiver.unverified, 0);
+    assert.deepEqual(by(0), expected.map(evtId));
+    assert.deepEqual(by(1), placed.map(evtId));
+  });
+
   it('user.identified and user.merged come in position order with the events around them', async () => {
     reset();
     const product = await ctx.product('identity');

@@ -38,6 +38,7 @@ import type {
 } from '../storage/types.js';
 import { bodyOf, MESSAGE_TYPES, matches, subjectOf, webhookIdOf, type MessageFormatter, type WireMessage } from './destination-messages.js';
 import { createNatsSender, natsHosts, type NatsSender } from './destination-nats.js';
+import { createPageReader } from './destination-pages.js';
 import { sendWebhook, type SendOutcome } from './destination-webhook.js';
 import { outboundGuard, OutboundRefused, type OutboundGuard } from './outbound-guard.js';
 import type { Metrics } from './metrics.js';
@@ -230,6 +231,8 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
   const holder = options.holder ?? `${hostname()}:${process.pid}:${randomBase62(6)}`;
   const outbound = options.guard ?? outboundGuard();
   const nats: NatsSender = createNatsSender({ timeoutMs: options.timeoutMs, guard: outbound });
+  // One page read (and one formatting) shared by the destinations of a product (destination-pages.ts).
+  const pages = createPageReader(store, options.format);
   const iso = () => new Date(clock.now()).toISOString();
 
   const delivered = new Counter({
@@ -265,6 +268,11 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
     attempt: (destination, seconds) => attemptDuration.observe({ destination }, seconds),
   };
   const report = options.deliveryMetrics ?? promMetrics;
+  const workerRestarts = new Counter({
+    name: 'inlet_destination_worker_restarts_total',
+    help: 'Times the delivery worker thread died and was started again (services/destination-worker.ts)',
+    registers: [metrics.registry],
+  });
   new Gauge({
     name: 'inlet_destination_lag_messages',
     help: `Messages after a destination's cursor (before its filter; counted up to ${LAG_CAP} per log), by destination and status`,
@@ -484,6 +492,10 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
       if (remote !== undefined) remote.poke();
       else if (running && !stopped) schedule(0);
     },
+    /** Counts a restart of the delivery worker (the worker's host calls it). */
+    workerRestarted() {
+      workerRestarts.inc();
+    },
     /** Delivery runs elsewhere from now on (the delivery worker): poke() and close() go to it. */
     useRemote(deliverer: RemoteDeliverer) {
       remote = deliverer;
@@ -513,6 +525,7 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
 
   const loops = new Map<string, Promise<void>>();
   const held = new Set<string>();
+  const shared = new Set<string>();
   /** Per destination: when a partial batch was first seen (for max_wait_ms). */
   const pendingSince = new Map<string, number>();
   const abort = new AbortController();
@@ -543,6 +556,11 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
     const all = await store.listAll();
     const present = new Set(all.map((d) => d.id));
     for (const id of held) if (!present.has(id)) held.delete(id);
+    // Products with several active destinations share their page reads.
+    const perProduct = new Map<string, number>();
+    for (const d of all) if (d.status === 'active') perProduct.set(d.productId, (perProduct.get(d.productId) ?? 0) + 1);
+    shared.clear();
+    for (const [productId, n] of perProduct) if (n > 1) shared.add(productId);
     // A deleted destination's NATS connection (the delete may have run in another thread or instance).
     for (const id of nats.linked()) if (!present.has(id)) await nats.closeOne(id);
     for (const d of all) {
@@ -608,7 +626,7 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
     const unfiltered = d.filter.types === undefined && d.filter.canonicalNames === undefined && d.filter.sources === undefined;
     const pageSize = unfiltered ? limit : Math.max(READ_PAGE, limit);
     read: while (wanted.length < limit) {
-      const page = await store.readMessages(d.productId, cursor, pageSize);
+      const page = await pages.read(d.productId, cursor, pageSize, shared.has(d.productId));
       for (const message of page) {
         const isWanted = matches(d.filter, message);
         if (isWanted && wanted.length === limit) break read;
@@ -649,9 +667,13 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
     let acceptedWire: WireMessage[] = [];
     let failure: (SendOutcome & { durationMs: number }) | undefined;
     const cycleStarted = clock.now();
-    for (const batch of sends) {
-      const wire = batch.map(options.format);
-      const outcome = await send(d, batch, wire);
+    let nextWire = sends[0]!.map(pages.format);
+    for (const [i, batch] of sends.entries()) {
+      const wire = nextWire;
+      const sending = send(d, batch, wire);
+      // The next batch is formatted while this one is on its way (sent only after this one was accepted).
+      if (i + 1 < sends.length) nextWire = sends[i + 1]!.map(pages.format);
+      const outcome = await sending;
       attempts.push({
         productId: d.productId,
         destinationId: id,

@@ -97,6 +97,7 @@ export function startDeliveryWorker<Settings>(service: DestinationService, entry
       const delay = RESTART_DELAYS_MS[Math.min(failures, RESTART_DELAYS_MS.length - 1)]!;
       failures++;
       restarts++;
+      service.workerRestarted();
       log.error({ code, err: lastError, restartInMs: delay, restarts }, 'destinations: delivery worker exited unexpectedly; restarting it');
       restartTimer = setTimeout(launch, delay);
       restartTimer.unref();
