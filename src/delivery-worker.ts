@@ -5,6 +5,7 @@
 // Its delivery metrics go to the main thread by message: the reports of one turn of its loop together
 // (a cycle's few), sent at once so that a worker that dies loses next to none.
 import { parentPort, workerData } from 'node:worker_threads';
+import { sql } from 'kysely';
 import type { DeliverySettings } from './delivery.js';
 import { destinationMessage } from './resources/destination-messages.js';
 import { openStorage } from './storage/connect.js';
@@ -50,10 +51,14 @@ const storage = await openStorage(config.databaseUrl, {
   // committed, and synced, by the main thread before the worker can read them. Its write lock is then held
   // for microseconds, so the main thread's writer rarely waits for it.
   sqliteSynchronous: 'normal',
+  // The main connection's checkpointer thread (storage/sqlite/checkpointer.ts) checkpoints the WAL; this
+  // connection starts none of its own and never checkpoints in its commits (below).
+  sqliteCheckpointThread: false,
   postgresPoolSize: WORKER_POOL_SIZE,
   queryTimeoutMs: config.databaseQueryTimeoutMs,
   ...(postgresSchema === undefined ? {} : { postgresSchema }),
 });
+if (storage.dialect === 'sqlite') await sql`PRAGMA wal_autocheckpoint = 0`.execute(storage.db);
 const service = createDestinationService(storage.destinations, createMetrics({ defaultMetrics: false }), {
   timeoutMs: config.destinationTimeoutMs,
   disableAfterMs: config.destinationDisableAfterMs,
