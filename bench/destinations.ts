@@ -29,6 +29,7 @@ export const DESTINATIONS_USAGE = `npm run bench -- --destinations [options]
   --connections <n>         concurrent connections (default 16)
   --batch-size <n>          events per batch request (default 100)
   --webhook-batch <n>       the webhook destination's batch.max_messages (default 100)
+  --in-process              deliver on the server's main thread (INLET_DESTINATIONS_WORKER=false), not in its worker
   --no-build                use dist/ as it is
   --cpu-prof <dir>          run the server with node --cpu-prof, profiles written to <dir>`;
 
@@ -42,6 +43,7 @@ interface Args {
   webhookBatch: number;
   build: boolean;
   cpuProfileDir: string | undefined;
+  inProcess: boolean;
 }
 
 function parse(argv: string[]): Args {
@@ -57,6 +59,7 @@ function parse(argv: string[]): Args {
       'batch-size': { type: 'string' },
       'webhook-batch': { type: 'string' },
       'no-build': { type: 'boolean' },
+      'in-process': { type: 'boolean' },
       'cpu-prof': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -83,6 +86,7 @@ function parse(argv: string[]): Args {
     webhookBatch: whole('webhook-batch', values['webhook-batch'], 100),
     build: values['no-build'] !== true,
     cpuProfileDir: values['cpu-prof'],
+    inProcess: values['in-process'] === true,
   };
 }
 
@@ -179,6 +183,7 @@ export async function destinationsMain(argv: string[]): Promise<number> {
     // The receiver and NATS are on loopback: allowed here, as an operator with local targets would set it.
     INLET_DESTINATIONS_ALLOW_PRIVATE: 'true',
     INLET_OUTBOUND_ALLOW: '127.0.0.0/8,::1',
+    INLET_DESTINATIONS_WORKER: args.inProcess ? 'false' : 'true',
   }, logFile);
   const base = `http://127.0.0.1:${port}`;
   await waitUntilReady(server, `${base}/healthz`, logFile);
@@ -279,6 +284,7 @@ export async function destinationsMain(argv: string[]): Promise<number> {
   lines.push(`machine:  ${availableParallelism()} cores (${cpus()[0]?.model ?? '?'}), node ${process.version}; load average ${loadBefore.toFixed(1)} at start, ${loadavg()[0]!.toFixed(1)} at end`);
   lines.push(`database: ${database.description}`);
   lines.push(`load:     autocannon, POST /api/v2/events/batch of ${args.batchSize}, ${args.connections} connections, ${args.durationSeconds} s measured after ${args.warmupSeconds} s warm-up, ${args.rounds} interleaved rounds`);
+  lines.push(`delivery: ${args.inProcess ? "on the server's main thread (--in-process)" : 'in the delivery worker thread (default)'}`);
   lines.push(`with:     a webhook (batch.max_messages ${args.webhookBatch}) to a receiver verifying every signature (standardwebhooks), and a NATS JetStream destination (own nats-server), both created at the round's start ("start": "now") and deleted after draining`);
   lines.push('');
   lines.push('round  variant   events/s   p99 ms  server CPU µs/event  webhook msg/s  nats msg/s  lag (webhook / nats) first→last third, max   drain s');
