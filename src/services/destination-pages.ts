@@ -8,7 +8,7 @@
 // WINDOWS_PER_PRODUCT windows (the least recently used is replaced), so two destinations that drifted apart
 // (a fast NATS stream, a slower webhook) each keep theirs instead of replacing each other's at every read.
 //
-// Bounds: WINDOW_MESSAGES per product, and messages older than MAX_AGE_MS are not served (an erasure
+// Bounds: WINDOW_MESSAGES per window, and messages older than MAX_AGE_MS are not served (an erasure
 // or retention sweep deletes events; a window entry must not outlive the few seconds a delivery cycle
 // already holds its page). Only products with at least two destinations use a window (`shared`); a
 // product with one reads straight from the store as before.
@@ -18,8 +18,8 @@
 import type { DestinationCursor, DestinationStore, StoredMessage } from '../storage/types.js';
 import type { MessageFormatter, WireMessage } from './destination-messages.js';
 
-const WINDOW_MESSAGES = 5_000;
-const MAX_AGE_MS = 3_000;
+const WINDOW_MESSAGES = 2_000;
+const MAX_AGE_MS = 1_000;
 const WINDOWS_PER_PRODUCT = 2;
 
 interface Window {

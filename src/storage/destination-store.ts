@@ -219,6 +219,20 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect, r
 
   // SQLite: one prepared statement returning arrays (as the export reads), run inside readBoth's transaction.
   const rawEvents = rawSqlite?.prepare(`SELECT ${RAW_EVENT_COLUMNS} FROM events WHERE product_id = ? AND position > ? ORDER BY position LIMIT ?`).raw(true);
+  const rawIdentity = rawSqlite?.prepare('SELECT id, type, created_at, data, position, after_event FROM identity_messages WHERE product_id = ? AND position > ? ORDER BY position LIMIT ?');
+  /**
+   * SQLite: both logs read in one synchronous transaction of prepared statements (Kysely prepared them anew
+   * on every read, with its own BEGIN and COMMIT: ~8 % of the deliverer's CPU). Only when no transaction is
+   * open on the connection: a Kysely transaction that awaits between its statements would otherwise take this
+   * read in as a savepoint and show it its uncommitted rows. Nothing can interleave with a synchronous one.
+   */
+  const readBothRaw =
+    rawSqlite === undefined || rawEvents === undefined || rawIdentity === undefined
+      ? undefined
+      : rawSqlite.transaction((productId: string, cursor: DestinationCursor, limit: number) => ({
+          events: (rawEvents.all(productId, cursor.event === null ? -1 : Number(cursor.event), limit) as unknown[][]).map(eventFromRawRow),
+          identity: rawIdentity.all(productId, cursor.identity === null ? -1 : Number(cursor.identity), limit) as IdentityRow[],
+        }));
 
   async function readEvents(q: Db, productId: string, after: string | null, horizon: string | undefined, limit: number): Promise<EventRecord[]> {
     if (rawEvents !== undefined) return (rawEvents.all(productId, after === null ? -1 : Number(after), limit) as unknown[][]).map(eventFromRawRow);
@@ -377,7 +391,10 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect, r
      * position; the cursor after a message is the cursor before it with that log's part moved.
      */
     async readMessages(productId: string, cursor: DestinationCursor, limit: number): Promise<StoredMessage[]> {
-      const { events, identity } = await readBoth(async (q, horizon) => ({
+      const { events, identity } =
+        readBothRaw !== undefined && !rawSqlite!.inTransaction
+          ? readBothRaw(productId, cursor, limit)
+          : await readBoth(async (q, horizon) => ({
         events: await readEvents(q, productId, cursor.event, horizon, limit),
         identity: await readIdentity(q, productId, cursor.identity, horizon, limit),
       }));
