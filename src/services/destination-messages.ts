@@ -20,6 +20,9 @@ export function typeOf(message: StoredMessage): MessageType {
 }
 
 export function matches(filter: DestinationFilter, message: StoredMessage): boolean {
+  // `user.erased` is the erasure notice owed to every destination that may hold the person's data
+  // (governance §3 "destinations receive"; GDPR art. 19), not content a receiver opts into: no filter holds it back.
+  if (message.kind === 'identity' && message.type === 'user.erased') return true;
   if (filter.types !== undefined && !filter.types.includes(typeOf(message))) return false;
   if (message.kind !== 'event') return true;
   // canonical_names and sources narrow events; identity messages have neither.
