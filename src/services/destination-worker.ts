@@ -10,7 +10,11 @@
 //   up to 30 s while it keeps dying; a worker that ran a minute starts the backoff afresh.
 // - close() (SIGTERM → services.close()) asks the worker to stop: it finishes or abandons the cycle in
 //   flight (an abandoned one never moves the cursor), releases its leases and closes its connections.
-//   A worker that has not ended after STOP_TIMEOUT_MS is terminated (the leases then expire by themselves).
+//   A worker that has not ended after STOP_TIMEOUT_MS is terminated (the leases then expire by themselves);
+//   the limit is half of the default INLET_SHUTDOWN_TIMEOUT_MS, so the process still exits cleanly. Once the
+//   worker says `stopped` (leases released, storage closed) it is terminated at once: a handle left behind
+//   (a PostgreSQL connection still being opened when its pool was ended, when stop follows start at once)
+//   must not hold the thread, and with it the shutdown, open.
 // The composition root decides whether delivery runs here (src/delivery.ts) and names the thread's entry
 // (src/delivery-worker.ts, which builds storage and the deliverers from the settings it is given).
 import { Worker } from 'node:worker_threads';
@@ -35,7 +39,7 @@ export interface WorkerLog {
 const RESTART_DELAYS_MS = [1_000, 2_000, 4_000, 8_000, 16_000, 30_000];
 /** A worker that ran this long before dying starts the restart backoff afresh. */
 const STABLE_MS = 60_000;
-const STOP_TIMEOUT_MS = 10_000;
+const STOP_TIMEOUT_MS = 5_000;
 
 /** Applies one batch of the worker's reports to this process's metrics. */
 export function applyReports(metrics: DeliveryMetrics, reports: MetricReport[]): void {
@@ -85,6 +89,7 @@ export function startDeliveryWorker<Settings>(service: DestinationService, entry
     w.on('message', (message: FromWorker) => {
       if (message.type === 'metrics') applyReports(service.deliveryMetrics, message.reports);
       else if (message.type === 'ready') log.info({ threadId: w.threadId, restarts }, 'destinations: delivery worker started');
+      else if (message.type === 'stopped') void w.terminate();
     });
     w.on('error', (error) => {
       lastError = error;
