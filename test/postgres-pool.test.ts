@@ -70,4 +70,32 @@ describe('failover pool against a real server', { skip: dialect !== 'postgres' }
       await db.drop();
     }
   });
+
+  it('close() ends every connection, also of a storage that never ran a query through Kysely', async () => {
+    // Opened without migrations (as the delivery worker opens it) and closed at once: the pool's only
+    // connection so far was CREATE SCHEMA's. Kysely ends a pool only after its own first query, so close()
+    // must end it; otherwise the connection stayed open and held its thread (a worker's shutdown hung).
+    const db = testDatabase();
+    const name = `inlet_close_${process.pid}_${Date.now()}`;
+    const url = `${postgresUrl}${postgresUrl.includes('?') ? '&' : '?'}application_name=${name}`;
+    const open = async () => {
+      const { rows } = await probe.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1', [name]);
+      return rows[0]!.n;
+    };
+    const probe = createFailoverPool(parsePostgresUrl(postgresUrl), { max: 1 }).pool;
+    try {
+      const storage = await openStorage(url, { postgresSchema: db.postgresSchema!, migrate: false });
+      assert.ok((await open()) >= 1, 'the storage holds a connection before close()');
+      await storage.close();
+      let left = await open();
+      for (let i = 0; i < 40 && left > 0; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        left = await open();
+      }
+      assert.equal(left, 0, 'a connection of the closed storage is still open');
+    } finally {
+      await probe.end();
+      await db.drop();
+    }
+  });
 });

@@ -272,6 +272,10 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
       await maintenancePool?.end().catch(() => {});
       await checkpointer?.stop();
       await db.destroy();
+      // Kysely's PostgresDialect ends the pool only if Kysely ever ran a query on it. A storage closed before
+      // that (no migrations, nothing queried yet) but after pool.query (CREATE SCHEMA above) kept that
+      // connection open: a delivery worker stopped right after it started outlived its shutdown this way.
+      if (pool !== undefined && !(pool as pg.Pool & { ending?: boolean }).ending) await pool.end().catch(() => {});
     },
   };
 }
