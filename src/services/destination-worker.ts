@@ -11,10 +11,8 @@
 // - close() (SIGTERM → services.close()) asks the worker to stop: it finishes or abandons the cycle in
 //   flight (an abandoned one never moves the cursor), releases its leases and closes its connections.
 //   A worker that has not ended after STOP_TIMEOUT_MS is terminated (the leases then expire by themselves);
-//   the limit is half of the default INLET_SHUTDOWN_TIMEOUT_MS, so the process still exits cleanly. Once the
-//   worker says `stopped` (leases released, storage closed) it is terminated at once: a handle left behind
-//   (a PostgreSQL connection still being opened when its pool was ended, when stop follows start at once)
-//   must not hold the thread, and with it the shutdown, open.
+//   the limit is half of the default INLET_SHUTDOWN_TIMEOUT_MS, so the process still exits cleanly (with a
+//   warning that names the cause: a handle the worker left open).
 // The composition root decides whether delivery runs here (src/delivery.ts) and names the thread's entry
 // (src/delivery-worker.ts, which builds storage and the deliverers from the settings it is given).
 import { Worker } from 'node:worker_threads';
@@ -89,7 +87,6 @@ export function startDeliveryWorker<Settings>(service: DestinationService, entry
     w.on('message', (message: FromWorker) => {
       if (message.type === 'metrics') applyReports(service.deliveryMetrics, message.reports);
       else if (message.type === 'ready') log.info({ threadId: w.threadId, restarts }, 'destinations: delivery worker started');
-      else if (message.type === 'stopped') void w.terminate();
     });
     w.on('error', (error) => {
       lastError = error;
