@@ -248,7 +248,10 @@ describe('receiving a request is timed', { concurrency: true }, () => {
   });
 });
 
-describe('long answers are never cut (clarifications §12)', { concurrency: true }, () => {
+// One after the other: run side by side, the export's first page (read and formatted on the event loop)
+// could hold the loop past the 500 ms headers timeout on a loaded machine, and Node then drops a stream's
+// connection before reading its request: a failure of the test's timing, not of the behaviour under test.
+describe('long answers are never cut (clarifications §12)', () => {
   async function ingest(subjectId: string): Promise<void> {
     const res = await fetch(`http://127.0.0.1:${port}/api/v2/events`, {
       method: 'POST',
