@@ -5,7 +5,8 @@
 //                              database test and runs once per backend, all of them in ONE process per backend
 //                              (scripts/test-entry.mjs), the backends side by side.
 //   npm run test:system        system tier: test/system/**/*.test.ts (servers as child processes, kill -9, own
-//                              PostgreSQL or NATS, long runs), one process per file, one file at a time, per backend.
+//                              PostgreSQL or NATS, long runs), one process per file, one file at a time, per backend;
+//                              the time limit (INLET_TEST_JOB_TIMEOUT_S) is each file's.
 //   npm test -- FILE...        only these files, each run the way its tier runs it.
 // Backends: SQLite always, PostgreSQL when reachable (INLET_TEST_POSTGRES_URL, default
 // postgres://postgres@127.0.0.1:5432/test).
@@ -110,8 +111,10 @@ function inOneProcess(title, label, files, env) {
   return { title: `${title}: ${files.length} files in one process`, args: [...tsx, ...reporter, entry, label, ...files], env };
 }
 
+/** One job per file, so that the time limit is a file's (a stuck file is named, and a slow machine does not
+ *  fail a whole tier of files that each finish in time). */
 function onePerFile(title, files, env) {
-  return { title: `${title}: ${files.length} files, one process each`, args: [...tsx, '--test', ...reporter, '--test-concurrency=1', ...files], env };
+  return files.map((file) => ({ title: `${title}: ${relative('test', file)}`, args: [...tsx, '--test', ...reporter, file], env }));
 }
 
 const args = process.argv.slice(2);
@@ -132,7 +135,7 @@ if (byTier.database.length > 0) {
   }
 }
 // System tests start servers, kill them and time things: one backend after the other, one file at a time.
-const sequential = byTier.system.length === 0 ? [] : backends.map((dialect) => onePerFile(`system ${dialect}`, byTier.system, { INLET_TEST_DIALECT: dialect }));
+const sequential = byTier.system.length === 0 ? [] : backends.flatMap((dialect) => onePerFile(`system ${dialect}`, byTier.system, { INLET_TEST_DIALECT: dialect }));
 
 if (files.length === 0) {
   console.log('no test files found');
