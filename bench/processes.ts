@@ -1,7 +1,7 @@
 // Child processes and clean-up: every server the bench starts is registered here and stopped at the
 // end, on error, on Ctrl-C and on the overall time limit.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 
 type Cleanup = () => Promise<void> | void;
@@ -117,3 +117,22 @@ export function cpuSeconds(pid: number | undefined): number | undefined {
 
 /** USER_HZ: 100 on every mainstream Linux build. */
 const CLOCK_TICKS = 100;
+
+/** CPU seconds used so far by every process whose command name is `comm` (e.g. every PostgreSQL backend). */
+export function cpuSecondsOfCommand(comm: string): number {
+  let total = 0;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      if (name !== comm) continue;
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      // utime, stime, and cutime, cstime (children that exited: a backend's own children, rare)
+      total += (Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14])) / CLOCK_TICKS;
+    } catch {
+      // the process ended meanwhile
+    }
+  }
+  return total;
+}

@@ -1,7 +1,9 @@
 // `npm run bench -- --backend postgres --instances 1,2,4`: batch ingest through N Inlet instances on one
 // PostgreSQL (a fresh database), beside that PostgreSQL's own raw insert rate into the same events table
-// measured in the same run. Each instance gets its own autocannon load (the connections split evenly),
-// as a balancer would spread it. See bench/README.md ("Scaling out").
+// measured in the same run. Each instance gets its own load generator (wrk when installed, else autocannon;
+// the connections split evenly), as a balancer would spread it. Every run also reports where the CPU went:
+// the Inlet instances, PostgreSQL's processes and the generator, in µs per event. See bench/README.md
+// ("Scaling out").
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { availableParallelism, loadavg } from 'node:os';
@@ -10,9 +12,9 @@ import { parseArgs } from 'node:util';
 import { SERVER_NODE_FLAG } from './args.js';
 import { postgresRawInsert, type BaselineResult } from './baselines.js';
 import { postgresDatabase, redact, tempDirectory } from './database.js';
-import { runLoad, type LoadResult } from './load.js';
-import { cleanUp, freePort, installExitHandlers, startChild, waitUntilReady, type Child } from './processes.js';
-import { ExternalIds, batchJson } from './workload.js';
+import { runLoad, runWrk, wrkAvailable, type LoadResult } from './load.js';
+import { cleanUp, cpuSeconds, cpuSecondsOfCommand, freePort, installExitHandlers, startChild, waitUntilReady, type Child } from './processes.js';
+import { externalIdMaker, workloadBatchJson } from './workload.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 
@@ -25,7 +27,11 @@ export const SCALING_USAGE = `npm run bench -- --backend postgres --instances 1,
   --connections <n>         HTTP connections in total, split between the instances (default 32)
   --batch-size <n>          events per batch request (default 100)
   --rate-limit-store <s>    INLET_RATE_LIMIT_STORE of the instances: postgres (default, shared) | memory
-  --no-build                use dist/ as it is`;
+  --generator <g>           wrk (default when installed: one single-threaded wrk per instance, a Lua script
+                            builds each batch) | autocannon (in the bench process)
+  --no-build                use dist/ as it is
+The workload is the ingest bench's (bench/workload.ts): random uuid v4 external ids, 100,000 subjects,
+300-byte properties.`;
 
 interface ScalingArgs {
   instances: number[];
@@ -35,6 +41,7 @@ interface ScalingArgs {
   connections: number;
   batchSize: number;
   rateLimitStore: 'postgres' | 'memory';
+  generator: 'wrk' | 'autocannon';
   build: boolean;
 }
 
@@ -50,6 +57,7 @@ function parse(argv: string[]): ScalingArgs {
       connections: { type: 'string' },
       'batch-size': { type: 'string' },
       'rate-limit-store': { type: 'string' },
+      generator: { type: 'string' },
       'no-build': { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -71,6 +79,9 @@ function parse(argv: string[]): ScalingArgs {
   if (!['127.0.0.1', 'localhost', '[::1]'].includes(new URL(serverUrl).hostname)) throw new Error('--database must be a server on this machine');
   const store = values['rate-limit-store'] ?? 'postgres';
   if (store !== 'postgres' && store !== 'memory') throw new Error('--rate-limit-store must be postgres or memory');
+  const generator = values.generator ?? (wrkAvailable() ? 'wrk' : 'autocannon');
+  if (generator !== 'wrk' && generator !== 'autocannon') throw new Error('--generator must be wrk or autocannon');
+  if (generator === 'wrk' && !wrkAvailable()) throw new Error('--generator wrk, but wrk is not installed (apt-get install wrk)');
   return {
     instances,
     serverUrl,
@@ -79,6 +90,7 @@ function parse(argv: string[]): ScalingArgs {
     connections: number('connections', values.connections, 32),
     batchSize: number('batch-size', values['batch-size'], 100),
     rateLimitStore: store,
+    generator,
     build: !values['no-build'],
   };
 }
@@ -116,14 +128,32 @@ async function startInstances(count: number, url: string, adminToken: string, st
   return started;
 }
 
-async function loadAll(bases: string[], key: string, args: ScalingArgs, ids: ExternalIds, seconds: number): Promise<LoadResult[]> {
+interface RunLoad {
+  results: LoadResult[];
+  /** CPU seconds of the load generators over the run (wrk processes, or this process for autocannon). */
+  generatorCpuSeconds: number | undefined;
+}
+
+async function loadAll(bases: string[], key: string, args: ScalingArgs, dir: string, seconds: number): Promise<RunLoad> {
   const per = Math.max(1, Math.floor(args.connections / bases.length));
-  let n = 0;
-  return Promise.all(
-    bases.map((base) =>
-      runLoad({ url: base, path: '/api/v2/events/batch', headers: { authorization: `Bearer ${key}` }, body: () => batchJson(ids, args.batchSize, n++), connections: per, durationSeconds: seconds }, 200),
-    ),
+  const path = '/api/v2/events/batch';
+  const headers = { authorization: `Bearer ${key}` };
+  if (args.generator === 'wrk') {
+    const runs = await Promise.all(
+      bases.map((url, i) =>
+        runWrk({ url, path, headers, shape: 'batch', batchSize: args.batchSize, ids: 'random', connections: per, durationSeconds: seconds, scriptPath: join(dir, `load-${i}.lua`) }, 200),
+      ),
+    );
+    const cpu = runs.map((r) => r.generatorCpuSeconds);
+    return { results: runs, generatorCpuSeconds: cpu.includes(undefined) ? undefined : cpu.reduce((a, b) => a! + b!, 0) };
+  }
+  const next = externalIdMaker('random', `scale-${Date.now()}`);
+  const before = process.cpuUsage();
+  const results = await Promise.all(
+    bases.map((url) => runLoad({ url, path, headers, body: () => workloadBatchJson(next, args.batchSize), connections: per, durationSeconds: seconds }, 200)),
   );
+  const used = process.cpuUsage(before);
+  return { results, generatorCpuSeconds: (used.user + used.system) / 1e6 };
 }
 
 async function parallelRawInsert(url: string, productId: string, keyId: string, batchSize: number, seconds: number, connections: number): Promise<BaselineResult> {
@@ -151,39 +181,55 @@ export async function scalingMain(argv: string[]): Promise<number> {
   const key = await adminPost(first!.base, adminToken, `/admin/v1/products/${product.id}/keys`, { kind: 'events' });
   await first!.child.stop();
 
-  const rows: Array<{ label: string; eventsPerSecond: number; p99?: number; errors?: string }> = [];
-  const ids = new ExternalIds(`scale-${Date.now()}`);
+  const rows: Array<{ label: string; eventsPerSecond: number; p99?: number; errors?: string; cpu?: string }> = [];
   for (const count of args.instances) {
     const instances = await startInstances(count, database.url, adminToken, args.rateLimitStore, dir, `n${count}`);
-    if (args.warmupSeconds > 0) await loadAll(instances.map((i) => i.base), key.key!, args, ids, args.warmupSeconds);
-    const results = await loadAll(instances.map((i) => i.base), key.key!, args, ids, args.durationSeconds);
+    const bases = instances.map((i) => i.base);
+    if (args.warmupSeconds > 0) await loadAll(bases, key.key!, args, dir, args.warmupSeconds);
+    const inletCpu = () => instances.reduce((sum, i) => sum + (cpuSeconds(i.child.process.pid) ?? 0), 0);
+    const inletBefore = inletCpu();
+    const postgresBefore = cpuSecondsOfCommand('postgres');
+    const { results, generatorCpuSeconds } = await loadAll(bases, key.key!, args, dir, args.durationSeconds);
+    const inletUsed = inletCpu() - inletBefore;
+    const postgresUsed = cpuSecondsOfCommand('postgres') - postgresBefore;
     const ok = results.reduce((sum, r) => sum + r.ok, 0);
     const seconds = Math.max(...results.map((r) => r.seconds));
+    const events = ok * args.batchSize;
     const bad = results.flatMap((r) => Object.entries(r.statusCounts).filter(([status]) => status !== '200').map(([s, c]) => `${s}×${c}`));
     const errors = results.reduce((sum, r) => sum + r.errors + r.timeouts, 0);
+    // µs of CPU per stored event, and cores busy over the run, for each party on the machine.
+    const share = (cpu: number | undefined, who: string) =>
+      cpu === undefined ? `${who} ?` : `${who} ${events > 0 ? Math.round((cpu * 1e6) / events) : '–'} µs (${(cpu / seconds).toFixed(2)} cores)`;
     rows.push({
       label: `Inlet × ${count} (${args.connections} connections, batches of ${args.batchSize})`,
-      eventsPerSecond: (ok * args.batchSize) / seconds,
+      eventsPerSecond: events / seconds,
       p99: Math.max(...results.map((r) => r.p99Ms)),
+      cpu: [share(inletUsed, 'inlet'), share(postgresUsed, 'postgres'), share(generatorCpuSeconds, args.generator)].join(', '),
       ...(bad.length + errors > 0 ? { errors: [...bad, errors > 0 ? `errors×${errors}` : ''].filter(Boolean).join(' ') } : {}),
     });
     await Promise.all(instances.map((i) => i.child.stop()));
   }
-  const raw1 = await postgresRawInsert(database.url, product.id!, key.id!, args.batchSize, args.durationSeconds);
-  const raw4 = await parallelRawInsert(database.url, product.id!, key.id!, args.batchSize, args.durationSeconds, 4);
+  const rawCpu = async (run: () => Promise<BaselineResult>) => {
+    const before = cpuSecondsOfCommand('postgres');
+    const result = await run();
+    const used = cpuSecondsOfCommand('postgres') - before;
+    return { result, note: `postgres ${Math.round((used * 1e6) / result.rows)} µs (${(used / result.seconds).toFixed(2)} cores)` };
+  };
+  const raw1 = await rawCpu(() => postgresRawInsert(database.url, product.id!, key.id!, args.batchSize, args.durationSeconds));
+  const raw4 = await rawCpu(() => parallelRawInsert(database.url, product.id!, key.id!, args.batchSize, args.durationSeconds, 4));
   const best = Math.max(...rows.map((r) => r.eventsPerSecond));
-  const rawBest = Math.max(raw1.eventsPerSecond, raw4.eventsPerSecond);
+  const rawBest = Math.max(raw1.result.eventsPerSecond, raw4.result.eventsPerSecond);
 
   const out: string[] = [];
-  out.push(`npm run bench -- --backend postgres --instances ${args.instances.join(',')} (duration ${args.durationSeconds} s, rate-limit store ${args.rateLimitStore})`);
+  out.push(`npm run bench -- --backend postgres --instances ${args.instances.join(',')} (duration ${args.durationSeconds} s, rate-limit store ${args.rateLimitStore}, generator ${args.generator})`);
   out.push(`database: ${redact(database.url)} — PostgreSQL and every Inlet instance and the load generator share this machine's ${availableParallelism()} cores`);
   out.push(`machine load before the run: ${uptime} (loadavg now ${loadavg().map((l) => l.toFixed(2)).join(' ')})`);
   out.push('');
-  out.push('| what | events/s | p99 ms | notes |');
-  out.push('|---|---:|---:|---|');
-  for (const row of rows) out.push(`| ${row.label} | ${Math.round(row.eventsPerSecond)} | ${row.p99 ?? ''} | ${row.errors ?? ''} |`);
-  out.push(`| ${raw1.label} | ${Math.round(raw1.eventsPerSecond)} | | into the same events table, no dedup table |`);
-  out.push(`| ${raw4.label} | ${Math.round(raw4.eventsPerSecond)} | | |`);
+  out.push('| what | events/s | p99 ms | CPU per event (cores busy) | notes |');
+  out.push('|---|---:|---:|---|---|');
+  for (const row of rows) out.push(`| ${row.label} | ${Math.round(row.eventsPerSecond)} | ${row.p99 ?? ''} | ${row.cpu ?? ''} | ${row.errors ?? ''} |`);
+  out.push(`| ${raw1.result.label} | ${Math.round(raw1.result.eventsPerSecond)} | | ${raw1.note} | into the same events table, no dedup table |`);
+  out.push(`| ${raw4.result.label} | ${Math.round(raw4.result.eventsPerSecond)} | | ${raw4.note} | |`);
   out.push('');
   out.push(`best Inlet / best raw = ${(best / rawBest).toFixed(2)} (target ≥ 0.70)`);
   process.stdout.write(`${out.join('\n')}\n`);
