@@ -16,7 +16,7 @@ export const EXPORT_PAGE_MAX_EVENTS = 5000;
  * 300-byte properties, ~15 ms of formatting on this machine.
  */
 export const EXPORT_PAGE_TARGET_BYTES = 1 << 20;
-const FIRST_PAGE_EVENTS = 500;
+const FIRST_PAGE_EVENTS = 100;
 const MIN_PAGE_EVENTS = 50;
 /** The fixed fields of an exported event (ids, names, times) beside its JSON columns. */
 const FIXED_BYTES = 250;
