@@ -30,6 +30,19 @@ const EARLIEST = Date.parse('2000-01-01T00:00:00.000Z');
  * lower-case letter or digit meets an upper-case one.
  */
 export function normaliseTrackName(name: string): string {
+  const known = normalisedNames.get(name);
+  if (known !== undefined) return known;
+  const normalised = normaliseUncached(name);
+  // A product sends a few hundred distinct names; the bound only stops a flood of random ones.
+  if (normalisedNames.size >= 10_000) normalisedNames.clear();
+  normalisedNames.set(name, normalised);
+  return normalised;
+}
+
+/** Names seen recently → their normalised form: four regular expressions once per name, not once per event. */
+const normalisedNames = new Map<string, string>();
+
+function normaliseUncached(name: string): string {
   const snake = name
     .replace(/([a-z0-9])([A-Z])/g, '$1_$2')
     .toLowerCase()
@@ -52,11 +65,18 @@ export function segmentId(value: unknown): string | undefined {
   return value === '' ? undefined : value;
 }
 
+/** The last texts parsed as times: a batch's `sentAt` and its receive time are the same for every item. */
+const parsedTimes = new Map<string, number | undefined>();
+
 function parseTime(value: unknown): number | undefined {
   if (typeof value === 'number' && Number.isFinite(value)) return value;
-  if (typeof value !== 'string' || value.trim() === '') return undefined;
-  const ms = Date.parse(value);
-  return Number.isNaN(ms) ? undefined : ms;
+  if (typeof value !== 'string') return undefined;
+  if (parsedTimes.has(value)) return parsedTimes.get(value);
+  const ms = value.trim() === '' ? Number.NaN : Date.parse(value);
+  const result = Number.isNaN(ms) ? undefined : ms;
+  if (parsedTimes.size >= 64) parsedTimes.clear();
+  parsedTimes.set(value, result);
+  return result;
 }
 
 /**
@@ -65,7 +85,7 @@ function parseTime(value: unknown): number | undefined {
  * read or a result before 2000 or more than a year ahead.
  */
 export function segmentOccurredAt(timestamp: unknown, sentAt: unknown, receivedAt: string): string | undefined {
-  const received = Date.parse(receivedAt);
+  const received = parseTime(receivedAt)!;
   const hasTimestamp = timestamp !== undefined && timestamp !== null;
   const at = hasTimestamp ? parseTime(timestamp) : received;
   if (at === undefined) return undefined;
@@ -91,6 +111,106 @@ export function derivedMessageId(keyId: string, item: unknown): string {
   return `inlet-${createHash('sha256').update(keyId).update('\u0000').update(canonicalJson(item)).digest('hex').slice(0, 40)}`;
 }
 
+/**
+ * What one pass over a Segment body's text tells before it is parsed (`scanSegmentBody`).
+ * - `tooDeep`: arrays and objects nest deeper than the limit given (the request is refused).
+ * - `plain`: every value in it is storable as sent, so the per-value walk (`rejectUnstorable`) can be
+ *   skipped: no `\u` escape anywhere (the only way JSON decoded from UTF-8 can hold U+0000 or a lone
+ *   surrogate), no number with an exponent or over 300 characters (the only ways to reach ±Infinity),
+ *   and no nesting deeper than PLAIN_DEPTH (far inside the 64 levels a value may have).
+ * - `items`: the `[start, end)` offsets of each object in the top-level `batch` array (the last `batch`
+ *   key, as JSON.parse keeps the last), or undefined when there is none.
+ */
+export interface SegmentBodyScan {
+  tooDeep: boolean;
+  plain: boolean;
+  items: Array<[number, number]> | undefined;
+}
+
+/** Nesting a `plain` body may have: an item sits at level 3 of a batch, its properties at 4. */
+const PLAIN_DEPTH = 32;
+const PLAIN_NUMBER_MAX = 300;
+
+function isNumberChar(c: number): boolean {
+  // 0-9 . + - e E
+  return (c >= 0x30 && c <= 0x39) || c === 0x2e || c === 0x2b || c === 0x2d || c === 0x65 || c === 0x45;
+}
+
+/**
+ * One pass over the text of a body, strings skipped with `indexOf` (most of a Segment body is strings).
+ * It runs before JSON.parse, so it must terminate on any text; what it says about text that is not JSON
+ * does not matter (the parser refuses it next), except `tooDeep`, which is what the character-by-character
+ * scan (`jsonNestsDeeperThan`) would say.
+ */
+export function scanSegmentBody(text: string, maxDepth: number): SegmentBodyScan {
+  let plain = !text.includes('\\u');
+  let depth = 0;
+  let deepest = 0;
+  let key: string | undefined; // the last string seen at depth 1, and whether a ':' followed it
+  let pendingKey: string | undefined;
+  let inBatch = false;
+  let batchSeen = false;
+  let items: Array<[number, number]> = [];
+  let itemStart = -1;
+  const length = text.length;
+  for (let i = 0; i < length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22) {
+      // Find the closing quote: one not preceded by an odd run of backslashes.
+      let end = text.indexOf('"', i + 1);
+      while (end !== -1) {
+        let backslashes = 0;
+        for (let j = end - 1; j > i && text.charCodeAt(j) === 0x5c; j--) backslashes++;
+        if (backslashes % 2 === 0) break;
+        end = text.indexOf('"', end + 1);
+      }
+      if (end === -1) break; // an unterminated string: not JSON, the parser says so
+      if (depth === 1) pendingKey = text.slice(i + 1, end);
+      i = end;
+    } else if (c === 0x7b || c === 0x5b) {
+      if (depth === 1 && c === 0x5b) {
+        inBatch = key === 'batch';
+        if (inBatch) {
+          items = [];
+          batchSeen = true;
+        }
+      } else if (depth === 2 && inBatch && c === 0x7b) itemStart = i;
+      if (++depth > deepest) {
+        deepest = depth;
+        if (depth > maxDepth) return { tooDeep: true, plain: false, items: undefined };
+      }
+    } else if (c === 0x7d || c === 0x5d) {
+      depth--;
+      if (depth === 2 && inBatch && c === 0x7d && itemStart >= 0) {
+        items.push([itemStart, i + 1]);
+        itemStart = -1;
+      } else if (depth === 1) inBatch = false;
+    } else if (c === 0x3a) {
+      if (depth === 1) key = pendingKey;
+    } else if (plain && (c === 0x2d || (c >= 0x30 && c <= 0x39))) {
+      let end = i + 1;
+      while (end < length && isNumberChar(text.charCodeAt(end))) end++;
+      for (let j = i; j < end; j++) {
+        const d = text.charCodeAt(j);
+        if (d === 0x65 || d === 0x45) plain = false;
+      }
+      if (end - i > PLAIN_NUMBER_MAX) plain = false;
+      i = end - 1;
+    }
+  }
+  return { tooDeep: false, plain: plain && deepest <= PLAIN_DEPTH, items: batchSeen ? items : undefined };
+}
+
+/**
+ * An upper bound on the bytes of `JSON.stringify(item)` for a batch item of a `plain` body, from its text
+ * as sent: without `\u` escapes and exponents, re-serialising a value never makes it longer (it only drops
+ * whitespace, `\/` escapes, repeated keys and trailing zeros). Three bytes a UTF-16 unit at most.
+ */
+export function itemBytesBound(text: string, [start, end]: [number, number], limit: number): number {
+  const units = end - start;
+  return units * 3 <= limit ? units * 3 : Buffer.byteLength(text.slice(start, end));
+}
+
 /** An identity side effect of an item, performed after the item was stored. */
 export type IdentityOp =
   | { kind: 'identify'; externalId: string; traits: Record<string, unknown>; email: string | undefined; identifiesUser: boolean }
@@ -107,6 +227,8 @@ export interface SegmentItemOptions {
   browser?: boolean;
   clientIp?: string;
   batch?: { sentAt?: unknown; context?: unknown; integrations?: unknown };
+  /** Every value the item and the batch carry is known storable (`SegmentBodyScan.plain`): skip the walk. */
+  storable?: boolean;
 }
 
 export type SegmentTranslation =
@@ -251,17 +373,21 @@ export function translateSegmentItem(raw: unknown, options: SegmentItemOptions):
     identity.push({ kind: 'link', from: anonymousId, to: userId, explicit: false });
   }
 
-  const unstorable: FieldError[] = [];
-  rejectUnstorable(subjectId, `${base}/userId`, unstorable);
-  rejectUnstorable(messageId, `${base}/messageId`, unstorable);
-  rejectUnstorable(eventProperties, `${base}/${call === 'identify' || call === 'group' ? 'traits' : 'properties'}`, unstorable);
-  rejectUnstorable(context, `${base}/context`, unstorable);
   const original: Record<string, unknown> = {};
-  for (const [field, value] of Object.entries(raw)) if (!MAPPED_FIELDS.has(field)) original[field] = value;
+  for (const field in raw) if (!MAPPED_FIELDS.has(field)) original[field] = raw[field];
   if (original.integrations === undefined && options.batch?.integrations !== undefined) original.integrations = options.batch.integrations;
   else if (isObject(original.integrations) && isObject(options.batch?.integrations)) original.integrations = { ...options.batch.integrations, ...original.integrations };
   if (original.type === undefined) original.type = call;
-  rejectUnstorable(original, base, unstorable);
+  // The walk of every value, unless the body's text already showed them all storable. `context.ip`
+  // filled in from the request is not from the body: checked on its own.
+  const unstorable: FieldError[] = [];
+  if (options.storable !== true) {
+    rejectUnstorable(subjectId, `${base}/userId`, unstorable);
+    rejectUnstorable(messageId, `${base}/messageId`, unstorable);
+    rejectUnstorable(eventProperties, `${base}/${call === 'identify' || call === 'group' ? 'traits' : 'properties'}`, unstorable);
+    rejectUnstorable(context, `${base}/context`, unstorable);
+    rejectUnstorable(original, base, unstorable);
+  } else if (options.browser === true && options.clientIp !== undefined) rejectUnstorable(options.clientIp, `${base}/context/ip`, unstorable);
   if (unstorable.length > 0) return refuse('validation_error', `${unstorable[0]!.pointer}: ${unstorable[0]!.message}`, messageId, unstorable);
 
   const propertiesJson = JSON.stringify(eventProperties);

@@ -35,6 +35,10 @@ export interface SegmentRequest {
   /** The client's address (browser keys: filled into `context.ip` when the item has none). */
   clientIp?: string;
   batch?: { sentAt?: unknown; context?: unknown; integrations?: unknown };
+  /** Every value of the request is storable as sent (`SegmentBodyScan.plain`): the per-value walk is skipped. */
+  storable?: boolean;
+  /** Upper bounds on each item's JSON bytes (from the body's text); an item within the limit is not re-serialised to be measured. */
+  itemBytes?: number[];
 }
 
 /** Links already made, so that an anonymous → user link costs one identity transaction, not one per event. */
@@ -109,7 +113,8 @@ export function createSegmentService(ingest: IngestService, identity: IdentitySe
       const calls: Array<SegmentCall | undefined> = new Array(items.length);
       const candidates: Candidate[] = items.map((item, index): Candidate => {
         const base = request.call === undefined ? `/batch/${index}` : '';
-        const bytes = Buffer.byteLength(JSON.stringify(item) ?? '');
+        const bound = request.itemBytes?.[index];
+        const bytes = bound !== undefined && bound <= SEGMENT_LIMITS.itemBytes ? bound : Buffer.byteLength(JSON.stringify(item) ?? '');
         if (bytes > SEGMENT_LIMITS.itemBytes) {
           const id = (item as { messageId?: unknown } | null)?.messageId;
           messageIds[index] = typeof id === 'string' ? id.slice(0, 255) : null;
@@ -127,6 +132,7 @@ export function createSegmentService(ingest: IngestService, identity: IdentitySe
           receivedAt,
           keyId: auth.keyId,
           browser: auth.kind === 'browser',
+          storable: request.storable === true,
           ...(request.clientIp === undefined ? {} : { clientIp: request.clientIp }),
           ...(request.batch === undefined ? {} : { batch: request.batch }),
         });

@@ -6,8 +6,8 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import secureJsonParse from 'secure-json-parse';
 import { originAllowed } from '../../domain/api-keys.js';
 import { AppError } from '../../domain/errors.js';
-import { jsonNestsDeeperThan, MAX_BODY_DEPTH } from '../../domain/json-values.js';
-import { SEGMENT_LIMITS, type SegmentCall } from '../../domain/segment.js';
+import { MAX_BODY_DEPTH } from '../../domain/json-values.js';
+import { itemBytesBound, scanSegmentBody, SEGMENT_LIMITS, type SegmentBodyScan, type SegmentCall } from '../../domain/segment.js';
 import type { Services } from '../../services.js';
 import type { AuthContext } from '../../services/key-service.js';
 import { authOf } from '../auth.js';
@@ -53,9 +53,9 @@ const segmentResponses = {
   429: problemResponse('Rate limited (Retry-After)'),
 };
 
-function parseAnyJson(body: string): unknown {
+function parseAnyJson(body: string, scan: SegmentBodyScan): unknown {
   if (body.length === 0) throw new AppError('invalid_json', 'The body is empty; send a JSON object.');
-  if (jsonNestsDeeperThan(body, MAX_BODY_DEPTH)) {
+  if (scan.tooDeep) {
     throw new AppError('validation_error', `The body nests arrays and objects more than ${MAX_BODY_DEPTH} levels deep.`, { errors: [{ pointer: '', message: `is nested more than ${MAX_BODY_DEPTH} levels deep` }] });
   }
   try {
@@ -85,12 +85,18 @@ export async function segmentRoutes(app: FastifyInstance, options: { services: S
 
   /** The text of a body that could not be parsed, kept for the rejection record. */
   const unparsedBodies = new WeakMap<FastifyRequest, string>();
+  /** What the scan before parsing found, and the text, for the handler (item sizes, the storability walk skipped). */
+  const scannedBodies = new WeakMap<FastifyRequest, { text: string; scan: SegmentBodyScan }>();
 
   // Every SDK sends JSON, under whatever Content-Type (text/plain, form-urlencoded, none).
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'string' }, (request, body, done) => {
     try {
-      done(null, parseAnyJson(body as string));
+      const text = body as string;
+      const scan = scanSegmentBody(text, MAX_BODY_DEPTH);
+      const parsed = parseAnyJson(text, scan);
+      scannedBodies.set(request, { text, scan });
+      done(null, parsed);
     } catch (error) {
       unparsedBodies.set(request, body as string);
       done(error as Error, undefined);
@@ -154,20 +160,28 @@ export async function segmentRoutes(app: FastifyInstance, options: { services: S
     const body = bodyObject(request);
     const auth = authOf(request);
     const receivedAt = new Date().toISOString();
+    const scanned = scannedBodies.get(request);
+    const storable = scanned?.scan.plain === true;
     if (call !== undefined) {
       const item = withoutKey(body);
       const bytes = Buffer.byteLength(JSON.stringify(item));
       if (bytes > SEGMENT_LIMITS.itemBytes) {
         throw new AppError('payload_too_large', `The event is ${bytes} bytes of JSON; one event may be at most ${SEGMENT_LIMITS.itemBytes}.`, { status: 400 });
       }
-      return services.segment.ingest(auth, { call, items: [item], receivedAt, route: request.routeOptions.url ?? call, clientIp: request.ip });
+      return services.segment.ingest(auth, { call, items: [item], receivedAt, route: request.routeOptions.url ?? call, clientIp: request.ip, storable });
     }
     const items = body.batch;
     if (!Array.isArray(items)) throw new AppError('validation_error', 'The body needs "batch": an array of calls.', { errors: [{ pointer: '/batch', message: 'must be an array' }] });
     if (items.length > SEGMENT_LIMITS.batchItems) {
       throw new AppError('payload_too_large', `A batch holds at most ${SEGMENT_LIMITS.batchItems} calls; this one has ${items.length}.`, { status: 400 });
     }
+    // Item sizes from the text as sent, when it bounds the re-serialised size (a plain body whose batch
+    // items are all objects); otherwise each item is serialised to be measured.
+    const spans = scanned?.scan.items;
+    const itemBytes = storable && spans !== undefined && spans.length === items.length ? spans.map((span) => itemBytesBound(scanned!.text, span, SEGMENT_LIMITS.itemBytes)) : undefined;
     return services.segment.ingest(auth, {
+      storable,
+      ...(itemBytes === undefined ? {} : { itemBytes }),
       call: undefined,
       items: items.map((item) => (typeof item === 'object' && item !== null && !Array.isArray(item) ? withoutKey(item as Record<string, unknown>) : item)),
       receivedAt,
