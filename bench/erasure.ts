@@ -40,6 +40,49 @@ if (![TOTAL, PERSON, CONNECTIONS, SECONDS].every((n) => Number.isInteger(n) && n
   process.exit(2);
 }
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The server's /metrics, one number per series, labels parsed (`name` → [{labels, value}]). */
+type Scrape = Map<string, Array<{ labels: Record<string, string>; value: number }>>;
+async function scrape(base: string): Promise<Scrape> {
+  const text = await (await fetch(`${base}/metrics`)).text();
+  const series: Scrape = new Map();
+  for (const line of text.split('\n')) {
+    const match = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
+    if (match === null) continue;
+    const labels: Record<string, string> = {};
+    for (const pair of (match[2] ?? '').matchAll(/(\w+)="([^"]*)"/g)) labels[pair[1]!] = pair[2]!;
+    const list = series.get(match[1]!) ?? [];
+    list.push({ labels, value: Number(match[3]) });
+    series.set(match[1]!, list);
+  }
+  return series;
+}
+function value(scraped: Scrape, name: string, labels: Record<string, string> = {}): number {
+  const found = scraped.get(name)?.find((s) => Object.entries(labels).every(([k, v]) => s.labels[k] === v));
+  return found?.value ?? 0;
+}
+/** A histogram's change between two scrapes: count, sum, and how many took longer than `over` seconds. */
+function histogram(before: Scrape, after: Scrape, name: string, labels: Record<string, string>, over: number) {
+  const count = value(after, `${name}_count`, labels) - value(before, `${name}_count`, labels);
+  const sum = value(after, `${name}_sum`, labels) - value(before, `${name}_sum`, labels);
+  const within = value(after, `${name}_bucket`, { ...labels, le: String(over) }) - value(before, `${name}_bucket`, { ...labels, le: String(over) });
+  return { count, sum, over: count - within };
+}
+/** What the server saw during one window (event-loop delay since `before` was scraped: prom-client resets it at each scrape). */
+function serverSide(before: Scrape, after: Scrape, seconds: number): string[] {
+  const ms = (v: number) => (v * 1000).toFixed(1);
+  const cpu = value(after, 'inlet_process_cpu_seconds_total') - value(before, 'inlet_process_cpu_seconds_total');
+  const commits = histogram(before, after, 'inlet_ingest_commit_duration_seconds', {}, 0.025);
+  const writer = histogram(before, after, 'inlet_sqlite_checkpoint_seconds', { by: 'writer' }, 0.01);
+  const thread = histogram(before, after, 'inlet_sqlite_checkpoint_seconds', { by: 'thread' }, 0.1);
+  const batches = histogram(before, after, 'inlet_erasure_batch_seconds', {}, 0.01);
+  return [
+    `    event-loop delay p50 ${ms(value(after, 'inlet_nodejs_eventloop_lag_p50_seconds'))} ms, p99 ${ms(value(after, 'inlet_nodejs_eventloop_lag_p99_seconds'))} ms, max ${ms(value(after, 'inlet_nodejs_eventloop_lag_max_seconds'))} ms; server CPU ${((cpu / seconds) * 100).toFixed(0)} % of a core`,
+    `    ingest commits ${commits.count}, mean ${commits.count === 0 ? '-' : ms(commits.sum / commits.count)} ms, over 25 ms: ${commits.over}`,
+    `    WAL checkpoints on the event loop (writer): ${writer.count}, ${ms(writer.sum)} ms in all, over 10 ms: ${writer.over}; by the thread: ${thread.count}, ${thread.sum.toFixed(1)} s in all, over 100 ms: ${thread.over}; WAL at most ${value(after, 'inlet_sqlite_wal_frames_max')} frames since start`,
+    ...(batches.count === 0 ? [] : [`    erasure delete batches ${batches.count}, ${batches.sum.toFixed(1)} s in all, mean ${ms(batches.sum / batches.count)} ms, over 10 ms: ${batches.over}`]),
+  ];
+}
 const load = () => loadavg()[0]!.toFixed(1);
 
 async function main(): Promise<number> {
@@ -96,13 +139,16 @@ async function main(): Promise<number> {
 
   await ingest(2); // warm-up
   const loadWithout = load();
+  const beforeWithout = await scrape(base);
   const without = await ingest(SECONDS);
+  const afterWithout = await scrape(base);
   process.stdout.write(`ingest without a job: ${Math.round(without.requestsPerSecond)} events/s, p50 ${without.p50Ms} ms, p99 ${without.p99Ms} ms (load ${loadWithout})\n`);
 
   // During: the load runs (up to 15 minutes) until the job is done, then is stopped.
   const loadDuring = load();
   const during = ingest(900);
   await sleep(1000);
+  const beforeJob = await scrape(base);
   const requested = Date.now();
   const job = await admin('POST', `/products/${product.id as string}/erasures`, { external_id: 'victim-1', reason: 'bench' });
   const answered = Date.now();
@@ -112,6 +158,7 @@ async function main(): Promise<number> {
     status = await admin('GET', `/products/${product.id as string}/erasures/${job.id as string}`);
   }
   const finished = Date.now();
+  const afterJob = await scrape(base);
   stopLoad();
   const withJob = await during;
   const exitCode = await server.stop();
@@ -127,6 +174,13 @@ async function main(): Promise<number> {
       '',
       `ingest without a job:  ${Math.round(without.requestsPerSecond)} events/s, p50 ${without.p50Ms} ms, p99 ${without.p99Ms} ms, not ok ${without.errors + without.timeouts + (Object.values(without.statusCounts).reduce((a, b) => a + b, 0) - without.ok)}`,
       `ingest during the job: ${Math.round(withJob.requestsPerSecond)} events/s, p50 ${withJob.p50Ms} ms, p99 ${withJob.p99Ms} ms over ${withJob.seconds} s`,
+      '',
+      'server side (/metrics), without the job:',
+      ...serverSide(beforeWithout, afterWithout, without.seconds),
+      'server side, from the request to the job done:',
+      ...serverSide(beforeJob, afterJob, (finished - requested) / 1000),
+      `    job phases (s): ${(afterJob.get('inlet_erasure_phase_seconds_total') ?? []).map((s) => `${s.labels.phase} ${s.value.toFixed(2)}`).join(', ')}`,
+      '',
       `job: ${status.status}, 202 after ${((answered - requested) / 1000).toFixed(2)} s, done ${jobSeconds.toFixed(1)} s after the request; counts ${JSON.stringify(status.counts)}`,
       '',
       'targets (issue 18):',

@@ -13,7 +13,7 @@
 // once more at the end.
 import { createHmac, randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { Counter } from 'prom-client';
+import { Counter, Histogram } from 'prom-client';
 import { AppError, validationError } from '../domain/errors.js';
 import { checkExternalId } from '../domain/identity.js';
 import { uuidv7 } from '../domain/ids.js';
@@ -76,6 +76,18 @@ export function createErasureService(storage: Storage, metrics: Metrics, rejecti
     name: 'inlet_erasure_deleted_total',
     help: 'Rows deleted by erasure jobs, by kind (events, identifiers, merges, identity_messages, rejections, violations)',
     labelNames: ['kind'],
+    registers: [metrics.registry],
+  });
+  const batchSeconds = new Histogram({
+    name: 'inlet_erasure_batch_seconds',
+    help: 'One delete batch of an erasure job (on SQLite, ingest waits behind it for as long as it lasts)',
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+    registers: [metrics.registry],
+  });
+  const phaseSeconds = new Counter({
+    name: 'inlet_erasure_phase_seconds_total',
+    help: 'Time erasure jobs spent in each phase (wait: the suppression window before the first delete; reclaim: the final WAL checkpoint or VACUUM)',
+    labelNames: ['phase'],
     registers: [metrics.registry],
   });
   const suppressedItems = new Counter({
@@ -177,7 +189,13 @@ export function createErasureService(storage: Storage, metrics: Metrics, rejecti
     const saveSometimes = async () => {
       if (Date.now() - savedAt >= SAVE_EVERY_MS) await save();
     };
-    const batches = gentleBatches();
+    const batches = gentleBatches(undefined, (seconds) => batchSeconds.observe(seconds));
+    let phaseStarted = performance.now();
+    const phaseDone = (phase: string) => {
+      const now = performance.now();
+      phaseSeconds.inc({ phase }, (now - phaseStarted) / 1000);
+      phaseStarted = now;
+    };
     const add = (counts: Partial<ErasureCounts>) => {
       for (const [kind, n] of Object.entries(counts) as Array<[keyof ErasureCounts, number]>) {
         record.counts[kind] += n;
@@ -187,6 +205,7 @@ export function createErasureService(storage: Storage, metrics: Metrics, rejecti
     // Instances may accept items for these ids until their copies are R old (see the header).
     const window = Date.parse(record.requestedAt) + options.refreshMs + 50 - Date.now();
     if (window > 0) await sleep(window);
+    phaseDone('wait');
     if (record.status === 'pending') {
       record.status = 'running';
       record.startedAt = new Date().toISOString();
@@ -203,11 +222,13 @@ export function createErasureService(storage: Storage, metrics: Metrics, rejecti
       }
       record.phase = 'identity';
       await save();
+      phaseDone('events');
     }
     if (record.phase === 'identity') {
       add(await store.deleteIdentity(record.productId, targets));
       record.phase = 'records';
       await save();
+      phaseDone('identity');
     }
     if (record.phase === 'records') {
       for (;;) {
@@ -218,6 +239,7 @@ export function createErasureService(storage: Storage, metrics: Metrics, rejecti
       }
       record.phase = 'finish';
       await save();
+      phaseDone('records');
     }
     if (record.phase === 'finish') {
       // A last look for items an instance stored while its copy of the suppressions was older.
@@ -230,7 +252,9 @@ export function createErasureService(storage: Storage, metrics: Metrics, rejecti
       await store.deleteTargets(record.productId, record.id);
       const olderThan = new Date(Date.now() - options.messageKeepDays * 86_400_000).toISOString();
       await store.sweepErasedMessages(record.productId, olderThan);
+      phaseDone('finish');
       await store.reclaim();
+      phaseDone('reclaim');
       record.phase = 'done';
       record.status = 'done';
       record.finishedAt = new Date().toISOString();

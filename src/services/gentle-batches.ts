@@ -17,7 +17,8 @@ export interface GentleBatchOptions {
 
 export const GENTLE_DEFAULTS: GentleBatchOptions = { initial: 200, min: 20, max: 2000, targetMs: 6 };
 
-export function gentleBatches(options: GentleBatchOptions = GENTLE_DEFAULTS) {
+/** `onBatch`: told each batch's duration in seconds (metrics). */
+export function gentleBatches(options: GentleBatchOptions = GENTLE_DEFAULTS, onBatch?: (seconds: number) => void) {
   let size = options.initial;
   return {
     /** Rows to ask for in the next batch. */
@@ -29,6 +30,7 @@ export function gentleBatches(options: GentleBatchOptions = GENTLE_DEFAULTS) {
       const started = performance.now();
       const result = await batch(size);
       const took = performance.now() - started;
+      onBatch?.(took / 1000);
       if (took > options.targetMs * 1.5) size = Math.max(options.min, Math.floor(size / 2));
       else if (took < options.targetMs / 2) size = Math.min(options.max, size * 2);
       await new Promise((resolve) => setTimeout(resolve, Math.max(1, took)));

@@ -21,7 +21,7 @@ import { checkWritableTarget, DatabaseUrlError, describeHosts, postgresSettings,
 import { isPostgresUnavailable } from './postgres/errors.js';
 import { createFailoverPool } from './postgres/pool.js';
 import { ensureEventPartitions, PARTITION_MAINTENANCE_INTERVAL_MS } from './postgres/event-partitions.js';
-import type { Dialect, PoolStats, Storage } from './types.js';
+import type { CheckpointEvent, Dialect, PoolStats, Storage } from './types.js';
 
 export interface OpenStorageOptions {
   /** SQLite `synchronous`: `full` fsyncs every commit (the default), `normal` may lose the last commits on power loss. */
@@ -55,6 +55,8 @@ export interface OpenedStorage extends Storage {
    * few requests of budget, while waiting for a synchronous standby on every request would cost latency.
    */
   readonly rateLimitPool?: () => pg.Pool;
+  /** SQLite file with the checkpoint thread: calls `listener` after each WAL checkpoint (metrics). */
+  readonly observeCheckpoints?: (listener: (event: CheckpointEvent) => void) => void;
 }
 
 const PARTITION_MAINTENANCE_RETRY_MS = 60_000;
@@ -239,6 +241,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     migration,
     ...(poolStats === undefined ? {} : { poolStats }),
     ...(rateLimitPool === undefined ? {} : { rateLimitPool }),
+    ...(checkpointer === undefined ? {} : { observeCheckpoints: checkpointer.observe }),
     isUnavailable: dialect === 'sqlite' ? isSqliteUnavailable : isPostgresUnavailable,
     get closed() {
       return closed;

@@ -296,6 +296,15 @@ export interface PoolStats {
   waiting: number;
 }
 
+/** One WAL checkpoint on SQLite: by the checkpoint thread, or by the writer on the event loop (sqlite/checkpointer.ts). */
+export interface CheckpointEvent {
+  by: 'thread' | 'writer';
+  seconds: number;
+  /** Frames in the WAL, and how many of them are in the database file, after it (-1: busy or failed). */
+  walFrames: number;
+  backfilled: number;
+}
+
 export interface Storage {
   readonly dialect: Dialect;
   readonly products: ProductStore;

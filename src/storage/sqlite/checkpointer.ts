@@ -12,12 +12,15 @@
 // If checkpoints keep failing for 10 s, or the worker dies, the writer goes back to checkpointing itself
 // (autocheckpoint 1,000 pages, SQLite's default).
 import { createRequire } from 'node:module';
+import { performance } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
 import type BetterSqlite3 from 'better-sqlite3';
+import type { CheckpointEvent } from '../types.js';
 
 /** Plain CommonJS run by the worker (eval): no TypeScript loader needed, in dist/ and under tsx alike. */
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
+const { performance } = require('node:perf_hooks');
 const Database = require(workerData.driver);
 const db = new Database(workerData.path);
 db.pragma('busy_timeout = 5000');
@@ -31,7 +34,9 @@ const checkpoint = () => {
   if (waitingSince !== 0 && Date.now() - waitingSince < 1000) return;
   waitingSince = 0;
   try {
-    const [{ log }] = db.pragma('wal_checkpoint(PASSIVE)');
+    const started = performance.now();
+    const [{ log, checkpointed }] = db.pragma('wal_checkpoint(PASSIVE)');
+    parentPort.postMessage({ pass: { ms: performance.now() - started, log, checkpointed } });
     failures = 0;
     // Under continuous writes PASSIVE never lets the WAL start over (the writer appends behind every
     // checkpoint), so the file would grow without end. Once it holds restartFrames, the writer is asked to
@@ -65,6 +70,8 @@ parentPort.postMessage({ ready: true });
 export interface Checkpointer {
   /** Stops the timer, runs a last checkpoint, closes the worker's connection. */
   stop(): Promise<void>;
+  /** Calls `listener` after each checkpoint (metrics: how long the event loop waited for one). */
+  observe(listener: (event: CheckpointEvent) => void): void;
 }
 
 export const CHECKPOINT_INTERVAL_MS = 100;
@@ -86,21 +93,31 @@ export function startCheckpointer(
   // is cut back to it, so the WAL's disk use stays bounded too.
   writer.pragma(`journal_size_limit = ${JOURNAL_SIZE_LIMIT_BYTES}`);
   let alive = true;
+  const listeners: Array<(event: CheckpointEvent) => void> = [];
+  const emit = (event: CheckpointEvent) => {
+    for (const listener of listeners) listener(event);
+  };
   const fallBack = () => {
     if (!alive) return;
     alive = false;
     // The writer checkpoints itself again, as SQLite does by default.
     if (writer.open) writer.pragma('wal_autocheckpoint = 1000');
   };
-  worker.on('message', (message: { error?: string; restart?: boolean }) => {
+  worker.on('message', (message: { error?: string; restart?: boolean; pass?: { ms: number; log: number; checkpointed: number } }) => {
+    if (message.pass !== undefined) {
+      emit({ by: 'thread', seconds: message.pass.ms / 1000, walFrames: message.pass.log, backfilled: message.pass.checkpointed });
+    }
     if (message.restart === true && alive && writer.open) {
+      const started = performance.now();
+      let result = { log: -1, checkpointed: -1 };
       try {
         // Between two commits on this connection (better-sqlite3 is synchronous); inside a transaction held
         // across awaits it reports busy and copies nothing, and the next request comes 100 ms later.
-        writer.pragma('wal_checkpoint(PASSIVE)');
+        result = (writer.pragma('wal_checkpoint(PASSIVE)') as Array<{ log: number; checkpointed: number }>)[0] ?? result;
       } catch {
         // busy or full: the next request comes with the next pass
       }
+      emit({ by: 'writer', seconds: (performance.now() - started) / 1000, walFrames: result.log, backfilled: result.checkpointed });
       worker.postMessage('restarted');
     }
     if (message.error !== undefined) {
@@ -112,6 +129,9 @@ export function startCheckpointer(
   worker.on('exit', fallBack);
   worker.unref();
   return {
+    observe(listener) {
+      listeners.push(listener);
+    },
     stop() {
       if (!alive) return Promise.resolve();
       return new Promise<void>((resolve) => {

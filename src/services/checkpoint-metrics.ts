@@ -1,0 +1,34 @@
+// SQLite WAL checkpoints (storage/sqlite/checkpointer.ts): how long each took, by the checkpoint thread or by
+// the writer on the event loop (every request waits for the latter), and the WAL's size. What to look at when
+// ingest latency rises while background deletes (erasure, retention) run.
+import { Gauge, Histogram, type Registry } from 'prom-client';
+import type { CheckpointEvent } from '../storage/types.js';
+
+export function registerCheckpointMetrics(registry: Registry, observe: (listener: (event: CheckpointEvent) => void) => void): void {
+  const duration = new Histogram({
+    name: 'inlet_sqlite_checkpoint_seconds',
+    help: 'SQLite WAL checkpoints by who ran them: the checkpoint thread (thread) or the writer on the event loop (writer)',
+    labelNames: ['by'],
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers: [registry],
+  });
+  const frames = new Gauge({
+    name: 'inlet_sqlite_wal_frames',
+    help: 'SQLite WAL after the last checkpoint: frames in it (wal) and frames not yet copied into the database file (behind)',
+    labelNames: ['state'],
+    registers: [registry],
+  });
+  const largest = new Gauge({
+    name: 'inlet_sqlite_wal_frames_max',
+    help: 'The most frames the SQLite WAL held after a checkpoint since the start',
+    registers: [registry],
+  });
+  let max = 0;
+  observe((event) => {
+    duration.observe({ by: event.by }, event.seconds);
+    if (event.walFrames < 0) return;
+    frames.set({ state: 'wal' }, event.walFrames);
+    frames.set({ state: 'behind' }, Math.max(0, event.walFrames - event.backfilled));
+    if (event.walFrames > max) largest.set((max = event.walFrames));
+  });
+}
