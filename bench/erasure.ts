@@ -79,7 +79,7 @@ function serverSide(before: Scrape, after: Scrape, seconds: number): string[] {
   return [
     `    event-loop delay p50 ${ms(value(after, 'inlet_nodejs_eventloop_lag_p50_seconds'))} ms, p99 ${ms(value(after, 'inlet_nodejs_eventloop_lag_p99_seconds'))} ms, max ${ms(value(after, 'inlet_nodejs_eventloop_lag_max_seconds'))} ms; server CPU ${((cpu / seconds) * 100).toFixed(0)} % of a core`,
     `    ingest commits ${commits.count}, mean ${commits.count === 0 ? '-' : ms(commits.sum / commits.count)} ms, over 25 ms: ${commits.over}`,
-    `    WAL checkpoints on the event loop (writer): ${writer.count}, ${ms(writer.sum)} ms in all, over 10 ms: ${writer.over}; by the thread: ${thread.count}, ${thread.sum.toFixed(1)} s in all, over 100 ms: ${thread.over}; WAL at most ${value(after, 'inlet_sqlite_wal_frames_max')} frames since start`,
+    `    WAL checkpoints on the event loop (writer): ${writer.count}, ${ms(writer.sum)} ms in all, over 10 ms: ${writer.over}, ${value(after, 'inlet_sqlite_checkpoint_frames_total', { by: 'writer' }) - value(before, 'inlet_sqlite_checkpoint_frames_total', { by: 'writer' })} frames copied; by the thread: ${thread.count}, ${thread.sum.toFixed(1)} s in all, over 100 ms: ${thread.over}; WAL at most ${value(after, 'inlet_sqlite_wal_frames_max')} frames since start`,
     ...(batches.count === 0 ? [] : [`    erasure delete batches ${batches.count}, ${batches.sum.toFixed(1)} s in all, mean ${ms(batches.sum / batches.count)} ms, over 10 ms: ${batches.over}`]),
   ];
 }

@@ -1,7 +1,7 @@
 // SQLite WAL checkpoints (storage/sqlite/checkpointer.ts): how long each took, by the checkpoint thread or by
 // the writer on the event loop (every request waits for the latter), and the WAL's size. What to look at when
 // ingest latency rises while background deletes (erasure, retention) run.
-import { Gauge, Histogram, type Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { CheckpointEvent } from '../storage/types.js';
 
 export function registerCheckpointMetrics(registry: Registry, observe: (listener: (event: CheckpointEvent) => void) => void): void {
@@ -23,9 +23,16 @@ export function registerCheckpointMetrics(registry: Registry, observe: (listener
     help: 'The most frames the SQLite WAL held after a checkpoint since the start',
     registers: [registry],
   });
+  const copied = new Counter({
+    name: 'inlet_sqlite_checkpoint_frames_total',
+    help: 'WAL frames (pages) copied into the database file, by the checkpoint thread (thread) or by the writer on the event loop (writer)',
+    labelNames: ['by'],
+    registers: [registry],
+  });
   let max = 0;
   observe((event) => {
     duration.observe({ by: event.by }, event.seconds);
+    copied.inc({ by: event.by }, event.copied);
     if (event.walFrames < 0) return;
     frames.set({ state: 'wal' }, event.walFrames);
     frames.set({ state: 'behind' }, Math.max(0, event.walFrames - event.backfilled));

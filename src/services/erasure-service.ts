@@ -189,7 +189,7 @@ export function createErasureService(storage: Storage, metrics: Metrics, rejecti
     const saveSometimes = async () => {
       if (Date.now() - savedAt >= SAVE_EVERY_MS) await save();
     };
-    const batches = gentleBatches(undefined, (seconds) => batchSeconds.observe(seconds));
+    const batches = gentleBatches(undefined, { before: () => store.roomToWrite(), onBatch: (seconds) => batchSeconds.observe(seconds) });
     let phaseStarted = performance.now();
     const phaseDone = (phase: string) => {
       const now = performance.now();

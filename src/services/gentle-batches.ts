@@ -17,8 +17,14 @@ export interface GentleBatchOptions {
 
 export const GENTLE_DEFAULTS: GentleBatchOptions = { initial: 200, min: 20, max: 2000, targetMs: 6 };
 
-/** `onBatch`: told each batch's duration in seconds (metrics). */
-export function gentleBatches(options: GentleBatchOptions = GENTLE_DEFAULTS, onBatch?: (seconds: number) => void) {
+export interface GentleBatchHooks {
+  /** Awaited before each batch, outside its timing (the store's `roomToWrite`). */
+  before?: () => Promise<void>;
+  /** Told each batch's duration in seconds (metrics). */
+  onBatch?: (seconds: number) => void;
+}
+
+export function gentleBatches(options: GentleBatchOptions = GENTLE_DEFAULTS, hooks: GentleBatchHooks = {}) {
   let size = options.initial;
   return {
     /** Rows to ask for in the next batch. */
@@ -27,10 +33,11 @@ export function gentleBatches(options: GentleBatchOptions = GENTLE_DEFAULTS, onB
     },
     /** Runs one batch, adjusts the size to its duration, then rests as long as it took. */
     async run<T>(batch: (size: number) => Promise<T>): Promise<T> {
+      await hooks.before?.();
       const started = performance.now();
       const result = await batch(size);
       const took = performance.now() - started;
-      onBatch?.(took / 1000);
+      hooks.onBatch?.(took / 1000);
       if (took > options.targetMs * 1.5) size = Math.max(options.min, Math.floor(size / 2));
       else if (took < options.targetMs / 2) size = Math.min(options.max, size * 2);
       await new Promise((resolve) => setTimeout(resolve, Math.max(1, took)));

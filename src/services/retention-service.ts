@@ -133,7 +133,7 @@ export function createRetentionService(storage: Storage, metrics: Metrics, optio
     // that other products keep, the default partition.
     for (const { productId } of limits) {
       const cutoff = new Date(cutoffs.get(productId)!).toISOString();
-      const batches = gentleBatches();
+      const batches = gentleBatches(undefined, { before: () => store.roomToWrite() });
       pass.deleted[productId] ??= 0;
       for (;;) {
         if (stopped) break;

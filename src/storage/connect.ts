@@ -255,7 +255,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     traffic: trafficStore(db, dialect),
     destinations: destinationStore(db, dialect, rawSqlite),
     governance: governanceStore(db, dialect),
-    erasure: erasureStore(db, dialect, vacuum, maintenanceDatabase),
+    erasure: erasureStore(db, dialect, vacuum, maintenanceDatabase, checkpointer?.roomInWal),
     async ping() {
       if (dialect === 'sqlite') {
         await sql`SELECT 1`.execute(db);

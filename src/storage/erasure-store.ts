@@ -54,6 +54,8 @@ type ErasureTables = {
 type Db = Kysely<Database & ErasureTables>;
 
 const DAY_MS = 86_400_000;
+/** The longest a background batch waits for room in the WAL (roomToWrite): bounds how much it can slow a job. */
+const ROOM_WAIT_MS = 1000;
 
 const EMPTY_COUNTS: ErasureCounts = { ids: 0, events: 0, identifiers: 0, traits: 0, merges: 0, identity_messages: 0, rejections: 0, violations: 0 };
 
@@ -110,13 +112,15 @@ const TOUCHED_TABLES = [
 /**
  * `vacuum` (PostgreSQL): runs VACUUM on the tables through a connection without the client-side query
  * deadline (connect.ts); without it, VACUUM runs through the main pool. `maintenance` (PostgreSQL): that
- * connection, for retention's partition drop.
+ * connection, for retention's partition drop. `roomInWal` (SQLite with the checkpoint thread): resolves when
+ * the WAL has room for a background batch (sqlite/checkpointer.ts), waiting at most the given time.
  */
 export function erasureStore(
   database: Kysely<Database>,
   dialect: Dialect,
   vacuum?: (tables: string[]) => Promise<void>,
   maintenance?: () => Kysely<Database>,
+  roomInWal?: (maxMs: number) => Promise<void>,
 ): ErasureStore {
   const db = database.withTables<ErasureTables>() as Db;
   const pg = dialect === 'postgres';
@@ -460,6 +464,10 @@ export function erasureStore(
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
       throw new Error('the WAL checkpoint stayed busy for 5 s (a reader holds it); the job retries it');
+    },
+
+    async roomToWrite() {
+      await roomInWal?.(ROOM_WAIT_MS);
     },
 
     async suppressionsMarker() {

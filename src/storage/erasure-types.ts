@@ -112,6 +112,11 @@ export interface ErasureStore {
   sweepErasedMessages(productId: string, olderThan: string): Promise<number>;
   /** SQLite: a TRUNCATE checkpoint (WAL emptied into the file, whose freed pages were zeroed). PostgreSQL: VACUUM of the touched tables. */
   reclaim(only?: 'identity_messages'): Promise<void>;
+  /**
+   * Background deletes wait here before each batch. SQLite: while the WAL is due to start over and the
+   * checkpoint thread is still copying what earlier batches dirtied (at most a second); else at once.
+   */
+  roomToWrite(): Promise<void>;
 
   /** A marker that changes whenever suppressions are added or lifted (cheap to read). */
   suppressionsMarker(): Promise<string>;

@@ -303,6 +303,8 @@ export interface CheckpointEvent {
   /** Frames in the WAL, and how many of them are in the database file, after it (-1: busy or failed). */
   walFrames: number;
   backfilled: number;
+  /** Frames this checkpoint copied (the writer's: beyond what the thread's last pass had copied). */
+  copied: number;
 }
 
 export interface Storage {

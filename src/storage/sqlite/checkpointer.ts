@@ -26,11 +26,16 @@ const db = new Database(workerData.path);
 db.pragma('busy_timeout = 5000');
 db.pragma('synchronous = ' + workerData.synchronous);
 let timer;
+let again;
 let failures = 0;
 // While the writer runs its own short checkpoint (below), this thread stays out of its way: two checkpoints
 // never run at once, and one that finds another running copies nothing.
 let waitingSince = 0;
+let lastLog = 0;
+let lastCheckpointed = 0;
 const checkpoint = () => {
+  clearTimeout(again);
+  again = undefined;
   if (waitingSince !== 0 && Date.now() - waitingSince < 1000) return;
   waitingSince = 0;
   try {
@@ -38,14 +43,26 @@ const checkpoint = () => {
     const [{ log, checkpointed }] = db.pragma('wal_checkpoint(PASSIVE)');
     parentPort.postMessage({ pass: { ms: performance.now() - started, log, checkpointed } });
     failures = 0;
+    // What this pass copied (backfilled only grows within one generation of the WAL; a smaller log means the
+    // WAL started over). \`log\` is the WAL as it was when the pass began, so what was committed during the pass
+    // is not in it: a pass that had little to copy was short, and so left little behind.
+    const copied = log >= lastLog && checkpointed >= lastCheckpointed ? checkpointed - lastCheckpointed : checkpointed;
+    lastLog = log;
+    lastCheckpointed = checkpointed;
     // Under continuous writes PASSIVE never lets the WAL start over (the writer appends behind every
     // checkpoint), so the file would grow without end. Once it holds restartFrames, the writer is asked to
-    // run one PASSIVE checkpoint itself between two commits: it copies only what came after this one, and then
-    // its next transaction writes the WAL from its beginning again. (A RESTART from here starves: it waits
-    // for a gap between the writer's commits that a busy writer hardly leaves.)
-    if (log >= workerData.restartFrames) {
+    // run one PASSIVE checkpoint itself between two commits: it copies only what this one left, and then its
+    // next transaction writes the WAL from its beginning again. (A RESTART from here starves: it waits for a
+    // gap between the writer's commits that a busy writer hardly leaves.) The writer's copy runs on the event
+    // loop, so it is asked for only once this thread has caught up (a pass that copied at most catchUpFrames);
+    // while it is further behind (background deletes dirty pages faster than one pass copies them) it runs
+    // again at once. Only a WAL past twice restartFrames has the writer copy the rest regardless: the bound.
+    if (log < workerData.restartFrames) return;
+    if (copied <= workerData.catchUpFrames || log >= 2 * workerData.restartFrames) {
       waitingSince = Date.now();
       parentPort.postMessage({ restart: true });
+    } else {
+      again = setTimeout(checkpoint, 0);
     }
   } catch (error) {
     // A full disk or a busy file passes: the WAL only grows until the next checkpoint succeeds. Only a
@@ -57,9 +74,15 @@ const checkpoint = () => {
 };
 timer = setInterval(checkpoint, workerData.intervalMs);
 parentPort.on('message', (message) => {
-  if (message === 'restarted') waitingSince = 0;
+  // The WAL starts over with the writer's next transaction: the next pass reports its new size soon.
+  if (message === 'restarted') {
+    waitingSince = 0;
+    clearTimeout(again);
+    again = setTimeout(checkpoint, 10);
+  }
   if (message !== 'stop') return;
   clearInterval(timer);
+  clearTimeout(again);
   checkpoint();
   db.close();
   parentPort.postMessage({ stopped: true });
@@ -72,11 +95,19 @@ export interface Checkpointer {
   stop(): Promise<void>;
   /** Calls `listener` after each checkpoint (metrics: how long the event loop waited for one). */
   observe(listener: (event: CheckpointEvent) => void): void;
+  /**
+   * Resolves once the WAL is below the restart threshold again, or after `maxMs`. Background deletes
+   * (erasure, retention) wait here before a batch: while the thread catches up with pages they dirtied, more
+   * of them would only push the WAL towards the writer's unbounded copy on the event loop.
+   */
+  roomInWal(maxMs: number): Promise<void>;
 }
 
 export const CHECKPOINT_INTERVAL_MS = 100;
 /** WAL frames (pages) after which the checkpoint thread makes the WAL start over: 8,192 × 4 KiB = 32 MiB. */
 export const CHECKPOINT_RESTART_FRAMES = 8192;
+/** Frames the thread may leave for the writer's copy on the event loop: 256 × 4 KiB = 1 MiB. */
+export const CHECKPOINT_CATCH_UP_FRAMES = 256;
 const JOURNAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024;
 
 export function startCheckpointer(
@@ -85,21 +116,42 @@ export function startCheckpointer(
   synchronous: 'FULL' | 'NORMAL',
   intervalMs = CHECKPOINT_INTERVAL_MS,
   restartFrames = CHECKPOINT_RESTART_FRAMES,
+  catchUpFrames = CHECKPOINT_CATCH_UP_FRAMES,
 ): Checkpointer {
   const driver = createRequire(import.meta.url).resolve('better-sqlite3');
-  const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { driver, path, synchronous, intervalMs, restartFrames, maxFailures: Math.ceil(10_000 / intervalMs) } });
+  const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { driver, path, synchronous, intervalMs, restartFrames, catchUpFrames, maxFailures: Math.ceil(10_000 / intervalMs) } });
   writer.pragma('wal_autocheckpoint = 0');
   // When the WAL starts over, a file that grew past this (an index build, a burst the thread fell behind on)
   // is cut back to it, so the WAL's disk use stays bounded too.
   writer.pragma(`journal_size_limit = ${JOURNAL_SIZE_LIMIT_BYTES}`);
   let alive = true;
   const listeners: Array<(event: CheckpointEvent) => void> = [];
-  const emit = (event: CheckpointEvent) => {
-    for (const listener of listeners) listener(event);
+  let walFrames = 0;
+  let waiters: Array<() => void> = [];
+  const wake = () => {
+    const woken = waiters;
+    waiters = [];
+    for (const resolve of woken) resolve();
+  };
+  let threadBackfilled = 0;
+  const emit = (event: Omit<CheckpointEvent, 'copied'>) => {
+    let copied = 0;
+    if (event.backfilled >= 0) {
+      // Within one generation of the WAL backfilled only grows; after it started over, it counts from 0.
+      copied = event.backfilled >= threadBackfilled ? event.backfilled - threadBackfilled : event.backfilled;
+      if (event.by === 'thread') threadBackfilled = event.backfilled;
+    }
+    // The thread's passes tell the WAL's size (the writer's copy reports it before the WAL starts over).
+    if (event.by === 'thread' && event.walFrames >= 0) {
+      walFrames = event.walFrames;
+      if (walFrames < restartFrames) wake();
+    }
+    for (const listener of listeners) listener({ ...event, copied });
   };
   const fallBack = () => {
     if (!alive) return;
     alive = false;
+    wake();
     // The writer checkpoints itself again, as SQLite does by default.
     if (writer.open) writer.pragma('wal_autocheckpoint = 1000');
   };
@@ -132,7 +184,18 @@ export function startCheckpointer(
     observe(listener) {
       listeners.push(listener);
     },
+    roomInWal(maxMs) {
+      if (!alive || walFrames < restartFrames) return Promise.resolve();
+      return new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, maxMs);
+        waiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    },
     stop() {
+      wake();
       if (!alive) return Promise.resolve();
       return new Promise<void>((resolve) => {
         const timer = setTimeout(() => void worker.terminate(), 10_000);
