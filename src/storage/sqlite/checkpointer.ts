@@ -141,8 +141,12 @@ export function startCheckpointer(
       copied = event.backfilled >= threadBackfilled ? event.backfilled - threadBackfilled : event.backfilled;
       if (event.by === 'thread') threadBackfilled = event.backfilled;
     }
-    // The thread's passes tell the WAL's size (the writer's copy reports it before the WAL starts over).
-    if (event.by === 'thread' && event.walFrames >= 0) {
+    // The thread's passes tell the WAL's size. After the writer's copy the WAL starts over with the next
+    // transaction (unless a reader still uses its frames: then the next pass reports it still full).
+    if (event.by === 'writer') {
+      walFrames = 0;
+      wake();
+    } else if (event.walFrames >= 0) {
       walFrames = event.walFrames;
       if (walFrames < restartFrames) wake();
     }
