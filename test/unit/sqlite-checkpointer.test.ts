@@ -58,15 +58,15 @@ describe('SQLite checkpoint thread, behind the writer', () => {
       db.pragma('journal_mode = WAL');
       db.pragma('synchronous = NORMAL');
       db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, k TEXT NOT NULL UNIQUE, v TEXT NOT NULL)');
-      // A restart every 2,000 frames; the writer's copy may be at most 100 frames beyond the thread's last pass.
-      const checkpointer = startCheckpointer(db, path, 'NORMAL', 10, 2000, 100);
+      // A restart every 6,000 frames; the writer's copy may be at most 100 frames beyond the thread's last pass.
+      const checkpointer = startCheckpointer(db, path, 'NORMAL', 10, 6000, 100);
       const copies: number[] = [];
       let threadBackfilled = 0;
       checkpointer.observe((event) => {
         if (event.backfilled < 0) return;
         if (event.by === 'thread') threadBackfilled = event.backfilled;
         // Fallbacks (a WAL past twice the threshold) may copy more: that is the bound, not the usual way.
-        else if (event.walFrames < 4000) copies.push(event.backfilled - threadBackfilled);
+        else if (event.walFrames < 12_000) copies.push(event.backfilled - threadBackfilled);
       });
       const insert = db.prepare('INSERT INTO t (k, v) VALUES (?, ?)');
       const group = db.transaction((from: number) => {
@@ -83,9 +83,11 @@ describe('SQLite checkpoint thread, behind the writer', () => {
       await checkpointer.stop();
       db.close();
       assert.ok(copies.length > 0, 'the WAL never started over');
-      // 100 frames, plus the commits made between the thread's request and the writer's turn.
+      // 100 frames, plus the commits made between the thread's request and the writer's turn (a few; more on a
+      // loaded machine). Without waiting for the thread to catch up, the writer copied what was committed during
+      // the thread's last pass over thousands of frames: up to 1,412 frames with a threshold of 2,000.
       const largest = Math.max(...copies);
-      assert.ok(largest <= 300, `the writer copied up to ${largest} frames on the event loop (${copies.length} copies: ${copies.join(', ')})`);
+      assert.ok(largest <= 800, `the writer copied up to ${largest} frames on the event loop (${copies.length} copies: ${copies.join(', ')})`);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
