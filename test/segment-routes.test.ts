@@ -131,6 +131,26 @@ describe('Segment mapping', () => {
     assert.deepEqual(event.original?.integrations, { All: true });
   });
 
+  it("a track's properties and its own context are stored as the JSON text they arrived in, and read back as the same values", async () => {
+    const [plain, merged] = [mid(), mid()];
+    const properties = '{"price":1.50,"path":"a\\/b","big":12345678901234567890}';
+    const context = '{"library":{"name":"x","version":"1.0"},"locale":"de-DE"}';
+    const body = `{"batch":[{"type":"track","event":"Bought","userId":"u9","messageId":"${plain}","properties":${properties},"context":${context}},` + `{"type":"page","userId":"u9","messageId":"${merged}","name":"Home","properties":${properties}}],"sentAt":"2026-01-01T00:00:00Z"}`;
+    assert.equal((await post('/v1/batch', body)).json().accepted, 2);
+    const [row] = await stored(plain);
+    const [page] = await stored(merged);
+    if (typeof row!.properties === 'string') {
+      // SQLite keeps the text: the sender's, not a second serialisation (`1.50`, `\/`, every digit).
+      assert.equal(row!.properties, properties);
+      assert.equal(row!.context, context);
+      // A page's properties gain its name: those are serialised.
+      assert.equal(page!.properties, JSON.stringify({ ...JSON.parse(properties), name: 'Home' }));
+    }
+    const event = (await ctx.services.storage.events.listBySubjects(productId, 'user', ['u9'], 10)).find((e) => e.externalId === plain)!;
+    assert.deepEqual(event.properties, JSON.parse(properties));
+    assert.deepEqual(event.context, JSON.parse(context));
+  });
+
   for (const [name, type, action] of [
     ['Login', 'login', 'tracked'],
     ['Step 2', 'step_2', 'tracked'],

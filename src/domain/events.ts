@@ -44,6 +44,8 @@ export interface EventDraft {
   personIds?: string[];
   /** What a Segment item carried beside its properties (segment-compat "Mapping"); absent for native events. */
   context?: Record<string, unknown> | null;
+  /** `context` as the JSON text it arrived in, when that is what is stored (not serialised again). */
+  contextJson?: string;
   original?: Record<string, unknown> | null;
   /**
    * Where `properties` sat in the request (tracking-plan errors point there): the item's pointer in its

@@ -118,14 +118,21 @@ export function derivedMessageId(keyId: string, item: unknown): string {
  *   skipped: no `\u` escape anywhere (the only way JSON decoded from UTF-8 can hold U+0000 or a lone
  *   surrogate), no number with an exponent or over 300 characters (the only ways to reach ±Infinity),
  *   and no nesting deeper than PLAIN_DEPTH (far inside the 64 levels a value may have).
+ * - `compact`: no whitespace outside strings (what every SDK sends: `JSON.stringify`'s output).
  * - `items`: the `[start, end)` offsets of each object in the top-level `batch` array (the last `batch`
  *   key, as JSON.parse keeps the last), or undefined when there is none.
+ * - `fields`: beside each item, the offsets of its `properties` and `context` when they are objects (the
+ *   last of each key, again as JSON.parse keeps).
  */
 export interface SegmentBodyScan {
   tooDeep: boolean;
   plain: boolean;
+  compact: boolean;
   items: Array<[number, number]> | undefined;
+  fields: SegmentItemFields[] | undefined;
 }
+
+export type SegmentItemFields = Partial<Record<'properties' | 'context', [number, number]>>;
 
 /** Nesting a `plain` body may have: an item sits at level 3 of a batch, its properties at 4. */
 const PLAIN_DEPTH = 32;
@@ -152,6 +159,13 @@ export function scanSegmentBody(text: string, maxDepth: number): SegmentBodyScan
   let batchSeen = false;
   let items: Array<[number, number]> = [];
   let itemStart = -1;
+  let compact = true;
+  // Inside a batch item (depth 3): the field a string may name, the field the last ':' named, the object value being read.
+  let fields: SegmentItemFields[] = [];
+  let itemFields: SegmentItemFields = {};
+  let pendingField: 'properties' | 'context' | undefined;
+  let field: 'properties' | 'context' | undefined;
+  let fieldStart = -1;
   const length = text.length;
   for (let i = 0; i < length; i++) {
     const c = text.charCodeAt(i);
@@ -166,27 +180,46 @@ export function scanSegmentBody(text: string, maxDepth: number): SegmentBodyScan
       }
       if (end === -1) break; // an unterminated string: not JSON, the parser says so
       if (depth === 1) pendingKey = text.slice(i + 1, end);
+      else if (depth === 3 && inBatch) {
+        const size = end - i - 1;
+        pendingField = size === 10 && text.startsWith('properties', i + 1) ? 'properties' : size === 7 && text.startsWith('context', i + 1) ? 'context' : undefined;
+      }
       i = end;
     } else if (c === 0x7b || c === 0x5b) {
       if (depth === 1 && c === 0x5b) {
         inBatch = key === 'batch';
         if (inBatch) {
           items = [];
+          fields = [];
           batchSeen = true;
         }
-      } else if (depth === 2 && inBatch && c === 0x7b) itemStart = i;
+      } else if (depth === 2 && inBatch && c === 0x7b) {
+        itemStart = i;
+        itemFields = {};
+      } else if (depth === 3 && inBatch && c === 0x7b && field !== undefined) fieldStart = i;
       if (++depth > deepest) {
         deepest = depth;
-        if (depth > maxDepth) return { tooDeep: true, plain: false, items: undefined };
+        if (depth > maxDepth) return { tooDeep: true, plain: false, compact: false, items: undefined, fields: undefined };
       }
     } else if (c === 0x7d || c === 0x5d) {
       depth--;
       if (depth === 2 && inBatch && c === 0x7d && itemStart >= 0) {
         items.push([itemStart, i + 1]);
+        fields.push(itemFields);
         itemStart = -1;
+      } else if (depth === 3 && inBatch && c === 0x7d && fieldStart >= 0) {
+        itemFields[field!] = [fieldStart, i + 1];
+        fieldStart = -1;
       } else if (depth === 1) inBatch = false;
     } else if (c === 0x3a) {
       if (depth === 1) key = pendingKey;
+      else if (depth === 3 && inBatch) {
+        field = pendingField;
+        // A repeated key: the last one's value is the one JSON.parse keeps.
+        if (field !== undefined) delete itemFields[field];
+      }
+    } else if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) {
+      compact = false;
     } else if (plain && (c === 0x2d || (c >= 0x30 && c <= 0x39))) {
       let end = i + 1;
       while (end < length && isNumberChar(text.charCodeAt(end))) end++;
@@ -198,7 +231,29 @@ export function scanSegmentBody(text: string, maxDepth: number): SegmentBodyScan
       i = end - 1;
     }
   }
-  return { tooDeep: false, plain: plain && deepest <= PLAIN_DEPTH, items: batchSeen ? items : undefined };
+  return { tooDeep: false, plain: plain && deepest <= PLAIN_DEPTH, compact, items: batchSeen ? items : undefined, fields: batchSeen ? fields : undefined };
+}
+
+/**
+ * The JSON text of a batch item's `properties` and `context` as sent, to be stored as it is instead of
+ * serialising the parsed value again: only from a plain, compact body, where that text is JSON of the
+ * very value JSON.parse made (it can differ from JSON.stringify's only in `\/` escapes, trailing zeros
+ * of a fraction, the order of integer-like keys, or a key given twice: the same value, read alike).
+ */
+export function sentFieldsJson(text: string, scan: SegmentBodyScan, index: number): SentJson | undefined {
+  if (!scan.plain || !scan.compact) return undefined;
+  const spans = scan.fields?.[index];
+  if (spans === undefined) return undefined;
+  const sent: SentJson = {};
+  if (spans.properties !== undefined) sent.properties = text.slice(spans.properties[0], spans.properties[1]);
+  if (spans.context !== undefined) sent.context = text.slice(spans.context[0], spans.context[1]);
+  return sent;
+}
+
+/** An item's `properties` and `context` as the JSON text they arrived in (`sentFieldsJson`). */
+export interface SentJson {
+  properties?: string;
+  context?: string;
 }
 
 /**
@@ -229,6 +284,8 @@ export interface SegmentItemOptions {
   batch?: { sentAt?: unknown; context?: unknown; integrations?: unknown };
   /** Every value the item and the batch carry is known storable (`SegmentBodyScan.plain`): skip the walk. */
   storable?: boolean;
+  /** The item's `properties` and `context` as the JSON text they arrived in, stored as such when unchanged. */
+  sentJson?: SentJson;
 }
 
 export type SegmentTranslation =
@@ -390,7 +447,10 @@ export function translateSegmentItem(raw: unknown, options: SegmentItemOptions):
   } else if (options.browser === true && options.clientIp !== undefined) rejectUnstorable(options.clientIp, `${base}/context/ip`, unstorable);
   if (unstorable.length > 0) return refuse('validation_error', `${unstorable[0]!.pointer}: ${unstorable[0]!.message}`, messageId, unstorable);
 
-  const propertiesJson = JSON.stringify(eventProperties);
+  // Stored as sent when the stored value is the one that arrived (a track's properties, an item's own context).
+  const sent = options.sentJson;
+  const propertiesJson = sent?.properties !== undefined && eventProperties === properties ? sent.properties : JSON.stringify(eventProperties);
+  const contextJson = sent?.context !== undefined && context !== undefined && context === itemContext ? sent.context : undefined;
   return {
     ok: true,
     call,
@@ -406,6 +466,7 @@ export function translateSegmentItem(raw: unknown, options: SegmentItemOptions):
       properties: eventProperties,
       propertiesJson,
       context: context ?? null,
+      ...(contextJson === undefined ? {} : { contextJson }),
       original,
       received: {
         base,

@@ -180,7 +180,7 @@ export function createIngestService(storage: Storage, metrics: Metrics, options:
       apiKeyId: auth.keyId,
       context: draft.context ?? null,
       original: draft.original ?? null,
-      contextJson: draft.context == null ? null : JSON.stringify(draft.context),
+      contextJson: draft.context == null ? null : (draft.contextJson ?? JSON.stringify(draft.context)),
       originalJson: draft.original == null ? null : JSON.stringify(draft.original),
     }));
     return writer.submit(rows);

@@ -2,7 +2,7 @@
 // hands them to the one accept pipeline, then performs the identity side effects of the items that
 // were stored: identify, alias, and the anonymous → user link any call carrying both ids implies.
 import { AppError } from '../domain/errors.js';
-import { SEGMENT_LIMITS, SEGMENT_SOURCE, translateSegmentItem, type IdentityOp, type SegmentCall } from '../domain/segment.js';
+import { SEGMENT_LIMITS, SEGMENT_SOURCE, translateSegmentItem, type IdentityOp, type SegmentCall, type SentJson } from '../domain/segment.js';
 import type { IdentityService } from './identity-service.js';
 import type { Candidate, IngestService } from './ingest-service.js';
 import type { AuthContext } from './key-service.js';
@@ -39,6 +39,8 @@ export interface SegmentRequest {
   storable?: boolean;
   /** Upper bounds on each item's JSON bytes (from the body's text); an item within the limit is not re-serialised to be measured. */
   itemBytes?: number[];
+  /** Each item's `properties` and `context` as the JSON text they arrived in (`sentFieldsJson`). */
+  sentJson?: (index: number) => SentJson | undefined;
 }
 
 /** Links already made, so that an anonymous → user link costs one identity transaction, not one per event. */
@@ -133,6 +135,7 @@ export function createSegmentService(ingest: IngestService, identity: IdentitySe
           keyId: auth.keyId,
           browser: auth.kind === 'browser',
           storable: request.storable === true,
+          sentJson: request.sentJson?.(index),
           ...(request.clientIp === undefined ? {} : { clientIp: request.clientIp }),
           ...(request.batch === undefined ? {} : { batch: request.batch }),
         });

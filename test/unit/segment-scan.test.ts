@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import type { FieldError } from '../../src/domain/errors.js';
 import { jsonNestsDeeperThan, rejectUnstorable } from '../../src/domain/json-values.js';
-import { itemBytesBound, scanSegmentBody } from '../../src/domain/segment.js';
+import { itemBytesBound, scanSegmentBody, sentFieldsJson } from '../../src/domain/segment.js';
 
 /** Strings of any UTF-16 units (lone surrogates and U+0000 included), doubles of any size. */
 const hostileJson = fc.letrec((tie) => ({
@@ -86,4 +86,39 @@ test('the items of the batch array are found, and their text bounds their JSON b
   assert.equal(scanSegmentBody('{"event":"x","userId":"u"}', 128).items, undefined);
   assert.equal(itemBytesBound('{"a":"é"}', [0, 9], 100), 27);
   assert.equal(itemBytesBound('{"a":"é"}', [0, 9], 10), 10);
+});
+
+test("each item's properties and context are found as sent, only from plain compact bodies", () => {
+  const objectOrNot = fc.oneof(fc.dictionary(fc.string({ maxLength: 5 }), hostileJson, { maxKeys: 3 }), hostileJson);
+  const item = fc.record({ type: fc.constant('track'), properties: objectOrNot, context: objectOrNot, other: hostileJson }, { requiredKeys: ['type'] });
+  let used = 0;
+  fc.assert(
+    fc.property(fc.array(item, { maxLength: 4 }), (items) => {
+      for (const text of texts({ batch: items, context: { x: 1 } })) {
+        const scan = scanSegmentBody(text, 128);
+        assert.equal(scan.compact, !text.includes('\n'));
+        items.forEach((sent, index) => {
+          const json = sentFieldsJson(text, scan, index);
+          if (!scan.plain || !scan.compact) return assert.equal(json, undefined);
+          for (const field of ['properties', 'context'] as const) {
+            const value = sent[field];
+            const isObject = typeof value === 'object' && value !== null && !Array.isArray(value);
+            assert.equal(json?.[field] !== undefined, isObject, `${field} of ${text}`);
+            if (isObject) {
+              used++;
+              assert.deepEqual(JSON.parse(json![field]!), JSON.parse(JSON.stringify(value)));
+            }
+          }
+        });
+      }
+    }),
+    { numRuns: 1000, seed: 11 },
+  );
+  assert.ok(used > 200, `${used} fields compared`);
+  // A repeated key: the last value counts, also when it is not an object.
+  const twice = '{"batch":[{"properties":{"a":1},"context":{"b":2},"properties":null,"context":{"c":3}}]}';
+  assert.deepEqual(sentFieldsJson(twice, scanSegmentBody(twice, 128), 0), { context: '{"c":3}' });
+  // Only an item's own fields, not those of a nested object or a batch-level context.
+  const nested = '{"context":{"z":0},"batch":[{"properties":{"context":{"d":4}},"traits":{"context":{"e":5}}}]}';
+  assert.deepEqual(sentFieldsJson(nested, scanSegmentBody(nested, 128), 0), { properties: '{"context":{"d":4}}' });
 });

@@ -7,7 +7,7 @@ import secureJsonParse from 'secure-json-parse';
 import { originAllowed } from '../../domain/api-keys.js';
 import { AppError } from '../../domain/errors.js';
 import { MAX_BODY_DEPTH } from '../../domain/json-values.js';
-import { itemBytesBound, scanSegmentBody, SEGMENT_LIMITS, type SegmentBodyScan, type SegmentCall } from '../../domain/segment.js';
+import { itemBytesBound, scanSegmentBody, sentFieldsJson, SEGMENT_LIMITS, type SegmentBodyScan, type SegmentCall } from '../../domain/segment.js';
 import type { Services } from '../../services.js';
 import type { AuthContext } from '../../services/key-service.js';
 import { authOf } from '../auth.js';
@@ -181,7 +181,7 @@ export async function segmentRoutes(app: FastifyInstance, options: { services: S
     const itemBytes = storable && spans !== undefined && spans.length === items.length ? spans.map((span) => itemBytesBound(scanned!.text, span, SEGMENT_LIMITS.itemBytes)) : undefined;
     return services.segment.ingest(auth, {
       storable,
-      ...(itemBytes === undefined ? {} : { itemBytes }),
+      ...(itemBytes === undefined ? {} : { itemBytes, sentJson: (index: number) => sentFieldsJson(scanned!.text, scanned!.scan, index) }),
       call: undefined,
       items: items.map((item) => (typeof item === 'object' && item !== null && !Array.isArray(item) ? withoutKey(item as Record<string, unknown>) : item)),
       receivedAt,
