@@ -7,7 +7,7 @@
 // destinations. See bench/README.md ("Destinations").
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { availableParallelism, cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -29,6 +29,10 @@ export const DESTINATIONS_USAGE = `npm run bench -- --destinations [options]
   --connections <n>         concurrent connections (default 16)
   --batch-size <n>          events per batch request (default 100)
   --webhook-batch <n>       the webhook destination's batch.max_messages (default 100)
+  --verify-official         the receiver verifies every request with the official standardwebhooks package (default:
+                            node:crypto HMAC on every request, the official package on every 10th, checked byte-equal)
+  --drain <n>               instead of the rounds: ingest n events first, then time each destination (webhook, NATS,
+                            both) delivering them from the beginning with nothing else running, CPU per message by part
   --in-process              deliver on the server's main thread (INLET_DESTINATIONS_WORKER=false), not in its worker
   --no-build                use dist/ as it is
   --cpu-prof <dir>          run the server with node --cpu-prof, profiles written to <dir>`;
@@ -44,6 +48,8 @@ interface Args {
   build: boolean;
   cpuProfileDir: string | undefined;
   inProcess: boolean;
+  verifyOfficial: boolean;
+  drain: number | undefined;
 }
 
 function parse(argv: string[]): Args {
@@ -60,6 +66,8 @@ function parse(argv: string[]): Args {
       'webhook-batch': { type: 'string' },
       'no-build': { type: 'boolean' },
       'in-process': { type: 'boolean' },
+      'verify-official': { type: 'boolean' },
+      drain: { type: 'string' },
       'cpu-prof': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -87,11 +95,96 @@ function parse(argv: string[]): Args {
     build: values['no-build'] !== true,
     cpuProfileDir: values['cpu-prof'],
     inProcess: values['in-process'] === true,
+    verifyOfficial: values['verify-official'] === true,
+    drain: values.drain === undefined ? undefined : whole('drain', values.drain, 0),
   };
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+// ---- where the CPU goes (Linux /proc): per process and, for the server, per thread ---------------------
+
+/** utime + stime of a /proc stat line, in seconds (USER_HZ 100). */
+function statSeconds(stat: string): number {
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/** CPU seconds of each thread of `pid`, by thread id. */
+function threadSeconds(pid: number | undefined): Map<number, number> {
+  const out = new Map<number, number>();
+  if (pid === undefined) return out;
+  try {
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      try {
+        out.set(Number(tid), statSeconds(readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8')));
+      } catch {
+        // the thread ended
+      }
+    }
+  } catch {
+    // not Linux, or the process ended
+  }
+  return out;
+}
+
+/** The machine's busy and total CPU seconds (all cores) from /proc/stat. */
+function machineSeconds(): { busy: number; all: number } {
+  try {
+    const [, ...values] = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/);
+    const n = values.slice(0, 8).map(Number);
+    const all = n.reduce((a, b) => a + b, 0);
+    return { busy: (all - n[3]! - n[4]!) / 100, all: all / 100 };
+  } catch {
+    return { busy: 0, all: 0 };
+  }
+}
+
+interface CpuSnapshot {
+  server: Map<number, number>;
+  receiver: number;
+  nats: number;
+  generator: number;
+  machine: { busy: number; all: number };
+}
+
+/** CPU seconds used between two snapshots, by part. */
+interface CpuUse {
+  serverMain: number;
+  worker: number;
+  serverOther: number;
+  receiver: number;
+  nats: number;
+  /** This process: autocannon (the load generator) and the lag sampler. */
+  generator: number;
+  /** Everything else on the machine (other users' work). */
+  outside: number;
+  /** Idle core-seconds. */
+  idle: number;
+}
+
+function cpuUse(before: CpuSnapshot, after: CpuSnapshot, serverPid: number, workerTid: number | undefined): CpuUse {
+  const delta = (tid: number) => (after.server.get(tid) ?? 0) - (before.server.get(tid) ?? 0);
+  let serverAll = 0;
+  for (const tid of after.server.keys()) serverAll += delta(tid);
+  const serverMain = delta(serverPid);
+  const worker = workerTid === undefined ? 0 : delta(workerTid);
+  const receiver = after.receiver - before.receiver;
+  const nats = after.nats - before.nats;
+  const generator = after.generator - before.generator;
+  const busy = after.machine.busy - before.machine.busy;
+  return {
+    serverMain,
+    worker,
+    serverOther: serverAll - serverMain - worker,
+    receiver,
+    nats,
+    generator,
+    outside: Math.max(0, busy - serverAll - receiver - nats - generator),
+    idle: after.machine.all - before.machine.all - busy,
+  };
+}
 
 interface DestinationView {
   id: string;
@@ -114,6 +207,10 @@ interface RoundResult {
   natsPerSecond: number;
   /** with: seconds from the end of the load until both lags were 0 (undefined: did not drain in 120 s). */
   drainSeconds: number | undefined;
+  /** CPU seconds by part during the measured load. */
+  parts: CpuUse;
+  /** The 1-minute load average at the end of the measured load. */
+  loadAverage: number;
 }
 
 export async function destinationsMain(argv: string[]): Promise<number> {
@@ -161,10 +258,19 @@ export async function destinationsMain(argv: string[]): Promise<number> {
   // The webhook receiver.
   const receiverPort = await freePort();
   const receiverLog = join(dir, 'receiver.log');
-  const receiver = startChild('webhook receiver', process.execPath, ['--import', 'tsx', join(ROOT, 'bench/webhook-receiver.ts')], { PATH: process.env.PATH, PORT: String(receiverPort) }, receiverLog);
+  const receiver = startChild('webhook receiver', process.execPath, ['--import', 'tsx', join(ROOT, 'bench/webhook-receiver.ts')], { PATH: process.env.PATH, PORT: String(receiverPort), VERIFY: args.verifyOfficial ? 'official' : 'native' }, receiverLog);
   const receiverBase = `http://127.0.0.1:${receiverPort}`;
   await waitUntilReady(receiver, `${receiverBase}/counts`, receiverLog);
-  const receiverCounts = async () => (await (await fetch(`${receiverBase}/counts`)).json()) as { requests: number; messages: number; distinct: number; invalid: number };
+  const receiverCounts = async () => (await (await fetch(`${receiverBase}/counts`)).json()) as {
+      mode: string;
+      requests: number;
+      messages: number;
+      distinct: number;
+      invalid: number;
+      officialChecked: number;
+      officialFailed: number;
+      mismatched: number;
+    };
 
   // Inlet.
   const database = args.postgresUrl === undefined ? sqliteDatabase(dir) : await postgresDatabase(args.postgresUrl);
@@ -188,6 +294,25 @@ export async function destinationsMain(argv: string[]): Promise<number> {
   const base = `http://127.0.0.1:${port}`;
   await waitUntilReady(server, `${base}/healthz`, logFile);
   const admin = adminClient(base, adminToken);
+  // The delivery worker's OS thread id, which it logs when it starts (src/delivery-worker.ts).
+  let workerTid: number | undefined;
+  for (let i = 0; i < 50 && workerTid === undefined && !args.inProcess; i++) {
+    const line = readFileSync(logFile, 'utf8')
+      .split('\n')
+      .find((l) => l.includes('delivery worker started'));
+    if (line !== undefined) workerTid = (JSON.parse(line) as { tid?: number }).tid;
+    else await sleep(100);
+  }
+  const snapshot = (): CpuSnapshot => {
+    const cpu = process.cpuUsage();
+    return {
+      server: threadSeconds(server.process.pid),
+      receiver: cpuSeconds(receiver.process.pid) ?? 0,
+      nats: cpuSeconds(nats.process.pid) ?? 0,
+      generator: (cpu.user + cpu.system) / 1e6,
+      machine: machineSeconds(),
+    };
+  };
 
   const product = (await admin('POST', '/products', { name: 'bench' }))!;
   const key = (await admin('POST', `/products/${product.id}/keys`, { kind: 'events', name: 'bench' }))!;
@@ -195,10 +320,60 @@ export async function destinationsMain(argv: string[]): Promise<number> {
   const headers = { authorization: `Bearer ${key.key as string}` };
   const runId = randomBytes(4).toString('hex');
 
+  let requestN = 0;
+  const lines0: string[] = [];
+  const fmt0 = (n: number) => Math.round(n).toLocaleString('en-US');
+  const createWebhook = async (name: string, start: string) => {
+    const webhook = (await admin('POST', `${productPath}/destinations`, { type: 'webhook', name, url: `${receiverBase}/hook`, batch: { max_messages: args.webhookBatch }, start })) as unknown as DestinationView;
+    await fetch(`${receiverBase}/secret`, { method: 'PUT', body: webhook.secret! });
+    return webhook;
+  };
+  const createNats = async (name: string, start: string) =>
+    (await admin('POST', `${productPath}/destinations`, { type: 'nats', name, servers: [`nats://127.0.0.1:${natsPort}`], subject: 'inlet.{product_id}.{canonical_name}' , start })) as unknown as DestinationView;
+
+  if (args.drain !== undefined) {
+    // Drain mode: n events stored first, then each configuration delivers them all from the beginning, alone.
+    const ids = new ExternalIds(`${runId}-drain`);
+    let sent = 0;
+    const post = async () => {
+      while (sent < args.drain!) {
+        const n = Math.min(args.batchSize, args.drain! - sent);
+        sent += n;
+        const response = await fetch(`${base}/api/v2/events/batch`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: batchJson(ids, n, requestN++) });
+        if (response.status !== 200) throw new Error(`ingest answered ${response.status}: ${await response.text()}`);
+      }
+    };
+    await Promise.all(Array.from({ length: 4 }, post));
+    lines0.push(`drain of ${fmt0(args.drain)} stored events, from the beginning, nothing else running; CPU µs per delivered message by part`);
+    lines0.push('config      load  seconds  msg/s (webhook / nats)   worker  main  other  receiver  nats-server  generator  outside  idle');
+    for (const config of ['webhook', 'nats', 'both'] as const) {
+      const made: DestinationView[] = [];
+      if (config !== 'nats') made.push(await createWebhook(`drain-webhook`, 'beginning'));
+      if (config !== 'webhook') made.push(await createNats(`drain-nats`, 'beginning'));
+      const before = snapshot();
+      const started = performance.now();
+      for (;;) {
+        const views = await Promise.all(made.map(async (d) => (await admin('GET', `${productPath}/destinations/${d.id}`)) as unknown as DestinationView));
+        if (views.every((v) => v.lag === 0)) break;
+        if (performance.now() - started > 600_000) throw new Error(`drain of ${config} did not finish in 600 s`);
+        await sleep(50);
+      }
+      const seconds = (performance.now() - started) / 1000;
+      const p = cpuUse(before, snapshot(), server.process.pid!, workerTid);
+      for (const d of made) await admin('DELETE', `${productPath}/destinations/${d.id}`);
+      const messages = args.drain * made.length;
+      const per = (x: number) => ((x * 1e6) / messages).toFixed(1);
+      const rates = [config !== 'nats' ? fmt0(args.drain / seconds) : '-', config !== 'webhook' ? fmt0(args.drain / seconds) : '-'].join(' / ');
+      lines0.push(
+        `${config.padEnd(10)} ${loadavg()[0]!.toFixed(1).padStart(5)} ${seconds.toFixed(2).padStart(8)}  ${rates.padEnd(22)} ${per(p.worker).padStart(7)} ${per(p.serverMain).padStart(5)} ${per(p.serverOther).padStart(6)} ${(config === 'nats' ? '-' : ((p.receiver * 1e6) / args.drain).toFixed(1)).padStart(9)} ${(config === 'webhook' ? '-' : ((p.nats * 1e6) / args.drain).toFixed(1)).padStart(12)} ${per(p.generator).padStart(10)} ${per(p.outside).padStart(8)} ${`${Math.round((100 * p.idle) / (seconds * availableParallelism()))} %`.padStart(5)}`,
+      );
+    }
+    lines0.push('(worker, main, other: per message of all destinations in the configuration; receiver: per webhook message; nats-server: per NATS message)');
+  }
+
   const rounds: RoundResult[] = [];
   let expectedWebhook = 0;
   let expectedNats = 0;
-  let requestN = 0;
   const loadFor = async (seconds: number, label: string) => {
     const ids = new ExternalIds(`${runId}-${label}`);
     return runLoad(
@@ -206,15 +381,14 @@ export async function destinationsMain(argv: string[]): Promise<number> {
       200,
     );
   };
-  for (let round = 1; round <= args.rounds; round++) {
+  for (let round = 1; round <= (args.drain === undefined ? args.rounds : 0); round++) {
     for (const variant of ['without', 'with'] as const) {
       process.stdout.write(`round ${round}, ${variant} destinations…`);
       let webhook: DestinationView | undefined;
       let natsDestination: DestinationView | undefined;
       if (variant === 'with') {
-        webhook = (await admin('POST', `${productPath}/destinations`, { type: 'webhook', name: `bench-webhook-${round}`, url: `${receiverBase}/hook`, batch: { max_messages: args.webhookBatch } })) as unknown as DestinationView;
-        await fetch(`${receiverBase}/secret`, { method: 'PUT', body: webhook.secret! });
-        natsDestination = (await admin('POST', `${productPath}/destinations`, { type: 'nats', name: `bench-nats-${round}`, servers: [`nats://127.0.0.1:${natsPort}`], subject: 'inlet.{product_id}.{canonical_name}' })) as unknown as DestinationView;
+        webhook = await createWebhook(`bench-webhook-${round}`, 'now');
+        natsDestination = await createNats(`bench-nats-${round}`, 'now');
       }
       if (args.warmupSeconds > 0) await loadFor(args.warmupSeconds, `${round}-${variant}-warm`);
       const show = async (d: DestinationView) => (await admin('GET', `${productPath}/destinations/${d.id}`)) as unknown as DestinationView;
@@ -230,8 +404,11 @@ export async function destinationsMain(argv: string[]): Promise<number> {
       const webhookBefore = variant === 'with' ? (await receiverCounts()).distinct : 0;
       const natsBefore = variant === 'with' ? await streamMessages() : 0;
       const cpuBefore = cpuSeconds(server.process.pid);
+      const partsBefore = snapshot();
       const load = await loadFor(args.durationSeconds, `${round}-${variant}`);
       const cpuAfter = cpuSeconds(server.process.pid);
+      const parts = cpuUse(partsBefore, snapshot(), server.process.pid!, workerTid);
+      const loadAverage = loadavg()[0]!;
       sampling = false;
       await sampler;
       const webhookPerSecond = variant === 'with' ? ((await receiverCounts()).distinct - webhookBefore) / load.seconds : 0;
@@ -267,6 +444,8 @@ export async function destinationsMain(argv: string[]): Promise<number> {
         webhookPerSecond,
         natsPerSecond,
         drainSeconds,
+        parts,
+        loadAverage,
       });
       process.stdout.write(` ${Math.round(events / load.seconds)} events/s\n`);
     }
@@ -285,8 +464,16 @@ export async function destinationsMain(argv: string[]): Promise<number> {
   lines.push(`database: ${database.description}`);
   lines.push(`load:     autocannon, POST /api/v2/events/batch of ${args.batchSize}, ${args.connections} connections, ${args.durationSeconds} s measured after ${args.warmupSeconds} s warm-up, ${args.rounds} interleaved rounds`);
   lines.push(`delivery: ${args.inProcess ? "on the server's main thread (--in-process)" : 'in the delivery worker thread (default)'}`);
-  lines.push(`with:     a webhook (batch.max_messages ${args.webhookBatch}) to a receiver verifying every signature (standardwebhooks), and a NATS JetStream destination (own nats-server), both created at the round's start ("start": "now") and deleted after draining`);
+  lines.push(`receiver: ${args.verifyOfficial ? 'verifies every request with the official standardwebhooks package (pure-JavaScript SHA-256)' : 'verifies every request with node:crypto HMAC-SHA256, every 10th (and the first 10) also with the official standardwebhooks package, the two signatures compared byte for byte'}`);
+  lines.push(`with:     a webhook (batch.max_messages ${args.webhookBatch}) to that receiver, and a NATS JetStream destination (own nats-server), both created at the round's start ("start": "now") and deleted after draining`);
   lines.push('');
+  if (args.drain !== undefined) {
+    lines.push(...lines0, '');
+    const agree = finalCounts.mode !== 'native' || (finalCounts.officialChecked > 0 && finalCounts.officialFailed === 0 && finalCounts.mismatched === 0);
+    lines.push(`${finalCounts.invalid === 0 && agree ? 'PASS' : 'FAIL'}  webhook: ${fmt(finalCounts.distinct)} distinct ids, ${finalCounts.invalid} failed verification, ${finalCounts.officialChecked} also verified with the official package (${finalCounts.officialFailed} refused, ${finalCounts.mismatched} not byte-equal)`, '');
+    process.stdout.write(lines.join('\n'));
+    return exitCode === 0 && finalCounts.invalid === 0 && agree ? 0 : 1;
+  }
   lines.push('round  variant   events/s   p99 ms  server CPU µs/event  webhook msg/s  nats msg/s  lag (webhook / nats) first→last third, max   drain s');
   for (const [i, r] of rounds.entries()) {
     const third = Math.max(1, Math.floor(r.lagSamples.length / 3));
@@ -299,6 +486,25 @@ export async function destinationsMain(argv: string[]): Promise<number> {
         : '';
     lines.push(
       `${String(Math.floor(i / 2) + 1).padStart(5)}  ${r.variant.padEnd(8)} ${fmt(r.eventsPerSecond).padStart(9)} ${r.load.p99Ms.toFixed(0).padStart(8)} ${(r.cpuMicrosPerEvent?.toFixed(1) ?? '?').padStart(20)} ${(r.variant === 'with' ? fmt(r.webhookPerSecond) : '').padStart(14)} ${(r.variant === 'with' ? fmt(r.natsPerSecond) : '').padStart(11)}  ${lagText.padEnd(44)} ${r.drainSeconds === undefined ? (r.variant === 'with' ? 'NO' : '') : r.drainSeconds.toFixed(1)}`,
+    );
+  }
+  // Where the CPU went during each measured load: µs per ingested event by part, and for the delivery parts µs
+  // per delivered message (the worker per message of both destinations, the receiver per webhook message,
+  // nats-server per NATS message).
+  lines.push('');
+  lines.push(`CPU during the measured load, µs per ingested event (server main thread / delivery worker / other server threads / receiver / nats-server / generator / outside the bench; idle = share of ${availableParallelism()} cores)`);
+  lines.push('round  variant   load  main  worker  other  receiver  nats  generator  outside  idle    per delivered message: worker  receiver  nats');
+  for (const [i, r] of rounds.entries()) {
+    const events = r.load.ok * args.batchSize;
+    const per = (seconds: number, n: number) => (n === 0 ? '-' : ((seconds * 1e6) / n).toFixed(1));
+    const p = r.parts;
+    const webhookMessages = r.webhookPerSecond * r.load.seconds;
+    const natsMessages = r.natsPerSecond * r.load.seconds;
+    const cells = [p.serverMain, p.worker, p.serverOther, p.receiver, p.nats, p.generator, p.outside].map((x) => per(x, events));
+    const idle = `${Math.round((100 * p.idle) / (r.load.seconds * availableParallelism()))} %`;
+    const delivery = r.variant === 'with' ? `${per(p.worker, webhookMessages + natsMessages).padStart(30)} ${per(p.receiver, webhookMessages).padStart(9)} ${per(p.nats, natsMessages).padStart(5)}` : '';
+    lines.push(
+      `${String(Math.floor(i / 2) + 1).padStart(5)}  ${r.variant.padEnd(8)} ${r.loadAverage.toFixed(1).padStart(5)} ${cells[0]!.padStart(5)} ${cells[1]!.padStart(7)} ${cells[2]!.padStart(6)} ${cells[3]!.padStart(9)} ${cells[4]!.padStart(5)} ${cells[5]!.padStart(10)} ${cells[6]!.padStart(8)} ${idle.padStart(5)} ${delivery}`,
     );
   }
   const without = median(rounds.filter((r) => r.variant === 'without').map((r) => r.eventsPerSecond));
@@ -326,10 +532,15 @@ export async function destinationsMain(argv: string[]): Promise<number> {
   lines.push(`  ${drained ? 'PASS' : 'FAIL'}  the backlog drains after the load (within 120 s)`);
   const everyWebhook = finalCounts.distinct >= expectedWebhook && finalCounts.invalid === 0;
   lines.push(`  ${everyWebhook ? 'PASS' : 'FAIL'}  webhook: ${fmt(finalCounts.distinct)} distinct message ids received (${fmt(finalCounts.messages)} messages in ${fmt(finalCounts.requests)} requests, ${finalCounts.invalid} failed verification), destinations reported ${fmt(expectedWebhook)} delivered`);
+  if (finalCounts.mode === 'native') {
+    const agree = finalCounts.officialChecked > 0 && finalCounts.officialFailed === 0 && finalCounts.mismatched === 0;
+    lines.push(`  ${agree ? 'PASS' : 'FAIL'}  webhook: ${fmt(finalCounts.officialChecked)} requests also verified with the official standardwebhooks package: ${finalCounts.officialFailed} refused by it, ${finalCounts.mismatched} with a signature not byte-equal to node:crypto's`);
+  }
   const everyNats = finalStream >= expectedNats;
   lines.push(`  ${everyNats ? 'PASS' : 'FAIL'}  nats: ${fmt(finalStream)} messages in the stream (deduplicated by Nats-Msg-Id), destinations reported ${fmt(expectedNats)} delivered`);
   lines.push(`  ${exitCode === 0 ? 'PASS' : 'FAIL'}  server shut down cleanly (exit ${exitCode}); ${fmt(stored)} events stored`);
   lines.push('');
   process.stdout.write(lines.join('\n'));
-  return exitCode === 0 && drained && everyWebhook && everyNats ? 0 : 1;
+  const officialAgrees = finalCounts.mode !== 'native' || (finalCounts.officialChecked > 0 && finalCounts.officialFailed === 0 && finalCounts.mismatched === 0);
+  return exitCode === 0 && drained && everyWebhook && everyNats && officialAgrees ? 0 : 1;
 }

@@ -4,6 +4,7 @@
 // deliverers with the main thread's lease holder name, and runs them until the main thread says stop.
 // Its delivery metrics go to the main thread by message: the reports of one turn of its loop together
 // (a cycle's few), sent at once so that a worker that dies loses next to none.
+import { readlinkSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
 import { sql } from 'kysely';
 import type { DeliverySettings } from './delivery.js';
@@ -88,4 +89,11 @@ port.on('message', (message: ToWorker) => {
   }
 });
 service.start();
-port.postMessage({ type: 'ready' });
+// The thread's OS id (Linux), logged by the main thread: the bench reads this thread's CPU time from /proc.
+let tid: number | undefined;
+try {
+  tid = Number(readlinkSync('/proc/thread-self').split('/').pop());
+} catch {
+  // not Linux
+}
+port.postMessage({ type: 'ready', ...(tid === undefined ? {} : { tid }) });

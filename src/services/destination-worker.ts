@@ -21,7 +21,7 @@ import type { DeliveryMetrics, DestinationService } from './destination-service.
 /** [what, destination, value]: a delivery report from the worker (DeliveryMetrics, flattened). */
 export type MetricReport = ['delivered' | 'failed' | 'latency' | 'attempt', string, number];
 export type ToWorker = { type: 'poke' } | { type: 'stop' };
-export type FromWorker = { type: 'ready' } | { type: 'stopped' } | { type: 'metrics'; reports: MetricReport[] };
+export type FromWorker = { type: 'ready'; tid?: number } | { type: 'stopped' } | { type: 'metrics'; reports: MetricReport[] };
 /** What the thread is started with: the deliverers' lease holder name, and what its entry needs to build them. */
 export interface WorkerData<Settings> {
   holder: string;
@@ -86,7 +86,7 @@ export function startDeliveryWorker<Settings>(service: DestinationService, entry
     let lastError: Error | undefined;
     w.on('message', (message: FromWorker) => {
       if (message.type === 'metrics') applyReports(service.deliveryMetrics, message.reports);
-      else if (message.type === 'ready') log.info({ threadId: w.threadId, restarts }, 'destinations: delivery worker started');
+      else if (message.type === 'ready') log.info({ threadId: w.threadId, tid: message.tid, restarts }, 'destinations: delivery worker started');
     });
     w.on('error', (error) => {
       lastError = error;
