@@ -13,6 +13,8 @@ export interface WireMessage {
   timestamp: string;
   /** The whole message as JSON text: `{ "id", "type", "timestamp", "data" }`, data in the reads' shapes. */
   json: string;
+  /** `json` as UTF-8, once it was needed (bytesOf). */
+  bytes?: Buffer;
 }
 
 export function typeOf(message: StoredMessage): MessageType {
@@ -44,12 +46,42 @@ export function webhookIdOf(messages: WireMessage[]): string {
   return `bat_${digest}`;
 }
 
-/** The JSON body: one message, or `{ "type": "batch", "timestamp", "data": [ … ] }`. */
-export function bodyOf(messages: WireMessage[], batched: boolean, now: string): string {
-  if (!batched) return messages[0]!.json;
-  let data = '';
-  for (let i = 0; i < messages.length; i++) data += (i === 0 ? '' : ',') + messages[i]!.json;
-  return `{"type":"batch","timestamp":${JSON.stringify(now)},"data":[${data}]}`;
+/** The message's JSON as UTF-8, encoded once and kept on the message (shared by the destinations sending it). */
+export function bytesOf(message: WireMessage): Buffer {
+  return (message.bytes ??= Buffer.from(message.json, 'utf8'));
+}
+
+const BATCH_DATA_END = Buffer.from(']}');
+const COMMA = 0x2c;
+
+/** Memory a destination's bodies are written into, one after the other (its batches are sent one at a time). */
+export interface BodyScratch {
+  buffer: Buffer;
+}
+
+/**
+ * The JSON body as UTF-8 bytes: one message, or `{ "type": "batch", "timestamp", "data": [ … ] }`, the same
+ * bytes as that body's text (test/unit/webhook-signature.test.ts). Put together from each message's bytes into
+ * `scratch`, reused from one body to the next (the result is a view of it, valid until the next call), and
+ * never as one string. Why (bench/README.md, "Destinations"): a batch of 100 events is ~130 KB; on the bench
+ * machine every fresh allocation that large (a string of 128 KB or more goes to V8's large-object space, a
+ * Buffer that large is mmap'ed by malloc) costs 0.5–1 ms in page faults, and the string form made three of
+ * them per batch (joining, signing, writing), ~25 µs per message.
+ */
+export function bodyOf(messages: WireMessage[], batched: boolean, now: string, scratch: BodyScratch = { buffer: Buffer.alloc(0) }): Buffer {
+  if (!batched) return bytesOf(messages[0]!);
+  const head = `{"type":"batch","timestamp":${JSON.stringify(now)},"data":[`;
+  let length = head.length + messages.length - 1 + BATCH_DATA_END.length;
+  for (const m of messages) length += bytesOf(m).length;
+  if (scratch.buffer.length < length) scratch.buffer = Buffer.allocUnsafeSlow(Math.max(length, 2 * scratch.buffer.length));
+  const out = scratch.buffer;
+  let at = out.write(head, 0, 'latin1');
+  for (let i = 0; i < messages.length; i++) {
+    if (i > 0) out[at++] = COMMA;
+    at += messages[i]!.bytes!.copy(out, at);
+  }
+  at += BATCH_DATA_END.copy(out, at);
+  return out.subarray(0, at);
 }
 
 /** A NATS subject from a template: {product_id}, {canonical_name}, {type}; tokens made subject-safe. */
@@ -58,4 +90,24 @@ export function subjectOf(template: string, productId: string, message: StoredMe
   const type = typeOf(message);
   const canonicalName = message.kind === 'event' ? message.event.canonicalName : type.replace('.', '_');
   return template.replaceAll('{product_id}', safe(productId)).replaceAll('{canonical_name}', safe(canonicalName)).replaceAll('{type}', type);
+}
+
+/**
+ * subjectOf, remembered per template, product, type and canonical name (a destination publishes the same few
+ * subjects over and over). Bounded: cleared when it holds 10,000 subjects.
+ */
+export function subjectCache() {
+  const cache = new Map<string, string>();
+  return {
+    of(template: string, productId: string, message: StoredMessage): string {
+      const key = `${template}\u0000${productId}\u0000${message.kind === 'event' ? `\u0000${message.event.canonicalName}` : message.type}`;
+      let subject = cache.get(key);
+      if (subject === undefined) {
+        subject = subjectOf(template, productId, message);
+        if (cache.size >= 10_000) cache.clear();
+        cache.set(key, subject);
+      }
+      return subject;
+    },
+  };
 }

@@ -17,8 +17,12 @@ import type { SendOutcome } from './destination-webhook.js';
 export interface NatsPublish {
   subject: string;
   id: string;
-  body: string;
+  /** The message's JSON, as UTF-8 bytes (the client would otherwise encode a string itself). */
+  body: Uint8Array;
 }
+
+/** Publishes written between two turns of the event loop. */
+const SLICE = 100;
 
 interface Waiting {
   resolve(): void;
@@ -109,19 +113,44 @@ export function createNatsSender(options: { timeoutMs: number; guard: OutboundGu
   }
 
   return {
-    async send(destinationId: string, servers: string[], credentials: DestinationCredentials | null, messages: NatsPublish[]): Promise<SendOutcome> {
+    /**
+     * Publishes `count` messages (`message(i)` makes the i-th, when it is its turn) in order on the link and
+     * waits for every acknowledgement. The publishes go out in slices of SLICE with a turn of the event loop
+     * between them: a cycle's thousand messages formatted and written in one go held the delivery worker's
+     * loop for tens of milliseconds, and a webhook's answer waited behind them (its batches are sequential).
+     */
+    async send(destinationId: string, servers: string[], credentials: DestinationCredentials | null, count: number, message: (i: number) => NatsPublish): Promise<SendOutcome> {
+      if (count === 0) return { ok: true, status: null, error: null };
       let current: Link | undefined;
       const tokens: string[] = [];
       let timer: NodeJS.Timeout | undefined;
       try {
         current = await link(destinationId, servers, credentials);
         const l = current;
-        const acked: Array<Promise<void>> = [];
+        // One promise for all acknowledgements, handled from the start: one refused during a yield below
+        // must not be an unhandled rejection.
+        let remaining = count;
+        let settle!: (error?: Error) => void;
+        const acked = new Promise<void>((resolve, reject) => {
+          settle = (error) => (error === undefined ? resolve() : reject(error));
+        });
+        acked.catch(() => {});
+        const waiter: Waiting = {
+          resolve: () => {
+            if (--remaining === 0) settle();
+          },
+          reject: (error) => settle(error),
+        };
         // Published in order on one connection (the server stores them in that order); all acks awaited.
-        for (const m of messages) {
+        for (let i = 0; i < count; i++) {
+          if (i > 0 && i % SLICE === 0) {
+            await new Promise<void>((resolve) => setImmediate(resolve));
+            if (l.connection.isClosed()) throw new Error('connection closed');
+          }
+          const m = message(i);
           const token = String(l.next++);
           tokens.push(token);
-          acked.push(new Promise<void>((resolve, reject) => l.waiting.set(token, { resolve, reject })));
+          l.waiting.set(token, waiter);
           const h = headers();
           h.set('Nats-Msg-Id', m.id);
           l.connection.publish(m.subject, m.body, { reply: `${l.inbox}.${token}`, headers: h });
@@ -129,7 +158,7 @@ export function createNatsSender(options: { timeoutMs: number; guard: OutboundGu
         const timeout = new Promise<never>((_, reject) => {
           timer = setTimeout(() => reject(new Error(`no acknowledgement within ${options.timeoutMs} ms`)), options.timeoutMs);
         });
-        await Promise.race([Promise.all(acked), timeout]);
+        await Promise.race([acked, timeout]);
         return { ok: true, status: null, error: null };
       } catch (error) {
         return { ok: false, status: null, error: `NATS: ${(error as Error).message}`.slice(0, 500) };

@@ -36,7 +36,7 @@ import type {
   MessageType,
   StoredMessage,
 } from '../storage/types.js';
-import { bodyOf, MESSAGE_TYPES, matches, subjectOf, webhookIdOf, type MessageFormatter, type WireMessage } from './destination-messages.js';
+import { bodyOf, bytesOf, MESSAGE_TYPES, matches, subjectCache, webhookIdOf, type BodyScratch, type MessageFormatter, type WireMessage } from './destination-messages.js';
 import { createNatsSender, natsHosts, type NatsSender } from './destination-nats.js';
 import { createPageReader } from './destination-pages.js';
 import { sendWebhook, type SendOutcome } from './destination-webhook.js';
@@ -233,6 +233,14 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
   const nats: NatsSender = createNatsSender({ timeoutMs: options.timeoutMs, guard: outbound });
   // One page read (and one formatting) shared by the destinations of a product (destination-pages.ts).
   const pages = createPageReader(store, options.format);
+  const subjects = subjectCache();
+  /** Per webhook destination: the memory its bodies are written into (bodyOf), kept while it delivers. */
+  const scratches = new Map<string, BodyScratch>();
+  const scratchOf = (id: string): BodyScratch => {
+    let scratch = scratches.get(id);
+    if (scratch === undefined) scratches.set(id, (scratch = { buffer: Buffer.alloc(0) }));
+    return scratch;
+  };
   const iso = () => new Date(clock.now()).toISOString();
 
   const delivered = new Counter({
@@ -556,6 +564,7 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
     const all = await store.listAll();
     const present = new Set(all.map((d) => d.id));
     for (const id of held) if (!present.has(id)) held.delete(id);
+    for (const id of scratches.keys()) if (!held.has(id)) scratches.delete(id);
     // Products with several active destinations share their page reads.
     const perProduct = new Map<string, number>();
     for (const d of all) if (d.status === 'active') perProduct.set(d.productId, (perProduct.get(d.productId) ?? 0) + 1);
@@ -667,13 +676,16 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
     let acceptedWire: WireMessage[] = [];
     let failure: (SendOutcome & { durationMs: number }) | undefined;
     const cycleStarted = clock.now();
-    let nextWire = sends[0]!.map(pages.format);
+    // Webhooks: each batch formatted before it is sent; NATS formats each message as it publishes it.
+    const webhook = d.type === 'webhook';
+    let nextWire = webhook ? sends[0]!.map(pages.format) : [];
     for (const [i, batch] of sends.entries()) {
-      const wire = nextWire;
-      const sending = send(d, batch, wire);
+      const sending = send(d, batch, nextWire);
+      let wire = nextWire;
       // The next batch is formatted while this one is on its way (sent only after this one was accepted).
-      if (i + 1 < sends.length) nextWire = sends[i + 1]!.map(pages.format);
+      if (webhook && i + 1 < sends.length) nextWire = sends[i + 1]!.map(pages.format);
       const outcome = await sending;
+      if (!webhook) wire = batch.map(pages.format);
       attempts.push({
         productId: d.productId,
         destinationId: id,
@@ -754,18 +766,17 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
         url: d.config.url!,
         secrets,
         webhookId: webhookIdOf(wire),
-        body: bodyOf(wire, d.batch.maxMessages > 1, new Date().toISOString()),
+        body: bodyOf(wire, d.batch.maxMessages > 1, new Date().toISOString(), scratchOf(d.id)),
         timeoutMs: options.timeoutMs,
         guard: outbound,
         signal: abort.signal,
       });
     } else {
-      outcome = await nats.send(
-        d.id,
-        d.config.servers!,
-        d.credentials,
-        batch.map((message, i) => ({ subject: subjectOf(d.config.subject!, d.productId, message), id: wire[i]!.id, body: wire[i]!.json })),
-      );
+      outcome = await nats.send(d.id, d.config.servers!, d.credentials, batch.length, (i) => {
+        const message = batch[i]!;
+        const w = pages.format(message);
+        return { subject: subjects.of(d.config.subject!, d.productId, message), id: w.id, body: bytesOf(w) };
+      });
     }
     const durationMs = performance.now() - started;
     report.attempt(d.id, durationMs / 1000);

@@ -27,9 +27,17 @@ const { version } = createRequire(import.meta.url)('../../package.json') as { ve
 export const USER_AGENT = `Inlet/${version}`;
 
 /** `v1,<sig>` for each secret, space-separated (both while a rotated secret is still honoured). */
-export function signatureHeader(secrets: string[], id: string, timestamp: Date, body: string): string {
+export function signatureHeader(secrets: string[], id: string, timestamp: Date, body: string | Uint8Array): string {
   const seconds = Math.floor(timestamp.getTime() / 1000);
-  return secrets.map((secret) => `v1,${createHmac('sha256', signingKey(secret)).update(`${id}.${seconds}.${body}`).digest('base64')}`).join(' ');
+  return secrets
+    .map((secret) => {
+      const hmac = createHmac('sha256', signingKey(secret));
+      // A body already in bytes is hashed as it is (no large string made of it: destination-messages.ts bodyOf).
+      if (typeof body === 'string') hmac.update(`${id}.${seconds}.${body}`);
+      else hmac.update(`${id}.${seconds}.`).update(body);
+      return `v1,${hmac.digest('base64')}`;
+    })
+    .join(' ');
 }
 
 const keys = new Map<string, Buffer>();
@@ -59,7 +67,8 @@ export async function sendWebhook(options: {
   url: string;
   secrets: string[];
   webhookId: string;
-  body: string;
+  /** The JSON body, as UTF-8 bytes. */
+  body: Uint8Array;
   timeoutMs: number;
   guard: OutboundGuard;
   signal?: AbortSignal;

@@ -7,6 +7,7 @@ import fc from 'fast-check';
 import { Webhook } from 'standardwebhooks';
 import { newSecret } from '../../src/services/destination-service.js';
 import { signatureHeader } from '../../src/services/destination-webhook.js';
+import { bodyOf } from '../../src/services/destination-messages.js';
 
 describe('webhook signature', () => {
   it('equals the official package signature (property, seeded)', () => {
@@ -41,5 +42,21 @@ describe('webhook signature', () => {
     const header = signatureHeader([next, old], 'bat_x', at, '{}');
     assert.equal(header.split(' ').length, 2);
     for (const secret of [old, next]) new Webhook(secret).verify('{}', { 'webhook-id': 'bat_x', 'webhook-timestamp': String(Math.floor(at.getTime() / 1000)), 'webhook-signature': header });
+  });
+
+  it('a body put together in bytes is the UTF-8 of the same body as one string, and its signature verifies (property, seeded)', () => {
+    fc.assert(
+      fc.property(fc.array(fc.string({ unit: 'binary', maxLength: 300 }), { minLength: 1, maxLength: 20 }), fc.boolean(), (texts, batched) => {
+        const messages = texts.map((text, i) => ({ id: `evt_${i}`, type: 'event.created' as const, timestamp: 'x', json: JSON.stringify({ id: `evt_${i}`, text }) }));
+        const now = new Date().toISOString();
+        const asString = batched ? `{"type":"batch","timestamp":${JSON.stringify(now)},"data":[${messages.map((m) => m.json).join(',')}]}` : messages[0]!.json;
+        const bytes = bodyOf(messages, batched, now);
+        assert.ok(Buffer.from(asString, 'utf8').equals(bytes));
+        const secret = newSecret();
+        const at = new Date();
+        assert.equal(signatureHeader([secret], 'bat_x', at, bytes), new Webhook(secret).sign('bat_x', at, asString));
+      }),
+      { seed: 20261126, numRuns: 300 },
+    );
   });
 });
