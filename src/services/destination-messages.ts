@@ -71,14 +71,16 @@ export interface BodyScratch {
 export function bodyOf(messages: WireMessage[], batched: boolean, now: string, scratch: BodyScratch = { buffer: Buffer.alloc(0) }): Buffer {
   if (!batched) return bytesOf(messages[0]!);
   const head = `{"type":"batch","timestamp":${JSON.stringify(now)},"data":[`;
-  let length = head.length + messages.length - 1 + BATCH_DATA_END.length;
-  for (const m of messages) length += bytesOf(m).length;
-  if (scratch.buffer.length < length) scratch.buffer = Buffer.allocUnsafeSlow(Math.max(length, 2 * scratch.buffer.length));
+  // Room for the worst case (3 bytes of UTF-8 per UTF-16 unit), so each message is encoded straight into it.
+  let room = head.length + messages.length + BATCH_DATA_END.length;
+  for (const m of messages) room += m.bytes === undefined ? 3 * m.json.length : m.bytes.length;
+  if (scratch.buffer.length < room) scratch.buffer = Buffer.allocUnsafeSlow(Math.max(room, 2 * scratch.buffer.length));
   const out = scratch.buffer;
   let at = out.write(head, 0, 'latin1');
   for (let i = 0; i < messages.length; i++) {
     if (i > 0) out[at++] = COMMA;
-    at += messages[i]!.bytes!.copy(out, at);
+    const m = messages[i]!;
+    at += m.bytes === undefined ? out.write(m.json, at, 'utf8') : m.bytes.copy(out, at);
   }
   at += BATCH_DATA_END.copy(out, at);
   return out.subarray(0, at);
