@@ -62,9 +62,13 @@ describe('SQLite checkpoint thread, behind the writer', () => {
       const checkpointer = startCheckpointer(db, path, 'NORMAL', 10, 6000, 100);
       const copies: number[] = [];
       let threadBackfilled = 0;
+      let threadCopied = 0;
       checkpointer.observe((event) => {
         if (event.backfilled < 0) return;
-        if (event.by === 'thread') threadBackfilled = event.backfilled;
+        if (event.by === 'thread') {
+          threadCopied += event.backfilled >= threadBackfilled ? event.backfilled - threadBackfilled : event.backfilled;
+          threadBackfilled = event.backfilled;
+        }
         // Fallbacks (a WAL past twice the threshold) may copy more: that is the bound, not the usual way.
         else if (event.walFrames < 12_000) copies.push(event.backfilled - threadBackfilled);
       });
@@ -83,11 +87,12 @@ describe('SQLite checkpoint thread, behind the writer', () => {
       await checkpointer.stop();
       db.close();
       assert.ok(copies.length > 0, 'the WAL never started over');
-      // 100 frames, plus the commits made between the thread's request and the writer's turn (a few; more on a
-      // loaded machine). Without waiting for the thread to catch up, the writer copied what was committed during
-      // the thread's last pass over thousands of frames: up to 1,412 frames with a threshold of 2,000.
-      const largest = Math.max(...copies);
-      assert.ok(largest <= 800, `the writer copied up to ${largest} frames on the event loop (${copies.length} copies: ${copies.join(', ')})`);
+      // Each copy is 100 frames plus what was committed meanwhile (more when this loaded machine keeps the thread
+      // waiting for a core), so the test bounds the writer's share of all frames copied: 0.3–0.5 % measured (load 10);
+      // without waiting for the thread to catch up, the writer copied what was committed during the thread's last
+      // pass over thousands of frames: 8–10 % (copies of up to 3,753 frames).
+      const writer = copies.reduce((sum, n) => sum + Math.max(0, n), 0);
+      assert.ok(writer <= 0.03 * (writer + threadCopied), `the writer copied ${writer} of ${writer + threadCopied} frames on the event loop (copies: ${copies.join(', ')})`);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
