@@ -50,7 +50,8 @@ export const SEGMENT_CONTEXT_JSON = JSON.stringify({
 
 /**
  * A `/v1/batch` body as @segment/analytics-node 3.x sends it: track items with `node-next-<ms>-<uuid v4>`
- * messageIds (random, as the SDK's), a context of ~600 bytes, the same properties as the native events.
+ * messageIds (random, as the SDK's), a context of ~600 bytes, the native workload's random 300-byte properties
+ * (as the wrk script of load.ts builds them).
  */
 export function segmentBatchJson(size: number, n: number, writeKey: string): string {
   const parts: string[] = new Array(size);
@@ -58,7 +59,7 @@ export function segmentBatchJson(size: number, n: number, writeKey: string): str
   for (let i = 0; i < size; i++) {
     parts[i] =
       `{"type":"track","event":"Project Created","userId":"user_${(n * size + i) % 5000}","messageId":"node-next-${now}-${randomUUID()}",` +
-      `"timestamp":"${OCCURRED_AT}","properties":${PROPERTIES_JSON},"context":${SEGMENT_CONTEXT_JSON},"integrations":{},"_metadata":{"nodeVersion":"20.19.5","jsRuntime":"node"}}`;
+      `"timestamp":"${OCCURRED_AT}","properties":${randomProperties()},"context":${SEGMENT_CONTEXT_JSON},"integrations":{},"_metadata":{"nodeVersion":"20.19.5","jsRuntime":"node"}}`;
   }
   return `{"batch":[${parts.join(',')}],"writeKey":"${writeKey}","sentAt":"${new Date(now).toISOString()}"}`;
 }
