@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
 import { describe, it } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
 import { startCheckpointer } from '../../src/storage/sqlite/checkpointer.js';
@@ -93,6 +94,39 @@ describe('SQLite checkpoint thread, behind the writer', () => {
       // pass over thousands of frames: 8–10 % (copies of up to 3,753 frames).
       const writer = copies.reduce((sum, n) => sum + Math.max(0, n), 0);
       assert.ok(writer <= 0.03 * (writer + threadCopied), `the writer copied ${writer} of ${writer + threadCopied} frames on the event loop (copies: ${copies.join(', ')})`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('SQLite checkpoint thread, room for background deletes', () => {
+  it('does not hold them back while a reader keeps the WAL from starting over', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'inlet-checkpointer-'));
+    const path = join(dir, 'db.sqlite');
+    try {
+      const db = new BetterSqlite3(path);
+      db.pragma('journal_mode = WAL');
+      db.pragma('synchronous = NORMAL');
+      db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)');
+      const checkpointer = startCheckpointer(db, path, 'NORMAL', 10, 200, 64);
+      // A reader's open snapshot: no checkpoint copies past it, so the WAL cannot start over while it lasts.
+      const reader = new BetterSqlite3(path);
+      reader.exec('BEGIN');
+      reader.prepare('SELECT count(*) AS n FROM t').get();
+      const insert = db.prepare('INSERT INTO t (v) VALUES (?)');
+      for (let i = 0; i < 2000; i++) insert.run('x'.repeat(1000));
+      // The thread has long copied all it can (passes every 10 ms).
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const started = performance.now();
+      await checkpointer.roomInWal(2000);
+      const waited = performance.now() - started;
+      reader.exec('COMMIT');
+      reader.close();
+      await checkpointer.stop();
+      db.close();
+      // Waiting would not let the WAL start over: only the reader can. (Before, each batch waited the whole 2 s.)
+      assert.ok(waited < 500, `waited ${Math.round(waited)} ms`);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -98,9 +98,9 @@ export interface Checkpointer {
   /** Calls `listener` after each checkpoint (metrics: how long the event loop waited for one). */
   observe(listener: (event: CheckpointEvent) => void): void;
   /**
-   * Resolves once the WAL is below the restart threshold again, or after `maxMs`. Background deletes
-   * (erasure, retention) wait here before a batch: while the thread catches up with pages they dirtied, more
-   * of them would only push the WAL towards the writer's unbounded copy on the event loop.
+   * Resolves at once, or, while the WAL is due to start over and the thread is still catching up, once the
+   * writer has copied the WAL's tail (or after `maxMs`). Background deletes (erasure, retention) wait here
+   * before a batch: more pages dirtied meanwhile would only keep the thread from catching up.
    */
   roomInWal(maxMs: number): Promise<void>;
 }
@@ -132,7 +132,10 @@ export function startCheckpointer(
   writer.pragma(`journal_size_limit = ${JOURNAL_SIZE_LIMIT_BYTES}`);
   let alive = true;
   const listeners: Array<(event: CheckpointEvent) => void> = [];
-  let walFrames = 0;
+  // True while the WAL is due to start over and the thread is still copying pages into the file: background
+  // deletes wait then (roomInWal). Not while the thread has caught up: if the WAL does not start over then, a
+  // reader holds its frames, and waiting would only slow the job down.
+  let catchingUp = false;
   let waiters: Array<() => void> = [];
   const wake = () => {
     const woken = waiters;
@@ -147,15 +150,9 @@ export function startCheckpointer(
       copied = event.backfilled >= threadBackfilled ? event.backfilled - threadBackfilled : event.backfilled;
       if (event.by === 'thread') threadBackfilled = event.backfilled;
     }
-    // The thread's passes tell the WAL's size. After the writer's copy the WAL starts over with the next
-    // transaction (unless a reader still uses its frames: then the next pass reports it still full).
-    if (event.by === 'writer') {
-      walFrames = 0;
-      wake();
-    } else if (event.walFrames >= 0) {
-      walFrames = event.walFrames;
-      if (walFrames < restartFrames) wake();
-    }
+    if (event.by === 'writer') catchingUp = false;
+    else if (event.walFrames >= 0) catchingUp = event.walFrames >= restartFrames && copied > catchUpFrames;
+    if (!catchingUp) wake();
     for (const listener of listeners) listener({ ...event, copied });
   };
   const fallBack = () => {
@@ -195,7 +192,7 @@ export function startCheckpointer(
       listeners.push(listener);
     },
     roomInWal(maxMs) {
-      if (!alive || walFrames < restartFrames) return Promise.resolve();
+      if (!alive || !catchingUp) return Promise.resolve();
       return new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, maxMs);
         waiters.push(() => {
