@@ -86,7 +86,7 @@ export function createErasureService(storage: Storage, metrics: Metrics, rejecti
   });
   const phaseSeconds = new Counter({
     name: 'inlet_erasure_phase_seconds_total',
-    help: 'Time erasure jobs spent in each phase (wait: the suppression window before the first delete; reclaim: the final WAL checkpoint or VACUUM)',
+    help: 'Time erasure jobs spent in each phase (wait: the suppression window before the first delete; reclaim: the final WAL checkpoint or VACUUM; waiting_for_wal: within the others, batches waiting for the SQLite checkpoint thread)',
     labelNames: ['phase'],
     registers: [metrics.registry],
   });
@@ -189,7 +189,12 @@ export function createErasureService(storage: Storage, metrics: Metrics, rejecti
     const saveSometimes = async () => {
       if (Date.now() - savedAt >= SAVE_EVERY_MS) await save();
     };
-    const batches = gentleBatches(undefined, { before: () => store.roomToWrite(), onBatch: (seconds) => batchSeconds.observe(seconds) });
+    const roomToWrite = async () => {
+      const started = performance.now();
+      await store.roomToWrite();
+      phaseSeconds.inc({ phase: 'waiting_for_wal' }, (performance.now() - started) / 1000);
+    };
+    const batches = gentleBatches(undefined, { before: roomToWrite, onBatch: (seconds) => batchSeconds.observe(seconds) });
     let phaseStarted = performance.now();
     const phaseDone = (phase: string) => {
       const now = performance.now();
