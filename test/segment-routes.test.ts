@@ -4,6 +4,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { gzipSync } from 'node:zlib';
+import { sql } from 'kysely';
 import { createTestApp, problemOf, type TestContext } from './helpers.js';
 
 let ctx: TestContext;
@@ -149,6 +150,17 @@ describe('Segment mapping', () => {
     const event = (await ctx.services.storage.events.listBySubjects(productId, 'user', ['u9'], 10)).find((e) => e.externalId === plain)!;
     assert.deepEqual(event.properties, JSON.parse(properties));
     assert.deepEqual(event.context, JSON.parse(context));
+    // A native event beside them has no context and no original: SQL NULL, not a JSON null.
+    const native = await ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: { authorization: `Bearer ${key}` }, payload: { event_type: 'order', action: 'paid', subject_type: 'user', subject_id: 'u9', external_id: mid() } });
+    assert.equal(native.statusCode, 201, native.body);
+    const nulls = await ctx.services.storage.db
+      .selectFrom('events')
+      .select([sql<number>`count(*)`.as('n'), sql<number>`sum(CASE WHEN context IS NULL AND original IS NULL THEN 1 ELSE 0 END)`.as('none')])
+      .where('product_id', '=', productId)
+      .where('source', '=', 'api')
+      .executeTakeFirstOrThrow();
+    assert.equal(Number(nulls.none), Number(nulls.n));
+    assert.ok(Number(nulls.n) >= 1);
   });
 
   for (const [name, type, action] of [
