@@ -16,7 +16,8 @@ let receiver: WebhookReceiver;
 const cleanups: Array<() => Promise<void>> = [];
 
 before(async () => {
-  ctx = await createTestApp({ destinationTimeoutMs: 500 });
+  // A frozen clock: the retries' waits (at least 1 s, with jitter) pass only when the test advances it.
+  ctx = await createTestApp({ destinationTimeoutMs: 500 }, { frozenClock: true });
   receiver = await startWebhookReceiver();
 });
 after(async () => {

@@ -66,10 +66,16 @@ export interface TestClock {
   advance(ms: number): void;
 }
 
-export function testClock(): TestClock {
+/**
+ * `frozen`: the clock stands still but for `advance` (time passes only when the test says so). For tests of
+ * schedules with short steps (a retry 1 s away with jitter), which a busy machine would otherwise reach
+ * by itself between two steps of the test.
+ */
+export function testClock(frozen = false): TestClock {
   let offset = 0;
+  const start = Date.now();
   return {
-    now: () => Date.now() + offset,
+    now: frozen ? () => start + offset : () => Date.now() + offset,
     advance(ms) {
       offset += ms;
     },
@@ -86,8 +92,12 @@ export interface TestContext {
   close(): Promise<void>;
 }
 
-export async function createTestServices(overrides: Partial<Config> = {}, database = testDatabase()): Promise<{ services: Services; database: TestDatabase; clock: TestClock; close(): Promise<void> }> {
-  const clock = testClock();
+export async function createTestServices(
+  overrides: Partial<Config> = {},
+  database = testDatabase(),
+  options: { frozenClock?: boolean } = {},
+): Promise<{ services: Services; database: TestDatabase; clock: TestClock; close(): Promise<void> }> {
+  const clock = testClock(options.frozenClock === true);
   const services = await createServices(testConfig(database.databaseUrl, overrides), {
     ...(database.postgresSchema === undefined ? {} : { postgresSchema: database.postgresSchema }),
     defaultMetrics: false,
@@ -104,8 +114,8 @@ export async function createTestServices(overrides: Partial<Config> = {}, databa
   };
 }
 
-export async function createTestApp(overrides: Partial<Config> = {}): Promise<TestContext> {
-  const { services, database, clock, close } = await createTestServices(overrides);
+export async function createTestApp(overrides: Partial<Config> = {}, options: { frozenClock?: boolean } = {}): Promise<TestContext> {
+  const { services, database, clock, close } = await createTestServices(overrides, testDatabase(), options);
   // INLET_TEST_LOG=error (or another level) shows the app's log, e.g. the cause of a 500.
   const app = await buildApp(services, { logger: process.env.INLET_TEST_LOG ? { level: process.env.INLET_TEST_LOG } : false });
   await app.ready();
