@@ -1,11 +1,14 @@
 // Raw-insert baselines for the batch scenario: the same rows written straight into the database,
 // 100 (the batch size) per transaction, with no HTTP, validation or service code in between.
-// Only the database work is timed; building the rows is not.
+// Only the database work is timed; building the rows is not. With `ids`, the rows are the issue-11
+// workload's (workload.ts: random uuid v4 / v7 external ids, 100,000 subjects, 300-byte properties), the
+// same the HTTP load sends, so the comparison is like for like; without, the older small sequential rows.
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import pg from 'pg';
 import { openStorage } from '../src/storage/connect.js';
-import { ExternalIds, ROW_COLUMNS, rowValues } from './workload.js';
+import type { IdKind } from './args.js';
+import { ExternalIds, ROW_COLUMNS, externalIdMaker, rowValues, workloadRowValues } from './workload.js';
 
 export interface BaselineResult {
   label: string;
@@ -18,7 +21,17 @@ const PRODUCT = 'prd_benchbaseline';
 const KEY = 'key_benchbaseline';
 
 /** better-sqlite3 prepared statement, one transaction per batch, on a fresh file with the server's pragmas and schema. */
-export async function sqliteRawInsert(dir: string, synchronous: 'full' | 'normal', batchSize: number, durationSeconds: number): Promise<BaselineResult> {
+/** The baseline's rows: the workload's (like the load) when `ids` is given, else the older sequential ones. */
+function rowMaker(ids: IdKind | undefined): (productId: string, apiKeyId: string, source: string, n: number) => unknown[] {
+  if (ids === undefined) {
+    const sequential = new ExternalIds('baseline');
+    return (productId, apiKeyId, source, n) => rowValues(productId, apiKeyId, source, sequential.take(), n);
+  }
+  const next = externalIdMaker(ids, `baseline-${Date.now()}`);
+  return (productId, apiKeyId, source) => workloadRowValues(productId, apiKeyId, source, next());
+}
+
+export async function sqliteRawInsert(dir: string, synchronous: 'full' | 'normal', batchSize: number, durationSeconds: number, ids?: IdKind): Promise<BaselineResult> {
   const path = join(dir, 'baseline.db');
   // The real migrations, so the table, keys and indexes are the server's.
   const storage = await openStorage(`sqlite:${path}`, { sqliteSynchronous: synchronous });
@@ -38,13 +51,13 @@ export async function sqliteRawInsert(dir: string, synchronous: 'full' | 'normal
       for (const row of rows) insert.run(row);
     });
 
-    const ids = new ExternalIds('baseline');
+    const row = rowMaker(ids);
     let rows = 0;
     let timed = 0n;
     const until = Date.now() + durationSeconds * 1000;
     for (let n = 0; Date.now() < until; n++) {
       const batch: unknown[][] = [];
-      for (let i = 0; i < batchSize; i++) batch.push(rowValues(PRODUCT, KEY, 'api', ids.take(), rows + i));
+      for (let i = 0; i < batchSize; i++) batch.push(row(PRODUCT, KEY, 'api', rows + i));
       const started = process.hrtime.bigint();
       writeBatch(batch);
       timed += process.hrtime.bigint() - started;
@@ -52,7 +65,7 @@ export async function sqliteRawInsert(dir: string, synchronous: 'full' | 'normal
     }
     const seconds = Number(timed) / 1e9;
     return {
-      label: `raw better-sqlite3 insert, ${batchSize} rows per transaction (synchronous=${synchronous.toUpperCase()})`,
+      label: `raw better-sqlite3 insert, ${batchSize} rows per transaction (synchronous=${synchronous.toUpperCase()}${ids === undefined ? '' : `, ${ids} ids`})`,
       rows,
       seconds,
       eventsPerSecond: rows / seconds,
@@ -63,21 +76,21 @@ export async function sqliteRawInsert(dir: string, synchronous: 'full' | 'normal
 }
 
 /** One multi-row INSERT of `batchSize` rows per statement (its own transaction), into the same events table. */
-export async function postgresRawInsert(url: string, productId: string, apiKeyId: string, batchSize: number, durationSeconds: number): Promise<BaselineResult> {
+export async function postgresRawInsert(url: string, productId: string, apiKeyId: string, batchSize: number, durationSeconds: number, ids?: IdKind): Promise<BaselineResult> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
     const width = ROW_COLUMNS.length;
     const placeholders = Array.from({ length: batchSize }, (_, r) => `(${ROW_COLUMNS.map((_, c) => `$${r * width + c + 1}`).join(', ')})`).join(', ');
     const text = `INSERT INTO events (${ROW_COLUMNS.join(', ')}) VALUES ${placeholders}`;
-    const ids = new ExternalIds('baseline');
+    const row = rowMaker(ids);
     let rows = 0;
     let timed = 0n;
     const until = Date.now() + durationSeconds * 1000;
     while (Date.now() < until) {
       const values: unknown[] = [];
       // A source of its own keeps these rows apart from the ones the server stored.
-      for (let i = 0; i < batchSize; i++) values.push(...rowValues(productId, apiKeyId, 'bench-baseline', ids.take(), rows + i));
+      for (let i = 0; i < batchSize; i++) values.push(...row(productId, apiKeyId, 'bench-baseline', rows + i));
       const started = process.hrtime.bigint();
       await client.query({ name: 'bench-baseline-insert', text, values });
       timed += process.hrtime.bigint() - started;
@@ -85,7 +98,7 @@ export async function postgresRawInsert(url: string, productId: string, apiKeyId
     }
     const seconds = Number(timed) / 1e9;
     return {
-      label: `raw multi-row INSERT, ${batchSize} rows per statement, one connection`,
+      label: `raw multi-row INSERT, ${batchSize} rows per statement, one connection${ids === undefined ? '' : `, ${ids} ids`}`,
       rows,
       seconds,
       eventsPerSecond: rows / seconds,

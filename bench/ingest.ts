@@ -265,8 +265,8 @@ async function main(): Promise<number> {
     process.stdout.write('raw insert baseline (fresh table)…\n');
     baseline =
       database.dialect === 'sqlite'
-        ? await sqliteRawInsert(dir, args.sqliteSynchronous, args.batchSize, args.durationSeconds)
-        : await postgresRawInsert(database.url, inlet.productId, inlet.keyId, args.batchSize, args.durationSeconds);
+        ? await sqliteRawInsert(dir, args.sqliteSynchronous, args.batchSize, args.durationSeconds, args.ids)
+        : await postgresRawInsert(database.url, inlet.productId, inlet.keyId, args.batchSize, args.durationSeconds, args.ids);
   }
 
   const checks: TargetCheck[] = [];

@@ -158,7 +158,7 @@ async function loadAll(bases: string[], key: string, args: ScalingArgs, dir: str
 
 async function parallelRawInsert(url: string, productId: string, keyId: string, batchSize: number, seconds: number, connections: number): Promise<BaselineResult> {
   const started = Date.now();
-  const runs = await Promise.all(Array.from({ length: connections }, () => postgresRawInsert(url, productId, keyId, batchSize, seconds)));
+  const runs = await Promise.all(Array.from({ length: connections }, () => postgresRawInsert(url, productId, keyId, batchSize, seconds, 'random')));
   const rows = runs.reduce((sum, r) => sum + r.rows, 0);
   const wall = (Date.now() - started) / 1000;
   return { label: `raw multi-row INSERT, ${batchSize} rows per statement, ${connections} connections`, rows, seconds: wall, eventsPerSecond: rows / wall };
@@ -215,7 +215,7 @@ export async function scalingMain(argv: string[]): Promise<number> {
     const used = cpuSecondsOfCommand('postgres') - before;
     return { result, note: `postgres ${Math.round((used * 1e6) / result.rows)} µs (${(used / result.seconds).toFixed(2)} cores)` };
   };
-  const raw1 = await rawCpu(() => postgresRawInsert(database.url, product.id!, key.id!, args.batchSize, args.durationSeconds));
+  const raw1 = await rawCpu(() => postgresRawInsert(database.url, product.id!, key.id!, args.batchSize, args.durationSeconds, 'random'));
   const raw4 = await rawCpu(() => parallelRawInsert(database.url, product.id!, key.id!, args.batchSize, args.durationSeconds, 4));
   const best = Math.max(...rows.map((r) => r.eventsPerSecond));
   const rawBest = Math.max(raw1.result.eventsPerSecond, raw4.result.eventsPerSecond);

@@ -151,6 +151,27 @@ export function workloadEventJson(externalId: string): string {
   );
 }
 
+/** The row the server would store for `workloadEventJson(externalId)`, as positional values (ROW_COLUMNS). */
+export function workloadRowValues(productId: string, apiKeyId: string, source: string, externalId: string): unknown[] {
+  const [eventType, action] = EVENT_NAMES[Math.floor(Math.random() * EVENT_NAMES.length)]!;
+  return [
+    uuidv7(),
+    productId,
+    source,
+    externalId,
+    eventType,
+    action,
+    `${eventType}_${action}`,
+    'preferred',
+    'user',
+    `user_${Math.floor(Math.random() * SUBJECTS)}`,
+    OCCURRED_AT_UTC,
+    new Date().toISOString(),
+    randomProperties(),
+    apiKeyId,
+  ];
+}
+
 export function workloadBatchJson(next: () => string, size: number): string {
   const parts: string[] = new Array(size);
   for (let i = 0; i < size; i++) parts[i] = workloadEventJson(next());
