@@ -13,8 +13,7 @@
 import BetterSqlite3 from 'better-sqlite3';
 import pg from 'pg';
 import { fillSqliteEvents } from './database.js';
-import { EVENT_NAMES, OCCURRED_AT, PROPERTIES_TEMPLATE, SUBJECTS, externalIdMaker, randomProperties, type IdKind } from './workload.js';
-import { uuidv7 } from '../src/domain/ids.js';
+import { EVENT_NAMES, OCCURRED_AT, PROPERTIES_TEMPLATE, SUBJECTS, externalIdMaker, workloadRowValues, type IdKind } from './workload.js';
 
 export interface PrefillTarget {
   productId: string;
@@ -43,26 +42,7 @@ export function prefillSqlite(file: string, total: number, ids: IdKind, target: 
   fillSqliteEvents(
     file,
     total,
-    (i) => {
-      const [eventType, action] = EVENT_NAMES[Math.floor(Math.random() * EVENT_NAMES.length)]!;
-      const at = new Date(from + Math.floor((i / total) * DAY_MS)).toISOString();
-      return [
-        uuidv7(from + Math.floor((i / total) * DAY_MS)),
-        target.productId,
-        'api',
-        externalId(),
-        eventType,
-        action,
-        `${eventType}_${action}`,
-        'preferred',
-        'user',
-        `user_${Math.floor(Math.random() * SUBJECTS)}`,
-        `${OCCURRED_AT.slice(0, -1)}.000Z`,
-        at,
-        randomProperties(),
-        target.apiKeyId,
-      ];
-    },
+    (i) => workloadRowValues(target.productId, target.apiKeyId, 'api', externalId(), from + Math.floor((i / total) * DAY_MS)),
     (filled) => progress(filled, total),
   );
   if (rebuild) {

@@ -151,11 +151,11 @@ export function workloadEventJson(externalId: string): string {
   );
 }
 
-/** The row the server would store for `workloadEventJson(externalId)`, as positional values (ROW_COLUMNS). */
-export function workloadRowValues(productId: string, apiKeyId: string, source: string, externalId: string): unknown[] {
+/** The row the server would store for `workloadEventJson(externalId)` received at `receivedAtMs`, as positional values (ROW_COLUMNS). */
+export function workloadRowValues(productId: string, apiKeyId: string | null, source: string, externalId: string, receivedAtMs = Date.now()): unknown[] {
   const [eventType, action] = EVENT_NAMES[Math.floor(Math.random() * EVENT_NAMES.length)]!;
   return [
-    uuidv7(),
+    uuidv7(receivedAtMs),
     productId,
     source,
     externalId,
@@ -166,7 +166,7 @@ export function workloadRowValues(productId: string, apiKeyId: string, source: s
     'user',
     `user_${Math.floor(Math.random() * SUBJECTS)}`,
     OCCURRED_AT_UTC,
-    new Date().toISOString(),
+    new Date(receivedAtMs).toISOString(),
     randomProperties(),
     apiKeyId,
   ];
