@@ -457,10 +457,22 @@ export function erasureStore(
         else for (const table of tables) await sql.raw(`VACUUM ${table}`).execute(db);
         return;
       }
-      // A reader (another process) can keep the checkpoint from finishing: try again for a while.
+      // A reader (another connection: the delivery worker, another process) can keep the checkpoint from
+      // finishing: try again for a while, waiting between tries on the event loop. Each try runs without the
+      // busy handler (busy_timeout 0, restored after), which would otherwise sleep synchronously for up to
+      // the connection's 5 s on every try, with every request of the server waiting behind it.
       for (let attempt = 0; attempt < 50; attempt++) {
-        const result = await sql<{ busy: number }>`PRAGMA wal_checkpoint(TRUNCATE)`.execute(db);
-        if (Number(result.rows[0]?.busy ?? 0) === 0) return;
+        const busy = await db.connection().execute(async (conn) => {
+          const timeout = Number((await sql<{ timeout: number }>`PRAGMA busy_timeout`.execute(conn)).rows[0]?.timeout ?? 0);
+          await sql`PRAGMA busy_timeout = 0`.execute(conn);
+          try {
+            const result = await sql<{ busy: number }>`PRAGMA wal_checkpoint(TRUNCATE)`.execute(conn);
+            return Number(result.rows[0]?.busy ?? 0) !== 0;
+          } finally {
+            await sql.raw(`PRAGMA busy_timeout = ${timeout}`).execute(conn);
+          }
+        });
+        if (!busy) return;
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
       throw new Error('the WAL checkpoint stayed busy for 5 s (a reader holds it); the job retries it');
