@@ -37,7 +37,7 @@ export interface SegmentRequest {
   batch?: { sentAt?: unknown; context?: unknown; integrations?: unknown };
   /** Every value of the request is storable as sent (`SegmentBodyScan.plain`): the per-value walk is skipped. */
   storable?: boolean;
-  /** Upper bounds on each item's JSON bytes (from the body's text); an item within the limit is not re-serialised to be measured. */
+  /** Each item's JSON bytes, or an upper bound on them (from the body's text): an item within the limit is not serialised again to be measured. */
   itemBytes?: number[];
   /** Each item's `properties` and `context` as the JSON text they arrived in (`sentFieldsJson`). */
   sentJson?: (index: number) => SentJson | undefined;
