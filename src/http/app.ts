@@ -5,6 +5,7 @@ import type { Services } from '../services.js';
 import { EventRecordSchema, EventV2Request } from './schemas/events.js';
 import { ProblemSchema } from './schemas/common.js';
 import { validatorCompiler } from './validation.js';
+import { cachedSerializerFactory } from './serializer-cache.js';
 import { bodyPlugin } from './plugins/body.js';
 import { clientErrorHandler, errorsPlugin, frameworkErrors } from './plugins/errors.js';
 import { AccessLogController, httpServerOptions, lifecyclePlugin, requestId } from './plugins/lifecycle.js';
@@ -62,6 +63,8 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
     requestTimeout: config.requestTimeoutMs,
     keepAliveTimeout: config.keepAliveTimeoutMs,
     http: httpServerOptions(config),
+    // Response serializers compiled once per process (serializer-cache.ts).
+    schemaController: { compilersFactory: { buildSerializer: cachedSerializerFactory } },
   });
   app.server.maxConnections = config.maxConnections;
 
