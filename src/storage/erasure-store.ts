@@ -192,11 +192,17 @@ export function erasureStore(
       });
     }
     // The idempotency keys live in their own table on PostgreSQL (core migration): they go with their events.
-    const result = await sql<{ n: number }>`WITH doomed AS (
-        SELECT id, received_at FROM events WHERE product_id = ${productId} AND ${where} LIMIT ${limit}
-      ), gone AS (
-        DELETE FROM events e USING doomed d WHERE e.product_id = ${productId} AND e.id = d.id AND e.received_at = d.received_at
-        RETURNING e.source, e.external_id
+    // The batch's ids are collected into an array first (an init plan, run once), then deleted by probes of
+    // each partition's primary key (product_id, id, …). A join with the batch instead (DELETE … USING
+    // doomed) was planned as a nested loop over all of the product's rows whenever the statistics were
+    // stale (a fresh table, a bulk import before autovacuum): 150 µs per deleted row at 5,000 rows, a batch
+    // of 100 filtering 338,900 rows (EXPLAIN ANALYZE). Now: 20 µs per row with those stale statistics (one
+    // pass over the product's index entries per batch), 5 µs with current ones (primary-key probes).
+    const result = await sql<{ n: number }>`WITH gone AS (
+        DELETE FROM events
+         WHERE product_id = ${productId}
+           AND id = ANY (ARRAY(SELECT id FROM events WHERE product_id = ${productId} AND ${where} LIMIT ${limit}))
+        RETURNING source, external_id
       ), keys AS (
         DELETE FROM event_dedup k USING gone g WHERE k.product_id = ${productId} AND k.source = g.source AND k.external_id = g.external_id
       )
