@@ -55,6 +55,10 @@ const storage = await openStorage(config.databaseUrl, {
   // The main connection's checkpointer thread (storage/sqlite/checkpointer.ts) checkpoints the WAL; this
   // connection starts none of its own and never checkpoints in its commits (below).
   sqliteCheckpointThread: false,
+  // A statement that finds the write lock taken fails at once and the destination store's call is retried on
+  // this thread's event loop (storage/busy-retry.ts), instead of sleeping in SQLite's busy handler while
+  // webhook answers and NATS acknowledgements wait.
+  sqliteBusyTimeoutMs: 0,
   postgresPoolSize: WORKER_POOL_SIZE,
   queryTimeoutMs: config.databaseQueryTimeoutMs,
   ...(postgresSchema === undefined ? {} : { postgresSchema }),

@@ -19,6 +19,7 @@ import { destinationStore } from './destination-store.js';
 import { erasureStore } from './erasure-store.js';
 import { checkWritableTarget, DatabaseUrlError, describeHosts, postgresSettings, type PostgresConnectionSettings } from './postgres/connection-url.js';
 import { isPostgresUnavailable } from './postgres/errors.js';
+import { retryingBusy } from './busy-retry.js';
 import { createFailoverPool } from './postgres/pool.js';
 import { ensureEventPartitions, PARTITION_MAINTENANCE_INTERVAL_MS } from './postgres/event-partitions.js';
 import type { CheckpointEvent, Dialect, PoolStats, Storage } from './types.js';
@@ -38,6 +39,13 @@ export interface OpenStorageOptions {
   /** SQLite file: checkpoint the WAL from a worker thread instead of in the committing call (default true;
    *  sqlite/checkpointer.ts). */
   sqliteCheckpointThread?: boolean;
+  /**
+   * SQLite `busy_timeout` in ms (default 5000). 0: a statement that finds the write lock taken fails at once
+   * with SQLITE_BUSY instead of sleeping in SQLite's busy handler (1, 2, 5, 10 … ms, synchronously, its
+   * thread's event loop standing still), and the destination store's calls are retried on the event loop
+   * (busy-retry.ts). Only that store retries: this is for the delivery worker's connection, which uses no other.
+   */
+  sqliteBusyTimeoutMs?: number;
   /** Apply pending migrations before returning (default true). */
   migrate?: boolean;
 }
@@ -133,7 +141,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     rawSqlite = raw;
     raw.pragma('journal_mode = WAL');
     raw.pragma(`synchronous = ${options.sqliteSynchronous === 'normal' ? 'NORMAL' : 'FULL'}`);
-    raw.pragma('busy_timeout = 5000');
+    raw.pragma(`busy_timeout = ${options.sqliteBusyTimeoutMs ?? 5000}`);
     raw.pragma('foreign_keys = ON');
     // Erasure (governance.md §3): a deleted row's bytes are overwritten with zeros, not left in free
     // space. Costs extra writes on deletes only (erasure, retention, sweeps); inserts are unaffected.
@@ -253,7 +261,8 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     rejections: rejectionStore(db),
     identity: identityStore(db, dialect),
     traffic: trafficStore(db, dialect),
-    destinations: destinationStore(db, dialect, rawSqlite),
+    destinations:
+      dialect === 'sqlite' && options.sqliteBusyTimeoutMs === 0 ? retryingBusy(destinationStore(db, dialect, rawSqlite)) : destinationStore(db, dialect, rawSqlite),
     governance: governanceStore(db, dialect),
     erasure: erasureStore(db, dialect, vacuum, maintenanceDatabase, checkpointer?.roomInWal),
     async ping() {

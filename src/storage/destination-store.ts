@@ -234,6 +234,47 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect, r
           identity: rawIdentity.all(productId, cursor.identity === null ? -1 : Number(cursor.identity), limit) as IdentityRow[],
         }));
 
+  // SQLite: the deliverer's state write as one synchronous transaction of prepared statements. Kysely's
+  // transaction awaits between its statements, holding the write lock across turns of the loop, while the
+  // server's ingest writer, wanting the same lock, sleeps in SQLite's busy handler (1 ms at least, on the
+  // request loop). Synchronous, the lock is held for the few microseconds of the writes themselves.
+  const insertDelivery = rawSqlite?.prepare(
+    'INSERT INTO destination_deliveries (product_id, id, destination_id, attempted_at, attempt, webhook_id, message_ids, outcome, status, error, duration_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+  );
+  const stateUpdates = new Map<string, BetterSqlite3.Statement>();
+  const writeStateRaw =
+    rawSqlite === undefined || insertDelivery === undefined
+      ? undefined
+      : rawSqlite.transaction((id: string, holder: string, set: Record<string, unknown>, deliveredAdd: number, deliveries: ReadonlyArray<Omit<DeliveryRecord, 'id'>>): boolean => {
+          for (const delivery of deliveries) {
+            insertDelivery.run(
+              delivery.productId,
+              uuidv7(),
+              delivery.destinationId,
+              delivery.attemptedAt,
+              delivery.attempt,
+              delivery.webhookId,
+              JSON.stringify(delivery.messageIds),
+              delivery.outcome,
+              delivery.status,
+              delivery.error,
+              Math.round(delivery.durationMs),
+            );
+          }
+          const columns = Object.keys(set);
+          const key = `${columns.join(',')}|${deliveredAdd > 0}`;
+          let update = stateUpdates.get(key);
+          if (update === undefined) {
+            const assignments = columns.map((c) => `${c} = ?`);
+            if (deliveredAdd > 0) assignments.push('delivered = delivered + ?');
+            update = rawSqlite.prepare(`UPDATE destinations SET ${assignments.join(', ')} WHERE id = ? AND lease_holder = ?`);
+            stateUpdates.set(key, update);
+          }
+          const values = columns.map((c) => set[c]);
+          if (deliveredAdd > 0) values.push(deliveredAdd);
+          return update.run(...values, id, holder).changes > 0;
+        });
+
   async function readEvents(q: Db, productId: string, after: string | null, horizon: string | undefined, limit: number): Promise<EventRecord[]> {
     if (rawEvents !== undefined) return (rawEvents.all(productId, after === null ? -1 : Number(after), limit) as unknown[][]).map(eventFromRawRow);
     const conditions = [sql`product_id = ${productId}`];
@@ -333,6 +374,7 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect, r
       if (patch.lastErrorAt !== undefined) set.last_error_at = patch.lastErrorAt;
       if (patch.status !== undefined) set.status = patch.status;
       if (patch.disabledReason !== undefined) set.disabled_reason = patch.disabledReason;
+      if (writeStateRaw !== undefined && !rawSqlite!.inTransaction) return writeStateRaw(id, holder, set, patch.deliveredAdd ?? 0, deliveries);
       const write = async (q: Db): Promise<boolean> => {
         if (deliveries.length > 0) {
           await q
