@@ -73,7 +73,7 @@ describe('destinations: the delivery worker', () => {
     const firstArrivals = [...new Set(receiver.accepted.map((m) => m.id))];
     assert.deepEqual(firstArrivals, [...first, ...second].map(evtId), 'in order, nothing skipped');
 
-    // The worker's reports are forwarded to this thread's metrics (sent after each turn of its loop).
+    // The worker's reports are forwarded to this thread's metrics (sent every 100 ms at most).
     await until(
       async () => {
         const metrics = await ctx.app.inject({ method: 'GET', url: '/metrics' });
