@@ -34,6 +34,8 @@ export interface BenchArgs {
   logLevel: string;
   build: boolean;
   cpuProfileDir: string | undefined;
+  /** Print where the server's time per event goes, stage by stage (bench/stages.ts; implies CPU profiling). */
+  stages: boolean;
   /** V8 flags of the server process (default as `npm start`: --max-semi-space-size=64). */
   serverNodeOptions: string[];
 }
@@ -59,6 +61,8 @@ export const USAGE = `npm run bench -- [options]
   --log-level <level>       server INLET_LOG_LEVEL (default info, as the service)
   --no-build                use dist/ as it is instead of running the build first
   --cpu-prof <dir>          run the server with node --cpu-prof, profiles written to <dir>
+  --stages                  print the server's µs per event stage by stage (socket + parse, auth, validate,
+                            draft, insert, commit, respond, …) for each measured run, from CPU profiles
   --server-node-options <s> node flags of the server, space-separated (default "--max-semi-space-size=64",
                             as npm start; "" for Node's defaults)
   (machine cores: ${availableParallelism()})`;
@@ -114,6 +118,7 @@ export function parseBenchArgs(argv: string[], env: NodeJS.ProcessEnv): BenchArg
       'log-level': { type: 'string' },
       'no-build': { type: 'boolean' },
       'cpu-prof': { type: 'string' },
+      stages: { type: 'boolean' },
       'server-node-options': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -158,6 +163,7 @@ export function parseBenchArgs(argv: string[], env: NodeJS.ProcessEnv): BenchArg
     logLevel: values['log-level'] ?? 'info',
     build: values['no-build'] !== true,
     cpuProfileDir: values['cpu-prof'],
+    stages: values.stages === true,
     serverNodeOptions: (values['server-node-options'] ?? SERVER_NODE_FLAG).split(' ').filter((o) => o !== ''),
   };
 }

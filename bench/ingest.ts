@@ -13,6 +13,7 @@ import { runLoad, runWrk, stopLoad, stopWrk, wrkAvailable, type LoadResult } fro
 import { prefillPostgres, prefillSqlite } from './prefill.js';
 import { cleanUp, cpuSeconds, freePort, installExitHandlers, onCleanup, startChild, waitUntilReady } from './processes.js';
 import { formatTable, formatTargets, type Line, type TargetCheck } from './report.js';
+import { formatBreakdowns, monotonicMicros, stageBreakdowns, type StageWindow } from './stages.js';
 import { PROPERTIES_BYTES, SUBJECTS, externalIdMaker, segmentBatchJson, workloadBatchJson, workloadEventJson } from './workload.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
@@ -164,6 +165,9 @@ async function main(): Promise<number> {
 
   const loadBefore = loadavg()[0]!;
   const dir = tempDirectory();
+  // --stages profiles the server (into --cpu-prof's directory when given).
+  if (args.stages) args = { ...args, cpuProfileDir: args.cpuProfileDir ?? join(dir, 'profiles') };
+  const stageWindows: StageWindow[] = [];
   const database = args.postgresUrl === undefined ? sqliteDatabase(dir) : await postgresDatabase(args.postgresUrl);
   process.stdout.write(`database: ${database.description}\n`);
   const inlet = await startInlet(args, database, dir);
@@ -239,7 +243,9 @@ async function main(): Promise<number> {
       };
       process.stdout.write(`${phase.label}, ${scenario}: inlet…`);
       if (args.warmupSeconds > 0) await run('inlet', args.warmupSeconds);
+      const measuredFrom = monotonicMicros();
       const inletResult = await run('inlet', args.durationSeconds);
+      stageWindows.push({ label: `${phase.prefilled === 0 ? '' : `${phase.prefilled / 1e6} M `}${scenario}`, fromUs: measuredFrom, toUs: monotonicMicros(), events: inletResult.ok * eventsPerRequest });
       let bareResult: Measured | undefined;
       if (scenario !== 'segment') {
         process.stdout.write(' bare…');
@@ -254,6 +260,16 @@ async function main(): Promise<number> {
 
   const exitCode = await inlet.server.stop();
   const rss = memory.stop();
+  // The profiles are written as the server exits.
+  let stages = '';
+  if (args.stages) {
+    try {
+      stages = formatBreakdowns(stageBreakdowns(args.cpuProfileDir!, inlet.server.process.pid!, stageWindows));
+      if (database.dialect === 'postgres') stages += '\n(PostgreSQL: "insert" and "commit" are the server process\'s side only; the database server\'s own CPU is not in them)';
+    } catch (error) {
+      stages = `stage breakdown unavailable: ${error instanceof Error ? error.message : String(error)}`;
+    }
+  }
   await bare.stop();
   const stored = {
     api: await countRun(database, sqliteFile, 'api', prefillPositions, args.prefill),
@@ -349,6 +365,7 @@ async function main(): Promise<number> {
       `load:     ${generator}; ${args.connections} connections single, ${args.batchConnections} batch; ${args.durationSeconds} s per run after ${args.warmupSeconds} s warm-up; ${args.ids} external ids, ${SUBJECTS.toLocaleString('en-US')} subjects, ${PROPERTIES_BYTES}-byte properties; server log level ${args.logLevel}, rate limit on but 10,000,000/s`,
       '',
       ...tables,
+      ...(stages === '' ? [] : ['where the server\'s time goes (--stages; main thread, wall time sampled by V8, so a synchronous fsync counts):', stages, '']),
       'targets:',
       formatTargets(checks),
       '',

@@ -22,10 +22,16 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
+/**
+ * Where SQLite test databases go: INLET_TEST_TMPDIR, which scripts/test.mjs points at a directory in memory
+ * for the default tier (its tests check behaviour, not durability), else the system's temp directory.
+ */
+export const testTempDir = (): string => process.env.INLET_TEST_TMPDIR || tmpdir();
+
 /** A fresh, empty database of the dialect under test. */
 export function testDatabase(): TestDatabase {
   if (dialect === 'sqlite') {
-    const dir = mkdtempSync(join(tmpdir(), 'inlet-test-'));
+    const dir = mkdtempSync(join(testTempDir(), 'inlet-test-'));
     return { databaseUrl: `sqlite:${join(dir, 'inlet.db')}`, drop: async () => rmSync(dir, { recursive: true, force: true }) };
   }
   const schema = `test_${randomBytes(6).toString('hex')}`;

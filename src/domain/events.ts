@@ -79,13 +79,16 @@ function completeDraft(
   earlierErrors: FieldError[],
   receivedAt: string,
   base: string,
+  storableChecked: boolean,
 ): DraftResult {
   const errors: FieldError[] = name.ok ? [] : [...name.errors];
   errors.push(...earlierErrors);
   const at = occurredAt(input.occurred_at, receivedAt, base, errors);
-  rejectUnstorable(input.subject_id, `${base}/subject_id`, errors);
-  rejectUnstorable(input.external_id, `${base}/external_id`, errors);
-  for (const [field, value] of properties) rejectUnstorable(value, `${base}/${field}`, errors);
+  if (!storableChecked) {
+    rejectUnstorable(input.subject_id, `${base}/subject_id`, errors);
+    rejectUnstorable(input.external_id, `${base}/external_id`, errors);
+    for (const [field, value] of properties) rejectUnstorable(value, `${base}/${field}`, errors);
+  }
   if (!name.ok || errors.length > 0) return { ok: false, errors };
   const sentField = properties.find(([, value]) => value !== undefined);
   const sent = sentField?.[1] ?? {};
@@ -120,10 +123,14 @@ export function eventJsonBytes(input: V2EventInput, propertiesJson: string): num
 }
 
 export function draftV1(input: V1EventInput, receivedAt: string, base = ''): DraftResult {
-  return completeDraft(splitV1Name(input.event_type, base), input, [['metadata', input.metadata]], [], receivedAt, base);
+  return completeDraft(splitV1Name(input.event_type, base), input, [['metadata', input.metadata]], [], receivedAt, base, false);
 }
 
-export function draftV2(input: V2EventInput, receivedAt: string, base = ''): DraftResult {
+/**
+ * `storableChecked`: the caller has already applied `rejectUnstorable` to the whole of `input` and found
+ * nothing (the batch route's schema check does), so the walk over its values is not repeated.
+ */
+export function draftV2(input: V2EventInput, receivedAt: string, base = '', storableChecked = false): DraftResult {
   const conflict: FieldError[] =
     input.properties !== undefined && input.metadata !== undefined
       ? [{ pointer: `${base}/metadata`, message: '"metadata" is an alias of "properties": send one of them, not both' }]
@@ -138,5 +145,6 @@ export function draftV2(input: V2EventInput, receivedAt: string, base = ''): Dra
     conflict,
     receivedAt,
     base,
+    storableChecked,
   );
 }

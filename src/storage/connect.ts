@@ -11,7 +11,7 @@ import { rejectionStore } from './rejection-store.js';
 import { governanceStore } from './governance-store.js';
 import { identityStore } from './identity-store.js';
 import { migrate, type MigrationReport } from './migrate.js';
-import { startCheckpointer, type Checkpointer } from './sqlite/checkpointer.js';
+import { startCheckpointerOnDemand, type Checkpointer } from './sqlite/checkpointer.js';
 import { sqliteEventWriter } from './sqlite/event-writer.js';
 import { postgresEventWriter } from './postgres/event-writer.js';
 import { trafficStore } from './traffic-store.js';
@@ -148,7 +148,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     raw.pragma('secure_delete = ON');
     raw.pragma(`cache_size = -${options.sqliteCacheKib ?? SQLITE_CACHE_KIB}`);
     if (path !== ':memory:' && options.sqliteCheckpointThread !== false) {
-      checkpointer = startCheckpointer(raw, path, options.sqliteSynchronous === 'normal' ? 'NORMAL' : 'FULL');
+      checkpointer = startCheckpointerOnDemand(raw, path, options.sqliteSynchronous === 'normal' ? 'NORMAL' : 'FULL');
     }
     db = new Kysely<Database>({ dialect: new SqliteDialect({ database: raw }) });
     const kysely = db;

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { describe, it } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
-import { startCheckpointer } from '../../src/storage/sqlite/checkpointer.js';
+import { startCheckpointer, startCheckpointerOnDemand } from '../../src/storage/sqlite/checkpointer.js';
 
 /** A fresh WAL-mode database file (synchronous=NORMAL) with `schema`, removed after `test`. */
 async function withWalDatabase(schema: string, test: (db: BetterSqlite3.Database, path: string) => Promise<void>): Promise<void> {
@@ -138,6 +138,45 @@ describe('SQLite checkpoint thread, room for background deletes', () => {
     db.close();
     // Waiting would not let the WAL start over: only the reader can. (Before, each batch waited the whole 2 s.)
     assert.ok(waited < 500, `waited ${Math.round(waited)} ms`);
+    });
+  });
+});
+
+describe('SQLite checkpoint thread, started on demand', () => {
+  it('starts no thread while the WAL stays small, starts one once it holds the threshold, and checkpoints then', async () => {
+    await withWalDatabase('CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)', async (db, path) => {
+      const passes: string[] = [];
+      // Started at 256 KiB of WAL, looked at every 10 ms.
+      const checkpointer = startCheckpointerOnDemand(db, path, 'NORMAL', 256 * 1024, 10);
+      checkpointer.observe((event) => passes.push(event.by));
+      assert.equal(db.pragma('wal_autocheckpoint', { simple: true }), 0, 'the writer never checkpoints by itself');
+      const insert = db.prepare('INSERT INTO t (v) VALUES (?)');
+      insert.run('small');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      assert.equal(checkpointer.started, false, 'a WAL of a few pages starts no thread');
+      await checkpointer.roomInWal(1_000); // resolves at once without a thread
+      db.transaction(() => {
+        for (let i = 0; i < 400; i++) insert.run('x'.repeat(1_000));
+      })();
+      assert.ok(statSync(`${path}-wal`).size >= 256 * 1024);
+      const deadline = Date.now() + 10_000;
+      while (!(checkpointer.started && passes.includes('thread')) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+      assert.equal(checkpointer.started, true, 'the thread starts once the WAL holds the threshold');
+      assert.ok(passes.includes('thread'), 'its passes reach a listener registered before it started');
+      await checkpointer.stop();
+      db.close();
+      const reopened = new BetterSqlite3(path, { readonly: true });
+      assert.equal((reopened.prepare('SELECT count(*) AS n FROM t').get() as { n: number }).n, 401);
+      reopened.close();
+    });
+  });
+
+  it('stops cleanly when it never started', async () => {
+    await withWalDatabase('CREATE TABLE t (id INTEGER PRIMARY KEY)', async (db, path) => {
+      const checkpointer = startCheckpointerOnDemand(db, path, 'NORMAL', 1024 * 1024, 10);
+      await checkpointer.stop();
+      assert.equal(checkpointer.started, false);
+      db.close();
     });
   });
 });

@@ -4,14 +4,22 @@
 // `events` is partitioned by month (migrations/core.ts), so the idempotency key (product, source,
 // external_id) lives in the unpartitioned `event_dedup` table. One statement claims the keys and
 // stores the events of the rows that won them:
-//   WITH claimed AS (INSERT INTO event_dedup … ON CONFLICT DO NOTHING RETURNING event_id)
-//   INSERT INTO events SELECT … WHERE external_id IS NULL OR id IN (SELECT event_id FROM claimed)
+//   WITH claimed AS (INSERT INTO event_dedup SELECT … FROM unnest(<keys>) ON CONFLICT DO NOTHING RETURNING event_id)
+//   INSERT INTO events SELECT … FROM unnest(<rows>) WHERE external_id IS NULL OR id IN (SELECT event_id FROM claimed)
 // A statement is atomic, so a key is never claimed without its event (or the other way round). A
 // concurrent writer of the same key waits on the key until the first commits, then sees a conflict.
 //
 // Hand-written SQL over unnest() of one array per column instead of Kysely's multi-row VALUES: the
-// statement text and its 17 parameters are the same whatever the group size (no 65,535-parameter
+// statement text and its parameters are the same whatever the group size (no 65,535-parameter
 // limit to chunk around, one plan shape), and a data-modifying CTE is clearer written out.
+//
+// The keys are sent as arrays of their own (five narrow columns, sorted) rather than read from a CTE over
+// all the rows: a CTE referenced twice is materialised, copying every row with its properties once more
+// inside the server (bench/README.md, "Scaling on PostgreSQL: where the CPU goes (h16)").
+//
+// Every array parameter is sent as one text the writer builds itself (arrayLiteral, jsonArray): node-postgres
+// escapes every element of a JS array with two regular expressions, 7 % of the instance's CPU in the
+// batch bench on PostgreSQL; jsonb columns travel as one JSON array text, which needs no escaping at all.
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../database.js';
 import { eventFromRow } from '../event-reads.js';
@@ -30,43 +38,55 @@ function compareKeys(a: EventInsert, b: EventInsert): number {
   return x === y ? 0 : x < y ? -1 : 1;
 }
 
+const NEEDS_ESCAPE = /["\\]/;
+
 /**
- * A jsonb[] column of the unnest from one JSON array text instead of a text[] parameter. node-postgres writes a
- * text[] as an array literal, escaping every `"` and `\` of every element with two regular expressions: for a
- * Segment row's ~800 bytes of `context` and `original` that escaping was 12 % of the server's samples in the
- * Segment bench on PostgreSQL. The array text is the elements joined, with JSON `null` for SQL NULL (neither
- * column ever holds a JSON null: `context` is an object or absent, `original` an object).
+ * A PostgreSQL array literal (`{"a","b",NULL}`) of text values, for a `$n::text[]` (or uuid[], timestamptz[])
+ * parameter. Every element is quoted, so only `"` and `\` need a backslash; most values (ids, names,
+ * timestamps) have neither and are copied as they are.
  */
-function jsonbColumn(rows: EventInsert[], pick: (row: EventInsert) => string | null | undefined) {
+export function arrayLiteral(values: ReadonlyArray<string | null>): string {
+  let text = '{';
+  for (let i = 0; i < values.length; i++) {
+    const value = values[i]!;
+    if (i > 0) text += ',';
+    if (value === null) text += 'NULL';
+    else if (NEEDS_ESCAPE.test(value)) text += `"${value.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`;
+    else text += `"${value}"`;
+  }
+  return `${text}}`;
+}
+
+/**
+ * A jsonb[] column of the unnest from one JSON array text: JSON texts joined need no escaping (see above), and
+ * parsing one array costs the server what parsing its elements one by one does. `nullable`: the text `null`
+ * stands for SQL NULL (neither column that uses it ever holds a JSON null: `context` is an object or absent,
+ * `original` an object).
+ */
+function jsonbColumn(rows: EventInsert[], pick: (row: EventInsert) => string | null | undefined, nullable: boolean) {
   let text = '[';
   for (let i = 0; i < rows.length; i++) text += (i === 0 ? '' : ',') + (pick(rows[i]!) ?? 'null');
   text += ']';
-  return sql`ARRAY(SELECT NULLIF(element, 'null'::jsonb) FROM jsonb_array_elements(${text}::jsonb) WITH ORDINALITY AS e(element, n) ORDER BY n)`;
+  return nullable
+    ? sql`ARRAY(SELECT NULLIF(element, 'null'::jsonb) FROM jsonb_array_elements(${text}::jsonb) WITH ORDINALITY AS e(element, n) ORDER BY n)`
+    : sql`ARRAY(SELECT element FROM jsonb_array_elements(${text}::jsonb) WITH ORDINALITY AS e(element, n) ORDER BY n)`;
 }
 
 export function postgresEventWriter(db: Kysely<Database>) {
   async function insert(rows: EventInsert[]): Promise<Set<string>> {
-    // Keys are claimed in sorted order (WITH ORDINALITY … ORDER BY), so two groups that share keys
-    // wait on each other in the same order and never deadlock.
-    const sorted = [...rows].sort(compareKeys);
-    const requestOrder = new Map(rows.map((row, index) => [row, index]));
-    const column = <T>(pick: (row: EventInsert) => T): T[] => sorted.map(pick);
+    // Keys are claimed in sorted order (the key arrays are sorted, and unnest … ORDER BY n keeps it), so two
+    // groups that share keys wait on each other in the same order and never deadlock.
+    const keyed = rows.filter((row) => row.externalId !== null).sort(compareKeys);
+    const text = (list: EventInsert[], pick: (row: EventInsert) => string | null) => arrayLiteral(list.map(pick));
+    const column = (pick: (row: EventInsert) => string | null) => text(rows, pick);
     const inserted = await sql<{ id: string }>`
-      WITH input AS (
-        SELECT * FROM unnest(
-          ${column((r) => r.id)}::uuid[], ${column((r) => r.productId)}::text[], ${column((r) => r.source)}::text[],
-          ${column((r) => r.externalId)}::text[], ${column((r) => r.eventType)}::text[], ${column((r) => r.action)}::text[],
-          ${column((r) => r.canonicalName)}::text[], ${column((r) => r.nameFormat)}::text[], ${column((r) => r.subjectType)}::text[],
-          ${column((r) => r.subjectId)}::text[], ${column((r) => r.occurredAt)}::timestamptz[], ${column((r) => r.receivedAt)}::timestamptz[],
-          ${column((r) => r.propertiesJson)}::jsonb[], ${column((r) => r.apiKeyId)}::text[],
-          ${jsonbColumn(sorted, (r) => r.contextJson)}, ${jsonbColumn(sorted, (r) => r.originalJson)},
-          ${column((r) => requestOrder.get(r)!)}::int[]
-        ) WITH ORDINALITY AS t(id, product_id, source, external_id, event_type, action, canonical_name, name_format,
-                               subject_type, subject_id, occurred_at, received_at, properties, api_key_id, context, original,
-                               request_order, position)
-      ), claimed AS (
+      WITH claimed AS (
         INSERT INTO event_dedup (product_id, source, external_id, event_id, received_at)
-        SELECT product_id, source, external_id, id, received_at FROM input WHERE external_id IS NOT NULL ORDER BY position
+        SELECT product_id, source, external_id, event_id, received_at
+          FROM unnest(${text(keyed, (r) => r.productId)}::text[], ${text(keyed, (r) => r.source)}::text[], ${text(keyed, (r) => r.externalId)}::text[],
+                      ${text(keyed, (r) => r.id)}::uuid[], ${text(keyed, (r) => r.receivedAt)}::timestamptz[])
+               WITH ORDINALITY AS k(product_id, source, external_id, event_id, received_at, n)
+         ORDER BY n
         ON CONFLICT DO NOTHING
         RETURNING event_id
       )
@@ -74,10 +94,18 @@ export function postgresEventWriter(db: Kysely<Database>) {
                           subject_type, subject_id, occurred_at, received_at, properties, api_key_id, context, original)
       SELECT id, product_id, source, external_id, event_type, action, canonical_name, name_format,
              subject_type, subject_id, occurred_at, received_at, properties, api_key_id, context, original
-        FROM input
+        FROM unnest(
+          ${column((r) => r.id)}::uuid[], ${column((r) => r.productId)}::text[], ${column((r) => r.source)}::text[],
+          ${column((r) => r.externalId)}::text[], ${column((r) => r.eventType)}::text[], ${column((r) => r.action)}::text[],
+          ${column((r) => r.canonicalName)}::text[], ${column((r) => r.nameFormat)}::text[], ${column((r) => r.subjectType)}::text[],
+          ${column((r) => r.subjectId)}::text[], ${column((r) => r.occurredAt)}::timestamptz[], ${column((r) => r.receivedAt)}::timestamptz[],
+          ${jsonbColumn(rows, (r) => r.propertiesJson, false)}, ${column((r) => r.apiKeyId)}::text[],
+          ${jsonbColumn(rows, (r) => r.contextJson, true)}, ${jsonbColumn(rows, (r) => r.originalJson, true)}
+        ) WITH ORDINALITY AS t(id, product_id, source, external_id, event_type, action, canonical_name, name_format,
+                               subject_type, subject_id, occurred_at, received_at, properties, api_key_id, context, original, n)
        WHERE external_id IS NULL OR id IN (SELECT event_id FROM claimed)
        -- In request order: the columns tx and seq (the commit position) take their defaults row by row.
-       ORDER BY request_order
+       ORDER BY n
       RETURNING id`.execute(db);
     return new Set(inserted.rows.map((r) => r.id));
   }

@@ -14,6 +14,7 @@
 import { createRequire } from 'node:module';
 import { performance } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
+import { statSync } from 'node:fs';
 import type BetterSqlite3 from 'better-sqlite3';
 import type { CheckpointEvent } from '../types.js';
 
@@ -215,6 +216,66 @@ export function startCheckpointer(
         });
         worker.postMessage('stop');
       });
+    },
+  };
+}
+
+/**
+ * The WAL size at which the checkpoint thread is started: 1 MiB (256 frames of 4 KiB), well below the
+ * 4 MiB at which SQLite itself would checkpoint. A storage that never writes that much (an `inlet` command,
+ * a small installation's quiet hours, the test suites' hundreds of short-lived apps) never pays for a
+ * thread: starting one costs ~60 ms of CPU (a Node isolate, better-sqlite3 loaded again).
+ */
+export const CHECKPOINT_THREAD_START_BYTES = 1024 * 1024;
+
+/**
+ * startCheckpointer, once the WAL first holds `startBytes`. Until then the writer does not checkpoint either
+ * (`wal_autocheckpoint = 0` from the start): the WAL is looked at every `intervalMs` (one stat of its file),
+ * so it is at most one interval's writes past `startBytes` when the thread starts and copies it.
+ */
+export function startCheckpointerOnDemand(
+  writer: BetterSqlite3.Database,
+  path: string,
+  synchronous: 'FULL' | 'NORMAL',
+  startBytes = CHECKPOINT_THREAD_START_BYTES,
+  intervalMs = CHECKPOINT_INTERVAL_MS,
+): Checkpointer & { readonly started: boolean } {
+  writer.pragma('wal_autocheckpoint = 0');
+  writer.pragma(`journal_size_limit = ${JOURNAL_SIZE_LIMIT_BYTES}`);
+  let running: Checkpointer | undefined;
+  let stopped = false;
+  const listeners: Array<(event: CheckpointEvent) => void> = [];
+  const start = () => {
+    running = startCheckpointer(writer, path, synchronous, intervalMs);
+    for (const listener of listeners) running.observe(listener);
+  };
+  const poll = setInterval(() => {
+    let size = 0;
+    try {
+      size = statSync(`${path}-wal`).size;
+    } catch {
+      return; // no WAL yet
+    }
+    if (size < startBytes || stopped || !writer.open) return;
+    clearInterval(poll);
+    start();
+  }, intervalMs);
+  poll.unref();
+  return {
+    get started() {
+      return running !== undefined;
+    },
+    observe(listener) {
+      listeners.push(listener);
+      running?.observe(listener);
+    },
+    roomInWal(maxMs) {
+      return running?.roomInWal(maxMs) ?? Promise.resolve();
+    },
+    async stop() {
+      stopped = true;
+      clearInterval(poll);
+      await running?.stop();
     },
   };
 }
