@@ -64,12 +64,12 @@ function frameStage(frame: CallFrame, parent: CallFrame | undefined): Stage | 'w
   if (fn === 'executeQuery' && parent !== undefined && /commitTransaction|beginTransaction/.test(parent.functionName)) return 'commit (BEGIN/COMMIT, fsync)';
   if (/\/storage\/sqlite\/checkpointer\./.test(url)) return 'WAL checkpoint on the event loop';
   if (/\/(src|dist)\/storage\/|better-sqlite3|\/kysely\/|node_modules\/pg\//.test(url)) return 'insert (SQL statements)';
-  if (/\/(src|dist)\/http\/(auth|browser-keys)\.|rate-limit|rate-limiter-flexible|\/services\/(api-keys|key-)/.test(url)) return 'auth + rate limit';
+  if (/\/(src|dist)\/http\/(auth|browser-keys)\.|rate-limit|rate-limiter-flexible|\/services\/(api-keys|key-)|\/domain\/api-keys\./.test(url)) return 'auth + rate limit';
   if (/\/(src|dist)\/http\/validation\.|@sinclair\/typebox|\/domain\/json-values\./.test(url) || /^check_/.test(fn)) return 'validate';
   if (/\/(src|dist)\/http\/plugins\/body\.|secure-json-parse|\/content-type-parser\.|\/segment\/scan|segment-scan/.test(url) || (fn === 'parse' && url === '')) return 'socket + parse';
   if (/\/(src|dist)\/(domain|http\/routes|http\/segment)\//.test(url)) return 'draft';
   if (/\/(src|dist)\/services\/|prom-client/.test(url)) return 'accept bookkeeping (ingest service, catalogue, metrics)';
-  if (/\/fastify\/lib\/(reply|serializer|error-serializer)\.|fast-json-stringify|\/http\/serializer-cache\.|node:_http_outgoing/.test(url) || /^anonymous\d+$/.test(fn)) return 'respond (serialise, write)';
+  if (/\/fastify\/lib\/(reply|serializer|error-serializer)\.|fast-json-stringify|\/http\/(serializer-cache|events-format)\.|node:_http_outgoing/.test(url) || /^anonymous\d+$/.test(fn)) return 'respond (serialise, write)';
   if (/pino|sonic-boom|\/http\/plugins\/lifecycle\./.test(url)) return 'logging';
   if (/^node:(net|_http_server|_http_common|_http_incoming|internal\/stream|internal\/streams|stream|events|buffer)/.test(url) || fn === 'writev' || fn === 'writeBuffer' || fn === 'writeUtf8String') return 'weak-socket';
   if (/fastify|find-my-way|avvio|fastq|light-my-request/.test(url)) return 'weak-framework';
