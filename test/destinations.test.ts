@@ -3,6 +3,8 @@
 // on a controllable clock (no real waiting); Retry-After; 410 disables; re-enable resumes from the cursor;
 // auto-disable after 24 h; secret rotation; batching; identity messages; redirects; the SSRF guard.
 import { strict as assert } from 'node:assert';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { createDestinationService, RETRY_DELAYS_MS } from '../src/services/destination-service.js';
 import { createOutboundGuard } from '../src/services/outbound-guard.js';
@@ -307,6 +309,43 @@ describe('destinations: webhook delivery', () => {
     await ctx.services.destinations.replay(product.id, destination.id, new Date(Date.now() - 3_600_000).toISOString());
     await deliver();
     assert.deepEqual(receiver.accepted.map((m) => m.id), [...uuids, ...uuids].map(evtId));
+  });
+
+  it('a replay while a delivery is in flight stands: that delivery does not write its cursor over it', async () => {
+    const product = await ctx.product('replay-race');
+    // A receiver that holds its second answer until released, and records the webhook-ids it got.
+    const ids: string[] = [];
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let arrived!: () => void;
+    const second = new Promise<void>((resolve) => (arrived = resolve));
+    const server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        ids.push(String(req.headers['webhook-id']));
+        if (ids.length === 2) {
+          arrived();
+          void held.then(() => res.writeHead(204).end());
+        } else res.writeHead(204).end();
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
+    const { destination } = await ctx.services.destinations.create(product.id, { type: 'webhook', name: 'race', url, start: 'beginning' });
+    const d = ctx.services.destinations;
+    const uuids = await send(product.eventsKey, 1, 'r');
+    await deliver(); // the cursor is now after the first event
+    uuids.push(...(await send(product.eventsKey, 3, 's')));
+    await d.tick(); // a cycle of three sends from that cursor: the first of them is held by the receiver
+    await second;
+    await d.replay(product.id, destination.id, 'beginning');
+    release();
+    await d.idle();
+    await deliver();
+    // The cycle in flight delivered its three, then found the cursor moved and left it: all four again.
+    assert.deepEqual(ids, [...uuids, ...uuids].map(evtId), JSON.stringify({ ids, uuids: uuids.map(evtId) }));
+    assert.equal((await d.show(product.id, destination.id)).lag, 0);
   });
 });
 

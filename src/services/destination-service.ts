@@ -653,7 +653,7 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
     }
     if (wanted.length === 0) {
       pendingSince.delete(id);
-      if (moved && !(await store.writeState(id, holder, { cursor }, iso()))) return false;
+      if (moved && !(await store.writeState(id, holder, { cursor }, iso(), [], d.cursor))) return false;
       return moved && !exhausted;
     }
     // Cut into sends: webhook batches of max_messages; for NATS one send of everything.
@@ -747,7 +747,9 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
         patch.nextAttemptAt = nowMs + delay;
       }
     }
-    const ok = await store.writeState(id, holder, patch, now, attempts);
+    // Fenced by the cursor the cycle started from too: an admin replay while the cycle ran stands, and the loop
+    // ends here (false); the next pass delivers from the replayed cursor.
+    const ok = await store.writeState(id, holder, patch, now, attempts, d.cursor);
     if (ok && accepted > 0) {
       report.delivered(id, accepted);
       const newest = Date.parse(acceptedWire[acceptedWire.length - 1]!.timestamp);

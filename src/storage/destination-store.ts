@@ -245,7 +245,7 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect, r
   const writeStateRaw =
     rawSqlite === undefined || insertDelivery === undefined
       ? undefined
-      : rawSqlite.transaction((id: string, holder: string, set: Record<string, unknown>, deliveredAdd: number, deliveries: ReadonlyArray<Omit<DeliveryRecord, 'id'>>): boolean => {
+      : rawSqlite.transaction((id: string, holder: string, set: Record<string, unknown>, deliveredAdd: number, deliveries: ReadonlyArray<Omit<DeliveryRecord, 'id'>>, from: DestinationCursor | undefined): boolean => {
           for (const delivery of deliveries) {
             insertDelivery.run(
               delivery.productId,
@@ -262,17 +262,21 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect, r
             );
           }
           const columns = Object.keys(set);
-          const key = `${columns.join(',')}|${deliveredAdd > 0}`;
+          const key = `${columns.join(',')}|${deliveredAdd > 0}|${from !== undefined}`;
           let update = stateUpdates.get(key);
           if (update === undefined) {
             const assignments = columns.map((c) => `${c} = ?`);
             if (deliveredAdd > 0) assignments.push('delivered = delivered + ?');
-            update = rawSqlite.prepare(`UPDATE destinations SET ${assignments.join(', ')} WHERE id = ? AND lease_holder = ?`);
+            const fence = from === undefined ? '' : ' AND event_cursor IS ? AND identity_cursor IS ?';
+            update = rawSqlite.prepare(`UPDATE destinations SET ${assignments.join(', ')} WHERE id = ? AND lease_holder = ?${fence}`);
             stateUpdates.set(key, update);
           }
           const values = columns.map((c) => set[c]);
           if (deliveredAdd > 0) values.push(deliveredAdd);
-          return update.run(...values, id, holder).changes > 0;
+          values.push(id, holder);
+          if (from !== undefined) values.push(from.event, from.identity);
+          // False: not ours to write (lease lost, cursor moved by a replay); the attempts stay in the log.
+          return update.run(...values).changes > 0;
         });
 
   async function readEvents(q: Db, productId: string, after: string | null, horizon: string | undefined, limit: number): Promise<EventRecord[]> {
@@ -367,14 +371,14 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect, r
      * Writes delivery state if `holder` still holds the lease (false when it lost it), and the attempts of
      * the delivery log, in one transaction: a delivery cycle costs one commit, not one per attempt.
      */
-    async writeState(id: string, holder: string, patch: DeliveryStatePatch, now: string, deliveries: ReadonlyArray<Omit<DeliveryRecord, 'id'>> = []): Promise<boolean> {
+    async writeState(id: string, holder: string, patch: DeliveryStatePatch, now: string, deliveries: ReadonlyArray<Omit<DeliveryRecord, 'id'>> = [], from?: DestinationCursor): Promise<boolean> {
       const set: Record<string, unknown> = { updated_at: now, ...stateColumns(patch) };
       if (patch.lastSuccessAt !== undefined) set.last_success_at = patch.lastSuccessAt;
       if (patch.lastError !== undefined) set.last_error = patch.lastError;
       if (patch.lastErrorAt !== undefined) set.last_error_at = patch.lastErrorAt;
       if (patch.status !== undefined) set.status = patch.status;
       if (patch.disabledReason !== undefined) set.disabled_reason = patch.disabledReason;
-      if (writeStateRaw !== undefined && !rawSqlite!.inTransaction) return writeStateRaw(id, holder, set, patch.deliveredAdd ?? 0, deliveries);
+      if (writeStateRaw !== undefined && !rawSqlite!.inTransaction) return writeStateRaw(id, holder, set, patch.deliveredAdd ?? 0, deliveries, from);
       const write = async (q: Db): Promise<boolean> => {
         if (deliveries.length > 0) {
           await q
@@ -398,7 +402,13 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect, r
         }
         let query = q.updateTable('destinations').set(set as Partial<Row>);
         if (patch.deliveredAdd !== undefined && patch.deliveredAdd > 0) query = query.set({ delivered: sql<number>`delivered + ${patch.deliveredAdd}` });
-        const result = await query.where('id', '=', id).where('lease_holder', '=', holder).executeTakeFirst();
+        query = query.where('id', '=', id).where('lease_holder', '=', holder);
+        if (from !== undefined) {
+          const same = sql.raw(pg ? 'IS NOT DISTINCT FROM' : 'IS');
+          query = query.where(sql<boolean>`event_cursor ${same} ${from.event}`).where(sql<boolean>`identity_cursor ${same} ${from.identity}`);
+        }
+        // False: not ours to write (lease lost, cursor moved by a replay); the attempts stay in the log.
+        const result = await query.executeTakeFirst();
         return Number(result.numUpdatedRows) > 0;
       };
       return deliveries.length === 0 ? write(db) : db.transaction().execute(write);

@@ -515,9 +515,12 @@ export interface DestinationStore {
   /** Takes or renews the lease of a destination; true when `holder` has it until `until` (epoch ms). */
   acquireLease(id: string, holder: string, nowMs: number, until: number): Promise<boolean>;
   releaseLease(id: string, holder: string): Promise<void>;
-  /** Writes delivery state if `holder` still holds the lease; false when it lost it. */
-  /** The fenced state write, with the cycle's attempts for the delivery log in the same transaction. */
-  writeState(id: string, holder: string, patch: DeliveryStatePatch, now: string, deliveries?: ReadonlyArray<Omit<DeliveryRecord, 'id'>>): Promise<boolean>;
+  /**
+   * The fenced state write, with the cycle's attempts for the delivery log in the same transaction: written only
+   * if `holder` still holds the lease and, when `from` is given, the stored cursor is still `from` (the cycle's
+   * start; an admin replay may have moved it meanwhile). False when not written.
+   */
+  writeState(id: string, holder: string, patch: DeliveryStatePatch, now: string, deliveries?: ReadonlyArray<Omit<DeliveryRecord, 'id'>>, from?: DestinationCursor): Promise<boolean>;
   /** Newest first; `before` is the id of the last row of the previous page. */
   listDeliveries(productId: string, destinationId: string, limit: number, before?: string): Promise<DeliveryRecord[]>;
   pruneDeliveries(olderThan: string): Promise<void>;
