@@ -531,6 +531,15 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
 
   // ---- the delivery loop -------------------------------------------------------------------------
 
+  /** A cycle accepted in full whose state write may still be running (deliverLoop). */
+  interface Carried {
+    cursor: DestinationCursor;
+    /** Resolves true once written, false when not (lease lost, cursor moved by a replay, a storage error). */
+    write: Promise<boolean>;
+    /** Set when `write` settled. */
+    written?: boolean;
+  }
+
   const loops = new Map<string, Promise<void>>();
   const held = new Set<string>();
   const shared = new Set<string>();
@@ -605,12 +614,26 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
 
   /** Delivers until the destination is idle, must wait (retry, max_wait_ms), or is no longer ours. */
   async function deliverLoop(id: string): Promise<void> {
-    while (!stopped) {
-      const d = await store.getById(id);
-      if (d === undefined || d.status !== 'active' || d.leaseHolder !== holder || d.leaseUntil < clock.now()) return;
-      if (d.nextAttemptAt !== null && d.nextAttemptAt > clock.now()) return;
-      const more = await cycle(d);
-      if (!more) return;
+    // The state write of the previous cycle, when it succeeded in full, still running: the next cycle starts from
+    // its cursor meanwhile, and writes its own state only after it landed (see `cycle`).
+    let carried: Carried | undefined;
+    try {
+      while (!stopped) {
+        const stored = await store.getById(id);
+        if (stored === undefined || stored.status !== 'active' || stored.leaseHolder !== holder || stored.leaseUntil < clock.now()) return;
+        if (carried?.written === false) return; // lease lost or cursor moved by a replay: the next pass starts afresh
+        if (carried === undefined && stored.nextAttemptAt !== null && stored.nextAttemptAt > clock.now()) return;
+        // The carried cycle was a success: no failures, no retry waiting, the cursor after it.
+        const d = carried === undefined ? stored : { ...stored, cursor: carried.cursor, consecutiveFailures: 0, failingSince: null, nextAttemptAt: null };
+        const next = await cycle(d, carried);
+        if (next === false) return;
+        // One write at most outstanding when the next cycle starts (the one just chained after it): the stored
+        // cursor is never more than a cycle behind what the receiver accepted.
+        if (next !== true && carried !== undefined) await carried.write;
+        carried = next === true ? undefined : next;
+      }
+    } finally {
+      await carried?.write;
     }
   }
 
@@ -621,7 +644,7 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
    * attempts of the delivery log in one fenced transaction. A crash before that write re-delivers the
    * cycle from the stored cursor with the same ids (at least once). Returns whether to go on at once.
    */
-  async function cycle(d: DestinationRecord): Promise<boolean> {
+  async function cycle(d: DestinationRecord, previous?: Carried): Promise<boolean | Carried> {
     const id = d.id;
     const want = d.batch.maxMessages;
     // Webhooks send whole batches of max_messages; NATS publishes one message each, pipelined.
@@ -653,6 +676,7 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
     }
     if (wanted.length === 0) {
       pendingSince.delete(id);
+      if (previous !== undefined && !(await previous.write)) return false;
       if (moved && !(await store.writeState(id, holder, { cursor }, iso(), [], d.cursor))) return false;
       return moved && !exhausted;
     }
@@ -667,7 +691,10 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
       pendingSince.set(id, since);
       if (clock.now() - since < d.batch.maxWaitMs) {
         sends.pop();
-        if (sends.length === 0) return false;
+        if (sends.length === 0) {
+          if (previous !== undefined) await previous.write;
+          return false;
+        }
       } else pendingSince.delete(id);
     } else pendingSince.delete(id);
 
@@ -709,7 +736,10 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
     }
     if (stopped) {
       // A send cut off by shutdown is not the receiver's failure: record only what was accepted.
-      if (accepted === 0) return false;
+      if (accepted === 0) {
+        if (previous !== undefined) await previous.write;
+        return false;
+      }
       if (failure !== undefined) {
         failure = undefined;
         attempts.pop();
@@ -748,14 +778,26 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
       }
     }
     // Fenced by the cursor the cycle started from too: an admin replay while the cycle ran stands, and the loop
-    // ends here (false); the next pass delivers from the replayed cursor.
-    const ok = await store.writeState(id, holder, patch, now, attempts, d.cursor);
-    if (ok && accepted > 0) {
-      report.delivered(id, accepted);
-      const newest = Date.parse(acceptedWire[acceptedWire.length - 1]!.timestamp);
-      if (!Number.isNaN(newest)) report.latency(id, Math.max(0, Date.now() - newest) / 1000);
-    }
-    return ok && failure === undefined && !stopped;
+    // ends (false); the next pass delivers from the replayed cursor. The cycle started from the previous cycle's
+    // cursor, which is stored only once that cycle's write landed: this write waits for it, and is not made when
+    // it failed.
+    const write = (async () => {
+      if (previous !== undefined && !(await previous.write)) return false;
+      const ok = await store.writeState(id, holder, patch, now, attempts, d.cursor);
+      if (ok && accepted > 0) {
+        report.delivered(id, accepted);
+        const newest = Date.parse(acceptedWire[acceptedWire.length - 1]!.timestamp);
+        if (!Number.isNaN(newest)) report.latency(id, Math.max(0, Date.now() - newest) / 1000);
+      }
+      return ok;
+    })();
+    const whole = failure === undefined && !stopped && accepted === wanted.length;
+    if (!whole) return (await write.catch(() => false)) && failure === undefined && !stopped;
+    // Accepted in full: the next cycle goes on from here while this state is written (a crash before it lands
+    // re-delivers this cycle: at least once). Its outcome decides whether the loop goes on.
+    const carried: Carried = { cursor: patch.cursor!, write: write.catch(() => false) };
+    void carried.write.then((ok) => (carried.written = ok));
+    return carried;
   }
 
   async function send(d: DestinationRecord, batch: StoredMessage[], wire: WireMessage[]): Promise<SendOutcome & { durationMs: number }> {
