@@ -136,3 +136,50 @@ export function cpuSecondsOfCommand(comm: string): number {
   }
   return total;
 }
+
+/** The server's own background processes, whose work is shared by every database (WAL, checkpoints, vacuum). */
+const POSTGRES_BACKGROUND = /^postgres: (?:[^:]+: )?(?:checkpointer|background writer|walwriter|autovacuum (?:launcher|worker)|logical replication launcher)\b/;
+
+/** CPU seconds so far of each PostgreSQL process working for `database`: its backends and the background processes. */
+function postgresProcessCpu(database: string): Map<number, number> {
+  const seen = new Map<number, number>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) !== 'postgres') continue;
+      const command = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replace(/\0/g, ' ');
+      if (!command.includes(` ${database} `) && !POSTGRES_BACKGROUND.test(command)) continue;
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      seen.set(Number(entry), (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS);
+    } catch {
+      // the process ended meanwhile
+    }
+  }
+  return seen;
+}
+
+/**
+ * A meter of the CPU PostgreSQL spends for `database`: its backends (their command line names the database) and
+ * the server's background processes, not the postmaster, whose counters collect every exited backend of every
+ * database (on a machine shared with other test suites `cpuSecondsOfCommand('postgres')` counts their work too).
+ * It samples every 100 ms, so a backend that starts and ends within the interval (a baseline's own connection)
+ * is counted up to its last sample.
+ */
+export function postgresCpuMeter(database: string): { stop(): number } {
+  const first = postgresProcessCpu(database);
+  const last = new Map(first);
+  const sample = () => {
+    for (const [pid, seconds] of postgresProcessCpu(database)) last.set(pid, seconds);
+  };
+  const timer = setInterval(sample, 100);
+  return {
+    stop() {
+      clearInterval(timer);
+      sample();
+      let total = 0;
+      for (const [pid, seconds] of last) total += seconds - (first.get(pid) ?? 0);
+      return total;
+    },
+  };
+}

@@ -13,7 +13,7 @@ import { SERVER_NODE_FLAG } from './args.js';
 import { postgresRawInsert, type BaselineResult } from './baselines.js';
 import { postgresDatabase, redact, tempDirectory } from './database.js';
 import { runLoad, runWrk, wrkAvailable, type LoadResult } from './load.js';
-import { cleanUp, cpuSeconds, cpuSecondsOfCommand, freePort, installExitHandlers, startChild, waitUntilReady, type Child } from './processes.js';
+import { cleanUp, cpuSeconds, freePort, installExitHandlers, postgresCpuMeter, startChild, waitUntilReady, type Child } from './processes.js';
 import { externalIdMaker, workloadBatchJson } from './workload.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
@@ -174,6 +174,10 @@ export async function scalingMain(argv: string[]): Promise<number> {
   }
   const dir = tempDirectory();
   const database = await postgresDatabase(args.serverUrl);
+  // PostgreSQL's CPU: this database's backends and the server's background processes only, not other
+  // databases' work on a shared machine (processes.ts).
+  const databaseName = decodeURIComponent(new URL(database.url).pathname.slice(1));
+  const postgresCpu = () => postgresCpuMeter(databaseName);
   const adminToken = randomBytes(24).toString('hex');
   // One instance migrates and creates the product and key; every run then starts its instances anew.
   const [first] = await startInstances(1, database.url, adminToken, args.rateLimitStore, dir, 'setup');
@@ -188,10 +192,10 @@ export async function scalingMain(argv: string[]): Promise<number> {
     if (args.warmupSeconds > 0) await loadAll(bases, key.key!, args, dir, args.warmupSeconds);
     const inletCpu = () => instances.reduce((sum, i) => sum + (cpuSeconds(i.child.process.pid) ?? 0), 0);
     const inletBefore = inletCpu();
-    const postgresBefore = cpuSecondsOfCommand('postgres');
+    const postgresMeter = postgresCpu();
     const { results, generatorCpuSeconds } = await loadAll(bases, key.key!, args, dir, args.durationSeconds);
     const inletUsed = inletCpu() - inletBefore;
-    const postgresUsed = cpuSecondsOfCommand('postgres') - postgresBefore;
+    const postgresUsed = postgresMeter.stop();
     const ok = results.reduce((sum, r) => sum + r.ok, 0);
     const seconds = Math.max(...results.map((r) => r.seconds));
     const events = ok * args.batchSize;
@@ -210,9 +214,9 @@ export async function scalingMain(argv: string[]): Promise<number> {
     await Promise.all(instances.map((i) => i.child.stop()));
   }
   const rawCpu = async (run: () => Promise<BaselineResult>) => {
-    const before = cpuSecondsOfCommand('postgres');
+    const meter = postgresCpu();
     const result = await run();
-    const used = cpuSecondsOfCommand('postgres') - before;
+    const used = meter.stop();
     return { result, note: `postgres ${Math.round((used * 1e6) / result.rows)} µs (${(used / result.seconds).toFixed(2)} cores)` };
   };
   const raw1 = await rawCpu(() => postgresRawInsert(database.url, product.id!, key.id!, args.batchSize, args.durationSeconds, 'random'));

@@ -59,17 +59,19 @@ export function arrayLiteral(values: ReadonlyArray<string | null>): string {
 
 /**
  * A jsonb[] column of the unnest from one JSON array text: JSON texts joined need no escaping (see above), and
- * parsing one array costs the server what parsing its elements one by one does. `nullable`: the text `null`
- * stands for SQL NULL (neither column that uses it ever holds a JSON null: `context` is an object or absent,
- * `original` an object).
+ * parsing one array costs the server what parsing its elements one by one does. The array is read as `json`
+ * (text) and each element cast to jsonb: a jsonb array may hold at most 256 MB in all, which a large group of
+ * large events could reach, while a json text is bounded only by the 1 GB of any text parameter (as a jsonb[]
+ * literal was). `nullable`: the text `null` stands for SQL NULL (neither column that uses it ever holds a JSON
+ * null: `context` is an object or absent, `original` an object).
  */
 function jsonbColumn(rows: EventInsert[], pick: (row: EventInsert) => string | null | undefined, nullable: boolean) {
   let text = '[';
   for (let i = 0; i < rows.length; i++) text += (i === 0 ? '' : ',') + (pick(rows[i]!) ?? 'null');
   text += ']';
   return nullable
-    ? sql`ARRAY(SELECT NULLIF(element, 'null'::jsonb) FROM jsonb_array_elements(${text}::jsonb) WITH ORDINALITY AS e(element, n) ORDER BY n)`
-    : sql`ARRAY(SELECT element FROM jsonb_array_elements(${text}::jsonb) WITH ORDINALITY AS e(element, n) ORDER BY n)`;
+    ? sql`ARRAY(SELECT NULLIF(element::jsonb, 'null'::jsonb) FROM json_array_elements(${text}::json) WITH ORDINALITY AS e(element, n) ORDER BY n)`
+    : sql`ARRAY(SELECT element::jsonb FROM json_array_elements(${text}::json) WITH ORDINALITY AS e(element, n) ORDER BY n)`;
 }
 
 export function postgresEventWriter(db: Kysely<Database>) {
