@@ -159,6 +159,17 @@ const EVENT_COLUMNS_POSTGRES = sql.raw(
   'id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id, occurred_at, received_at, properties::text AS properties, api_key_id, context::text AS context, original::text AS original',
 );
 
+/**
+ * A delivery's message ids as the JSON stored in the log, made once per list: a state write that finds the
+ * database busy is called again (busy-retry.ts), and a NATS cycle's list holds up to 1,000 ids.
+ */
+const idsJsonCache = new WeakMap<readonly string[], string>();
+function idsJson(ids: readonly string[]): string {
+  let json = idsJsonCache.get(ids);
+  if (json === undefined) idsJsonCache.set(ids, (json = JSON.stringify(ids)));
+  return json;
+}
+
 function compareBig(a: bigint, b: bigint): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
@@ -254,7 +265,7 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect, r
               delivery.attemptedAt,
               delivery.attempt,
               delivery.webhookId,
-              JSON.stringify(delivery.messageIds),
+              idsJson(delivery.messageIds),
               delivery.outcome,
               delivery.status,
               delivery.error,
@@ -391,7 +402,7 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect, r
                 attempted_at: delivery.attemptedAt,
                 attempt: delivery.attempt,
                 webhook_id: delivery.webhookId,
-                message_ids: JSON.stringify(delivery.messageIds),
+                message_ids: idsJson(delivery.messageIds),
                 outcome: delivery.outcome,
                 status: delivery.status,
                 error: delivery.error,
