@@ -105,7 +105,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
     throw error instanceof KeyChangedError ? new ConfigError(error.message) : error;
   }
   const retention = createRetentionService(storage, metrics, { intervalMs: config.retentionIntervalMs });
-  const ingest = createIngestService(storage, metrics, { legacyFlat: config.legacyFlat, rejections, governance, suppressions: erasure });
+  const ingest = createIngestService(storage, metrics, { legacyFlat: config.legacyFlat, postgresPoolSize: config.postgresPoolSize, rejections, governance, suppressions: erasure });
   const identity = createIdentityService(storage);
   const events = {
     reads: createEventReadService(storage),
