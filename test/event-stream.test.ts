@@ -10,7 +10,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Config } from '../src/config.js';
 import { buildApp } from '../src/http/app.js';
 import type { Services } from '../src/services.js';
-import { ADMIN_TOKEN, bearer, createTestServices, testDatabase, type TestDatabase } from './helpers.js';
+import { ADMIN_TOKEN, bearer, createTestServices, reusableDatabase, testDatabase, type TestDatabase } from './helpers.js';
 
 interface Message {
   id: string;
@@ -31,7 +31,9 @@ after(async () => {
   for (const cleanup of cleanups.reverse()) await cleanup();
 });
 
-async function startServer(overrides: Partial<Config> = {}, database: TestDatabase = testDatabase()): Promise<Server> {
+/** A server on `database`, or on a database of its own that its close() removes. */
+async function startServer(overrides: Partial<Config> = {}, shared?: TestDatabase): Promise<Server> {
+  const database = shared ?? reusableDatabase();
   const { services } = await createTestServices({ eventStreamPollMs: 100, ...overrides }, database);
   const app = await buildApp(services, { logger: false });
   await app.listen({ port: 0, host: '127.0.0.1' });
@@ -42,6 +44,7 @@ async function startServer(overrides: Partial<Config> = {}, database: TestDataba
     closed = true;
     await app.close();
     await services.close();
+    if (shared === undefined) await database.drop();
   };
   cleanups.push(close);
   return {

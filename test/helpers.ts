@@ -28,13 +28,21 @@ export interface TestDatabase {
  */
 export const testTempDir = (): string => process.env.INLET_TEST_TMPDIR || tmpdir();
 
+/**
+ * test_<creation time, base-36 seconds>_<random>: scripts/test.mjs drops schemas of this form that are hours old
+ * (left by a run that was killed), which would otherwise bloat the catalog and slow every test's DDL and queries.
+ */
+function newSchemaName(): string {
+  return `test_${Math.floor(Date.now() / 1000).toString(36)}_${randomBytes(5).toString('hex')}`;
+}
+
 /** A fresh, empty database of the dialect under test. */
 export function testDatabase(): TestDatabase {
   if (dialect === 'sqlite') {
     const dir = mkdtempSync(join(testTempDir(), 'inlet-test-'));
     return { databaseUrl: `sqlite:${join(dir, 'inlet.db')}`, drop: async () => rmSync(dir, { recursive: true, force: true }) };
   }
-  const schema = `test_${randomBytes(6).toString('hex')}`;
+  const schema = newSchemaName();
   return {
     databaseUrl: postgresUrl,
     postgresSchema: schema,
@@ -138,7 +146,7 @@ export function reusableDatabase(): TestDatabase {
   if (dialect === 'sqlite') return testDatabase();
   registerTeardown();
   const reused = freeSchemas.pop();
-  const schema = reused ?? `test_${randomBytes(6).toString('hex')}`;
+  const schema = reused ?? newSchemaName();
   let released = false;
   const database: TestDatabase = {
     databaseUrl: postgresUrl,
