@@ -138,6 +138,31 @@ describe('rejections', () => {
     assert.match(String(notJson!.detail), /^The whole request was refused/);
   });
 
+  it('a batch element nested 20,000 arrays deep is refused and recorded, cut to 64 levels (fuzz seed 1211015263 case 4660: a 500)', async () => {
+    const other = await ctx.product('rejections-deep');
+    let deep = '1';
+    for (let i = 0; i < 20_000; i++) deep = `[${deep}]`;
+    const res = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/events/batch',
+      headers: { ...bearer(other.eventsKey), 'content-type': 'application/json' },
+      payload: `{"events":[{"event":"deep_checked","subject_type":"user","subject_id":"u"},${deep}]}`,
+    });
+    assert.equal(res.statusCode, 207, res.body);
+    assert.deepEqual(res.json().data.map((item: { status: string }) => item.status), ['created', 'rejected']);
+    await ctx.services.rejections.flush();
+    const rows = (await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${other.id}/rejections`, headers: adminHeaders() })).json().data as Array<{ item: unknown }>;
+    assert.equal(rows.length, 1);
+    let level = rows[0]!.item;
+    let depth = 0;
+    while (Array.isArray(level)) {
+      level = level[0];
+      depth++;
+    }
+    assert.equal(depth, 64, 'the recorded item keeps 64 levels');
+    assert.equal(level, '… nested more than 64 levels deep');
+  });
+
   it('retention deletes what is older than the setting', async () => {
     await ctx.services.storage.rejections.deleteOlderThan(new Date(Date.now() + 1000).toISOString());
     assert.equal((await list()).json().data.length, 0);

@@ -28,12 +28,27 @@ export interface RejectionOptions {
 }
 
 /** The item as text: JSON escapes NUL and lone surrogates, so recording cannot fail the way the item did (§13). */
+/** Levels of nesting the fallback below writes out; deeper values are replaced by a marker. */
+const MAX_RECORDED_DEPTH = 64;
+
+/**
+ * JSON of a value that JSON.stringify refused (nested deeper than V8's stack allows: a batch element of 20,000
+ * nested arrays, found by the fuzz suite), written to MAX_RECORDED_DEPTH levels. Not String(item): an array's
+ * toString recurses just as deep and threw the same RangeError, a 500 instead of a recorded rejection.
+ */
+function boundedJson(value: unknown, depth = 0): string {
+  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
+  if (depth >= MAX_RECORDED_DEPTH) return JSON.stringify(`… nested more than ${MAX_RECORDED_DEPTH} levels deep`);
+  if (Array.isArray(value)) return `[${value.map((inner) => boundedJson(inner, depth + 1)).join(',')}]`;
+  return `{${Object.entries(value).map(([key, inner]) => `${JSON.stringify(key)}:${boundedJson(inner, depth + 1)}`).join(',')}}`;
+}
+
 function itemText(item: unknown): string {
   let text: string;
   try {
     text = JSON.stringify(item) ?? 'null';
   } catch {
-    text = String(item);
+    text = boundedJson(item);
   }
   // A cut can split a surrogate pair, and String(item) can hold NUL: storableText mends both.
   return storableText(text.length > MAX_RECORDED_ITEM_CHARS ? text.slice(0, MAX_RECORDED_ITEM_CHARS) : text);
