@@ -3,7 +3,7 @@
 // past the cap a rejection is only counted (metric and a per-hour row). Writes are buffered and
 // flushed within a second, off the request path; reads flush first.
 import { uuidv7 } from '../domain/ids.js';
-import { storableText } from '../domain/json-values.js';
+import { MAX_PROPERTY_DEPTH, storableText } from '../domain/json-values.js';
 import type { RejectionQuery, RejectionRecord, Storage } from '../storage/types.js';
 import type { AuthContext } from './key-service.js';
 import { createCappedRecorder } from './capped-recorder.js';
@@ -28,17 +28,14 @@ export interface RejectionOptions {
 }
 
 /** The item as text: JSON escapes NUL and lone surrogates, so recording cannot fail the way the item did (§13). */
-/** Levels of nesting the fallback below writes out; deeper values are replaced by a marker. */
-const MAX_RECORDED_DEPTH = 64;
-
 /**
  * JSON of a value that JSON.stringify refused (nested deeper than V8's stack allows: a batch element of 20,000
- * nested arrays, found by the fuzz suite), written to MAX_RECORDED_DEPTH levels. Not String(item): an array's
+ * nested arrays, found by the fuzz suite), written to MAX_PROPERTY_DEPTH levels (the nesting any stored value may have; deeper is replaced by a marker). Not String(item): an array's
  * toString recurses just as deep and threw the same RangeError, a 500 instead of a recorded rejection.
  */
 function boundedJson(value: unknown, depth = 0): string {
   if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
-  if (depth >= MAX_RECORDED_DEPTH) return JSON.stringify(`… nested more than ${MAX_RECORDED_DEPTH} levels deep`);
+  if (depth >= MAX_PROPERTY_DEPTH) return JSON.stringify(`… nested more than ${MAX_PROPERTY_DEPTH} levels deep`);
   if (Array.isArray(value)) return `[${value.map((inner) => boundedJson(inner, depth + 1)).join(',')}]`;
   return `{${Object.entries(value).map(([key, inner]) => `${JSON.stringify(key)}:${boundedJson(inner, depth + 1)}`).join(',')}}`;
 }
