@@ -117,6 +117,16 @@ export const CHECKPOINT_RESTART_FRAMES = 8192;
 export const CHECKPOINT_CATCH_UP_FRAMES = 64;
 const JOURNAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024;
 
+/**
+ * The writer connection no longer checkpoints by itself (the thread does), and when the WAL starts over, a file
+ * that grew past JOURNAL_SIZE_LIMIT_BYTES (an index build, a burst the thread fell behind on) is cut back to it,
+ * so the WAL's disk use stays bounded too.
+ */
+function leaveCheckpointsToThread(writer: BetterSqlite3.Database): void {
+  writer.pragma('wal_autocheckpoint = 0');
+  writer.pragma(`journal_size_limit = ${JOURNAL_SIZE_LIMIT_BYTES}`);
+}
+
 export function startCheckpointer(
   writer: BetterSqlite3.Database,
   path: string,
@@ -127,10 +137,7 @@ export function startCheckpointer(
 ): Checkpointer {
   const driver = createRequire(import.meta.url).resolve('better-sqlite3');
   const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { driver, path, synchronous, intervalMs, restartFrames, catchUpFrames, maxFailures: Math.ceil(10_000 / intervalMs) } });
-  writer.pragma('wal_autocheckpoint = 0');
-  // When the WAL starts over, a file that grew past this (an index build, a burst the thread fell behind on)
-  // is cut back to it, so the WAL's disk use stays bounded too.
-  writer.pragma(`journal_size_limit = ${JOURNAL_SIZE_LIMIT_BYTES}`);
+  leaveCheckpointsToThread(writer);
   let alive = true;
   const listeners: Array<(event: CheckpointEvent) => void> = [];
   // True while the WAL is due to start over and the thread is still copying pages into the file: background
@@ -240,8 +247,7 @@ export function startCheckpointerOnDemand(
   startBytes = CHECKPOINT_THREAD_START_BYTES,
   intervalMs = CHECKPOINT_INTERVAL_MS,
 ): Checkpointer & { readonly started: boolean } {
-  writer.pragma('wal_autocheckpoint = 0');
-  writer.pragma(`journal_size_limit = ${JOURNAL_SIZE_LIMIT_BYTES}`);
+  leaveCheckpointsToThread(writer);
   let running: Checkpointer | undefined;
   let stopped = false;
   const listeners: Array<(event: CheckpointEvent) => void> = [];
