@@ -13,7 +13,8 @@
 // file (indexes dropped and built again between them, not timed); one JSON line per measurement, then medians.
 // A variant may end in `@inline`: the storage then checkpoints the WAL in the committing call (SQLite's
 // default) instead of in its checkpoint thread (src/storage/sqlite/checkpointer.ts); `@cache=65536` sets the
-// page cache in KiB; both: `all@inline@cache=65536`. `--keep` keeps the SQLite file, `--file <path>` writes into
+// page cache in KiB; both: `all@inline@cache=65536`; `@synccommit` syncs the WAL inside COMMIT on the event loop
+// (before sqlite/wal-sync.ts); `@tail=N` merges the idempotency keys every N events (sqlite/event-keys.ts). `--keep` keeps the SQLite file, `--file <path>` writes into
 // a kept one (no new prefill unless `--prefill`).
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -108,8 +109,9 @@ function row(): EventInsert {
 }
 
 async function write(count: number): Promise<void> {
-  // SQLite has one writer; PostgreSQL gets `concurrency` groups in flight, as the service allows.
-  const lanes = storage.dialect === 'sqlite' ? 1 : Number(values.concurrency);
+  // SQLite: two groups in flight, as the service allows (one is written while the other's WAL sync runs, off
+  // the event loop); PostgreSQL gets `concurrency`.
+  const lanes = storage.dialect === 'sqlite' ? 2 : Number(values.concurrency);
   let left = count;
   await Promise.all(
     Array.from({ length: lanes }, async () => {
@@ -175,7 +177,13 @@ for (let round = 1; round <= Number(values.rounds); round++) {
       // SQLite's default, instead of the checkpoint thread).
       await storage.close();
       const cache = flags.find((flag) => flag.startsWith('cache='));
-      storage = await openStorage(url, { sqliteCheckpointThread: !flags.includes('inline'), ...(cache === undefined ? {} : { sqliteCacheKib: Number(cache.slice(6)) }) });
+      const tail = flags.find((flag) => flag.startsWith('tail='));
+      storage = await openStorage(url, {
+        sqliteCheckpointThread: !flags.includes('inline'),
+        sqliteSyncOffLoop: !flags.includes('synccommit'),
+        ...(cache === undefined ? {} : { sqliteCacheKib: Number(cache.slice(6)) }),
+        ...(tail === undefined ? {} : { sqliteEventKeysTail: Number(tail.slice(5)) }),
+      });
     }
     const cpu = process.cpuUsage();
     const mainBefore = mainThreadCpuSeconds();

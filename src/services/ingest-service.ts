@@ -30,6 +30,13 @@ const LEGACY_FLUSH_MS = 1000;
 const SQLITE_MAX_COMMIT_EVENTS = 400;
 
 /**
+ * SQLite commits in flight: the writes themselves run one after another on the event loop, but a commit's
+ * WAL sync runs on the thread pool (storage/sqlite/wal-sync.ts), and meanwhile the next group is written,
+ * so that one sync covers both.
+ */
+const SQLITE_COMMITS_IN_FLIGHT = 2;
+
+/**
  * PostgreSQL commits in flight at once, given the pool's size: 8 with the default pool of 10, leaving two
  * connections for reads and the duplicates' originals; never fewer than the 4 of before. Measured with the
  * scaling bench (`npm run bench -- --backend postgres --instances …`, 2 cores shared with other load): with 8
@@ -132,7 +139,7 @@ function planCheck(plan: CompiledPlan, draft: EventDraft): { entry: ViolationEnt
 export function createIngestService(storage: Storage, metrics: Metrics, options: IngestOptions = { legacyFlat: 'accept' }) {
   const writer = new GroupCommitWriter<EventInsert, InsertOutcome>(
     (rows) => storage.events.insertMany(rows),
-    { maxItems: storage.dialect === 'sqlite' ? SQLITE_MAX_COMMIT_EVENTS : 5000, maxInFlight: storage.dialect === 'sqlite' ? 1 : postgresCommitsInFlight(options.postgresPoolSize ?? 10) },
+    { maxItems: storage.dialect === 'sqlite' ? SQLITE_MAX_COMMIT_EVENTS : 5000, maxInFlight: storage.dialect === 'sqlite' ? SQLITE_COMMITS_IN_FLIGHT : postgresCommitsInFlight(options.postgresPoolSize ?? 10) },
     (items, seconds) => {
       metrics.commitDuration.observe(seconds);
       metrics.commitSize.observe(items);

@@ -13,6 +13,8 @@ import { identityStore } from './identity-store.js';
 import { migrate, type MigrationReport } from './migrate.js';
 import { startCheckpointerOnDemand, type Checkpointer } from './sqlite/checkpointer.js';
 import { sqliteEventWriter } from './sqlite/event-writer.js';
+import { WalSync } from './sqlite/wal-sync.js';
+import { EventKeys, registerEventKeyFunction } from './sqlite/event-keys.js';
 import { postgresEventWriter } from './postgres/event-writer.js';
 import { trafficStore } from './traffic-store.js';
 import { destinationStore } from './destination-store.js';
@@ -39,6 +41,11 @@ export interface OpenStorageOptions {
   /** SQLite file: checkpoint the WAL from a worker thread instead of in the committing call (default true;
    *  sqlite/checkpointer.ts). */
   sqliteCheckpointThread?: boolean;
+  /** SQLite file with synchronous FULL: event commits sync the WAL on Node's thread pool, off the event loop,
+   *  before they are acknowledged (default true; sqlite/wal-sync.ts). false: inside COMMIT, on the loop. */
+  sqliteSyncOffLoop?: boolean;
+  /** SQLite: idempotency keys held in memory before they are merged into `event_keys` (sqlite/event-keys.ts). */
+  sqliteEventKeysTail?: number;
   /**
    * SQLite `busy_timeout` in ms (default 5000). 0: a statement that finds the write lock taken fails at once
    * with SQLITE_BUSY instead of sleeping in SQLite's busy handler (1, 2, 5, 10 … ms, synchronously, its
@@ -133,6 +140,8 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
   const queryDeadline: { ms?: number } = {};
   let rawSqlite: BetterSqlite3.Database | undefined;
   let checkpointer: Checkpointer | undefined;
+  let walSync: WalSync | undefined;
+  let eventKeys: EventKeys | undefined;
 
   if (dialect === 'sqlite') {
     const path = sqlitePath(url);
@@ -147,12 +156,25 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     // space. Costs extra writes on deletes only (erasure, retention, sweeps); inserts are unaffected.
     raw.pragma('secure_delete = ON');
     raw.pragma(`cache_size = -${options.sqliteCacheKib ?? SQLITE_CACHE_KIB}`);
+    // Before migrations: the backfill of event_keys and the delete trigger call it.
+    registerEventKeyFunction(raw);
     if (path !== ':memory:' && options.sqliteCheckpointThread !== false) {
       checkpointer = startCheckpointerOnDemand(raw, path, options.sqliteSynchronous === 'normal' ? 'NORMAL' : 'FULL');
     }
+    if (path !== ':memory:' && options.sqliteSynchronous !== 'normal' && options.sqliteSyncOffLoop !== false) {
+      walSync = new WalSync(`${path}-wal`);
+    }
     db = new Kysely<Database>({ dialect: new SqliteDialect({ database: raw }) });
     const kysely = db;
-    makeWriter = () => sqliteEventWriter(kysely, raw).insertMany;
+    makeWriter = () => {
+      eventKeys = new EventKeys(raw, {
+        exclusive: (work) => kysely.connection().execute(async () => work()),
+        synchronous: options.sqliteSynchronous === 'normal' ? 'NORMAL' : 'FULL',
+        ...(options.sqliteEventKeysTail === undefined ? {} : { tailKeys: options.sqliteEventKeysTail }),
+        onMergeError: (error) => process.emitWarning(`merging SQLite event keys failed (tried again later): ${(error as Error).message}`),
+      });
+      return sqliteEventWriter(kysely, raw, eventKeys, walSync).insertMany;
+    };
   } else {
     let settings: PostgresConnectionSettings;
     try {
@@ -282,7 +304,9 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
       clearTimeout(maintenance);
       await limiterPool?.end().catch(() => {});
       await maintenancePool?.end().catch(() => {});
+      await eventKeys?.stop();
       await checkpointer?.stop();
+      await walSync?.close();
       await db.destroy();
       // Kysely's PostgresDialect ends the pool only if Kysely ever ran a query on it. A storage closed before
       // that (no migrations, nothing queried yet) but after pool.query (CREATE SCHEMA above) kept that

@@ -2,11 +2,12 @@
 // one transaction. Never edit a released migration: add a new one with the next version number.
 // Version ranges keep areas apart: 1–99 core, 100–199 identity, 200–299 traffic reports, 300–399 Segment,
 // 400–499 events out (positions and reads), 500–599 destinations, 600–649 governance (catalogue, tracking plans),
-// 700–799 erasure and retention.
+// 700–799 erasure and retention, 800–849 the write path (issue 11).
 import type { Dialect } from '../types.js';
 import { coreMigrations } from './core.js';
 import { destinationMigrations } from './destinations.js';
 import { erasureMigrations } from './erasure.js';
+import { eventKeyMigrations } from './event-keys.js';
 import { eventPositionMigrations } from './event-positions.js';
 import { governanceMigrations } from './governance.js';
 import { identityMigrations } from './identity.js';
@@ -19,4 +20,4 @@ export interface Migration {
   statements: Record<Dialect, string[]>;
 }
 
-export const migrations: Migration[] = [...coreMigrations, ...identityMigrations, ...trafficMigrations, ...segmentMigrations, ...eventPositionMigrations, ...destinationMigrations, ...governanceMigrations, ...erasureMigrations].sort((a, b) => a.version - b.version);
+export const migrations: Migration[] = [...coreMigrations, ...identityMigrations, ...trafficMigrations, ...segmentMigrations, ...eventPositionMigrations, ...eventKeyMigrations, ...destinationMigrations, ...governanceMigrations, ...erasureMigrations].sort((a, b) => a.version - b.version);

@@ -6,16 +6,42 @@ import type { Kysely } from 'kysely';
 import type { Database } from '../database.js';
 import { eventFromRow } from '../event-reads.js';
 import type { EventInsert, InsertOutcome } from '../types.js';
+import type { EventKeys } from './event-keys.js';
+import type { WalSync } from './wal-sync.js';
 
 const COLUMNS =
   'id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id, occurred_at, received_at, properties, api_key_id, context, original';
 
-export function sqliteEventWriter(db: Kysely<Database>, raw: BetterSqlite3.Database) {
-  const insert = raw.prepare(`INSERT INTO events (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`);
-  const original = raw.prepare(`SELECT ${COLUMNS} FROM events WHERE product_id = ? AND source = ? AND external_id = ?`);
+/**
+ * `keys`: the idempotency keys (event-keys.ts). `walSync`: commit with synchronous=NORMAL and resolve only after an fdatasync of the WAL on Node's thread
+ * pool (wal-sync.ts), so the event loop never waits for the disk; without it, the connection's own
+ * synchronous setting applies (FULL syncs inside COMMIT, on the event loop).
+ */
+export function sqliteEventWriter(db: Kysely<Database>, raw: BetterSqlite3.Database, keys: EventKeys, walSync?: WalSync) {
+  const insert = raw.prepare(`INSERT INTO events (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+  const byPosition = raw.prepare(`SELECT ${COLUMNS} FROM events WHERE position = ?`);
+  type StoredRow = Parameters<typeof eventFromRow>[0];
 
-  const writeAll = raw.transaction((rows: EventInsert[]): InsertOutcome[] =>
-    rows.map((row) => {
+  // Idempotency (event-keys.ts): a key's candidate positions (this transaction's own rows first, then the tail,
+  // the merging map and event_keys) are read back and compared; the first that matches is the original.
+  const original = (row: EventInsert, candidates: number[]): StoredRow | undefined => {
+    for (const position of candidates) {
+      const stored = byPosition.get(position) as StoredRow | undefined;
+      if (stored !== undefined && stored.external_id === row.externalId && stored.source === row.source && stored.product_id === row.productId) return stored;
+    }
+    return undefined;
+  };
+
+  const writeAll = raw.transaction((rows: EventInsert[], added: Array<[number, number]>, last: { position: number }): InsertOutcome[] => {
+    keys.catchUp();
+    const mine = new Map<number, number[]>();
+    return rows.map((row): InsertOutcome => {
+      let h: number | undefined;
+      if (row.externalId !== null) {
+        h = keys.hash(row.productId, row.source, row.externalId);
+        const stored = original(row, [...(mine.get(h) ?? []), ...keys.candidates(h)]);
+        if (stored !== undefined) return { status: 'duplicate', event: eventFromRow(stored) };
+      }
       const result = insert.run(
         row.id,
         row.productId,
@@ -34,17 +60,56 @@ export function sqliteEventWriter(db: Kysely<Database>, raw: BetterSqlite3.Datab
         row.contextJson ?? null,
         row.originalJson ?? null,
       );
-      if (result.changes === 1) return { status: 'created', event: row };
-      const stored = original.get(row.productId, row.source, row.externalId) as Parameters<typeof eventFromRow>[0] | undefined;
-      if (stored === undefined) throw new Error(`event ${row.id} was neither inserted nor found as a duplicate`);
-      return { status: 'duplicate', event: eventFromRow(stored) };
-    }),
-  );
+      const position = Number(result.lastInsertRowid);
+      last.position = position;
+      if (h !== undefined) {
+        added.push([h, position]);
+        const same = mine.get(h);
+        if (same === undefined) mine.set(h, [position]);
+        else same.push(position);
+      }
+      return { status: 'created', event: row };
+    });
+  });
 
+  /** One transaction, holding the write lock from its start (so that catchUp sees every other writer's rows);
+   *  the keys it stored reach the tail only once it committed. */
+  const write = (rows: EventInsert[]): InsertOutcome[] => {
+    const added: Array<[number, number]> = [];
+    const last = { position: 0 };
+    const outcomes = writeAll.immediate(rows, added, last);
+    keys.committed(added, last.position);
+    return outcomes;
+  };
+
+  if (walSync === undefined) {
+    return {
+      insertMany(rows: EventInsert[]): Promise<InsertOutcome[]> {
+        if (rows.length === 0) return Promise.resolve([]);
+        return db.connection().execute(async () => write(rows));
+      },
+    };
+  }
+  // The connection stays FULL for every other write (identity, keys, …); only these commits skip the sync
+  // that `walSync` then runs. Both pragmas run in the same synchronous call as the transaction.
+  const relaxed = raw.prepare('PRAGMA synchronous = NORMAL');
+  const strict = raw.prepare('PRAGMA synchronous = FULL');
+  const writeRelaxed = (rows: EventInsert[]): InsertOutcome[] => {
+    relaxed.run();
+    try {
+      return write(rows);
+    } finally {
+      strict.run();
+    }
+  };
   return {
-    insertMany(rows: EventInsert[]): Promise<InsertOutcome[]> {
-      if (rows.length === 0) return Promise.resolve([]);
-      return db.connection().execute(async () => writeAll(rows));
+    async insertMany(rows: EventInsert[]): Promise<InsertOutcome[]> {
+      if (rows.length === 0) return [];
+      const outcomes = await db.connection().execute(async () => writeRelaxed(rows));
+      // Also when every row was a duplicate: the row found may be another request's, committed a moment ago
+      // and not yet synced, and "already stored" must be true when it is said.
+      await walSync.sync();
+      return outcomes;
     },
   };
 }

@@ -1,0 +1,47 @@
+// SQLite: idempotency keys move from the UNIQUE index on events (product_id, source, external_id) to the
+// compact `event_keys` table that the writer fills by sorted merges (storage/sqlite/event-keys.ts; docs/design.md,
+// "Idempotency keys on SQLite"). The existing events' keys are written here, sorted, in one pass; the index
+// goes. `inlet_event_key` is the JS hash that Inlet's connection registers before migrations run (only this
+// backfill calls it: the schema itself needs no custom function, so any SQLite client can read and delete).
+// PostgreSQL keeps its `event_dedup` table (postgres/event-writer.ts): nothing changes there.
+import type { Migration } from './index.js';
+
+export const eventKeyMigrations: Migration[] = [
+  {
+    version: 800,
+    name: 'SQLite idempotency keys by hash, merged off the write path',
+    statements: {
+      sqlite: [
+        `CREATE TABLE event_keys_state (
+           id INTEGER PRIMARY KEY CHECK (id = 1),
+           seed INTEGER NOT NULL,
+           merged_through INTEGER NOT NULL
+         )`,
+        `INSERT INTO event_keys_state (id, seed, merged_through)
+           VALUES (1, abs(random() % 2147483648), (SELECT coalesce(max(position), 0) FROM events))`,
+        `CREATE TABLE event_keys (
+           h INTEGER NOT NULL,
+           position INTEGER NOT NULL,
+           PRIMARY KEY (h, position)
+         ) WITHOUT ROWID`,
+        // The same keys by position: how a deleted row finds its key (the trigger below), written in position
+        // order by merges (appended, cheap).
+        `CREATE TABLE event_keys_by_position (
+           position INTEGER PRIMARY KEY,
+           h INTEGER NOT NULL
+         )`,
+        `INSERT INTO event_keys_by_position (position, h)
+           SELECT position, inlet_event_key((SELECT seed FROM event_keys_state), product_id, source, external_id)
+           FROM events WHERE external_id IS NOT NULL ORDER BY position`,
+        `INSERT INTO event_keys (h, position) SELECT h, position FROM event_keys_by_position ORDER BY h, position`,
+        `DROP INDEX IF EXISTS events_dedup`,
+        // An erased or expired event takes its key along; a key not merged yet is merged only if its row exists.
+        `CREATE TRIGGER events_key_gone AFTER DELETE ON events WHEN OLD.external_id IS NOT NULL BEGIN
+           DELETE FROM event_keys WHERE h = (SELECT h FROM event_keys_by_position WHERE position = OLD.position) AND position = OLD.position;
+           DELETE FROM event_keys_by_position WHERE position = OLD.position;
+         END`,
+      ],
+      postgres: [],
+    },
+  },
+];

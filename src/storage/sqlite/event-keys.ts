@@ -1,0 +1,304 @@
+// Idempotency keys of SQLite events, kept off the write path's random B-tree inserts (issue 11; docs/design.md,
+// "Idempotency keys on SQLite").
+//
+// The promise (interface.md): an event with an external_id is stored once per product and source, forever (as
+// long as the event itself is kept). A UNIQUE index on (product_id, source, external_id) kept it, at a price
+// that grows with the table: the ids SDKs send are random uuids, so every insert lands on a different leaf of a
+// ~1 GB index at 10 M events, and every commit wrote (and the checkpoint copied) a 4 KiB page per event:
+// 56 of the 96 µs per event of the write path at 10 M events (bench/README.md, "Idempotency keys").
+//
+// Instead, a key is a 53-bit hash of (product_id, source, external_id) under a per-database random seed, and
+// lives in one of three places:
+// - the *tail*: an in-memory map hash → positions of the events stored since the last merge;
+// - the *merging* map: the previous tail, while it is being merged;
+// - `event_keys (h, position)`, a WITHOUT ROWID table of ~21 bytes an entry, written only by merges: the tail's
+//   keys sorted by hash and inserted range by range, so each leaf of the table is written about once per merge
+//   for the whole tail instead of once per event.
+// Every event with an external_id looks in all three (two map lookups and one B-tree probe, no write); each
+// position found is read back and its (product_id, source, external_id) compared, so a hash collision costs a
+// row read, never a lost or a false duplicate. `event_keys_state.merged_through` says which events are in the
+// table: the tail is rebuilt from the rows after it when the process starts, so a crash loses nothing (the
+// events themselves are the durable record; merges need no fsync of their own).
+//
+// Deleted events (erasure, retention) leave with their keys: `event_keys_by_position` (position → h, appended by
+// merges in position order) lets a trigger find and delete the key of a deleted row, and a position in a map whose
+// row is gone is skipped when read back and not merged.
+//
+// One process writes events to a SQLite file (docs/scaling-out.md), and the tail lives in it; a write transaction
+// first takes in the keys of rows another connection stored (catchUp), so a second writer cannot double an id. The
+// hash is not cryptographic; the random seed keeps anyone without the database from choosing ids that collide,
+// and a collision only costs a row read.
+import type BetterSqlite3 from 'better-sqlite3';
+
+/** Keys per tail before it is merged into `event_keys`: more means fewer passes over the table, more memory
+ *  (~100 bytes a key in the map). At 10 M events a merge writes each of ~45,000 leaves once per 250,000 events. */
+export const TAIL_KEYS = 250_000;
+
+/** cyrb53 (a public-domain 53-bit string hash): two 32-bit multiply-xorshift lanes over UTF-16 code units. */
+export function keyHash(seed: number, productId: string, source: string, externalId: string): number {
+  let h1 = 0xdeadbeef ^ seed;
+  let h2 = 0x41c6ce57 ^ seed;
+  const add = (text: string) => {
+    for (let i = 0; i < text.length; i++) {
+      const ch = text.charCodeAt(i);
+      h1 = Math.imul(h1 ^ ch, 2654435761);
+      h2 = Math.imul(h2 ^ ch, 1597334677);
+    }
+  };
+  add(productId);
+  h1 = Math.imul(h1, 2654435761);
+  h2 = Math.imul(h2 ^ 1, 1597334677);
+  add(source);
+  h1 = Math.imul(h1, 2654435761);
+  h2 = Math.imul(h2 ^ 2, 1597334677);
+  add(externalId);
+  h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507);
+  h1 ^= Math.imul(h2 ^ (h2 >>> 13), 3266489909);
+  h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507);
+  h2 ^= Math.imul(h1 ^ (h1 >>> 13), 3266489909);
+  return 4294967296 * (2097151 & h2) + (h1 >>> 0);
+}
+
+/** Registers `inlet_event_key(seed, product_id, source, external_id)` on a connection: the migration that
+ *  introduced event_keys computes the keys of the events stored before it with it. */
+export function registerEventKeyFunction(raw: BetterSqlite3.Database): void {
+  raw.function('inlet_event_key', { deterministic: true, varargs: false }, (seed: unknown, productId: unknown, source: unknown, externalId: unknown) =>
+    externalId === null ? null : keyHash(Number(seed), String(productId), String(source), String(externalId)),
+  );
+}
+
+/**
+ * The keys of every event after `merged_through`, written in two sorted passes, and `merged_through` moved to the
+ * last event: for bulk loads that bypass the writer (the bench's prefill). Not while a server writes the file.
+ */
+export function mergeAllEventKeys(raw: BetterSqlite3.Database): void {
+  registerEventKeyFunction(raw);
+  raw.transaction(() => {
+    const { seed, merged } = raw.prepare('SELECT seed, merged_through AS merged FROM event_keys_state WHERE id = 1').get() as { seed: number; merged: number };
+    raw
+      .prepare(
+        `INSERT OR IGNORE INTO event_keys_by_position (position, h)
+         SELECT position, inlet_event_key(?, product_id, source, external_id) FROM events
+         WHERE position > ? AND external_id IS NOT NULL ORDER BY position`,
+      )
+      .run(seed, merged);
+    raw.prepare('INSERT OR IGNORE INTO event_keys (h, position) SELECT h, position FROM event_keys_by_position WHERE position > ? ORDER BY h, position').run(merged);
+    raw.prepare('UPDATE event_keys_state SET merged_through = (SELECT coalesce(max(position), 0) FROM events) WHERE id = 1').run();
+  })();
+}
+
+type Positions = number | number[];
+
+function addTo(map: Map<number, Positions>, h: number, position: number): void {
+  const known = map.get(h);
+  if (known === undefined) map.set(h, position);
+  else if (typeof known === 'number') map.set(h, [known, position]);
+  else known.push(position);
+}
+
+function collect(into: number[], known: Positions | undefined): void {
+  if (known === undefined) return;
+  if (typeof known === 'number') into.push(known);
+  else for (const position of known) into.push(position);
+}
+
+export interface EventKeysOptions {
+  /** Keys per tail before a merge (default TAIL_KEYS). */
+  tailKeys?: number;
+  /** Runs `work` where no other statement of the connection is in a transaction (Kysely's connection lock). */
+  exclusive: <T>(work: () => T) => Promise<T>;
+  /** The connection's synchronous setting, restored after each merge transaction (which runs with NORMAL). */
+  synchronous: 'FULL' | 'NORMAL';
+  /** A merge that failed (it is tried again with the next full tail; its keys stay in memory meanwhile). */
+  onMergeError?: (error: unknown) => void;
+  /** Test hook: the hash (to force collisions). */
+  hash?: (seed: number, productId: string, source: string, externalId: string) => number;
+}
+
+/** Keys of events in position order, flat: h, position, h, position, … (what a merge writes). */
+type KeyLog = number[];
+
+interface Generation {
+  keys: Map<number, Positions>;
+  log: KeyLog;
+  through: number;
+}
+
+/** Rows a merge writes in one transaction: a few milliseconds of the event loop each. */
+const MERGE_CHUNK = 2048;
+
+export class EventKeys {
+  private loaded = false;
+  private seed = 0;
+  /** The highest event position whose key this process has accounted for (its own rows and others'). */
+  private seen = 0;
+  private tail: Generation = { keys: new Map(), log: [], through: 0 };
+  private merging: Generation | undefined;
+  private mergeRun: Promise<void> | undefined;
+  private stopped = false;
+  private readonly tailKeys: number;
+  private readonly hashOf: NonNullable<EventKeysOptions['hash']>;
+  private readonly probe: BetterSqlite3.Statement;
+  private readonly insertByPosition: BetterSqlite3.Statement;
+  private readonly insertKey: BetterSqlite3.Statement;
+  private readonly setMerged: BetterSqlite3.Statement;
+  private readonly lastPosition: BetterSqlite3.Statement;
+  private readonly keyedAfter: BetterSqlite3.Statement;
+  /** Merges completed (tests, metrics). */
+  merges = 0;
+
+  constructor(
+    private readonly raw: BetterSqlite3.Database,
+    private readonly options: EventKeysOptions,
+  ) {
+    this.tailKeys = options.tailKeys ?? TAIL_KEYS;
+    this.hashOf = options.hash ?? keyHash;
+    this.probe = raw.prepare('SELECT position FROM event_keys WHERE h = ?').pluck();
+    // A row deleted since it was stored is not merged: its key would never be deleted (the trigger found none).
+    this.insertByPosition = raw.prepare('INSERT OR IGNORE INTO event_keys_by_position (position, h) SELECT ?, ? WHERE EXISTS (SELECT 1 FROM events WHERE position = ?)');
+    // event_keys_by_position holds exactly the rows that exist and were merged (the trigger deletes from both).
+    this.insertKey = raw.prepare('INSERT OR IGNORE INTO event_keys (h, position) SELECT ?, ? WHERE EXISTS (SELECT 1 FROM event_keys_by_position WHERE position = ?)');
+    this.setMerged = raw.prepare('UPDATE event_keys_state SET merged_through = ? WHERE id = 1');
+    // AUTOINCREMENT's counter: the last position ever given, even if that row was deleted since.
+    this.lastPosition = raw.prepare(`SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)`).pluck();
+    this.keyedAfter = raw.prepare('SELECT position, product_id, source, external_id FROM events WHERE position > ? AND position <= ? AND external_id IS NOT NULL ORDER BY position');
+  }
+
+  /**
+   * At the start of every write transaction (which holds the write lock: BEGIN IMMEDIATE): the first time, reads
+   * the seed and rebuilds the tail from the events after the last merge; afterwards, takes into the tail the keys
+   * of events that another connection stored since this one last wrote. Inlet writes a SQLite file from one
+   * process, but should two ever serve it, neither misses the other's keys.
+   */
+  catchUp(): void {
+    if (!this.loaded) {
+      const state = this.raw.prepare('SELECT seed, merged_through FROM event_keys_state WHERE id = 1').get() as { seed: number; merged_through: number };
+      this.seed = state.seed;
+      this.tail.through = state.merged_through;
+      this.seen = state.merged_through;
+      this.loaded = true;
+    }
+    const last = this.lastPosition.get() as number;
+    if (last <= this.seen) return;
+    for (const row of this.keyedAfter.iterate(this.seen, last) as IterableIterator<{ position: number; product_id: string; source: string; external_id: string }>) {
+      this.add(this.hashOf(this.seed, row.product_id, row.source, row.external_id), row.position);
+    }
+    this.seen = last;
+  }
+
+  hash(productId: string, source: string, externalId: string): number {
+    return this.hashOf(this.seed, productId, source, externalId);
+  }
+
+  /** Positions that may hold this key (read each back and compare): the tail, the merging map and the table. */
+  candidates(h: number): number[] {
+    const found: number[] = [];
+    collect(found, this.tail.keys.get(h));
+    if (this.merging !== undefined) collect(found, this.merging.keys.get(h));
+    for (const position of this.probe.all(h) as number[]) if (!found.includes(position)) found.push(position);
+    return found;
+  }
+
+  /** After a commit: the keys it stored (in position order) and the last position it gave. Starts a merge once
+   *  the tail is full. */
+  committed(keys: ReadonlyArray<readonly [number, number]>, lastPosition: number): void {
+    for (const [h, position] of keys) this.add(h, position);
+    if (lastPosition > this.seen) this.seen = lastPosition;
+    if (this.tail.keys.size >= this.tailKeys && this.merging === undefined && !this.stopped) this.startMerge().catch((error: unknown) => this.options.onMergeError?.(error));
+  }
+
+  /** Waits for a merge in progress to end (close, tests). */
+  async idle(): Promise<void> {
+    await this.mergeRun?.catch(() => {});
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.idle();
+  }
+
+  /** Merges everything written so far (tests): waits for a merge in progress, then merges the tail. */
+  async mergeNow(): Promise<void> {
+    await this.idle();
+    if (this.tail.log.length > 0) await this.startMerge();
+  }
+
+  private add(h: number, position: number): void {
+    addTo(this.tail.keys, h, position);
+    this.tail.log.push(h, position);
+    if (position > this.tail.through) this.tail.through = position;
+  }
+
+  private startMerge(): Promise<void> {
+    this.merging = this.tail;
+    this.tail = { keys: new Map(), log: [], through: this.merging.through };
+    const run = this.merge(this.merging).finally(() => {
+      if (this.mergeRun === run) this.mergeRun = undefined;
+    });
+    this.mergeRun = run;
+    return run;
+  }
+
+  /**
+   * A generation into the tables, in short transactions on the writer's connection with the event loop yielding
+   * between them: first `event_keys_by_position` in position order (appended), then `event_keys` bucket by
+   * bucket of the hash range, each bucket sorted (each leaf written about once); the last transaction also moves
+   * `merged_through`. If one fails (disk full, the process stopping), the generation goes back into the tail,
+   * where lookups keep finding it, and is merged again later (INSERT OR IGNORE); a restart rebuilds it from the
+   * rows after `merged_through`.
+   */
+  private async merge(merging: Generation): Promise<void> {
+    const relaxed = this.raw.prepare('PRAGMA synchronous = NORMAL');
+    const restore = this.raw.prepare(`PRAGMA synchronous = ${this.options.synchronous}`);
+    // Merges need no sync of their own: what a power loss takes back is merged again from the rows, since
+    // merged_through moves last (the WAL keeps the order of commits).
+    const transaction = (work: () => void) =>
+      this.options.exclusive(() => {
+        relaxed.run();
+        try {
+          this.raw.transaction(work)();
+        } finally {
+          restore.run();
+        }
+      });
+    const pause = () => new Promise<void>((resolve) => setImmediate(resolve));
+    try {
+      // Not inside the commit that filled the tail (this was called from it): from the next turn of the loop.
+      await pause();
+      const log = merging.log;
+      for (let from = 0; from < log.length; from += 2 * MERGE_CHUNK) {
+        if (this.stopped) throw new Error('stopped');
+        const to = Math.min(log.length, from + 2 * MERGE_CHUNK);
+        await transaction(() => {
+          for (let i = from; i < to; i += 2) this.insertByPosition.run(log[i + 1], log[i], log[i + 1]);
+        });
+        await pause();
+      }
+      const buckets = Math.max(1, Math.ceil(log.length / 2 / MERGE_CHUNK));
+      const sorted: Array<Array<[number, number]>> = Array.from({ length: buckets }, () => []);
+      const width = 2 ** 53 / buckets;
+      for (let i = 0; i < log.length; i += 2) sorted[Math.min(buckets - 1, Math.floor(log[i]! / width))]!.push([log[i]!, log[i + 1]!]);
+      for (let b = 0; b < buckets; b++) {
+        if (this.stopped) throw new Error('stopped');
+        const bucket = sorted[b]!.sort((x, y) => x[0] - y[0] || x[1] - y[1]);
+        const last = b === buckets - 1;
+        await transaction(() => {
+          for (const [h, position] of bucket) this.insertKey.run(h, position, position);
+          if (last) this.setMerged.run(merging.through);
+        });
+        await pause();
+      }
+      this.merges++;
+      if (this.merging === merging) this.merging = undefined;
+    } catch (error) {
+      if (this.merging === merging) {
+        // Back into the tail, older than what it holds: lookups find the keys, the next merge writes them.
+        const newer = this.tail;
+        this.tail = { keys: merging.keys, log: merging.log, through: merging.through };
+        for (let i = 0; i < newer.log.length; i += 2) this.add(newer.log[i]!, newer.log[i + 1]!);
+        this.merging = undefined;
+      }
+      if (!this.stopped) throw error;
+    }
+  }
+}

@@ -1,0 +1,216 @@
+// SQLite idempotency keys (src/storage/sqlite/event-keys.ts, docs/design.md "Idempotency keys on SQLite"): an
+// external_id is stored once per product and source whether its key is in this transaction, the tail, a merge in
+// progress or event_keys, across restarts, and under hash collisions; a deleted event takes its key along; the
+// migration writes the keys of events stored before it.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import BetterSqlite3 from 'better-sqlite3';
+import { Kysely, SqliteDialect, sql } from 'kysely';
+import { uuidv7 } from '../../src/domain/ids.js';
+import { openStorage, type OpenedStorage } from '../../src/storage/connect.js';
+import type { Database } from '../../src/storage/database.js';
+import { migrate } from '../../src/storage/migrate.js';
+import { migrations } from '../../src/storage/migrations/index.js';
+import { EventKeys, keyHash, registerEventKeyFunction } from '../../src/storage/sqlite/event-keys.js';
+import { sqliteEventWriter } from '../../src/storage/sqlite/event-writer.js';
+import type { EventInsert } from '../../src/storage/types.js';
+
+function withDir(test: (dir: string) => Promise<void>): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'inlet-event-keys-'));
+  return test(dir).finally(() => rmSync(dir, { recursive: true, force: true }));
+}
+
+function row(productId: string, externalId: string | null, source = 'api'): EventInsert {
+  const now = new Date().toISOString();
+  return {
+    id: uuidv7(),
+    productId,
+    source,
+    externalId,
+    eventType: 'order',
+    action: 'placed',
+    canonicalName: 'order_placed',
+    nameFormat: 'preferred',
+    subjectType: 'user',
+    subjectId: 'u1',
+    occurredAt: now,
+    receivedAt: now,
+    properties: {},
+    propertiesJson: '{}',
+    apiKeyId: null,
+  };
+}
+
+async function product(storage: OpenedStorage): Promise<string> {
+  const id = uuidv7();
+  await storage.products.create({ id, name: 'keys', createdAt: new Date().toISOString() });
+  return id;
+}
+
+async function count(storage: OpenedStorage, table: 'events' | 'event_keys' | 'event_keys_by_position'): Promise<number> {
+  const result = await sql<{ n: number }>`SELECT count(*) AS n FROM ${sql.table(table)}`.execute(storage.db);
+  return result.rows[0]!.n;
+}
+
+/** The real writer and keys over a migrated file, without the service around them (the test drives merges). */
+async function directWriter(file: string, options: { tailKeys?: number; hash?: (seed: number, p: string, s: string, e: string) => number }) {
+  const raw = new BetterSqlite3(file);
+  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: raw }) });
+  const keys = new EventKeys(raw, { exclusive: (work) => db.connection().execute(async () => work()), synchronous: 'FULL', tailKeys: options.tailKeys ?? 1_000_000, ...(options.hash === undefined ? {} : { hash: options.hash }) });
+  return { raw, db, keys, writer: sqliteEventWriter(db, raw, keys) };
+}
+
+describe('SQLite idempotency keys', () => {
+  it('stores each key once through tail, merges and a restart, with ids reused across products and sources', () =>
+    withDir(async (dir) => {
+      const url = `sqlite:${join(dir, 'inlet.db')}`;
+      // A tail of 40 keys: many merges in a few hundred events.
+      let storage = await openStorage(url, { sqliteEventKeysTail: 40 });
+      const a = await product(storage);
+      const b = await product(storage);
+      const ids = Array.from({ length: 300 }, (_, i) => `ext-${i}`);
+      const firstIds = new Map<string, string>();
+      // Groups of 7 with a repeat inside the group and ids sent again from earlier groups.
+      for (let i = 0; i < ids.length; i += 7) {
+        const group = ids.slice(i, i + 7);
+        const rows = [...group, group[0]!, ...(i >= 14 ? [ids[i - 14]!, ids[i - 3]!] : [])].map((id) => row(a, id));
+        const outcomes = await storage.events.insertMany(rows);
+        outcomes.forEach((outcome, j) => {
+          const id = rows[j]!.externalId!;
+          if (!firstIds.has(id)) {
+            assert.equal(outcome.status, 'created', `${id} first time`);
+            firstIds.set(id, outcome.event.id);
+          } else {
+            assert.equal(outcome.status, 'duplicate', `${id} again`);
+            assert.equal(outcome.event.id, firstIds.get(id), `${id}: the original`);
+          }
+        });
+      }
+      // The same ids in another product and under another source are other events.
+      const other = await storage.events.insertMany([row(b, 'ext-1'), row(a, 'ext-1', 'segment')]);
+      assert.deepEqual(other.map((o) => o.status), ['created', 'created']);
+      // Events without an external_id are never duplicates.
+      const plain = await storage.events.insertMany([row(a, null), row(a, null)]);
+      assert.deepEqual(plain.map((o) => o.status), ['created', 'created']);
+      assert.equal(await count(storage, 'events'), 304);
+      await storage.close();
+
+      // After a restart (the tail rebuilt from the rows after merged_through) every id is still known.
+      storage = await openStorage(url, { sqliteEventKeysTail: 40 });
+      const merged = (await sql<{ through: number }>`SELECT merged_through AS through FROM event_keys_state`.execute(storage.db)).rows[0]!.through;
+      assert.ok(merged > 0 && merged < 304, `some events merged (through ${merged}), some in the tail`);
+      const again = await storage.events.insertMany(ids.map((id) => row(a, id)));
+      assert.ok(again.every((o) => o.status === 'duplicate'));
+      assert.deepEqual(again.map((o) => o.event.id), ids.map((id) => firstIds.get(id)));
+      assert.equal(await count(storage, 'events'), 304);
+      await storage.close();
+    }));
+
+  it('two writers of one file each see the keys the other stored (a second process must not store an id twice)', () =>
+    withDir(async (dir) => {
+      const url = `sqlite:${join(dir, 'inlet.db')}`;
+      const first = await openStorage(url, { sqliteEventKeysTail: 30 });
+      const second = await openStorage(url, { sqliteEventKeysTail: 30 });
+      try {
+        const a = await product(first);
+        const stored = new Map<string, string>();
+        for (let i = 0; i < 120; i++) {
+          const writer = i % 2 === 0 ? first : second;
+          // Each id is sent twice: first by one writer, then (a step later) by the other.
+          const batch = [row(a, `w${i}`), ...(i > 0 ? [row(a, `w${i - 1}`)] : [])];
+          const outcomes = await writer.events.insertMany(batch);
+          assert.equal(outcomes[0]!.status, 'created', `w${i}`);
+          stored.set(`w${i}`, outcomes[0]!.event.id);
+          if (i > 0) {
+            assert.equal(outcomes[1]!.status, 'duplicate', `w${i - 1} from the other writer`);
+            assert.equal(outcomes[1]!.event.id, stored.get(`w${i - 1}`));
+          }
+        }
+        assert.equal(await count(first, 'events'), 120);
+      } finally {
+        await second.close();
+        await first.close();
+      }
+    }));
+
+  it('tells colliding keys apart by reading the rows back (every key hashed to one of three values)', () =>
+    withDir(async (dir) => {
+      const storage = await openStorage(`sqlite:${join(dir, 'inlet.db')}`, { sqliteEventKeysTail: 1_000_000 });
+      const a = await product(storage);
+      await storage.close();
+      // The writer with a hash that collides nearly always, over the same file.
+      const { db, keys, writer } = await directWriter(join(dir, 'inlet.db'), { tailKeys: 25, hash: (_seed, _p, _s, externalId) => externalId.length % 3 });
+      const ids = Array.from({ length: 120 }, (_, i) => `c${'x'.repeat(i % 5)}${i}`);
+      const created = await writer.insertMany(ids.map((id) => row(a, id)));
+      assert.ok(created.every((o) => o.status === 'created'), 'no false duplicate under collisions');
+      await keys.idle();
+      await keys.mergeNow();
+      const again = await writer.insertMany(ids.map((id) => row(a, id)));
+      assert.ok(again.every((o) => o.status === 'duplicate'));
+      assert.deepEqual(again.map((o) => o.event.id), created.map((o) => o.event.id));
+      await keys.stop();
+      await db.destroy();
+    }));
+
+  it('lets a deleted event go with its key, merged or not, so the id can be stored again', () =>
+    withDir(async (dir) => {
+      const storage = await openStorage(`sqlite:${join(dir, 'inlet.db')}`);
+      const a = await product(storage);
+      await storage.close();
+      const { raw, db, keys, writer } = await directWriter(join(dir, 'inlet.db'), {});
+      const ids = Array.from({ length: 25 }, (_, i) => `d${i}`);
+      await writer.insertMany(ids.slice(0, 12).map((id) => row(a, id)));
+      await keys.mergeNow();
+      // d0…d11 are merged into event_keys, d12…d24 are in the tail.
+      await writer.insertMany(ids.slice(12).map((id) => row(a, id)));
+      const tableCount = (table: string) => raw.prepare(`SELECT count(*) FROM ${table}`).pluck().get() as number;
+      assert.equal(tableCount('event_keys'), 12);
+      assert.equal(tableCount('event_keys_by_position'), 12);
+      // Delete d0 (merged) and d24 (in the tail) as erasure and retention do, from another connection.
+      const other = new BetterSqlite3(join(dir, 'inlet.db'));
+      other.prepare(`DELETE FROM events WHERE external_id IN ('d0', 'd24')`).run();
+      other.close();
+      assert.equal(tableCount('event_keys'), 11, 'the merged key went with its row');
+      assert.equal(tableCount('event_keys_by_position'), 11);
+      const outcomes = await writer.insertMany([row(a, 'd0'), row(a, 'd24'), row(a, 'd5'), row(a, 'd20')]);
+      assert.deepEqual(outcomes.map((o) => o.status), ['created', 'created', 'duplicate', 'duplicate']);
+      // The tail's stale position of d24 is not merged; its new one is.
+      await keys.mergeNow();
+      assert.equal(tableCount('event_keys'), 25);
+      assert.equal(raw.prepare(`SELECT count(*) FROM event_keys k JOIN events e ON e.position = k.position`).pluck().get(), 25);
+      await keys.stop();
+      await db.destroy();
+    }));
+
+  it('the migration writes the keys of the events stored before it and drops the unique index', () =>
+    withDir(async (dir) => {
+      const raw = new BetterSqlite3(join(dir, 'inlet.db'));
+      registerEventKeyFunction(raw);
+      const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: raw }) });
+      await migrate(db, 'sqlite', migrations.filter((m) => m.version < 800));
+      const productId = uuidv7();
+      raw.prepare('INSERT INTO products (id, name, created_at) VALUES (?, ?, ?)').run(productId, 'old', new Date().toISOString());
+      const insert = raw.prepare(
+        `INSERT INTO events (id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id, occurred_at, received_at, properties)
+         VALUES (?, ?, 'api', ?, 'order', 'placed', 'order_placed', 'preferred', 'user', 'u1', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z', '{}')`,
+      );
+      for (let i = 0; i < 50; i++) insert.run(uuidv7(), productId, i % 10 === 0 ? null : `old-${i}`);
+      await migrate(db, 'sqlite');
+      const state = raw.prepare('SELECT seed, merged_through FROM event_keys_state').get() as { seed: number; merged_through: number };
+      assert.equal(state.merged_through, 50);
+      const stored = raw.prepare('SELECT h, position FROM event_keys ORDER BY position').all() as Array<{ h: number; position: number }>;
+      assert.equal(stored.length, 45);
+      assert.equal(raw.prepare('SELECT count(*) FROM event_keys_by_position').pluck().get(), 45);
+      assert.equal(stored[0]!.h, keyHash(state.seed, productId, 'api', 'old-1'), 'the hash of the SQL function is the writer’s');
+      assert.equal(raw.prepare(`SELECT count(*) AS n FROM sqlite_master WHERE name = 'events_dedup'`).pluck().get(), 0);
+      await db.destroy();
+
+      const storage = await openStorage(`sqlite:${join(dir, 'inlet.db')}`);
+      const outcomes = await storage.events.insertMany([row(productId, 'old-7'), row(productId, 'new-1')]);
+      assert.deepEqual(outcomes.map((o) => o.status), ['duplicate', 'created']);
+      await storage.close();
+    }));
+});

@@ -1,0 +1,92 @@
+// Event commits synced off the event loop (src/storage/sqlite/wal-sync.ts, docs/design.md "Write path"):
+// a caller's promise settles only after an fdatasync of the WAL that began after the call, callers arriving
+// during one sync share the next, a failed sync is never retried into a false success, and the connection
+// stays synchronous=FULL for every other write.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { sql } from 'kysely';
+import { uuidv7 } from '../../src/domain/ids.js';
+import { openStorage } from '../../src/storage/connect.js';
+import { WalSync } from '../../src/storage/sqlite/wal-sync.js';
+import type { EventInsert } from '../../src/storage/types.js';
+
+function withDir(test: (dir: string) => Promise<void>): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'inlet-wal-sync-'));
+  return test(dir).finally(() => rmSync(dir, { recursive: true, force: true }));
+}
+
+describe('WAL sync off the event loop', () => {
+  it('gives callers that arrive while a sync runs the next sync, shared, and not the one already running', () =>
+    withDir(async (dir) => {
+      const path = join(dir, 'db-wal');
+      writeFileSync(path, 'x');
+      const sync = new WalSync(path);
+      const first = sync.sync();
+      // These arrive after the first sync began: it may predate their commits, so they must wait for another.
+      const later = Array.from({ length: 20 }, () => sync.sync());
+      await first;
+      assert.equal(sync.syncs, 1);
+      await Promise.all(later);
+      assert.equal(sync.syncs, 2, 'twenty callers during one sync share exactly one more');
+      await sync.sync();
+      assert.equal(sync.syncs, 3, 'a caller with nothing running gets a sync of its own');
+      await sync.close();
+    }));
+
+  it('fails with SQLITE_IOERR (503, not a retry) and keeps failing once a sync failed, even if the file is back', () =>
+    withDir(async (dir) => {
+      const path = join(dir, 'missing-wal');
+      const sync = new WalSync(path);
+      const error = await sync.sync().then(
+        () => assert.fail('a sync of a missing file succeeded'),
+        (e: unknown) => e as { code?: string; message: string },
+      );
+      assert.equal(error.code, 'SQLITE_IOERR');
+      assert.match(error.message, /fdatasync of the SQLite WAL .*missing-wal/);
+      writeFileSync(path, 'x');
+      await assert.rejects(sync.sync(), (e: unknown) => e === error);
+      assert.equal(sync.syncs, 0);
+      await sync.close();
+    }));
+
+  it('stores a group through the real writer, answers duplicates, and leaves the connection at synchronous=FULL', () =>
+    withDir(async (dir) => {
+      const storage = await openStorage(`sqlite:${join(dir, 'inlet.db')}`);
+      try {
+        const product = { id: uuidv7() };
+        await storage.products.create({ id: product.id, name: 'wal-sync', createdAt: new Date().toISOString() });
+        const now = new Date().toISOString();
+        const row = (externalId: string): EventInsert => ({
+          id: uuidv7(),
+          productId: product.id,
+          source: 'api',
+          externalId,
+          eventType: 'order',
+          action: 'placed',
+          canonicalName: 'order_placed',
+          nameFormat: 'preferred',
+          subjectType: 'user',
+          subjectId: 'u1',
+          occurredAt: now,
+          receivedAt: now,
+          properties: {},
+          propertiesJson: '{}',
+          apiKeyId: null,
+        });
+        const first = await storage.events.insertMany([row('a'), row('b')]);
+        assert.deepEqual(first.map((o) => o.status), ['created', 'created']);
+        const again = await storage.events.insertMany([row('b'), row('c')]);
+        assert.deepEqual(again.map((o) => o.status), ['duplicate', 'created']);
+        assert.equal(again[0]!.event.id, first[1]!.event.id);
+        const level = await sql<{ synchronous: number }>`PRAGMA synchronous`.execute(storage.db);
+        assert.equal(level.rows[0]!.synchronous, 2, 'FULL for every write that is not an event commit');
+        const count = await sql<{ n: number }>`SELECT count(*) AS n FROM events`.execute(storage.db);
+        assert.equal(count.rows[0]!.n, 3);
+      } finally {
+        await storage.close();
+      }
+    }));
+});
