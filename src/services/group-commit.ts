@@ -12,12 +12,16 @@ interface Pending<T, R> {
 export interface GroupCommitOptions {
   /** Soft cap on items per commit (a single larger request still goes in one commit). */
   maxItems: number;
-  /** Commits that may be in flight at once (1 for SQLite; more for a pooled server database). */
+  /** Commits that may be in flight at once (2 for SQLite; more for a pooled server database). */
   maxInFlight: number;
+  /** While a commit is in flight, another starts only once this many items wait (default 0: at once). Fewer
+   *  items wait for the commit in flight and go together in a larger one. */
+  minItemsToOverlap?: number;
 }
 
 export class GroupCommitWriter<T, R> {
   private queue: Array<Pending<T, R>> = [];
+  private queuedItems = 0;
   private inFlight = 0;
   private scheduled = false;
   private idleWaiters: Array<() => void> = [];
@@ -36,6 +40,7 @@ export class GroupCommitWriter<T, R> {
   submit(items: T[]): Promise<R[]> {
     return new Promise<R[]>((resolve, reject) => {
       this.queue.push({ items, resolve, reject });
+      this.queuedItems += items.length;
       this.schedule();
     });
   }
@@ -48,6 +53,7 @@ export class GroupCommitWriter<T, R> {
 
   private schedule(): void {
     if (this.scheduled || this.inFlight >= this.options.maxInFlight || this.queue.length === 0) return;
+    if (this.inFlight > 0 && this.queuedItems < (this.options.minItemsToOverlap ?? 0)) return;
     this.scheduled = true;
     setImmediate(() => {
       this.scheduled = false;
@@ -75,12 +81,14 @@ export class GroupCommitWriter<T, R> {
 
   private async flush(): Promise<void> {
     if (this.queue.length === 0 || this.inFlight >= this.options.maxInFlight) return;
+    if (this.inFlight > 0 && this.queuedItems < (this.options.minItemsToOverlap ?? 0)) return;
     const group: Array<Pending<T, R>> = [];
     const items: T[] = [];
     while (this.queue.length > 0) {
       const next = this.queue[0]!;
       if (items.length > 0 && items.length + next.items.length > this.options.maxItems) break;
       this.queue.shift();
+      this.queuedItems -= next.items.length;
       group.push(next);
       for (const item of next.items) items.push(item);
     }

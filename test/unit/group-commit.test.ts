@@ -59,6 +59,34 @@ describe('GroupCommitWriter', () => {
     assert.ok(peak <= 2, `peak ${peak}`);
   });
 
+  it('starts a second commit beside the one in flight only once minItemsToOverlap items wait', async () => {
+    const commits: Array<{ items: number; overlapped: boolean }> = [];
+    let inFlight = 0;
+    const writer = new GroupCommitWriter(
+      async (items: number[]) => {
+        commits.push({ items: items.length, overlapped: inFlight > 0 });
+        inFlight++;
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        inFlight--;
+        return items;
+      },
+      { maxItems: 100, maxInFlight: 2, minItemsToOverlap: 10 },
+    );
+    // Small requests trickling in while a commit is in flight: they wait for it, then go in one commit.
+    const first = writer.submit([0]);
+    await new Promise((resolve) => setImmediate(resolve));
+    const small = Array.from({ length: 5 }, (_, i) => writer.submit([i]));
+    await Promise.all([first, ...small]);
+    assert.deepEqual(commits, [{ items: 1, overlapped: false }, { items: 5, overlapped: false }]);
+    // Enough waiting items: the second commit starts beside the first.
+    commits.length = 0;
+    const lead = writer.submit([0]);
+    await new Promise((resolve) => setImmediate(resolve));
+    const big = writer.submit(Array.from({ length: 12 }, (_, i) => i));
+    await Promise.all([lead, big]);
+    assert.deepEqual(commits, [{ items: 1, overlapped: false }, { items: 12, overlapped: true }]);
+  });
+
   it('a request whose rows fail does not fail the other requests that shared its commit', async () => {
     const store = fakeStore();
     const writer = new GroupCommitWriter(store.write, { maxItems: 1000, maxInFlight: 1 });

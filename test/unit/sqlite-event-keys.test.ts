@@ -136,6 +136,34 @@ describe('SQLite idempotency keys', () => {
       }
     }));
 
+  it('finds every key of a tail that grew past its first table (3,000 keys), then of the table after a merge', () =>
+    withDir(async (dir) => {
+      const storage = await openStorage(`sqlite:${join(dir, 'inlet.db')}`);
+      const a = await product(storage);
+      await storage.close();
+      const { db, keys, writer } = await directWriter(join(dir, 'inlet.db'), {});
+      const ids = Array.from({ length: 3000 }, (_, i) => `g${i}`);
+      const groups = (list: string[]) => Array.from({ length: Math.ceil(list.length / 400) }, (_, i) => list.slice(i * 400, i * 400 + 400));
+      const first: string[] = [];
+      for (const group of groups(ids)) {
+        const outcomes = await writer.insertMany(group.map((id) => row(a, id)));
+        assert.ok(outcomes.every((o) => o.status === 'created'));
+        first.push(...outcomes.map((o) => o.event.id));
+      }
+      for (const phase of ['tail', 'table']) {
+        const again: string[] = [];
+        for (const group of groups(ids)) {
+          const outcomes = await writer.insertMany(group.map((id) => row(a, id)));
+          assert.ok(outcomes.every((o) => o.status === 'duplicate'), phase);
+          again.push(...outcomes.map((o) => o.event.id));
+        }
+        assert.deepEqual(again, first, phase);
+        await keys.mergeNow();
+      }
+      await keys.stop();
+      await db.destroy();
+    }));
+
   it('tells colliding keys apart by reading the rows back (every key hashed to one of three values)', () =>
     withDir(async (dir) => {
       const storage = await openStorage(`sqlite:${join(dir, 'inlet.db')}`, { sqliteEventKeysTail: 1_000_000 });

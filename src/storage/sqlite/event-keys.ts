@@ -31,7 +31,7 @@
 import type BetterSqlite3 from 'better-sqlite3';
 
 /** Keys per tail before it is merged into `event_keys`: more means fewer passes over the table, more memory
- *  (~100 bytes a key in the map). At 10 M events a merge writes each of ~45,000 leaves once per 250,000 events. */
+ *  (~48 bytes a key in memory). At 10 M events a merge writes each of ~45,000 leaves once per 250,000 events. */
 export const TAIL_KEYS = 250_000;
 
 /** cyrb53 (a public-domain 53-bit string hash): two 32-bit multiply-xorshift lanes over UTF-16 code units. */
@@ -87,19 +87,57 @@ export function mergeAllEventKeys(raw: BetterSqlite3.Database): void {
   })();
 }
 
-type Positions = number | number[];
+/**
+ * Keys of one generation (the tail, or the tail being merged): an open-addressing table of (h, position) on
+ * Float64Arrays, with no object per key (~48 bytes a key with the log, against ~150 for a Map of boxed doubles:
+ * 250,000 keys are ~12 MB), and the same pairs in position order (the log, what a merge writes). Positions start
+ * at 1, so 0 marks an empty slot. The same h may sit in several slots (a collision, or an id stored again
+ * after its row was deleted): a lookup returns every position under it.
+ */
+class Generation {
+  count = 0;
+  private hs = new Float64Array(1024);
+  private ps = new Float64Array(1024);
+  log = new Float64Array(1024);
 
-function addTo(map: Map<number, Positions>, h: number, position: number): void {
-  const known = map.get(h);
-  if (known === undefined) map.set(h, position);
-  else if (typeof known === 'number') map.set(h, [known, position]);
-  else known.push(position);
-}
+  constructor(public through: number) {}
 
-function collect(into: number[], known: Positions | undefined): void {
-  if (known === undefined) return;
-  if (typeof known === 'number') into.push(known);
-  else for (const position of known) into.push(position);
+  add(h: number, position: number): void {
+    if ((this.count + 1) * 2 > this.ps.length) this.grow();
+    this.place(h, position);
+    if (2 * this.count + 2 > this.log.length) {
+      const log = new Float64Array(this.log.length * 2);
+      log.set(this.log);
+      this.log = log;
+    }
+    this.log[2 * this.count] = h;
+    this.log[2 * this.count + 1] = position;
+    this.count++;
+    if (position > this.through) this.through = position;
+  }
+
+  collect(h: number, into: number[]): void {
+    const mask = this.ps.length - 1;
+    for (let slot = (h % 4294967296) & mask; this.ps[slot] !== 0; slot = (slot + 1) & mask) {
+      if (this.hs[slot] === h && !into.includes(this.ps[slot]!)) into.push(this.ps[slot]!);
+    }
+  }
+
+  private place(h: number, position: number): void {
+    const mask = this.ps.length - 1;
+    let slot = (h % 4294967296) & mask;
+    while (this.ps[slot] !== 0) slot = (slot + 1) & mask;
+    this.hs[slot] = h;
+    this.ps[slot] = position;
+  }
+
+  private grow(): void {
+    const hs = this.hs;
+    const ps = this.ps;
+    this.hs = new Float64Array(hs.length * 2);
+    this.ps = new Float64Array(ps.length * 2);
+    for (let i = 0; i < ps.length; i++) if (ps[i] !== 0) this.place(hs[i]!, ps[i]!);
+  }
 }
 
 export interface EventKeysOptions {
@@ -115,15 +153,6 @@ export interface EventKeysOptions {
   hash?: (seed: number, productId: string, source: string, externalId: string) => number;
 }
 
-/** Keys of events in position order, flat: h, position, h, position, … (what a merge writes). */
-type KeyLog = number[];
-
-interface Generation {
-  keys: Map<number, Positions>;
-  log: KeyLog;
-  through: number;
-}
-
 /** Rows a merge writes in one transaction: a few milliseconds of the event loop each. */
 const MERGE_CHUNK = 2048;
 
@@ -132,7 +161,7 @@ export class EventKeys {
   private seed = 0;
   /** The highest event position whose key this process has accounted for (its own rows and others'). */
   private seen = 0;
-  private tail: Generation = { keys: new Map(), log: [], through: 0 };
+  private tail = new Generation(0);
   private merging: Generation | undefined;
   private mergeRun: Promise<void> | undefined;
   private stopped = false;
@@ -193,8 +222,8 @@ export class EventKeys {
   /** Positions that may hold this key (read each back and compare): the tail, the merging map and the table. */
   candidates(h: number): number[] {
     const found: number[] = [];
-    collect(found, this.tail.keys.get(h));
-    if (this.merging !== undefined) collect(found, this.merging.keys.get(h));
+    this.tail.collect(h, found);
+    this.merging?.collect(h, found);
     for (const position of this.probe.all(h) as number[]) if (!found.includes(position)) found.push(position);
     return found;
   }
@@ -204,7 +233,7 @@ export class EventKeys {
   committed(keys: ReadonlyArray<readonly [number, number]>, lastPosition: number): void {
     for (const [h, position] of keys) this.add(h, position);
     if (lastPosition > this.seen) this.seen = lastPosition;
-    if (this.tail.keys.size >= this.tailKeys && this.merging === undefined && !this.stopped) this.startMerge().catch((error: unknown) => this.options.onMergeError?.(error));
+    if (this.tail.count >= this.tailKeys && this.merging === undefined && !this.stopped) this.startMerge().catch((error: unknown) => this.options.onMergeError?.(error));
   }
 
   /** Waits for a merge in progress to end (close, tests). */
@@ -220,18 +249,16 @@ export class EventKeys {
   /** Merges everything written so far (tests): waits for a merge in progress, then merges the tail. */
   async mergeNow(): Promise<void> {
     await this.idle();
-    if (this.tail.log.length > 0) await this.startMerge();
+    if (this.tail.count > 0) await this.startMerge();
   }
 
   private add(h: number, position: number): void {
-    addTo(this.tail.keys, h, position);
-    this.tail.log.push(h, position);
-    if (position > this.tail.through) this.tail.through = position;
+    this.tail.add(h, position);
   }
 
   private startMerge(): Promise<void> {
     this.merging = this.tail;
-    this.tail = { keys: new Map(), log: [], through: this.merging.through };
+    this.tail = new Generation(this.merging.through);
     const run = this.merge(this.merging).finally(() => {
       if (this.mergeRun === run) this.mergeRun = undefined;
     });
@@ -266,24 +293,31 @@ export class EventKeys {
       // Not inside the commit that filled the tail (this was called from it): from the next turn of the loop.
       await pause();
       const log = merging.log;
-      for (let from = 0; from < log.length; from += 2 * MERGE_CHUNK) {
+      const length = 2 * merging.count;
+      for (let from = 0; from < length; from += 2 * MERGE_CHUNK) {
         if (this.stopped) throw new Error('stopped');
-        const to = Math.min(log.length, from + 2 * MERGE_CHUNK);
+        const to = Math.min(length, from + 2 * MERGE_CHUNK);
         await transaction(() => {
           for (let i = from; i < to; i += 2) this.insertByPosition.run(log[i + 1], log[i], log[i + 1]);
         });
         await pause();
       }
-      const buckets = Math.max(1, Math.ceil(log.length / 2 / MERGE_CHUNK));
-      const sorted: Array<Array<[number, number]>> = Array.from({ length: buckets }, () => []);
+      // Which bucket of the hash range each pair falls in, then per bucket the log's indexes (a counting sort).
+      const buckets = Math.max(1, Math.ceil(merging.count / MERGE_CHUNK));
       const width = 2 ** 53 / buckets;
-      for (let i = 0; i < log.length; i += 2) sorted[Math.min(buckets - 1, Math.floor(log[i]! / width))]!.push([log[i]!, log[i + 1]!]);
+      const bucketOf = (pair: number) => Math.min(buckets - 1, Math.floor(log[2 * pair]! / width));
+      const starts = new Uint32Array(buckets + 1);
+      for (let pair = 0; pair < merging.count; pair++) starts[bucketOf(pair) + 1]!++;
+      for (let b = 0; b < buckets; b++) starts[b + 1]! += starts[b]!;
+      const order = new Uint32Array(merging.count);
+      const next = starts.slice(0, buckets);
+      for (let pair = 0; pair < merging.count; pair++) order[next[bucketOf(pair)]!++] = pair;
       for (let b = 0; b < buckets; b++) {
         if (this.stopped) throw new Error('stopped');
-        const bucket = sorted[b]!.sort((x, y) => x[0] - y[0] || x[1] - y[1]);
+        const bucket = Array.from(order.subarray(starts[b]!, starts[b + 1]!)).sort((x, y) => log[2 * x]! - log[2 * y]! || log[2 * x + 1]! - log[2 * y + 1]!);
         const last = b === buckets - 1;
         await transaction(() => {
-          for (const [h, position] of bucket) this.insertKey.run(h, position, position);
+          for (const pair of bucket) this.insertKey.run(log[2 * pair], log[2 * pair + 1], log[2 * pair + 1]);
           if (last) this.setMerged.run(merging.through);
         });
         await pause();
@@ -294,8 +328,8 @@ export class EventKeys {
       if (this.merging === merging) {
         // Back into the tail, older than what it holds: lookups find the keys, the next merge writes them.
         const newer = this.tail;
-        this.tail = { keys: merging.keys, log: merging.log, through: merging.through };
-        for (let i = 0; i < newer.log.length; i += 2) this.add(newer.log[i]!, newer.log[i + 1]!);
+        this.tail = merging;
+        for (let pair = 0; pair < newer.count; pair++) this.add(newer.log[2 * pair]!, newer.log[2 * pair + 1]!);
         this.merging = undefined;
       }
       if (!this.stopped) throw error;
