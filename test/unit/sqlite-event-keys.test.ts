@@ -14,7 +14,7 @@ import { openStorage, type OpenedStorage } from '../../src/storage/connect.js';
 import type { Database } from '../../src/storage/database.js';
 import { migrate } from '../../src/storage/migrate.js';
 import { migrations } from '../../src/storage/migrations/index.js';
-import { EventKeys, keyHash, registerEventKeyFunction } from '../../src/storage/sqlite/event-keys.js';
+import { EventKeys, keyHash, mergeAllEventKeys, registerEventKeyFunction } from '../../src/storage/sqlite/event-keys.js';
 import { sqliteEventWriter } from '../../src/storage/sqlite/event-writer.js';
 import type { EventInsert } from '../../src/storage/types.js';
 
@@ -160,6 +160,33 @@ describe('SQLite idempotency keys', () => {
         assert.deepEqual(again, first, phase);
         await keys.mergeNow();
       }
+      await keys.stop();
+      await db.destroy();
+    }));
+
+  it('does not take into memory the rows a bulk load stored and merged itself (only rows after merged_through)', () =>
+    withDir(async (dir) => {
+      const storage = await openStorage(`sqlite:${join(dir, 'inlet.db')}`);
+      const a = await product(storage);
+      await storage.close();
+      const { db, keys, writer } = await directWriter(join(dir, 'inlet.db'), {});
+      await writer.insertMany(Array.from({ length: 10 }, (_, i) => row(a, `mine${i}`)));
+      assert.equal(keys.held, 10);
+      // Another connection stores 500 events and merges their keys (and this writer's) itself, as the bench's
+      // prefill does.
+      const bulk = new BetterSqlite3(join(dir, 'inlet.db'));
+      const insert = bulk.prepare(
+        `INSERT INTO events (id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id, occurred_at, received_at, properties)
+         VALUES (?, ?, 'api', ?, 'order', 'placed', 'order_placed', 'preferred', 'user', 'u1', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z', '{}')`,
+      );
+      bulk.transaction(() => {
+        for (let i = 0; i < 500; i++) insert.run(uuidv7(), a, `bulk${i}`);
+      })();
+      mergeAllEventKeys(bulk);
+      bulk.close();
+      const outcomes = await writer.insertMany([row(a, 'bulk7'), row(a, 'mine3'), row(a, 'new')]);
+      assert.deepEqual(outcomes.map((o) => o.status), ['duplicate', 'duplicate', 'created']);
+      assert.equal(keys.held, 11, 'the bulk rows are found in event_keys, not copied into memory');
       await keys.stop();
       await db.destroy();
     }));

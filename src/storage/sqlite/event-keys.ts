@@ -172,6 +172,7 @@ export class EventKeys {
   private readonly insertKey: BetterSqlite3.Statement;
   private readonly setMerged: BetterSqlite3.Statement;
   private readonly lastPosition: BetterSqlite3.Statement;
+  private readonly mergedThrough: BetterSqlite3.Statement;
   private readonly keyedAfter: BetterSqlite3.Statement;
   /** Merges completed (tests, metrics). */
   merges = 0;
@@ -187,7 +188,9 @@ export class EventKeys {
     this.insertByPosition = raw.prepare('INSERT OR IGNORE INTO event_keys_by_position (position, h) SELECT ?, ? WHERE EXISTS (SELECT 1 FROM events WHERE position = ?)');
     // event_keys_by_position holds exactly the rows that exist and were merged (the trigger deletes from both).
     this.insertKey = raw.prepare('INSERT OR IGNORE INTO event_keys (h, position) SELECT ?, ? WHERE EXISTS (SELECT 1 FROM event_keys_by_position WHERE position = ?)');
-    this.setMerged = raw.prepare('UPDATE event_keys_state SET merged_through = ? WHERE id = 1');
+    // Never backwards: another writer may have merged further (everything up to either value is merged).
+    this.setMerged = raw.prepare('UPDATE event_keys_state SET merged_through = max(merged_through, ?) WHERE id = 1');
+    this.mergedThrough = raw.prepare('SELECT merged_through FROM event_keys_state WHERE id = 1').pluck();
     // AUTOINCREMENT's counter: the last position ever given, even if that row was deleted since.
     this.lastPosition = raw.prepare(`SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)`).pluck();
     this.keyedAfter = raw.prepare('SELECT position, product_id, source, external_id FROM events WHERE position > ? AND position <= ? AND external_id IS NOT NULL ORDER BY position');
@@ -209,10 +212,19 @@ export class EventKeys {
     }
     const last = this.lastPosition.get() as number;
     if (last <= this.seen) return;
-    for (const row of this.keyedAfter.iterate(this.seen, last) as IterableIterator<{ position: number; product_id: string; source: string; external_id: string }>) {
+    // Rows up to the merged_through another writer recorded are in event_keys already (it merged every row up
+    // to there, this one's included): only those after it are read (a bulk load that merged its own keys,
+    // the bench's prefill, costs nothing here).
+    const merged = this.mergedThrough.get() as number;
+    for (const row of this.keyedAfter.iterate(Math.max(this.seen, merged), last) as IterableIterator<{ position: number; product_id: string; source: string; external_id: string }>) {
       this.add(this.hashOf(this.seed, row.product_id, row.source, row.external_id), row.position);
     }
     this.seen = last;
+  }
+
+  /** Keys held in memory (the tail and a generation being merged). */
+  get held(): number {
+    return this.tail.count + (this.merging?.count ?? 0);
   }
 
   hash(productId: string, source: string, externalId: string): number {
