@@ -16,33 +16,14 @@ import { migrate } from '../../src/storage/migrate.js';
 import { migrations } from '../../src/storage/migrations/index.js';
 import { EventKeys, keyHash, mergeAllEventKeys, registerEventKeyFunction } from '../../src/storage/sqlite/event-keys.js';
 import { sqliteEventWriter } from '../../src/storage/sqlite/event-writer.js';
-import type { EventInsert } from '../../src/storage/types.js';
+import { eventRow } from '../event-rows.js';
 
 function withDir(test: (dir: string) => Promise<void>): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'inlet-event-keys-'));
   return test(dir).finally(() => rmSync(dir, { recursive: true, force: true }));
 }
 
-function row(productId: string, externalId: string | null, source = 'api'): EventInsert {
-  const now = new Date().toISOString();
-  return {
-    id: uuidv7(),
-    productId,
-    source,
-    externalId,
-    eventType: 'order',
-    action: 'placed',
-    canonicalName: 'order_placed',
-    nameFormat: 'preferred',
-    subjectType: 'user',
-    subjectId: 'u1',
-    occurredAt: now,
-    receivedAt: now,
-    properties: {},
-    propertiesJson: '{}',
-    apiKeyId: null,
-  };
-}
+const row = eventRow;
 
 async function product(storage: OpenedStorage): Promise<string> {
   const id = uuidv7();

@@ -11,7 +11,7 @@ import { sql } from 'kysely';
 import { uuidv7 } from '../../src/domain/ids.js';
 import { openStorage } from '../../src/storage/connect.js';
 import { WalSync } from '../../src/storage/sqlite/wal-sync.js';
-import type { EventInsert } from '../../src/storage/types.js';
+import { eventRow } from '../event-rows.js';
 
 function withDir(test: (dir: string) => Promise<void>): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'inlet-wal-sync-'));
@@ -58,24 +58,7 @@ describe('WAL sync off the event loop', () => {
       try {
         const product = { id: uuidv7() };
         await storage.products.create({ id: product.id, name: 'wal-sync', createdAt: new Date().toISOString() });
-        const now = new Date().toISOString();
-        const row = (externalId: string): EventInsert => ({
-          id: uuidv7(),
-          productId: product.id,
-          source: 'api',
-          externalId,
-          eventType: 'order',
-          action: 'placed',
-          canonicalName: 'order_placed',
-          nameFormat: 'preferred',
-          subjectType: 'user',
-          subjectId: 'u1',
-          occurredAt: now,
-          receivedAt: now,
-          properties: {},
-          propertiesJson: '{}',
-          apiKeyId: null,
-        });
+        const row = (externalId: string) => eventRow(product.id, externalId);
         const first = await storage.events.insertMany([row('a'), row('b')]);
         assert.deepEqual(first.map((o) => o.status), ['created', 'created']);
         const again = await storage.events.insertMany([row('b'), row('c')]);
