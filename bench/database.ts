@@ -5,6 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
+import { mergeAllEventKeys } from '../src/storage/sqlite/event-keys.js';
 import pg from 'pg';
 import { onCleanup } from './processes.js';
 import { ROW_COLUMNS } from './workload.js';
@@ -99,7 +100,7 @@ export async function postgresDatabase(serverUrl: string): Promise<BenchDatabase
  * row i; rows go in transactions of 50,000. With `rebuildIndexes` the events table's secondary indexes are
  * dropped first and built again at the end (a sort instead of N random B-tree inserts: with random external
  * ids the unique key alone makes a 10 M fill with the indexes in place take ~20 min); a rebuilt index is
- * packed denser than one grown by inserts.
+ * packed denser than one grown by inserts. The rows' idempotency keys are written too (mergeAllEventKeys).
  */
 export function fillSqliteEvents(file: string, total: number, rowAt: (i: number) => unknown[], onProgress?: (filled: number) => void, rebuildIndexes = false): void {
   const fill = new BetterSqlite3(file);
@@ -119,6 +120,9 @@ export function fillSqliteEvents(file: string, total: number, rowAt: (i: number)
       onProgress?.(Math.min(total, at + 50_000));
     }
     for (const index of indexes) fill.exec(index.sql);
+    // Their idempotency keys, as the server's merges write them (src/storage/sqlite/event-keys.ts): without
+    // this the server would take every filled row into memory at its next commit and merge them during the run.
+    mergeAllEventKeys(fill);
     fill.pragma('wal_checkpoint(TRUNCATE)');
   } finally {
     fill.close();

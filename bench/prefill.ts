@@ -12,7 +12,6 @@
 // Received times are spread over the day before the run, in insertion order.
 import BetterSqlite3 from 'better-sqlite3';
 import pg from 'pg';
-import { mergeAllEventKeys } from '../src/storage/sqlite/event-keys.js';
 import { fillSqliteEvents } from './database.js';
 import { EVENT_NAMES, OCCURRED_AT, PROPERTIES_TEMPLATE, SUBJECTS, externalIdMaker, workloadRowValues, type IdKind } from './workload.js';
 
@@ -57,16 +56,6 @@ export function prefillSqlite(file: string, total: number, ids: IdKind, target: 
     } finally {
       db.close();
     }
-  }
-  // The idempotency keys of the new rows (src/storage/sqlite/event-keys.ts), sorted, as a merge writes them.
-  const db = new BetterSqlite3(file);
-  try {
-    db.pragma('cache_size = -1000000');
-    if (process.stderr.isTTY) process.stderr.write(`\rprefill: writing the idempotency keys          `);
-    mergeAllEventKeys(db);
-    db.pragma('wal_checkpoint(TRUNCATE)');
-  } finally {
-    db.close();
   }
   if (process.stderr.isTTY) process.stderr.write('\n');
 }
