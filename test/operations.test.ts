@@ -2,7 +2,7 @@
 // schemas, and the docs page.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { bearer, createTestApp, problemOf, type TestContext } from './helpers.js';
+import { bearer, createTestApp, dialect, problemOf, type TestContext } from './helpers.js';
 
 let ctx: TestContext;
 
@@ -53,6 +53,28 @@ describe('GET /metrics', () => {
     }
     return sum;
   }
+
+  it('on SQLite: inlet_sqlite_event_keys_in_memory counts the keys of stored events with an external_id, once each', async () => {
+    const p = await ctx.product('event-keys-metrics');
+    const held = async () => {
+      const text = (await ctx.app.inject({ method: 'GET', url: '/metrics' })).body;
+      const line = text.split('\n').find((l) => l.startsWith('inlet_sqlite_event_keys_in_memory '));
+      return line === undefined ? undefined : Number(line.split(' ')[1]);
+    };
+    const before = await held();
+    if (dialect === 'postgres') {
+      assert.equal(before, undefined, 'PostgreSQL keeps event_dedup: no such metric');
+      return;
+    }
+    const base = { subject_type: 'user', subject_id: 'u', event_type: 'a', action: 'b' };
+    const post = (payload: object) => ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(p.eventsKey), payload });
+    assert.equal((await post({ ...base, external_id: 'k1' })).statusCode, 201);
+    assert.equal((await post({ ...base, external_id: 'k1' })).statusCode, 200);
+    assert.equal((await post({ ...base, external_id: 'k2' })).statusCode, 201);
+    assert.equal((await post(base)).statusCode, 201);
+    assert.equal(await held(), before! + 2);
+    assert.match((await ctx.app.inject({ method: 'GET', url: '/metrics' })).body, /# TYPE inlet_sqlite_event_key_merges_total counter/);
+  });
 
   it('is Prometheus text; inlet_events_total moves by endpoint, format and outcome; the latency histogram is there', async () => {
     const p = await ctx.product('metrics');

@@ -2,7 +2,7 @@
 // the writer on the event loop (every request waits for the latter), and the WAL's size. What to look at when
 // ingest latency rises while background deletes (erasure, retention) run.
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import type { CheckpointEvent } from '../storage/types.js';
+import type { CheckpointEvent, EventKeyStats } from '../storage/types.js';
 
 export function registerCheckpointMetrics(registry: Registry, observe: (listener: (event: CheckpointEvent) => void) => void): void {
   const duration = new Histogram({
@@ -37,5 +37,39 @@ export function registerCheckpointMetrics(registry: Registry, observe: (listener
     frames.set({ state: 'wal' }, event.walFrames);
     frames.set({ state: 'behind' }, Math.max(0, event.walFrames - event.backfilled));
     if (event.walFrames > max) largest.set((max = event.walFrames));
+  });
+}
+
+/** SQLite idempotency keys (storage/sqlite/event-keys.ts): how many wait in memory for a merge, and the merges. */
+export function registerEventKeyMetrics(registry: Registry, stats: () => EventKeyStats): void {
+  new Gauge({
+    name: 'inlet_sqlite_event_keys_in_memory',
+    help: 'Idempotency keys of the newest SQLite events held in memory until merged into event_keys (a merge starts at 250,000)',
+    registers: [registry],
+    collect() {
+      this.set(stats().held);
+    },
+  });
+  let merges = 0;
+  let seconds = 0;
+  new Counter({
+    name: 'inlet_sqlite_event_key_merges_total',
+    help: 'Merges of in-memory idempotency keys into the SQLite event_keys table',
+    registers: [registry],
+    collect() {
+      const now = stats();
+      this.inc(now.merges - merges);
+      merges = now.merges;
+    },
+  });
+  new Counter({
+    name: 'inlet_sqlite_event_key_merge_seconds_total',
+    help: 'Wall time of those merges, start to end (they yield to requests between short transactions)',
+    registers: [registry],
+    collect() {
+      const now = stats();
+      this.inc(now.mergeSeconds - seconds);
+      seconds = now.mergeSeconds;
+    },
   });
 }

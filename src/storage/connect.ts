@@ -24,7 +24,7 @@ import { isPostgresUnavailable } from './postgres/errors.js';
 import { retryingBusy } from './busy-retry.js';
 import { createFailoverPool } from './postgres/pool.js';
 import { ensureEventPartitions, PARTITION_MAINTENANCE_INTERVAL_MS } from './postgres/event-partitions.js';
-import type { CheckpointEvent, Dialect, PoolStats, Storage } from './types.js';
+import type { CheckpointEvent, Dialect, EventKeyStats, PoolStats, Storage } from './types.js';
 
 export interface OpenStorageOptions {
   /** SQLite `synchronous`: `full` fsyncs every commit (the default), `normal` may lose the last commits on power loss. */
@@ -72,6 +72,8 @@ export interface OpenedStorage extends Storage {
   readonly rateLimitPool?: () => pg.Pool;
   /** SQLite file with the checkpoint thread: calls `listener` after each WAL checkpoint (metrics). */
   readonly observeCheckpoints?: (listener: (event: CheckpointEvent) => void) => void;
+  /** SQLite: the idempotency keys held in memory and the merges so far (sqlite/event-keys.ts). */
+  readonly eventKeyStats?: () => EventKeyStats;
 }
 
 const PARTITION_MAINTENANCE_RETRY_MS = 60_000;
@@ -272,6 +274,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     ...(poolStats === undefined ? {} : { poolStats }),
     ...(rateLimitPool === undefined ? {} : { rateLimitPool }),
     ...(checkpointer === undefined ? {} : { observeCheckpoints: checkpointer.observe }),
+    ...(dialect === 'sqlite' ? { eventKeyStats: () => ({ held: eventKeys?.held ?? 0, merges: eventKeys?.merges ?? 0, mergeSeconds: eventKeys?.mergeSeconds ?? 0 }) } : {}),
     isUnavailable: dialect === 'sqlite' ? isSqliteUnavailable : isPostgresUnavailable,
     get closed() {
       return closed;

@@ -535,3 +535,10 @@ export interface DestinationStore {
   /** Messages after the cursor, counted up to `cap` per log (before any filter). */
   lag(productId: string, cursor: DestinationCursor, cap: number): Promise<number>;
 }
+
+/** SQLite: the idempotency keys held in memory and the merges so far (sqlite/event-keys.ts). */
+export interface EventKeyStats {
+  held: number;
+  merges: number;
+  mergeSeconds: number;
+}

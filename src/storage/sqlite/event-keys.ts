@@ -28,6 +28,7 @@
 // first takes in the keys of rows another connection stored (catchUp), so a second writer cannot double an id. The
 // hash is not cryptographic; the random seed keeps anyone without the database from choosing ids that collide,
 // and a collision only costs a row read.
+import { performance } from 'node:perf_hooks';
 import type BetterSqlite3 from 'better-sqlite3';
 
 /** Keys per tail before it is merged into `event_keys`: more means fewer passes over the table, more memory
@@ -174,8 +175,9 @@ export class EventKeys {
   private readonly lastPosition: BetterSqlite3.Statement;
   private readonly mergedThrough: BetterSqlite3.Statement;
   private readonly keyedAfter: BetterSqlite3.Statement;
-  /** Merges completed (tests, metrics). */
+  /** Merges completed and the seconds they took from start to end, pauses included (metrics). */
   merges = 0;
+  mergeSeconds = 0;
 
   constructor(
     private readonly raw: BetterSqlite3.Database,
@@ -301,6 +303,7 @@ export class EventKeys {
         }
       });
     const pause = () => new Promise<void>((resolve) => setImmediate(resolve));
+    const started = performance.now();
     try {
       // Not inside the commit that filled the tail (this was called from it): from the next turn of the loop.
       await pause();
@@ -335,6 +338,7 @@ export class EventKeys {
         await pause();
       }
       this.merges++;
+      this.mergeSeconds += (performance.now() - started) / 1000;
       if (this.merging === merging) this.merging = undefined;
     } catch (error) {
       if (this.merging === merging) {
