@@ -22,6 +22,7 @@
 // fails with the first error, and the writer answers 503 until the process is restarted (SQLite then
 // recovers from the WAL what reached the disk).
 import { fdatasync, fstat, open, close, stat } from 'node:fs';
+import { performance } from 'node:perf_hooks';
 import { promisify } from 'node:util';
 
 const openAsync = promisify(open);
@@ -41,6 +42,7 @@ export class WalSync {
   private queued: Promise<void> | undefined;
   private failed: WalSyncError | undefined;
   private closed = false;
+  private checkedAt = -Infinity;
   /** Syncs run so far (metrics and tests). */
   syncs = 0;
 
@@ -76,13 +78,17 @@ export class WalSync {
       await fdatasyncAsync(this.fd);
       this.syncs++;
       // SQLite keeps the WAL file while a connection is open (a restart rewrites it in place, a size limit
-      // truncates it), so this is the same file; should it ever have been replaced, sync the new one too.
-      const [held, named] = await Promise.all([fstatAsync(this.fd), statAsync(this.walPath)]);
-      if (held.ino !== named.ino || held.dev !== named.dev) {
-        const old = this.fd;
-        this.fd = await openAsync(this.walPath, 'r');
-        await closeAsync(old).catch(() => {});
-        await fdatasyncAsync(this.fd);
+      // truncates it), so this is the same file; should it ever have been replaced, sync the new one too. Looked
+      // at once a second, not per sync: two more round trips to the thread pool would lengthen every commit.
+      if (performance.now() - this.checkedAt >= 1000) {
+        this.checkedAt = performance.now();
+        const [held, named] = await Promise.all([fstatAsync(this.fd), statAsync(this.walPath)]);
+        if (held.ino !== named.ino || held.dev !== named.dev) {
+          const old = this.fd;
+          this.fd = await openAsync(this.walPath, 'r');
+          await closeAsync(old).catch(() => {});
+          await fdatasyncAsync(this.fd);
+        }
       }
     } catch (error) {
       if (!(error instanceof WalSyncError) || !this.closed) {
