@@ -27,11 +27,11 @@ export interface RejectionOptions {
   now?: () => number;
 }
 
-/** The item as text: JSON escapes NUL and lone surrogates, so recording cannot fail the way the item did (§13). */
 /**
  * JSON of a value that JSON.stringify refused (nested deeper than V8's stack allows: a batch element of 20,000
- * nested arrays, found by the fuzz suite), written to MAX_PROPERTY_DEPTH levels (the nesting any stored value may have; deeper is replaced by a marker). Not String(item): an array's
- * toString recurses just as deep and threw the same RangeError, a 500 instead of a recorded rejection.
+ * nested arrays, found by the fuzz suite), written to MAX_PROPERTY_DEPTH levels (the nesting any stored value may
+ * have; deeper is replaced by a marker). Not String(item): an array's toString recurses just as deep and threw
+ * the same RangeError, a 500 instead of a recorded rejection.
  */
 function boundedJson(value: unknown, depth = 0): string {
   if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
@@ -40,6 +40,7 @@ function boundedJson(value: unknown, depth = 0): string {
   return `{${Object.entries(value).map(([key, inner]) => `${JSON.stringify(key)}:${boundedJson(inner, depth + 1)}`).join(',')}}`;
 }
 
+/** The item as text: JSON escapes NUL and lone surrogates, so recording cannot fail the way the item did (§13). */
 function itemText(item: unknown): string {
   let text: string;
   try {
@@ -47,7 +48,7 @@ function itemText(item: unknown): string {
   } catch {
     text = boundedJson(item);
   }
-  // A cut can split a surrogate pair, and String(item) can hold NUL: storableText mends both.
+  // A cut can split a surrogate pair: storableText mends it.
   return storableText(text.length > MAX_RECORDED_ITEM_CHARS ? text.slice(0, MAX_RECORDED_ITEM_CHARS) : text);
 }
 
