@@ -30,6 +30,7 @@
 // and a collision only costs a row read.
 import { performance } from 'node:perf_hooks';
 import type BetterSqlite3 from 'better-sqlite3';
+import { withoutCommitSync } from './wal-sync.js';
 
 /** Keys per tail before it is merged into `event_keys`: more means fewer passes over the table, more memory
  *  (~48 bytes a key in memory). At 10 M events a merge writes each of ~45,000 leaves once per 250,000 events. */
@@ -175,6 +176,7 @@ export class EventKeys {
   private readonly lastPosition: BetterSqlite3.Statement;
   private readonly mergedThrough: BetterSqlite3.Statement;
   private readonly keyedAfter: BetterSqlite3.Statement;
+  private readonly unsynced: <T>(work: () => T) => T;
   /** Merges completed and the seconds they took from start to end, pauses included (metrics). */
   merges = 0;
   mergeSeconds = 0;
@@ -195,6 +197,7 @@ export class EventKeys {
     this.mergedThrough = raw.prepare('SELECT merged_through FROM event_keys_state WHERE id = 1').pluck();
     // AUTOINCREMENT's counter: the last position ever given, even if that row was deleted since.
     this.lastPosition = raw.prepare(`SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)`).pluck();
+    this.unsynced = withoutCommitSync(raw, options.synchronous);
     this.keyedAfter = raw.prepare('SELECT position, product_id, source, external_id FROM events WHERE position > ? AND position <= ? AND external_id IS NOT NULL ORDER BY position');
   }
 
@@ -233,9 +236,9 @@ export class EventKeys {
     return this.hashOf(this.seed, productId, source, externalId);
   }
 
-  /** Positions that may hold this key (read each back and compare): the tail, the merging map and the table. */
-  candidates(h: number): number[] {
-    const found: number[] = [];
+  /** Positions that may hold this key (read each back and compare), added to `found`: the tail's, the merging
+   *  generation's and the table's. */
+  candidates(h: number, found: number[] = []): number[] {
     this.tail.collect(h, found);
     this.merging?.collect(h, found);
     for (const position of this.probe.all(h) as number[]) if (!found.includes(position)) found.push(position);
@@ -289,19 +292,9 @@ export class EventKeys {
    * rows after `merged_through`.
    */
   private async merge(merging: Generation): Promise<void> {
-    const relaxed = this.raw.prepare('PRAGMA synchronous = NORMAL');
-    const restore = this.raw.prepare(`PRAGMA synchronous = ${this.options.synchronous}`);
     // Merges need no sync of their own: what a power loss takes back is merged again from the rows, since
     // merged_through moves last (the WAL keeps the order of commits).
-    const transaction = (work: () => void) =>
-      this.options.exclusive(() => {
-        relaxed.run();
-        try {
-          this.raw.transaction(work)();
-        } finally {
-          restore.run();
-        }
-      });
+    const transaction = (work: () => void) => this.options.exclusive(() => this.unsynced(this.raw.transaction(work)));
     const pause = () => new Promise<void>((resolve) => setImmediate(resolve));
     const started = performance.now();
     try {

@@ -7,7 +7,7 @@ import type { Database } from '../database.js';
 import { eventFromRow } from '../event-reads.js';
 import type { EventInsert, InsertOutcome } from '../types.js';
 import type { EventKeys } from './event-keys.js';
-import type { WalSync } from './wal-sync.js';
+import { withoutCommitSync, type WalSync } from './wal-sync.js';
 
 const COLUMNS =
   'id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id, occurred_at, received_at, properties, api_key_id, context, original';
@@ -39,7 +39,7 @@ export function sqliteEventWriter(db: Kysely<Database>, raw: BetterSqlite3.Datab
       let h: number | undefined;
       if (row.externalId !== null) {
         h = keys.hash(row.productId, row.source, row.externalId);
-        const stored = original(row, [...(mine.get(h) ?? []), ...keys.candidates(h)]);
+        const stored = original(row, keys.candidates(h, mine.get(h)?.slice()));
         if (stored !== undefined) return { status: 'duplicate', event: eventFromRow(stored) };
       }
       const result = insert.run(
@@ -82,33 +82,16 @@ export function sqliteEventWriter(db: Kysely<Database>, raw: BetterSqlite3.Datab
     return outcomes;
   };
 
-  if (walSync === undefined) {
-    return {
-      insertMany(rows: EventInsert[]): Promise<InsertOutcome[]> {
-        if (rows.length === 0) return Promise.resolve([]);
-        return db.connection().execute(async () => write(rows));
-      },
-    };
-  }
   // The connection stays FULL for every other write (identity, keys, …); only these commits skip the sync
-  // that `walSync` then runs. Both pragmas run in the same synchronous call as the transaction.
-  const relaxed = raw.prepare('PRAGMA synchronous = NORMAL');
-  const strict = raw.prepare('PRAGMA synchronous = FULL');
-  const writeRelaxed = (rows: EventInsert[]): InsertOutcome[] => {
-    relaxed.run();
-    try {
-      return write(rows);
-    } finally {
-      strict.run();
-    }
-  };
+  // that `walSync` then runs.
+  const unsynced = walSync === undefined ? undefined : withoutCommitSync(raw, 'FULL');
   return {
     async insertMany(rows: EventInsert[]): Promise<InsertOutcome[]> {
       if (rows.length === 0) return [];
-      const outcomes = await db.connection().execute(async () => writeRelaxed(rows));
+      const outcomes = await db.connection().execute(async () => (unsynced === undefined ? write(rows) : unsynced(() => write(rows))));
       // Also when every row was a duplicate: the row found may be another request's, committed a moment ago
       // and not yet synced, and "already stored" must be true when it is said.
-      await walSync.sync();
+      await walSync?.sync();
       return outcomes;
     },
   };

@@ -24,12 +24,32 @@
 import { fdatasync, fstat, open, close, stat } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { promisify } from 'node:util';
+import type BetterSqlite3 from 'better-sqlite3';
 
 const openAsync = promisify(open);
 const fdatasyncAsync = promisify(fdatasync);
 const fstatAsync = promisify(fstat);
 const statAsync = promisify(stat);
 const closeAsync = promisify(close);
+
+/**
+ * Runs a synchronous transaction with synchronous=NORMAL on the connection (written to the WAL, not synced), then
+ * sets it back to `restore`, in the same call, so that no other statement of the connection runs in between. For
+ * commits whose durability is seen to otherwise: event commits (a WalSync before the answer) and the merges of
+ * idempotency keys (rebuilt from the rows after a crash, event-keys.ts).
+ */
+export function withoutCommitSync(raw: BetterSqlite3.Database, restore: 'FULL' | 'NORMAL'): <T>(work: () => T) => T {
+  const relaxed = raw.prepare('PRAGMA synchronous = NORMAL');
+  const back = raw.prepare(`PRAGMA synchronous = ${restore}`);
+  return (work) => {
+    relaxed.run();
+    try {
+      return work();
+    } finally {
+      back.run();
+    }
+  };
+}
 
 export class WalSyncError extends Error {
   /** SQLite's own class of I/O failure: the storage treats it as unavailable (503, not a retry per request). */
@@ -91,10 +111,10 @@ export class WalSync {
         }
       }
     } catch (error) {
-      if (!(error instanceof WalSyncError) || !this.closed) {
-        this.failed ??= new WalSyncError(`fdatasync of the SQLite WAL (${this.walPath}) failed: ${(error as Error).message}`, { cause: error });
-      }
-      throw this.failed ?? error;
+      // A sync asked for after close fails without poisoning anything: the storage is going away.
+      if (this.closed) throw error;
+      this.failed ??= new WalSyncError(`fdatasync of the SQLite WAL (${this.walPath}) failed: ${(error as Error).message}`, { cause: error });
+      throw this.failed;
     } finally {
       this.running = undefined;
     }
