@@ -50,26 +50,26 @@ export function registerEventKeyMetrics(registry: Registry, stats: () => EventKe
       this.set(stats().held);
     },
   });
-  let merges = 0;
-  let seconds = 0;
+  counterOf(registry, 'inlet_sqlite_event_key_merges_total', 'Merges of in-memory idempotency keys into the SQLite event_keys table', () => stats().merges);
+  counterOf(
+    registry,
+    'inlet_sqlite_event_key_merge_seconds_total',
+    'Wall time of those merges, start to end (they yield to requests between short transactions)',
+    () => stats().mergeSeconds,
+  );
+}
+
+/** A counter that follows a total kept elsewhere: each scrape adds what it grew by since the last one. */
+function counterOf(registry: Registry, name: string, help: string, total: () => number): void {
+  let counted = 0;
   new Counter({
-    name: 'inlet_sqlite_event_key_merges_total',
-    help: 'Merges of in-memory idempotency keys into the SQLite event_keys table',
+    name,
+    help,
     registers: [registry],
     collect() {
-      const now = stats();
-      this.inc(now.merges - merges);
-      merges = now.merges;
-    },
-  });
-  new Counter({
-    name: 'inlet_sqlite_event_key_merge_seconds_total',
-    help: 'Wall time of those merges, start to end (they yield to requests between short transactions)',
-    registers: [registry],
-    collect() {
-      const now = stats();
-      this.inc(now.mergeSeconds - seconds);
-      seconds = now.mergeSeconds;
+      const now = total();
+      this.inc(now - counted);
+      counted = now;
     },
   });
 }

@@ -52,13 +52,18 @@ export class GroupCommitWriter<T, R> {
   }
 
   private schedule(): void {
-    if (this.scheduled || this.inFlight >= this.options.maxInFlight || this.queue.length === 0) return;
-    if (this.inFlight > 0 && this.queuedItems < (this.options.minItemsToOverlap ?? 0)) return;
+    if (this.scheduled || !this.mayStart()) return;
     this.scheduled = true;
     setImmediate(() => {
       this.scheduled = false;
       void this.flush();
     });
+  }
+
+  /** Whether a commit may start now: something waits, a slot is free, and beside another one, enough waits. */
+  private mayStart(): boolean {
+    if (this.queue.length === 0 || this.inFlight >= this.options.maxInFlight) return false;
+    return this.inFlight === 0 || this.queuedItems >= (this.options.minItemsToOverlap ?? 0);
   }
 
   /** One commit; reports it to `onCommit` when it succeeds. */
@@ -80,8 +85,7 @@ export class GroupCommitWriter<T, R> {
   }
 
   private async flush(): Promise<void> {
-    if (this.queue.length === 0 || this.inFlight >= this.options.maxInFlight) return;
-    if (this.inFlight > 0 && this.queuedItems < (this.options.minItemsToOverlap ?? 0)) return;
+    if (!this.mayStart()) return;
     const group: Array<Pending<T, R>> = [];
     const items: T[] = [];
     while (this.queue.length > 0) {
