@@ -1,5 +1,12 @@
-// One stored-event row for tests that write through the storage's event writer directly (storage.events.insertMany).
+// For tests that write through the event writer directly: one stored-event row, and SQLite's real writer with its
+// idempotency keys over a migrated file, without the service around them (the test drives merges and syncs).
+import BetterSqlite3 from 'better-sqlite3';
+import { Kysely, SqliteDialect } from 'kysely';
 import { uuidv7 } from '../src/domain/ids.js';
+import type { Database } from '../src/storage/database.js';
+import { EventKeys } from '../src/storage/sqlite/event-keys.js';
+import { sqliteEventWriter } from '../src/storage/sqlite/event-writer.js';
+import type { WalSync } from '../src/storage/sqlite/wal-sync.js';
 import type { EventInsert } from '../src/storage/types.js';
 
 export function eventRow(productId: string, externalId: string | null, source = 'api'): EventInsert {
@@ -21,4 +28,16 @@ export function eventRow(productId: string, externalId: string | null, source = 
     propertiesJson: '{}',
     apiKeyId: null,
   };
+}
+
+export function sqliteDirectWriter(file: string, options: { tailKeys?: number; hash?: (seed: number, p: string, s: string, e: string) => number; walSync?: WalSync } = {}) {
+  const raw = new BetterSqlite3(file);
+  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: raw }) });
+  const keys = new EventKeys(raw, {
+    exclusive: (work) => db.connection().execute(async () => work()),
+    synchronous: 'FULL',
+    tailKeys: options.tailKeys ?? 1_000_000,
+    ...(options.hash === undefined ? {} : { hash: options.hash }),
+  });
+  return { raw, db, keys, writer: sqliteEventWriter(db, raw, keys, options.walSync) };
 }

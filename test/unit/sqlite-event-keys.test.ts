@@ -14,9 +14,8 @@ import { openStorage, type OpenedStorage } from '../../src/storage/connect.js';
 import type { Database } from '../../src/storage/database.js';
 import { migrate } from '../../src/storage/migrate.js';
 import { migrations } from '../../src/storage/migrations/index.js';
-import { EventKeys, keyHash, mergeAllEventKeys, registerEventKeyFunction } from '../../src/storage/sqlite/event-keys.js';
-import { sqliteEventWriter } from '../../src/storage/sqlite/event-writer.js';
-import { eventRow } from '../event-rows.js';
+import { keyHash, mergeAllEventKeys, registerEventKeyFunction } from '../../src/storage/sqlite/event-keys.js';
+import { eventRow, sqliteDirectWriter } from '../event-rows.js';
 
 function withDir(test: (dir: string) => Promise<void>): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'inlet-event-keys-'));
@@ -34,14 +33,6 @@ async function product(storage: OpenedStorage): Promise<string> {
 async function count(storage: OpenedStorage, table: 'events' | 'event_keys' | 'event_keys_by_position'): Promise<number> {
   const result = await sql<{ n: number }>`SELECT count(*) AS n FROM ${sql.table(table)}`.execute(storage.db);
   return result.rows[0]!.n;
-}
-
-/** The real writer and keys over a migrated file, without the service around them (the test drives merges). */
-async function directWriter(file: string, options: { tailKeys?: number; hash?: (seed: number, p: string, s: string, e: string) => number }) {
-  const raw = new BetterSqlite3(file);
-  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: raw }) });
-  const keys = new EventKeys(raw, { exclusive: (work) => db.connection().execute(async () => work()), synchronous: 'FULL', tailKeys: options.tailKeys ?? 1_000_000, ...(options.hash === undefined ? {} : { hash: options.hash }) });
-  return { raw, db, keys, writer: sqliteEventWriter(db, raw, keys) };
 }
 
 describe('SQLite idempotency keys', () => {
@@ -122,7 +113,7 @@ describe('SQLite idempotency keys', () => {
       const storage = await openStorage(`sqlite:${join(dir, 'inlet.db')}`);
       const a = await product(storage);
       await storage.close();
-      const { db, keys, writer } = await directWriter(join(dir, 'inlet.db'), {});
+      const { db, keys, writer } = await sqliteDirectWriter(join(dir, 'inlet.db'), {});
       const ids = Array.from({ length: 3000 }, (_, i) => `g${i}`);
       const groups = (list: string[]) => Array.from({ length: Math.ceil(list.length / 400) }, (_, i) => list.slice(i * 400, i * 400 + 400));
       const first: string[] = [];
@@ -150,7 +141,7 @@ describe('SQLite idempotency keys', () => {
       const storage = await openStorage(`sqlite:${join(dir, 'inlet.db')}`);
       const a = await product(storage);
       await storage.close();
-      const { db, keys, writer } = await directWriter(join(dir, 'inlet.db'), {});
+      const { db, keys, writer } = await sqliteDirectWriter(join(dir, 'inlet.db'), {});
       await writer.insertMany(Array.from({ length: 10 }, (_, i) => row(a, `mine${i}`)));
       assert.equal(keys.held, 10);
       // Another connection stores 500 events and merges their keys (and this writer's) itself, as the bench's
@@ -178,7 +169,7 @@ describe('SQLite idempotency keys', () => {
       const a = await product(storage);
       await storage.close();
       // The writer with a hash that collides nearly always, over the same file.
-      const { db, keys, writer } = await directWriter(join(dir, 'inlet.db'), { tailKeys: 25, hash: (_seed, _p, _s, externalId) => externalId.length % 3 });
+      const { db, keys, writer } = await sqliteDirectWriter(join(dir, 'inlet.db'), { tailKeys: 25, hash: (_seed, _p, _s, externalId) => externalId.length % 3 });
       const ids = Array.from({ length: 120 }, (_, i) => `c${'x'.repeat(i % 5)}${i}`);
       const created = await writer.insertMany(ids.map((id) => row(a, id)));
       assert.ok(created.every((o) => o.status === 'created'), 'no false duplicate under collisions');
@@ -196,7 +187,7 @@ describe('SQLite idempotency keys', () => {
       const storage = await openStorage(`sqlite:${join(dir, 'inlet.db')}`);
       const a = await product(storage);
       await storage.close();
-      const { raw, db, keys, writer } = await directWriter(join(dir, 'inlet.db'), {});
+      const { raw, db, keys, writer } = await sqliteDirectWriter(join(dir, 'inlet.db'), {});
       const ids = Array.from({ length: 25 }, (_, i) => `d${i}`);
       await writer.insertMany(ids.slice(0, 12).map((id) => row(a, id)));
       await keys.mergeNow();

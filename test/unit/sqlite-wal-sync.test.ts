@@ -11,7 +11,7 @@ import { sql } from 'kysely';
 import { uuidv7 } from '../../src/domain/ids.js';
 import { openStorage } from '../../src/storage/connect.js';
 import { WalSync } from '../../src/storage/sqlite/wal-sync.js';
-import { eventRow } from '../event-rows.js';
+import { eventRow, sqliteDirectWriter } from '../event-rows.js';
 
 function withDir(test: (dir: string) => Promise<void>): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'inlet-wal-sync-'));
@@ -50,6 +50,45 @@ describe('WAL sync off the event loop', () => {
       await assert.rejects(sync.sync(), (e: unknown) => e === error);
       assert.equal(sync.syncs, 0);
       await sync.close();
+    }));
+
+  it('answers a write only once its WAL sync has finished, duplicates too, and fails it with the sync', () =>
+    withDir(async (dir) => {
+      const file = join(dir, 'inlet.db');
+      const storage = await openStorage(`sqlite:${file}`);
+      const productId = uuidv7();
+      await storage.products.create({ id: productId, name: 'ack-after-sync', createdAt: new Date().toISOString() });
+      await storage.close();
+      // A sync that finishes when the test says so.
+      const pending: Array<{ resolve: () => void; reject: (error: Error) => void }> = [];
+      const walSync = { sync: () => new Promise<void>((resolve, reject) => pending.push({ resolve, reject })) } as unknown as WalSync;
+      const { db, keys, writer } = sqliteDirectWriter(file, { walSync });
+      const settled = (promise: Promise<unknown>) => {
+        const state = { done: false };
+        promise.then(
+          () => (state.done = true),
+          () => (state.done = true),
+        );
+        return state;
+      };
+      const turns = async () => {
+        for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
+      };
+      for (const [label, externalId] of [['created', 'a'], ['duplicate', 'a']] as const) {
+        const write = writer.insertMany([eventRow(productId, externalId)]);
+        const state = settled(write);
+        await turns();
+        assert.equal(pending.length, 1, `${label}: the commit asked for a sync`);
+        assert.equal(state.done, false, `${label}: not answered before the sync finished`);
+        pending.shift()!.resolve();
+        assert.equal((await write)[0]!.status, label);
+      }
+      const failing = writer.insertMany([eventRow(productId, 'b')]);
+      await turns();
+      pending.shift()!.reject(Object.assign(new Error('EIO'), { code: 'SQLITE_IOERR' }));
+      await assert.rejects(failing, /EIO/);
+      await keys.stop();
+      await db.destroy();
     }));
 
   it('stores a group through the real writer, answers duplicates, and leaves the connection at synchronous=FULL', () =>
