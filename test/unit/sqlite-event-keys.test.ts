@@ -163,6 +163,32 @@ describe('SQLite idempotency keys', () => {
       await db.destroy();
     }));
 
+  it('a merge cut off halfway (the process stopping) loses no key: the next writer rebuilds them from the rows', () =>
+    withDir(async (dir) => {
+      const file = join(dir, 'inlet.db');
+      const storage = await openStorage(`sqlite:${file}`);
+      const a = await product(storage);
+      await storage.close();
+      const first = sqliteDirectWriter(file, { tailKeys: 4000 });
+      const ids = Array.from({ length: 4400 }, (_, i) => `cut${i}`);
+      for (let i = 0; i < ids.length; i += 400) await first.writer.insertMany(ids.slice(i, i + 400).map((id) => row(a, id)));
+      // Stop once the merge has written part of its first phase and before it moved merged_through.
+      const written = () => first.raw.prepare('SELECT count(*) FROM event_keys_by_position').pluck().get() as number;
+      while (written() === 0) await new Promise((resolve) => setImmediate(resolve));
+      await first.keys.stop();
+      assert.equal(first.raw.prepare('SELECT merged_through FROM event_keys_state').pluck().get(), 0, 'cut off before its end');
+      await first.db.destroy();
+
+      const second = sqliteDirectWriter(file, {});
+      const again = await second.writer.insertMany(ids.map((id) => row(a, id)));
+      assert.ok(again.every((o) => o.status === 'duplicate'));
+      await second.keys.mergeNow();
+      assert.equal(second.raw.prepare('SELECT count(*) FROM event_keys').pluck().get(), ids.length);
+      assert.equal(second.raw.prepare('SELECT merged_through FROM event_keys_state').pluck().get(), ids.length);
+      await second.keys.stop();
+      await second.db.destroy();
+    }));
+
   it('tells colliding keys apart by reading the rows back (every key hashed to one of three values)', () =>
     withDir(async (dir) => {
       const storage = await openStorage(`sqlite:${join(dir, 'inlet.db')}`, { sqliteEventKeysTail: 1_000_000 });
