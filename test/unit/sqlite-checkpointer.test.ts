@@ -142,6 +142,38 @@ describe('SQLite checkpoint thread, room for background deletes', () => {
   });
 });
 
+describe('SQLite checkpoint thread, room for background deletes while the WAL is due to start over', () => {
+  it('holds them from the pass that finds the WAL due until the writer has copied its tail, caught up or not', async () => {
+    await withWalDatabase('CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)', async (db, path) => {
+      const checkpointer = startCheckpointer(db, path, 'NORMAL', 10, 200, 64);
+      let writerCopies = 0;
+      const held: Array<Promise<{ releasedAfter: number }>> = [];
+      checkpointer.observe((event) => {
+        if (event.by === 'writer') writerCopies++;
+        // A pass that finds the WAL due: a batch asking now must wait for the writer's copy, even when this
+        // pass caught up (a batch let through then is what the writer would copy on the event loop).
+        else if (event.walFrames >= 200 && held.length < 5) {
+          const before = writerCopies;
+          held.push(checkpointer.roomInWal(5_000).then(() => ({ releasedAfter: writerCopies - before })));
+        }
+      });
+      const insert = db.prepare('INSERT INTO t (v) VALUES (?)');
+      const deadline = Date.now() + 10_000;
+      while (held.length < 5 && Date.now() < deadline) {
+        db.transaction(() => {
+          for (let i = 0; i < 50; i++) insert.run('x'.repeat(1000));
+        })();
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      const released = await Promise.all(held);
+      await checkpointer.stop();
+      db.close();
+      assert.equal(released.length, 5, 'the WAL never came due');
+      for (const { releasedAfter } of released) assert.ok(releasedAfter >= 1, `a batch was let through before the writer's copy: ${JSON.stringify(released)}`);
+    });
+  });
+});
+
 describe('SQLite checkpoint thread, started on demand', () => {
   it('starts no thread while the WAL stays small, starts one once it holds the threshold, and checkpoints then', async () => {
     await withWalDatabase('CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)', async (db, path) => {
