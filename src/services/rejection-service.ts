@@ -19,6 +19,8 @@ export interface RejectionEntry {
   severity: 'rejected' | 'warning';
   /** The item as received (parsed JSON); recorded as its JSON text, which every backend can store. */
   item: unknown;
+  /** The record's id (a UUIDv7: the list's order), when it was taken before an await (default: made here). */
+  id?: string;
 }
 
 export interface RejectionOptions {
@@ -97,7 +99,7 @@ export function createRejectionService(storage: Storage, metrics: Metrics, optio
         metrics.rejections.inc({ code: entry.code, severity: entry.severity, recorded: String(recorded) });
         if (!recorded) continue;
         recorder.push({
-          id: uuidv7(),
+          id: entry.id ?? uuidv7(),
           productId: auth.productId,
           receivedAt,
           keyId: auth.keyId,

@@ -6,6 +6,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import secureJsonParse from 'secure-json-parse';
 import { originAllowed } from '../../domain/api-keys.js';
 import { AppError } from '../../domain/errors.js';
+import { uuidv7 } from '../../domain/ids.js';
 import { MAX_BODY_DEPTH } from '../../domain/json-values.js';
 import { itemBytesBound, scanSegmentBody, sentFieldsJson, SEGMENT_LIMITS, type SegmentBodyScan, type SegmentCall } from '../../domain/segment.js';
 import type { Services } from '../../services.js';
@@ -111,6 +112,10 @@ export async function segmentRoutes(app: FastifyInstance, options: { services: S
    * events key sent without an Origin, or a browser key from one of its origins.
    */
   async function recordRefusal(request: FastifyRequest, error: AppError): Promise<void> {
+    // Taken before the key lookup below, so that refusals are listed in the order they were answered, not in
+    // the order their keys were looked up (a request refused later, with its key cached, came first).
+    const id = uuidv7();
+    const receivedAt = new Date().toISOString();
     let auth: AuthContext | null = request.auth;
     if (auth === null) {
       const key = presentedKey(request);
@@ -128,7 +133,7 @@ export async function segmentRoutes(app: FastifyInstance, options: { services: S
     const item =
       text !== undefined ? text : parsed !== undefined && parsed !== null ? withoutKey(typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : { body: parsed }) : `(not kept: the body was over the ${request.routeOptions.bodyLimit}-byte limit of ${request.routeOptions.url})`;
     const messageId = typeof (parsed as { messageId?: unknown } | undefined)?.messageId === 'string' ? (parsed as { messageId: string }).messageId : null;
-    services.rejections.record(auth, request.routeOptions.url ?? request.url, [{ index: 0, messageId, code: error.code, detail: `The whole request was refused: ${error.message}`, severity: 'rejected', item }], new Date().toISOString());
+    services.rejections.record(auth, request.routeOptions.url ?? request.url, [{ index: 0, messageId, code: error.code, detail: `The whole request was refused: ${error.message}`, severity: 'rejected', item, id }], receivedAt);
   }
 
   // Segment answers an oversized body with 400, which SDKs drop; a 413 would be retried by some.
