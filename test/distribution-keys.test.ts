@@ -21,7 +21,8 @@ const EXCEPTIONS: Record<string, string> = {
 /** Tables of the SQLite schema only (a SQLite file is never distributed; PostgreSQL keeps `event_dedup`). */
 const SQLITE_ONLY: Record<string, string> = {
   event_keys: 'SQLite only: idempotency keys by hash (storage/sqlite/event-keys.ts); the hash covers the product',
-  event_keys_by_position: 'SQLite only: the same keys by event position, for the delete trigger',
+  event_keys_by_position: 'SQLite only: the same keys by event position, how a sweep finds a deleted row’s key',
+  event_keys_gone: 'SQLite only: positions of deleted events whose keys a sweep has yet to remove',
   event_keys_state: 'SQLite only: one row (the hash seed and how far the keys are merged)',
 };
 const exceptions = dialect === 'sqlite' ? { ...EXCEPTIONS, ...SQLITE_ONLY } : EXCEPTIONS;

@@ -73,7 +73,10 @@ describe('GET /metrics', () => {
     assert.equal((await post({ ...base, external_id: 'k2' })).statusCode, 201);
     assert.equal((await post(base)).statusCode, 201);
     assert.equal(await held(), before! + 2);
-    assert.match((await ctx.app.inject({ method: 'GET', url: '/metrics' })).body, /# TYPE inlet_sqlite_event_key_merges_total counter/);
+    const metrics = (await ctx.app.inject({ method: 'GET', url: '/metrics' })).body;
+    for (const name of ['inlet_sqlite_event_key_merges_total', 'inlet_sqlite_event_keys_swept_total', 'inlet_sqlite_event_key_sweep_seconds_total']) {
+      assert.match(metrics, new RegExp(`# TYPE ${name} counter`));
+    }
   });
 
   it('is Prometheus text; inlet_events_total moves by endpoint, format and outcome; the latency histogram is there', async () => {

@@ -274,7 +274,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     ...(poolStats === undefined ? {} : { poolStats }),
     ...(rateLimitPool === undefined ? {} : { rateLimitPool }),
     ...(checkpointer === undefined ? {} : { observeCheckpoints: checkpointer.observe }),
-    ...(dialect === 'sqlite' ? { eventKeyStats: () => ({ held: eventKeys?.held ?? 0, merges: eventKeys?.merges ?? 0, mergeSeconds: eventKeys?.mergeSeconds ?? 0 }) } : {}),
+    ...(dialect === 'sqlite' ? { eventKeyStats: () => ({ held: eventKeys?.held ?? 0, merges: eventKeys?.merges ?? 0, mergeSeconds: eventKeys?.mergeSeconds ?? 0, swept: eventKeys?.swept ?? 0, sweepSeconds: eventKeys?.sweepSeconds ?? 0 }) } : {}),
     isUnavailable: dialect === 'sqlite' ? isSqliteUnavailable : isPostgresUnavailable,
     get closed() {
       return closed;

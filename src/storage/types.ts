@@ -541,4 +541,7 @@ export interface EventKeyStats {
   held: number;
   merges: number;
   mergeSeconds: number;
+  /** Keys of deleted events removed by sweeps, and the sweeps' wall time. */
+  swept: number;
+  sweepSeconds: number;
 }

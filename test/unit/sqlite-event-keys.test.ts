@@ -14,7 +14,7 @@ import { openStorage, type OpenedStorage } from '../../src/storage/connect.js';
 import type { Database } from '../../src/storage/database.js';
 import { migrate } from '../../src/storage/migrate.js';
 import { migrations } from '../../src/storage/migrations/index.js';
-import { keyHash, mergeAllEventKeys, registerEventKeyFunction } from '../../src/storage/sqlite/event-keys.js';
+import { keyHash, mergeAllEventKeys, registerEventKeyFunction, SWEEP_MIN } from '../../src/storage/sqlite/event-keys.js';
 import { eventRow, sqliteDirectWriter } from '../event-rows.js';
 
 function withDir(test: (dir: string) => Promise<void>): Promise<void> {
@@ -226,14 +226,51 @@ describe('SQLite idempotency keys', () => {
       const other = new BetterSqlite3(join(dir, 'inlet.db'));
       other.prepare(`DELETE FROM events WHERE external_id IN ('d0', 'd24')`).run();
       other.close();
-      assert.equal(tableCount('event_keys'), 11, 'the merged key went with its row');
-      assert.equal(tableCount('event_keys_by_position'), 11);
+      // The deletes only note the positions (no random page of event_keys per deleted row): the keys stay until
+      // a sweep, and match nothing meanwhile.
+      assert.equal(tableCount('event_keys'), 12);
+      assert.equal(tableCount('event_keys_gone'), 2);
       const outcomes = await writer.insertMany([row(a, 'd0'), row(a, 'd24'), row(a, 'd5'), row(a, 'd20')]);
       assert.deepEqual(outcomes.map((o) => o.status), ['created', 'created', 'duplicate', 'duplicate']);
-      // The tail's stale position of d24 is not merged; its new one is.
+      // The merge ends with a sweep: d0's old key goes; the tail's stale position of d24 is not merged; the new
+      // positions of both are.
       await keys.mergeNow();
       assert.equal(tableCount('event_keys'), 25);
+      assert.equal(tableCount('event_keys_by_position'), 25);
+      assert.equal(tableCount('event_keys_gone'), 0);
       assert.equal(raw.prepare(`SELECT count(*) FROM event_keys k JOIN events e ON e.position = k.position`).pluck().get(), 25);
+      assert.equal(keys.swept, 1, 'one merged key of a deleted row removed');
+      await keys.stop();
+      await db.destroy();
+    }));
+
+  it('sweeps the keys of many deleted rows on its own, sorted, without a merge, and not for a few', () =>
+    withDir(async (dir) => {
+      const storage = await openStorage(`sqlite:${join(dir, 'inlet.db')}`);
+      const a = await product(storage);
+      await storage.close();
+      const { raw, db, keys, writer } = await sqliteDirectWriter(join(dir, 'inlet.db'), {});
+      const ids = Array.from({ length: SWEEP_MIN + 500 }, (_, i) => `s${i}`);
+      for (let from = 0; from < ids.length; from += 1000) await writer.insertMany(ids.slice(from, from + 1000).map((id) => row(a, id)));
+      await keys.mergeNow();
+      const tableCount = (table: string) => raw.prepare(`SELECT count(*) FROM ${table}`).pluck().get() as number;
+      assert.equal(tableCount('event_keys'), ids.length);
+      const other = new BetterSqlite3(join(dir, 'inlet.db'));
+      const remove = (count: number) => other.prepare(`DELETE FROM events WHERE position IN (SELECT position FROM events ORDER BY position LIMIT ?)`).run(count);
+      remove(10);
+      await keys.sweepIfMany();
+      assert.equal(tableCount('event_keys'), ids.length, 'ten deleted rows wait for the next merge');
+      remove(SWEEP_MIN);
+      await keys.sweepIfMany();
+      other.close();
+      assert.equal(keys.swept, SWEEP_MIN + 10);
+      assert.equal(tableCount('event_keys'), 490);
+      assert.equal(tableCount('event_keys_by_position'), 490);
+      assert.equal(tableCount('event_keys_gone'), 0);
+      assert.equal(raw.prepare(`SELECT count(*) FROM event_keys k JOIN events e ON e.position = k.position`).pluck().get(), 490);
+      // Every remaining id is still a duplicate, every deleted one can be stored again.
+      const outcomes = await writer.insertMany([row(a, ids[0]!), row(a, ids[SWEEP_MIN + 9]!), row(a, ids[SWEEP_MIN + 10]!), row(a, ids.at(-1)!)]);
+      assert.deepEqual(outcomes.map((o) => o.status), ['created', 'created', 'duplicate', 'duplicate']);
       await keys.stop();
       await db.destroy();
     }));

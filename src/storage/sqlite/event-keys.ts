@@ -20,9 +20,12 @@
 // table: the tail is rebuilt from the rows after it when the process starts, so a crash loses nothing (the
 // events themselves are the durable record; merges need no fsync of their own).
 //
-// Deleted events (erasure, retention) leave with their keys: `event_keys_by_position` (position → h, appended by
-// merges in position order) lets a trigger find and delete the key of a deleted row, and a position in a map whose
-// row is gone is skipped when read back and not merged.
+// Deleted events (erasure, retention) leave with their keys, in sorted passes: a trigger notes each deleted row's
+// position in `event_keys_gone` (appended: no random page per deleted row), and a *sweep* finds their hashes in
+// `event_keys_by_position` (position → h, appended by merges in position order) and deletes them from event_keys
+// bucket by bucket of the hash range, like a merge. A sweep follows every merge, and runs on its own when many
+// deletions wait (SWEEP_MIN, looked at every SWEEP_CHECK_MS). Until then a key whose row is gone is harmless: its
+// position is read back, finds no row and matches nothing; a position in a map whose row is gone is not merged.
 //
 // One process writes events to a SQLite file (docs/scaling-out.md), and the tail lives in it; a write transaction
 // first takes in the keys of rows another connection stored (catchUp), so a second writer cannot double an id. The
@@ -157,6 +160,31 @@ export interface EventKeysOptions {
 
 /** Rows a merge writes in one transaction: a few milliseconds of the event loop each. */
 const MERGE_CHUNK = 2048;
+/** Deleted rows' keys waiting for a sweep that start one without a merge, and how often that is looked at. */
+export const SWEEP_MIN = 10_000;
+const SWEEP_CHECK_MS = 30_000;
+/** Deleted rows' keys one sweep takes (~16 bytes each in memory); more wait for the next one. */
+const SWEEP_MAX = 1_000_000;
+
+/**
+ * (h, position) pairs, interleaved in `pairs`, bucket by bucket of the hash range, each bucket sorted by hash and
+ * position: what a merge inserts and a sweep deletes, so that each leaf of event_keys is written about once.
+ */
+function* hashBuckets(pairs: Float64Array, count: number): Generator<number[]> {
+  // Which bucket each pair falls in, then per bucket the pairs' indexes (a counting sort).
+  const buckets = Math.max(1, Math.ceil(count / MERGE_CHUNK));
+  const width = 2 ** 53 / buckets;
+  const bucketOf = (pair: number) => Math.min(buckets - 1, Math.floor(pairs[2 * pair]! / width));
+  const starts = new Uint32Array(buckets + 1);
+  for (let pair = 0; pair < count; pair++) starts[bucketOf(pair) + 1]!++;
+  for (let b = 0; b < buckets; b++) starts[b + 1]! += starts[b]!;
+  const order = new Uint32Array(count);
+  const next = starts.slice(0, buckets);
+  for (let pair = 0; pair < count; pair++) order[next[bucketOf(pair)]!++] = pair;
+  for (let b = 0; b < buckets; b++) {
+    yield Array.from(order.subarray(starts[b]!, starts[b + 1]!)).sort((x, y) => pairs[2 * x]! - pairs[2 * y]! || pairs[2 * x + 1]! - pairs[2 * y + 1]!);
+  }
+}
 
 export class EventKeys {
   private loaded = false;
@@ -165,7 +193,9 @@ export class EventKeys {
   private seen = 0;
   private tail = new Generation(0);
   private merging: Generation | undefined;
+  /** The merge or sweep in progress (one at a time). */
   private mergeRun: Promise<void> | undefined;
+  private sweepTimer: NodeJS.Timeout | undefined;
   private stopped = false;
   private readonly tailKeys: number;
   private readonly hashOf: NonNullable<EventKeysOptions['hash']>;
@@ -176,10 +206,18 @@ export class EventKeys {
   private readonly lastPosition: BetterSqlite3.Statement;
   private readonly mergedThrough: BetterSqlite3.Statement;
   private readonly keyedAfter: BetterSqlite3.Statement;
+  private readonly goneAfter: BetterSqlite3.Statement;
+  private readonly goneWaiting: BetterSqlite3.Statement;
+  private readonly deleteKey: BetterSqlite3.Statement;
+  private readonly deleteByPosition: BetterSqlite3.Statement;
+  private readonly deleteGone: BetterSqlite3.Statement;
   private readonly unsynced: <T>(work: () => T) => T;
   /** Merges completed and the seconds they took from start to end, pauses included (metrics). */
   merges = 0;
   mergeSeconds = 0;
+  /** Keys of deleted rows removed from event_keys by sweeps, and the sweeps' wall time (metrics). */
+  swept = 0;
+  sweepSeconds = 0;
 
   constructor(
     private readonly raw: BetterSqlite3.Database,
@@ -190,7 +228,8 @@ export class EventKeys {
     this.probe = raw.prepare('SELECT position FROM event_keys WHERE h = ?').pluck();
     // A row deleted since it was stored is not merged: its key would never be deleted (the trigger found none).
     this.insertByPosition = raw.prepare('INSERT OR IGNORE INTO event_keys_by_position (position, h) SELECT ?, ? WHERE EXISTS (SELECT 1 FROM events WHERE position = ?)');
-    // event_keys_by_position holds exactly the rows that exist and were merged (the trigger deletes from both).
+    // event_keys_by_position holds the merged rows, and those deleted since that a sweep has not yet taken out
+    // (their positions are in event_keys_gone): a key inserted here for a row deleted meanwhile is swept too.
     this.insertKey = raw.prepare('INSERT OR IGNORE INTO event_keys (h, position) SELECT ?, ? WHERE EXISTS (SELECT 1 FROM event_keys_by_position WHERE position = ?)');
     // Never backwards: another writer may have merged further (everything up to either value is merged).
     this.setMerged = raw.prepare('UPDATE event_keys_state SET merged_through = max(merged_through, ?) WHERE id = 1');
@@ -199,6 +238,12 @@ export class EventKeys {
     this.lastPosition = raw.prepare(`SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)`).pluck();
     this.unsynced = withoutCommitSync(raw, options.synchronous);
     this.keyedAfter = raw.prepare('SELECT position, product_id, source, external_id FROM events WHERE position > ? AND position <= ? AND external_id IS NOT NULL ORDER BY position');
+    // A deleted row's hash, if its key was merged (NULL: it never was, only the note goes).
+    this.goneAfter = raw.prepare('SELECT g.position AS position, b.h AS h FROM event_keys_gone g LEFT JOIN event_keys_by_position b ON b.position = g.position WHERE g.position > ? ORDER BY g.position LIMIT ?');
+    this.goneWaiting = raw.prepare('SELECT count(*) FROM (SELECT 1 FROM event_keys_gone LIMIT ?)').pluck();
+    this.deleteKey = raw.prepare('DELETE FROM event_keys WHERE h = ? AND position = ?');
+    this.deleteByPosition = raw.prepare('DELETE FROM event_keys_by_position WHERE position = ?');
+    this.deleteGone = raw.prepare('DELETE FROM event_keys_gone WHERE position = ?');
   }
 
   /**
@@ -214,6 +259,8 @@ export class EventKeys {
       this.tail.through = state.merged_through;
       this.seen = state.merged_through;
       this.loaded = true;
+      this.sweepTimer = setInterval(() => void this.sweepIfMany(), SWEEP_CHECK_MS);
+      this.sweepTimer.unref();
     }
     const last = this.lastPosition.get() as number;
     if (last <= this.seen) return;
@@ -260,13 +307,24 @@ export class EventKeys {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    clearInterval(this.sweepTimer);
     await this.idle();
   }
 
-  /** Merges everything written so far (tests): waits for a merge in progress, then merges the tail. */
+  /** Merges everything written so far and sweeps the keys of deleted rows (tests): waits for a merge in progress,
+   *  then merges the tail (a merge ends with a sweep) or only sweeps. */
   async mergeNow(): Promise<void> {
     await this.idle();
     if (this.tail.count > 0) await this.startMerge();
+    else await this.startSweep();
+  }
+
+  /** Starts a sweep when at least SWEEP_MIN deleted rows' keys wait and nothing else runs (the timer). */
+  async sweepIfMany(): Promise<void> {
+    if (this.mergeRun !== undefined || this.stopped) return;
+    const waiting = await this.options.exclusive(() => this.goneWaiting.get(SWEEP_MIN) as number);
+    if (waiting < SWEEP_MIN || this.mergeRun !== undefined || this.stopped) return;
+    await this.startSweep().catch((error: unknown) => this.options.onMergeError?.(error));
   }
 
   private add(h: number, position: number): void {
@@ -276,11 +334,28 @@ export class EventKeys {
   private startMerge(): Promise<void> {
     this.merging = this.tail;
     this.tail = new Generation(this.merging.through);
-    const run = this.merge(this.merging).finally(() => {
+    const merging = this.merging;
+    return this.running(async () => {
+      await this.merge(merging);
+      await this.sweep();
+    });
+  }
+
+  private startSweep(): Promise<void> {
+    return this.running(() => this.sweep());
+  }
+
+  private running(work: () => Promise<void>): Promise<void> {
+    const run = work().finally(() => {
       if (this.mergeRun === run) this.mergeRun = undefined;
     });
     this.mergeRun = run;
     return run;
+  }
+
+  /** Short transactions on the writer's connection, each without a sync of its own (see merge). */
+  private transaction(work: () => void): Promise<void> {
+    return this.options.exclusive(() => this.unsynced(this.raw.transaction(work)));
   }
 
   /**
@@ -294,7 +369,7 @@ export class EventKeys {
   private async merge(merging: Generation): Promise<void> {
     // Merges need no sync of their own: what a power loss takes back is merged again from the rows, since
     // merged_through moves last (the WAL keeps the order of commits).
-    const transaction = (work: () => void) => this.options.exclusive(() => this.unsynced(this.raw.transaction(work)));
+    const transaction = (work: () => void) => this.transaction(work);
     const pause = () => new Promise<void>((resolve) => setImmediate(resolve));
     const started = performance.now();
     try {
@@ -310,20 +385,10 @@ export class EventKeys {
         });
         await pause();
       }
-      // Which bucket of the hash range each pair falls in, then per bucket the log's indexes (a counting sort).
-      const buckets = Math.max(1, Math.ceil(merging.count / MERGE_CHUNK));
-      const width = 2 ** 53 / buckets;
-      const bucketOf = (pair: number) => Math.min(buckets - 1, Math.floor(log[2 * pair]! / width));
-      const starts = new Uint32Array(buckets + 1);
-      for (let pair = 0; pair < merging.count; pair++) starts[bucketOf(pair) + 1]!++;
-      for (let b = 0; b < buckets; b++) starts[b + 1]! += starts[b]!;
-      const order = new Uint32Array(merging.count);
-      const next = starts.slice(0, buckets);
-      for (let pair = 0; pair < merging.count; pair++) order[next[bucketOf(pair)]!++] = pair;
-      for (let b = 0; b < buckets; b++) {
+      const buckets = [...hashBuckets(log, merging.count)];
+      for (const [b, bucket] of buckets.entries()) {
         if (this.stopped) throw new Error('stopped');
-        const bucket = Array.from(order.subarray(starts[b]!, starts[b + 1]!)).sort((x, y) => log[2 * x]! - log[2 * y]! || log[2 * x + 1]! - log[2 * y + 1]!);
-        const last = b === buckets - 1;
+        const last = b === buckets.length - 1;
         await transaction(() => {
           for (const pair of bucket) this.insertKey.run(log[2 * pair], log[2 * pair + 1], log[2 * pair + 1]);
           if (last) this.setMerged.run(merging.through);
@@ -343,5 +408,58 @@ export class EventKeys {
       }
       if (!this.stopped) throw error;
     }
+  }
+
+  /**
+   * The keys of deleted rows (event_keys_gone) out of event_keys, sorted by hash in short transactions as a merge
+   * writes them, then their notes and `event_keys_by_position` entries in position order. Keys first: a sweep cut
+   * off halfway leaves notes that the next one takes up again (a delete of what is gone deletes nothing). Reads
+   * go through `exclusive` too, so that they never see a deletion another statement has not committed.
+   */
+  private async sweep(): Promise<void> {
+    const pause = () => new Promise<void>((resolve) => setImmediate(resolve));
+    const started = performance.now();
+    let pairs = new Float64Array(2 * MERGE_CHUNK);
+    let count = 0;
+    const positions: number[] = [];
+    for (let after = 0; count < SWEEP_MAX; ) {
+      if (this.stopped) return;
+      const rows = await this.options.exclusive(() => this.goneAfter.all(after, MERGE_CHUNK) as Array<{ position: number; h: number | null }>);
+      for (const { position, h } of rows) {
+        positions.push(position);
+        if (h === null) continue;
+        if (2 * count + 2 > pairs.length) {
+          const grown = new Float64Array(pairs.length * 2);
+          grown.set(pairs);
+          pairs = grown;
+        }
+        pairs[2 * count] = h;
+        pairs[2 * count + 1] = position;
+        count++;
+      }
+      if (rows.length < MERGE_CHUNK) break;
+      after = rows[rows.length - 1]!.position;
+      await pause();
+    }
+    if (positions.length === 0) return;
+    for (const bucket of hashBuckets(pairs, count)) {
+      if (this.stopped) return;
+      await this.transaction(() => {
+        for (const pair of bucket) this.deleteKey.run(pairs[2 * pair], pairs[2 * pair + 1]);
+      });
+      await pause();
+    }
+    for (let from = 0; from < positions.length; from += MERGE_CHUNK) {
+      if (this.stopped) return;
+      await this.transaction(() => {
+        for (const position of positions.slice(from, from + MERGE_CHUNK)) {
+          this.deleteByPosition.run(position);
+          this.deleteGone.run(position);
+        }
+      });
+      await pause();
+    }
+    this.swept += count;
+    this.sweepSeconds += (performance.now() - started) / 1000;
   }
 }
