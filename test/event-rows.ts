@@ -30,7 +30,7 @@ export function eventRow(productId: string, externalId: string | null, source = 
   };
 }
 
-export function sqliteDirectWriter(file: string, options: { tailKeys?: number; hash?: (seed: number, p: string, s: string, e: string) => number; walSync?: WalSync } = {}) {
+export function sqliteDirectWriter(file: string, options: { tailKeys?: number; sweepMin?: number; hash?: (seed: number, p: string, s: string, e: string) => number; walSync?: WalSync } = {}) {
   const raw = new BetterSqlite3(file);
   const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: raw }) });
   const keys = new EventKeys(raw, {
@@ -38,6 +38,7 @@ export function sqliteDirectWriter(file: string, options: { tailKeys?: number; h
     synchronous: 'FULL',
     tailKeys: options.tailKeys ?? 1_000_000,
     ...(options.hash === undefined ? {} : { hash: options.hash }),
+    ...(options.sweepMin === undefined ? {} : { sweepMin: options.sweepMin }),
   });
   return { raw, db, keys, writer: sqliteEventWriter(db, raw, keys, options.walSync) };
 }

@@ -60,7 +60,7 @@ export function registerEventKeyMetrics(registry: Registry, stats: () => EventKe
   counterOf(
     registry,
     'inlet_sqlite_event_keys_swept_total',
-    'Idempotency keys of deleted SQLite events (erasure, retention) removed from event_keys by sweeps, which follow merges or run once 10,000 wait',
+    'Idempotency keys of deleted SQLite events (erasure, retention) removed from event_keys by sweeps, which follow merges or run once 100,000 wait',
     () => stats().swept,
   );
   counterOf(registry, 'inlet_sqlite_event_key_sweep_seconds_total', 'Wall time of those sweeps, start to end (they yield to requests between short transactions)', () => stats().sweepSeconds);

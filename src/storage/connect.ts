@@ -173,6 +173,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
         exclusive: (work) => kysely.connection().execute(async () => work()),
         synchronous: options.sqliteSynchronous === 'normal' ? 'NORMAL' : 'FULL',
         ...(options.sqliteEventKeysTail === undefined ? {} : { tailKeys: options.sqliteEventKeysTail }),
+        ...(checkpointer === undefined ? {} : { roomInWal: checkpointer.roomInWal }),
         onMergeError: (error) => process.emitWarning(`merging SQLite event keys failed (tried again later): ${(error as Error).message}`),
       });
       return sqliteEventWriter(kysely, raw, eventKeys, walSync).insertMany;

@@ -14,7 +14,7 @@ import { openStorage, type OpenedStorage } from '../../src/storage/connect.js';
 import type { Database } from '../../src/storage/database.js';
 import { migrate } from '../../src/storage/migrate.js';
 import { migrations } from '../../src/storage/migrations/index.js';
-import { keyHash, mergeAllEventKeys, registerEventKeyFunction, SWEEP_MIN } from '../../src/storage/sqlite/event-keys.js';
+import { keyHash, mergeAllEventKeys, registerEventKeyFunction } from '../../src/storage/sqlite/event-keys.js';
 import { eventRow, sqliteDirectWriter } from '../event-rows.js';
 
 function withDir(test: (dir: string) => Promise<void>): Promise<void> {
@@ -244,13 +244,14 @@ describe('SQLite idempotency keys', () => {
       await db.destroy();
     }));
 
-  it('sweeps the keys of many deleted rows on its own, sorted, without a merge, and not for a few', () =>
+  it('sweeps the keys of many deleted rows on its own (sweepMin), sorted, without a merge, and not for a few', () =>
     withDir(async (dir) => {
       const storage = await openStorage(`sqlite:${join(dir, 'inlet.db')}`);
       const a = await product(storage);
       await storage.close();
-      const { raw, db, keys, writer } = await sqliteDirectWriter(join(dir, 'inlet.db'), {});
-      const ids = Array.from({ length: SWEEP_MIN + 500 }, (_, i) => `s${i}`);
+      const sweepMin = 3000;
+      const { raw, db, keys, writer } = await sqliteDirectWriter(join(dir, 'inlet.db'), { sweepMin });
+      const ids = Array.from({ length: sweepMin + 500 }, (_, i) => `s${i}`);
       for (let from = 0; from < ids.length; from += 1000) await writer.insertMany(ids.slice(from, from + 1000).map((id) => row(a, id)));
       await keys.mergeNow();
       const tableCount = (table: string) => raw.prepare(`SELECT count(*) FROM ${table}`).pluck().get() as number;
@@ -260,16 +261,16 @@ describe('SQLite idempotency keys', () => {
       remove(10);
       await keys.sweepIfMany();
       assert.equal(tableCount('event_keys'), ids.length, 'ten deleted rows wait for the next merge');
-      remove(SWEEP_MIN);
+      remove(sweepMin);
       await keys.sweepIfMany();
       other.close();
-      assert.equal(keys.swept, SWEEP_MIN + 10);
+      assert.equal(keys.swept, sweepMin + 10);
       assert.equal(tableCount('event_keys'), 490);
       assert.equal(tableCount('event_keys_by_position'), 490);
       assert.equal(tableCount('event_keys_gone'), 0);
       assert.equal(raw.prepare(`SELECT count(*) FROM event_keys k JOIN events e ON e.position = k.position`).pluck().get(), 490);
       // Every remaining id is still a duplicate, every deleted one can be stored again.
-      const outcomes = await writer.insertMany([row(a, ids[0]!), row(a, ids[SWEEP_MIN + 9]!), row(a, ids[SWEEP_MIN + 10]!), row(a, ids.at(-1)!)]);
+      const outcomes = await writer.insertMany([row(a, ids[0]!), row(a, ids[sweepMin + 9]!), row(a, ids[sweepMin + 10]!), row(a, ids.at(-1)!)]);
       assert.deepEqual(outcomes.map((o) => o.status), ['created', 'created', 'duplicate', 'duplicate']);
       await keys.stop();
       await db.destroy();

@@ -154,15 +154,28 @@ export interface EventKeysOptions {
   synchronous: 'FULL' | 'NORMAL';
   /** A merge that failed (it is tried again with the next full tail; its keys stay in memory meanwhile). */
   onMergeError?: (error: unknown) => void;
+  /**
+   * Awaited before each merge or sweep transaction (the checkpoint thread's roomInWal): like erasure and retention
+   * batches, they wait while the WAL is due to start over, so their pages do not end up copied on the event loop.
+   */
+  roomInWal?: (maxMs: number) => Promise<void>;
+  /** Deleted rows' keys that start a sweep on their own (default SWEEP_MIN). */
+  sweepMin?: number;
   /** Test hook: the hash (to force collisions). */
   hash?: (seed: number, productId: string, source: string, externalId: string) => number;
 }
 
 /** Rows a merge writes in one transaction: a few milliseconds of the event loop each. */
 const MERGE_CHUNK = 2048;
-/** Deleted rows' keys waiting for a sweep that start one without a merge, and how often that is looked at. */
-export const SWEEP_MIN = 10_000;
+/**
+ * Deleted rows' keys waiting for a sweep that start one without a merge, and how often that is looked at. A sweep
+ * pays when it deletes several keys per leaf of event_keys (~45,000 leaves at 10 M events): one of 10,000 keys
+ * there wrote as many pages as the trigger it replaces, in bursts. Until then the keys cost ~33 bytes each.
+ */
+export const SWEEP_MIN = 100_000;
 const SWEEP_CHECK_MS = 30_000;
+/** The longest a merge or sweep transaction waits for room in the WAL (as a background delete batch does). */
+const ROOM_WAIT_MS = 1_000;
 /** Deleted rows' keys one sweep takes (~16 bytes each in memory); more wait for the next one. */
 const SWEEP_MAX = 1_000_000;
 
@@ -322,8 +335,9 @@ export class EventKeys {
   /** Starts a sweep when at least SWEEP_MIN deleted rows' keys wait and nothing else runs (the timer). */
   async sweepIfMany(): Promise<void> {
     if (this.mergeRun !== undefined || this.stopped) return;
-    const waiting = await this.options.exclusive(() => this.goneWaiting.get(SWEEP_MIN) as number);
-    if (waiting < SWEEP_MIN || this.mergeRun !== undefined || this.stopped) return;
+    const min = this.options.sweepMin ?? SWEEP_MIN;
+    const waiting = await this.options.exclusive(() => this.goneWaiting.get(min) as number);
+    if (waiting < min || this.mergeRun !== undefined || this.stopped) return;
     await this.startSweep().catch((error: unknown) => this.options.onMergeError?.(error));
   }
 
@@ -353,8 +367,10 @@ export class EventKeys {
     return run;
   }
 
-  /** Short transactions on the writer's connection, each without a sync of its own (see merge). */
-  private transaction(work: () => void): Promise<void> {
+  /** Short transactions on the writer's connection, each without a sync of its own (see merge), each once the
+   *  WAL has room (at most ROOM_WAIT_MS). */
+  private async transaction(work: () => void): Promise<void> {
+    await this.options.roomInWal?.(ROOM_WAIT_MS);
     return this.options.exclusive(() => this.unsynced(this.raw.transaction(work)));
   }
 
