@@ -64,6 +64,9 @@ async function startInlet(args: BenchArgs, database: BenchDatabase, dir: string)
     INLET_SQLITE_SYNCHRONOUS: args.sqliteSynchronous,
     // The limiter runs as in production, with a budget too large to refuse (2000/s by default would cap the run).
     INLET_RATE_LIMIT_RPS: '10000000',
+    // Comparing the limiter's stores (memory, postgres, redis): passed through when set.
+    ...(process.env.INLET_RATE_LIMIT_STORE === undefined ? {} : { INLET_RATE_LIMIT_STORE: process.env.INLET_RATE_LIMIT_STORE }),
+    ...(process.env.INLET_REDIS_URL === undefined ? {} : { INLET_REDIS_URL: process.env.INLET_REDIS_URL }),
   }, logFile);
   const base = `http://127.0.0.1:${port}`;
   await waitUntilReady(server, `${base}/healthz`, logFile);

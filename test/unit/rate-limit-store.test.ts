@@ -3,7 +3,8 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { ConfigError, loadConfig } from '../../src/config.js';
-import { createInMemoryRateLimiter, windowFor } from '../../src/services/rate-limiter.js';
+import { RateLimiterMemory } from 'rate-limiter-flexible';
+import { createInMemoryRateLimiter, leasedLimiter, leaseSize, windowFor } from '../../src/services/rate-limiter.js';
 
 const RATE = 20;
 
@@ -33,3 +34,72 @@ describe('rate limit store setting', () => {
   });
 });
 
+
+/** The library's in-process window limiter as the shared store, with its calls counted. */
+function countedStore(points: number, durationSeconds: number) {
+  const store = new RateLimiterMemory({ points, duration: durationSeconds });
+  const calls = { consume: 0, reward: 0 };
+  return {
+    calls,
+    consume: (key: string, n: number) => (calls.consume++, store.consume(key, n)),
+    reward: (key: string, n: number) => (calls.reward++, store.reward(key, n)),
+  };
+}
+
+describe('shared limits spent in leases', () => {
+  it('lease sizes: 1/50 of the window, at least 1, at most 1,000', () => {
+    assert.equal(leaseSize(4000), 80);
+    assert.equal(leaseSize(20), 1);
+    assert.equal(leaseSize(20_000_000), 1000);
+  });
+
+  it('asks the store once per lease, not per request, and lets exactly the window through', async () => {
+    const store = countedStore(4000, 60);
+    const limiter = leasedLimiter(store, 4000);
+    let allowed = 0;
+    for (let i = 0; i < 4000; i++) if ((await limiter.take('k')).allowed) allowed++;
+    assert.equal(allowed, 4000);
+    assert.equal(store.calls.consume, 50, '4,000 points in leases of 80');
+    const refused = await limiter.take('k');
+    assert.equal(refused.allowed, false);
+    assert.ok(refused.retryAfterSeconds >= 1 && refused.retryAfterSeconds <= 60, String(refused.retryAfterSeconds));
+    const calls = store.calls.consume;
+    assert.equal((await limiter.take('k')).allowed, false);
+    assert.equal(store.calls.consume, calls, 'a used-up window is refused without asking the store again');
+  });
+
+  it('takes the last points of a window one by one, so none is lost to a lease too large for them', async () => {
+    // 101 points in leases of 2: the 51st lease finds 1 point left, gives the lease back and takes that point.
+    const store = countedStore(101, 60);
+    const limiter = leasedLimiter(store, 101);
+    let allowed = 0;
+    for (let i = 0; i < 110; i++) if ((await limiter.take('k')).allowed) allowed++;
+    assert.equal(allowed, 101);
+    assert.equal(store.calls.reward, 1);
+  });
+
+  it('many requests at once while a lease is being asked for wait for that one answer', async () => {
+    const store = countedStore(10_000, 60);
+    const limiter = leasedLimiter(store, 10_000);
+    const decisions = await Promise.all(Array.from({ length: 150 }, () => limiter.take('k')));
+    assert.ok(decisions.every((d) => d.allowed));
+    assert.equal(store.calls.consume, 1, 'one lease of 200 serves all 150');
+    assert.ok(decisions.at(-1)!.remaining >= 10_000 - 200, 'remaining: the store’s, plus what is left of the lease');
+  });
+
+  it('two instances on one store: together no more than the window, and at most one lease each short of it', async () => {
+    const store = countedStore(4000, 60);
+    const instances = [leasedLimiter(store, 4000), leasedLimiter(store, 4000)];
+    let allowed = 0;
+    for (let i = 0; i < 3000; i++) for (const limiter of instances) if ((await limiter.take('k')).allowed) allowed++;
+    assert.ok(allowed <= 4000 && allowed >= 4000 - 2 * leaseSize(4000), String(allowed));
+  });
+
+  it('keys are separate', async () => {
+    const store = countedStore(3, 60);
+    const limiter = leasedLimiter(store, 3);
+    for (let i = 0; i < 3; i++) assert.equal((await limiter.take('a')).allowed, true);
+    assert.equal((await limiter.take('a')).allowed, false);
+    assert.equal((await limiter.take('b')).allowed, true);
+  });
+});
