@@ -276,6 +276,32 @@ describe('SQLite idempotency keys', () => {
       await db.destroy();
     }));
 
+  it('a tail that fills during a sweep is merged once the sweep has ended, and no key is left behind', () =>
+    withDir(async (dir) => {
+      const storage = await openStorage(`sqlite:${join(dir, 'inlet.db')}`);
+      const a = await product(storage);
+      await storage.close();
+      const { raw, db, keys, writer } = await sqliteDirectWriter(join(dir, 'inlet.db'), { tailKeys: 50 });
+      await writer.insertMany(Array.from({ length: 40 }, (_, i) => row(a, `w${i}`)));
+      await keys.mergeNow();
+      const other = new BetterSqlite3(join(dir, 'inlet.db'));
+      other.prepare(`DELETE FROM events WHERE position IN (SELECT position FROM events ORDER BY position LIMIT 20)`).run();
+      other.close();
+      const sweeping = keys.mergeNow(); // nothing in the tail: a sweep
+      await writer.insertMany(Array.from({ length: 60 }, (_, i) => row(a, `v${i}`))); // fills the tail meanwhile
+      await sweeping;
+      while (keys.merges < 2) await new Promise((resolve) => setTimeout(resolve, 5));
+      await keys.idle();
+      const tableCount = (table: string) => raw.prepare(`SELECT count(*) FROM ${table}`).pluck().get() as number;
+      assert.equal(keys.swept, 20);
+      assert.equal(tableCount('event_keys'), 80);
+      assert.equal(tableCount('event_keys_by_position'), 80);
+      assert.equal(tableCount('event_keys_gone'), 0);
+      assert.equal(raw.prepare(`SELECT count(*) FROM event_keys k JOIN events e ON e.position = k.position`).pluck().get(), 80);
+      await keys.stop();
+      await db.destroy();
+    }));
+
   it('the migration writes the keys of the events stored before it and drops the unique index', () =>
     withDir(async (dir) => {
       const raw = new BetterSqlite3(join(dir, 'inlet.db'));

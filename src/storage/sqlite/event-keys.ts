@@ -310,7 +310,12 @@ export class EventKeys {
   committed(keys: ReadonlyArray<readonly [number, number]>, lastPosition: number): void {
     for (const [h, position] of keys) this.add(h, position);
     if (lastPosition > this.seen) this.seen = lastPosition;
-    if (this.tail.count >= this.tailKeys && this.merging === undefined && !this.stopped) this.startMerge().catch((error: unknown) => this.options.onMergeError?.(error));
+    this.mergeIfFull();
+  }
+
+  /** Starts a merge once the tail is full and no merge or sweep runs (one that does starts it when it ends). */
+  private mergeIfFull(): void {
+    if (this.tail.count >= this.tailKeys && this.mergeRun === undefined && !this.stopped) this.startMerge().catch((error: unknown) => this.options.onMergeError?.(error));
   }
 
   /** Waits for a merge in progress to end (close, tests). */
@@ -327,7 +332,7 @@ export class EventKeys {
   /** Merges everything written so far and sweeps the keys of deleted rows (tests): waits for a merge in progress,
    *  then merges the tail (a merge ends with a sweep) or only sweeps. */
   async mergeNow(): Promise<void> {
-    await this.idle();
+    while (this.mergeRun !== undefined) await this.idle();
     if (this.tail.count > 0) await this.startMerge();
     else await this.startSweep();
   }
@@ -359,10 +364,20 @@ export class EventKeys {
     return this.running(() => this.sweep());
   }
 
+  /** One merge or sweep at a time: a merge during a sweep could write a key whose note the sweep has just read
+   *  without it and then deletes, and the key would stay (harmless, but never swept). */
   private running(work: () => Promise<void>): Promise<void> {
-    const run = work().finally(() => {
-      if (this.mergeRun === run) this.mergeRun = undefined;
-    });
+    const run = work().then(
+      () => {
+        if (this.mergeRun === run) this.mergeRun = undefined;
+        // A tail that filled meanwhile is merged now (after a failure, at the next commit, as before).
+        setImmediate(() => this.mergeIfFull());
+      },
+      (error: unknown) => {
+        if (this.mergeRun === run) this.mergeRun = undefined;
+        throw error;
+      },
+    );
     this.mergeRun = run;
     return run;
   }
