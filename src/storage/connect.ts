@@ -160,11 +160,12 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     raw.pragma(`cache_size = -${options.sqliteCacheKib ?? SQLITE_CACHE_KIB}`);
     // Before migrations: the backfill of event_keys and the delete trigger call it.
     registerEventKeyFunction(raw);
-    if (path !== ':memory:' && options.sqliteCheckpointThread !== false) {
-      checkpointer = startCheckpointerOnDemand(raw, path, options.sqliteSynchronous === 'normal' ? 'NORMAL' : 'FULL');
-    }
     if (path !== ':memory:' && options.sqliteSynchronous !== 'normal' && options.sqliteSyncOffLoop !== false) {
       walSync = new WalSync(`${path}-wal`);
+    }
+    if (path !== ':memory:' && options.sqliteCheckpointThread !== false) {
+      const wal = walSync;
+      checkpointer = startCheckpointerOnDemand(raw, path, options.sqliteSynchronous === 'normal' ? 'NORMAL' : 'FULL', undefined, undefined, wal === undefined ? undefined : () => wal.sync());
     }
     db = new Kysely<Database>({ dialect: new SqliteDialect({ database: raw }) });
     const kysely = db;

@@ -134,6 +134,7 @@ export function startCheckpointer(
   intervalMs = CHECKPOINT_INTERVAL_MS,
   restartFrames = CHECKPOINT_RESTART_FRAMES,
   catchUpFrames = CHECKPOINT_CATCH_UP_FRAMES,
+  syncWal?: () => Promise<void>,
 ): Checkpointer {
   const driver = createRequire(import.meta.url).resolve('better-sqlite3');
   const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { driver, path, synchronous, intervalMs, restartFrames, catchUpFrames, maxFailures: Math.ceil(10_000 / intervalMs) } });
@@ -178,24 +179,29 @@ export function startCheckpointer(
     if (message.pass !== undefined) {
       emit({ by: 'thread', seconds: message.pass.ms / 1000, walFrames: message.pass.log, backfilled: message.pass.checkpointed });
     }
-    if (message.restart === true && alive && writer.open) {
-      const started = performance.now();
-      let result = { log: -1, checkpointed: -1 };
-      try {
-        // Between two commits on this connection (better-sqlite3 is synchronous); inside a transaction held
-        // across awaits it reports busy and copies nothing, and the next request comes 100 ms later.
-        result = (writer.pragma('wal_checkpoint(PASSIVE)') as Array<{ log: number; checkpointed: number }>)[0] ?? result;
-      } catch {
-        // busy or full: the next request comes with the next pass
-      }
-      emit({ by: 'writer', seconds: (performance.now() - started) / 1000, walFrames: result.log, backfilled: result.checkpointed });
-      worker.postMessage('restarted');
-    }
+    if (message.restart === true && alive && writer.open) void restart();
     if (message.error !== undefined) {
       fallBack();
       void worker.terminate();
     }
   });
+  async function restart(): Promise<void> {
+    // The WAL synced first, off the event loop: the checkpoint below syncs it again before it copies, and that
+    // sync would otherwise write out, on the event loop, every commit not yet synced (an erasure batch's pages).
+    if (syncWal !== undefined) await syncWal().catch(() => {});
+    if (!alive || !writer.open) return;
+    const started = performance.now();
+    let result = { log: -1, checkpointed: -1 };
+    try {
+      // Between two commits on this connection (better-sqlite3 is synchronous); inside a transaction held
+      // across awaits it reports busy and copies nothing, and the next request comes 100 ms later.
+      result = (writer.pragma('wal_checkpoint(PASSIVE)') as Array<{ log: number; checkpointed: number }>)[0] ?? result;
+    } catch {
+      // busy or full: the next request comes with the next pass
+    }
+    emit({ by: 'writer', seconds: (performance.now() - started) / 1000, walFrames: result.log, backfilled: result.checkpointed });
+    worker.postMessage('restarted');
+  }
   worker.on('error', fallBack);
   worker.on('exit', fallBack);
   worker.unref();
@@ -250,13 +256,14 @@ export function startCheckpointerOnDemand(
   synchronous: 'FULL' | 'NORMAL',
   startBytes = CHECKPOINT_THREAD_START_BYTES,
   intervalMs = CHECKPOINT_INTERVAL_MS,
+  syncWal?: () => Promise<void>,
 ): Checkpointer & { readonly started: boolean } {
   leaveCheckpointsToThread(writer);
   let running: Checkpointer | undefined;
   let stopped = false;
   const listeners: Array<(event: CheckpointEvent) => void> = [];
   const start = () => {
-    running = startCheckpointer(writer, path, synchronous, intervalMs);
+    running = startCheckpointer(writer, path, synchronous, intervalMs, CHECKPOINT_RESTART_FRAMES, CHECKPOINT_CATCH_UP_FRAMES, syncWal);
     for (const listener of listeners) running.observe(listener);
   };
   const poll = setInterval(() => {
