@@ -453,7 +453,7 @@ export class EventKeys {
     let pairs = new Float64Array(2 * MERGE_CHUNK);
     let count = 0;
     const positions: number[] = [];
-    for (let after = 0; count < SWEEP_MAX; ) {
+    for (let after = 0; positions.length < SWEEP_MAX; ) {
       if (this.stopped) return;
       const rows = await this.options.exclusive(() => this.goneAfter.all(after, MERGE_CHUNK) as Array<{ position: number; h: number | null }>);
       for (const { position, h } of rows) {
