@@ -165,7 +165,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     }
     if (path !== ':memory:' && options.sqliteCheckpointThread !== false) {
       const wal = walSync;
-      checkpointer = startCheckpointerOnDemand(raw, path, options.sqliteSynchronous === 'normal' ? 'NORMAL' : 'FULL', undefined, undefined, wal === undefined ? undefined : () => wal.sync());
+      checkpointer = startCheckpointerOnDemand(raw, path, options.sqliteSynchronous === 'normal' ? 'NORMAL' : 'FULL', wal === undefined ? {} : { syncWal: () => wal.sync() });
     }
     db = new Kysely<Database>({ dialect: new SqliteDialect({ database: raw }) });
     const kysely = db;

@@ -148,7 +148,7 @@ export function startCheckpointer(
   // writer's copies averaged 268 frames and 14 ms, 32 of 88 over 10 ms, where a caught-up thread leaves ≤ 64.
   // If a reader keeps the WAL from starting over, the next pass asks the writer again (a copy of nothing), so
   // a wait lasts about one pass, and at most the caller's maxMs.
-  let catchingUp = false;
+  let restartDue = false;
   let waiters: Array<() => void> = [];
   const wake = () => {
     const woken = waiters;
@@ -163,9 +163,9 @@ export function startCheckpointer(
       copied = event.backfilled >= threadBackfilled ? event.backfilled - threadBackfilled : event.backfilled;
       if (event.by === 'thread') threadBackfilled = event.backfilled;
     }
-    if (event.by === 'writer') catchingUp = false;
-    else if (event.walFrames >= 0) catchingUp = event.walFrames >= restartFrames;
-    if (!catchingUp) wake();
+    if (event.by === 'writer') restartDue = false;
+    else if (event.walFrames >= 0) restartDue = event.walFrames >= restartFrames;
+    if (!restartDue) wake();
     for (const listener of listeners) listener({ ...event, copied });
   };
   const fallBack = () => {
@@ -210,7 +210,7 @@ export function startCheckpointer(
       listeners.push(listener);
     },
     roomInWal(maxMs) {
-      if (!alive || !catchingUp) return Promise.resolve();
+      if (!alive || !restartDue) return Promise.resolve();
       return new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, maxMs);
         waiters.push(() => {
@@ -254,10 +254,15 @@ export function startCheckpointerOnDemand(
   writer: BetterSqlite3.Database,
   path: string,
   synchronous: 'FULL' | 'NORMAL',
-  startBytes = CHECKPOINT_THREAD_START_BYTES,
-  intervalMs = CHECKPOINT_INTERVAL_MS,
-  syncWal?: () => Promise<void>,
+  options: {
+    /** WAL bytes that start the thread (default CHECKPOINT_THREAD_START_BYTES). */
+    startBytes?: number;
+    intervalMs?: number;
+    /** An fdatasync of the WAL off the event loop, awaited before the writer's restart copy (startCheckpointer). */
+    syncWal?: () => Promise<void>;
+  } = {},
 ): Checkpointer & { readonly started: boolean } {
+  const { startBytes = CHECKPOINT_THREAD_START_BYTES, intervalMs = CHECKPOINT_INTERVAL_MS, syncWal } = options;
   leaveCheckpointsToThread(writer);
   let running: Checkpointer | undefined;
   let stopped = false;
