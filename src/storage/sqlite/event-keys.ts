@@ -239,7 +239,7 @@ export class EventKeys {
     this.tailKeys = options.tailKeys ?? TAIL_KEYS;
     this.hashOf = options.hash ?? keyHash;
     this.probe = raw.prepare('SELECT position FROM event_keys WHERE h = ?').pluck();
-    // A row deleted since it was stored is not merged: its key would never be deleted (the trigger found none).
+    // A row deleted since it was stored is not merged: with no entry here, a sweep could not find its key.
     this.insertByPosition = raw.prepare('INSERT OR IGNORE INTO event_keys_by_position (position, h) SELECT ?, ? WHERE EXISTS (SELECT 1 FROM events WHERE position = ?)');
     // event_keys_by_position holds the merged rows, and those deleted since that a sweep has not yet taken out
     // (their positions are in event_keys_gone): a key inserted here for a row deleted meanwhile is swept too.
@@ -392,7 +392,7 @@ export class EventKeys {
   /**
    * A generation into the tables, in short transactions on the writer's connection with the event loop yielding
    * between them: first `event_keys_by_position` in position order (appended), then `event_keys` bucket by
-   * bucket of the hash range, each bucket sorted (each leaf written about once); the last transaction also moves
+   * bucket of the hash range, each bucket sorted (each leaf written about once); a last transaction moves
    * `merged_through`. If one fails (disk full, the process stopping), the generation goes back into the tail,
    * where lookups keep finding it, and is merged again later (INSERT OR IGNORE); a restart rebuilds it from the
    * rows after `merged_through`.
@@ -416,16 +416,15 @@ export class EventKeys {
         });
         await pause();
       }
-      const buckets = [...hashBuckets(log, merging.count)];
-      for (const [b, bucket] of buckets.entries()) {
+      for (const bucket of hashBuckets(log, merging.count)) {
         if (this.stopped) throw new Error('stopped');
-        const last = b === buckets.length - 1;
         await transaction(() => {
           for (const pair of bucket) this.insertKey.run(log[2 * pair], log[2 * pair + 1], log[2 * pair + 1]);
-          if (last) this.setMerged.run(merging.through);
         });
         await pause();
       }
+      // Last, once every key is in: a merge cut off before here is done again from the rows.
+      await transaction(() => this.setMerged.run(merging.through));
       this.merges++;
       this.mergeSeconds += (performance.now() - started) / 1000;
       if (this.merging === merging) this.merging = undefined;
