@@ -30,6 +30,19 @@ async function product(storage: OpenedStorage): Promise<string> {
   return id;
 }
 
+/** A migrated file in `dir` with one product (`a`), then written through a direct writer (test/event-rows.ts). */
+async function writerOnProduct(dir: string, options: Parameters<typeof sqliteDirectWriter>[1] = {}) {
+  const storage = await openStorage(`sqlite:${join(dir, 'inlet.db')}`);
+  const a = await product(storage);
+  await storage.close();
+  return { a, ...sqliteDirectWriter(join(dir, 'inlet.db'), options) };
+}
+
+/** Rows in a table, read on the writer's own connection. */
+function tableCount(raw: BetterSqlite3.Database, table: string): number {
+  return raw.prepare(`SELECT count(*) FROM ${table}`).pluck().get() as number;
+}
+
 async function count(storage: OpenedStorage, table: 'events' | 'event_keys' | 'event_keys_by_position'): Promise<number> {
   const result = await sql<{ n: number }>`SELECT count(*) AS n FROM ${sql.table(table)}`.execute(storage.db);
   return result.rows[0]!.n;
@@ -110,10 +123,7 @@ describe('SQLite idempotency keys', () => {
 
   it('finds every key of a tail that grew past its first table (3,000 keys), then of the table after a merge', () =>
     withDir(async (dir) => {
-      const storage = await openStorage(`sqlite:${join(dir, 'inlet.db')}`);
-      const a = await product(storage);
-      await storage.close();
-      const { db, keys, writer } = await sqliteDirectWriter(join(dir, 'inlet.db'), {});
+      const { a, db, keys, writer } = await writerOnProduct(dir);
       const ids = Array.from({ length: 3000 }, (_, i) => `g${i}`);
       const groups = (list: string[]) => Array.from({ length: Math.ceil(list.length / 400) }, (_, i) => list.slice(i * 400, i * 400 + 400));
       const first: string[] = [];
@@ -138,10 +148,7 @@ describe('SQLite idempotency keys', () => {
 
   it('does not take into memory the rows a bulk load stored and merged itself (only rows after merged_through)', () =>
     withDir(async (dir) => {
-      const storage = await openStorage(`sqlite:${join(dir, 'inlet.db')}`);
-      const a = await product(storage);
-      await storage.close();
-      const { db, keys, writer } = await sqliteDirectWriter(join(dir, 'inlet.db'), {});
+      const { a, db, keys, writer } = await writerOnProduct(dir);
       await writer.insertMany(Array.from({ length: 10 }, (_, i) => row(a, `mine${i}`)));
       assert.equal(keys.held, 10);
       // Another connection stores 500 events and merges their keys (and this writer's) itself, as the bench's
@@ -191,11 +198,8 @@ describe('SQLite idempotency keys', () => {
 
   it('tells colliding keys apart by reading the rows back (every key hashed to one of three values)', () =>
     withDir(async (dir) => {
-      const storage = await openStorage(`sqlite:${join(dir, 'inlet.db')}`, { sqliteEventKeysTail: 1_000_000 });
-      const a = await product(storage);
-      await storage.close();
       // The writer with a hash that collides nearly always, over the same file.
-      const { db, keys, writer } = await sqliteDirectWriter(join(dir, 'inlet.db'), { tailKeys: 25, hash: (_seed, _p, _s, externalId) => externalId.length % 3 });
+      const { a, db, keys, writer } = await writerOnProduct(dir, { tailKeys: 25, hash: (_seed, _p, _s, externalId) => externalId.length % 3 });
       const ids = Array.from({ length: 120 }, (_, i) => `c${'x'.repeat(i % 5)}${i}`);
       const created = await writer.insertMany(ids.map((id) => row(a, id)));
       assert.ok(created.every((o) => o.status === 'created'), 'no false duplicate under collisions');
@@ -210,34 +214,30 @@ describe('SQLite idempotency keys', () => {
 
   it('lets a deleted event go with its key, merged or not, so the id can be stored again', () =>
     withDir(async (dir) => {
-      const storage = await openStorage(`sqlite:${join(dir, 'inlet.db')}`);
-      const a = await product(storage);
-      await storage.close();
-      const { raw, db, keys, writer } = await sqliteDirectWriter(join(dir, 'inlet.db'), {});
+      const { a, raw, db, keys, writer } = await writerOnProduct(dir);
       const ids = Array.from({ length: 25 }, (_, i) => `d${i}`);
       await writer.insertMany(ids.slice(0, 12).map((id) => row(a, id)));
       await keys.mergeNow();
       // d0…d11 are merged into event_keys, d12…d24 are in the tail.
       await writer.insertMany(ids.slice(12).map((id) => row(a, id)));
-      const tableCount = (table: string) => raw.prepare(`SELECT count(*) FROM ${table}`).pluck().get() as number;
-      assert.equal(tableCount('event_keys'), 12);
-      assert.equal(tableCount('event_keys_by_position'), 12);
+      assert.equal(tableCount(raw, 'event_keys'), 12);
+      assert.equal(tableCount(raw, 'event_keys_by_position'), 12);
       // Delete d0 (merged) and d24 (in the tail) as erasure and retention do, from another connection.
       const other = new BetterSqlite3(join(dir, 'inlet.db'));
       other.prepare(`DELETE FROM events WHERE external_id IN ('d0', 'd24')`).run();
       other.close();
       // The deletes only note the positions (no random page of event_keys per deleted row): the keys stay until
       // a sweep, and match nothing meanwhile.
-      assert.equal(tableCount('event_keys'), 12);
-      assert.equal(tableCount('event_keys_gone'), 2);
+      assert.equal(tableCount(raw, 'event_keys'), 12);
+      assert.equal(tableCount(raw, 'event_keys_gone'), 2);
       const outcomes = await writer.insertMany([row(a, 'd0'), row(a, 'd24'), row(a, 'd5'), row(a, 'd20')]);
       assert.deepEqual(outcomes.map((o) => o.status), ['created', 'created', 'duplicate', 'duplicate']);
       // The merge ends with a sweep: d0's old key goes; the tail's stale position of d24 is not merged; the new
       // positions of both are.
       await keys.mergeNow();
-      assert.equal(tableCount('event_keys'), 25);
-      assert.equal(tableCount('event_keys_by_position'), 25);
-      assert.equal(tableCount('event_keys_gone'), 0);
+      assert.equal(tableCount(raw, 'event_keys'), 25);
+      assert.equal(tableCount(raw, 'event_keys_by_position'), 25);
+      assert.equal(tableCount(raw, 'event_keys_gone'), 0);
       assert.equal(raw.prepare(`SELECT count(*) FROM event_keys k JOIN events e ON e.position = k.position`).pluck().get(), 25);
       assert.equal(keys.swept, 1, 'one merged key of a deleted row removed');
       await keys.stop();
@@ -246,28 +246,24 @@ describe('SQLite idempotency keys', () => {
 
   it('sweeps the keys of many deleted rows on its own (sweepMin), sorted, without a merge, and not for a few', () =>
     withDir(async (dir) => {
-      const storage = await openStorage(`sqlite:${join(dir, 'inlet.db')}`);
-      const a = await product(storage);
-      await storage.close();
       const sweepMin = 3000;
-      const { raw, db, keys, writer } = await sqliteDirectWriter(join(dir, 'inlet.db'), { sweepMin });
+      const { a, raw, db, keys, writer } = await writerOnProduct(dir, { sweepMin });
       const ids = Array.from({ length: sweepMin + 500 }, (_, i) => `s${i}`);
       for (let from = 0; from < ids.length; from += 1000) await writer.insertMany(ids.slice(from, from + 1000).map((id) => row(a, id)));
       await keys.mergeNow();
-      const tableCount = (table: string) => raw.prepare(`SELECT count(*) FROM ${table}`).pluck().get() as number;
-      assert.equal(tableCount('event_keys'), ids.length);
+      assert.equal(tableCount(raw, 'event_keys'), ids.length);
       const other = new BetterSqlite3(join(dir, 'inlet.db'));
       const remove = (count: number) => other.prepare(`DELETE FROM events WHERE position IN (SELECT position FROM events ORDER BY position LIMIT ?)`).run(count);
       remove(10);
       await keys.sweepIfMany();
-      assert.equal(tableCount('event_keys'), ids.length, 'ten deleted rows wait for the next merge');
+      assert.equal(tableCount(raw, 'event_keys'), ids.length, 'ten deleted rows wait for the next merge');
       remove(sweepMin);
       await keys.sweepIfMany();
       other.close();
       assert.equal(keys.swept, sweepMin + 10);
-      assert.equal(tableCount('event_keys'), 490);
-      assert.equal(tableCount('event_keys_by_position'), 490);
-      assert.equal(tableCount('event_keys_gone'), 0);
+      assert.equal(tableCount(raw, 'event_keys'), 490);
+      assert.equal(tableCount(raw, 'event_keys_by_position'), 490);
+      assert.equal(tableCount(raw, 'event_keys_gone'), 0);
       assert.equal(raw.prepare(`SELECT count(*) FROM event_keys k JOIN events e ON e.position = k.position`).pluck().get(), 490);
       // Every remaining id is still a duplicate, every deleted one can be stored again.
       const outcomes = await writer.insertMany([row(a, ids[0]!), row(a, ids[sweepMin + 9]!), row(a, ids[sweepMin + 10]!), row(a, ids.at(-1)!)]);
@@ -278,10 +274,7 @@ describe('SQLite idempotency keys', () => {
 
   it('a tail that fills during a sweep is merged once the sweep has ended, and no key is left behind', () =>
     withDir(async (dir) => {
-      const storage = await openStorage(`sqlite:${join(dir, 'inlet.db')}`);
-      const a = await product(storage);
-      await storage.close();
-      const { raw, db, keys, writer } = await sqliteDirectWriter(join(dir, 'inlet.db'), { tailKeys: 50 });
+      const { a, raw, db, keys, writer } = await writerOnProduct(dir, { tailKeys: 50 });
       await writer.insertMany(Array.from({ length: 40 }, (_, i) => row(a, `w${i}`)));
       await keys.mergeNow();
       const other = new BetterSqlite3(join(dir, 'inlet.db'));
@@ -292,11 +285,10 @@ describe('SQLite idempotency keys', () => {
       await sweeping;
       while (keys.merges < 2) await new Promise((resolve) => setTimeout(resolve, 5));
       await keys.idle();
-      const tableCount = (table: string) => raw.prepare(`SELECT count(*) FROM ${table}`).pluck().get() as number;
       assert.equal(keys.swept, 20);
-      assert.equal(tableCount('event_keys'), 80);
-      assert.equal(tableCount('event_keys_by_position'), 80);
-      assert.equal(tableCount('event_keys_gone'), 0);
+      assert.equal(tableCount(raw, 'event_keys'), 80);
+      assert.equal(tableCount(raw, 'event_keys_by_position'), 80);
+      assert.equal(tableCount(raw, 'event_keys_gone'), 0);
       assert.equal(raw.prepare(`SELECT count(*) FROM event_keys k JOIN events e ON e.position = k.position`).pluck().get(), 80);
       await keys.stop();
       await db.destroy();
