@@ -4,7 +4,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { RateLimiterMemory } from 'rate-limiter-flexible';
-import { createInMemoryRateLimiter, leasedLimiter, leaseSize, windowFor } from '../../src/services/rate-limiter.js';
+import { createInMemoryRateLimiter, leasedLimiter, leaseSize, windowFor, type RateLimiter } from '../../src/services/rate-limiter.js';
 
 const RATE = 20;
 
@@ -46,6 +46,13 @@ function countedStore(points: number, durationSeconds: number) {
   };
 }
 
+/** How many of `n` requests for `key`, one after the other, `limiter` allows. */
+async function allowedOf(limiter: RateLimiter, key: string, n: number): Promise<number> {
+  let allowed = 0;
+  for (let i = 0; i < n; i++) if ((await limiter.take(key)).allowed) allowed++;
+  return allowed;
+}
+
 describe('shared limits spent in leases', () => {
   it('lease sizes: 1/50 of the window, at least 1, at most 1,000', () => {
     assert.equal(leaseSize(4000), 80);
@@ -56,9 +63,7 @@ describe('shared limits spent in leases', () => {
   it('asks the store once per lease, not per request, and lets exactly the window through', async () => {
     const store = countedStore(4000, 60);
     const limiter = leasedLimiter(store, 4000);
-    let allowed = 0;
-    for (let i = 0; i < 4000; i++) if ((await limiter.take('k')).allowed) allowed++;
-    assert.equal(allowed, 4000);
+    assert.equal(await allowedOf(limiter, 'k', 4000), 4000);
     assert.equal(store.calls.consume, 50, '4,000 points in leases of 80');
     const refused = await limiter.take('k');
     assert.equal(refused.allowed, false);
@@ -72,9 +77,7 @@ describe('shared limits spent in leases', () => {
     // 101 points in leases of 2: the 51st lease finds 1 point left, gives the lease back and takes that point.
     const store = countedStore(101, 60);
     const limiter = leasedLimiter(store, 101);
-    let allowed = 0;
-    for (let i = 0; i < 110; i++) if ((await limiter.take('k')).allowed) allowed++;
-    assert.equal(allowed, 101);
+    assert.equal(await allowedOf(limiter, 'k', 110), 101);
     assert.equal(store.calls.reward, 1);
   });
 
@@ -84,15 +87,29 @@ describe('shared limits spent in leases', () => {
     const decisions = await Promise.all(Array.from({ length: 150 }, () => limiter.take('k')));
     assert.ok(decisions.every((d) => d.allowed));
     assert.equal(store.calls.consume, 1, 'one lease of 200 serves all 150');
-    assert.ok(decisions.at(-1)!.remaining >= 10_000 - 200, 'remaining: the store’s, plus what is left of the lease');
+    assert.equal(decisions.at(-1)!.remaining, 10_000 - 200 + 50, 'remaining: the store’s, plus what is left of the lease');
   });
 
   it('two instances on one store: together no more than the window, and at most one lease each short of it', async () => {
     const store = countedStore(4000, 60);
     const instances = [leasedLimiter(store, 4000), leasedLimiter(store, 4000)];
     let allowed = 0;
-    for (let i = 0; i < 3000; i++) for (const limiter of instances) if ((await limiter.take('k')).allowed) allowed++;
+    for (let i = 0; i < 30; i++) for (const limiter of instances) allowed += await allowedOf(limiter, 'k', 100);
     assert.ok(allowed <= 4000 && allowed >= 4000 - 2 * leaseSize(4000), String(allowed));
+  });
+
+  it('a used-up window is refused until it ends (Retry-After), then a new lease lets requests through (contract §7)', async () => {
+    const store = countedStore(100, 1);
+    const limiter = leasedLimiter(store, 100);
+    assert.equal(await allowedOf(limiter, 'k', 120), 100);
+    const refused = await limiter.take('k');
+    assert.equal(refused.allowed, false);
+    assert.equal(refused.remaining, 0);
+    assert.equal(refused.retryAfterSeconds, 1);
+    await new Promise((resolve) => setTimeout(resolve, refused.resetSeconds * 1000 + 100));
+    const next = await limiter.take('k');
+    assert.equal(next.allowed, true, 'the next window');
+    assert.equal(next.remaining, 99);
   });
 
   it('keys are separate', async () => {
