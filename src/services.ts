@@ -13,7 +13,7 @@ import { createCatalogService, type CatalogService } from './services/catalog-se
 import { createTrackingPlanService, type TrackingPlanService } from './services/tracking-plan-service.js';
 import { createMetrics, type Metrics } from './services/metrics.js';
 import { registerPoolMetrics } from './services/pool-metrics.js';
-import { registerCheckpointMetrics, registerEventKeyMetrics } from './services/checkpoint-metrics.js';
+import { registerCheckpointMetrics, registerEventKeyMetrics, registerEventSubjectMetrics } from './services/checkpoint-metrics.js';
 import { createRateLimiter } from './services/rate-limiter-store.js';
 import { createInMemoryRateLimiter, type InMemoryRateLimiter, type RateLimiter } from './services/rate-limiter.js';
 import { createTrafficReportService, type TrafficReportService } from './services/traffic-report-service.js';
@@ -79,6 +79,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
   if (storage.poolStats !== undefined) registerPoolMetrics(metrics.registry, storage.poolStats);
   if (storage.observeCheckpoints !== undefined) registerCheckpointMetrics(metrics.registry, storage.observeCheckpoints);
   if (storage.eventKeyStats !== undefined) registerEventKeyMetrics(metrics.registry, storage.eventKeyStats);
+  if (storage.eventSubjectStats !== undefined) registerEventSubjectMetrics(metrics.registry, storage.eventSubjectStats);
   const keys = createKeyService(storage, { cacheTtlMs: config.keyCacheTtlMs, now: options.now });
   const rejections = createRejectionService(storage, metrics, { maxPerHour: config.rejectionsMaxPerHour, retentionDays: config.rejectionsRetentionDays });
   const catalog = createCatalogService(storage, {

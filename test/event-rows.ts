@@ -40,5 +40,13 @@ export function sqliteDirectWriter(file: string, options: { tailKeys?: number; s
     ...(options.hash === undefined ? {} : { hash: options.hash }),
     ...(options.sweepMin === undefined ? {} : { sweepMin: options.sweepMin }),
   });
-  return { raw, db, keys, writer: sqliteEventWriter(db, raw, keys, options.walSync) };
+  const subjects = new EventKeys(raw, {
+    kind: 'subjects',
+    exclusive: (work) => db.connection().execute(async () => work()),
+    synchronous: 'FULL',
+    tailKeys: options.tailKeys ?? 1_000_000,
+    ...(options.hash === undefined ? {} : { hash: options.hash }),
+    ...(options.sweepMin === undefined ? {} : { sweepMin: options.sweepMin }),
+  });
+  return { raw, db, keys, subjects, writer: sqliteEventWriter(db, raw, { keys, subjects }, options.walSync) };
 }

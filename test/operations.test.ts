@@ -54,16 +54,19 @@ describe('GET /metrics', () => {
     return sum;
   }
 
-  it('on SQLite: inlet_sqlite_event_keys_in_memory counts the keys of stored events with an external_id, once each', async () => {
+  it('on SQLite: inlet_sqlite_event_keys_in_memory counts the keys of stored events with an external_id, once each; inlet_sqlite_event_subjects_in_memory every stored event', async () => {
     const p = await ctx.product('event-keys-metrics');
-    const held = async () => {
+    const gauge = async (name: string) => {
       const text = (await ctx.app.inject({ method: 'GET', url: '/metrics' })).body;
-      const line = text.split('\n').find((l) => l.startsWith('inlet_sqlite_event_keys_in_memory '));
+      const line = text.split('\n').find((l) => l.startsWith(`${name} `));
       return line === undefined ? undefined : Number(line.split(' ')[1]);
     };
+    const held = () => gauge('inlet_sqlite_event_keys_in_memory');
     const before = await held();
+    const subjectsBefore = await gauge('inlet_sqlite_event_subjects_in_memory');
     if (dialect === 'postgres') {
       assert.equal(before, undefined, 'PostgreSQL keeps event_dedup: no such metric');
+      assert.equal(subjectsBefore, undefined, 'nor a subject index');
       return;
     }
     const base = { subject_type: 'user', subject_id: 'u', event_type: 'a', action: 'b' };
@@ -73,8 +76,17 @@ describe('GET /metrics', () => {
     assert.equal((await post({ ...base, external_id: 'k2' })).statusCode, 201);
     assert.equal((await post(base)).statusCode, 201);
     assert.equal(await held(), before! + 2);
+    assert.equal(await gauge('inlet_sqlite_event_subjects_in_memory'), subjectsBefore! + 3);
     const metrics = (await ctx.app.inject({ method: 'GET', url: '/metrics' })).body;
-    for (const name of ['inlet_sqlite_event_key_merges_total', 'inlet_sqlite_event_keys_swept_total', 'inlet_sqlite_event_key_sweep_seconds_total']) {
+    for (const name of [
+      'inlet_sqlite_event_key_merges_total',
+      'inlet_sqlite_event_keys_swept_total',
+      'inlet_sqlite_event_key_sweep_seconds_total',
+      'inlet_sqlite_event_subject_merges_total',
+      'inlet_sqlite_event_subject_merge_seconds_total',
+      'inlet_sqlite_event_subjects_swept_total',
+      'inlet_sqlite_event_subject_sweep_seconds_total',
+    ]) {
       assert.match(metrics, new RegExp(`# TYPE ${name} counter`));
     }
   });

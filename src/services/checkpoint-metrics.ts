@@ -42,28 +42,42 @@ export function registerCheckpointMetrics(registry: Registry, observe: (listener
 
 /** SQLite idempotency keys (storage/sqlite/event-keys.ts): how many wait in memory for a merge, and the merges. */
 export function registerEventKeyMetrics(registry: Registry, stats: () => EventKeyStats): void {
+  registerHashIndexMetrics(registry, stats, {
+    held: ['inlet_sqlite_event_keys_in_memory', 'Idempotency keys of the newest SQLite events held in memory until merged into event_keys (a merge starts at 250,000)'],
+    merges: ['inlet_sqlite_event_key_merges_total', 'Merges of in-memory idempotency keys into the SQLite event_keys table'],
+    mergeSeconds: ['inlet_sqlite_event_key_merge_seconds_total', 'Wall time of those merges, start to end (they yield to requests between short transactions)'],
+    swept: [
+      'inlet_sqlite_event_keys_swept_total',
+      'Idempotency keys of deleted SQLite events (erasure, retention) removed from event_keys by sweeps, which follow merges or run once 100,000 wait',
+    ],
+    sweepSeconds: ['inlet_sqlite_event_key_sweep_seconds_total', 'Wall time of those sweeps, start to end (they yield to requests between short transactions)'],
+  });
+}
+
+/** SQLite's subject index (the same machinery, kind `subjects`): entries waiting in memory, merges and sweeps. */
+export function registerEventSubjectMetrics(registry: Registry, stats: () => EventKeyStats): void {
+  registerHashIndexMetrics(registry, stats, {
+    held: ['inlet_sqlite_event_subjects_in_memory', 'Subject entries of the newest SQLite events held in memory until merged into event_subjects (a merge starts at 250,000)'],
+    merges: ['inlet_sqlite_event_subject_merges_total', 'Merges of in-memory subject entries into the SQLite event_subjects table'],
+    mergeSeconds: ['inlet_sqlite_event_subject_merge_seconds_total', 'Wall time of those merges, start to end (they yield to requests between short transactions)'],
+    swept: [
+      'inlet_sqlite_event_subjects_swept_total',
+      'Subject entries of deleted SQLite events (retention; erasures remove their own) removed from event_subjects by sweeps',
+    ],
+    sweepSeconds: ['inlet_sqlite_event_subject_sweep_seconds_total', 'Wall time of those sweeps, start to end (they yield to requests between short transactions)'],
+  });
+}
+
+function registerHashIndexMetrics(registry: Registry, stats: () => EventKeyStats, names: Record<keyof EventKeyStats, [string, string]>): void {
   new Gauge({
-    name: 'inlet_sqlite_event_keys_in_memory',
-    help: 'Idempotency keys of the newest SQLite events held in memory until merged into event_keys (a merge starts at 250,000)',
+    name: names.held[0],
+    help: names.held[1],
     registers: [registry],
     collect() {
       this.set(stats().held);
     },
   });
-  counterOf(registry, 'inlet_sqlite_event_key_merges_total', 'Merges of in-memory idempotency keys into the SQLite event_keys table', () => stats().merges);
-  counterOf(
-    registry,
-    'inlet_sqlite_event_key_merge_seconds_total',
-    'Wall time of those merges, start to end (they yield to requests between short transactions)',
-    () => stats().mergeSeconds,
-  );
-  counterOf(
-    registry,
-    'inlet_sqlite_event_keys_swept_total',
-    'Idempotency keys of deleted SQLite events (erasure, retention) removed from event_keys by sweeps, which follow merges or run once 100,000 wait',
-    () => stats().swept,
-  );
-  counterOf(registry, 'inlet_sqlite_event_key_sweep_seconds_total', 'Wall time of those sweeps, start to end (they yield to requests between short transactions)', () => stats().sweepSeconds);
+  for (const key of ['merges', 'mergeSeconds', 'swept', 'sweepSeconds'] as const) counterOf(registry, names[key][0], names[key][1], () => stats()[key]);
 }
 
 /** A counter that follows a total kept elsewhere: each scrape adds what it grew by since the last one. */

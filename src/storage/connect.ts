@@ -74,9 +74,15 @@ export interface OpenedStorage extends Storage {
   readonly observeCheckpoints?: (listener: (event: CheckpointEvent) => void) => void;
   /** SQLite: the idempotency keys held in memory and the merges so far (sqlite/event-keys.ts). */
   readonly eventKeyStats?: () => EventKeyStats;
+  /** SQLite: the subject index's entries in memory, merges and sweeps (the same figures). */
+  readonly eventSubjectStats?: () => EventKeyStats;
 }
 
 const PARTITION_MAINTENANCE_RETRY_MS = 60_000;
+
+function indexStats(index: EventKeys | undefined): EventKeyStats {
+  return { held: index?.held ?? 0, merges: index?.merges ?? 0, mergeSeconds: index?.mergeSeconds ?? 0, swept: index?.swept ?? 0, sweepSeconds: index?.sweepSeconds ?? 0 };
+}
 
 /** SQLite's page cache (SQLite's own default: 2,000 KiB). */
 export const SQLITE_CACHE_KIB = 2000;
@@ -144,6 +150,8 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
   let checkpointer: Checkpointer | undefined;
   let walSync: WalSync | undefined;
   let eventKeys: EventKeys | undefined;
+  let eventSubjects: EventKeys | undefined;
+  let sqliteSubjects: (() => EventKeys) | undefined;
 
   if (dialect === 'sqlite') {
     const path = sqlitePath(url);
@@ -169,15 +177,20 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     }
     db = new Kysely<Database>({ dialect: new SqliteDialect({ database: raw }) });
     const kysely = db;
-    makeWriter = () => {
-      eventKeys = new EventKeys(raw, {
+    // Both made once the schema is migrated (their statements name its tables): by the writer, or by a read first.
+    const index = (kind: 'keys' | 'subjects') =>
+      new EventKeys(raw, {
+        kind,
         exclusive: (work) => kysely.connection().execute(async () => work()),
         synchronous: options.sqliteSynchronous === 'normal' ? 'NORMAL' : 'FULL',
         ...(options.sqliteEventKeysTail === undefined ? {} : { tailKeys: options.sqliteEventKeysTail }),
         ...(checkpointer === undefined ? {} : { roomInWal: checkpointer.roomInWal }),
-        onMergeError: (error) => process.emitWarning(`merging SQLite event keys failed (tried again later): ${(error as Error).message}`),
+        onMergeError: (error) => process.emitWarning(`merging SQLite event ${kind} failed (tried again later): ${(error as Error).message}`),
       });
-      return sqliteEventWriter(kysely, raw, eventKeys, walSync).insertMany;
+    sqliteSubjects = () => (eventSubjects ??= index('subjects'));
+    makeWriter = () => {
+      eventKeys = index('keys');
+      return sqliteEventWriter(kysely, raw, { keys: eventKeys, subjects: sqliteSubjects!() }, walSync).insertMany;
     };
   } else {
     let settings: PostgresConnectionSettings;
@@ -267,7 +280,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
   queryDeadline.ms = options.queryTimeoutMs;
   // The writer prepares its statements against the migrated schema.
   const insertMany = makeWriter();
-  const reads = eventReads(db, dialect, rawSqlite);
+  const reads = eventReads(db, dialect, rawSqlite, sqliteSubjects?.());
 
   return {
     dialect,
@@ -276,7 +289,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     ...(poolStats === undefined ? {} : { poolStats }),
     ...(rateLimitPool === undefined ? {} : { rateLimitPool }),
     ...(checkpointer === undefined ? {} : { observeCheckpoints: checkpointer.observe }),
-    ...(dialect === 'sqlite' ? { eventKeyStats: () => ({ held: eventKeys?.held ?? 0, merges: eventKeys?.merges ?? 0, mergeSeconds: eventKeys?.mergeSeconds ?? 0, swept: eventKeys?.swept ?? 0, sweepSeconds: eventKeys?.sweepSeconds ?? 0 }) } : {}),
+    ...(dialect === 'sqlite' ? { eventKeyStats: () => indexStats(eventKeys), eventSubjectStats: () => indexStats(eventSubjects) } : {}),
     isUnavailable: dialect === 'sqlite' ? isSqliteUnavailable : isPostgresUnavailable,
     get closed() {
       return closed;
@@ -291,7 +304,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     destinations:
       dialect === 'sqlite' && options.sqliteBusyTimeoutMs === 0 ? retryingBusy(destinationStore(db, dialect, rawSqlite)) : destinationStore(db, dialect, rawSqlite),
     governance: governanceStore(db, dialect),
-    erasure: erasureStore(db, dialect, vacuum, maintenanceDatabase, checkpointer?.roomInWal),
+    erasure: erasureStore(db, dialect, vacuum, maintenanceDatabase, checkpointer?.roomInWal, sqliteSubjects?.()),
     async ping() {
       if (dialect === 'sqlite') {
         await sql`SELECT 1`.execute(db);
@@ -310,6 +323,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
       await limiterPool?.end().catch(() => {});
       await maintenancePool?.end().catch(() => {});
       await eventKeys?.stop();
+      await eventSubjects?.stop();
       await checkpointer?.stop();
       await walSync?.close();
       await db.destroy();

@@ -8,6 +8,7 @@
 // disk as dead tuples until VACUUM, which `reclaim` runs on the touched tables after a job.
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { Database } from './database.js';
+import type { EventKeys } from './sqlite/event-keys.js';
 import { deleteEventMonthKeys, dropEventMonth, eventMonthsEndingBy, productsInEventMonth } from './postgres/event-partitions.js';
 import type {
   Dialect,
@@ -121,6 +122,7 @@ export function erasureStore(
   vacuum?: (tables: string[]) => Promise<void>,
   maintenance?: () => Kysely<Database>,
   roomInWal?: (maxMs: number) => Promise<void>,
+  subjects?: EventKeys,
 ): ErasureStore {
   const db = database.withTables<ErasureTables>() as Db;
   const pg = dialect === 'postgres';
@@ -170,6 +172,44 @@ export function erasureStore(
     return { externalIds: [...externalIds].sort(), userIds: [...userIds].sort() };
   }
 
+  /**
+   * SQLite: up to `limit` of the product's events whose subject is `user` and one of `externalIds`, through the
+   * subject index (sqlite/event-keys.ts), oldest first; their index entries go with them. Positions whose rows
+   * do not match (another subject type, a shared hash, a row deleted and not yet swept) are stepped over.
+   */
+  async function deleteBySubjects(index: EventKeys, productId: string, externalIds: string[], limit: number): Promise<number> {
+    for (let after = 0; ; ) {
+      const { deleted, positions } = await unsyncedOnConnection(async (conn) => {
+        const positions = index.subjectPositionsLocked(productId, externalIds, { after, order: 'asc', limit });
+        if (positions.length === 0) return { deleted: [] as number[], positions };
+        const gone = await sql<{ position: number }>`DELETE FROM events
+          WHERE position IN (SELECT value FROM json_each(${JSON.stringify(positions)})) AND +product_id = ${productId}
+            AND subject_type = 'user' AND subject_id IN ${list(externalIds)}
+          RETURNING position`.execute(conn);
+        const deleted = gone.rows.map((r) => Number(r.position));
+        index.forgetLocked(productId, externalIds, deleted);
+        return { deleted, positions };
+      });
+      if (deleted.length > 0 || positions.length < limit) return deleted.length;
+      after = positions[positions.length - 1]!;
+    }
+  }
+
+  /** SQLite: `work` on the connection (its mutex held), its statements committed without waiting for their fsync:
+   *  see deleteByPositions. */
+  function unsyncedOnConnection<R>(work: (conn: Db) => Promise<R>): Promise<R> {
+    return db.connection().execute(async (conn) => {
+      const mode = await sql<{ synchronous: number }>`PRAGMA synchronous`.execute(conn);
+      const previous = Number(mode.rows[0]?.synchronous ?? 2);
+      if (previous > 1) await sql`PRAGMA synchronous = NORMAL`.execute(conn);
+      try {
+        return await work(conn as Db);
+      } finally {
+        if (previous > 1) await sql.raw(`PRAGMA synchronous = ${previous}`).execute(conn);
+      }
+    });
+  }
+
   async function deleteByPositions(q: Db, productId: string, where: RawBuilder<unknown>, limit: number): Promise<number> {
     if (!pg) {
       // A batch commits without waiting for its fsync (synchronous=NORMAL for this statement only, inside
@@ -179,16 +219,9 @@ export function erasureStore(
       // appended in order and the next FULL commit (any ingest commit, or the job saving its progress)
       // fsyncs these frames with its own; a crash before that loses some deletions, which the resumed job
       // (or the next retention pass) simply deletes again.
-      return q.connection().execute(async (conn) => {
-        const mode = await sql<{ synchronous: number }>`PRAGMA synchronous`.execute(conn);
-        const previous = Number(mode.rows[0]?.synchronous ?? 2);
-        if (previous > 1) await sql`PRAGMA synchronous = NORMAL`.execute(conn);
-        try {
-          const result = await sql`DELETE FROM events WHERE position IN (SELECT position FROM events WHERE product_id = ${productId} AND ${where} LIMIT ${limit})`.execute(conn);
-          return Number(result.numAffectedRows ?? 0);
-        } finally {
-          if (previous > 1) await sql.raw(`PRAGMA synchronous = ${previous}`).execute(conn);
-        }
+      return unsyncedOnConnection(async (conn) => {
+        const result = await sql`DELETE FROM events WHERE position IN (SELECT position FROM events WHERE product_id = ${productId} AND ${where} LIMIT ${limit})`.execute(conn);
+        return Number(result.numAffectedRows ?? 0);
       });
     }
     // The idempotency keys live in their own table on PostgreSQL (core migration): they go with their events.
@@ -352,8 +385,11 @@ export function erasureStore(
 
     async deleteEvents(productId, externalIds, limit) {
       if (externalIds.length === 0) return 0;
-      // Events whose subject is one of the ids (the events_by_subject index) …
-      const bySubject = await deleteByPositions(db, productId, sql`subject_type = 'user' AND subject_id IN ${list(externalIds)}`, limit);
+      // Events whose subject is one of the ids (the events_by_subject index; on SQLite the subject index) …
+      const bySubject =
+        subjects === undefined
+          ? await deleteByPositions(db, productId, sql`subject_type = 'user' AND subject_id IN ${list(externalIds)}`, limit)
+          : await deleteBySubjects(subjects, productId, externalIds, limit);
       if (bySubject > 0) return bySubject;
       // … then Segment group calls, whose subject is the account and whose user is in the properties
       // (userId) or the original item (anonymousId). Read through the name index.

@@ -14,6 +14,7 @@ import { fromJson, toIso } from './database.js';
 import type { Dialect, EventFilter, EventPage, EventPageQuery, EventRecord } from './types.js';
 import { whereGiven } from './where-given.js';
 import type { NameFormat } from '../domain/event-names.js';
+import type { EventKeys } from './sqlite/event-keys.js';
 
 /** Rows of the product (in position order) one filtered read may look at before it answers. */
 export const SCAN_BUDGET = 20_000;
@@ -180,6 +181,8 @@ function planOf(filter: EventFilter): Plan {
   const { canonicalNames, subjectIds, ...rest } = filter;
   const others = Object.values(rest).filter((v) => v !== undefined).length - (filter.subjectType === undefined ? 0 : 1);
   if (others > 0 || (canonicalNames !== undefined && subjectIds !== undefined)) return { kind: 'budget' };
+  // A subject type alone: no index yields the type's rows in position order (and SQLite has no subject index).
+  if (filter.subjectType !== undefined && subjectIds === undefined) return { kind: 'budget' };
   if (canonicalNames !== undefined && canonicalNames.length > 1) return { kind: 'split', key: 'canonicalNames' };
   if (subjectIds !== undefined && subjectIds.length > 1) return { kind: 'split', key: 'subjectIds' };
   return { kind: 'exact' };
@@ -229,9 +232,23 @@ export function eventFromRawRow(row: unknown[]): EventRecord {
   };
 }
 
-export function eventReads(db: Kysely<Database>, dialect: Dialect, rawSqlite?: BetterSqlite3.Database) {
+/**
+ * `subjects`: SQLite's subject index (sqlite/event-keys.ts, kind `subjects`; there is no index on the events'
+ * subject columns there): reads and lists by subject id look up positions in it, then read those rows and check
+ * every filter on them.
+ */
+export function eventReads(db: Kysely<Database>, dialect: Dialect, rawSqlite?: BetterSqlite3.Database, subjects?: EventKeys) {
   const position = positionSql(dialect);
   const rangeReader = rawSqlite === undefined ? undefined : sqliteRangeReader(db, rawSqlite);
+
+  /** SQLite: the product's rows at these positions (`+product_id`: looked up by position, never through the
+   *  product's index, whatever the planner guesses). */
+  function byPositions(productId: string, positions: number[]) {
+    return db
+      .selectFrom('events')
+      .where(sql<SqlBool>`+product_id = ${productId}`)
+      .where(sql<SqlBool>`position IN (SELECT value FROM json_each(${JSON.stringify(positions)}))`);
+  }
 
   function base(productId: string, horizon: string | undefined) {
     let query = db.selectFrom('events').where('product_id', '=', productId);
@@ -271,17 +288,26 @@ export function eventReads(db: Kysely<Database>, dialect: Dialect, rawSqlite?: B
     const horizon = await horizonNow();
     const forward: Op = order === 'asc' ? '>' : '<';
     const bounds: Array<Expression<SqlBool>> = [];
-    if (query.after !== undefined) bounds.push(position.compare(forward, query.after));
-    if (query.upTo !== undefined) bounds.push(position.compare('<=', query.upTo));
+    // The same bounds as numbers, exclusive, for the subject index (SQLite positions are integers).
+    const range = { after: 0, before: Number.MAX_SAFE_INTEGER };
+    const bound = (op: Op | '<=', at: string) => {
+      bounds.push(position.compare(op, at));
+      if (subjects === undefined) return;
+      const value = Number(at);
+      if (op === '>') range.after = Math.max(range.after, value);
+      else range.before = Math.min(range.before, op === '<=' ? value + 1 : value);
+    };
+    if (query.after !== undefined) bound(forward, query.after);
+    if (query.upTo !== undefined) bound('<=', query.upTo);
     // Received-time ranges become position bounds (then the exact check below), so a range far from
     // the head is found by an index, not by scanning towards it.
     if (filter.receivedFrom !== undefined) {
       const lower = await positionNear(productId, new Date(Date.parse(filter.receivedFrom) - RECEIVE_TO_COMMIT_SLACK_MS).toISOString(), 'before');
-      if (lower !== undefined) bounds.push(position.compare('>', lower));
+      if (lower !== undefined) bound('>', lower);
     }
     if (filter.receivedTo !== undefined) {
       const upper = await positionNear(productId, new Date(Date.parse(filter.receivedTo) + RECEIVE_TO_COMMIT_SLACK_MS).toISOString(), 'after');
-      if (upper !== undefined) bounds.push(position.compare('<', upper));
+      if (upper !== undefined) bound('<', upper);
     }
 
     // A read that one index does not fully serve looks at SCAN_BUDGET rows of the product at most.
@@ -299,8 +325,8 @@ export function eventReads(db: Kysely<Database>, dialect: Dialect, rawSqlite?: B
       query.jsonText === true && dialect === 'postgres'
         ? [...EVENT_COLUMNS.filter((c) => c !== 'properties' && c !== 'context' && c !== 'original'), sql<string>`properties::text`.as('properties'), sql<string>`context::text`.as('context'), sql<string>`original::text`.as('original')]
         : [...EVENT_COLUMNS];
-    const read = async (filter: EventFilter): Promise<Row[]> => {
-      let select = base(productId, horizon).select([...columns, position.select.as('position')] as never);
+    const read = async (filter: EventFilter, only?: number[]): Promise<Row[]> => {
+      let select = (only === undefined ? base(productId, horizon) : byPositions(productId, only)).select([...columns, position.select.as('position')] as never);
       for (const bound of bounds) select = select.where(bound);
       if (scanEnd !== undefined) select = select.where(position.compare(order === 'asc' ? '<=' : '>=', scanEnd));
       select = whereGiven(select, [
@@ -318,16 +344,35 @@ export function eventReads(db: Kysely<Database>, dialect: Dialect, rawSqlite?: B
         .limit(limit + 1)
         .execute()) as unknown as Row[];
     };
+    // SQLite, one subject id: positions from the subject index, the first limit + 1 in order, then those rows with
+    // every filter checked; rows that fail one (another subject type, a hash shared by another id, a row deleted
+    // since) are made up for by the next positions.
+    const readBySubject = async (filter: EventFilter): Promise<Row[]> => {
+      const want = limit + 1;
+      const rows: Row[] = [];
+      const next = { ...range };
+      for (;;) {
+        const positions = await subjects!.subjectPositions(productId, filter.subjectIds!, { ...next, order, limit: want });
+        if (positions.length === 0) break;
+        rows.push(...(await read(filter, positions)));
+        if (rows.length >= want || positions.length < want) break;
+        if (order === 'asc') next.after = positions[positions.length - 1]!;
+        else next.before = positions[positions.length - 1]!;
+      }
+      return rows.slice(0, want);
+    };
+    const readOne = (filter: EventFilter): Promise<Row[]> =>
+      subjects !== undefined && plan.kind !== 'budget' && filter.subjectIds?.length === 1 ? readBySubject(filter) : read(filter);
     let rows: Row[];
     if (plan.kind === 'split') {
       const values = filter[plan.key]!;
-      const parts = await Promise.all(values.map((value) => read({ ...filter, [plan.key]: [value] })));
+      const parts = await Promise.all(values.map((value) => readOne({ ...filter, [plan.key]: [value] })));
       const sign = order === 'asc' ? 1 : -1;
       rows = parts
         .flat()
         .sort((x, y) => sign * position.order(String(x.position), String(y.position)))
         .slice(0, limit + 1);
-    } else rows = await read(filter);
+    } else rows = await readOne(filter);
 
     const events = rows.slice(0, limit).map((row) => eventFromRow(row, query.jsonText === true));
     let next: string | null = null;
@@ -363,10 +408,8 @@ export function eventReads(db: Kysely<Database>, dialect: Dialect, rawSqlite?: B
     },
     async listBySubjects(productId: string, subjectType: string, subjectIds: string[], limit: number) {
       if (subjectIds.length === 0) return [];
-      const rows = await db
-        .selectFrom('events')
+      const rows = await (subjects === undefined ? base(productId, undefined) : byPositions(productId, await subjects.subjectPositions(productId, subjectIds, { order: 'asc' })))
         .select([...EVENT_COLUMNS, position.select.as('position')])
-        .where('product_id', '=', productId)
         .where('subject_type', '=', subjectType)
         .where('subject_id', 'in', subjectIds)
         .orderBy('occurred_at', 'desc')

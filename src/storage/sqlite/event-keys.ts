@@ -1,5 +1,8 @@
 // Idempotency keys of SQLite events, kept off the write path's random B-tree inserts (issue 11; docs/design.md,
-// "Idempotency keys on SQLite").
+// "Idempotency keys on SQLite"), and by the same machinery the events' subjects (kind `subjects`, migration 802:
+// `event_subjects`, `event_subjects_by_position`, `event_subjects_gone`, `subjects_merged_through`; every event has
+// one; reads and erasures by subject look positions up with subjectPositions; docs/design.md, "Subjects on
+// SQLite"). What follows says "key" for both.
 //
 // The promise (interface.md): an event with an external_id is stored once per product and source, forever (as
 // long as the event itself is kept). A UNIQUE index on (product_id, source, external_id) kept it, at a price
@@ -73,13 +76,18 @@ export function registerEventKeyFunction(raw: BetterSqlite3.Database): void {
 }
 
 /**
- * The keys of every event after `merged_through`, written in two sorted passes, and `merged_through` moved to the
- * last event: for bulk loads that bypass the writer (the bench's prefill). Not while a server writes the file.
+ * The keys and subjects of every event after `merged_through` (`subjects_merged_through`), written in two sorted
+ * passes each, and both moved to the last event: for bulk loads that bypass the writer (the bench's prefill). Not
+ * while a server writes the file.
  */
 export function mergeAllEventKeys(raw: BetterSqlite3.Database): void {
   registerEventKeyFunction(raw);
   raw.transaction(() => {
-    const { seed, merged } = raw.prepare('SELECT seed, merged_through AS merged FROM event_keys_state WHERE id = 1').get() as { seed: number; merged: number };
+    const { seed, merged, subjects } = raw.prepare('SELECT seed, merged_through AS merged, subjects_merged_through AS subjects FROM event_keys_state WHERE id = 1').get() as {
+      seed: number;
+      merged: number;
+      subjects: number;
+    };
     raw
       .prepare(
         `INSERT OR IGNORE INTO event_keys_by_position (position, h)
@@ -88,64 +96,149 @@ export function mergeAllEventKeys(raw: BetterSqlite3.Database): void {
       )
       .run(seed, merged);
     raw.prepare('INSERT OR IGNORE INTO event_keys (h, position) SELECT h, position FROM event_keys_by_position WHERE position > ? ORDER BY h, position').run(merged);
-    raw.prepare('UPDATE event_keys_state SET merged_through = (SELECT coalesce(max(position), 0) FROM events) WHERE id = 1').run();
+    raw
+      .prepare(
+        `INSERT OR IGNORE INTO event_subjects_by_position (position, h)
+         SELECT position, inlet_event_key(?, product_id, '', subject_id) FROM events WHERE position > ? ORDER BY position`,
+      )
+      .run(seed, subjects);
+    raw.prepare('INSERT OR IGNORE INTO event_subjects (h, position) SELECT h, position FROM event_subjects_by_position WHERE position > ? ORDER BY h, position').run(subjects);
+    raw
+      .prepare('UPDATE event_keys_state SET merged_through = (SELECT coalesce(max(position), 0) FROM events), subjects_merged_through = (SELECT coalesce(max(position), 0) FROM events) WHERE id = 1')
+      .run();
   })();
 }
 
 /**
- * Keys of one generation (the tail, or the tail being merged): an open-addressing table of (h, position) on
- * Float64Arrays, with no object per key (~48 bytes a key with the log, against ~150 for a Map of boxed doubles:
- * 250,000 keys are ~12 MB), and the same pairs in position order (the log, what a merge writes). Positions start
- * at 1, so 0 marks an empty slot. The same h may sit in several slots (a collision, or an id stored again
- * after its row was deleted): a lookup returns every position under it.
+ * Keys of one generation (the tail, or the tail being merged), with no object per key: the (h, position) pairs in
+ * position order (the log, what a merge writes), and an open-addressing table on typed arrays from each distinct
+ * h to its newest pair, each pair linked to the previous one with the same h. A subject's events all share one
+ * h (thousands, for a busy subject), so a lookup or an insert never walks more than the distinct hashes that
+ * share its slot, and a lookup walks only its own pairs. ~44 bytes a key (250,000 keys are ~11 MB). Positions
+ * start at 1, and chain links at 1 (0: none).
  */
 class Generation {
   count = 0;
+  private distinct = 0;
   private hs = new Float64Array(1024);
-  private ps = new Float64Array(1024);
+  /** Per slot: 1 + the log index of the newest pair with that h (0: an empty slot). */
+  private heads = new Int32Array(1024);
+  /** Per pair: 1 + the log index of the previous pair with the same h (0: none). */
+  private prev = new Int32Array(512);
   log = new Float64Array(1024);
 
   constructor(public through: number) {}
 
   add(h: number, position: number): void {
-    if ((this.count + 1) * 2 > this.ps.length) this.grow();
-    this.place(h, position);
-    if (2 * this.count + 2 > this.log.length) {
+    if ((this.distinct + 1) * 2 > this.hs.length) this.grow();
+    if (this.count + 1 > this.prev.length) {
       const log = new Float64Array(this.log.length * 2);
       log.set(this.log);
       this.log = log;
+      const prev = new Int32Array(this.prev.length * 2);
+      prev.set(this.prev);
+      this.prev = prev;
     }
+    const slot = this.slotOf(h);
+    if (this.heads[slot] === 0) {
+      this.hs[slot] = h;
+      this.distinct++;
+    }
+    this.prev[this.count] = this.heads[slot]!;
+    this.heads[slot] = this.count + 1;
     this.log[2 * this.count] = h;
     this.log[2 * this.count + 1] = position;
     this.count++;
     if (position > this.through) this.through = position;
   }
 
+  /** The positions under `h`, newest first, pushed onto `into` (each position is in a generation once). */
+  positionsOf(h: number, into: number[]): void {
+    for (let entry = this.heads[this.slotOf(h)]!; entry !== 0; entry = this.prev[entry - 1]!) into.push(this.log[2 * (entry - 1) + 1]!);
+  }
+
+  /** Like positionsOf, without the positions `into` holds already. */
   collect(h: number, into: number[]): void {
-    const mask = this.ps.length - 1;
-    for (let slot = (h % 4294967296) & mask; this.ps[slot] !== 0; slot = (slot + 1) & mask) {
-      if (this.hs[slot] === h && !into.includes(this.ps[slot]!)) into.push(this.ps[slot]!);
+    for (let entry = this.heads[this.slotOf(h)]!; entry !== 0; entry = this.prev[entry - 1]!) {
+      const position = this.log[2 * (entry - 1) + 1]!;
+      if (!into.includes(position)) into.push(position);
     }
   }
 
-  private place(h: number, position: number): void {
-    const mask = this.ps.length - 1;
+  /** The slot of `h`, or the empty slot where it would go. */
+  private slotOf(h: number): number {
+    const mask = this.hs.length - 1;
     let slot = (h % 4294967296) & mask;
-    while (this.ps[slot] !== 0) slot = (slot + 1) & mask;
-    this.hs[slot] = h;
-    this.ps[slot] = position;
+    while (this.heads[slot] !== 0 && this.hs[slot] !== h) slot = (slot + 1) & mask;
+    return slot;
   }
 
   private grow(): void {
     const hs = this.hs;
-    const ps = this.ps;
+    const heads = this.heads;
     this.hs = new Float64Array(hs.length * 2);
-    this.ps = new Float64Array(ps.length * 2);
-    for (let i = 0; i < ps.length; i++) if (ps[i] !== 0) this.place(hs[i]!, ps[i]!);
+    this.heads = new Int32Array(heads.length * 2);
+    for (let i = 0; i < heads.length; i++) {
+      if (heads[i] === 0) continue;
+      const slot = this.slotOf(hs[i]!);
+      this.hs[slot] = hs[i]!;
+      this.heads[slot] = heads[i]!;
+    }
   }
 }
 
+/**
+ * What an index holds. `keys`: the idempotency key (product_id, source, external_id) of each event that has an
+ * external_id. `subjects`: (product_id, subject_id) of every event, what reads and erasures by subject look up
+ * instead of an index on events (migration 802; docs/design.md, "Subjects on SQLite"). The same machinery, each
+ * with its own tables, tail and merges.
+ */
+export type HashIndexKind = 'keys' | 'subjects';
+
+interface KindTables {
+  table: string;
+  byPosition: string;
+  gone: string;
+  /** The column of event_keys_state that says how far this index is merged. */
+  merged: string;
+  /** The rows this index holds, with the three strings its hash covers as a, b, c. */
+  rows: string;
+}
+
+const KINDS: Record<HashIndexKind, KindTables> = {
+  keys: {
+    table: 'event_keys',
+    byPosition: 'event_keys_by_position',
+    gone: 'event_keys_gone',
+    merged: 'merged_through',
+    rows: 'SELECT position, product_id AS a, source AS b, external_id AS c FROM events WHERE position > ? AND position <= ? AND external_id IS NOT NULL ORDER BY position',
+  },
+  subjects: {
+    table: 'event_subjects',
+    byPosition: 'event_subjects_by_position',
+    gone: 'event_subjects_gone',
+    merged: 'subjects_merged_through',
+    rows: "SELECT position, product_id AS a, '' AS b, subject_id AS c FROM events WHERE position > ? AND position <= ? ORDER BY position",
+  },
+};
+
+/** The hash of a subject: (product_id, subject_id), whatever its subject_type, so that a read by subject id
+ *  without a type finds it too (the rows read back are compared on every column asked for). */
+export function subjectHash(hash: (seed: number, a: string, b: string, c: string) => number, seed: number, productId: string, subjectId: string): number {
+  return hash(seed, productId, '', subjectId);
+}
+
+/** Exclusive bounds and an order for subjectPositions; no limit: every position. */
+export interface PositionRange {
+  after?: number;
+  before?: number;
+  order: 'asc' | 'desc';
+  limit?: number;
+}
+
 export interface EventKeysOptions {
+  /** What the index holds (default `keys`). */
+  kind?: HashIndexKind;
   /** Keys per tail before a merge (default TAIL_KEYS). */
   tailKeys?: number;
   /** Runs `work` where no other statement of the connection is in a transaction (Kysely's connection lock). */
@@ -211,8 +304,11 @@ export class EventKeys {
   private sweepTimer: NodeJS.Timeout | undefined;
   private stopped = false;
   private readonly tailKeys: number;
+  private readonly tables: KindTables;
   private readonly hashOf: NonNullable<EventKeysOptions['hash']>;
   private readonly probe: BetterSqlite3.Statement;
+  private readonly rangeAsc: BetterSqlite3.Statement;
+  private readonly rangeDesc: BetterSqlite3.Statement;
   private readonly insertByPosition: BetterSqlite3.Statement;
   private readonly insertKey: BetterSqlite3.Statement;
   private readonly setMerged: BetterSqlite3.Statement;
@@ -238,25 +334,29 @@ export class EventKeys {
   ) {
     this.tailKeys = options.tailKeys ?? TAIL_KEYS;
     this.hashOf = options.hash ?? keyHash;
-    this.probe = raw.prepare('SELECT position FROM event_keys WHERE h = ?').pluck();
+    const t = KINDS[options.kind ?? 'keys'];
+    this.tables = t;
+    this.probe = raw.prepare(`SELECT position FROM ${t.table} WHERE h = ?`).pluck();
+    this.rangeAsc = raw.prepare(`SELECT position FROM ${t.table} WHERE h = ? AND position > ? AND position < ? ORDER BY position LIMIT ?`).pluck();
+    this.rangeDesc = raw.prepare(`SELECT position FROM ${t.table} WHERE h = ? AND position > ? AND position < ? ORDER BY position DESC LIMIT ?`).pluck();
     // A row deleted since it was stored is not merged: with no entry here, a sweep could not find its key.
-    this.insertByPosition = raw.prepare('INSERT OR IGNORE INTO event_keys_by_position (position, h) SELECT ?, ? WHERE EXISTS (SELECT 1 FROM events WHERE position = ?)');
-    // event_keys_by_position holds the merged rows, and those deleted since that a sweep has not yet taken out
-    // (their positions are in event_keys_gone): a key inserted here for a row deleted meanwhile is swept too.
-    this.insertKey = raw.prepare('INSERT OR IGNORE INTO event_keys (h, position) SELECT ?, ? WHERE EXISTS (SELECT 1 FROM event_keys_by_position WHERE position = ?)');
+    this.insertByPosition = raw.prepare(`INSERT OR IGNORE INTO ${t.byPosition} (position, h) SELECT ?, ? WHERE EXISTS (SELECT 1 FROM events WHERE position = ?)`);
+    // The by-position table holds the merged rows, and those deleted since that a sweep has not yet taken out
+    // (their positions are in the gone table): a key inserted here for a row deleted meanwhile is swept too.
+    this.insertKey = raw.prepare(`INSERT OR IGNORE INTO ${t.table} (h, position) SELECT ?, ? WHERE EXISTS (SELECT 1 FROM ${t.byPosition} WHERE position = ?)`);
     // Never backwards: another writer may have merged further (everything up to either value is merged).
-    this.setMerged = raw.prepare('UPDATE event_keys_state SET merged_through = max(merged_through, ?) WHERE id = 1');
-    this.mergedThrough = raw.prepare('SELECT merged_through FROM event_keys_state WHERE id = 1').pluck();
+    this.setMerged = raw.prepare(`UPDATE event_keys_state SET ${t.merged} = max(${t.merged}, ?) WHERE id = 1`);
+    this.mergedThrough = raw.prepare(`SELECT ${t.merged} FROM event_keys_state WHERE id = 1`).pluck();
     // AUTOINCREMENT's counter: the last position ever given, even if that row was deleted since.
     this.lastPosition = raw.prepare(`SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)`).pluck();
     this.unsynced = withoutCommitSync(raw, options.synchronous);
-    this.keyedAfter = raw.prepare('SELECT position, product_id, source, external_id FROM events WHERE position > ? AND position <= ? AND external_id IS NOT NULL ORDER BY position');
+    this.keyedAfter = raw.prepare(t.rows);
     // A deleted row's hash, if its key was merged (NULL: it never was, only the note goes).
-    this.goneAfter = raw.prepare('SELECT g.position AS position, b.h AS h FROM event_keys_gone g LEFT JOIN event_keys_by_position b ON b.position = g.position WHERE g.position > ? ORDER BY g.position LIMIT ?');
-    this.goneWaiting = raw.prepare('SELECT count(*) FROM (SELECT 1 FROM event_keys_gone LIMIT ?)').pluck();
-    this.deleteKey = raw.prepare('DELETE FROM event_keys WHERE h = ? AND position = ?');
-    this.deleteByPosition = raw.prepare('DELETE FROM event_keys_by_position WHERE position = ?');
-    this.deleteGone = raw.prepare('DELETE FROM event_keys_gone WHERE position = ?');
+    this.goneAfter = raw.prepare(`SELECT g.position AS position, b.h AS h FROM ${t.gone} g LEFT JOIN ${t.byPosition} b ON b.position = g.position WHERE g.position > ? ORDER BY g.position LIMIT ?`);
+    this.goneWaiting = raw.prepare(`SELECT count(*) FROM (SELECT 1 FROM ${t.gone} LIMIT ?)`).pluck();
+    this.deleteKey = raw.prepare(`DELETE FROM ${t.table} WHERE h = ? AND position = ?`);
+    this.deleteByPosition = raw.prepare(`DELETE FROM ${t.byPosition} WHERE position = ?`);
+    this.deleteGone = raw.prepare(`DELETE FROM ${t.gone} WHERE position = ?`);
   }
 
   /**
@@ -267,10 +367,10 @@ export class EventKeys {
    */
   catchUp(): void {
     if (!this.loaded) {
-      const state = this.raw.prepare('SELECT seed, merged_through FROM event_keys_state WHERE id = 1').get() as { seed: number; merged_through: number };
+      const state = this.raw.prepare(`SELECT seed, ${this.tables.merged} AS merged FROM event_keys_state WHERE id = 1`).get() as { seed: number; merged: number };
       this.seed = state.seed;
-      this.tail.through = state.merged_through;
-      this.seen = state.merged_through;
+      this.tail.through = state.merged;
+      this.seen = state.merged;
       this.loaded = true;
       this.sweepTimer = setInterval(() => void this.sweepIfMany(), SWEEP_CHECK_MS);
       this.sweepTimer.unref();
@@ -281,8 +381,8 @@ export class EventKeys {
     // to there, this one's included): only those after it are read (a bulk load that merged its own keys,
     // the bench's prefill, costs nothing here).
     const merged = this.mergedThrough.get() as number;
-    for (const row of this.keyedAfter.iterate(Math.max(this.seen, merged), last) as IterableIterator<{ position: number; product_id: string; source: string; external_id: string }>) {
-      this.add(this.hashOf(this.seed, row.product_id, row.source, row.external_id), row.position);
+    for (const row of this.keyedAfter.iterate(Math.max(this.seen, merged), last) as IterableIterator<{ position: number; a: string; b: string; c: string }>) {
+      this.add(this.hashOf(this.seed, row.a, row.b, row.c), row.position);
     }
     this.seen = last;
   }
@@ -303,6 +403,54 @@ export class EventKeys {
     this.merging?.collect(h, found);
     for (const position of this.probe.all(h) as number[]) if (!found.includes(position)) found.push(position);
     return found;
+  }
+
+  /** A subject's hash (the `subjects` index): once catchUp has run (the seed). */
+  hashSubject(productId: string, subjectId: string): number {
+    return subjectHash(this.hashOf, this.seed, productId, subjectId);
+  }
+
+  /**
+   * The `subjects` index: positions of the product's events whose subject id is one of `subjectIds` (or whose
+   * (product_id, subject_id) hash like one: read the rows back and compare), strictly between `after` and
+   * `before`, the first `limit` in `order` (all without a limit). From the tail, the generation being merged and
+   * the table, all read with the connection's lock held (the caller's), so a merge cannot move a position from
+   * memory to the table between the two reads. Takes in other writers' rows first (catchUp).
+   */
+  subjectPositionsLocked(productId: string, subjectIds: readonly string[], range: PositionRange): number[] {
+    this.catchUp();
+    const after = range.after ?? 0;
+    const before = range.before ?? Number.MAX_SAFE_INTEGER;
+    const limit = range.limit ?? -1;
+    const table = range.order === 'asc' ? this.rangeAsc : this.rangeDesc;
+    const found = new Set<number>();
+    for (const subjectId of new Set(subjectIds)) {
+      const h = this.hashSubject(productId, subjectId);
+      const held: number[] = [];
+      this.tail.positionsOf(h, held);
+      this.merging?.positionsOf(h, held);
+      for (const position of held) if (position > after && position < before) found.add(position);
+      for (const position of table.all(h, after, before, limit) as number[]) found.add(position);
+    }
+    const sorted = [...found].sort(range.order === 'asc' ? (x, y) => x - y : (x, y) => y - x);
+    return range.limit === undefined ? sorted : sorted.slice(0, range.limit);
+  }
+
+  /**
+   * The `subjects` index: takes out of the table the entries of these subjects' events at `positions`, deleted a
+   * moment ago (an erasure's batch; the caller holds the lock): a few leaves (one hash per subject), so the next
+   * batch does not walk them again. Their notes stay for the sweep, which then finds nothing left to delete.
+   */
+  forgetLocked(productId: string, subjectIds: readonly string[], positions: readonly number[]): void {
+    for (const subjectId of new Set(subjectIds)) {
+      const h = this.hashSubject(productId, subjectId);
+      for (const position of positions) this.deleteKey.run(h, position);
+    }
+  }
+
+  /** subjectPositionsLocked under the connection's lock (`exclusive`). */
+  subjectPositions(productId: string, subjectIds: readonly string[], range: PositionRange): Promise<number[]> {
+    return this.options.exclusive(() => this.subjectPositionsLocked(productId, subjectIds, range));
   }
 
   /** After a commit: the keys it stored (in position order) and the last position it gave. Starts a merge once

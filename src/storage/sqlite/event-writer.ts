@@ -13,11 +13,12 @@ const COLUMNS =
   'id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id, occurred_at, received_at, properties, api_key_id, context, original';
 
 /**
- * `keys`: the idempotency keys (event-keys.ts). `walSync`: commit with synchronous=NORMAL and resolve only after an fdatasync of the WAL on Node's thread
+ * `keys`: the idempotency keys, `subjects`: the subject index (both event-keys.ts). `walSync`: commit with synchronous=NORMAL and resolve only after an fdatasync of the WAL on Node's thread
  * pool (wal-sync.ts), so the event loop never waits for the disk; without it, the connection's own
  * synchronous setting applies (FULL syncs inside COMMIT, on the event loop).
  */
-export function sqliteEventWriter(db: Kysely<Database>, raw: BetterSqlite3.Database, keys: EventKeys, walSync?: WalSync) {
+export function sqliteEventWriter(db: Kysely<Database>, raw: BetterSqlite3.Database, indexes: { keys: EventKeys; subjects: EventKeys }, walSync?: WalSync) {
+  const { keys, subjects } = indexes;
   const insert = raw.prepare(`INSERT INTO events (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
   const byPosition = raw.prepare(`SELECT ${COLUMNS} FROM events WHERE position = ?`);
   type StoredRow = Parameters<typeof eventFromRow>[0];
@@ -32,8 +33,9 @@ export function sqliteEventWriter(db: Kysely<Database>, raw: BetterSqlite3.Datab
     return undefined;
   };
 
-  const writeAll = raw.transaction((rows: EventInsert[], added: Array<[number, number]>, last: { position: number }): InsertOutcome[] => {
+  const writeAll = raw.transaction((rows: EventInsert[], added: Array<[number, number]>, addedSubjects: Array<[number, number]>, last: { position: number }): InsertOutcome[] => {
     keys.catchUp();
+    subjects.catchUp();
     const mine = new Map<number, number[]>();
     return rows.map((row): InsertOutcome => {
       let h: number | undefined;
@@ -62,6 +64,7 @@ export function sqliteEventWriter(db: Kysely<Database>, raw: BetterSqlite3.Datab
       );
       const position = Number(result.lastInsertRowid);
       last.position = position;
+      addedSubjects.push([subjects.hashSubject(row.productId, row.subjectId), position]);
       if (h !== undefined) {
         added.push([h, position]);
         const same = mine.get(h);
@@ -73,12 +76,15 @@ export function sqliteEventWriter(db: Kysely<Database>, raw: BetterSqlite3.Datab
   });
 
   /** One transaction, holding the write lock from its start (so that catchUp sees every other writer's rows);
-   *  the keys it stored reach the tail only once it committed. */
+   *  the keys and subjects it stored reach the tails only once it committed, in the same turn of the connection's
+   *  lock (a read by subject that runs after the commit finds them). */
   const write = (rows: EventInsert[]): InsertOutcome[] => {
     const added: Array<[number, number]> = [];
+    const addedSubjects: Array<[number, number]> = [];
     const last = { position: 0 };
-    const outcomes = writeAll.immediate(rows, added, last);
+    const outcomes = writeAll.immediate(rows, added, addedSubjects, last);
     keys.committed(added, last.position);
+    subjects.committed(addedSubjects, last.position);
     return outcomes;
   };
 
