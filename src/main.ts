@@ -6,6 +6,9 @@ import { startDelivery } from './delivery.js';
 
 async function start(config: Config): Promise<void> {
   const services = await createServices(config);
+  // SQLite: the key and subject tails rebuilt before the first request, the key filter built in the background.
+  const warmed = services.storage.warmEventIndexes?.();
+  warmed?.catch(() => {});
   const app = await buildApp(services);
   const migration = services.storage.migration;
   if (migration !== undefined && migration.applied.length > 0) {

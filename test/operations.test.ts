@@ -89,6 +89,7 @@ describe('GET /metrics', () => {
     ]) {
       assert.match(metrics, new RegExp(`# TYPE ${name} counter`));
     }
+    assert.match(metrics, /# TYPE inlet_sqlite_event_key_filter_bytes gauge/);
   });
 
   it('is Prometheus text; inlet_events_total moves by endpoint, format and outcome; the latency histogram is there', async () => {

@@ -52,6 +52,14 @@ export function registerEventKeyMetrics(registry: Registry, stats: () => EventKe
     ],
     sweepSeconds: ['inlet_sqlite_event_key_sweep_seconds_total', 'Wall time of those sweeps, start to end (they yield to requests between short transactions)'],
   });
+  new Gauge({
+    name: 'inlet_sqlite_event_key_filter_bytes',
+    help: 'Bytes of the in-memory filter of SQLite idempotency keys (~1.25 a key); 0 while it is built from event_keys after a start, when every keyed event probes the table',
+    registers: [registry],
+    collect() {
+      this.set(stats().filterBytes);
+    },
+  });
 }
 
 /** SQLite's subject index (the same machinery, kind `subjects`): entries waiting in memory, merges and sweeps. */
@@ -68,7 +76,7 @@ export function registerEventSubjectMetrics(registry: Registry, stats: () => Eve
   });
 }
 
-function registerHashIndexMetrics(registry: Registry, stats: () => EventKeyStats, names: Record<keyof EventKeyStats, [string, string]>): void {
+function registerHashIndexMetrics(registry: Registry, stats: () => EventKeyStats, names: Record<Exclude<keyof EventKeyStats, 'filterBytes'>, [string, string]>): void {
   new Gauge({
     name: names.held[0],
     help: names.held[1],

@@ -76,12 +76,25 @@ export interface OpenedStorage extends Storage {
   readonly eventKeyStats?: () => EventKeyStats;
   /** SQLite: the subject index's entries in memory, merges and sweeps (the same figures). */
   readonly eventSubjectStats?: () => EventKeyStats;
+  /**
+   * SQLite, for the server at start: rebuilds the key and subject tails from the rows after the last merges now
+   * (instead of in the first write) and starts building the key filter in the background; resolves once the
+   * filter is built (sqlite/event-keys.ts). Until then every keyed event probes event_keys.
+   */
+  readonly warmEventIndexes?: () => Promise<void>;
 }
 
 const PARTITION_MAINTENANCE_RETRY_MS = 60_000;
 
 function indexStats(index: EventKeys | undefined): EventKeyStats {
-  return { held: index?.held ?? 0, merges: index?.merges ?? 0, mergeSeconds: index?.mergeSeconds ?? 0, swept: index?.swept ?? 0, sweepSeconds: index?.sweepSeconds ?? 0 };
+  return {
+    held: index?.held ?? 0,
+    merges: index?.merges ?? 0,
+    mergeSeconds: index?.mergeSeconds ?? 0,
+    swept: index?.swept ?? 0,
+    sweepSeconds: index?.sweepSeconds ?? 0,
+    filterBytes: index?.filterBytes ?? 0,
+  };
 }
 
 /** SQLite's page cache (SQLite's own default: 2,000 KiB). */
@@ -289,7 +302,21 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     ...(poolStats === undefined ? {} : { poolStats }),
     ...(rateLimitPool === undefined ? {} : { rateLimitPool }),
     ...(checkpointer === undefined ? {} : { observeCheckpoints: checkpointer.observe }),
-    ...(dialect === 'sqlite' ? { eventKeyStats: () => indexStats(eventKeys), eventSubjectStats: () => indexStats(eventSubjects) } : {}),
+    ...(dialect === 'sqlite'
+      ? {
+          eventKeyStats: () => indexStats(eventKeys),
+          eventSubjectStats: () => indexStats(eventSubjects),
+          async warmEventIndexes() {
+            const keys = eventKeys!;
+            const subjects = sqliteSubjects!();
+            await db.connection().execute(async () => {
+              keys.catchUp();
+              subjects.catchUp();
+            });
+            await keys.filtered();
+          },
+        }
+      : {}),
     isUnavailable: dialect === 'sqlite' ? isSqliteUnavailable : isPostgresUnavailable,
     get closed() {
       return closed;

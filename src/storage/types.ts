@@ -544,4 +544,6 @@ export interface EventKeyStats {
   /** Keys of deleted events removed by sweeps, and the sweeps' wall time. */
   swept: number;
   sweepSeconds: number;
+  /** Bytes of the key filter (0 while it is being built, and for the subject index). */
+  filterBytes: number;
 }

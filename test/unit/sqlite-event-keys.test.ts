@@ -121,6 +121,57 @@ describe('SQLite idempotency keys', () => {
       }
     }));
 
+  it('with the key filter built, every stored id is still a duplicate after a restart, and new ids mostly skip the table', () =>
+    withDir(async (dir) => {
+      const first = await writerOnProduct(dir, { tailKeys: 40 });
+      const a = first.a;
+      let { db, keys, subjects, writer } = first;
+      const ids = Array.from({ length: 300 }, (_, i) => `f${i}`);
+      for (let i = 0; i < ids.length; i += 10) await writer.insertMany(ids.slice(i, i + 10).map((id) => row(a, id)));
+      await keys.mergeNow();
+      await keys.stop();
+      await subjects.stop();
+      await db.destroy();
+
+      ({ db, keys, subjects, writer } = sqliteDirectWriter(join(dir, 'inlet.db'), { tailKeys: 40 }));
+      await writer.insertMany([row(a, 'first-after-restart')]);
+      await keys.filtered();
+      const before = keys.probes;
+      const fresh = await writer.insertMany(Array.from({ length: 400 }, (_, i) => row(a, `new-${i}`)));
+      assert.ok(fresh.every((o) => o.status === 'created'));
+      assert.ok(keys.probes - before < 40, `new ids probed event_keys ${keys.probes - before} times of 400`);
+      const again = await writer.insertMany(ids.map((id) => row(a, id)));
+      assert.deepEqual(
+        again.map((o) => o.status),
+        ids.map(() => 'duplicate'),
+      );
+      await keys.stop();
+      await subjects.stop();
+      await db.destroy();
+    }));
+
+  it('a writer whose key filter is built still sees the keys another writer stored and merged meanwhile', () =>
+    withDir(async (dir) => {
+      const first = await writerOnProduct(dir, { tailKeys: 1_000_000 });
+      await first.writer.insertMany([row(first.a, 'start')]);
+      await first.keys.filtered();
+      // The other writer stores ids and merges them into event_keys before the first one writes again.
+      const second = sqliteDirectWriter(join(dir, 'inlet.db'), { tailKeys: 1_000_000 });
+      const ids = Array.from({ length: 50 }, (_, i) => `other-${i}`);
+      await second.writer.insertMany(ids.map((id) => row(first.a, id)));
+      await second.keys.mergeNow();
+      const outcomes = await first.writer.insertMany(ids.map((id) => row(first.a, id)));
+      assert.deepEqual(
+        outcomes.map((o) => o.status),
+        ids.map(() => 'duplicate'),
+      );
+      for (const { keys, subjects, db } of [second, first]) {
+        await keys.stop();
+        await subjects.stop();
+        await db.destroy();
+      }
+    }));
+
   it('finds every key of a tail that grew past its first table (3,000 keys), then of the table after a merge', () =>
     withDir(async (dir) => {
       const { a, db, keys, writer } = await writerOnProduct(dir);
