@@ -451,10 +451,7 @@ export class EventKeys {
       this.seen = state.merged;
       this.loaded = true;
       // Before the tail is rebuilt below: every key added from here on is in the filter too.
-      if ((this.options.kind ?? 'keys') === 'keys' && this.options.filter !== false) {
-        this.filter = new HashFilter(Math.ceil(state.merged * 1.25) + this.tailKeys);
-        this.startFilterBuild();
-      }
+      if ((this.options.kind ?? 'keys') === 'keys' && this.options.filter !== false) this.startFilterBuild(state.merged);
       this.sweepTimer = setInterval(() => void this.sweepIfMany(), SWEEP_CHECK_MS);
       this.sweepTimer.unref();
     }
@@ -466,7 +463,7 @@ export class EventKeys {
     const merged = this.mergedThrough.get() as number;
     // Those another writer merged before this one saw them are in the table only, not in the filter: until it is
     // built again from the table (in the background), every lookup probes.
-    if (this.filter !== undefined && merged > this.seen) this.startFilterBuild();
+    if (this.filter !== undefined && merged > this.seen) this.startFilterBuild(merged);
     for (const row of this.keyedAfter.iterate(Math.max(this.seen, merged), last) as IterableIterator<{ position: number; a: string; b: string; c: string }>) {
       this.add(this.hashOf(this.seed, row.a, row.b, row.c), row.position);
     }
@@ -503,10 +500,17 @@ export class EventKeys {
     await this.filterBuild;
   }
 
-  /** (Re)builds the filter from the table in the background; lookups probe until it is done. A build asked for
-   *  while one runs makes that one scan again once it ends. */
-  private startFilterBuild(): void {
+  /**
+   * (Re)builds the filter in the background, sized for the keys up to `through` (and a tail): a new one holding the
+   * keys in memory at once, then every key of the table; lookups probe until it is done. A build asked for while
+   * one runs makes that one scan again, into the new filter, once it ends.
+   */
+  private startFilterBuild(through: number): void {
     this.filterReady = false;
+    this.filter = new HashFilter(Math.ceil(through * 1.25) + this.tailKeys);
+    for (const generation of [this.tail, this.merging]) {
+      for (let pair = 0; pair < (generation?.count ?? 0); pair++) this.filter.add(generation!.log[2 * pair]!);
+    }
     if (this.filterBuilding) {
       this.filterAgain = true;
       return;
