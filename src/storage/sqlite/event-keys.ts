@@ -394,6 +394,7 @@ export class EventKeys {
   private readonly goneAfter: BetterSqlite3.Statement;
   private readonly goneWaiting: BetterSqlite3.Statement;
   private readonly deleteKey: BetterSqlite3.Statement;
+  private readonly deleteKeys: BetterSqlite3.Statement;
   private readonly deleteByPosition: BetterSqlite3.Statement;
   private readonly deleteGone: BetterSqlite3.Statement;
   private readonly unsynced: <T>(work: () => T) => T;
@@ -433,6 +434,7 @@ export class EventKeys {
     this.goneAfter = raw.prepare(`SELECT g.position AS position, b.h AS h FROM ${t.gone} g LEFT JOIN ${t.byPosition} b ON b.position = g.position WHERE g.position > ? ORDER BY g.position LIMIT ?`);
     this.goneWaiting = raw.prepare(`SELECT count(*) FROM (SELECT 1 FROM ${t.gone} LIMIT ?)`).pluck();
     this.deleteKey = raw.prepare(`DELETE FROM ${t.table} WHERE h = ? AND position = ?`);
+    this.deleteKeys = raw.prepare(`DELETE FROM ${t.table} WHERE h = ? AND position IN (SELECT value FROM json_each(?))`);
     this.deleteByPosition = raw.prepare(`DELETE FROM ${t.byPosition} WHERE position = ?`);
     this.deleteGone = raw.prepare(`DELETE FROM ${t.gone} WHERE position = ?`);
   }
@@ -583,10 +585,9 @@ export class EventKeys {
    * batch does not walk them again. Their notes stay for the sweep, which then finds nothing left to delete.
    */
   forgetLocked(productId: string, subjectIds: readonly string[], positions: readonly number[]): void {
-    for (const subjectId of new Set(subjectIds)) {
-      const h = this.hashSubject(productId, subjectId);
-      for (const position of positions) this.deleteKey.run(h, position);
-    }
+    if (positions.length === 0) return;
+    const json = JSON.stringify(positions);
+    for (const subjectId of new Set(subjectIds)) this.deleteKeys.run(this.hashSubject(productId, subjectId), json);
   }
 
   /** subjectPositionsLocked under the connection's lock (`exclusive`). */
