@@ -196,8 +196,8 @@ const FILTER_SCAN_CHUNK = 10_000;
 /**
  * A Bloom filter of 53-bit key hashes (~1.25 bytes a key): "certainly not in event_keys" for a key never stored,
  * so the writer skips the table's B-tree probe (a random leaf of a ~250 MB table at 10 M events: 9 µs of the
- * write path's ~40 per event, bench/README.md). It grows by adding a part twice as large when the newest is full;
- * a lookup asks every part. Deleted keys stay in it (a false positive costs only the probe it saved).
+ * write path's ~40 per event, bench/README.md). It grows by adding a part a quarter of its size when the newest is
+ * full; a lookup asks every part. Deleted keys stay in it (a false positive costs only the probe it saved).
  */
 class HashFilter {
   private parts: Array<{ bits: Int32Array; size: number; capacity: number; count: number }> = [];
@@ -209,7 +209,9 @@ class HashFilter {
   add(h: number): void {
     let part = this.parts[this.parts.length - 1]!;
     if (part.count >= part.capacity) {
-      this.addPart(part.capacity * 2);
+      // A quarter of what the filter holds (at least 1 M keys): a table that grows past its build's size adds
+      // 1.25 bytes a key as it goes, not a part as large as the whole filter again.
+      this.addPart(Math.max(1_000_000, Math.ceil(this.parts.reduce((sum, p) => sum + p.capacity, 0) / 4)));
       part = this.parts[this.parts.length - 1]!;
     }
     part.count++;
@@ -511,7 +513,7 @@ export class EventKeys {
    */
   private startFilterBuild(through: number): void {
     this.filterReady = false;
-    this.filter = new HashFilter(through + this.tailKeys);
+    this.filter = new HashFilter(Math.ceil(through * 1.1) + this.tailKeys);
     for (const generation of [this.tail, this.merging]) {
       for (let pair = 0; pair < (generation?.count ?? 0); pair++) this.filter.add(generation!.log[2 * pair]!);
     }
