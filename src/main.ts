@@ -6,10 +6,10 @@ import { startDelivery } from './delivery.js';
 
 async function start(config: Config): Promise<void> {
   const services = await createServices(config);
-  // SQLite: the key and subject tails rebuilt before the first request, the key filter built in the background.
-  const warmed = services.storage.warmEventIndexes?.();
-  warmed?.catch(() => {});
   const app = await buildApp(services);
+  // SQLite: the key and subject tails rebuilt before the first request, the key filter built in the background
+  // (until then the writer probes event_keys for every key: slower, never wrong).
+  services.storage.warmEventIndexes?.().catch((error: unknown) => app.log.warn({ err: error }, 'warming the SQLite event indexes failed; the first write takes the rows in instead'));
   const migration = services.storage.migration;
   if (migration !== undefined && migration.applied.length > 0) {
     app.log.info({ applied: migration.applied.map((m) => m.version), version: migration.current }, 'database migrated');

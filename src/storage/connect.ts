@@ -164,7 +164,6 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
   let walSync: WalSync | undefined;
   let eventKeys: EventKeys | undefined;
   let eventSubjects: EventKeys | undefined;
-  let sqliteSubjects: (() => EventKeys) | undefined;
 
   if (dialect === 'sqlite') {
     const path = sqlitePath(url);
@@ -190,7 +189,8 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     }
     db = new Kysely<Database>({ dialect: new SqliteDialect({ database: raw }) });
     const kysely = db;
-    // Both made once the schema is migrated (their statements name its tables): by the writer, or by a read first.
+    // Both made with the writer, once the schema is migrated (their statements name its tables); reads and erasures
+    // use the subject index too.
     const index = (kind: 'keys' | 'subjects') =>
       new EventKeys(raw, {
         kind,
@@ -200,10 +200,10 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
         ...(checkpointer === undefined ? {} : { roomInWal: checkpointer.roomInWal }),
         onMergeError: (error) => process.emitWarning(`merging SQLite event ${kind} failed (tried again later): ${(error as Error).message}`),
       });
-    sqliteSubjects = () => (eventSubjects ??= index('subjects'));
     makeWriter = () => {
       eventKeys = index('keys');
-      return sqliteEventWriter(kysely, raw, { keys: eventKeys, subjects: sqliteSubjects!() }, walSync).insertMany;
+      eventSubjects = index('subjects');
+      return sqliteEventWriter(kysely, raw, { keys: eventKeys, subjects: eventSubjects }, walSync).insertMany;
     };
   } else {
     let settings: PostgresConnectionSettings;
@@ -293,7 +293,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
   queryDeadline.ms = options.queryTimeoutMs;
   // The writer prepares its statements against the migrated schema.
   const insertMany = makeWriter();
-  const reads = eventReads(db, dialect, rawSqlite, sqliteSubjects?.());
+  const reads = eventReads(db, dialect, rawSqlite, eventSubjects);
 
   return {
     dialect,
@@ -308,11 +308,8 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
           eventSubjectStats: () => indexStats(eventSubjects),
           async warmEventIndexes() {
             const keys = eventKeys!;
-            const subjects = sqliteSubjects!();
-            await db.connection().execute(async () => {
-              keys.catchUp();
-              subjects.catchUp();
-            });
+            const subjects = eventSubjects!;
+            await db.connection().execute(async () => subjects.catchUp(keys.catchUp()));
             await keys.filtered();
           },
         }
@@ -331,7 +328,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     destinations:
       dialect === 'sqlite' && options.sqliteBusyTimeoutMs === 0 ? retryingBusy(destinationStore(db, dialect, rawSqlite)) : destinationStore(db, dialect, rawSqlite),
     governance: governanceStore(db, dialect),
-    erasure: erasureStore(db, dialect, vacuum, maintenanceDatabase, checkpointer?.roomInWal, sqliteSubjects?.()),
+    erasure: erasureStore(db, dialect, vacuum, maintenanceDatabase, checkpointer?.roomInWal, eventSubjects),
     async ping() {
       if (dialect === 'sqlite') {
         await sql`SELECT 1`.execute(db);

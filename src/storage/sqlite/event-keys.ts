@@ -83,29 +83,15 @@ export function registerEventKeyFunction(raw: BetterSqlite3.Database): void {
 export function mergeAllEventKeys(raw: BetterSqlite3.Database): void {
   registerEventKeyFunction(raw);
   raw.transaction(() => {
-    const { seed, merged, subjects } = raw.prepare('SELECT seed, merged_through AS merged, subjects_merged_through AS subjects FROM event_keys_state WHERE id = 1').get() as {
-      seed: number;
-      merged: number;
-      subjects: number;
-    };
-    raw
-      .prepare(
-        `INSERT OR IGNORE INTO event_keys_by_position (position, h)
-         SELECT position, inlet_event_key(?, product_id, source, external_id) FROM events
-         WHERE position > ? AND external_id IS NOT NULL ORDER BY position`,
-      )
-      .run(seed, merged);
-    raw.prepare('INSERT OR IGNORE INTO event_keys (h, position) SELECT h, position FROM event_keys_by_position WHERE position > ? ORDER BY h, position').run(merged);
-    raw
-      .prepare(
-        `INSERT OR IGNORE INTO event_subjects_by_position (position, h)
-         SELECT position, inlet_event_key(?, product_id, '', subject_id) FROM events WHERE position > ? ORDER BY position`,
-      )
-      .run(seed, subjects);
-    raw.prepare('INSERT OR IGNORE INTO event_subjects (h, position) SELECT h, position FROM event_subjects_by_position WHERE position > ? ORDER BY h, position').run(subjects);
-    raw
-      .prepare('UPDATE event_keys_state SET merged_through = (SELECT coalesce(max(position), 0) FROM events), subjects_merged_through = (SELECT coalesce(max(position), 0) FROM events) WHERE id = 1')
-      .run();
+    const seed = raw.prepare('SELECT seed FROM event_keys_state WHERE id = 1').pluck().get() as number;
+    for (const t of Object.values(KINDS)) {
+      const merged = raw.prepare(`SELECT ${t.merged} FROM event_keys_state WHERE id = 1`).pluck().get() as number;
+      raw
+        .prepare(`INSERT OR IGNORE INTO ${t.byPosition} (position, h) SELECT position, inlet_event_key(?, ${t.hashed}) FROM events WHERE position > ? AND ${t.where} ORDER BY position`)
+        .run(seed, merged);
+      raw.prepare(`INSERT OR IGNORE INTO ${t.table} (h, position) SELECT h, position FROM ${t.byPosition} WHERE position > ? ORDER BY h, position`).run(merged);
+      raw.prepare(`UPDATE event_keys_state SET ${t.merged} = (SELECT coalesce(max(position), 0) FROM events) WHERE id = 1`).run();
+    }
   })();
 }
 
@@ -155,14 +141,6 @@ class Generation {
   /** The positions under `h`, newest first, pushed onto `into` (each position is in a generation once). */
   positionsOf(h: number, into: number[]): void {
     for (let entry = this.heads[this.slotOf(h)]!; entry !== 0; entry = this.prev[entry - 1]!) into.push(this.log[2 * (entry - 1) + 1]!);
-  }
-
-  /** Like positionsOf, without the positions `into` holds already. */
-  collect(h: number, into: number[]): void {
-    for (let entry = this.heads[this.slotOf(h)]!; entry !== 0; entry = this.prev[entry - 1]!) {
-      const position = this.log[2 * (entry - 1) + 1]!;
-      if (!into.includes(position)) into.push(position);
-    }
   }
 
   /** The slot of `h`, or the empty slot where it would go. */
@@ -268,8 +246,10 @@ interface KindTables {
   gone: string;
   /** The column of event_keys_state that says how far this index is merged. */
   merged: string;
-  /** The rows this index holds, with the three strings its hash covers as a, b, c. */
-  rows: string;
+  /** The three strings its hash covers, as SQL over events (a subject's middle one is empty: subjectHash). */
+  hashed: string;
+  /** Which events have an entry. */
+  where: string;
 }
 
 const KINDS: Record<HashIndexKind, KindTables> = {
@@ -278,14 +258,16 @@ const KINDS: Record<HashIndexKind, KindTables> = {
     byPosition: 'event_keys_by_position',
     gone: 'event_keys_gone',
     merged: 'merged_through',
-    rows: 'SELECT position, product_id AS a, source AS b, external_id AS c FROM events WHERE position > ? AND position <= ? AND external_id IS NOT NULL ORDER BY position',
+    hashed: 'product_id, source, external_id',
+    where: 'external_id IS NOT NULL',
   },
   subjects: {
     table: 'event_subjects',
     byPosition: 'event_subjects_by_position',
     gone: 'event_subjects_gone',
     merged: 'subjects_merged_through',
-    rows: "SELECT position, product_id AS a, '' AS b, subject_id AS c FROM events WHERE position > ? AND position <= ? ORDER BY position",
+    hashed: "product_id, '', subject_id",
+    where: '1',
   },
 };
 
@@ -433,7 +415,9 @@ export class EventKeys {
     // AUTOINCREMENT's counter: the last position ever given, even if that row was deleted since.
     this.lastPosition = raw.prepare(`SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)`).pluck();
     this.unsynced = withoutCommitSync(raw, options.synchronous);
-    this.keyedAfter = raw.prepare(t.rows);
+    // The hashed strings as a, b, c.
+    const [a, b, c] = t.hashed.split(', ');
+    this.keyedAfter = raw.prepare(`SELECT position, ${a} AS a, ${b} AS b, ${c} AS c FROM events WHERE position > ? AND position <= ? AND ${t.where} ORDER BY position`);
     // A deleted row's hash, if its key was merged (NULL: it never was, only the note goes).
     this.goneAfter = raw.prepare(`SELECT g.position AS position, b.h AS h FROM ${t.gone} g LEFT JOIN ${t.byPosition} b ON b.position = g.position WHERE g.position > ? ORDER BY g.position LIMIT ?`);
     this.goneWaiting = raw.prepare(`SELECT count(*) FROM (SELECT 1 FROM ${t.gone} LIMIT ?)`).pluck();
@@ -447,9 +431,10 @@ export class EventKeys {
    * At the start of every write transaction (which holds the write lock: BEGIN IMMEDIATE): the first time, reads
    * the seed and rebuilds the tail from the events after the last merge; afterwards, takes into the tail the keys
    * of events that another connection stored since this one last wrote. Inlet writes a SQLite file from one
-   * process, but should two ever serve it, neither misses the other's keys.
+   * process, but should two ever serve it, neither misses the other's keys. `last`: the last position given
+   * (AUTOINCREMENT's counter), when the caller has read it already (the writer, for both indexes); returns it.
    */
-  catchUp(): void {
+  catchUp(last: number = this.lastPosition.get() as number): number {
     if (!this.loaded) {
       const state = this.raw.prepare(`SELECT seed, ${this.tables.merged} AS merged FROM event_keys_state WHERE id = 1`).get() as { seed: number; merged: number };
       this.seed = state.seed;
@@ -461,8 +446,7 @@ export class EventKeys {
       this.sweepTimer = setInterval(() => void this.sweepIfMany(), SWEEP_CHECK_MS);
       this.sweepTimer.unref();
     }
-    const last = this.lastPosition.get() as number;
-    if (last <= this.seen) return;
+    if (last <= this.seen) return last;
     // Rows up to the merged_through another writer recorded are in event_keys already (it merged every row up
     // to there, this one's included): only those after it are read (a bulk load that merged its own keys,
     // the bench's prefill, costs nothing here).
@@ -474,6 +458,7 @@ export class EventKeys {
       this.add(this.hashOf(this.seed, row.a, row.b, row.c), row.position);
     }
     this.seen = last;
+    return last;
   }
 
   /** Keys held in memory (the tail and a generation being merged). */
@@ -488,8 +473,9 @@ export class EventKeys {
   /** Positions that may hold this key (read each back and compare), added to `found`: the tail's, the merging
    *  generation's and the table's. */
   candidates(h: number, found: number[] = []): number[] {
-    this.tail.collect(h, found);
-    this.merging?.collect(h, found);
+    // A position is in one generation only, and never among this transaction's own (`found` on entry).
+    this.tail.positionsOf(h, found);
+    this.merging?.positionsOf(h, found);
     if (this.filterReady && !this.filter!.has(h)) return found;
     this.probes++;
     for (const position of this.probe.all(h) as number[]) if (!found.includes(position)) found.push(position);

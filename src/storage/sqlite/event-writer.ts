@@ -34,8 +34,7 @@ export function sqliteEventWriter(db: Kysely<Database>, raw: BetterSqlite3.Datab
   };
 
   const writeAll = raw.transaction((rows: EventInsert[], added: Array<[number, number]>, addedSubjects: Array<[number, number]>, last: { position: number }): InsertOutcome[] => {
-    keys.catchUp();
-    subjects.catchUp();
+    subjects.catchUp(keys.catchUp());
     const mine = new Map<number, number[]>();
     return rows.map((row): InsertOutcome => {
       let h: number | undefined;
