@@ -181,8 +181,6 @@ function planOf(filter: EventFilter): Plan {
   const { canonicalNames, subjectIds, ...rest } = filter;
   const others = Object.values(rest).filter((v) => v !== undefined).length - (filter.subjectType === undefined ? 0 : 1);
   if (others > 0 || (canonicalNames !== undefined && subjectIds !== undefined)) return { kind: 'budget' };
-  // A subject type alone: no index yields the type's rows in position order (and SQLite has no subject index).
-  if (filter.subjectType !== undefined && subjectIds === undefined) return { kind: 'budget' };
   if (canonicalNames !== undefined && canonicalNames.length > 1) return { kind: 'split', key: 'canonicalNames' };
   if (subjectIds !== undefined && subjectIds.length > 1) return { kind: 'split', key: 'subjectIds' };
   return { kind: 'exact' };
