@@ -210,7 +210,7 @@ export function erasureStore(
     });
   }
 
-  async function deleteByPositions(q: Db, productId: string, where: RawBuilder<unknown>, limit: number): Promise<number> {
+  async function deleteByPositions(productId: string, where: RawBuilder<unknown>, limit: number): Promise<number> {
     if (!pg) {
       // A batch commits without waiting for its fsync (synchronous=NORMAL for this statement only, inside
       // the connection's mutex so no ingest commit runs meanwhile): at synchronous=FULL the fsync was a
@@ -239,7 +239,7 @@ export function erasureStore(
       ), keys AS (
         DELETE FROM event_dedup k USING gone g WHERE k.product_id = ${productId} AND k.source = g.source AND k.external_id = g.external_id
       )
-      SELECT count(*)::int AS n FROM gone`.execute(q);
+      SELECT count(*)::int AS n FROM gone`.execute(db);
     return Number(result.rows[0]?.n ?? 0);
   }
 
@@ -388,7 +388,7 @@ export function erasureStore(
       // Events whose subject is one of the ids (the events_by_subject index; on SQLite the subject index) …
       const bySubject =
         subjects === undefined
-          ? await deleteByPositions(db, productId, sql`subject_type = 'user' AND subject_id IN ${list(externalIds)}`, limit)
+          ? await deleteByPositions(productId, sql`subject_type = 'user' AND subject_id IN ${list(externalIds)}`, limit)
           : await deleteBySubjects(subjects, productId, externalIds, limit);
       if (bySubject > 0) return bySubject;
       // … then Segment group calls, whose subject is the account and whose user is in the properties
@@ -396,7 +396,7 @@ export function erasureStore(
       const groupUser = pg
         ? sql`(properties->>'user_id' IN ${list(externalIds)} OR original->>'anonymousId' IN ${list(externalIds)})`
         : sql`(json_extract(properties, '$.user_id') IN ${list(externalIds)} OR json_extract(original, '$.anonymousId') IN ${list(externalIds)})`;
-      return deleteByPositions(db, productId, sql`canonical_name = 'group_identified' AND ${groupUser}`, limit);
+      return deleteByPositions(productId, sql`canonical_name = 'group_identified' AND ${groupUser}`, limit);
     },
 
     deleteIdentity(productId, targets) {
@@ -558,7 +558,7 @@ export function erasureStore(
 
     deleteEventsBefore(productId, cutoff, limit) {
       // The events_by_time index (product_id, received_at) finds them oldest first.
-      return deleteByPositions(db, productId, pg ? sql`received_at < ${cutoff}::timestamptz` : sql`received_at < ${cutoff}`, limit);
+      return deleteByPositions(productId, pg ? sql`received_at < ${cutoff}::timestamptz` : sql`received_at < ${cutoff}`, limit);
     },
 
     async eventMonthsEndingBy(end) {
