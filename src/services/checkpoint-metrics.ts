@@ -40,18 +40,10 @@ export function registerCheckpointMetrics(registry: Registry, observe: (listener
   });
 }
 
-/** SQLite idempotency keys (storage/sqlite/event-keys.ts): how many wait in memory for a merge, and the merges. */
+/** SQLite idempotency keys (storage/sqlite/event-keys.ts): how many wait in memory for a merge, the merges and
+ *  sweeps, and the key filter. */
 export function registerEventKeyMetrics(registry: Registry, stats: () => EventKeyStats): void {
-  registerHashIndexMetrics(registry, stats, {
-    held: ['inlet_sqlite_event_keys_in_memory', 'Idempotency keys of the newest SQLite events held in memory until merged into event_keys (a merge starts at 250,000)'],
-    merges: ['inlet_sqlite_event_key_merges_total', 'Merges of in-memory idempotency keys into the SQLite event_keys table'],
-    mergeSeconds: ['inlet_sqlite_event_key_merge_seconds_total', 'Wall time of those merges, start to end (they yield to requests between short transactions)'],
-    swept: [
-      'inlet_sqlite_event_keys_swept_total',
-      'Idempotency keys of deleted SQLite events (erasure, retention) removed from event_keys by sweeps, which follow merges or run once 100,000 wait',
-    ],
-    sweepSeconds: ['inlet_sqlite_event_key_sweep_seconds_total', 'Wall time of those sweeps, start to end (they yield to requests between short transactions)'],
-  });
+  registerHashIndexMetrics(registry, stats, { one: 'key', many: 'keys', table: 'event_keys', what: 'Idempotency keys', sweptBy: 'erasure, retention' });
   new Gauge({
     name: 'inlet_sqlite_event_key_filter_bytes',
     help: 'Bytes of the in-memory filter of SQLite idempotency keys (~1.25 a key); 0 while it is built from event_keys after a start, when every keyed event probes the table',
@@ -64,28 +56,31 @@ export function registerEventKeyMetrics(registry: Registry, stats: () => EventKe
 
 /** SQLite's subject index (the same machinery, kind `subjects`): entries waiting in memory, merges and sweeps. */
 export function registerEventSubjectMetrics(registry: Registry, stats: () => EventKeyStats): void {
-  registerHashIndexMetrics(registry, stats, {
-    held: ['inlet_sqlite_event_subjects_in_memory', 'Subject entries of the newest SQLite events held in memory until merged into event_subjects (a merge starts at 250,000)'],
-    merges: ['inlet_sqlite_event_subject_merges_total', 'Merges of in-memory subject entries into the SQLite event_subjects table'],
-    mergeSeconds: ['inlet_sqlite_event_subject_merge_seconds_total', 'Wall time of those merges, start to end (they yield to requests between short transactions)'],
-    swept: [
-      'inlet_sqlite_event_subjects_swept_total',
-      'Subject entries of deleted SQLite events (retention; erasures remove their own) removed from event_subjects by sweeps',
-    ],
-    sweepSeconds: ['inlet_sqlite_event_subject_sweep_seconds_total', 'Wall time of those sweeps, start to end (they yield to requests between short transactions)'],
-  });
+  registerHashIndexMetrics(registry, stats, { one: 'subject', many: 'subjects', table: 'event_subjects', what: 'Subject entries', sweptBy: 'retention; erasures remove their own' });
 }
 
-function registerHashIndexMetrics(registry: Registry, stats: () => EventKeyStats, names: Record<Exclude<keyof EventKeyStats, 'filterBytes'>, [string, string]>): void {
+/** inlet_sqlite_event_{many}_in_memory, _{one}_merges_total, _{one}_merge_seconds_total, _{many}_swept_total and
+ *  _{one}_sweep_seconds_total of one index. */
+function registerHashIndexMetrics(registry: Registry, stats: () => EventKeyStats, index: { one: string; many: string; table: string; what: string; sweptBy: string }): void {
+  const { one, many, table, what, sweptBy } = index;
   new Gauge({
-    name: names.held[0],
-    help: names.held[1],
+    name: `inlet_sqlite_event_${many}_in_memory`,
+    help: `${what} of the newest SQLite events held in memory until merged into ${table} (a merge starts at 250,000)`,
     registers: [registry],
     collect() {
       this.set(stats().held);
     },
   });
-  for (const key of ['merges', 'mergeSeconds', 'swept', 'sweepSeconds'] as const) counterOf(registry, names[key][0], names[key][1], () => stats()[key]);
+  const wall = 'start to end (they yield to requests between short transactions)';
+  counterOf(registry, `inlet_sqlite_event_${one}_merges_total`, `Merges of in-memory ${what.toLowerCase()} into the SQLite ${table} table`, () => stats().merges);
+  counterOf(registry, `inlet_sqlite_event_${one}_merge_seconds_total`, `Wall time of those merges, ${wall}`, () => stats().mergeSeconds);
+  counterOf(
+    registry,
+    `inlet_sqlite_event_${many}_swept_total`,
+    `${what} of deleted SQLite events (${sweptBy}) removed from ${table} by sweeps, which follow merges or run once 100,000 wait`,
+    () => stats().swept,
+  );
+  counterOf(registry, `inlet_sqlite_event_${one}_sweep_seconds_total`, `Wall time of those sweeps, ${wall}`, () => stats().sweepSeconds);
 }
 
 /** A counter that follows a total kept elsewhere: each scrape adds what it grew by since the last one. */
