@@ -33,20 +33,22 @@ export function eventRow(productId: string, externalId: string | null, source = 
 export function sqliteDirectWriter(file: string, options: { tailKeys?: number; sweepMin?: number; hash?: (seed: number, p: string, s: string, e: string) => number; walSync?: WalSync } = {}) {
   const raw = new BetterSqlite3(file);
   const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: raw }) });
-  const keys = new EventKeys(raw, {
-    exclusive: (work) => db.connection().execute(async () => work()),
-    synchronous: 'FULL',
-    tailKeys: options.tailKeys ?? 1_000_000,
-    ...(options.hash === undefined ? {} : { hash: options.hash }),
-    ...(options.sweepMin === undefined ? {} : { sweepMin: options.sweepMin }),
-  });
-  const subjects = new EventKeys(raw, {
-    kind: 'subjects',
-    exclusive: (work) => db.connection().execute(async () => work()),
-    synchronous: 'FULL',
-    tailKeys: options.tailKeys ?? 1_000_000,
-    ...(options.hash === undefined ? {} : { hash: options.hash }),
-    ...(options.sweepMin === undefined ? {} : { sweepMin: options.sweepMin }),
-  });
-  return { raw, db, keys, subjects, writer: sqliteEventWriter(db, raw, { keys, subjects }, options.walSync) };
+  const index = (kind: 'keys' | 'subjects') =>
+    new EventKeys(raw, {
+      kind,
+      exclusive: (work) => db.connection().execute(async () => work()),
+      synchronous: 'FULL',
+      tailKeys: options.tailKeys ?? 1_000_000,
+      ...(options.hash === undefined ? {} : { hash: options.hash }),
+      ...(options.sweepMin === undefined ? {} : { sweepMin: options.sweepMin }),
+    });
+  const keys = index('keys');
+  const subjects = index('subjects');
+  /** Stops both indexes (merges, sweeps, the filter's build), then the connection. */
+  const close = async () => {
+    await keys.stop();
+    await subjects.stop();
+    await db.destroy();
+  };
+  return { raw, db, keys, subjects, close, writer: sqliteEventWriter(db, raw, { keys, subjects }, options.walSync) };
 }

@@ -125,15 +125,12 @@ describe('SQLite idempotency keys', () => {
     withDir(async (dir) => {
       const first = await writerOnProduct(dir, { tailKeys: 40 });
       const a = first.a;
-      let { db, keys, subjects, writer } = first;
       const ids = Array.from({ length: 300 }, (_, i) => `f${i}`);
-      for (let i = 0; i < ids.length; i += 10) await writer.insertMany(ids.slice(i, i + 10).map((id) => row(a, id)));
-      await keys.mergeNow();
-      await keys.stop();
-      await subjects.stop();
-      await db.destroy();
+      for (let i = 0; i < ids.length; i += 10) await first.writer.insertMany(ids.slice(i, i + 10).map((id) => row(a, id)));
+      await first.keys.mergeNow();
+      await first.close();
 
-      ({ db, keys, subjects, writer } = sqliteDirectWriter(join(dir, 'inlet.db'), { tailKeys: 40 }));
+      const { keys, writer, close } = sqliteDirectWriter(join(dir, 'inlet.db'), { tailKeys: 40 });
       await writer.insertMany([row(a, 'first-after-restart')]);
       await keys.filtered();
       const before = keys.probes;
@@ -145,9 +142,30 @@ describe('SQLite idempotency keys', () => {
         again.map((o) => o.status),
         ids.map(() => 'duplicate'),
       );
-      await keys.stop();
-      await subjects.stop();
-      await db.destroy();
+      await close();
+    }));
+
+  it('warmEventIndexes (the server at start) rebuilds both tails before any write and builds the key filter', () =>
+    withDir(async (dir) => {
+      const url = `sqlite:${join(dir, 'inlet.db')}`;
+      let storage = await openStorage(url);
+      const a = await product(storage);
+      const ids = Array.from({ length: 30 }, (_, i) => `warm-${i}`);
+      await storage.events.insertMany([...ids.map((id) => row(a, id)), row(a, null)]);
+      await storage.close();
+
+      storage = await openStorage(url);
+      assert.equal(storage.eventKeyStats!().held, 0, 'nothing in memory before');
+      await storage.warmEventIndexes!();
+      assert.equal(storage.eventKeyStats!().held, 30, 'the keyed events after the last merge');
+      assert.equal(storage.eventSubjectStats!().held, 31, 'every event after the last merge');
+      assert.ok(storage.eventKeyStats!().filterBytes > 0, 'the filter is built');
+      const again = await storage.events.insertMany(ids.map((id) => row(a, id)));
+      assert.deepEqual(
+        again.map((o) => o.status),
+        ids.map(() => 'duplicate'),
+      );
+      await storage.close();
     }));
 
   it('a writer whose key filter is built still sees the keys another writer stored and merged meanwhile', () =>
@@ -165,16 +183,13 @@ describe('SQLite idempotency keys', () => {
         outcomes.map((o) => o.status),
         ids.map(() => 'duplicate'),
       );
-      for (const { keys, subjects, db } of [second, first]) {
-        await keys.stop();
-        await subjects.stop();
-        await db.destroy();
-      }
+      await second.close();
+      await first.close();
     }));
 
   it('finds every key of a tail that grew past its first table (3,000 keys), then of the table after a merge', () =>
     withDir(async (dir) => {
-      const { a, db, keys, writer } = await writerOnProduct(dir);
+      const { a, keys, writer, close } = await writerOnProduct(dir);
       const ids = Array.from({ length: 3000 }, (_, i) => `g${i}`);
       const groups = (list: string[]) => Array.from({ length: Math.ceil(list.length / 400) }, (_, i) => list.slice(i * 400, i * 400 + 400));
       const first: string[] = [];
@@ -193,13 +208,12 @@ describe('SQLite idempotency keys', () => {
         assert.deepEqual(again, first, phase);
         await keys.mergeNow();
       }
-      await keys.stop();
-      await db.destroy();
+      await close();
     }));
 
   it('does not take into memory the rows a bulk load stored and merged itself (only rows after merged_through)', () =>
     withDir(async (dir) => {
-      const { a, db, keys, writer } = await writerOnProduct(dir);
+      const { a, keys, writer, close } = await writerOnProduct(dir);
       await writer.insertMany(Array.from({ length: 10 }, (_, i) => row(a, `mine${i}`)));
       assert.equal(keys.held, 10);
       // Another connection stores 500 events and merges their keys (and this writer's) itself, as the bench's
@@ -217,8 +231,7 @@ describe('SQLite idempotency keys', () => {
       const outcomes = await writer.insertMany([row(a, 'bulk7'), row(a, 'mine3'), row(a, 'new')]);
       assert.deepEqual(outcomes.map((o) => o.status), ['duplicate', 'duplicate', 'created']);
       assert.equal(keys.held, 11, 'the bulk rows are found in event_keys, not copied into memory');
-      await keys.stop();
-      await db.destroy();
+      await close();
     }));
 
   it('a merge cut off halfway (the process stopping) loses no key: the next writer rebuilds them from the rows', () =>
@@ -235,7 +248,7 @@ describe('SQLite idempotency keys', () => {
       while (written() === 0) await new Promise((resolve) => setImmediate(resolve));
       await first.keys.stop();
       assert.equal(first.raw.prepare('SELECT merged_through FROM event_keys_state').pluck().get(), 0, 'cut off before its end');
-      await first.db.destroy();
+      await first.close();
 
       const second = sqliteDirectWriter(file, {});
       const again = await second.writer.insertMany(ids.map((id) => row(a, id)));
@@ -243,14 +256,13 @@ describe('SQLite idempotency keys', () => {
       await second.keys.mergeNow();
       assert.equal(second.raw.prepare('SELECT count(*) FROM event_keys').pluck().get(), ids.length);
       assert.equal(second.raw.prepare('SELECT merged_through FROM event_keys_state').pluck().get(), ids.length);
-      await second.keys.stop();
-      await second.db.destroy();
+      await second.close();
     }));
 
   it('tells colliding keys apart by reading the rows back (every key hashed to one of three values)', () =>
     withDir(async (dir) => {
       // The writer with a hash that collides nearly always, over the same file.
-      const { a, db, keys, writer } = await writerOnProduct(dir, { tailKeys: 25, hash: (_seed, _p, _s, externalId) => externalId.length % 3 });
+      const { a, keys, writer, close } = await writerOnProduct(dir, { tailKeys: 25, hash: (_seed, _p, _s, externalId) => externalId.length % 3 });
       const ids = Array.from({ length: 120 }, (_, i) => `c${'x'.repeat(i % 5)}${i}`);
       const created = await writer.insertMany(ids.map((id) => row(a, id)));
       assert.ok(created.every((o) => o.status === 'created'), 'no false duplicate under collisions');
@@ -259,13 +271,12 @@ describe('SQLite idempotency keys', () => {
       const again = await writer.insertMany(ids.map((id) => row(a, id)));
       assert.ok(again.every((o) => o.status === 'duplicate'));
       assert.deepEqual(again.map((o) => o.event.id), created.map((o) => o.event.id));
-      await keys.stop();
-      await db.destroy();
+      await close();
     }));
 
   it('lets a deleted event go with its key, merged or not, so the id can be stored again', () =>
     withDir(async (dir) => {
-      const { a, raw, db, keys, writer } = await writerOnProduct(dir);
+      const { a, raw, keys, writer, close } = await writerOnProduct(dir);
       const ids = Array.from({ length: 25 }, (_, i) => `d${i}`);
       await writer.insertMany(ids.slice(0, 12).map((id) => row(a, id)));
       await keys.mergeNow();
@@ -291,14 +302,13 @@ describe('SQLite idempotency keys', () => {
       assert.equal(tableCount(raw, 'event_keys_gone'), 0);
       assert.equal(raw.prepare(`SELECT count(*) FROM event_keys k JOIN events e ON e.position = k.position`).pluck().get(), 25);
       assert.equal(keys.swept, 1, 'one merged key of a deleted row removed');
-      await keys.stop();
-      await db.destroy();
+      await close();
     }));
 
   it('sweeps the keys of many deleted rows on its own (sweepMin), sorted, without a merge, and not for a few', () =>
     withDir(async (dir) => {
       const sweepMin = 3000;
-      const { a, raw, db, keys, writer } = await writerOnProduct(dir, { sweepMin });
+      const { a, raw, keys, writer, close } = await writerOnProduct(dir, { sweepMin });
       const ids = Array.from({ length: sweepMin + 500 }, (_, i) => `s${i}`);
       for (let from = 0; from < ids.length; from += 1000) await writer.insertMany(ids.slice(from, from + 1000).map((id) => row(a, id)));
       await keys.mergeNow();
@@ -319,13 +329,12 @@ describe('SQLite idempotency keys', () => {
       // Every remaining id is still a duplicate, every deleted one can be stored again.
       const outcomes = await writer.insertMany([row(a, ids[0]!), row(a, ids[sweepMin + 9]!), row(a, ids[sweepMin + 10]!), row(a, ids.at(-1)!)]);
       assert.deepEqual(outcomes.map((o) => o.status), ['created', 'created', 'duplicate', 'duplicate']);
-      await keys.stop();
-      await db.destroy();
+      await close();
     }));
 
   it('a tail that fills during a sweep is merged once the sweep has ended, and no key is left behind', () =>
     withDir(async (dir) => {
-      const { a, raw, db, keys, writer } = await writerOnProduct(dir, { tailKeys: 50 });
+      const { a, raw, keys, writer, close } = await writerOnProduct(dir, { tailKeys: 50 });
       await writer.insertMany(Array.from({ length: 40 }, (_, i) => row(a, `w${i}`)));
       await keys.mergeNow();
       const other = new BetterSqlite3(join(dir, 'inlet.db'));
@@ -341,8 +350,7 @@ describe('SQLite idempotency keys', () => {
       assert.equal(tableCount(raw, 'event_keys_by_position'), 80);
       assert.equal(tableCount(raw, 'event_keys_gone'), 0);
       assert.equal(raw.prepare(`SELECT count(*) FROM event_keys k JOIN events e ON e.position = k.position`).pluck().get(), 80);
-      await keys.stop();
-      await db.destroy();
+      await close();
     }));
 
   it('the migration writes the keys of the events stored before it and drops the unique index', () =>

@@ -150,7 +150,7 @@ describe('SQLite subject index', () => {
       const a = await product(storage);
       await storage.close();
       const hash = (seed: number, p: string, s: string, e: string) => keyHash(seed, p, s, e) % 2;
-      const { raw, db, keys, subjects, writer } = sqliteDirectWriter(file, { tailKeys: 25, hash });
+      const { raw, db, subjects, writer, close } = sqliteDirectWriter(file, { tailKeys: 25, hash });
       const reads = eventReads(db, 'sqlite', raw, subjects);
       const next = random(5);
       for (let group = 0; group < 20; group++) {
@@ -160,9 +160,7 @@ describe('SQLite subject index', () => {
       assert.equal(raw.prepare('SELECT count(DISTINCT h) FROM event_subjects').pluck().get(), 2);
       await writer.insertMany(SUBJECTS.map((s) => subjectRow(a, 'user', s)));
       await checkAll(reads, raw, a, 4);
-      await keys.stop();
-      await subjects.stop();
-      await db.destroy();
+      await close();
     }));
 
   it('an erasure deletes the subject’s events through the index, stepping over other types, and their entries go', () =>
@@ -171,7 +169,7 @@ describe('SQLite subject index', () => {
       const storage = await openStorage(`sqlite:${file}`);
       const a = await product(storage);
       await storage.close();
-      const { raw, db, keys, subjects, writer } = sqliteDirectWriter(file, { tailKeys: 30 });
+      const { raw, db, subjects, writer, close } = sqliteDirectWriter(file, { tailKeys: 30 });
       const erasure = erasureStore(db, 'sqlite', undefined, undefined, undefined, subjects);
       // s1 as an anonymous subject first (not the person: an erasure takes the user's events), then as the user,
       // the user's events partly merged into the table and partly in the tail.
@@ -202,9 +200,7 @@ describe('SQLite subject index', () => {
       assert.equal(raw.prepare('SELECT count(*) FROM event_subjects_gone').pluck().get(), 0);
       const reads = eventReads(db, 'sqlite', raw, subjects);
       assert.deepEqual(await pagedPositions(reads, a, { subjectIds: ['s1'] }, 'asc', 5), expectedPositions(raw, a, ['s1'], undefined, 'asc'));
-      await keys.stop();
-      await subjects.stop();
-      await db.destroy();
+      await close();
     }));
 
   it('the migration writes the entries of the events stored before it and drops the index on events', () =>

@@ -62,7 +62,7 @@ describe('WAL sync off the event loop', () => {
       // A sync that finishes when the test says so.
       const pending: Array<{ resolve: () => void; reject: (error: Error) => void }> = [];
       const walSync = { sync: () => new Promise<void>((resolve, reject) => pending.push({ resolve, reject })) } as unknown as WalSync;
-      const { db, keys, writer } = sqliteDirectWriter(file, { walSync });
+      const { writer, close } = sqliteDirectWriter(file, { walSync });
       const settled = (promise: Promise<unknown>) => {
         const state = { done: false };
         promise.then(
@@ -87,8 +87,7 @@ describe('WAL sync off the event loop', () => {
       await turns();
       pending.shift()!.reject(Object.assign(new Error('EIO'), { code: 'SQLITE_IOERR' }));
       await assert.rejects(failing, /EIO/);
-      await keys.stop();
-      await db.destroy();
+      await close();
     }));
 
   it('stores a group through the real writer, answers duplicates, and leaves the connection at synchronous=FULL', () =>
