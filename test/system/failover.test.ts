@@ -13,6 +13,8 @@
 // - the live stream (events-out §4), opened before the drill and resumed with Last-Event-ID whenever its
 //   connection ends, delivers every acknowledged event exactly once: its tailer follows the new primary
 //   and never skips (issue 16 item 4).
+// Before each disruption it checks its premise (the primary replicates synchronously, the monitor agrees);
+// each phase prints the monitor's event log, and a loss prints where the missing events are (per node).
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import pg from 'pg';
@@ -45,6 +47,7 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
   let key: string;
   let stream: SseClient | undefined;
   const acknowledged = new Map<string, string>(); // external_id → uuid
+  let phaseStartedAt = Date.now();
 
   before(async () => {
     const started = Date.now();
@@ -164,6 +167,8 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
         await sleep(250);
       }
     };
+    const loadStartedAt = Date.now();
+    phaseStartedAt = loadStartedAt;
     const writers = Array.from({ length: WRITERS }, (_, i) => writer(i));
     const healthDone = healthLoop();
     await sleep(3000); // steady ingest first
@@ -175,6 +180,7 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
     await disrupt();
     const writesAt = await probe;
     console.log(`# ${label}: new primary (port ${newPrimaryPort}) accepted a write ${writesAt - disruptedAt} ms after the disruption began`);
+    console.log(`# ${label}: the monitor's events, times from the disruption:\n${await formationEvents(new Date(loadStartedAt - 1000), disruptedAt)}`);
     // Keep the load on until ingest has been back for a few seconds (or the limit has clearly passed).
     for (const limit = writesAt + BACK_WITHIN_MS + 10_000; Date.now() < limit; ) {
       const lastFailure = Math.max(0, ...outcomes.filter((o) => o.status !== 200).map((o) => o.endedAt));
@@ -186,6 +192,43 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
     await Promise.all(writers);
     await healthDone;
     return { outcomes, health, disruptedAt, writesAt };
+  }
+
+  /**
+   * Waits until the primary on `port` replicates synchronously: synchronous_standby_names set and a
+   * standby streaming as sync or quorum, and the monitor showing this node primary and the other
+   * secondary, seen twice a second apart. The drill's promise (nothing acknowledged is lost) rests on
+   * that premise, so the drill checks it instead of assuming it from the monitor's states alone.
+   */
+  async function synchronous(label: string, port: number) {
+    let facts: Awaited<ReturnType<Formation['replication']>> | string = 'not asked yet';
+    let states: unknown = [];
+    let seen = 0;
+    for (const deadline = Date.now() + 90_000; Date.now() < deadline; ) {
+      facts = await formation!.replication(port).catch((error: Error) => error.message);
+      states = await formation!.states().catch((error: Error) => error.message);
+      // The monitor agrees: this node primary and the other secondary, each as assigned.
+      const stable =
+        Array.isArray(states) &&
+        states.every((n: { port: number; assigned: string; reported: string }) => n.assigned === n.reported && n.reported === (n.port === port ? 'primary' : 'secondary'));
+      const ok = stable && typeof facts !== 'string' && facts.synchronousStandbyNames !== '' && facts.standbys.some((s) => s.state === 'streaming' && (s.syncState === 'sync' || s.syncState === 'quorum'));
+      seen = ok ? seen + 1 : 0;
+      if (seen >= 2) {
+        console.log(`# ${label}: before the disruption the primary replicates synchronously: ${JSON.stringify(facts)}`);
+        return;
+      }
+      await sleep(1000);
+    }
+    assert.fail(`${label}: the primary on port ${port} never replicated synchronously within 90 s (last: ${JSON.stringify(facts)}, states ${JSON.stringify(states)})`);
+  }
+
+  /** The monitor's event log since `since`, a line per event, times relative to `zero`. */
+  async function formationEvents(since: Date, zero: number): Promise<string> {
+    const events = await formation!.events(since).catch((error: Error) => error.message);
+    if (typeof events === 'string') return `(monitor's event log unreadable: ${events})`;
+    return events
+      .map((e) => `#   ${e.at.getTime() - zero >= 0 ? '+' : ''}${e.at.getTime() - zero} ms ${e.node}: reported ${e.reported}, goal ${e.goal}, replication ${e.replication ?? '-'}, lsn ${e.lsn}: ${e.description}`)
+      .join('\n');
   }
 
   /** Resolves with the time a direct write to the server at `port` first committed after `since`. */
@@ -243,6 +286,7 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
       const stored = new Map<string, string[]>();
       for (const row of rows) stored.set(row.external_id, [...(stored.get(row.external_id) ?? []), row.id]);
       const missing = [...acknowledged].filter(([externalId, uuid]) => stored.get(externalId)?.[0] !== uuid);
+      if (missing.length > 0) await explainMissing(label, missing);
       assert.deepEqual(missing.slice(0, 5), [], `${label}: ${missing.length} of ${acknowledged.size} acknowledged events missing or different`);
       const twice = [...stored].filter(([, ids]) => ids.length > 1);
       assert.deepEqual(twice.slice(0, 5), [], `${label}: stored more than once`);
@@ -260,6 +304,51 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
       for (const [externalId, uuid] of uuids!) assert.equal(uuid, acknowledged.get(externalId), `${label}: same uuid for ${externalId}`);
     }
     console.log(`# ${label}: ${acknowledged.size} acknowledged events all stored once; re-sent → duplicates with the same uuids`);
+  }
+
+  /**
+   * When acknowledged events are missing, says where they are: for each node, whether it is in recovery,
+   * its timeline, how many drill events it holds and how many of the missing ones; with the formation's
+   * states and each node's state-machine transitions (pg_autoctl's log), so a failure in CI can be read.
+   */
+  async function explainMissing(label: string, missing: Array<[string, string]>) {
+    const ids = missing.map(([externalId]) => externalId);
+    const lines: string[] = [`# ${label}: ${missing.length} acknowledged events missing; first ${ids[0]}, last ${ids.at(-1)}`];
+    for (const [name, port] of Object.entries(formation!.ports)) {
+      const client = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', database: 'events', connectionTimeoutMillis: 3000 });
+      try {
+        await client.connect();
+        const facts = await client.query<{ recovery: boolean; timeline: number; lsn: string }>(
+          'SELECT pg_is_in_recovery() AS recovery, (SELECT timeline_id FROM pg_control_checkpoint()) AS timeline, ' +
+            'CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END::text AS lsn',
+        );
+        const held = await client.query<{ total: string; missing: string }>(
+          "SELECT count(*)::text AS total, count(*) FILTER (WHERE external_id = ANY($1))::text AS missing FROM events WHERE event_type = 'drill'",
+          [ids],
+        );
+        const settings = await client.query<{ name: string; setting: string }>(
+          "SELECT name, setting FROM pg_settings WHERE name IN ('synchronous_standby_names', 'synchronous_commit', 'default_transaction_read_only')",
+        );
+        lines.push(
+          `# ${name} (port ${port}): ${JSON.stringify(facts.rows[0])}, drill events ${held.rows[0]!.total}, of the missing ${held.rows[0]!.missing}, ` +
+            settings.rows.map((r) => `${r.name}=${JSON.stringify(r.setting)}`).join(' '),
+        );
+      } catch (error) {
+        lines.push(`# ${name} (port ${port}): ${(error as Error).message}`);
+      } finally {
+        await client.end().catch(() => {});
+      }
+    }
+    lines.push(`# states: ${JSON.stringify(await formation!.states().catch((e: Error) => e.message))}`);
+    lines.push(`# the monitor's events since this phase's load began (times from then):\n${await formationEvents(new Date(phaseStartedAt - 1000), phaseStartedAt)}`);
+    for (const name of ['monitor', 'node1', 'node2']) {
+      const transitions = formation!
+        .log(name)
+        .split('\n')
+        .filter((line) => /FSM transition|Transition complete|rewind|promot|demote|Setting goal state|synchronous_standby_names/i.test(line));
+      lines.push(`# ${name} log (state changes, last 60):\n${transitions.slice(-60).join('\n')}`);
+    }
+    console.log(lines.join('\n'));
   }
 
   /** The live stream has every acknowledged event, each once, with the uuid it was acknowledged with. */
@@ -289,6 +378,7 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
   }
 
   it('kill -9 of the primary node: only 503s until the standby takes writes, back within 15 s, nothing lost', async () => {
+    await synchronous('kill', formation!.ports.node1);
     const run = await underLoad('kill', formation!.ports.node2, () => formation!.killNode('node1'));
     const failed = check('kill', run);
     assert.ok(failed > 0, 'the kill was felt (some 503s): otherwise the drill tested nothing');
@@ -306,6 +396,7 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
       180_000,
     );
     console.log(`# node1 rejoined as secondary in ${Date.now() - rejoinStarted} ms`);
+    await synchronous('switchover', formation!.ports.node2);
     const run = await underLoad('switchover', formation!.ports.node1, () => formation!.switchover());
     check('switchover', run);
     await checkStored('switchover');

@@ -9,6 +9,7 @@ import { once } from 'node:events';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pg from 'pg';
 
 const PG_BIN = '/usr/lib/postgresql/15/bin';
 
@@ -40,6 +41,24 @@ export interface NodeState {
   reported: string;
 }
 
+/** A row of the monitor's event log (pgautofailover.event): each state assigned or reported. */
+export interface FormationEvent {
+  at: Date;
+  node: string;
+  reported: string;
+  goal: string;
+  /** The replication state the node reported (sync, quorum, async, …). */
+  replication: string | null;
+  lsn: string;
+  description: string;
+}
+
+/** What a primary says of its replication: its synchronous_standby_names and its standbys. */
+export interface ReplicationFacts {
+  synchronousStandbyNames: string;
+  standbys: Array<{ name: string; state: string; syncState: string }>;
+}
+
 export interface Formation {
   dir: string;
   monitorPort: number;
@@ -54,6 +73,10 @@ export interface Formation {
   waitFor(predicate: (states: NodeState[]) => boolean, what: string, timeoutMs: number): Promise<NodeState[]>;
   switchover(): Promise<void>;
   log(name: string): string;
+  /** The monitor's event log since `since`, oldest first. */
+  events(since: Date): Promise<FormationEvent[]>;
+  /** The replication facts of the server on `port` (a primary). */
+  replication(port: number): Promise<ReplicationFacts>;
   destroy(): void;
 }
 
@@ -225,6 +248,36 @@ export async function startFormation(): Promise<Formation> {
       if (code !== 0) throw new Error(`pg_autoctl perform switchover exited with ${code}:\n${output.slice(-3000)}`);
     },
     log: (name) => logs.get(name) ?? '',
+    async events(since) {
+      const client = new pg.Client({ host: '127.0.0.1', port: monitorPort, user: 'autoctl_node', database: 'pg_auto_failover', connectionTimeoutMillis: 5000 });
+      await client.connect();
+      try {
+        const { rows } = await client.query<{ at: Date; node: string; reported: string; goal: string; replication: string | null; lsn: string; description: string }>(
+          'SELECT eventtime AS at, nodename AS node, reportedstate::text AS reported, goalstate::text AS goal, reportedrepstate AS replication, ' +
+            'reportedlsn::text AS lsn, description FROM pgautofailover.event WHERE eventtime >= $1 ORDER BY eventid',
+          [since],
+        );
+        return rows;
+      } finally {
+        await client.end().catch(() => {});
+      }
+    },
+    async replication(port) {
+      const client = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', database: 'postgres', connectionTimeoutMillis: 5000 });
+      await client.connect();
+      try {
+        const names = await client.query<{ value: string }>("SELECT current_setting('synchronous_standby_names') AS value");
+        const standbys = await client.query<{ name: string; state: string; sync_state: string }>(
+          'SELECT application_name AS name, state, sync_state FROM pg_stat_replication ORDER BY application_name',
+        );
+        return {
+          synchronousStandbyNames: names.rows[0]!.value,
+          standbys: standbys.rows.map((r) => ({ name: r.name, state: r.state, syncState: r.sync_state })),
+        };
+      } finally {
+        await client.end().catch(() => {});
+      }
+    },
     destroy() {
       destroy();
       process.removeListener('exit', onExit);
