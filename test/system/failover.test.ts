@@ -204,6 +204,8 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
     let facts: Awaited<ReturnType<Formation['replication']>> | string = 'not asked yet';
     let states: unknown = [];
     let seen = 0;
+    let unsynchronised = 0;
+    const standby = port === formation!.ports.node1 ? 'node2' : 'node1';
     for (const deadline = Date.now() + 90_000; Date.now() < deadline; ) {
       facts = await formation!.replication(port).catch((error: Error) => error.message);
       states = await formation!.states().catch((error: Error) => error.message);
@@ -213,6 +215,17 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
         states.every((n: { port: number; assigned: string; reported: string }) => n.assigned === n.reported && n.reported === (n.port === port ? 'primary' : 'secondary'));
       const ok = stable && typeof facts !== 'string' && facts.synchronousStandbyNames !== '' && facts.standbys.some((s) => s.state === 'streaming' && (s.syncState === 'sync' || s.syncState === 'quorum'));
       seen = ok ? seen + 1 : 0;
+      // pg_auto_failover 2.0 can leave a two-node primary without synchronous_standby_names while its
+      // monitor shows primary and secondary: the primary fetches the setting on its way from wait_primary
+      // to primary, and the monitor answers '' whenever the standby's goal is not secondary at that moment
+      // (a standby flagged unhealthy for a second). Nothing sets it again, so every commit is then
+      // asynchronous and a switchover loses what the standby had not received. Ask for the settings again.
+      unsynchronised = stable && typeof facts !== 'string' && facts.synchronousStandbyNames === '' ? unsynchronised + 1 : 0;
+      if (unsynchronised === 3) {
+        console.log(`# ${label}: the monitor shows primary and secondary but the primary has synchronous_standby_names = '' (${JSON.stringify(facts)}); asking the monitor to apply the settings again`);
+        formation!.applySettings(standby);
+        unsynchronised = 0;
+      }
       if (seen >= 2) {
         console.log(`# ${label}: before the disruption the primary replicates synchronously: ${JSON.stringify(facts)}`);
         return;

@@ -77,6 +77,12 @@ export interface Formation {
   events(since: Date): Promise<FormationEvent[]>;
   /** The replication facts of the server on `port` (a primary). */
   replication(port: number): Promise<ReplicationFacts>;
+  /**
+   * Has the monitor send the primary its replication settings again (`pg_autoctl set node
+   * replication-quorum true` on the standby: the monitor assigns apply_settings to the primary, which
+   * fetches synchronous_standby_names anew).
+   */
+  applySettings(standby: 'node1' | 'node2'): void;
   destroy(): void;
 }
 
@@ -261,6 +267,9 @@ export async function startFormation(): Promise<Formation> {
       } finally {
         await client.end().catch(() => {});
       }
+    },
+    applySettings(standby) {
+      asPostgres(['pg_autoctl', 'set', 'node', 'replication-quorum', 'true', '--pgdata', join(dir, standby)], 60_000);
     },
     async replication(port) {
       const client = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', database: 'postgres', connectionTimeoutMillis: 5000 });
