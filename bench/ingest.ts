@@ -89,6 +89,15 @@ interface CommitCounters {
   commits: number;
   events: number;
   seconds: number;
+  /** Commits that took longer than 25 ms and 100 ms (the histogram's buckets), for stalls. */
+  over25ms: number;
+  over100ms: number;
+  /**
+   * The server's event-loop delay since its previous /metrics scrape (prom-client resets it at each scrape),
+   * so the scrape after a run gives the run's: max and p99, in ms.
+   */
+  loopMaxMs: number;
+  loopP99Ms: number;
 }
 
 /** Group-commit counters from the server's own /metrics, to show how large its commits were. */
@@ -132,10 +141,16 @@ async function commitCounters(base: string): Promise<CommitCounters | undefined>
   try {
     const text = await (await fetch(`${base}/metrics`)).text();
     const value = (name: string) => Number(new RegExp(`^${name} ([0-9.e+-]+)$`, 'm').exec(text)?.[1] ?? NaN);
+    const bucket = (le: string) => value(`inlet_ingest_commit_duration_seconds_bucket\\{le="${le.replace('.', '\\.')}"\\}`);
+    const total = value('inlet_ingest_commit_duration_seconds_count');
     const counters = {
       commits: value('inlet_ingest_commit_events_count'),
       events: value('inlet_ingest_commit_events_sum'),
       seconds: value('inlet_ingest_commit_duration_seconds_sum'),
+      over25ms: total - bucket('0.025'),
+      over100ms: total - bucket('0.1'),
+      loopMaxMs: value('inlet_nodejs_eventloop_lag_max_seconds') * 1000,
+      loopP99Ms: value('inlet_nodejs_eventloop_lag_p99_seconds') * 1000,
     };
     return Object.values(counters).every(Number.isFinite) ? counters : undefined;
   } catch {
@@ -149,7 +164,11 @@ function describeCommits(before: CommitCounters | undefined, after: CommitCounte
   if (commits === 0) return 'no commits';
   const events = after.events - before.events;
   const ms = ((after.seconds - before.seconds) * 1000) / commits;
-  return `${commits} commits, ${(events / commits).toFixed(1)} events and ${ms.toFixed(2)} ms each on average`;
+  return (
+    `${commits} commits, ${(events / commits).toFixed(1)} events and ${ms.toFixed(2)} ms each on average; ` +
+    `${after.over25ms - before.over25ms} over 25 ms, ${after.over100ms - before.over100ms} over 100 ms; ` +
+    `event-loop delay p99 ${after.loopP99Ms.toFixed(1)} ms, max ${after.loopMaxMs.toFixed(1)} ms`
+  );
 }
 
 function describeStatus(result: LoadResult, okStatus: number): string {
