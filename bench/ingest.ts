@@ -98,6 +98,10 @@ interface CommitCounters {
    */
   loopMaxMs: number;
   loopP99Ms: number;
+  /** SQLite: WAL checkpoints the writer ran on the event loop (when the WAL starts over), their count and seconds. */
+  writerCheckpoints: number;
+  writerCheckpointSeconds: number;
+  writerCheckpointsOver25ms: number;
 }
 
 /** Group-commit counters from the server's own /metrics, to show how large its commits were. */
@@ -151,6 +155,11 @@ async function commitCounters(base: string): Promise<CommitCounters | undefined>
       over100ms: total - bucket('0.1'),
       loopMaxMs: value('inlet_nodejs_eventloop_lag_max_seconds') * 1000,
       loopP99Ms: value('inlet_nodejs_eventloop_lag_p99_seconds') * 1000,
+      // Absent on PostgreSQL and before the checkpoint thread started: 0.
+      writerCheckpoints: value('inlet_sqlite_checkpoint_seconds_count\\{by="writer"\\}') || 0,
+      writerCheckpointSeconds: value('inlet_sqlite_checkpoint_seconds_sum\\{by="writer"\\}') || 0,
+      writerCheckpointsOver25ms:
+        (value('inlet_sqlite_checkpoint_seconds_count\\{by="writer"\\}') || 0) - (value('inlet_sqlite_checkpoint_seconds_bucket\\{le="0\\.025",by="writer"\\}') || 0),
     };
     return Object.values(counters).every(Number.isFinite) ? counters : undefined;
   } catch {
@@ -167,7 +176,12 @@ function describeCommits(before: CommitCounters | undefined, after: CommitCounte
   return (
     `${commits} commits, ${(events / commits).toFixed(1)} events and ${ms.toFixed(2)} ms each on average; ` +
     `${after.over25ms - before.over25ms} over 25 ms, ${after.over100ms - before.over100ms} over 100 ms; ` +
-    `event-loop delay p99 ${after.loopP99Ms.toFixed(1)} ms, max ${after.loopMaxMs.toFixed(1)} ms`
+    `event-loop delay p99 ${after.loopP99Ms.toFixed(1)} ms, max ${after.loopMaxMs.toFixed(1)} ms` +
+    (after.writerCheckpoints > before.writerCheckpoints
+      ? `; ${after.writerCheckpoints - before.writerCheckpoints} WAL checkpoints by the writer on the event loop, ` +
+        `${((1000 * (after.writerCheckpointSeconds - before.writerCheckpointSeconds)) / (after.writerCheckpoints - before.writerCheckpoints)).toFixed(1)} ms each on average, ` +
+        `${after.writerCheckpointsOver25ms - before.writerCheckpointsOver25ms} over 25 ms`
+      : '')
   );
 }
 
