@@ -59,18 +59,26 @@ describe('retryingBusy', () => {
         const store = worker.destinations;
         // Another connection holds the write lock for 150 ms.
         raw.prepare('BEGIN IMMEDIATE').run();
-        let ticks = 0;
-        const ticking = setInterval(() => ticks++, 5);
-        const release = setTimeout(() => raw.prepare('COMMIT').run(), 150);
+        // The lock is released by a timer on this event loop: a write that waited inside SQLite (its busy
+        // handler sleeps synchronously) would hold the loop, the timer could not run, and the write would fail.
+        // (Counting interval ticks instead was flaky: on a loaded CI machine a descheduled process gets one
+        // tick for a long pause.)
+        let committedAt = 0;
+        const release = setTimeout(() => {
+          raw.prepare('COMMIT').run();
+          committedAt = Date.now();
+        }, 150);
         const started = Date.now();
         const ok = await store.writeState(id, 'me', { cursor: { event: '7', identity: null }, deliveredAdd: 3 }, now, [
           { productId: 'prod_busy', destinationId: id, attemptedAt: now, attempt: 1, webhookId: 'msg_1', messageIds: ['a', 'b', 'c'], outcome: 'success', status: 200, error: null, durationMs: 2 },
         ]);
-        clearInterval(ticking);
+        const doneAt = Date.now();
         clearTimeout(release);
         assert.equal(ok, true);
-        assert.ok(Date.now() - started >= 140, 'the write waited for the lock');
-        assert.ok(ticks >= 10, `the event loop ran while it waited (${ticks} timer ticks)`);
+        assert.ok(doneAt - started >= 140, 'the write waited for the lock');
+        assert.ok(committedAt > 0 && committedAt <= doneAt, 'the other connection committed (a timer on this event loop) while the write waited');
+        // A first attempt that slept in SQLite's busy handler (busy_timeout 5 s, the server's) would end only then.
+        assert.ok(doneAt - started < 4000, `the write was done soon after the lock was free (${doneAt - started} ms), not after a busy_timeout`);
         const row = raw.prepare('SELECT event_cursor, delivered FROM destinations WHERE id = ?').get(id) as { event_cursor: string; delivered: number };
         assert.equal(String(row.event_cursor), '7');
         assert.equal(row.delivered, 3);
