@@ -104,6 +104,9 @@ interface CommitCounters {
   writerCheckpointsOver25ms: number;
   /** SQLite: WAL frames (4 KiB pages) copied into the database file by the thread and the writer. */
   framesCopied: number;
+  /** SQLite: merges of the key and subject indexes, and the seconds their transactions held the event loop. */
+  merges: number;
+  mergeBusySeconds: number;
 }
 
 /** Group-commit counters from the server's own /metrics, to show how large its commits were. */
@@ -161,6 +164,8 @@ async function commitCounters(base: string): Promise<CommitCounters | undefined>
       writerCheckpoints: value('inlet_sqlite_checkpoint_seconds_count\\{by="writer"\\}') || 0,
       writerCheckpointSeconds: value('inlet_sqlite_checkpoint_seconds_sum\\{by="writer"\\}') || 0,
       framesCopied: (value('inlet_sqlite_checkpoint_frames_total\\{by="thread"\\}') || 0) + (value('inlet_sqlite_checkpoint_frames_total\\{by="writer"\\}') || 0),
+      merges: (value('inlet_sqlite_event_key_merges_total') || 0) + (value('inlet_sqlite_event_subject_merges_total') || 0),
+      mergeBusySeconds: (value('inlet_sqlite_event_key_maintenance_busy_seconds_total') || 0) + (value('inlet_sqlite_event_subject_maintenance_busy_seconds_total') || 0),
       writerCheckpointsOver25ms:
         (value('inlet_sqlite_checkpoint_seconds_count\\{by="writer"\\}') || 0) - (value('inlet_sqlite_checkpoint_seconds_bucket\\{le="0\\.025",by="writer"\\}') || 0),
     };
@@ -180,7 +185,10 @@ function describeCommits(before: CommitCounters | undefined, after: CommitCounte
     `${commits} commits, ${(events / commits).toFixed(1)} events and ${ms.toFixed(2)} ms each on average; ` +
     `${after.over25ms - before.over25ms} over 25 ms, ${after.over100ms - before.over100ms} over 100 ms; ` +
     `event-loop delay p99 ${after.loopP99Ms.toFixed(1)} ms, max ${after.loopMaxMs.toFixed(1)} ms` +
-    (after.framesCopied > before.framesCopied && events > 0 ? `; ${(((after.framesCopied - before.framesCopied) * 4096) / events).toFixed(0)} B of pages checkpointed per event` : '') +
+    (after.framesCopied > before.framesCopied && events > 0 ? `; ${(((after.framesCopied - before.framesCopied) * 4096) / events).toFixed(0)} B of WAL frames per event` : '') +
+    (after.mergeBusySeconds > before.mergeBusySeconds
+      ? `; ${after.merges - before.merges} index merges ended, merges and sweeps held the event loop ${(after.mergeBusySeconds - before.mergeBusySeconds).toFixed(2)} s`
+      : '') +
     (after.writerCheckpoints > before.writerCheckpoints
       ? `; ${after.writerCheckpoints - before.writerCheckpoints} WAL checkpoints by the writer on the event loop, ` +
         `${((1000 * (after.writerCheckpointSeconds - before.writerCheckpointSeconds)) / (after.writerCheckpoints - before.writerCheckpoints)).toFixed(1)} ms each on average, ` +

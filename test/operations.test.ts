@@ -86,6 +86,8 @@ describe('GET /metrics', () => {
       'inlet_sqlite_event_subject_merge_seconds_total',
       'inlet_sqlite_event_subjects_swept_total',
       'inlet_sqlite_event_subject_sweep_seconds_total',
+      'inlet_sqlite_event_key_maintenance_busy_seconds_total',
+      'inlet_sqlite_event_subject_maintenance_busy_seconds_total',
     ]) {
       assert.match(metrics, new RegExp(`# TYPE ${name} counter`));
     }

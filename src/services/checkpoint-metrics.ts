@@ -59,8 +59,8 @@ export function registerEventSubjectMetrics(registry: Registry, stats: () => Eve
   registerHashIndexMetrics(registry, stats, { one: 'subject', many: 'subjects', table: 'event_subjects', what: 'Subject entries', sweptBy: 'retention; erasures remove their own' });
 }
 
-/** inlet_sqlite_event_{many}_in_memory, _{one}_merges_total, _{one}_merge_seconds_total, _{many}_swept_total and
- *  _{one}_sweep_seconds_total of one index. */
+/** inlet_sqlite_event_{many}_in_memory, _{one}_merges_total, _{one}_merge_seconds_total, _{many}_swept_total,
+ *  _{one}_sweep_seconds_total and _{one}_maintenance_busy_seconds_total of one index. */
 function registerHashIndexMetrics(registry: Registry, stats: () => EventKeyStats, index: { one: string; many: string; table: string; what: string; sweptBy: string }): void {
   const { one, many, table, what, sweptBy } = index;
   new Gauge({
@@ -81,6 +81,12 @@ function registerHashIndexMetrics(registry: Registry, stats: () => EventKeyStats
     () => stats().swept,
   );
   counterOf(registry, `inlet_sqlite_event_${one}_sweep_seconds_total`, `Wall time of those sweeps, ${wall}`, () => stats().sweepSeconds);
+  counterOf(
+    registry,
+    `inlet_sqlite_event_${one}_maintenance_busy_seconds_total`,
+    `Time the merges' and sweeps' transactions into ${table} held the writer's connection and the event loop (pauses excluded): what they take from ingest`,
+    () => stats().busySeconds,
+  );
 }
 
 /** A counter that follows a total kept elsewhere: each scrape adds what it grew by since the last one. */

@@ -93,6 +93,7 @@ function indexStats(index: EventKeys | undefined): EventKeyStats {
     mergeSeconds: index?.mergeSeconds ?? 0,
     swept: index?.swept ?? 0,
     sweepSeconds: index?.sweepSeconds ?? 0,
+    busySeconds: index?.busySeconds ?? 0,
     filterBytes: index?.filterBytes ?? 0,
   };
 }

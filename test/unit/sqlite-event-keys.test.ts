@@ -128,6 +128,9 @@ describe('SQLite idempotency keys', () => {
       const ids = Array.from({ length: 300 }, (_, i) => `f${i}`);
       for (let i = 0; i < ids.length; i += 10) await first.writer.insertMany(ids.slice(i, i + 10).map((id) => row(a, id)));
       await first.keys.mergeNow();
+      // The merges' transactions are counted as time they held the connection, within their wall time.
+      assert.ok(first.keys.merges > 0 && first.keys.busySeconds > 0, `merges ${first.keys.merges}, busy ${first.keys.busySeconds} s`);
+      assert.ok(first.keys.busySeconds <= first.keys.mergeSeconds + first.keys.sweepSeconds, 'busy time within the merges\' and sweeps\' wall time');
       await first.close();
 
       const { keys, writer, close } = sqliteDirectWriter(join(dir, 'inlet.db'), { tailKeys: 40 });

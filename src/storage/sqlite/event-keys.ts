@@ -390,6 +390,8 @@ export class EventKeys {
   /** Keys of deleted rows removed from event_keys by sweeps, and the sweeps' wall time (metrics). */
   swept = 0;
   sweepSeconds = 0;
+  /** Seconds the merges' and sweeps' transactions held the connection (and the event loop), pauses excluded. */
+  busySeconds = 0;
 
   constructor(
     private readonly raw: BetterSqlite3.Database,
@@ -668,7 +670,14 @@ export class EventKeys {
    *  WAL has room (at most ROOM_WAIT_MS). */
   private async transaction(work: () => void): Promise<void> {
     await this.options.roomInWal?.(ROOM_WAIT_MS);
-    return this.options.exclusive(() => this.unsynced(this.raw.transaction(work)));
+    return this.options.exclusive(() => {
+      const started = performance.now();
+      try {
+        return this.unsynced(this.raw.transaction(work));
+      } finally {
+        this.busySeconds += (performance.now() - started) / 1000;
+      }
+    });
   }
 
   /**
