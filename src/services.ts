@@ -12,7 +12,7 @@ import { createRejectionService, type RejectionService } from './services/reject
 import { createCatalogService, type CatalogService } from './services/catalog-service.js';
 import { createTrackingPlanService, type TrackingPlanService } from './services/tracking-plan-service.js';
 import { createMetrics, type Metrics } from './services/metrics.js';
-import { registerPoolMetrics } from './services/pool-metrics.js';
+import { registerPoolMetrics, registerReplicationMetrics } from './services/pool-metrics.js';
 import { registerCheckpointMetrics, registerEventKeyMetrics, registerEventSubjectMetrics } from './services/checkpoint-metrics.js';
 import { createRateLimiter } from './services/rate-limiter-store.js';
 import { createInMemoryRateLimiter, type InMemoryRateLimiter, type RateLimiter } from './services/rate-limiter.js';
@@ -77,6 +77,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
   });
   const metrics = createMetrics({ defaultMetrics: options.defaultMetrics ?? true });
   if (storage.poolStats !== undefined) registerPoolMetrics(metrics.registry, storage.poolStats);
+  if (storage.replicationStatus !== undefined) registerReplicationMetrics(metrics.registry, storage.replicationStatus);
   if (storage.observeCheckpoints !== undefined) registerCheckpointMetrics(metrics.registry, storage.observeCheckpoints);
   if (storage.eventKeyStats !== undefined) registerEventKeyMetrics(metrics.registry, storage.eventKeyStats);
   if (storage.eventSubjectStats !== undefined) registerEventSubjectMetrics(metrics.registry, storage.eventSubjectStats);

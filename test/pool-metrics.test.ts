@@ -30,6 +30,21 @@ describe(`connection pool metrics (${dialect})`, () => {
     assert.match(text, /^inlet_db_pool_waiting 0$/m);
   });
 
+  it(
+    dialect === 'postgres' ? "says whether commits wait for a standby (the test server has none: 0) and counts the primary's standbys" : 'has no replication gauges on SQLite',
+    async () => {
+      const text = await scrape();
+      if (dialect === 'sqlite') {
+        assert.doesNotMatch(text, /inlet_postgres_/);
+        return;
+      }
+      const status = await ctx.services.storage.replicationStatus!();
+      assert.equal(status.synchronousStandbyNames, '');
+      assert.match(text, /^inlet_postgres_synchronous_commit\{synchronous_standby_names="",synchronous_commit="[a-z_]+"\} 0$/m);
+      for (const state of ['sync', 'quorum', 'potential', 'async', 'unknown']) assert.match(text, new RegExp(`^inlet_postgres_standbys\\{sync_state="${state}"\\} 0$`, 'm'));
+    },
+  );
+
   it('shows queries waiting while every connection is busy', { skip: dialect === 'postgres' ? false : 'PostgreSQL only' }, async () => {
     const db = ctx.services.storage.db;
     // Four queries of 500 ms on a pool of three: one waits.

@@ -1,7 +1,7 @@
 // Gauges of the PostgreSQL connection pool, read at scrape time. A pool that is often exhausted
 // (waiting > 0) is the first thing to look at when commit and request durations rise.
 import { Gauge, type Registry } from 'prom-client';
-import type { PoolStats } from '../storage/types.js';
+import type { PoolStats, ReplicationStatus } from '../storage/types.js';
 
 export function registerPoolMetrics(registry: Registry, stats: () => PoolStats): void {
   new Gauge({
@@ -22,6 +22,66 @@ export function registerPoolMetrics(registry: Registry, stats: () => PoolStats):
     registers: [registry],
     collect() {
       this.set(stats().waiting);
+    },
+  });
+}
+
+const REPLICATION_STATUS_TIMEOUT_MS = 2_000;
+
+/** pg_stat_replication.sync_state values, and `unknown` for a standby whose state this role may not see. */
+const SYNC_STATES = ['sync', 'quorum', 'potential', 'async', 'unknown'] as const;
+
+/**
+ * Whether the primary this process writes to waits for a standby at each commit, read at scrape time (one
+ * query). pg_auto_failover 2.0 can leave a primary without synchronous_standby_names while showing it healthy
+ * (docs/scaling-out.md): this is where an operator sees it before a failover loses acknowledged events.
+ */
+export function registerReplicationMetrics(registry: Registry, status: () => Promise<ReplicationStatus>): void {
+  // One query per scrape: prom-client collects every metric at once, so both gauges await the same answer.
+  // Labelled, so that a scrape without an answer prints no sample at all rather than a wrong one.
+  let inFlight: Promise<ReplicationStatus | undefined> | undefined;
+  const read = (): Promise<ReplicationStatus | undefined> => {
+    if (inFlight !== undefined) return inFlight;
+    let timer: NodeJS.Timeout | undefined;
+    // A scrape during a failover must not wait for the pool's 10 s: no primary reachable, no sample.
+    const answer = Promise.race([
+      status(),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error('replication status: no answer in time')), REPLICATION_STATUS_TIMEOUT_MS);
+      }),
+    ]).then(
+      (now) => now,
+      () => undefined,
+    );
+    inFlight = answer.finally(() => {
+      clearTimeout(timer);
+      inFlight = undefined;
+    });
+    return inFlight;
+  };
+  new Gauge({
+    name: 'inlet_postgres_synchronous_commit',
+    help: "1 when this process's commits wait for a standby (synchronous_standby_names set, synchronous_commit on, remote_write or remote_apply; both as labels); 0: a failover can lose acknowledged events",
+    labelNames: ['synchronous_standby_names', 'synchronous_commit'],
+    registers: [registry],
+    async collect() {
+      this.reset();
+      const now = await read();
+      if (now === undefined) return;
+      const waits = now.synchronousStandbyNames.trim() !== '' && ['on', 'remote_write', 'remote_apply'].includes(now.synchronousCommit);
+      this.set({ synchronous_standby_names: now.synchronousStandbyNames, synchronous_commit: now.synchronousCommit }, waits ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: 'inlet_postgres_standbys',
+    help: 'Standbys streaming from the PostgreSQL primary this process writes to, by pg_stat_replication.sync_state (unknown: the role may not see it, grant pg_monitor)',
+    labelNames: ['sync_state'],
+    registers: [registry],
+    async collect() {
+      this.reset();
+      const now = await read();
+      if (now === undefined) return;
+      for (const state of SYNC_STATES) this.set({ sync_state: state }, now.standbys.filter((s) => (s.syncState ?? 'unknown') === state).length);
     },
   });
 }

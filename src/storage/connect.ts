@@ -24,7 +24,7 @@ import { isPostgresUnavailable } from './postgres/errors.js';
 import { retryingBusy } from './busy-retry.js';
 import { createFailoverPool } from './postgres/pool.js';
 import { ensureEventPartitions, PARTITION_MAINTENANCE_INTERVAL_MS } from './postgres/event-partitions.js';
-import type { CheckpointEvent, Dialect, EventKeyStats, PoolStats, Storage } from './types.js';
+import type { CheckpointEvent, Dialect, EventKeyStats, PoolStats, ReplicationStatus, Storage } from './types.js';
 
 export interface OpenStorageOptions {
   /** SQLite `synchronous`: `full` fsyncs every commit (the default), `normal` may lose the last commits on power loss. */
@@ -64,6 +64,8 @@ export interface OpenedStorage extends Storage {
   readonly closed: boolean;
   /** PostgreSQL only: the connection pool's state, for metrics. */
   readonly poolStats?: () => PoolStats;
+  /** PostgreSQL only: how the primary replicates, as this pool's sessions see it (metrics). */
+  readonly replicationStatus?: () => Promise<ReplicationStatus>;
   /**
    * PostgreSQL only: a small pool of its own for the shared rate limiter (it follows the primary like
    * the main one). Its sessions commit with synchronous_commit=off: a counter lost in a crash costs a
@@ -150,6 +152,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
   let db: Kysely<Database>;
   let makeWriter: () => Storage['events']['insertMany'];
   let poolStats: (() => PoolStats) | undefined;
+  let replicationStatus: (() => Promise<ReplicationStatus>) | undefined;
   let pool: pg.Pool | undefined;
   let rateLimitPool: (() => pg.Pool) | undefined;
   let limiterPool: pg.Pool | undefined;
@@ -265,6 +268,17 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     const max = options.postgresPoolSize ?? 10;
     const stats = pool;
     poolStats = () => ({ max, open: stats.totalCount, idle: stats.idleCount, waiting: stats.waitingCount });
+    replicationStatus = async () => {
+      const { rows } = await stats.query<{ names: string; commit: string; sync_state: string | null; standby: boolean }>(
+        "SELECT current_setting('synchronous_standby_names') AS names, current_setting('synchronous_commit') AS commit, r.sync_state, r.pid IS NOT NULL AS standby " +
+          'FROM (SELECT 1) AS one LEFT JOIN pg_stat_replication AS r ON true',
+      );
+      return {
+        synchronousStandbyNames: rows[0]?.names ?? '',
+        synchronousCommit: rows[0]?.commit ?? '',
+        standbys: rows.filter((r) => r.standby).map((r) => ({ syncState: r.sync_state })),
+      };
+    };
     db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     const kysely = db;
     makeWriter = () => postgresEventWriter(kysely).insertMany;
@@ -301,6 +315,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     db,
     migration,
     ...(poolStats === undefined ? {} : { poolStats }),
+    ...(replicationStatus === undefined ? {} : { replicationStatus }),
     ...(rateLimitPool === undefined ? {} : { rateLimitPool }),
     ...(checkpointer === undefined ? {} : { observeCheckpoints: checkpointer.observe }),
     ...(dialect === 'sqlite'

@@ -296,6 +296,18 @@ export interface PoolStats {
   waiting: number;
 }
 
+/**
+ * PostgreSQL: how the primary this process writes to replicates, as its sessions see it. Commits wait for a
+ * standby only with `synchronous_standby_names` set and `synchronous_commit` on, remote_write or remote_apply;
+ * otherwise a failover can lose acknowledged events (docs/scaling-out.md).
+ */
+export interface ReplicationStatus {
+  synchronousStandbyNames: string;
+  synchronousCommit: string;
+  /** `pg_stat_replication.sync_state` of each standby connected to it (null without the privilege to see it). */
+  standbys: Array<{ syncState: string | null }>;
+}
+
 /** One WAL checkpoint on SQLite: by the checkpoint thread, or by the writer on the event loop (sqlite/checkpointer.ts). */
 export interface CheckpointEvent {
   by: 'thread' | 'writer';

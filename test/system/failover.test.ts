@@ -228,6 +228,12 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
       }
       if (seen >= 2) {
         console.log(`# ${label}: before the disruption the primary replicates synchronously: ${JSON.stringify(facts)}`);
+        // Inlet's own metrics see the same (what an operator would watch).
+        const metrics = await (await fetch(`${inlet!.url}/metrics`, { signal: AbortSignal.timeout(REQUEST_DEADLINE_MS) })).text();
+        const commitLine = metrics.split('\n').find((line) => line.startsWith('inlet_postgres_synchronous_commit{'));
+        assert.match(commitLine ?? '', /\} 1$/, `${label}: Inlet's inlet_postgres_synchronous_commit says its commits wait for a standby (${commitLine})`);
+        assert.match(metrics, /^inlet_postgres_standbys\{sync_state="(sync|quorum)"\} 1$/m, `${label}: Inlet's inlet_postgres_standbys counts the synchronous standby`);
+        console.log(`# ${label}: Inlet's metrics agree: ${commitLine}`);
         return;
       }
       await sleep(1000);
