@@ -104,12 +104,12 @@ interface CommitCounters {
   writerCheckpointsOver25ms: number;
   /** SQLite: WAL frames (4 KiB pages) copied into the database file by the thread and the writer. */
   framesCopied: number;
-  /** SQLite: merges of the key and subject indexes, and the seconds their transactions held the event loop. */
+  /** SQLite: merges of the key and subject indexes ended, and the seconds background work on them (merges, sweeps,
+   *  the key filter's build) held the event loop. */
   merges: number;
   mergeBusySeconds: number;
 }
 
-/** Group-commit counters from the server's own /metrics, to show how large its commits were. */
 /**
  * SQLite: the prefill merged millions of keys behind the running server, so its next write starts building its
  * key filter again from event_keys (src/storage/sqlite/event-keys.ts), which a restarted server would do at
@@ -146,12 +146,15 @@ function fresh(url: string, method: string, headers: Record<string, string>, bod
   });
 }
 
+/** Group-commit counters and stall figures from the server's own /metrics, before and after each run. */
 async function commitCounters(base: string): Promise<CommitCounters | undefined> {
   try {
     const text = await (await fetch(`${base}/metrics`)).text();
     const value = (name: string) => Number(new RegExp(`^${name} ([0-9.e+-]+)$`, 'm').exec(text)?.[1] ?? NaN);
     const bucket = (le: string) => value(`inlet_ingest_commit_duration_seconds_bucket\\{le="${le.replace('.', '\\.')}"\\}`);
     const total = value('inlet_ingest_commit_duration_seconds_count');
+    // Absent on PostgreSQL and before the checkpoint thread started: 0.
+    const writerCheckpoints = value('inlet_sqlite_checkpoint_seconds_count\\{by="writer"\\}') || 0;
     const counters = {
       commits: value('inlet_ingest_commit_events_count'),
       events: value('inlet_ingest_commit_events_sum'),
@@ -160,14 +163,12 @@ async function commitCounters(base: string): Promise<CommitCounters | undefined>
       over100ms: total - bucket('0.1'),
       loopMaxMs: value('inlet_nodejs_eventloop_lag_max_seconds') * 1000,
       loopP99Ms: value('inlet_nodejs_eventloop_lag_p99_seconds') * 1000,
-      // Absent on PostgreSQL and before the checkpoint thread started: 0.
-      writerCheckpoints: value('inlet_sqlite_checkpoint_seconds_count\\{by="writer"\\}') || 0,
+      writerCheckpoints,
       writerCheckpointSeconds: value('inlet_sqlite_checkpoint_seconds_sum\\{by="writer"\\}') || 0,
       framesCopied: (value('inlet_sqlite_checkpoint_frames_total\\{by="thread"\\}') || 0) + (value('inlet_sqlite_checkpoint_frames_total\\{by="writer"\\}') || 0),
       merges: (value('inlet_sqlite_event_key_merges_total') || 0) + (value('inlet_sqlite_event_subject_merges_total') || 0),
       mergeBusySeconds: (value('inlet_sqlite_event_key_maintenance_busy_seconds_total') || 0) + (value('inlet_sqlite_event_subject_maintenance_busy_seconds_total') || 0),
-      writerCheckpointsOver25ms:
-        (value('inlet_sqlite_checkpoint_seconds_count\\{by="writer"\\}') || 0) - (value('inlet_sqlite_checkpoint_seconds_bucket\\{le="0\\.025",by="writer"\\}') || 0),
+      writerCheckpointsOver25ms: writerCheckpoints - (value('inlet_sqlite_checkpoint_seconds_bucket\\{le="0\\.025",by="writer"\\}') || 0),
     };
     return Object.values(counters).every(Number.isFinite) ? counters : undefined;
   } catch {
@@ -187,7 +188,7 @@ function describeCommits(before: CommitCounters | undefined, after: CommitCounte
     `event-loop delay p99 ${after.loopP99Ms.toFixed(1)} ms, max ${after.loopMaxMs.toFixed(1)} ms` +
     (after.framesCopied > before.framesCopied && events > 0 ? `; ${(((after.framesCopied - before.framesCopied) * 4096) / events).toFixed(0)} B of WAL frames per event` : '') +
     (after.mergeBusySeconds > before.mergeBusySeconds
-      ? `; ${after.merges - before.merges} index merges ended, merges and sweeps held the event loop ${(after.mergeBusySeconds - before.mergeBusySeconds).toFixed(2)} s`
+      ? `; ${after.merges - before.merges} index merges ended, merges, sweeps and the filter's build held the event loop ${(after.mergeBusySeconds - before.mergeBusySeconds).toFixed(2)} s`
       : '') +
     (after.writerCheckpoints > before.writerCheckpoints
       ? `; ${after.writerCheckpoints - before.writerCheckpoints} WAL checkpoints by the writer on the event loop, ` +

@@ -84,7 +84,7 @@ function registerHashIndexMetrics(registry: Registry, stats: () => EventKeyStats
   counterOf(
     registry,
     `inlet_sqlite_event_${one}_maintenance_busy_seconds_total`,
-    `Time the merges' and sweeps' transactions into ${table} held the writer's connection and the event loop (pauses excluded): what they take from ingest`,
+    `Time the background work on ${table} (merges, sweeps${one === 'key' ? ", the filter's build" : ''}) held the writer's connection and the event loop, pauses excluded: what it takes from ingest`,
     () => stats().busySeconds,
   );
 }

@@ -556,7 +556,7 @@ export interface EventKeyStats {
   /** Keys of deleted events removed by sweeps, and the sweeps' wall time. */
   swept: number;
   sweepSeconds: number;
-  /** Seconds the merges' and sweeps' transactions held the connection (the event loop), pauses excluded. */
+  /** Seconds merges, sweeps and the key filter's build held the connection (the event loop), pauses excluded. */
   busySeconds: number;
   /** Bytes of the key filter (0 while it is being built, and for the subject index). */
   filterBytes: number;

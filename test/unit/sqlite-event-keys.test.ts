@@ -128,14 +128,15 @@ describe('SQLite idempotency keys', () => {
       const ids = Array.from({ length: 300 }, (_, i) => `f${i}`);
       for (let i = 0; i < ids.length; i += 10) await first.writer.insertMany(ids.slice(i, i + 10).map((id) => row(a, id)));
       await first.keys.mergeNow();
-      // The merges' transactions are counted as time they held the connection, within their wall time.
+      // The merges' transactions count as time the background work held the connection.
       assert.ok(first.keys.merges > 0 && first.keys.busySeconds > 0, `merges ${first.keys.merges}, busy ${first.keys.busySeconds} s`);
-      assert.ok(first.keys.busySeconds <= first.keys.mergeSeconds + first.keys.sweepSeconds, 'busy time within the merges\' and sweeps\' wall time');
       await first.close();
 
       const { keys, writer, close } = sqliteDirectWriter(join(dir, 'inlet.db'), { tailKeys: 40 });
       await writer.insertMany([row(a, 'first-after-restart')]);
       await keys.filtered();
+      // The filter's build, before any merge of this writer, counts as background work too.
+      assert.ok(keys.merges === 0 && keys.busySeconds > 0, `merges ${keys.merges}, busy ${keys.busySeconds} s`);
       const before = keys.probes;
       const fresh = await writer.insertMany(Array.from({ length: 400 }, (_, i) => row(a, `new-${i}`)));
       assert.ok(fresh.every((o) => o.status === 'created'));

@@ -311,6 +311,9 @@ export interface EventKeysOptions {
 
 /** Rows a merge writes in one transaction: a few milliseconds of the event loop each. */
 const MERGE_CHUNK = 2048;
+
+/** Lets requests run between two chunks of background work (merges, sweeps, the filter's build). */
+const pause = () => new Promise<void>((resolve) => setImmediate(resolve));
 /**
  * Deleted rows' keys waiting for a sweep that start one without a merge, and how often that is looked at. A sweep
  * pays when it deletes several keys per leaf of event_keys (~45,000 leaves at 10 M events): one of 10,000 keys
@@ -390,7 +393,7 @@ export class EventKeys {
   /** Keys of deleted rows removed from event_keys by sweeps, and the sweeps' wall time (metrics). */
   swept = 0;
   sweepSeconds = 0;
-  /** Seconds the merges' and sweeps' transactions held the connection (and the event loop), pauses excluded. */
+  /** Seconds merges, sweeps and the filter's build held the connection (and the event loop), pauses excluded. */
   busySeconds = 0;
 
   constructor(
@@ -524,13 +527,12 @@ export class EventKeys {
    * the table (keys another writer merged unseen start another scan: catchUp).
    */
   private async buildFilter(): Promise<void> {
-    const pause = () => new Promise<void>((resolve) => setImmediate(resolve));
     do {
       this.filterAgain = false;
       await pause();
       for (let after = -1; ; ) {
         if (this.stopped) return;
-        const hs = await this.options.exclusive(() => this.filterScan.all(after, FILTER_SCAN_CHUNK) as number[]);
+        const hs = await this.background(() => this.filterScan.all(after, FILTER_SCAN_CHUNK) as number[]);
         for (const h of hs) this.filter!.add(h);
         if (hs.length < FILTER_SCAN_CHUNK) break;
         after = hs[hs.length - 1]!;
@@ -624,7 +626,7 @@ export class EventKeys {
   async sweepIfMany(): Promise<void> {
     if (this.mergeRun !== undefined || this.stopped) return;
     const min = this.options.sweepMin ?? SWEEP_MIN;
-    const waiting = await this.options.exclusive(() => this.goneWaiting.get(min) as number);
+    const waiting = await this.background(() => this.goneWaiting.get(min) as number);
     if (waiting < min || this.mergeRun !== undefined || this.stopped) return;
     await this.startSweep().catch((error: unknown) => this.options.onMergeError?.(error));
   }
@@ -666,18 +668,24 @@ export class EventKeys {
     return run;
   }
 
-  /** Short transactions on the writer's connection, each without a sync of its own (see merge), each once the
-   *  WAL has room (at most ROOM_WAIT_MS). */
-  private async transaction(work: () => void): Promise<void> {
-    await this.options.roomInWal?.(ROOM_WAIT_MS);
+  /** Background work (merges, sweeps, the filter's build) under the connection's lock, its time counted in
+   *  busySeconds: what it takes from ingest, which waits for the lock meanwhile. */
+  private background<T>(work: () => T): Promise<T> {
     return this.options.exclusive(() => {
       const started = performance.now();
       try {
-        return this.unsynced(this.raw.transaction(work));
+        return work();
       } finally {
         this.busySeconds += (performance.now() - started) / 1000;
       }
     });
+  }
+
+  /** Short transactions on the writer's connection, each without a sync of its own (see merge), each once the
+   *  WAL has room (at most ROOM_WAIT_MS). */
+  private async transaction(work: () => void): Promise<void> {
+    await this.options.roomInWal?.(ROOM_WAIT_MS);
+    return this.background(() => this.unsynced(this.raw.transaction(work)));
   }
 
   /**
@@ -692,7 +700,6 @@ export class EventKeys {
     // Merges need no sync of their own: what a power loss takes back is merged again from the rows, since
     // merged_through moves last (the WAL keeps the order of commits).
     const transaction = (work: () => void) => this.transaction(work);
-    const pause = () => new Promise<void>((resolve) => setImmediate(resolve));
     const started = performance.now();
     try {
       // Not inside the commit that filled the tail (this was called from it): from the next turn of the loop.
@@ -746,14 +753,13 @@ export class EventKeys {
    * go through `exclusive` too, so that they never see a deletion another statement has not committed.
    */
   private async sweep(): Promise<void> {
-    const pause = () => new Promise<void>((resolve) => setImmediate(resolve));
     const started = performance.now();
     let pairs = new Float64Array(2 * MERGE_CHUNK);
     let count = 0;
     const positions: number[] = [];
     for (let after = 0; positions.length < SWEEP_MAX; ) {
       if (this.stopped) return;
-      const rows = await this.options.exclusive(() => this.goneAfter.all(after, MERGE_CHUNK) as Array<{ position: number; h: number | null }>);
+      const rows = await this.background(() => this.goneAfter.all(after, MERGE_CHUNK) as Array<{ position: number; h: number | null }>);
       for (const { position, h } of rows) {
         positions.push(position);
         if (h === null) continue;
