@@ -87,7 +87,7 @@ export function mergeAllEventKeys(raw: BetterSqlite3.Database): void {
     for (const t of Object.values(KINDS)) {
       const merged = raw.prepare(`SELECT ${t.merged} FROM event_keys_state WHERE id = 1`).pluck().get() as number;
       raw
-        .prepare(`INSERT OR IGNORE INTO ${t.byPosition} (position, h) SELECT position, inlet_event_key(?, ${t.hashed}) FROM events WHERE position > ? AND ${t.where} ORDER BY position`)
+        .prepare(`INSERT OR IGNORE INTO ${t.byPosition} (position, h) SELECT position, inlet_event_key(?, ${t.hashed.join(', ')}) FROM events WHERE position > ? AND ${t.where} ORDER BY position`)
         .run(seed, merged);
       raw.prepare(`INSERT OR IGNORE INTO ${t.table} (h, position) SELECT h, position FROM ${t.byPosition} WHERE position > ? ORDER BY h, position`).run(merged);
       raw.prepare(`UPDATE event_keys_state SET ${t.merged} = (SELECT coalesce(max(position), 0) FROM events) WHERE id = 1`).run();
@@ -247,7 +247,7 @@ interface KindTables {
   /** The column of event_keys_state that says how far this index is merged. */
   merged: string;
   /** The three strings its hash covers, as SQL over events (a subject's middle one is empty: subjectHash). */
-  hashed: string;
+  hashed: readonly [string, string, string];
   /** Which events have an entry. */
   where: string;
 }
@@ -258,7 +258,7 @@ const KINDS: Record<HashIndexKind, KindTables> = {
     byPosition: 'event_keys_by_position',
     gone: 'event_keys_gone',
     merged: 'merged_through',
-    hashed: 'product_id, source, external_id',
+    hashed: ['product_id', 'source', 'external_id'],
     where: 'external_id IS NOT NULL',
   },
   subjects: {
@@ -266,7 +266,7 @@ const KINDS: Record<HashIndexKind, KindTables> = {
     byPosition: 'event_subjects_by_position',
     gone: 'event_subjects_gone',
     merged: 'subjects_merged_through',
-    hashed: "product_id, '', subject_id",
+    hashed: ['product_id', "''", 'subject_id'],
     where: '1',
   },
 };
@@ -420,8 +420,7 @@ export class EventKeys {
     // AUTOINCREMENT's counter: the last position ever given, even if that row was deleted since.
     this.lastPosition = raw.prepare(`SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)`).pluck();
     this.unsynced = withoutCommitSync(raw, options.synchronous);
-    // The hashed strings as a, b, c.
-    const [a, b, c] = t.hashed.split(', ');
+    const [a, b, c] = t.hashed;
     this.keyedAfter = raw.prepare(`SELECT position, ${a} AS a, ${b} AS b, ${c} AS c FROM events WHERE position > ? AND position <= ? AND ${t.where} ORDER BY position`);
     // A deleted row's hash, if its key was merged (NULL: it never was, only the note goes).
     this.goneAfter = raw.prepare(`SELECT g.position AS position, b.h AS h FROM ${t.gone} g LEFT JOIN ${t.byPosition} b ON b.position = g.position WHERE g.position > ? ORDER BY g.position LIMIT ?`);
