@@ -18,7 +18,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import pg from 'pg';
-import { failoverToolsProblem, startFormation, type Formation } from './support/pg-auto-failover.js';
+import { failoverToolsProblem, startFormation, type Formation, type NodeState } from './support/pg-auto-failover.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
 import { followStream, type SseClient } from '../support/sse-client.js';
 
@@ -47,7 +47,6 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
   let key: string;
   let stream: SseClient | undefined;
   const acknowledged = new Map<string, string>(); // external_id → uuid
-  let phaseStartedAt = Date.now();
 
   before(async () => {
     const started = Date.now();
@@ -168,7 +167,6 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
       }
     };
     const loadStartedAt = Date.now();
-    phaseStartedAt = loadStartedAt;
     const writers = Array.from({ length: WRITERS }, (_, i) => writer(i));
     const healthDone = healthLoop();
     await sleep(3000); // steady ingest first
@@ -191,7 +189,7 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
     stopping = true;
     await Promise.all(writers);
     await healthDone;
-    return { outcomes, health, disruptedAt, writesAt };
+    return { outcomes, health, loadStartedAt, disruptedAt, writesAt };
   }
 
   /**
@@ -202,7 +200,7 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
    */
   async function synchronous(label: string, port: number) {
     let facts: Awaited<ReturnType<Formation['replication']>> | string = 'not asked yet';
-    let states: unknown = [];
+    let states: NodeState[] | string = [];
     let seen = 0;
     let unsynchronised = 0;
     const standby = port === formation!.ports.node1 ? 'node2' : 'node1';
@@ -211,8 +209,7 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
       states = await formation!.states().catch((error: Error) => error.message);
       // The monitor agrees: this node primary and the other secondary, each as assigned.
       const stable =
-        Array.isArray(states) &&
-        states.every((n: { port: number; assigned: string; reported: string }) => n.assigned === n.reported && n.reported === (n.port === port ? 'primary' : 'secondary'));
+        typeof states !== 'string' && states.every((n) => n.assigned === n.reported && n.reported === (n.port === port ? 'primary' : 'secondary'));
       const ok = stable && typeof facts !== 'string' && facts.synchronousStandbyNames !== '' && facts.standbys.some((s) => s.state === 'streaming' && (s.syncState === 'sync' || s.syncState === 'quorum'));
       seen = ok ? seen + 1 : 0;
       // pg_auto_failover 2.0 can leave a two-node primary without synchronous_standby_names while its
@@ -295,7 +292,8 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
     return failures.length;
   }
 
-  async function checkStored(label: string) {
+  /** `since`: when the phase's load began (the monitor's events from then are printed if events are missing). */
+  async function checkStored(label: string, since: number) {
     // Every acknowledged event is stored once, with the uuid it was acknowledged with.
     const primary = (await formation!.states()).find((s) => s.assigned === 'primary' || s.assigned === 'wait_primary' || s.assigned === 'single')!;
     const direct = new pg.Client({ host: '127.0.0.1', port: primary.port, user: 'postgres', database: 'events' });
@@ -305,7 +303,7 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
       const stored = new Map<string, string[]>();
       for (const row of rows) stored.set(row.external_id, [...(stored.get(row.external_id) ?? []), row.id]);
       const missing = [...acknowledged].filter(([externalId, uuid]) => stored.get(externalId)?.[0] !== uuid);
-      if (missing.length > 0) await explainMissing(label, missing);
+      if (missing.length > 0) await explainMissing(label, missing, since);
       assert.deepEqual(missing.slice(0, 5), [], `${label}: ${missing.length} of ${acknowledged.size} acknowledged events missing or different`);
       const twice = [...stored].filter(([, ids]) => ids.length > 1);
       assert.deepEqual(twice.slice(0, 5), [], `${label}: stored more than once`);
@@ -330,7 +328,7 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
    * its timeline, how many drill events it holds and how many of the missing ones; with the formation's
    * states and each node's state-machine transitions (pg_autoctl's log), so a failure in CI can be read.
    */
-  async function explainMissing(label: string, missing: Array<[string, string]>) {
+  async function explainMissing(label: string, missing: Array<[string, string]>, since: number) {
     const ids = missing.map(([externalId]) => externalId);
     const lines: string[] = [`# ${label}: ${missing.length} acknowledged events missing; first ${ids[0]}, last ${ids.at(-1)}`];
     for (const [name, port] of Object.entries(formation!.ports)) {
@@ -359,7 +357,7 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
       }
     }
     lines.push(`# states: ${JSON.stringify(await formation!.states().catch((e: Error) => e.message))}`);
-    lines.push(`# the monitor's events since this phase's load began (times from then):\n${await formationEvents(new Date(phaseStartedAt - 1000), phaseStartedAt)}`);
+    lines.push(`# the monitor's events since this phase's load began (times from then):\n${await formationEvents(new Date(since - 1000), since)}`);
     for (const name of ['monitor', 'node1', 'node2']) {
       const transitions = formation!
         .log(name)
@@ -402,7 +400,7 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
     const failed = check('kill', run);
     assert.ok(failed > 0, 'the kill was felt (some 503s): otherwise the drill tested nothing');
     assert.ok(run.health.some((h) => h.readyz === 503), '/readyz said 503 during the failover');
-    await checkStored('kill');
+    await checkStored('kill', run.loadStartedAt);
     await checkStream('kill');
   });
 
@@ -418,7 +416,7 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
     await synchronous('switchover', formation!.ports.node2);
     const run = await underLoad('switchover', formation!.ports.node1, () => formation!.switchover());
     check('switchover', run);
-    await checkStored('switchover');
+    await checkStored('switchover', run.loadStartedAt);
     await checkStream('switchover');
   });
 });
