@@ -41,7 +41,7 @@ import { createNatsSender, natsHosts, type NatsSender } from './destination-nats
 import { createPageReader } from './destination-pages.js';
 import { sendWebhook, type SendOutcome } from './destination-webhook.js';
 import { outboundGuard, OutboundRefused, type OutboundGuard } from './outbound-guard.js';
-import type { Metrics } from './metrics.js';
+import { scrapeRead, type Metrics } from './metrics.js';
 
 /** The retry schedule before jitter: ~5 s, 30 s, 2 min, 10 min, 30 min, 1 h, then hourly. */
 export const RETRY_DELAYS_MS = [5_000, 30_000, 120_000, 600_000, 1_800_000, 3_600_000];
@@ -288,7 +288,14 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
     registers: [metrics.registry],
     async collect() {
       this.reset();
-      for (const d of await store.listAll()) this.set({ destination: d.id, status: d.status }, await store.lag(d.productId, d.cursor, LAG_CAP));
+      // Without the database (an outage, a failover) the scrape goes on without these samples.
+      const lags = await scrapeRead(async () => {
+        const found: Array<{ d: DestinationRecord; lag: number }> = [];
+        // One after the other, as before: a scrape takes one pool connection, not one per destination.
+        for (const d of await store.listAll()) found.push({ d, lag: await store.lag(d.productId, d.cursor, LAG_CAP) });
+        return found;
+      });
+      for (const { d, lag } of lags ?? []) this.set({ destination: d.id, status: d.status }, lag);
     },
   });
 

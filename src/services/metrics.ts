@@ -56,3 +56,25 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
     }),
   };
 }
+
+/** How long a gauge that reads the database at scrape time may take before the scrape goes on without it. */
+export const SCRAPE_READ_TIMEOUT_MS = 2_000;
+
+/**
+ * A scrape-time read for a gauge's collect: its result, or undefined when it failed or took longer than `ms`.
+ * A gauge that reads the database must never fail the scrape (prom-client rejects the whole /metrics then, which
+ * answered 503 during every database outage, when the other metrics are needed most) nor hold it for the pool's
+ * connect timeout; it leaves its samples out instead.
+ */
+export function scrapeRead<T>(read: () => Promise<T>, ms = SCRAPE_READ_TIMEOUT_MS): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    read(),
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+    }),
+  ]).then(
+    (value) => value,
+    () => undefined,
+  ).finally(() => clearTimeout(timer));
+}

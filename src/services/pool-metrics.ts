@@ -2,6 +2,7 @@
 // (waiting > 0) is the first thing to look at when commit and request durations rise.
 import { Gauge, type Registry } from 'prom-client';
 import type { PoolStats, ReplicationStatus } from '../storage/types.js';
+import { scrapeRead } from './metrics.js';
 
 export function registerPoolMetrics(registry: Registry, stats: () => PoolStats): void {
   new Gauge({
@@ -26,8 +27,6 @@ export function registerPoolMetrics(registry: Registry, stats: () => PoolStats):
   });
 }
 
-const REPLICATION_STATUS_TIMEOUT_MS = 2_000;
-
 /** pg_stat_replication.sync_state values, and `unknown` for a standby whose state this role may not see. */
 const SYNC_STATES = ['sync', 'quorum', 'potential', 'async', 'unknown'] as const;
 
@@ -38,27 +37,12 @@ const SYNC_STATES = ['sync', 'quorum', 'potential', 'async', 'unknown'] as const
  */
 export function registerReplicationMetrics(registry: Registry, status: () => Promise<ReplicationStatus>): void {
   // One query per scrape: prom-client collects every metric at once, so both gauges await the same answer.
-  // Labelled, so that a scrape without an answer prints no sample at all rather than a wrong one.
+  // Labelled, so that a scrape without an answer (scrapeRead: failed, or past 2 s) prints no sample at all.
   let inFlight: Promise<ReplicationStatus | undefined> | undefined;
-  const read = (): Promise<ReplicationStatus | undefined> => {
-    if (inFlight !== undefined) return inFlight;
-    let timer: NodeJS.Timeout | undefined;
-    // A scrape during a failover must not wait for the pool's 10 s: no primary reachable, no sample.
-    const answer = Promise.race([
-      status(),
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error('replication status: no answer in time')), REPLICATION_STATUS_TIMEOUT_MS);
-      }),
-    ]).then(
-      (now) => now,
-      () => undefined,
-    );
-    inFlight = answer.finally(() => {
-      clearTimeout(timer);
+  const read = (): Promise<ReplicationStatus | undefined> =>
+    (inFlight ??= scrapeRead(status).finally(() => {
       inFlight = undefined;
-    });
-    return inFlight;
-  };
+    }));
   new Gauge({
     name: 'inlet_postgres_synchronous_commit',
     help: "1 when this process's commits wait for a standby (synchronous_standby_names set, synchronous_commit on, remote_write or remote_apply; both as labels); 0: a failover can lose acknowledged events",

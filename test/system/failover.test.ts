@@ -124,7 +124,7 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
    */
   async function underLoad(label: string, newPrimaryPort: number, disrupt: () => Promise<void> | void) {
     const outcomes: Outcome[] = [];
-    const health: Array<{ at: number; healthz: number | string; readyz: number | string }> = [];
+    const health: Array<{ at: number; healthz: number | string; readyz: number | string; metrics: number | string; metricsMs: number }> = [];
     let stopping = false;
     const writer = async (id: number) => {
       for (let seq = 0; !stopping; seq++) {
@@ -161,8 +161,11 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
             async (r) => (await r.text(), r.status),
             (e: Error) => e.message,
           );
-        const [healthz, readyz] = await Promise.all([get('/healthz'), get('/readyz')]);
-        health.push({ at, healthz, readyz });
+        // /metrics asks the database how it replicates (inlet_postgres_synchronous_commit): it must still
+        // answer, and soon, while no primary does.
+        const metricsStarted = Date.now();
+        const [healthz, readyz, metrics] = await Promise.all([get('/healthz'), get('/readyz'), get('/metrics').then((m) => [m, Date.now() - metricsStarted] as const)]);
+        health.push({ at, healthz, readyz, metrics: metrics[0], metricsMs: metrics[1] });
         await sleep(250);
       }
     };
@@ -287,6 +290,8 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
     assert.ok(lastFailure - writesAt < BACK_WITHIN_MS, `${label}: 503s went on ${lastFailure - writesAt} ms after the new primary took writes`);
     assert.ok(health.every((h) => h.healthz === 200), `${label}: /healthz stayed 200 (${JSON.stringify(health.filter((h) => h.healthz !== 200).slice(0, 3))})`);
     assert.ok(health.every((h) => h.readyz === 200 || h.readyz === 503), `${label}: /readyz answered 200 or 503`);
+    const slowMetrics = health.filter((h) => h.metrics !== 200 || h.metricsMs > 3000);
+    assert.equal(slowMetrics.length, 0, `${label}: /metrics answered 200 within 3 s throughout (${slowMetrics.length} did not: ${JSON.stringify(slowMetrics.slice(0, 3).map((h) => [h.metrics, h.metricsMs]))})`);
     assert.equal(health.at(-1)!.readyz, 200, `${label}: ready again at the end`);
     assert.equal(inlet!.child.exitCode, null, `${label}: the Inlet process is alive`);
     return failures.length;
