@@ -189,17 +189,28 @@ for (let round = 1; round <= Number(values.rounds); round++) {
     // does at start-up (a build takes seconds at 10 M keys).
     await storage.warmEventIndexes?.();
     const cpu = process.cpuUsage();
+    const ioBefore = processIo();
+    const indexesBefore = indexWork();
     const mainBefore = mainThreadCpuSeconds();
     const started = process.hrtime.bigint();
     await write(total);
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     const used = process.cpuUsage(cpu);
     const main = mainThreadCpuSeconds() - mainBefore;
+    const io = processIo();
+    const indexes = indexWork();
     const figures = {
       eventsPerSecond: Math.round(total / seconds),
       cpuMicrosPerEvent: Math.round(((used.user + used.system) / total) * 100) / 100,
       // The main thread alone (the event loop in the server); the rest is the checkpoint thread's.
       mainThreadCpuMicrosPerEvent: Math.round(((main * 1e6) / total) * 100) / 100,
+      // Bytes this process wrote (write calls: WAL frames, checkpoint copies) and caused to be written to the disk.
+      writtenBytesPerEvent: Math.round((io.wchar - ioBefore.wchar) / total),
+      diskBytesPerEvent: Math.round((io.writeBytes - ioBefore.writeBytes) / total),
+      // SQLite: merges (and moves) of the key and subject indexes, and the time they held the event loop.
+      merges: indexes.merges - indexesBefore.merges,
+      moves: indexes.moves - indexesBefore.moves,
+      indexBusySeconds: Math.round((indexes.busySeconds - indexesBefore.busySeconds) * 100) / 100,
       walMB: sqliteFile === undefined || !existsSync(`${sqliteFile}-wal`) ? 0 : Math.round(statSync(`${sqliteFile}-wal`).size / 1e6),
     };
     results.set(variant, [...(results.get(variant) ?? []), figures]);
@@ -210,6 +221,24 @@ await storage.close();
 if (values.keep && sqliteFile !== undefined) process.stderr.write(`kept ${sqliteFile} (use --file ${sqliteFile})\n`);
 else await cleanup();
 /** CPU seconds of this process's main thread (Linux /proc; 10 ms resolution). */
+/** /proc/self/io: bytes passed to write calls, and bytes the process caused to be written to the disk. */
+function processIo(): { wchar: number; writeBytes: number } {
+  try {
+    const text = readFileSync('/proc/self/io', 'utf8');
+    const field = (name: string) => Number(new RegExp(`^${name}: (\\d+)$`, 'm').exec(text)?.[1] ?? NaN);
+    return { wchar: field('wchar'), writeBytes: field('write_bytes') };
+  } catch {
+    return { wchar: NaN, writeBytes: NaN };
+  }
+}
+
+/** Both SQLite hash indexes together (zeros on PostgreSQL); `moves` is 0 where the storage has no levels. */
+function indexWork(): { merges: number; moves: number; busySeconds: number } {
+  const all = [storage.eventKeyStats?.(), storage.eventSubjectStats?.()];
+  const sum = (pick: (stats: NonNullable<(typeof all)[number]>) => number | undefined) => all.reduce((total, stats) => total + (stats === undefined ? 0 : (pick(stats) ?? 0)), 0);
+  return { merges: sum((s) => s.merges), moves: sum((s) => (s as { moves?: number }).moves), busySeconds: sum((s) => s.busySeconds) };
+}
+
 function mainThreadCpuSeconds(): number {
   try {
     const stat = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8');

@@ -21,10 +21,12 @@ const EXCEPTIONS: Record<string, string> = {
 /** Tables of the SQLite schema only (a SQLite file is never distributed; PostgreSQL keeps `event_dedup`). */
 const SQLITE_ONLY: Record<string, string> = {
   event_keys: 'SQLite only: idempotency keys by hash (storage/sqlite/event-keys.ts); the hash covers the product',
+  event_keys_recent: 'SQLite only: the recent level of event_keys, which merges write into and which moves into event_keys',
   event_keys_by_position: 'SQLite only: the same keys by event position, how a sweep finds a deleted row’s key',
   event_keys_gone: 'SQLite only: positions of deleted events whose keys a sweep has yet to remove',
   event_keys_state: 'SQLite only: one row (the hash seed and how far the keys and subjects are merged)',
   event_subjects: 'SQLite only: events by subject, (hash of product and subject id, position) (storage/sqlite/event-keys.ts); the hash covers the product',
+  event_subjects_recent: 'SQLite only: the recent level of event_subjects, which merges write into and which moves into event_subjects',
   event_subjects_by_position: 'SQLite only: the same entries by event position, how a sweep finds a deleted row’s entry',
   event_subjects_gone: 'SQLite only: positions of deleted events whose subject entries a sweep has yet to remove',
 };

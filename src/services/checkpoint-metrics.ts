@@ -73,7 +73,13 @@ function registerHashIndexMetrics(registry: Registry, stats: () => EventKeyStats
   });
   const wall = 'start to end (they yield to requests between short transactions)';
   counterOf(registry, `inlet_sqlite_event_${one}_merges_total`, `Merges of in-memory ${what.toLowerCase()} into the SQLite ${table} table`, () => stats().merges);
-  counterOf(registry, `inlet_sqlite_event_${one}_merge_seconds_total`, `Wall time of those merges, ${wall}`, () => stats().mergeSeconds);
+  counterOf(registry, `inlet_sqlite_event_${one}_merge_seconds_total`, `Wall time of those merges and of the moves that follow some, ${wall}`, () => stats().mergeSeconds);
+  counterOf(
+    registry,
+    `inlet_sqlite_event_${one}_level_moves_total`,
+    `Moves of the recent level (${table}_recent, which merges write into) into the big ${table} table, once it holds about sqrt(2 × big × 250,000) entries`,
+    () => stats().moves,
+  );
   counterOf(
     registry,
     `inlet_sqlite_event_${many}_swept_total`,

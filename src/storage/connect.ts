@@ -93,6 +93,7 @@ function indexStats(index: EventKeys | undefined): EventKeyStats {
     held: index?.held ?? 0,
     merges: index?.merges ?? 0,
     mergeSeconds: index?.mergeSeconds ?? 0,
+    moves: index?.moves ?? 0,
     swept: index?.swept ?? 0,
     sweepSeconds: index?.sweepSeconds ?? 0,
     busySeconds: index?.busySeconds ?? 0,

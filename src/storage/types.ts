@@ -553,6 +553,8 @@ export interface EventKeyStats {
   held: number;
   merges: number;
   mergeSeconds: number;
+  /** Moves of the recent level into the big table (they run after a merge; their time is in mergeSeconds). */
+  moves: number;
   /** Keys of deleted events removed by sweeps, and the sweeps' wall time. */
   swept: number;
   sweepSeconds: number;

@@ -14,7 +14,7 @@ import { openStorage, type OpenedStorage } from '../../src/storage/connect.js';
 import type { Database } from '../../src/storage/database.js';
 import { migrate } from '../../src/storage/migrate.js';
 import { migrations } from '../../src/storage/migrations/index.js';
-import { keyHash, mergeAllEventKeys, registerEventKeyFunction } from '../../src/storage/sqlite/event-keys.js';
+import { keyHash, mergeAllEventKeys, moveThreshold, registerEventKeyFunction } from '../../src/storage/sqlite/event-keys.js';
 import { eventRow, sqliteDirectWriter } from '../event-rows.js';
 
 function withDir(test: (dir: string) => Promise<void>): Promise<void> {
@@ -41,6 +41,12 @@ async function writerOnProduct(dir: string, options: Parameters<typeof sqliteDir
 /** Rows in a table, read on the writer's own connection. */
 function tableCount(raw: BetterSqlite3.Database, table: string): number {
   return raw.prepare(`SELECT count(*) FROM ${table}`).pluck().get() as number;
+}
+
+/** Every key on disk: both levels (event_keys_recent, which merges write, and event_keys, which it moves into). */
+const ON_DISK = '(SELECT h, position FROM event_keys_recent UNION ALL SELECT h, position FROM event_keys)';
+function keysOnDisk(raw: BetterSqlite3.Database): number {
+  return tableCount(raw, ON_DISK);
 }
 
 async function count(storage: OpenedStorage, table: 'events' | 'event_keys' | 'event_keys_by_position'): Promise<number> {
@@ -148,6 +154,80 @@ describe('SQLite idempotency keys', () => {
       );
       await close();
     }));
+
+  it('merges write a recent level that moves into event_keys once large; every key is found in either, once, after a restart and a sweep', () =>
+    withDir(async (dir) => {
+      const tailKeys = 50;
+      const first = await writerOnProduct(dir, { tailKeys });
+      const a = first.a;
+      const ids = Array.from({ length: 1000 }, (_, i) => `lv${i}`);
+      for (let i = 0; i < ids.length; i += 25) {
+        await first.writer.insertMany(ids.slice(i, i + 25).map((id) => row(a, id)));
+        await first.keys.idle(); // a merge per tail, as under a steady load
+      }
+      await first.keys.mergeNow();
+      // Keys in both levels: if the last merge moved the recent level, one more tail (right after a move the level
+      // is far below its threshold, so this one stays).
+      const all = [...ids];
+      for (let extra = 0; tableCount(first.raw, 'event_keys_recent') === 0; extra++) {
+        const more = Array.from({ length: tailKeys }, (_, i) => `lv-more${extra}-${i}`);
+        await first.writer.insertMany(more.map((id) => row(a, id)));
+        await first.keys.mergeNow();
+        all.push(...more);
+      }
+      const recent = tableCount(first.raw, 'event_keys_recent');
+      const big = tableCount(first.raw, 'event_keys');
+      assert.ok(first.keys.moves >= 2, `moves ${first.keys.moves}, merges ${first.keys.merges}, recent ${recent}, big ${big}`);
+      assert.ok(recent > 0 && big > 0, `recent ${recent}, big ${big}`);
+      assert.ok(recent < moveThreshold(big, tailKeys), `the recent level (${recent}) stays below its threshold (${moveThreshold(big, tailKeys)})`);
+      assert.equal(recent + big, all.length);
+      assert.equal(tableCount(first.raw, 'event_keys_recent r JOIN event_keys k USING (h, position)'), 0, 'no entry in both levels');
+      await first.close();
+
+      // A restart: the filter is built from both levels; every stored id is a duplicate, new ids mostly skip both.
+      // (A tail large enough that this writer neither merges nor moves before the sweep below.)
+      const { raw, keys, writer, close } = sqliteDirectWriter(join(dir, 'inlet.db'), { tailKeys: 10_000, sweepMin: 10 });
+      await writer.insertMany([row(a, 'lv-after-restart')]);
+      await keys.filtered();
+      const before = keys.probes;
+      const fresh = await writer.insertMany(Array.from({ length: 400 }, (_, i) => row(a, `lv-new-${i}`)));
+      assert.ok(fresh.every((o) => o.status === 'created'));
+      assert.ok(keys.probes - before < 40, `new ids probed ${keys.probes - before} times of 400`);
+      const again = await writer.insertMany(all.map((id) => row(a, id)));
+      assert.deepEqual(
+        again.map((o) => o.status),
+        all.map(() => 'duplicate'),
+      );
+
+      // Rows deleted from both levels: a sweep takes their keys out of whichever holds them.
+      const inRecent = raw.prepare(`SELECT e.external_id FROM event_keys_recent r JOIN events e ON e.position = r.position LIMIT 5`).pluck().all() as string[];
+      const inBig = raw.prepare(`SELECT e.external_id FROM event_keys k JOIN events e ON e.position = k.position LIMIT 5`).pluck().all() as string[];
+      assert.equal(inRecent.length + inBig.length, 10);
+      const other = new BetterSqlite3(join(dir, 'inlet.db'));
+      const gone = [...inRecent, ...inBig];
+      other.prepare(`DELETE FROM events WHERE external_id IN (SELECT value FROM json_each(?))`).run(JSON.stringify(gone));
+      other.close();
+      await keys.sweepIfMany();
+      assert.equal(keys.swept, 10);
+      assert.equal(keysOnDisk(raw), all.length - 10);
+      await keys.mergeNow();
+      const stored = tableCount(raw, 'events');
+      assert.equal(keysOnDisk(raw), stored);
+      assert.equal(raw.prepare(`SELECT count(*) FROM ${ON_DISK} k JOIN events e ON e.position = k.position`).pluck().get(), stored);
+      const kept = all.filter((id) => !gone.includes(id)).slice(0, 3);
+      const outcomes = await writer.insertMany([...gone, ...kept].map((id) => row(a, id)));
+      assert.deepEqual(
+        outcomes.map((o) => o.status),
+        [...gone.map(() => 'created'), ...kept.map(() => 'duplicate')],
+      );
+      await close();
+    }));
+
+  it('moveThreshold: sqrt(2 × big × tail), at least a tail', () => {
+    assert.equal(moveThreshold(0, 250_000), 250_000);
+    assert.equal(moveThreshold(10_000_000, 250_000), 2_236_068);
+    assert.equal(moveThreshold(100_000_000, 250_000), 7_071_068);
+  });
 
   it('warmEventIndexes (the server at start) rebuilds both tails before any write and builds the key filter', () =>
     withDir(async (dir) => {
@@ -258,7 +338,7 @@ describe('SQLite idempotency keys', () => {
       const again = await second.writer.insertMany(ids.map((id) => row(a, id)));
       assert.ok(again.every((o) => o.status === 'duplicate'));
       await second.keys.mergeNow();
-      assert.equal(second.raw.prepare('SELECT count(*) FROM event_keys').pluck().get(), ids.length);
+      assert.equal(keysOnDisk(second.raw), ids.length);
       assert.equal(second.raw.prepare('SELECT merged_through FROM event_keys_state').pluck().get(), ids.length);
       await second.close();
     }));
@@ -286,7 +366,7 @@ describe('SQLite idempotency keys', () => {
       await keys.mergeNow();
       // d0…d11 are merged into event_keys, d12…d24 are in the tail.
       await writer.insertMany(ids.slice(12).map((id) => row(a, id)));
-      assert.equal(tableCount(raw, 'event_keys'), 12);
+      assert.equal(keysOnDisk(raw), 12);
       assert.equal(tableCount(raw, 'event_keys_by_position'), 12);
       // Delete d0 (merged) and d24 (in the tail) as erasure and retention do, from another connection.
       const other = new BetterSqlite3(join(dir, 'inlet.db'));
@@ -294,17 +374,17 @@ describe('SQLite idempotency keys', () => {
       other.close();
       // The deletes only note the positions (no random page of event_keys per deleted row): the keys stay until
       // a sweep, and match nothing meanwhile.
-      assert.equal(tableCount(raw, 'event_keys'), 12);
+      assert.equal(keysOnDisk(raw), 12);
       assert.equal(tableCount(raw, 'event_keys_gone'), 2);
       const outcomes = await writer.insertMany([row(a, 'd0'), row(a, 'd24'), row(a, 'd5'), row(a, 'd20')]);
       assert.deepEqual(outcomes.map((o) => o.status), ['created', 'created', 'duplicate', 'duplicate']);
       // The merge ends with a sweep: d0's old key goes; the tail's stale position of d24 is not merged; the new
       // positions of both are.
       await keys.mergeNow();
-      assert.equal(tableCount(raw, 'event_keys'), 25);
+      assert.equal(keysOnDisk(raw), 25);
       assert.equal(tableCount(raw, 'event_keys_by_position'), 25);
       assert.equal(tableCount(raw, 'event_keys_gone'), 0);
-      assert.equal(raw.prepare(`SELECT count(*) FROM event_keys k JOIN events e ON e.position = k.position`).pluck().get(), 25);
+      assert.equal(raw.prepare(`SELECT count(*) FROM ${ON_DISK} k JOIN events e ON e.position = k.position`).pluck().get(), 25);
       assert.equal(keys.swept, 1, 'one merged key of a deleted row removed');
       await close();
     }));
@@ -316,20 +396,20 @@ describe('SQLite idempotency keys', () => {
       const ids = Array.from({ length: sweepMin + 500 }, (_, i) => `s${i}`);
       for (let from = 0; from < ids.length; from += 1000) await writer.insertMany(ids.slice(from, from + 1000).map((id) => row(a, id)));
       await keys.mergeNow();
-      assert.equal(tableCount(raw, 'event_keys'), ids.length);
+      assert.equal(keysOnDisk(raw), ids.length);
       const other = new BetterSqlite3(join(dir, 'inlet.db'));
       const remove = (count: number) => other.prepare(`DELETE FROM events WHERE position IN (SELECT position FROM events ORDER BY position LIMIT ?)`).run(count);
       remove(10);
       await keys.sweepIfMany();
-      assert.equal(tableCount(raw, 'event_keys'), ids.length, 'ten deleted rows wait for the next merge');
+      assert.equal(keysOnDisk(raw), ids.length, 'ten deleted rows wait for the next merge');
       remove(sweepMin);
       await keys.sweepIfMany();
       other.close();
       assert.equal(keys.swept, sweepMin + 10);
-      assert.equal(tableCount(raw, 'event_keys'), 490);
+      assert.equal(keysOnDisk(raw), 490);
       assert.equal(tableCount(raw, 'event_keys_by_position'), 490);
       assert.equal(tableCount(raw, 'event_keys_gone'), 0);
-      assert.equal(raw.prepare(`SELECT count(*) FROM event_keys k JOIN events e ON e.position = k.position`).pluck().get(), 490);
+      assert.equal(raw.prepare(`SELECT count(*) FROM ${ON_DISK} k JOIN events e ON e.position = k.position`).pluck().get(), 490);
       // Every remaining id is still a duplicate, every deleted one can be stored again.
       const outcomes = await writer.insertMany([row(a, ids[0]!), row(a, ids[sweepMin + 9]!), row(a, ids[sweepMin + 10]!), row(a, ids.at(-1)!)]);
       assert.deepEqual(outcomes.map((o) => o.status), ['created', 'created', 'duplicate', 'duplicate']);
@@ -350,10 +430,10 @@ describe('SQLite idempotency keys', () => {
       while (keys.merges < 2) await new Promise((resolve) => setTimeout(resolve, 5));
       await keys.idle();
       assert.equal(keys.swept, 20);
-      assert.equal(tableCount(raw, 'event_keys'), 80);
+      assert.equal(keysOnDisk(raw), 80);
       assert.equal(tableCount(raw, 'event_keys_by_position'), 80);
       assert.equal(tableCount(raw, 'event_keys_gone'), 0);
-      assert.equal(raw.prepare(`SELECT count(*) FROM event_keys k JOIN events e ON e.position = k.position`).pluck().get(), 80);
+      assert.equal(raw.prepare(`SELECT count(*) FROM ${ON_DISK} k JOIN events e ON e.position = k.position`).pluck().get(), 80);
       await close();
     }));
 

@@ -14,18 +14,24 @@
 // lives in one of three places:
 // - the *tail*: an in-memory map hash → positions of the events stored since the last merge;
 // - the *merging* map: the previous tail, while it is being merged;
-// - `event_keys (h, position)`, a WITHOUT ROWID table of ~21 bytes an entry, written only by merges: the tail's
-//   keys sorted by hash and inserted range by range, so each leaf of the table is written about once per merge
-//   for the whole tail instead of once per event.
-// Every event with an external_id looks in all three (two map lookups and one B-tree probe, no write); each
+// - on disk, in two levels of (h, position) WITHOUT ROWID tables of ~21 bytes an entry, written only by merges:
+//   `event_keys_recent`, which each merge writes the tail's keys into, sorted by hash and range by range (each of
+//   its leaves written about once per merge for the whole tail instead of once per event), and `event_keys`, the
+//   big level, which the recent one moves into, in hash order, once it holds about sqrt(2 × big × tail) entries
+//   (moveThreshold): a merge straight into the big table rewrote nearly all of it each time (at 10 M events,
+//   ~50,000 pages per merge), while now each leaf of the big table is written once per several merges and a
+//   merge rewrites only the small level (docs/design.md, "Levels").
+// Every event with an external_id looks in all four places (two map lookups and a B-tree probe per level, no
+// write); each
 // position found is read back and its (product_id, source, external_id) compared, so a hash collision costs a
 // row read, never a lost or a false duplicate. `event_keys_state.merged_through` says which events are in the
-// table: the tail is rebuilt from the rows after it when the process starts, so a crash loses nothing (the
-// events themselves are the durable record; merges need no fsync of their own).
+// tables: the tail is rebuilt from the rows after it when the process starts, so a crash loses nothing (the
+// events themselves are the durable record; merges need no fsync of their own). A move takes a range of the
+// recent level out and puts it into the big one in the same transaction, so an entry is in one level at a time.
 //
 // Deleted events (erasure, retention) leave with their keys, in sorted passes: a trigger notes each deleted row's
 // position in `event_keys_gone` (appended: no random page per deleted row), and a *sweep* finds their hashes in
-// `event_keys_by_position` (position → h, appended by merges in position order) and deletes them from event_keys
+// `event_keys_by_position` (position → h, appended by merges in position order) and deletes them from both levels
 // bucket by bucket of the hash range, like a merge. A sweep follows every merge, and runs on its own when many
 // deletions wait (SWEEP_MIN, looked at every SWEEP_CHECK_MS). Until then a key whose row is gone is harmless: its
 // position is read back, finds no row and matches nothing; a position in a map whose row is gone is not merged.
@@ -241,7 +247,10 @@ class HashFilter {
 export type HashIndexKind = 'keys' | 'subjects';
 
 interface KindTables {
+  /** The big level. */
   table: string;
+  /** The recent level, which merges write into and which moves into the big one (migration 803). */
+  recent: string;
   byPosition: string;
   gone: string;
   /** The column of event_keys_state that says how far this index is merged. */
@@ -255,6 +264,7 @@ interface KindTables {
 const KINDS: Record<HashIndexKind, KindTables> = {
   keys: {
     table: 'event_keys',
+    recent: 'event_keys_recent',
     byPosition: 'event_keys_by_position',
     gone: 'event_keys_gone',
     merged: 'merged_through',
@@ -263,6 +273,7 @@ const KINDS: Record<HashIndexKind, KindTables> = {
   },
   subjects: {
     table: 'event_subjects',
+    recent: 'event_subjects_recent',
     byPosition: 'event_subjects_by_position',
     gone: 'event_subjects_gone',
     merged: 'subjects_merged_through',
@@ -327,6 +338,16 @@ const ROOM_WAIT_MS = 1_000;
 const SWEEP_MAX = 1_000_000;
 
 /**
+ * The entries of the recent level at which it moves into the big one: sqrt(2 × big × tail), at least a tail. Each
+ * merge rewrites the recent level (on average half this size) and each move the big table once, so per merge the
+ * pages written are about threshold / 2 + big × tail / threshold, least at this threshold: at 10 M entries and
+ * tails of 250,000, a move every ~9 merges, ~2.2 M entries rewritten per merge instead of 10 M.
+ */
+export function moveThreshold(bigEntries: number, tailKeys: number): number {
+  return Math.max(tailKeys, Math.ceil(Math.sqrt(2 * Math.max(0, bigEntries) * tailKeys)));
+}
+
+/**
  * (h, position) pairs, interleaved in `pairs`, bucket by bucket of the hash range, each bucket sorted by hash and
  * position: what a merge inserts and a sweep deletes, so that each leaf of event_keys is written about once.
  */
@@ -370,26 +391,37 @@ export class EventKeys {
   private readonly tables: KindTables;
   private readonly hashOf: NonNullable<EventKeysOptions['hash']>;
   private readonly probe: BetterSqlite3.Statement;
-  private readonly rangeAsc: BetterSqlite3.Statement;
-  private readonly rangeDesc: BetterSqlite3.Statement;
+  /** Per level, recent first: its ranges by hash in either order, its scan for the filter, its deletes. */
+  private readonly levels: Array<{
+    rangeAsc: BetterSqlite3.Statement;
+    rangeDesc: BetterSqlite3.Statement;
+    filterScan: BetterSqlite3.Statement;
+    deleteKey: BetterSqlite3.Statement;
+    deleteKeys: BetterSqlite3.Statement;
+  }>;
+  private readonly firstRecent: BetterSqlite3.Statement;
+  private readonly countRecent: BetterSqlite3.Statement;
+  private readonly insertBig: BetterSqlite3.Statement;
+  /** Entries of the recent level as this process counts them (counted once, at its first merge). */
+  private recentEntries: number | undefined;
   private readonly insertByPosition: BetterSqlite3.Statement;
   private readonly insertKey: BetterSqlite3.Statement;
   private readonly hasByPosition: BetterSqlite3.Statement;
-  private readonly filterScan: BetterSqlite3.Statement;
   private readonly setMerged: BetterSqlite3.Statement;
   private readonly lastPosition: BetterSqlite3.Statement;
   private readonly mergedThrough: BetterSqlite3.Statement;
   private readonly keyedAfter: BetterSqlite3.Statement;
   private readonly goneAfter: BetterSqlite3.Statement;
   private readonly goneWaiting: BetterSqlite3.Statement;
-  private readonly deleteKey: BetterSqlite3.Statement;
-  private readonly deleteKeys: BetterSqlite3.Statement;
   private readonly deleteByPosition: BetterSqlite3.Statement;
   private readonly deleteGone: BetterSqlite3.Statement;
   private readonly unsynced: <T>(work: () => T) => T;
   /** Merges completed and the seconds they took from start to end, pauses included (metrics). */
   merges = 0;
   mergeSeconds = 0;
+  /** Moves of the recent level into the big table, and the entries they moved (metrics). */
+  moves = 0;
+  moved = 0;
   /** Keys of deleted rows removed from event_keys by sweeps, and the sweeps' wall time (metrics). */
   swept = 0;
   sweepSeconds = 0;
@@ -404,16 +436,23 @@ export class EventKeys {
     this.hashOf = options.hash ?? keyHash;
     const t = KINDS[options.kind ?? 'keys'];
     this.tables = t;
-    this.probe = raw.prepare(`SELECT position FROM ${t.table} WHERE h = ?`).pluck();
-    this.rangeAsc = raw.prepare(`SELECT position FROM ${t.table} WHERE h = ? AND position > ? AND position < ? ORDER BY position LIMIT ?`).pluck();
-    this.rangeDesc = raw.prepare(`SELECT position FROM ${t.table} WHERE h = ? AND position > ? AND position < ? ORDER BY position DESC LIMIT ?`).pluck();
+    this.probe = raw.prepare(`SELECT position FROM ${t.recent} WHERE h = ? UNION ALL SELECT position FROM ${t.table} WHERE h = ?`).pluck();
+    this.levels = [t.recent, t.table].map((table) => ({
+      rangeAsc: raw.prepare(`SELECT position FROM ${table} WHERE h = ? AND position > ? AND position < ? ORDER BY position LIMIT ?`).pluck(),
+      rangeDesc: raw.prepare(`SELECT position FROM ${table} WHERE h = ? AND position > ? AND position < ? ORDER BY position DESC LIMIT ?`).pluck(),
+      filterScan: raw.prepare(`SELECT h FROM ${table} WHERE h > ? ORDER BY h LIMIT ?`).pluck(),
+      deleteKey: raw.prepare(`DELETE FROM ${table} WHERE h = ? AND position = ?`),
+      deleteKeys: raw.prepare(`DELETE FROM ${table} WHERE h = ? AND position IN (SELECT value FROM json_each(?))`),
+    }));
+    this.firstRecent = raw.prepare(`SELECT h, position FROM ${t.recent} ORDER BY h, position LIMIT ?`).raw();
+    this.countRecent = raw.prepare(`SELECT count(*) FROM ${t.recent}`).pluck();
+    this.insertBig = raw.prepare(`INSERT OR IGNORE INTO ${t.table} (h, position) VALUES (?, ?)`);
     // A row deleted since it was stored is not merged: with no entry here, a sweep could not find its key.
     this.insertByPosition = raw.prepare(`INSERT OR IGNORE INTO ${t.byPosition} (position, h) SELECT ?, ? WHERE EXISTS (SELECT 1 FROM events WHERE position = ?)`);
     // Only for pairs whose by-position entry exists (see merge): a key inserted for a row deleted meanwhile is
     // swept too, through that entry and the row's note in the gone table.
-    this.insertKey = raw.prepare(`INSERT OR IGNORE INTO ${t.table} (h, position) VALUES (?, ?)`);
+    this.insertKey = raw.prepare(`INSERT OR IGNORE INTO ${t.recent} (h, position) VALUES (?, ?)`);
     this.hasByPosition = raw.prepare(`SELECT 1 FROM ${t.byPosition} WHERE position = ?`).pluck();
-    this.filterScan = raw.prepare(`SELECT h FROM ${t.table} WHERE h > ? ORDER BY h LIMIT ?`).pluck();
     // Never backwards: another writer may have merged further (everything up to either value is merged).
     this.setMerged = raw.prepare(`UPDATE event_keys_state SET ${t.merged} = max(${t.merged}, ?) WHERE id = 1`);
     this.mergedThrough = raw.prepare(`SELECT ${t.merged} FROM event_keys_state WHERE id = 1`).pluck();
@@ -425,8 +464,6 @@ export class EventKeys {
     // A deleted row's hash, if its key was merged (NULL: it never was, only the note goes).
     this.goneAfter = raw.prepare(`SELECT g.position AS position, b.h AS h FROM ${t.gone} g LEFT JOIN ${t.byPosition} b ON b.position = g.position WHERE g.position > ? ORDER BY g.position LIMIT ?`);
     this.goneWaiting = raw.prepare(`SELECT count(*) FROM (SELECT 1 FROM ${t.gone} LIMIT ?)`).pluck();
-    this.deleteKey = raw.prepare(`DELETE FROM ${t.table} WHERE h = ? AND position = ?`);
-    this.deleteKeys = raw.prepare(`DELETE FROM ${t.table} WHERE h = ? AND position IN (SELECT value FROM json_each(?))`);
     this.deleteByPosition = raw.prepare(`DELETE FROM ${t.byPosition} WHERE position = ?`);
     this.deleteGone = raw.prepare(`DELETE FROM ${t.gone} WHERE position = ?`);
   }
@@ -475,14 +512,14 @@ export class EventKeys {
   }
 
   /** Positions that may hold this key (read each back and compare), added to `found`: the tail's, the merging
-   *  generation's and the table's. */
+   *  generation's and both levels'. */
   candidates(h: number, found: number[] = []): number[] {
     // A position is in one generation only, and never among this transaction's own (`found` on entry).
     this.tail.positionsOf(h, found);
     this.merging?.positionsOf(h, found);
     if (this.filterReady && !this.filter!.has(h)) return found;
     this.probes++;
-    for (const position of this.probe.all(h) as number[]) if (!found.includes(position)) found.push(position);
+    for (const position of this.probe.all(h, h) as number[]) if (!found.includes(position)) found.push(position);
     return found;
   }
 
@@ -520,22 +557,25 @@ export class EventKeys {
   }
 
   /**
-   * Reads every hash of event_keys into the filter, in chunks under the connection's lock with the event loop free
-   * between them (at 10 M keys, ~1,000 chunks of ~6 ms, ~6 s of CPU). Keys merged into the table meanwhile came from a tail,
-   * and every key that enters a tail enters the filter first, so once a scan ends the filter holds every key of
-   * the table (keys another writer merged unseen start another scan: catchUp).
+   * Reads every hash of both levels into the filter, in chunks under the connection's lock with the event loop free
+   * between them (at 10 M keys, ~1,000 chunks of ~6 ms, ~6 s of CPU). Keys merged into a level meanwhile came from a
+   * tail, and every key that enters a tail enters the filter first, so once a scan ends the filter holds every key
+   * on disk (keys another writer merged unseen start another scan: catchUp). The recent level first: a move
+   * between two chunks takes keys out of it into the big level, which is read afterwards, whole.
    */
   private async buildFilter(): Promise<void> {
     do {
       this.filterAgain = false;
       await pause();
-      for (let after = -1; ; ) {
-        if (this.stopped) return;
-        const hs = await this.background(() => this.filterScan.all(after, FILTER_SCAN_CHUNK) as number[]);
-        for (const h of hs) this.filter!.add(h);
-        if (hs.length < FILTER_SCAN_CHUNK) break;
-        after = hs[hs.length - 1]!;
-        await pause();
+      for (const level of this.levels) {
+        for (let after = -1; ; ) {
+          if (this.stopped) return;
+          const hs = await this.background(() => level.filterScan.all(after, FILTER_SCAN_CHUNK) as number[]);
+          for (const h of hs) this.filter!.add(h);
+          if (hs.length < FILTER_SCAN_CHUNK) break;
+          after = hs[hs.length - 1]!;
+          await pause();
+        }
       }
     } while (this.filterAgain);
     this.filterReady = true;
@@ -550,15 +590,14 @@ export class EventKeys {
    * The `subjects` index: positions of the product's events whose subject id is one of `subjectIds` (or whose
    * (product_id, subject_id) hash like one: read the rows back and compare), strictly between `after` and
    * `before`, the first `limit` in `order` (all without a limit). From the tail, the generation being merged and
-   * the table, all read with the connection's lock held (the caller's), so a merge cannot move a position from
-   * memory to the table between the two reads. Takes in other writers' rows first (catchUp).
+   * both levels, all read with the connection's lock held (the caller's), so a merge or a move cannot move a
+   * position from one place to another between the reads. Takes in other writers' rows first (catchUp).
    */
   subjectPositionsLocked(productId: string, subjectIds: readonly string[], range: PositionRange): number[] {
     this.catchUp();
     const after = range.after ?? 0;
     const before = range.before ?? Number.MAX_SAFE_INTEGER;
     const limit = range.limit ?? -1;
-    const table = range.order === 'asc' ? this.rangeAsc : this.rangeDesc;
     const found = new Set<number>();
     for (const subjectId of new Set(subjectIds)) {
       const h = this.hashSubject(productId, subjectId);
@@ -566,7 +605,10 @@ export class EventKeys {
       this.tail.positionsOf(h, held);
       this.merging?.positionsOf(h, held);
       for (const position of held) if (position > after && position < before) found.add(position);
-      for (const position of table.all(h, after, before, limit) as number[]) found.add(position);
+      for (const level of this.levels) {
+        const table = range.order === 'asc' ? level.rangeAsc : level.rangeDesc;
+        for (const position of table.all(h, after, before, limit) as number[]) found.add(position);
+      }
     }
     const sorted = [...found].sort(range.order === 'asc' ? (x, y) => x - y : (x, y) => y - x);
     return range.limit === undefined ? sorted : sorted.slice(0, range.limit);
@@ -580,7 +622,12 @@ export class EventKeys {
   forgetLocked(productId: string, subjectIds: readonly string[], positions: readonly number[]): void {
     if (positions.length === 0) return;
     const json = JSON.stringify(positions);
-    for (const subjectId of new Set(subjectIds)) this.deleteKeys.run(this.hashSubject(productId, subjectId), json);
+    for (const subjectId of new Set(subjectIds)) {
+      const h = this.hashSubject(productId, subjectId);
+      const [recent, big] = this.levels;
+      this.forgetRecent(recent!.deleteKeys.run(h, json).changes);
+      big!.deleteKeys.run(h, json);
+    }
   }
 
   /** subjectPositionsLocked under the connection's lock (`exclusive`). */
@@ -641,6 +688,7 @@ export class EventKeys {
     const merging = this.merging;
     return this.running(async () => {
       await this.merge(merging);
+      await this.moveIfLarge();
       await this.sweep();
     });
   }
@@ -689,7 +737,7 @@ export class EventKeys {
 
   /**
    * A generation into the tables, in short transactions on the writer's connection with the event loop yielding
-   * between them: first `event_keys_by_position` in position order (appended), then `event_keys` bucket by
+   * between them: first `event_keys_by_position` in position order (appended), then the recent level bucket by
    * bucket of the hash range, each bucket sorted (each leaf written about once); a last transaction moves
    * `merged_through`. If one fails (disk full, the process stopping), the generation goes back into the tail,
    * where lookups keep finding it, and is merged again later (INSERT OR IGNORE); a restart rebuilds it from the
@@ -703,6 +751,9 @@ export class EventKeys {
     try {
       // Not inside the commit that filled the tail (this was called from it): from the next turn of the loop.
       await pause();
+      // Counted once per process (a few milliseconds: the level is small), then kept by what merges, moves and
+      // sweeps change. Another writer's merges are not counted: they only move the next move earlier or later.
+      if (this.recentEntries === undefined) this.recentEntries = await this.background(() => this.countRecent.get() as number);
       const log = merging.log;
       // Which pairs have their by-position entry (written now, or by an earlier try of this merge): only those go
       // into the table. A row deleted before its entry was written has none (its key is not merged); one deleted
@@ -724,7 +775,9 @@ export class EventKeys {
       for (const bucket of hashBuckets(log, merging.count)) {
         if (this.stopped) throw new Error('stopped');
         await transaction(() => {
-          for (const pair of bucket) if (kept[pair] === 1) this.insertKey.run(log[2 * pair], log[2 * pair + 1]);
+          let added = 0;
+          for (const pair of bucket) if (kept[pair] === 1) added += this.insertKey.run(log[2 * pair], log[2 * pair + 1]).changes;
+          if (this.recentEntries !== undefined) this.recentEntries += added;
         });
         await pause();
       }
@@ -745,8 +798,49 @@ export class EventKeys {
     }
   }
 
+  /** Entries taken out of the recent level by a delete. */
+  private forgetRecent(count: number): void {
+    if (this.recentEntries !== undefined) this.recentEntries = Math.max(0, this.recentEntries - count);
+  }
+
   /**
-   * The keys of deleted rows (event_keys_gone) out of event_keys, sorted by hash in short transactions as a merge
+   * After a merge: once the recent level holds moveThreshold entries (the big one estimated from the positions
+   * merged: an upper bound, rows deleted since included), all of it into the big table, in hash order, in short
+   * transactions that each insert the level's first MERGE_CHUNK entries into the big table and delete them from the
+   * recent one, so an entry is in exactly one level whenever the connection's lock is free (lookups, reads by
+   * subject). Each leaf of the big table is written about once per move. A move cut off halfway (an error, the
+   * process stopping) leaves both levels consistent; the rest moves after a later merge.
+   */
+  private async moveIfLarge(): Promise<void> {
+    const recent = this.recentEntries ?? 0;
+    if (recent < moveThreshold(this.tail.through - recent, this.tailKeys)) return;
+    const [level] = this.levels;
+    const started = performance.now();
+    let moved = 0;
+    for (;;) {
+      if (this.stopped) return;
+      let taken = 0;
+      await this.transaction(() => {
+        const rows = this.firstRecent.all(MERGE_CHUNK) as Array<[number, number]>;
+        for (const [h, position] of rows) {
+          this.insertBig.run(h, position);
+          level!.deleteKey.run(h, position);
+        }
+        taken = rows.length;
+      });
+      moved += taken;
+      this.forgetRecent(taken);
+      if (taken < MERGE_CHUNK) break;
+      await pause();
+    }
+    this.recentEntries = 0;
+    this.moves++;
+    this.moved += moved;
+    this.mergeSeconds += (performance.now() - started) / 1000;
+  }
+
+  /**
+   * The keys of deleted rows (event_keys_gone) out of both levels, sorted by hash in short transactions as a merge
    * writes them, then their notes and `event_keys_by_position` entries in position order. Keys first: a sweep cut
    * off halfway leaves notes that the next one takes up again (a delete of what is gone deletes nothing). Reads
    * go through `exclusive` too, so that they never see a deletion another statement has not committed.
@@ -779,7 +873,14 @@ export class EventKeys {
     for (const bucket of hashBuckets(pairs, count)) {
       if (this.stopped) return;
       await this.transaction(() => {
-        for (const pair of bucket) this.deleteKey.run(pairs[2 * pair], pairs[2 * pair + 1]);
+        const [recent, big] = this.levels;
+        let fromRecent = 0;
+        for (const pair of bucket) {
+          // In one level or the other (not merged yet: in neither).
+          if (recent!.deleteKey.run(pairs[2 * pair], pairs[2 * pair + 1]).changes === 1) fromRecent++;
+          else big!.deleteKey.run(pairs[2 * pair], pairs[2 * pair + 1]);
+        }
+        this.forgetRecent(fromRecent);
       });
       await pause();
     }
