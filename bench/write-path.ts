@@ -15,7 +15,8 @@
 // default) instead of in its checkpoint thread (src/storage/sqlite/checkpointer.ts); `@cache=65536` sets the
 // page cache in KiB; both: `all@inline@cache=65536`; `@synccommit` syncs the WAL inside COMMIT on the event loop
 // (before sqlite/wal-sync.ts); `@tail=N` merges the idempotency keys every N events (sqlite/event-keys.ts). `--keep` keeps the SQLite file, `--file <path>` writes into
-// a kept one (no new prefill unless `--prefill`).
+// a kept one (no new prefill unless `--prefill`). `--settle`: the clock stops only once the SQLite index merges
+// (and moves) that the writes started have ended, so that a run pays for all the background work it caused.
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -41,6 +42,7 @@ const { values } = parseArgs({
     file: { type: 'string' },
     'page-size': { type: 'string' },
     keep: { type: 'boolean', default: false },
+    settle: { type: 'boolean', default: false },
   },
 });
 const ids = values.ids as IdKind;
@@ -194,6 +196,8 @@ for (let round = 1; round <= Number(values.rounds); round++) {
     const mainBefore = mainThreadCpuSeconds();
     const started = process.hrtime.bigint();
     await write(total);
+    // `--settle`: the clock stops once the index merges started by these writes have ended too (SQLite).
+    if (values.settle) await storage.settleEventIndexes?.();
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     const used = process.cpuUsage(cpu);
     const main = mainThreadCpuSeconds() - mainBefore;

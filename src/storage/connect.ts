@@ -84,6 +84,8 @@ export interface OpenedStorage extends Storage {
    * filter is built (sqlite/event-keys.ts). Until then every keyed event probes event_keys.
    */
   readonly warmEventIndexes?: () => Promise<void>;
+  /** SQLite: resolves once no merge (move, sweep) of either index runs or is due (benches). */
+  readonly settleEventIndexes?: () => Promise<void>;
 }
 
 const PARTITION_MAINTENANCE_RETRY_MS = 60_000;
@@ -328,6 +330,9 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
             const subjects = eventSubjects!;
             await db.connection().execute(async () => subjects.catchUp(keys.catchUp()));
             await keys.filtered();
+          },
+          async settleEventIndexes() {
+            await Promise.all([eventKeys!.settle(), eventSubjects!.settle()]);
           },
         }
       : {}),

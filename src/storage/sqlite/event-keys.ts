@@ -399,9 +399,11 @@ export class EventKeys {
     deleteKey: BetterSqlite3.Statement;
     deleteKeys: BetterSqlite3.Statement;
   }>;
-  private readonly firstRecent: BetterSqlite3.Statement;
+  private readonly recentEdge: BetterSqlite3.Statement;
+  private readonly recentLast: BetterSqlite3.Statement;
   private readonly countRecent: BetterSqlite3.Statement;
-  private readonly insertBig: BetterSqlite3.Statement;
+  private readonly moveUpTo: BetterSqlite3.Statement;
+  private readonly dropUpTo: BetterSqlite3.Statement;
   /** Entries of the recent level as this process counts them (counted once, at its first merge). */
   private recentEntries: number | undefined;
   private readonly insertByPosition: BetterSqlite3.Statement;
@@ -444,9 +446,14 @@ export class EventKeys {
       deleteKey: raw.prepare(`DELETE FROM ${table} WHERE h = ? AND position = ?`),
       deleteKeys: raw.prepare(`DELETE FROM ${table} WHERE h = ? AND position IN (SELECT value FROM json_each(?))`),
     }));
-    this.firstRecent = raw.prepare(`SELECT h, position FROM ${t.recent} ORDER BY h, position LIMIT ?`).raw();
+    // A move's chunk: the recent level's entries up to its MERGE_CHUNK-th (or its last), by a range of the primary
+    // key, copied and deleted in SQL (half the CPU of a statement per entry from JS: 1.6–2.0 against 3.3–3.6 µs
+    // an entry into a table of 2 M, a throwaway script).
+    this.recentEdge = raw.prepare(`SELECT h, position FROM ${t.recent} ORDER BY h, position LIMIT 1 OFFSET ?`).raw();
+    this.recentLast = raw.prepare(`SELECT h, position FROM ${t.recent} ORDER BY h DESC, position DESC LIMIT 1`).raw();
     this.countRecent = raw.prepare(`SELECT count(*) FROM ${t.recent}`).pluck();
-    this.insertBig = raw.prepare(`INSERT OR IGNORE INTO ${t.table} (h, position) VALUES (?, ?)`);
+    this.moveUpTo = raw.prepare(`INSERT OR IGNORE INTO ${t.table} (h, position) SELECT h, position FROM ${t.recent} WHERE (h, position) <= (?, ?) ORDER BY h, position`);
+    this.dropUpTo = raw.prepare(`DELETE FROM ${t.recent} WHERE (h, position) <= (?, ?)`);
     // A row deleted since it was stored is not merged: with no entry here, a sweep could not find its key.
     this.insertByPosition = raw.prepare(`INSERT OR IGNORE INTO ${t.byPosition} (position, h) SELECT ?, ? WHERE EXISTS (SELECT 1 FROM events WHERE position = ?)`);
     // Only for pairs whose by-position entry exists (see merge): a key inserted for a row deleted meanwhile is
@@ -653,6 +660,14 @@ export class EventKeys {
     await this.mergeRun?.catch(() => {});
   }
 
+  /** Waits until no merge runs and none is due (a full tail starts one when the last ends): benches. */
+  async settle(): Promise<void> {
+    do {
+      await this.idle();
+      await pause();
+    } while (this.mergeRun !== undefined);
+  }
+
   async stop(): Promise<void> {
     this.stopped = true;
     clearInterval(this.sweepTimer);
@@ -806,7 +821,7 @@ export class EventKeys {
   /**
    * After a merge: once the recent level holds moveThreshold entries (the big one estimated from the positions
    * merged: an upper bound, rows deleted since included), all of it into the big table, in hash order, in short
-   * transactions that each insert the level's first MERGE_CHUNK entries into the big table and delete them from the
+   * transactions that each copy the level's first MERGE_CHUNK entries into the big table and delete them from the
    * recent one, so an entry is in exactly one level whenever the connection's lock is free (lookups, reads by
    * subject). Each leaf of the big table is written about once per move. A move cut off halfway (an error, the
    * process stopping) leaves both levels consistent; the rest moves after a later merge.
@@ -814,24 +829,24 @@ export class EventKeys {
   private async moveIfLarge(): Promise<void> {
     const recent = this.recentEntries ?? 0;
     if (recent < moveThreshold(this.tail.through - recent, this.tailKeys)) return;
-    const [level] = this.levels;
     const started = performance.now();
     let moved = 0;
-    for (;;) {
+    for (let last = false; !last; ) {
       if (this.stopped) return;
       let taken = 0;
       await this.transaction(() => {
-        const rows = this.firstRecent.all(MERGE_CHUNK) as Array<[number, number]>;
-        for (const [h, position] of rows) {
-          this.insertBig.run(h, position);
-          level!.deleteKey.run(h, position);
+        let edge = this.recentEdge.get(MERGE_CHUNK - 1) as [number, number] | undefined;
+        if (edge === undefined) {
+          last = true;
+          edge = this.recentLast.get() as [number, number] | undefined;
+          if (edge === undefined) return;
         }
-        taken = rows.length;
+        this.moveUpTo.run(...edge);
+        taken = this.dropUpTo.run(...edge).changes;
       });
       moved += taken;
       this.forgetRecent(taken);
-      if (taken < MERGE_CHUNK) break;
-      await pause();
+      if (!last) await pause();
     }
     this.recentEntries = 0;
     this.moves++;
