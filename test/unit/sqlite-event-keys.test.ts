@@ -14,7 +14,7 @@ import { openStorage, type OpenedStorage } from '../../src/storage/connect.js';
 import type { Database } from '../../src/storage/database.js';
 import { migrate } from '../../src/storage/migrate.js';
 import { migrations } from '../../src/storage/migrations/index.js';
-import { keyHash, mergeAllEventKeys, moveThreshold, registerEventKeyFunction } from '../../src/storage/sqlite/event-keys.js';
+import { keyHash, mergeAllEventKeys, moveThreshold, registerEventKeyFunction, subjectHash } from '../../src/storage/sqlite/event-keys.js';
 import { eventRow, sqliteDirectWriter } from '../event-rows.js';
 
 function withDir(test: (dir: string) => Promise<void>): Promise<void> {
@@ -49,7 +49,7 @@ function keysOnDisk(raw: BetterSqlite3.Database): number {
   return tableCount(raw, ON_DISK);
 }
 
-async function count(storage: OpenedStorage, table: 'events' | 'event_keys' | 'event_keys_by_position'): Promise<number> {
+async function count(storage: OpenedStorage, table: 'events' | 'event_keys'): Promise<number> {
   const result = await sql<{ n: number }>`SELECT count(*) AS n FROM ${sql.table(table)}`.execute(storage.db);
   return result.rows[0]!.n;
 }
@@ -327,8 +327,8 @@ describe('SQLite idempotency keys', () => {
       const first = sqliteDirectWriter(file, { tailKeys: 4000 });
       const ids = Array.from({ length: 4400 }, (_, i) => `cut${i}`);
       for (let i = 0; i < ids.length; i += 400) await first.writer.insertMany(ids.slice(i, i + 400).map((id) => row(a, id)));
-      // Stop once the merge has written part of its first phase and before it moved merged_through.
-      const written = () => first.raw.prepare('SELECT count(*) FROM event_keys_by_position').pluck().get() as number;
+      // Stop once the merge has written part of its keys and before it moved merged_through.
+      const written = () => first.raw.prepare('SELECT count(*) FROM event_keys_recent').pluck().get() as number;
       while (written() === 0) await new Promise((resolve) => setImmediate(resolve));
       await first.keys.stop();
       assert.equal(first.raw.prepare('SELECT merged_through FROM event_keys_state').pluck().get(), 0, 'cut off before its end');
@@ -367,7 +367,6 @@ describe('SQLite idempotency keys', () => {
       // d0…d11 are merged into event_keys, d12…d24 are in the tail.
       await writer.insertMany(ids.slice(12).map((id) => row(a, id)));
       assert.equal(keysOnDisk(raw), 12);
-      assert.equal(tableCount(raw, 'event_keys_by_position'), 12);
       // Delete d0 (merged) and d24 (in the tail) as erasure and retention do, from another connection.
       const other = new BetterSqlite3(join(dir, 'inlet.db'));
       other.prepare(`DELETE FROM events WHERE external_id IN ('d0', 'd24')`).run();
@@ -378,14 +377,13 @@ describe('SQLite idempotency keys', () => {
       assert.equal(tableCount(raw, 'event_keys_gone'), 2);
       const outcomes = await writer.insertMany([row(a, 'd0'), row(a, 'd24'), row(a, 'd5'), row(a, 'd20')]);
       assert.deepEqual(outcomes.map((o) => o.status), ['created', 'created', 'duplicate', 'duplicate']);
-      // The merge ends with a sweep: d0's old key goes; the tail's stale position of d24 is not merged; the new
-      // positions of both are.
+      // The merge writes the tail, d24's stale position included, and ends with a sweep: the old keys of d0 (merged
+      // before its row went) and of d24 (merged now, its note kept until then) go; the new positions of both stay.
       await keys.mergeNow();
       assert.equal(keysOnDisk(raw), 25);
-      assert.equal(tableCount(raw, 'event_keys_by_position'), 25);
       assert.equal(tableCount(raw, 'event_keys_gone'), 0);
       assert.equal(raw.prepare(`SELECT count(*) FROM ${ON_DISK} k JOIN events e ON e.position = k.position`).pluck().get(), 25);
-      assert.equal(keys.swept, 1, 'one merged key of a deleted row removed');
+      assert.equal(keys.swept, 2, 'the keys of both deleted rows removed');
       await close();
     }));
 
@@ -407,7 +405,6 @@ describe('SQLite idempotency keys', () => {
       other.close();
       assert.equal(keys.swept, sweepMin + 10);
       assert.equal(keysOnDisk(raw), 490);
-      assert.equal(tableCount(raw, 'event_keys_by_position'), 490);
       assert.equal(tableCount(raw, 'event_keys_gone'), 0);
       assert.equal(raw.prepare(`SELECT count(*) FROM ${ON_DISK} k JOIN events e ON e.position = k.position`).pluck().get(), 490);
       // Every remaining id is still a duplicate, every deleted one can be stored again.
@@ -431,9 +428,67 @@ describe('SQLite idempotency keys', () => {
       await keys.idle();
       assert.equal(keys.swept, 20);
       assert.equal(keysOnDisk(raw), 80);
-      assert.equal(tableCount(raw, 'event_keys_by_position'), 80);
       assert.equal(tableCount(raw, 'event_keys_gone'), 0);
       assert.equal(raw.prepare(`SELECT count(*) FROM ${ON_DISK} k JOIN events e ON e.position = k.position`).pluck().get(), 80);
+      await close();
+    }));
+
+  it('migration 804: rows carry their hashes, notes take them (or the by-position entry of an older row), and sweeps remove those keys', () =>
+    withDir(async (dir) => {
+      const file = join(dir, 'inlet.db');
+      const raw = new BetterSqlite3(file);
+      registerEventKeyFunction(raw);
+      const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: raw }) });
+      await migrate(db, 'sqlite', migrations.filter((m) => m.version < 800));
+      const productId = uuidv7();
+      raw.prepare('INSERT INTO products (id, name, created_at) VALUES (?, ?, ?)').run(productId, 'old', new Date().toISOString());
+      const insert = raw.prepare(
+        `INSERT INTO events (id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id, occurred_at, received_at, properties)
+         VALUES (?, ?, 'api', ?, 'order', 'placed', 'order_placed', 'preferred', 'user', 'u1', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z', '{}')`,
+      );
+      for (let i = 0; i < 20; i++) insert.run(uuidv7(), productId, `m${i}`);
+      // Up to 803: the keys and their by-position entries are written; two rows go and leave notes of positions
+      // only; two more rows come after the last merge (a tail's worth, as a running server leaves behind).
+      await migrate(db, 'sqlite', migrations.filter((m) => m.version < 804));
+      raw.prepare(`DELETE FROM events WHERE external_id IN ('m3', 'm4')`).run();
+      for (let i = 20; i < 22; i++) insert.run(uuidv7(), productId, `m${i}`);
+      assert.equal(tableCount(raw, 'event_keys_gone'), 2);
+      await migrate(db, 'sqlite');
+      const seed = raw.prepare('SELECT seed FROM event_keys_state').pluck().get() as number;
+      assert.deepEqual(raw.prepare('SELECT h FROM event_keys_gone ORDER BY position').pluck().all(), [keyHash(seed, productId, 'api', 'm3'), keyHash(seed, productId, 'api', 'm4')]);
+      // The rows after the last merge got their hashes; the older ones have theirs by position.
+      assert.deepEqual(raw.prepare(`SELECT external_id, key_hash, subject_hash FROM events WHERE key_hash IS NOT NULL ORDER BY position`).all(), [
+        { external_id: 'm20', key_hash: keyHash(seed, productId, 'api', 'm20'), subject_hash: subjectHash(keyHash, seed, productId, 'u1') },
+        { external_id: 'm21', key_hash: keyHash(seed, productId, 'api', 'm21'), subject_hash: subjectHash(keyHash, seed, productId, 'u1') },
+      ]);
+      // An older row deleted after the migration: its note finds the hash by position.
+      raw.prepare(`DELETE FROM events WHERE external_id = 'm5'`).run();
+      assert.equal(raw.prepare(`SELECT h FROM event_keys_gone ORDER BY position DESC LIMIT 1`).pluck().get(), keyHash(seed, productId, 'api', 'm5'));
+      await db.destroy();
+
+      const { keys, subjects, writer, close, raw: own } = sqliteDirectWriter(file, { sweepMin: 1 });
+      const [fresh] = await writer.insertMany([row(productId, 'fresh')]);
+      // A row the writer stores carries its hashes, and so does its note once it is deleted.
+      const stored = own.prepare(`SELECT position, key_hash, subject_hash FROM events WHERE id = ?`).get(fresh!.event.id) as { position: number; key_hash: number; subject_hash: number };
+      assert.equal(stored.key_hash, keyHash(seed, productId, 'api', 'fresh'));
+      assert.equal(stored.subject_hash, subjectHash(keyHash, seed, productId, 'u1'));
+      await keys.mergeNow();
+      await subjects.mergeNow();
+      own.prepare(`DELETE FROM events WHERE external_id IN ('fresh', 'm21')`).run();
+      assert.deepEqual(own.prepare(`SELECT h FROM event_keys_gone WHERE position >= ? ORDER BY position`).pluck().all(stored.position - 1), [
+        keyHash(seed, productId, 'api', 'm21'),
+        keyHash(seed, productId, 'api', 'fresh'),
+      ]);
+      await keys.sweepIfMany();
+      await subjects.sweepIfMany();
+      assert.equal(keys.swept, 5, 'the keys of m3 and m4 (hash kept by the migration), m5 (by position), m21 and fresh (from the row)');
+      assert.equal(subjects.swept, 5);
+      assert.equal(tableCount(own, 'event_keys_gone'), 0);
+      assert.equal(tableCount(own, 'event_subjects_gone'), 0);
+      assert.equal(tableCount(own, ON_DISK), 18);
+      assert.equal(tableCount(own, 'event_keys_by_position'), 17, 'the swept older rows leave it too');
+      const outcomes = await writer.insertMany(['m3', 'm5', 'm21', 'fresh', 'm6', 'm20'].map((id) => row(productId, id)));
+      assert.deepEqual(outcomes.map((o) => o.status), ['created', 'created', 'created', 'created', 'duplicate', 'duplicate']);
       await close();
     }));
 
@@ -455,7 +510,6 @@ describe('SQLite idempotency keys', () => {
       assert.equal(state.merged_through, 50);
       const stored = raw.prepare('SELECT h, position FROM event_keys ORDER BY position').all() as Array<{ h: number; position: number }>;
       assert.equal(stored.length, 45);
-      assert.equal(raw.prepare('SELECT count(*) FROM event_keys_by_position').pluck().get(), 45);
       assert.equal(stored[0]!.h, keyHash(state.seed, productId, 'api', 'old-1'), 'the hash of the SQL function is the writer’s');
       assert.equal(raw.prepare(`SELECT count(*) AS n FROM sqlite_master WHERE name = 'events_dedup'`).pluck().get(), 0);
       await db.destroy();

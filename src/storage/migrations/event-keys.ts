@@ -123,4 +123,42 @@ export const eventKeyMigrations: Migration[] = [
       postgres: [],
     },
   },
+  {
+    // A merge's first pass wrote each entry again by position (event_keys_by_position, event_subjects_by_position),
+    // only so that a sweep could find a deleted row's hash: ~45 % of the merges' time on the event loop (a timing
+    // of each phase over 1.5 M events; bench/README.md) and ~14 bytes an entry on disk. Now each row carries its two
+    // hashes (the writer computes them anyway) and the trigger's note takes them from the deleted row. The note
+    // holds a hash, never the ids themselves (erasure: no id may outlive its rows). The by-position tables stay for
+    // the rows stored before this migration (and bulk loads, mergeAllEventKeys), which have no hashes: the trigger
+    // looks those up there, and sweeps delete from them; nothing else writes them.
+    version: 804,
+    name: 'SQLite: events carry their key and subject hashes; merges write no by-position entries',
+    statements: {
+      sqlite: [
+        `ALTER TABLE events ADD COLUMN key_hash INTEGER`,
+        `ALTER TABLE events ADD COLUMN subject_hash INTEGER`,
+        // The rows after the last merges (at most a tail or two) get their hashes here, so that whichever of them
+        // is deleted after its key is merged leaves a note with the hash.
+        `UPDATE events SET key_hash = inlet_event_key((SELECT seed FROM event_keys_state), product_id, source, external_id)
+           WHERE position > (SELECT merged_through FROM event_keys_state) AND external_id IS NOT NULL`,
+        `UPDATE events SET subject_hash = inlet_event_key((SELECT seed FROM event_keys_state), product_id, '', subject_id)
+           WHERE position > (SELECT subjects_merged_through FROM event_keys_state)`,
+        ...(['keys', 'subjects'] as const).flatMap((kind) => [
+          `ALTER TABLE event_${kind}_gone ADD COLUMN h INTEGER`,
+          `UPDATE event_${kind}_gone SET h = (SELECT h FROM event_${kind}_by_position p WHERE p.position = event_${kind}_gone.position)`,
+        ]),
+        `DROP TRIGGER IF EXISTS events_key_gone`,
+        `CREATE TRIGGER events_key_gone AFTER DELETE ON events WHEN OLD.external_id IS NOT NULL BEGIN
+           INSERT OR IGNORE INTO event_keys_gone (position, h)
+             VALUES (OLD.position, coalesce(OLD.key_hash, (SELECT h FROM event_keys_by_position WHERE position = OLD.position)));
+         END`,
+        `DROP TRIGGER IF EXISTS events_subject_gone`,
+        `CREATE TRIGGER events_subject_gone AFTER DELETE ON events BEGIN
+           INSERT OR IGNORE INTO event_subjects_gone (position, h)
+             VALUES (OLD.position, coalesce(OLD.subject_hash, (SELECT h FROM event_subjects_by_position WHERE position = OLD.position)));
+         END`,
+      ],
+      postgres: [],
+    },
+  },
 ];

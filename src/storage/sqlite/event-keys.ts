@@ -1,6 +1,6 @@
 // Idempotency keys of SQLite events, kept off the write path's random B-tree inserts (issue 11; docs/design.md,
 // "Idempotency keys on SQLite"), and by the same machinery the events' subjects (kind `subjects`, migration 802:
-// `event_subjects`, `event_subjects_by_position`, `event_subjects_gone`, `subjects_merged_through`; every event has
+// `event_subjects`, `event_subjects_recent`, `event_subjects_gone`, `subjects_merged_through`; every event has
 // one; reads and erasures by subject look positions up with subjectPositions; docs/design.md, "Subjects on
 // SQLite"). What follows says "key" for both.
 //
@@ -30,11 +30,13 @@
 // recent level out and puts it into the big one in the same transaction, so an entry is in one level at a time.
 //
 // Deleted events (erasure, retention) leave with their keys, in sorted passes: a trigger notes each deleted row's
-// position in `event_keys_gone` (appended: no random page per deleted row), and a *sweep* finds their hashes in
-// `event_keys_by_position` (position → h, appended by merges in position order) and deletes them from both levels
-// bucket by bucket of the hash range, like a merge. A sweep follows every merge, and runs on its own when many
-// deletions wait (SWEEP_MIN, looked at every SWEEP_CHECK_MS). Until then a key whose row is gone is harmless: its
-// position is read back, finds no row and matches nothing; a position in a map whose row is gone is not merged.
+// position and hash in `event_keys_gone` (appended: no random page per deleted row; the writer stores each row's
+// hashes in it, `key_hash` and `subject_hash`, and rows from before migration 804 have theirs in
+// `event_keys_by_position`), and a *sweep* takes the notes of merged positions (up to `merged_through`; later
+// ones wait, since their keys may still be merged) and deletes those keys from both levels bucket by bucket of
+// the hash range, like a merge. A sweep follows every
+// merge, and runs on its own when many deletions wait (SWEEP_MIN, looked at every SWEEP_CHECK_MS). Until then a
+// key whose row is gone is harmless: its position is read back, finds no row and matches nothing.
 //
 // One process writes events to a SQLite file (docs/scaling-out.md), and the tail lives in it; a write transaction
 // first takes in the keys of rows another connection stored (catchUp), so a second writer cannot double an id. The
@@ -83,8 +85,9 @@ export function registerEventKeyFunction(raw: BetterSqlite3.Database): void {
 
 /**
  * The keys and subjects of every event after `merged_through` (`subjects_merged_through`), written in two sorted
- * passes each, and both moved to the last event: for bulk loads that bypass the writer (the bench's prefill). Not
- * while a server writes the file.
+ * passes each (by position, where deletes find the hashes of rows stored without them, then into the big level),
+ * and both moved to the last event: for bulk loads that bypass the writer (the bench's prefill). Not while a
+ * server writes the file.
  */
 export function mergeAllEventKeys(raw: BetterSqlite3.Database): void {
   registerEventKeyFunction(raw);
@@ -251,6 +254,7 @@ interface KindTables {
   table: string;
   /** The recent level, which merges write into and which moves into the big one (migration 803). */
   recent: string;
+  /** Hashes by position of the rows stored before migration 804 (or by bulk loads), which carry none. */
   byPosition: string;
   gone: string;
   /** The column of event_keys_state that says how far this index is merged. */
@@ -406,17 +410,15 @@ export class EventKeys {
   private readonly dropUpTo: BetterSqlite3.Statement;
   /** Entries of the recent level as this process counts them (counted once, at its first merge). */
   private recentEntries: number | undefined;
-  private readonly insertByPosition: BetterSqlite3.Statement;
   private readonly insertKey: BetterSqlite3.Statement;
-  private readonly hasByPosition: BetterSqlite3.Statement;
   private readonly setMerged: BetterSqlite3.Statement;
   private readonly lastPosition: BetterSqlite3.Statement;
   private readonly mergedThrough: BetterSqlite3.Statement;
   private readonly keyedAfter: BetterSqlite3.Statement;
   private readonly goneAfter: BetterSqlite3.Statement;
   private readonly goneWaiting: BetterSqlite3.Statement;
-  private readonly deleteByPosition: BetterSqlite3.Statement;
   private readonly deleteGone: BetterSqlite3.Statement;
+  private readonly deleteByPosition: BetterSqlite3.Statement;
   private readonly unsynced: <T>(work: () => T) => T;
   /** Merges completed and the seconds they took from start to end, pauses included (metrics). */
   merges = 0;
@@ -454,12 +456,8 @@ export class EventKeys {
     this.countRecent = raw.prepare(`SELECT count(*) FROM ${t.recent}`).pluck();
     this.moveUpTo = raw.prepare(`INSERT OR IGNORE INTO ${t.table} (h, position) SELECT h, position FROM ${t.recent} WHERE (h, position) <= (?, ?) ORDER BY h, position`);
     this.dropUpTo = raw.prepare(`DELETE FROM ${t.recent} WHERE (h, position) <= (?, ?)`);
-    // A row deleted since it was stored is not merged: with no entry here, a sweep could not find its key.
-    this.insertByPosition = raw.prepare(`INSERT OR IGNORE INTO ${t.byPosition} (position, h) SELECT ?, ? WHERE EXISTS (SELECT 1 FROM events WHERE position = ?)`);
-    // Only for pairs whose by-position entry exists (see merge): a key inserted for a row deleted meanwhile is
-    // swept too, through that entry and the row's note in the gone table.
+    // Every pair of a generation, its row deleted meanwhile or not: the row's note takes the key out again (sweep).
     this.insertKey = raw.prepare(`INSERT OR IGNORE INTO ${t.recent} (h, position) VALUES (?, ?)`);
-    this.hasByPosition = raw.prepare(`SELECT 1 FROM ${t.byPosition} WHERE position = ?`).pluck();
     // Never backwards: another writer may have merged further (everything up to either value is merged).
     this.setMerged = raw.prepare(`UPDATE event_keys_state SET ${t.merged} = max(${t.merged}, ?) WHERE id = 1`);
     this.mergedThrough = raw.prepare(`SELECT ${t.merged} FROM event_keys_state WHERE id = 1`).pluck();
@@ -468,10 +466,13 @@ export class EventKeys {
     this.unsynced = withoutCommitSync(raw, options.synchronous);
     const [a, b, c] = t.hashed;
     this.keyedAfter = raw.prepare(`SELECT position, ${a} AS a, ${b} AS b, ${c} AS c FROM events WHERE position > ? AND position <= ? AND ${t.where} ORDER BY position`);
-    // A deleted row's hash, if its key was merged (NULL: it never was, only the note goes).
-    this.goneAfter = raw.prepare(`SELECT g.position AS position, b.h AS h FROM ${t.gone} g LEFT JOIN ${t.byPosition} b ON b.position = g.position WHERE g.position > ? ORDER BY g.position LIMIT ?`);
-    this.goneWaiting = raw.prepare(`SELECT count(*) FROM (SELECT 1 FROM ${t.gone} LIMIT ?)`).pluck();
+    // Notes of deleted rows at merged positions only: a row deleted while its key was in memory (the tail, or a
+    // generation being merged) still has that key merged, so its note waits until the merge has moved
+    // merged_through past it. `h` NULL: a row from before migration 804 whose key was never merged.
+    const merged = `(SELECT ${t.merged} FROM event_keys_state WHERE id = 1)`;
+    this.goneAfter = raw.prepare(`SELECT position, h FROM ${t.gone} WHERE position > ? AND position <= ${merged} ORDER BY position LIMIT ?`);
     this.deleteByPosition = raw.prepare(`DELETE FROM ${t.byPosition} WHERE position = ?`);
+    this.goneWaiting = raw.prepare(`SELECT count(*) FROM (SELECT 1 FROM ${t.gone} WHERE position <= ${merged} LIMIT ?)`).pluck();
     this.deleteGone = raw.prepare(`DELETE FROM ${t.gone} WHERE position = ?`);
   }
 
@@ -752,8 +753,8 @@ export class EventKeys {
 
   /**
    * A generation into the tables, in short transactions on the writer's connection with the event loop yielding
-   * between them: first `event_keys_by_position` in position order (appended), then the recent level bucket by
-   * bucket of the hash range, each bucket sorted (each leaf written about once); a last transaction moves
+   * between them: the recent level bucket by bucket of the hash range, each bucket sorted (each leaf written about
+   * once); a last transaction moves
    * `merged_through`. If one fails (disk full, the process stopping), the generation goes back into the tail,
    * where lookups keep finding it, and is merged again later (INSERT OR IGNORE); a restart rebuilds it from the
    * rows after `merged_through`.
@@ -770,28 +771,11 @@ export class EventKeys {
       // sweeps change. Another writer's merges are not counted: they only move the next move earlier or later.
       if (this.recentEntries === undefined) this.recentEntries = await this.background(() => this.countRecent.get() as number);
       const log = merging.log;
-      // Which pairs have their by-position entry (written now, or by an earlier try of this merge): only those go
-      // into the table. A row deleted before its entry was written has none (its key is not merged); one deleted
-      // after has a note in the gone table, and the sweep that follows this merge takes its key out again. Found
-      // here in position order instead of by a probe of the by-position table per key in hash order (random
-      // pages: 1–2 µs a key at 10 M events).
-      const kept = new Uint8Array(merging.count);
-      for (let from = 0; from < merging.count; from += MERGE_CHUNK) {
-        if (this.stopped) throw new Error('stopped');
-        const to = Math.min(merging.count, from + MERGE_CHUNK);
-        await transaction(() => {
-          for (let pair = from; pair < to; pair++) {
-            const position = log[2 * pair + 1]!;
-            if (this.insertByPosition.run(position, log[2 * pair], position).changes === 1 || this.hasByPosition.get(position) !== undefined) kept[pair] = 1;
-          }
-        });
-        await pause();
-      }
       for (const bucket of hashBuckets(log, merging.count)) {
         if (this.stopped) throw new Error('stopped');
         await transaction(() => {
           let added = 0;
-          for (const pair of bucket) if (kept[pair] === 1) added += this.insertKey.run(log[2 * pair], log[2 * pair + 1]).changes;
+          for (const pair of bucket) added += this.insertKey.run(log[2 * pair], log[2 * pair + 1]).changes;
           if (this.recentEntries !== undefined) this.recentEntries += added;
         });
         await pause();
@@ -855,8 +839,9 @@ export class EventKeys {
   }
 
   /**
-   * The keys of deleted rows (event_keys_gone) out of both levels, sorted by hash in short transactions as a merge
-   * writes them, then their notes and `event_keys_by_position` entries in position order. Keys first: a sweep cut
+   * The keys of deleted rows (the notes in event_keys_gone up to merged_through, with the hash each row carried)
+   * out of both levels, sorted by hash in short transactions as a merge writes them, then the notes (and any
+   * by-position entries) in position order. Keys first: a sweep cut
    * off halfway leaves notes that the next one takes up again (a delete of what is gone deletes nothing). Reads
    * go through `exclusive` too, so that they never see a deletion another statement has not committed.
    */
@@ -885,16 +870,18 @@ export class EventKeys {
       await pause();
     }
     if (positions.length === 0) return;
+    let removed = 0;
     for (const bucket of hashBuckets(pairs, count)) {
       if (this.stopped) return;
       await this.transaction(() => {
         const [recent, big] = this.levels;
         let fromRecent = 0;
         for (const pair of bucket) {
-          // In one level or the other (not merged yet: in neither).
+          // In one level or the other (or in neither: never merged, or taken out by an erasure already).
           if (recent!.deleteKey.run(pairs[2 * pair], pairs[2 * pair + 1]).changes === 1) fromRecent++;
-          else big!.deleteKey.run(pairs[2 * pair], pairs[2 * pair + 1]);
+          else removed += big!.deleteKey.run(pairs[2 * pair], pairs[2 * pair + 1]).changes;
         }
+        removed += fromRecent;
         this.forgetRecent(fromRecent);
       });
       await pause();
@@ -909,7 +896,7 @@ export class EventKeys {
       });
       await pause();
     }
-    this.swept += count;
+    this.swept += removed;
     this.sweepSeconds += (performance.now() - started) / 1000;
   }
 }

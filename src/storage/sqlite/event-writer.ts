@@ -19,7 +19,8 @@ const COLUMNS =
  */
 export function sqliteEventWriter(db: Kysely<Database>, raw: BetterSqlite3.Database, indexes: { keys: EventKeys; subjects: EventKeys }, walSync?: WalSync) {
   const { keys, subjects } = indexes;
-  const insert = raw.prepare(`INSERT INTO events (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+  // With the row's two hashes (event-keys.ts): a deleted row's note takes them from it, for the sweep.
+  const insert = raw.prepare(`INSERT INTO events (${COLUMNS}, key_hash, subject_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
   const byPosition = raw.prepare(`SELECT ${COLUMNS} FROM events WHERE position = ?`);
   type StoredRow = Parameters<typeof eventFromRow>[0];
 
@@ -38,6 +39,7 @@ export function sqliteEventWriter(db: Kysely<Database>, raw: BetterSqlite3.Datab
     const mine = new Map<number, number[]>();
     return rows.map((row): InsertOutcome => {
       let h: number | undefined;
+      const subjectHash = subjects.hashSubject(row.productId, row.subjectId);
       if (row.externalId !== null) {
         h = keys.hash(row.productId, row.source, row.externalId);
         const stored = original(row, keys.candidates(h, mine.get(h)?.slice()));
@@ -60,10 +62,12 @@ export function sqliteEventWriter(db: Kysely<Database>, raw: BetterSqlite3.Datab
         row.apiKeyId,
         row.contextJson ?? null,
         row.originalJson ?? null,
+        h ?? null,
+        subjectHash,
       );
       const position = Number(result.lastInsertRowid);
       last.position = position;
-      addedSubjects.push([subjects.hashSubject(row.productId, row.subjectId), position]);
+      addedSubjects.push([subjectHash, position]);
       if (h !== undefined) {
         added.push([h, position]);
         const same = mine.get(h);
