@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
-import { mergeAllEventKeys } from '../src/storage/sqlite/event-keys.js';
+import { keyHash, mergeAllEventKeys, subjectHash } from '../src/storage/sqlite/event-keys.js';
 import pg from 'pg';
 import { onCleanup } from './processes.js';
 import { ROW_COLUMNS } from './workload.js';
@@ -111,9 +111,22 @@ export function fillSqliteEvents(file: string, total: number, rowAt: (i: number)
       ? (fill.prepare(`SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events' AND sql IS NOT NULL`).all() as Array<{ name: string; sql: string }>)
       : [];
     for (const index of indexes) fill.exec(`DROP INDEX ${index.name}`);
-    const insert = fill.prepare(`INSERT INTO events (${ROW_COLUMNS.join(', ')}) VALUES (${ROW_COLUMNS.map(() => '?').join(', ')})`);
+    // Each row with its key and subject hashes, as the writer stores them (src/storage/sqlite/event-keys.ts), where
+    // the schema has them: a file filled here then looks like one the server grew.
+    const hashed = (fill.prepare(`SELECT count(*) FROM pragma_table_info('events') WHERE name = 'key_hash'`).pluck().get() as number) === 1;
+    const seed = hashed ? (fill.prepare('SELECT seed FROM event_keys_state WHERE id = 1').pluck().get() as number) : 0;
+    const columns = hashed ? [...ROW_COLUMNS, 'key_hash', 'subject_hash'] : [...ROW_COLUMNS];
+    const at = (name: string) => ROW_COLUMNS.indexOf(name as (typeof ROW_COLUMNS)[number]);
+    const [product, source, external, subject] = [at('product_id'), at('source'), at('external_id'), at('subject_id')];
+    const insert = fill.prepare(`INSERT INTO events (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')})`);
     const group = fill.transaction((from: number, to: number) => {
-      for (let i = from; i < to; i++) insert.run(...rowAt(i));
+      for (let i = from; i < to; i++) {
+        const values = rowAt(i) as string[];
+        if (hashed) {
+          const key = values[external] === null ? null : keyHash(seed, values[product]!, values[source]!, values[external]!);
+          insert.run(...values, key, subjectHash(keyHash, seed, values[product]!, values[subject]!));
+        } else insert.run(...values);
+      }
     });
     for (let at = 0; at < total; at += 50_000) {
       group(at, Math.min(total, at + 50_000));

@@ -311,6 +311,11 @@ describe('SQLite idempotency keys', () => {
         for (let i = 0; i < 500; i++) insert.run(uuidv7(), a, `bulk${i}`);
       })();
       mergeAllEventKeys(bulk);
+      // The writer's rows carry their hashes and go straight in; the bulk rows, without, are noted by position too
+      // (where a delete's trigger finds their hash).
+      assert.equal(tableCount(bulk, 'event_keys'), 510);
+      assert.equal(tableCount(bulk, 'event_keys_by_position'), 500);
+      assert.equal(tableCount(bulk, 'event_subjects'), 510);
       bulk.close();
       const outcomes = await writer.insertMany([row(a, 'bulk7'), row(a, 'mine3'), row(a, 'new')]);
       assert.deepEqual(outcomes.map((o) => o.status), ['duplicate', 'duplicate', 'created']);

@@ -84,10 +84,11 @@ export function registerEventKeyFunction(raw: BetterSqlite3.Database): void {
 }
 
 /**
- * The keys and subjects of every event after `merged_through` (`subjects_merged_through`), written in two sorted
- * passes each (by position, where deletes find the hashes of rows stored without them, then into the big level),
- * and both moved to the last event: for bulk loads that bypass the writer (the bench's prefill). Not while a
- * server writes the file.
+ * The keys and subjects of every event after `merged_through` (`subjects_merged_through`), written sorted into the
+ * big level, and both moved to the last event: for bulk loads that bypass the writer (the bench's prefill). Rows
+ * that carry their hashes (`key_hash`, `subject_hash`, as the writer stores them) go straight in; rows without
+ * them go through the by-position table first, where a delete's trigger finds their hash. Not while a server
+ * writes the file.
  */
 export function mergeAllEventKeys(raw: BetterSqlite3.Database): void {
   registerEventKeyFunction(raw);
@@ -96,9 +97,16 @@ export function mergeAllEventKeys(raw: BetterSqlite3.Database): void {
     for (const t of Object.values(KINDS)) {
       const merged = raw.prepare(`SELECT ${t.merged} FROM event_keys_state WHERE id = 1`).pluck().get() as number;
       raw
-        .prepare(`INSERT OR IGNORE INTO ${t.byPosition} (position, h) SELECT position, inlet_event_key(?, ${t.hashed.join(', ')}) FROM events WHERE position > ? AND ${t.where} ORDER BY position`)
+        .prepare(`INSERT OR IGNORE INTO ${t.byPosition} (position, h) SELECT position, inlet_event_key(?, ${t.hashed.join(', ')}) FROM events WHERE position > ? AND ${t.rowHash} IS NULL AND ${t.where} ORDER BY position`)
         .run(seed, merged);
-      raw.prepare(`INSERT OR IGNORE INTO ${t.table} (h, position) SELECT h, position FROM ${t.byPosition} WHERE position > ? ORDER BY h, position`).run(merged);
+      raw
+        .prepare(
+          `INSERT OR IGNORE INTO ${t.table} (h, position)
+             SELECT h, position FROM (SELECT h, position FROM ${t.byPosition} WHERE position > @merged
+                                      UNION ALL SELECT ${t.rowHash}, position FROM events WHERE position > @merged AND ${t.rowHash} IS NOT NULL)
+             ORDER BY h, position`,
+        )
+        .run({ merged });
       raw.prepare(`UPDATE event_keys_state SET ${t.merged} = (SELECT coalesce(max(position), 0) FROM events) WHERE id = 1`).run();
     }
   })();
@@ -256,6 +264,8 @@ interface KindTables {
   recent: string;
   /** Hashes by position of the rows stored before migration 804 (or by bulk loads), which carry none. */
   byPosition: string;
+  /** The column of events with the row's hash (migration 804). */
+  rowHash: string;
   gone: string;
   /** The column of event_keys_state that says how far this index is merged. */
   merged: string;
@@ -270,6 +280,7 @@ const KINDS: Record<HashIndexKind, KindTables> = {
     table: 'event_keys',
     recent: 'event_keys_recent',
     byPosition: 'event_keys_by_position',
+    rowHash: 'key_hash',
     gone: 'event_keys_gone',
     merged: 'merged_through',
     hashed: ['product_id', 'source', 'external_id'],
@@ -279,6 +290,7 @@ const KINDS: Record<HashIndexKind, KindTables> = {
     table: 'event_subjects',
     recent: 'event_subjects_recent',
     byPosition: 'event_subjects_by_position',
+    rowHash: 'subject_hash',
     gone: 'event_subjects_gone',
     merged: 'subjects_merged_through',
     hashed: ['product_id', "''", 'subject_id'],
