@@ -435,9 +435,8 @@ export class EventKeys {
   /** Merges completed and the seconds they took from start to end, pauses included (metrics). */
   merges = 0;
   mergeSeconds = 0;
-  /** Moves of the recent level into the big table, and the entries they moved (metrics). */
+  /** Moves of the recent level into the big table (metrics; their time is in mergeSeconds). */
   moves = 0;
-  moved = 0;
   /** Keys of deleted rows removed from event_keys by sweeps, and the sweeps' wall time (metrics). */
   swept = 0;
   sweepSeconds = 0;
@@ -766,8 +765,7 @@ export class EventKeys {
   /**
    * A generation into the tables, in short transactions on the writer's connection with the event loop yielding
    * between them: the recent level bucket by bucket of the hash range, each bucket sorted (each leaf written about
-   * once); a last transaction moves
-   * `merged_through`. If one fails (disk full, the process stopping), the generation goes back into the tail,
+   * once); a last transaction moves `merged_through`. If one fails (disk full, the process stopping), the generation goes back into the tail,
    * where lookups keep finding it, and is merged again later (INSERT OR IGNORE); a restart rebuilds it from the
    * rows after `merged_through`.
    */
@@ -826,7 +824,6 @@ export class EventKeys {
     const recent = this.recentEntries ?? 0;
     if (recent < moveThreshold(this.tail.through - recent, this.tailKeys)) return;
     const started = performance.now();
-    let moved = 0;
     for (let last = false; !last; ) {
       if (this.stopped) return;
       let taken = 0;
@@ -840,22 +837,20 @@ export class EventKeys {
         this.moveUpTo.run(...edge);
         taken = this.dropUpTo.run(...edge).changes;
       });
-      moved += taken;
       this.forgetRecent(taken);
       if (!last) await pause();
     }
     this.recentEntries = 0;
     this.moves++;
-    this.moved += moved;
     this.mergeSeconds += (performance.now() - started) / 1000;
   }
 
   /**
    * The keys of deleted rows (the notes in event_keys_gone up to merged_through, with the hash each row carried)
    * out of both levels, sorted by hash in short transactions as a merge writes them, then the notes (and any
-   * by-position entries) in position order. Keys first: a sweep cut
-   * off halfway leaves notes that the next one takes up again (a delete of what is gone deletes nothing). Reads
-   * go through `exclusive` too, so that they never see a deletion another statement has not committed.
+   * by-position entries) in position order. Keys first: a sweep cut off halfway leaves notes that the next one
+   * takes up again (a delete of what is gone deletes nothing). Reads go through `exclusive` too, so that they never
+   * see a deletion another statement has not committed.
    */
   private async sweep(): Promise<void> {
     const started = performance.now();
