@@ -4,6 +4,9 @@ import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, SqliteDialect } from 'kysely';
 import { uuidv7 } from '../src/domain/ids.js';
 import type { Database } from '../src/storage/database.js';
+import { migrate } from '../src/storage/migrate.js';
+import { migrations } from '../src/storage/migrations/index.js';
+import { registerEventKeyFunction } from '../src/storage/sqlite/event-keys.js';
 import { EventKeys } from '../src/storage/sqlite/event-keys.js';
 import { sqliteEventWriter } from '../src/storage/sqlite/event-writer.js';
 import type { WalSync } from '../src/storage/sqlite/wal-sync.js';
@@ -51,4 +54,25 @@ export function sqliteDirectWriter(file: string, options: { tailKeys?: number; s
     await db.destroy();
   };
   return { raw, db, keys, subjects, close, writer: sqliteEventWriter(db, raw, { keys, subjects }, options.walSync) };
+}
+
+/**
+ * A SQLite file at the schema before migration `below`, with one product and a statement that stores an event the
+ * way the server of that time did (`insert.run(externalId, subjectId)`), for the tests of the migrations that come
+ * after. `migrateAll` then runs the rest (`upTo`: only those below it).
+ */
+export async function fileBefore(file: string, below: number) {
+  const raw = new BetterSqlite3(file);
+  registerEventKeyFunction(raw);
+  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: raw }) });
+  await migrate(db, 'sqlite', migrations.filter((m) => m.version < below));
+  const productId = uuidv7();
+  raw.prepare('INSERT INTO products (id, name, created_at) VALUES (?, ?, ?)').run(productId, 'old', new Date().toISOString());
+  const statement = raw.prepare(
+    `INSERT INTO events (id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id, occurred_at, received_at, properties)
+     VALUES (?, ?, 'api', ?, 'order', 'placed', 'order_placed', 'preferred', 'user', ?, '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z', '{}')`,
+  );
+  const insert = (externalId: string | null, subjectId = 'u1') => statement.run(uuidv7(), productId, externalId, subjectId);
+  const migrateAll = (upTo?: number) => migrate(db, 'sqlite', upTo === undefined ? migrations : migrations.filter((m) => m.version < upTo));
+  return { raw, db, productId, insert, migrateAll };
 }

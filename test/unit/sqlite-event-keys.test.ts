@@ -8,14 +8,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
-import { Kysely, SqliteDialect, sql } from 'kysely';
+import { sql } from 'kysely';
 import { uuidv7 } from '../../src/domain/ids.js';
 import { openStorage, type OpenedStorage } from '../../src/storage/connect.js';
-import type { Database } from '../../src/storage/database.js';
-import { migrate } from '../../src/storage/migrate.js';
-import { migrations } from '../../src/storage/migrations/index.js';
-import { keyHash, mergeAllEventKeys, moveThreshold, registerEventKeyFunction, subjectHash } from '../../src/storage/sqlite/event-keys.js';
-import { eventRow, sqliteDirectWriter } from '../event-rows.js';
+import { keyHash, mergeAllEventKeys, moveThreshold, subjectHash } from '../../src/storage/sqlite/event-keys.js';
+import { eventRow, fileBefore, sqliteDirectWriter } from '../event-rows.js';
 
 function withDir(test: (dir: string) => Promise<void>): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'inlet-event-keys-'));
@@ -441,24 +438,15 @@ describe('SQLite idempotency keys', () => {
   it('migration 804: rows carry their hashes, notes take them (or the by-position entry of an older row), and sweeps remove those keys', () =>
     withDir(async (dir) => {
       const file = join(dir, 'inlet.db');
-      const raw = new BetterSqlite3(file);
-      registerEventKeyFunction(raw);
-      const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: raw }) });
-      await migrate(db, 'sqlite', migrations.filter((m) => m.version < 800));
-      const productId = uuidv7();
-      raw.prepare('INSERT INTO products (id, name, created_at) VALUES (?, ?, ?)').run(productId, 'old', new Date().toISOString());
-      const insert = raw.prepare(
-        `INSERT INTO events (id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id, occurred_at, received_at, properties)
-         VALUES (?, ?, 'api', ?, 'order', 'placed', 'order_placed', 'preferred', 'user', 'u1', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z', '{}')`,
-      );
-      for (let i = 0; i < 20; i++) insert.run(uuidv7(), productId, `m${i}`);
+      const { raw, db, productId, insert, migrateAll } = await fileBefore(file, 800);
+      for (let i = 0; i < 20; i++) insert(`m${i}`);
       // Up to 803: the keys and their by-position entries are written; two rows go and leave notes of positions
       // only; two more rows come after the last merge (a tail's worth, as a running server leaves behind).
-      await migrate(db, 'sqlite', migrations.filter((m) => m.version < 804));
+      await migrateAll(804);
       raw.prepare(`DELETE FROM events WHERE external_id IN ('m3', 'm4')`).run();
-      for (let i = 20; i < 22; i++) insert.run(uuidv7(), productId, `m${i}`);
+      for (let i = 20; i < 22; i++) insert(`m${i}`);
       assert.equal(tableCount(raw, 'event_keys_gone'), 2);
-      await migrate(db, 'sqlite');
+      await migrateAll();
       const seed = raw.prepare('SELECT seed FROM event_keys_state').pluck().get() as number;
       assert.deepEqual(raw.prepare('SELECT h FROM event_keys_gone ORDER BY position').pluck().all(), [keyHash(seed, productId, 'api', 'm3'), keyHash(seed, productId, 'api', 'm4')]);
       // The rows after the last merge got their hashes; the older ones have theirs by position.
@@ -499,18 +487,9 @@ describe('SQLite idempotency keys', () => {
 
   it('the migration writes the keys of the events stored before it and drops the unique index', () =>
     withDir(async (dir) => {
-      const raw = new BetterSqlite3(join(dir, 'inlet.db'));
-      registerEventKeyFunction(raw);
-      const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: raw }) });
-      await migrate(db, 'sqlite', migrations.filter((m) => m.version < 800));
-      const productId = uuidv7();
-      raw.prepare('INSERT INTO products (id, name, created_at) VALUES (?, ?, ?)').run(productId, 'old', new Date().toISOString());
-      const insert = raw.prepare(
-        `INSERT INTO events (id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id, occurred_at, received_at, properties)
-         VALUES (?, ?, 'api', ?, 'order', 'placed', 'order_placed', 'preferred', 'user', 'u1', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z', '{}')`,
-      );
-      for (let i = 0; i < 50; i++) insert.run(uuidv7(), productId, i % 10 === 0 ? null : `old-${i}`);
-      await migrate(db, 'sqlite');
+      const { raw, db, productId, insert, migrateAll } = await fileBefore(join(dir, 'inlet.db'), 800);
+      for (let i = 0; i < 50; i++) insert(i % 10 === 0 ? null : `old-${i}`);
+      await migrateAll();
       const state = raw.prepare('SELECT seed, merged_through FROM event_keys_state').get() as { seed: number; merged_through: number };
       assert.equal(state.merged_through, 50);
       const stored = raw.prepare('SELECT h, position FROM event_keys ORDER BY position').all() as Array<{ h: number; position: number }>;

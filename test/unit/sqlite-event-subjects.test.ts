@@ -9,17 +9,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
-import { Kysely, SqliteDialect } from 'kysely';
 import { uuidv7 } from '../../src/domain/ids.js';
 import { openStorage, type OpenedStorage } from '../../src/storage/connect.js';
-import type { Database } from '../../src/storage/database.js';
 import { erasureStore } from '../../src/storage/erasure-store.js';
 import { eventReads } from '../../src/storage/event-reads.js';
-import { migrate } from '../../src/storage/migrate.js';
-import { migrations } from '../../src/storage/migrations/index.js';
-import { keyHash, registerEventKeyFunction, subjectHash } from '../../src/storage/sqlite/event-keys.js';
+import { keyHash, subjectHash } from '../../src/storage/sqlite/event-keys.js';
 import type { EventFilter, EventInsert } from '../../src/storage/types.js';
-import { eventRow, sqliteDirectWriter } from '../event-rows.js';
+import { eventRow, fileBefore, sqliteDirectWriter } from '../event-rows.js';
 
 function withDir(test: (dir: string) => Promise<void>): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'inlet-event-subjects-'));
@@ -209,18 +205,9 @@ describe('SQLite subject index', () => {
   it('the migration writes the entries of the events stored before it and drops the index on events', () =>
     withDir(async (dir) => {
       const file = join(dir, 'inlet.db');
-      const raw = new BetterSqlite3(file);
-      registerEventKeyFunction(raw);
-      const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: raw }) });
-      await migrate(db, 'sqlite', migrations.filter((m) => m.version < 802));
-      const productId = uuidv7();
-      raw.prepare('INSERT INTO products (id, name, created_at) VALUES (?, ?, ?)').run(productId, 'old', new Date().toISOString());
-      const insert = raw.prepare(
-        `INSERT INTO events (id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id, occurred_at, received_at, properties)
-         VALUES (?, ?, 'api', NULL, 'order', 'placed', 'order_placed', 'preferred', 'user', ?, '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z', '{}')`,
-      );
-      for (let i = 0; i < 50; i++) insert.run(uuidv7(), productId, SUBJECTS[i % SUBJECTS.length]);
-      await migrate(db, 'sqlite');
+      const { raw, db, productId, insert, migrateAll } = await fileBefore(file, 802);
+      for (let i = 0; i < 50; i++) insert(null, SUBJECTS[i % SUBJECTS.length]);
+      await migrateAll();
       const state = raw.prepare('SELECT seed, subjects_merged_through AS merged FROM event_keys_state').get() as { seed: number; merged: number };
       assert.equal(state.merged, 50);
       assert.equal(raw.prepare('SELECT count(*) FROM event_subjects').pluck().get(), 50);
