@@ -5,7 +5,10 @@
 // 100,000 subjects, 300-byte properties) in interleaved rounds, each from its own connection, and reports the CPU
 // of that connection's server process (/proc/<pid>/stat, so other databases' work on the machine is not counted),
 // the wall time and the WAL written, per event:
-//   inlet       Inlet's writer (storage/postgres/event-writer.ts): the event_dedup claim and the events insert
+//   inlet       Inlet's writer (storage/postgres/event-writer.ts): the event_dedup claim and the events insert, on the
+//               service's own pool (postgres/pool.ts), which runs the statement prepared (its `inlet:prepare` mark)
+//   inlet-unprepared  the same writer on a plain pg pool: the statement parsed and planned at every call, as
+//               before the mark
 //   raw         the scaling bench's raw baseline: one multi-row INSERT into events (no idempotency key)
 //   raw+dedup   the same INSERT after a multi-row INSERT … ON CONFLICT DO NOTHING into event_dedup, one transaction
 //   dedup       the event_dedup claim alone
@@ -15,7 +18,9 @@ import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { Database } from '../src/storage/database.js';
 import { openStorage } from '../src/storage/connect.js';
+import { parsePostgresUrl } from '../src/storage/postgres/connection-url.js';
 import { postgresEventWriter } from '../src/storage/postgres/event-writer.js';
+import { createFailoverPool } from '../src/storage/postgres/pool.js';
 import type { EventInsert } from '../src/storage/types.js';
 import { postgresDatabase } from './database.js';
 import { cleanUp, installExitHandlers } from './processes.js';
@@ -87,33 +92,9 @@ async function connection() {
   return { client, pid };
 }
 
-// Inlet's writer on a Kysely of its own one-connection pool, as the service runs it (without the failover wrapper).
-const inletPool = new pg.Pool({ connectionString: database.url, max: 1, idleTimeoutMillis: 0 });
-const inletDb = new Kysely<Database>({ dialect: new PostgresDialect({ pool: inletPool }) });
-const inletPid = (await sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`.execute(inletDb)).rows[0]!.pid;
-const writer = postgresEventWriter(inletDb);
-const raw = await connection();
-const rawDedup = await connection();
-const dedup = await connection();
 const admin = await connection();
 await admin.client.query(`INSERT INTO products (id, name, created_at) VALUES ($1, 'pg-insert bench', now())`, [PRODUCT]);
-
-const variants: Array<{ name: string; pid: number; run: (list: EventInsert[]) => Promise<unknown> }> = [
-  { name: 'inlet', pid: inletPid, run: (list) => writer.insertMany(list) },
-  { name: 'raw', pid: raw.pid, run: (list) => raw.client.query({ name: 'raw', text: rawText, values: asValues(list) }) },
-  {
-    name: 'raw+dedup',
-    pid: rawDedup.pid,
-    run: async (list) => {
-      await rawDedup.client.query('BEGIN');
-      await rawDedup.client.query({ name: 'dedup', text: dedupText, values: keyValues(list) });
-      await rawDedup.client.query({ name: 'raw', text: rawText, values: asValues(list) });
-      await rawDedup.client.query('COMMIT');
-    },
-  },
-  { name: 'dedup', pid: dedup.pid, run: (list) => dedup.client.query({ name: 'dedup', text: dedupText, values: keyValues(list) }) },
-];
-
+// The prefill first: a pooled connection left idle meanwhile would be closed, and its server process with it.
 for (let done = 0; done < prefill; done += 1000) {
   const list = rows(Math.min(1000, prefill - done), 'prefill');
   const column = (c: number) => list.map((r) => asValues([r])[c]);
@@ -129,16 +110,52 @@ for (let done = 0; done < prefill; done += 1000) {
 await admin.client.query('ANALYZE');
 await admin.client.query('CHECKPOINT');
 
+// Inlet's writer on a Kysely of its own one-connection pool: the service's pool (prepared statement) and a plain one.
+// Its server process is asked before each run: a pool replaces a connection that was idle for 10 s.
+function writerOn(pool: pg.Pool) {
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  const pid = async () => (await sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`.execute(db)).rows[0]!.pid;
+  return { db, pid, writer: postgresEventWriter(db) };
+}
+const inlet = writerOn(createFailoverPool(parsePostgresUrl(database.url), { max: 1 }).pool);
+const unprepared = writerOn(new pg.Pool({ connectionString: database.url, max: 1, idleTimeoutMillis: 0 }));
+const raw = await connection();
+const rawDedup = await connection();
+const dedup = await connection();
+
+const variants: Array<{ name: string; pid: () => Promise<number> | number; run: (list: EventInsert[]) => Promise<unknown> }> = [
+  { name: 'inlet', pid: inlet.pid, run: (list) => inlet.writer.insertMany(list) },
+  { name: 'inlet-unprepared', pid: unprepared.pid, run: (list) => unprepared.writer.insertMany(list) },
+  { name: 'raw', pid: () => raw.pid, run: (list) => raw.client.query({ name: 'raw', text: rawText, values: asValues(list) }) },
+  {
+    name: 'raw+dedup',
+    pid: () => rawDedup.pid,
+    run: async (list) => {
+      await rawDedup.client.query('BEGIN');
+      await rawDedup.client.query({ name: 'dedup', text: dedupText, values: keyValues(list) });
+      await rawDedup.client.query({ name: 'raw', text: rawText, values: asValues(list) });
+      await rawDedup.client.query('COMMIT');
+    },
+  },
+  { name: 'dedup', pid: () => dedup.pid, run: (list) => dedup.client.query({ name: 'dedup', text: dedupText, values: keyValues(list) }) },
+];
+
 const totals = new Map<string, { cpu: number; wall: number; wal: number; events: number }>();
+// An unmeasured round first: right after the prefill's CHECKPOINT the first statements write the full pages of
+// whatever they touch into the WAL, a cost that would fall on whichever variant ran first.
+for (const variant of variants) for (let i = 0; i < statements; i++) await variant.run(rows(batch));
 for (let round = 0; round < rounds; round++) {
-  for (const variant of variants) {
+  // Each round starts with the next variant, so that none always follows the same one.
+  for (let v = 0; v < variants.length; v++) {
+    const variant = variants[(v + round) % variants.length]!;
     const sets = Array.from({ length: statements }, () => rows(batch));
     const lsn = (await admin.client.query<{ lsn: string }>('SELECT pg_current_wal_insert_lsn()::text AS lsn')).rows[0]!.lsn;
-    const cpuBefore = cpuSecondsOf(variant.pid);
+    const pid = await variant.pid();
+    const cpuBefore = cpuSecondsOf(pid);
     const started = process.hrtime.bigint();
     for (const set of sets) await variant.run(set);
     const wall = Number(process.hrtime.bigint() - started) / 1e9;
-    const cpu = cpuSecondsOf(variant.pid) - cpuBefore;
+    const cpu = cpuSecondsOf(pid) - cpuBefore;
     // Cluster-wide WAL: other databases' writes meanwhile count too (small on a quiet server).
     const wal = Number((await admin.client.query<{ d: string }>('SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1) AS d', [lsn])).rows[0]!.d);
     const total = totals.get(variant.name) ?? { cpu: 0, wall: 0, wal: 0, events: 0 };
@@ -150,6 +167,7 @@ process.stdout.write('| statement | server CPU µs/event | wall µs/event | WAL 
 for (const [name, t] of totals) {
   process.stdout.write(`| ${name} | ${((t.cpu * 1e6) / t.events).toFixed(1)} | ${((t.wall * 1e6) / t.events).toFixed(1)} | ${Math.round(t.wal / t.events)} |\n`);
 }
-await inletDb.destroy();
+await inlet.db.destroy();
+await unprepared.db.destroy();
 for (const c of [raw, rawDedup, dedup, admin]) await c.client.end();
 await cleanUp();

@@ -4,9 +4,11 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:net';
 import { parsePostgresUrl } from '../src/storage/postgres/connection-url.js';
-import { createFailoverPool } from '../src/storage/postgres/pool.js';
+import { sql } from 'kysely';
+import { createFailoverPool, preparedName } from '../src/storage/postgres/pool.js';
 import { isPostgresUnavailable } from '../src/storage/postgres/errors.js';
 import { openStorage } from '../src/storage/connect.js';
+import { eventRow } from './event-rows.js';
 import { dialect, postgresUrl, testDatabase } from './helpers.js';
 
 async function deadPort(): Promise<number> {
@@ -95,6 +97,44 @@ describe('failover pool against a real server', { skip: dialect !== 'postgres' }
       assert.equal(left, 0, 'a connection of the closed storage is still open');
     } finally {
       await probe.end();
+      await db.drop();
+    }
+  });
+
+  it('runs a statement marked inlet:prepare as a named prepared statement, once per connection; others stay unnamed', async () => {
+    const { pool } = createFailoverPool(parsePostgresUrl(postgresUrl), { max: 1 });
+    const marked = '/* inlet:prepare probe */ SELECT $1::int + 1 AS v';
+    const otherText = '/* inlet:prepare probe */ SELECT $1::int + 2 AS v';
+    try {
+      for (const n of [1, 2, 3]) assert.deepEqual((await pool.query<{ v: number }>(marked, [n])).rows, [{ v: n + 1 }]);
+      assert.deepEqual((await pool.query<{ v: number }>(otherText, [1])).rows, [{ v: 3 }]);
+      await pool.query('SELECT $1::int AS unmarked', [1]);
+      const { rows } = await pool.query<{ name: string; statement: string }>('SELECT name, statement FROM pg_prepared_statements ORDER BY prepare_time');
+      // One statement per marked text, named after its mark and text; the unmarked one is not kept.
+      assert.deepEqual(rows, [
+        { name: preparedName('probe', marked), statement: marked },
+        { name: preparedName('probe', otherText), statement: otherText },
+      ]);
+      assert.notEqual(preparedName('probe', marked), preparedName('probe', otherText));
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it('stores events through the prepared ingest statement: one per connection, duplicates still found', async () => {
+    const db = testDatabase();
+    const storage = await openStorage(postgresUrl, { postgresSchema: db.postgresSchema!, postgresPoolSize: 1 });
+    try {
+      const first = await storage.events.insertMany([eventRow('prd_prepared', 'a'), eventRow('prd_prepared', 'b')]);
+      const again = [eventRow('prd_prepared', 'b'), eventRow('prd_prepared', 'c'), eventRow('prd_prepared', null)];
+      const second = await storage.events.insertMany(again);
+      assert.deepEqual(first.map((o) => o.status), ['created', 'created']);
+      assert.deepEqual(second.map((o) => o.status), ['duplicate', 'created', 'created']);
+      assert.equal(second[0]!.event.id, first[1]!.event.id);
+      const { rows } = await sql<{ name: string }>`SELECT name FROM pg_prepared_statements`.execute(storage.db);
+      assert.equal(rows.filter((r) => r.name.startsWith('inlet_event_insert_')).length, 1);
+    } finally {
+      await storage.close();
       await db.drop();
     }
   });
