@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { keyHash, mergeAllEventKeys, subjectHash } from '../src/storage/sqlite/event-keys.js';
 import pg from 'pg';
-import { onCleanup } from './processes.js';
+import { onCleanup, postgresCpuMeter } from './processes.js';
 import { ROW_COLUMNS } from './workload.js';
 
 export interface BenchDatabase {
@@ -88,6 +88,52 @@ export async function postgresDatabase(serverUrl: string): Promise<BenchDatabase
       } finally {
         await client.end();
       }
+    },
+  };
+}
+
+/** PostgreSQL's own counters around a measured run: the cluster's WAL position and this database's block reads. */
+interface PostgresCounters {
+  walBytes: number;
+  blocksRead: number;
+  blocksHit: number;
+}
+
+async function postgresCounters(url: string): Promise<PostgresCounters> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    // pg_stat_database's counters arrive up to a second late (each backend flushes its statistics at most once a
+    // second): over a 10 s run that is a few per cent.
+    const { rows } = await client.query<{ wal: number; blks_read: string; blks_hit: string }>(
+      `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::float8 AS wal, blks_read, blks_hit FROM pg_stat_database WHERE datname = current_database()`,
+    );
+    return { walBytes: rows[0]!.wal, blocksRead: Number(rows[0]!.blks_read), blocksHit: Number(rows[0]!.blks_hit) };
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * What PostgreSQL spent on a measured run, per event: the CPU of the database's backends and of the server's
+ * background processes (postgresCpuMeter), the WAL written (cluster-wide: other databases' writes meanwhile count
+ * too) and the blocks read from outside shared_buffers (the OS page cache or the disk) and found in it. `stop`
+ * gives the line the report prints after the run's group commits.
+ */
+export async function postgresRunMeter(url: string): Promise<{ stop(events: number): Promise<string> }> {
+  const database = new URL(url).pathname.slice(1);
+  const before = await postgresCounters(url);
+  const cpu = postgresCpuMeter(database);
+  return {
+    async stop(events) {
+      const seconds = cpu.stop();
+      const after = await postgresCounters(url);
+      if (events === 0) return 'PostgreSQL: no events';
+      const per = (value: number, digits: number) => (value / events).toFixed(digits);
+      return (
+        `PostgreSQL: ${per(seconds * 1e6, 1)} µs CPU per event (${(seconds).toFixed(1)} s in all), ${per(after.walBytes - before.walBytes, 0)} B of WAL per event, ` +
+        `${per(after.blocksRead - before.blocksRead, 2)} blocks read from outside shared_buffers and ${per(after.blocksHit - before.blocksHit, 1)} found in it per event`
+      );
     },
   };
 }

@@ -8,7 +8,7 @@ import { availableParallelism, cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { parseBenchArgs, USAGE, type BenchArgs, type Scenario } from './args.js';
 import { postgresRawInsert, sqliteRawInsert, type BaselineResult } from './baselines.js';
-import { postgresDatabase, sqliteDatabase, tempDirectory, type BenchDatabase } from './database.js';
+import { postgresDatabase, postgresRunMeter, sqliteDatabase, tempDirectory, type BenchDatabase } from './database.js';
 import { memorySampler, postgresFootprint, sqliteFootprint, type DiskFootprint, type MemoryPeak } from './footprint.js';
 import { runLoad, runWrk, stopLoad, stopWrk, wrkAvailable, type LoadResult } from './load.js';
 import { prefillPostgres, prefillSqlite } from './prefill.js';
@@ -297,6 +297,7 @@ async function main(): Promise<number> {
         const pid = target === 'inlet' ? inlet.server.process.pid : bare.process.pid;
         const url = target === 'inlet' ? inlet.base : bareBase;
         const commitsBefore = target === 'inlet' ? await commitCounters(inlet.base) : undefined;
+        const postgresMeter = target === 'inlet' && database.dialect === 'postgres' ? await postgresRunMeter(database.url) : undefined;
         const cpuBefore = cpuSeconds(pid);
         let result: LoadResult;
         let generatorCpuSeconds: number | undefined;
@@ -318,7 +319,10 @@ async function main(): Promise<number> {
           generatorCpuSeconds = (used.user + used.system) / 1e6;
         }
         const cpuAfter = cpuSeconds(pid);
-        const commits = target === 'inlet' ? describeCommits(commitsBefore, await commitCounters(inlet.base)) : '';
+        const commits =
+          target === 'inlet'
+            ? describeCommits(commitsBefore, await commitCounters(inlet.base)) + (postgresMeter === undefined ? '' : `; ${await postgresMeter.stop(result.ok * eventsPerRequest)}`)
+            : '';
         const answered = Object.values(result.statusCounts).reduce((sum, count) => sum + count, 0);
         const cpuMicrosPerRequest = cpuBefore === undefined || cpuAfter === undefined || answered === 0 ? undefined : ((cpuAfter - cpuBefore) * 1e6) / answered;
         if (target === 'inlet') {

@@ -138,4 +138,40 @@ describe('failover pool against a real server', { skip: dialect !== 'postgres' }
       await db.drop();
     }
   });
+
+  it('the prepared ingest statement routes rows into partitions attached and dropped after it was prepared', async () => {
+    // PostgreSQL invalidates a cached plan when a relation it uses changes; this checks it for the writer's
+    // statement across inlet_ensure_event_partitions (attach) and inlet_drop_event_partitions_before (drop).
+    const db = testDatabase();
+    const storage = await openStorage(postgresUrl, { postgresSchema: db.postgresSchema!, postgresPoolSize: 1 });
+    const at = (monthsAhead: number) => {
+      const now = new Date();
+      return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + monthsAhead, 15, 12)).toISOString();
+    };
+    const row = (externalId: string, receivedAt: string) => ({ ...eventRow('prd_prepared', externalId), receivedAt });
+    const count = async (table: string) => Number((await sql<{ n: number }>`SELECT count(*)::int AS n FROM ${sql.table(table)}`.execute(storage.db)).rows[0]!.n);
+    const partition = (monthsAhead: number) => `events_p${at(monthsAhead).slice(0, 7).replace('-', '_')}`;
+    try {
+      // Prepared, with a row six months ahead: no partition yet, so it lands in the default one.
+      for (const id of ['p1', 'p2']) await storage.events.insertMany([row(id, at(6))]);
+      assert.equal(await count('events_default'), 2);
+      await sql`SELECT inlet_ensure_event_partitions(8)`.execute(storage.db);
+      assert.equal(await count('events_default'), 0);
+      assert.equal(await count(partition(6)), 2);
+      // The same connection's prepared statement now routes such a row into the new partition.
+      assert.deepEqual((await storage.events.insertMany([row('p3', at(6))])).map((o) => o.status), ['created']);
+      assert.equal(await count(partition(6)), 3);
+      assert.equal(await count('events_default'), 0);
+      // This month's partition dropped: this month's rows go to the default partition.
+      await storage.events.insertMany([row('p4', at(0))]);
+      await sql`SELECT inlet_drop_event_partitions_before(${at(1)}::timestamptz)`.execute(storage.db);
+      assert.deepEqual((await storage.events.insertMany([row('p5', at(0))])).map((o) => o.status), ['created']);
+      assert.equal(await count('events_default'), 1);
+      const { rows } = await sql<{ name: string }>`SELECT name FROM pg_prepared_statements`.execute(storage.db);
+      assert.equal(rows.filter((r) => r.name.startsWith('inlet_event_insert_')).length, 1);
+    } finally {
+      await storage.close();
+      await db.drop();
+    }
+  });
 });
