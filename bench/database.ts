@@ -131,7 +131,7 @@ export async function postgresRunMeter(url: string): Promise<{ stop(events: numb
       if (events === 0) return 'PostgreSQL: no events';
       const per = (value: number, digits: number) => (value / events).toFixed(digits);
       return (
-        `PostgreSQL: ${per(seconds * 1e6, 1)} µs CPU per event (${(seconds).toFixed(1)} s in all), ${per(after.walBytes - before.walBytes, 0)} B of WAL per event, ` +
+        `PostgreSQL: ${per(seconds * 1e6, 1)} µs CPU per event (${seconds.toFixed(1)} s in all), ${per(after.walBytes - before.walBytes, 0)} B of WAL per event, ` +
         `${per(after.blocksRead - before.blocksRead, 2)} blocks read from outside shared_buffers and ${per(after.blocksHit - before.blocksHit, 1)} found in it per event`
       );
     },

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:net';
 import { parsePostgresUrl } from '../src/storage/postgres/connection-url.js';
 import { sql } from 'kysely';
-import { createFailoverPool, preparedName } from '../src/storage/postgres/pool.js';
+import { createFailoverPool } from '../src/storage/postgres/pool.js';
 import { isPostgresUnavailable } from '../src/storage/postgres/errors.js';
 import { openStorage } from '../src/storage/connect.js';
 import { eventRow } from './event-rows.js';
@@ -104,18 +104,20 @@ describe('failover pool against a real server', { skip: dialect !== 'postgres' }
   it('runs a statement marked inlet:prepare as a named prepared statement, once per connection; others stay unnamed', async () => {
     const { pool } = createFailoverPool(parsePostgresUrl(postgresUrl), { max: 1 });
     const marked = '/* inlet:prepare probe */ SELECT $1::int + 1 AS v';
-    const otherText = '/* inlet:prepare probe */ SELECT $1::int + 2 AS v';
+    const other = '/* inlet:prepare other_probe */ SELECT $1::int + 2 AS v';
     try {
       for (const n of [1, 2, 3]) assert.deepEqual((await pool.query<{ v: number }>(marked, [n])).rows, [{ v: n + 1 }]);
-      assert.deepEqual((await pool.query<{ v: number }>(otherText, [1])).rows, [{ v: 3 }]);
+      assert.deepEqual((await pool.query<{ v: number }>(other, [1])).rows, [{ v: 3 }]);
       await pool.query('SELECT $1::int AS unmarked', [1]);
       const { rows } = await pool.query<{ name: string; statement: string }>('SELECT name, statement FROM pg_prepared_statements ORDER BY prepare_time');
-      // One statement per marked text, named after its mark and text; the unmarked one is not kept.
+      // One statement per mark, named after it; the unmarked one is not kept.
       assert.deepEqual(rows, [
-        { name: preparedName('probe', marked), statement: marked },
-        { name: preparedName('probe', otherText), statement: otherText },
+        { name: 'inlet_probe', statement: marked },
+        { name: 'inlet_other_probe', statement: other },
       ]);
-      assert.notEqual(preparedName('probe', marked), preparedName('probe', otherText));
+      // A mark's name belongs to one text: another text under it is refused, not prepared beside it.
+      await assert.rejects(pool.query('/* inlet:prepare probe */ SELECT $1::int + 3 AS v', [1]), /Prepared statements must be unique/);
+      assert.deepEqual((await pool.query<{ v: number }>(marked, [4])).rows, [{ v: 5 }]);
     } finally {
       await pool.end();
     }
@@ -132,7 +134,7 @@ describe('failover pool against a real server', { skip: dialect !== 'postgres' }
       assert.deepEqual(second.map((o) => o.status), ['duplicate', 'created', 'created']);
       assert.equal(second[0]!.event.id, first[1]!.event.id);
       const { rows } = await sql<{ name: string }>`SELECT name FROM pg_prepared_statements`.execute(storage.db);
-      assert.equal(rows.filter((r) => r.name.startsWith('inlet_event_insert_')).length, 1);
+      assert.deepEqual(rows.map((r) => r.name).filter((name) => name.startsWith('inlet_')), ['inlet_event_insert']);
     } finally {
       await storage.close();
       await db.drop();
@@ -168,7 +170,7 @@ describe('failover pool against a real server', { skip: dialect !== 'postgres' }
       assert.deepEqual((await storage.events.insertMany([row('p5', at(0))])).map((o) => o.status), ['created']);
       assert.equal(await count('events_default'), 1);
       const { rows } = await sql<{ name: string }>`SELECT name FROM pg_prepared_statements`.execute(storage.db);
-      assert.equal(rows.filter((r) => r.name.startsWith('inlet_event_insert_')).length, 1);
+      assert.deepEqual(rows.map((r) => r.name).filter((name) => name.startsWith('inlet_')), ['inlet_event_insert']);
     } finally {
       await storage.close();
       await db.drop();

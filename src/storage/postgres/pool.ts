@@ -11,7 +11,6 @@
 // - a connection whose server went away or became read-only (SQLSTATE 25006, 57P01/02/03, 08xxx,
 //   a reset) is destroyed when released instead of going back to the pool.
 // One host is the same path with a ring of one.
-import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { ConnectionOptions } from 'node:tls';
 import pg from 'pg';
@@ -158,27 +157,15 @@ async function sessionMismatch(client: pg.Client, wanted: TargetSessionAttrs): P
 type Tagged = { inletHostIndex?: number };
 
 /**
- * A statement whose text starts with this comment runs as a named prepared statement: parsed and planned once
- * per connection, then only bound and executed. Kysely sends every query unnamed, which PostgreSQL parses,
- * analyses and plans again each time. For the ingest writer's statement (a data-modifying CTE over unnest()
- * into a partitioned table) that is ~0.3 ms of the server's CPU per commit: 15 of 62 µs per event in groups
- * of 17 events, as single events commit (bench/README.md, "Prepared statements on PostgreSQL"). Only texts that
- * are the same at every call may carry the mark (their parameters are arrays), or a connection would collect
- * prepared statements without bound.
+ * A statement whose text starts with this comment runs as a named prepared statement, `inlet_<name>`: parsed and
+ * planned once per connection, then only bound and executed. Kysely sends every query unnamed, which PostgreSQL
+ * parses, analyses and plans again each time. For the ingest writer's statement (a data-modifying CTE over
+ * unnest() into a partitioned table) that was 9.5 of 56 µs of PostgreSQL's CPU per event in groups of 20 events,
+ * as single events commit (bench/README.md, "PostgreSQL at 10 M events: prepared inserts, …"). Only a text that
+ * is the same at every call may carry the mark, and each mark's name belongs to one text: node-postgres refuses a
+ * name already prepared on the connection for another text ("Prepared statements must be unique").
  */
 export const PREPARED_MARK = /^\/\* inlet:prepare ([a-z_]+) \*\//;
-
-const preparedNames = new Map<string, string>();
-
-/** The name a marked statement is prepared under: its mark's name and a hash of its text (two texts never share one). */
-export function preparedName(mark: string, text: string): string {
-  let name = preparedNames.get(text);
-  if (name === undefined) {
-    name = `inlet_${mark}_${createHash('sha256').update(text).digest('hex').slice(0, 16)}`;
-    if (preparedNames.size < 64) preparedNames.set(text, name);
-  }
-  return name;
-}
 
 export interface FailoverPoolOptions {
   max: number;
@@ -270,7 +257,7 @@ export function createFailoverPool(settings: PostgresConnectionSettings, poolOpt
       (this as unknown as { connectionParameters: { query_timeout?: number } }).connectionParameters.query_timeout = poolOptions.queryTimeoutMs?.() || undefined;
       if (typeof args[0] === 'string' && Array.isArray(args[1])) {
         const mark = PREPARED_MARK.exec(args[0]);
-        if (mark !== null) args = [{ name: preparedName(mark[1]!, args[0]), text: args[0], values: args[1] }, ...args.slice(2)];
+        if (mark !== null) args = [{ name: `inlet_${mark[1]!}`, text: args[0], values: args[1] }, ...args.slice(2)];
       }
       const result = (super.query as (...a: unknown[]) => unknown)(...args);
       // Remember a lost or demoted server so the pool drops this connection when it is released.
