@@ -13,8 +13,10 @@
 // - the live stream (events-out §4), opened before the drill and resumed with Last-Event-ID whenever its
 //   connection ends, delivers every acknowledged event exactly once: its tailer follows the new primary
 //   and never skips (issue 16 item 4).
-// Before each disruption it checks its premise (the primary replicates synchronously, the monitor agrees);
-// each phase prints the monitor's event log, and a loss prints where the missing events are (per node).
+// Before each disruption it checks its premise (the primary replicates synchronously, the monitor agrees),
+// before the load and again under it; each phase prints the monitor's event log, and a loss prints where the
+// missing events are (per node). A switchover during which pg_auto_failover made the primary asynchronous
+// anyway (wait_primary) is drilled again, up to three times (see the second test).
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import pg from 'pg';
@@ -46,6 +48,7 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
   let inlet: ServerProcess | undefined;
   let key: string;
   let stream: SseClient | undefined;
+  let streamUrl = '';
   const acknowledged = new Map<string, string>(); // external_id → uuid
 
   before(async () => {
@@ -66,7 +69,8 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
     const product = await admin('POST', '/admin/v1/products', { name: 'Drill' });
     const created = await admin('POST', `/admin/v1/products/${product.data.id}/keys`, { kind: 'events' });
     key = created.data.key;
-    stream = followStream(`${inlet.url}/admin/v1/products/${product.data.id}/events/stream`, { authorization: `Bearer ${ADMIN_TOKEN}` }, { retryMs: 250 });
+    streamUrl = `${inlet.url}/admin/v1/products/${product.data.id}/events/stream`;
+    stream = followStream(streamUrl, { authorization: `Bearer ${ADMIN_TOKEN}` }, { retryMs: 250 });
     await stream.opened();
   });
 
@@ -122,7 +126,7 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
    * batch until it is acknowledged. Returns every outcome, the health checks seen, and when the probe
    * first wrote to `newPrimaryPort` after the disruption began.
    */
-  async function underLoad(label: string, newPrimaryPort: number, disrupt: () => Promise<void> | void) {
+  async function underLoad(label: string, primaryPort: number, newPrimaryPort: number, disrupt: () => Promise<void> | void) {
     const outcomes: Outcome[] = [];
     const health: Array<{ at: number; healthz: number | string; readyz: number | string; metrics: number | string; metricsMs: number }> = [];
     let stopping = false;
@@ -175,6 +179,8 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
     await sleep(3000); // steady ingest first
     const before = outcomes.length;
     assert.ok(outcomes.slice(0, before).some((o) => o.status === 200), `${label}: ingest works before the disruption`);
+    // The premise again, under the load: the monitor may have made the primary asynchronous since.
+    await synchronous(`${label} (under load)`, primaryPort);
 
     const disruptedAt = Date.now();
     const probe = probeWrites(newPrimaryPort, disruptedAt);
@@ -250,6 +256,18 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
       .join('\n');
   }
 
+  /**
+   * The monitor's events since `since` in which `node` (the phase's primary) was made asynchronous: assigned or
+   * reporting wait_primary, which empties synchronous_standby_names (the monitor thought the standby unhealthy).
+   * Acknowledged commits are then on that node alone, and a failover or switchover may lose them.
+   */
+  async function madeAsynchronous(node: 'node1' | 'node2', since: number): Promise<string[]> {
+    const events = await formation!.events(new Date(since - 1000));
+    return events
+      .filter((e) => e.node === node && (e.goal === 'wait_primary' || e.reported === 'wait_primary'))
+      .map((e) => `#   +${e.at.getTime() - since} ms ${e.node}: reported ${e.reported}, goal ${e.goal}: ${e.description}`);
+  }
+
   /** Resolves with the time a direct write to the server at `port` first committed after `since`. */
   async function probeWrites(port: number, since: number): Promise<number> {
     for (const deadline = since + 180_000; Date.now() < deadline; ) {
@@ -298,7 +316,7 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
   }
 
   /** `since`: when the phase's load began (the monitor's events from then are printed if events are missing). */
-  async function checkStored(label: string, since: number) {
+  async function checkStored(label: string, since: number, options: { lossExcused?: boolean } = {}) {
     // Every acknowledged event is stored once, with the uuid it was acknowledged with.
     const primary = (await formation!.states()).find((s) => s.assigned === 'primary' || s.assigned === 'wait_primary' || s.assigned === 'single')!;
     const direct = new pg.Client({ host: '127.0.0.1', port: primary.port, user: 'postgres', database: 'events' });
@@ -309,6 +327,14 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
       for (const row of rows) stored.set(row.external_id, [...(stored.get(row.external_id) ?? []), row.id]);
       const missing = [...acknowledged].filter(([externalId, uuid]) => stored.get(externalId)?.[0] !== uuid);
       if (missing.length > 0) await explainMissing(label, missing, since);
+      if (options.lossExcused) {
+        // Lost by the database, not by Inlet: each acknowledged event is there with its uuid, or not at all.
+        const different = missing.filter(([externalId]) => stored.has(externalId));
+        assert.deepEqual(different.slice(0, 5), [], `${label}: stored with another uuid than acknowledged`);
+        console.log(`# ${label}: ${missing.length} of ${acknowledged.size} acknowledged events lost with the asynchronous commits; the rest are checked as always`);
+        for (const [externalId] of missing) acknowledged.delete(externalId);
+        missing.length = 0;
+      }
       assert.deepEqual(missing.slice(0, 5), [], `${label}: ${missing.length} of ${acknowledged.size} acknowledged events missing or different`);
       const twice = [...stored].filter(([, ids]) => ids.length > 1);
       assert.deepEqual(twice.slice(0, 5), [], `${label}: stored more than once`);
@@ -373,8 +399,12 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
     console.log(lines.join('\n'));
   }
 
-  /** The live stream has every acknowledged event, each once, with the uuid it was acknowledged with. */
-  async function checkStream(label: string) {
+  /**
+   * The live stream has every acknowledged event (or, given `prefix`, every one whose external_id starts with it:
+   * a stream opened later), each once, with the uuid it was acknowledged with.
+   */
+  async function checkStream(label: string, prefix?: string) {
+    const expected = new Map([...acknowledged].filter(([externalId]) => prefix === undefined || externalId.startsWith(prefix)));
     const seen = () => {
       const byExternalId = new Map<string, string[]>();
       for (const message of stream!.messages) {
@@ -386,22 +416,24 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
     };
     const deadline = Date.now() + 30_000;
     let byExternalId = seen();
-    let missing = [...acknowledged.keys()].filter((id) => !byExternalId.has(id));
+    let missing = [...expected.keys()].filter((id) => !byExternalId.has(id));
     while (missing.length > 0 && Date.now() < deadline) {
       await sleep(500);
       byExternalId = seen();
-      missing = [...acknowledged.keys()].filter((id) => !byExternalId.has(id));
+      missing = [...expected.keys()].filter((id) => !byExternalId.has(id));
     }
-    assert.deepEqual(missing.slice(0, 5), [], `${label}: ${missing.length} of ${acknowledged.size} acknowledged events never reached the live stream (endings: ${stream!.endings.join('; ')})`);
+    assert.deepEqual(missing.slice(0, 5), [], `${label}: ${missing.length} of ${expected.size} acknowledged events never reached the live stream (endings: ${stream!.endings.join('; ')})`);
     const twice = [...byExternalId].filter(([, uuids]) => uuids.length > 1);
     assert.deepEqual(twice.slice(0, 5), [], `${label}: events streamed more than once`);
-    for (const [externalId, uuid] of acknowledged) assert.deepEqual(byExternalId.get(externalId), [uuid], `${label}: ${externalId} streamed with its uuid`);
-    console.log(`# ${label}: the live stream delivered all ${acknowledged.size} acknowledged events once each; ${stream!.reconnects} reconnect(s) with Last-Event-ID (${stream!.endings.join('; ') || 'none'})`);
+    for (const [externalId, uuid] of expected) assert.deepEqual(byExternalId.get(externalId), [uuid], `${label}: ${externalId} streamed with its uuid`);
+    console.log(`# ${label}: the live stream delivered all ${expected.size} acknowledged events once each; ${stream!.reconnects} reconnect(s) with Last-Event-ID (${stream!.endings.join('; ') || 'none'})`);
   }
 
   it('kill -9 of the primary node: only 503s until the standby takes writes, back within 15 s, nothing lost', async () => {
     await synchronous('kill', formation!.ports.node1);
-    const run = await underLoad('kill', formation!.ports.node2, () => formation!.killNode('node1'));
+    const run = await underLoad('kill', formation!.ports.node1, formation!.ports.node2, () => formation!.killNode('node1'));
+    const premiseBroke = await madeAsynchronous('node1', run.loadStartedAt);
+    if (premiseBroke.length > 0) console.log(`# kill: pg_auto_failover made node1 asynchronous during the phase:\n${premiseBroke.join('\n')}`);
     const failed = check('kill', run);
     assert.ok(failed > 0, 'the kill was felt (some 503s): otherwise the drill tested nothing');
     assert.ok(run.health.some((h) => h.readyz === 503), '/readyz said 503 during the failover');
@@ -418,10 +450,33 @@ describe('PostgreSQL failover drill (pg_auto_failover, synchronous standby)', { 
       180_000,
     );
     console.log(`# node1 rejoined as secondary in ${Date.now() - rejoinStarted} ms`);
-    await synchronous('switchover', formation!.ports.node2);
-    const run = await underLoad('switchover', formation!.ports.node1, () => formation!.switchover());
-    check('switchover', run);
-    await checkStored('switchover', run.loadStartedAt);
-    await checkStream('switchover');
+    // A switchover drilled while pg_auto_failover made its primary asynchronous (wait_primary: the monitor
+    // thought the standby unhealthy) tests pg_auto_failover, not Inlet: commits acknowledged then are on the
+    // old primary only, and a switchover promotes the standby without them (pg_auto_failover 2.0 goes ahead
+    // while the old primary sits in wait_primary; CI saw 44,340 events lost so, stop 27). Such an attempt
+    // checks what it can (nothing twice, every stored event with the uuid it was acknowledged with), says
+    // what was lost and why, and the switchover is drilled again the other way, on a fresh live stream.
+    const ports = formation!.ports;
+    let primary: 'node1' | 'node2' = 'node2';
+    let standby: 'node1' | 'node2' = 'node1';
+    for (let attempt = 1; ; attempt++) {
+      const label = attempt === 1 ? 'switchover' : `switchover${attempt}`;
+      await synchronous(label, ports[primary]);
+      const run = await underLoad(label, ports[primary], ports[standby], () => formation!.switchover());
+      check(label, run);
+      const premiseBroke = await madeAsynchronous(primary, run.loadStartedAt);
+      if (premiseBroke.length === 0 || attempt === 3) {
+        await checkStored(label, run.loadStartedAt);
+        await checkStream(label, attempt === 1 ? undefined : `${label}-`);
+        if (premiseBroke.length > 0) console.log(`# ${label}: pg_auto_failover made ${primary} asynchronous during this attempt too, and nothing was lost`);
+        return;
+      }
+      console.log(`# ${label}: pg_auto_failover made ${primary} asynchronous during the phase, so the drill's premise broke:\n${premiseBroke.join('\n')}`);
+      await checkStored(label, run.loadStartedAt, { lossExcused: true });
+      stream?.close();
+      stream = followStream(streamUrl, { authorization: `Bearer ${ADMIN_TOKEN}` }, { retryMs: 250 });
+      await stream.opened();
+      [primary, standby] = [standby, primary];
+    }
   });
 });
