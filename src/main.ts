@@ -63,6 +63,8 @@ async function start(config: Config): Promise<void> {
   // Runs erasure jobs (pending ones, and those whose instance died) and the retention task.
   services.erasure.start();
   services.retention.start();
+  // PostgreSQL: a warning when the server checkpoints because its WAL keeps reaching max_wal_size (every 5 min).
+  services.checkpointWatch?.start(app.log);
 }
 
 try {

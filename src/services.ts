@@ -26,6 +26,7 @@ import { createStatsService, type StatsService } from './services/stats-service.
 import { destinationMessage } from './resources/destination-messages.js';
 import { createErasureService, KeyChangedError, type ErasureService } from './services/erasure-service.js';
 import { createRetentionService, type RetentionService } from './services/retention-service.js';
+import { createCheckpointWatch, registerWalMetrics, type CheckpointWatch } from './services/postgres-checkpoints.js';
 
 export interface Services {
   config: Config;
@@ -55,6 +56,8 @@ export interface Services {
   erasure: ErasureService;
   /** Retention of events per product (governance.md §4); the background task is started by main. */
   retention: RetentionService;
+  /** PostgreSQL: warns in the log when the server keeps checkpointing because its WAL reaches max_wal_size (started by main). */
+  checkpointWatch?: CheckpointWatch;
   /** Flushes pending writes and closes storage. */
   close(): Promise<void>;
 }
@@ -78,6 +81,8 @@ export async function createServices(config: Config, options: CreateServicesOpti
   const metrics = createMetrics({ defaultMetrics: options.defaultMetrics ?? true });
   if (storage.poolStats !== undefined) registerPoolMetrics(metrics.registry, storage.poolStats);
   if (storage.replicationStatus !== undefined) registerReplicationMetrics(metrics.registry, storage.replicationStatus);
+  if (storage.walStats !== undefined) registerWalMetrics(metrics.registry, storage.walStats);
+  const checkpointWatch = storage.walStats === undefined ? undefined : createCheckpointWatch(storage.walStats);
   if (storage.observeCheckpoints !== undefined) registerCheckpointMetrics(metrics.registry, storage.observeCheckpoints);
   if (storage.eventKeyStats !== undefined) registerEventKeyMetrics(metrics.registry, storage.eventKeyStats);
   if (storage.eventSubjectStats !== undefined) registerEventSubjectMetrics(metrics.registry, storage.eventSubjectStats);
@@ -165,8 +170,10 @@ export async function createServices(config: Config, options: CreateServicesOpti
     stats,
     erasure,
     retention,
+    ...(checkpointWatch === undefined ? {} : { checkpointWatch }),
     close() {
       closed ??= (async () => {
+        checkpointWatch?.stop();
         await destinations.close();
         await erasure.close();
         await retention.close();

@@ -23,8 +23,9 @@ import { checkWritableTarget, DatabaseUrlError, describeHosts, postgresSettings,
 import { isPostgresUnavailable } from './postgres/errors.js';
 import { retryingBusy } from './busy-retry.js';
 import { createFailoverPool } from './postgres/pool.js';
+import { readWalStats } from './postgres/wal-stats.js';
 import { ensureEventPartitions, PARTITION_MAINTENANCE_INTERVAL_MS } from './postgres/event-partitions.js';
-import type { CheckpointEvent, Dialect, EventKeyStats, PoolStats, ReplicationStatus, Storage } from './types.js';
+import type { CheckpointEvent, Dialect, EventKeyStats, PoolStats, PostgresWalStats, ReplicationStatus, Storage } from './types.js';
 
 export interface OpenStorageOptions {
   /** SQLite `synchronous`: `full` fsyncs every commit (the default), `normal` may lose the last commits on power loss. */
@@ -66,6 +67,8 @@ export interface OpenedStorage extends Storage {
   readonly poolStats?: () => PoolStats;
   /** PostgreSQL only: how the primary replicates, as this pool's sessions see it (metrics). */
   readonly replicationStatus?: () => Promise<ReplicationStatus>;
+  /** PostgreSQL only: the server's checkpoints and WAL written (metrics, and the checkpoint advice in the log). */
+  readonly walStats?: () => Promise<PostgresWalStats>;
   /**
    * PostgreSQL only: a small pool of its own for the shared rate limiter (it follows the primary like
    * the main one). Its sessions commit with synchronous_commit=off: a counter lost in a crash costs a
@@ -156,6 +159,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
   let makeWriter: () => Storage['events']['insertMany'];
   let poolStats: (() => PoolStats) | undefined;
   let replicationStatus: (() => Promise<ReplicationStatus>) | undefined;
+  let walStats: (() => Promise<PostgresWalStats>) | undefined;
   let pool: pg.Pool | undefined;
   let rateLimitPool: (() => pg.Pool) | undefined;
   let limiterPool: pg.Pool | undefined;
@@ -282,6 +286,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
         standbys: rows.filter((r) => r.standby).map((r) => ({ syncState: r.sync_state })),
       };
     };
+    walStats = () => readWalStats(stats);
     db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     const kysely = db;
     makeWriter = () => postgresEventWriter(kysely).insertMany;
@@ -319,6 +324,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     migration,
     ...(poolStats === undefined ? {} : { poolStats }),
     ...(replicationStatus === undefined ? {} : { replicationStatus }),
+    ...(walStats === undefined ? {} : { walStats }),
     ...(rateLimitPool === undefined ? {} : { rateLimitPool }),
     ...(checkpointer === undefined ? {} : { observeCheckpoints: checkpointer.observe }),
     ...(dialect === 'sqlite'

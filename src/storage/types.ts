@@ -308,6 +308,25 @@ export interface ReplicationStatus {
   standbys: Array<{ syncState: string | null }>;
 }
 
+/**
+ * PostgreSQL: the server's checkpoints and WAL so far (cluster-wide counters since its statistics were last reset;
+ * they start over on another server after a failover), with the settings that decide when it checkpoints.
+ */
+export interface PostgresWalStats {
+  /** The server that answered, `address:port` as it sees itself (`local` over a Unix socket): counters are its own. */
+  server: string;
+  /** Checkpoints started by `checkpoint_timeout`. */
+  timedCheckpoints: number;
+  /** Checkpoints requested: the WAL reached `max_wal_size`, or a `CHECKPOINT` command, a base backup, a restart. */
+  requestedCheckpoints: number;
+  /** pg_stat_wal (PostgreSQL 14 and later; undefined before): bytes of WAL written, and whole pages among its records. */
+  walBytes?: number;
+  walFullPageImages?: number;
+  /** The settings as PostgreSQL shows them (`SHOW`): `1GB`, `5min`. */
+  maxWalSize: string;
+  checkpointTimeout: string;
+}
+
 /** One WAL checkpoint on SQLite: by the checkpoint thread, or by the writer on the event loop (sqlite/checkpointer.ts). */
 export interface CheckpointEvent {
   by: 'thread' | 'writer';
