@@ -23,7 +23,12 @@
 //     2 GiB free:
 //     a commit at synchronous=FULL costs ~1.8 ms on this machine's disk and ~0.01 ms there;
 //   - the PostgreSQL test database commits with synchronous_commit=off (ALTER DATABASE, for new sessions): ~1.9 ms
-//     per commit against ~0.4 ms. The machine's server is never crashed by a test, so nothing is lost by it.
+//     per commit against ~0.4 ms. The machine's server is never crashed by a test, so nothing is lost by it;
+//   - and plans no parallel query (max_parallel_workers_per_gather=0): its catalogs grow with every schema the
+//     tests create and drop, and with autovacuum off (as on this machine's server) the planner chose parallel
+//     scans of them, each starting worker processes. The PostgreSQL tier's CPU, machine-wide: 127.7 → 111.1 s,
+//     its wall 87 → 76 s (2026-11-27, `INLET_TEST_DIALECTS=postgres npm test -- test/*.test.ts test/fuzz/*.test.ts`,
+//     busy time from /proc/stat).
 // The last line is always "total: N passed, N failed"; the exit code is non-zero when anything failed.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
@@ -73,9 +78,11 @@ async function preparePostgres() {
   try {
     await client.connect();
     const { rows } = await client.query('SELECT current_database() AS name');
-    await client.query(`ALTER DATABASE "${rows[0].name.replace(/"/g, '""')}" SET synchronous_commit = off`);
+    const name = rows[0].name.replace(/"/g, '""');
+    await client.query(`ALTER DATABASE "${name}" SET synchronous_commit = off`);
+    await client.query(`ALTER DATABASE "${name}" SET max_parallel_workers_per_gather = 0`);
   } catch (error) {
-    console.log(`(PostgreSQL test database keeps synchronous_commit: ${error.message})`);
+    console.log(`(PostgreSQL test database keeps synchronous_commit and parallel query: ${error.message})`);
   }
   try {
     const { rows } = await client.query(`SELECT nspname AS name FROM pg_namespace WHERE nspname LIKE 'test\\_%'`);
