@@ -78,10 +78,7 @@ describe(`connection pool metrics (${dialect})`, () => {
     assert.ok((warnings[0]!.details.requestedCheckpoints as number) >= 2);
     assert.match(warnings[0]!.message, /max_wal_size \(\d+[MG]B\)/);
     assert.match(warnings[0]!.message, /docs\/scaling-out\.md/);
-    // At most one an hour.
-    for (let i = 0; i < 2; i++) await sql`CHECKPOINT`.execute(ctx.services.storage.db);
-    await watch.check();
-    assert.equal(warnings.length, 1);
+    // (At most one an hour: test/unit/postgres-checkpoints.test.ts, without spending more CHECKPOINTs here.)
     watch.stop();
   });
 
