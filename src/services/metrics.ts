@@ -78,3 +78,15 @@ export function scrapeRead<T>(read: () => Promise<T>, ms = SCRAPE_READ_TIMEOUT_M
     () => undefined,
   ).finally(() => clearTimeout(timer));
 }
+
+/**
+ * scrapeRead shared by the metrics one read feeds: prom-client collects every metric of a scrape at once, so those
+ * that ask for the read while it is in flight await the same answer (one query per scrape, not one per metric).
+ */
+export function sharedScrapeRead<T>(read: () => Promise<T>): () => Promise<T | undefined> {
+  let inFlight: Promise<T | undefined> | undefined;
+  return () =>
+    (inFlight ??= scrapeRead(read).finally(() => {
+      inFlight = undefined;
+    }));
+}

@@ -2,7 +2,7 @@
 // (waiting > 0) is the first thing to look at when commit and request durations rise.
 import { Gauge, type Registry } from 'prom-client';
 import type { PoolStats, ReplicationStatus } from '../storage/types.js';
-import { scrapeRead } from './metrics.js';
+import { sharedScrapeRead } from './metrics.js';
 
 export function registerPoolMetrics(registry: Registry, stats: () => PoolStats): void {
   new Gauge({
@@ -36,13 +36,9 @@ const SYNC_STATES = ['sync', 'quorum', 'potential', 'async', 'unknown'] as const
  * (docs/scaling-out.md): this is where an operator sees it before a failover loses acknowledged events.
  */
 export function registerReplicationMetrics(registry: Registry, status: () => Promise<ReplicationStatus>): void {
-  // One query per scrape: prom-client collects every metric at once, so both gauges await the same answer.
-  // Labelled, so that a scrape without an answer (scrapeRead: failed, or past 2 s) prints no sample at all.
-  let inFlight: Promise<ReplicationStatus | undefined> | undefined;
-  const read = (): Promise<ReplicationStatus | undefined> =>
-    (inFlight ??= scrapeRead(status).finally(() => {
-      inFlight = undefined;
-    }));
+  // One query per scrape for both gauges. Labelled, so that a scrape without an answer (failed, or past 2 s) prints
+  // no sample at all.
+  const read = sharedScrapeRead(status);
   new Gauge({
     name: 'inlet_postgres_synchronous_commit',
     help: "1 when this process's commits wait for a standby (synchronous_standby_names set, synchronous_commit on, remote_write or remote_apply; both as labels); 0: a failover can lose acknowledged events",

@@ -9,7 +9,7 @@
 // of Inlet may never read; the counters are cluster-wide, so another application's writes count too.
 import { Counter, type Registry } from 'prom-client';
 import type { PostgresWalStats } from '../storage/types.js';
-import { scrapeRead } from './metrics.js';
+import { sharedScrapeRead } from './metrics.js';
 
 /** How often the watch compares the counters. */
 export const CHECKPOINT_CHECK_INTERVAL_MS = 5 * 60_000;
@@ -64,11 +64,7 @@ function formatBytes(bytes: number): string {
  * without an answer). `server` is the one that answered: after a failover its counters are another series, not a reset.
  */
 export function registerWalMetrics(registry: Registry, read: () => Promise<PostgresWalStats>): void {
-  let inFlight: Promise<PostgresWalStats | undefined> | undefined;
-  const once = (): Promise<PostgresWalStats | undefined> =>
-    (inFlight ??= scrapeRead(read).finally(() => {
-      inFlight = undefined;
-    }));
+  const once = sharedScrapeRead(read);
   new Counter({
     name: 'inlet_postgres_checkpoints_total',
     help: 'Checkpoints of the PostgreSQL server this process writes to (the server that answered; cluster-wide, since its statistics reset), by kind: timed (checkpoint_timeout) or requested (max_wal_size reached, CHECKPOINT, a base backup). Requested ones every few minutes under ingest: raise max_wal_size (docs/scaling-out.md)',
