@@ -78,28 +78,34 @@ export function registerWalMetrics(registry: Registry, read: () => Promise<Postg
       this.inc({ server: now.server, kind: 'requested' }, now.requestedCheckpoints);
     },
   });
-  new Counter({
-    name: 'inlet_postgres_wal_bytes_total',
-    help: 'Bytes of WAL the PostgreSQL server this process writes to has generated (pg_stat_wal, PostgreSQL 14 and later; cluster-wide)',
-    labelNames: ['server'],
-    registers: [registry],
-    async collect() {
-      this.reset();
-      const now = await once();
-      if (now?.walBytes !== undefined) this.inc({ server: now.server }, now.walBytes);
-    },
-  });
-  new Counter({
-    name: 'inlet_postgres_wal_full_page_images_total',
-    help: 'Whole 8 KB pages written into the WAL (first change of a page after a checkpoint) by the PostgreSQL server this process writes to (pg_stat_wal, 14 and later; cluster-wide)',
-    labelNames: ['server'],
-    registers: [registry],
-    async collect() {
-      this.reset();
-      const now = await once();
-      if (now?.walFullPageImages !== undefined) this.inc({ server: now.server }, now.walFullPageImages);
-    },
-  });
+  // The WAL's two counters differ only in name, help and the figure they take.
+  const walCounters: Array<[name: string, help: string, pick: (stats: PostgresWalStats) => number | undefined]> = [
+    [
+      'inlet_postgres_wal_bytes_total',
+      'Bytes of WAL the PostgreSQL server this process writes to has generated (pg_stat_wal, PostgreSQL 14 and later; cluster-wide)',
+      (stats) => stats.walBytes,
+    ],
+    [
+      'inlet_postgres_wal_full_page_images_total',
+      'Whole 8 KB pages written into the WAL (first change of a page after a checkpoint) by the PostgreSQL server this process writes to (pg_stat_wal, 14 and later; cluster-wide)',
+      (stats) => stats.walFullPageImages,
+    ],
+  ];
+  for (const [name, help, pick] of walCounters) {
+    new Counter({
+      name,
+      help,
+      labelNames: ['server'],
+      registers: [registry],
+      async collect() {
+        this.reset();
+        const now = await once();
+        if (now === undefined) return;
+        const value = pick(now);
+        if (value !== undefined) this.inc({ server: now.server }, value);
+      },
+    });
+  }
 }
 
 export interface CheckpointWatchLog {
