@@ -45,14 +45,21 @@ const PLAN_DOCUMENT_SCHEMA = {
   },
 } as const;
 
-function newAjv(): Ajv2020 {
+/**
+ * An Ajv instance. `checksSchemas` false: `compile` does not validate the schema against the 2020-12 meta-schema
+ * itself (the caller did, with `schemaChecker`). Compiling that meta-schema is most of what a new instance
+ * costs: `compilePlan` of a one-event plan took 84 ms with it and 2.5 ms without (2026-11-27, 30 runs each).
+ */
+function newAjv(checksSchemas = true): Ajv2020 {
   // strict: an unknown keyword (a typo such as "requierd") is refused at PUT instead of silently ignored.
-  const ajv = new Ajv2020({ allErrors: true, strict: true, strictTypes: false, strictTuples: false, strictRequired: false, logger: false });
+  const ajv = new Ajv2020({ allErrors: true, strict: true, strictTypes: false, strictTuples: false, strictRequired: false, logger: false, validateSchema: checksSchemas });
   addFormats(ajv);
   return ajv;
 }
 
 const documentCheck = newAjv().compile(PLAN_DOCUMENT_SCHEMA);
+/** Checks schemas against the meta-schema, compiled once per process; plans compile in instances of their own. */
+const schemaChecker = newAjv();
 
 export function escapePointerToken(token: string): string {
   return token.replace(/~/g, '~0').replace(/\//g, '~1');
@@ -88,11 +95,11 @@ export function compilePlan(document: unknown, version: number): CompileResult {
     return { ok: false, errors: (documentCheck.errors ?? []).slice(0, MAX_ITEM_ERRORS).map((e) => ({ pointer: ajvPointer(e), message: e.message ?? e.keyword })) };
   }
   const plan = document as unknown as TrackingPlan;
-  const ajv = newAjv();
+  const ajv = newAjv(false);
   const errors: FieldError[] = [];
   const compileAt = (schema: unknown, pointer: string): ValidateFunction | undefined => {
-    if (!ajv.validateSchema(schema as object)) {
-      for (const e of ajv.errors ?? []) errors.push({ pointer: `${pointer}${e.instancePath}`, message: `not a valid JSON Schema 2020-12: ${e.message ?? e.keyword}` });
+    if (!schemaChecker.validateSchema(schema as object)) {
+      for (const e of schemaChecker.errors ?? []) errors.push({ pointer: `${pointer}${e.instancePath}`, message: `not a valid JSON Schema 2020-12: ${e.message ?? e.keyword}` });
       return undefined;
     }
     try {
