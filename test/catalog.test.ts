@@ -4,7 +4,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { buildApp } from '../src/http/app.js';
-import { adminHeaders, bearer, createTestApp, createTestServices, dialect, problemOf, testDatabase, type TestContext } from './helpers.js';
+import { adminHeaders, bearer, createTestApp, createTestServices, dialect, problemOf, reusableDatabase, type TestContext } from './helpers.js';
 
 const basic = (k: string) => ({ authorization: `Basic ${Buffer.from(`${k}:`).toString('base64')}` });
 const SECRET = 'value-that-must-never-be-catalogued';
@@ -170,7 +170,7 @@ describe('catalogue bounds', () => {
 describe('catalogue across instances', () => {
   // SQLite has one writing instance (README): there the two "instances" are one, still under concurrent batches.
   it(`${dialect === 'postgres' ? 'two instances on one database' : 'one instance'}, concurrent batches: counts add up exactly, and survive a restart`, async () => {
-    const database = testDatabase();
+    const database = reusableDatabase();
     const a = await createTestServices({ catalogFlushMs: 50 }, database);
     const appA = await buildApp(a.services, { logger: false });
     const b = dialect === 'postgres' ? await createTestServices({ catalogFlushMs: 50 }, { ...database, drop: async () => {} }) : a;

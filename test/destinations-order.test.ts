@@ -8,7 +8,7 @@ import { sql } from 'kysely';
 import { messageIdOfEvent } from '../src/domain/destinations.js';
 import { uuidv7 } from '../src/domain/ids.js';
 import type { Services } from '../src/services.js';
-import { createTestServices, dialect, testDatabase, type TestDatabase } from './helpers.js';
+import { createTestServices, dialect, reusableDatabase, type TestDatabase } from './helpers.js';
 import { startWebhookReceiver, type WebhookReceiver } from './fakes/webhook-receiver.js';
 
 let database: TestDatabase;
@@ -18,7 +18,7 @@ let receiver: WebhookReceiver;
 const closers: Array<() => Promise<void>> = [];
 
 before(async () => {
-  database = testDatabase();
+  database = reusableDatabase();
   const a = await createTestServices({}, database);
   writerA = a.services;
   closers.push(() => a.close());

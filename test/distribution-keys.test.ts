@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { sql } from 'kysely';
 import { openStorage, type OpenedStorage } from '../src/storage/connect.js';
 import { RATE_LIMIT_TABLE } from '../src/services/rate-limiter.js';
-import { dialect, testDatabase, type TestDatabase } from './helpers.js';
+import { dialect, noteFreshSchema, reusableDatabase, type TestDatabase } from './helpers.js';
 
 /** Tables whose keys need not start with product_id, and why. Keep this short. */
 const EXCEPTIONS: Record<string, string> = {
@@ -72,8 +72,9 @@ describe('every key starts with product_id (distributable by product)', () => {
   let storage: OpenedStorage;
 
   before(async () => {
-    database = testDatabase();
+    database = reusableDatabase();
     storage = await openStorage(database.databaseUrl, database.postgresSchema === undefined ? {} : { postgresSchema: database.postgresSchema });
+    await noteFreshSchema(database);
   });
   after(async () => {
     await storage?.close();

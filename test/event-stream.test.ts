@@ -10,7 +10,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Config } from '../src/config.js';
 import { buildApp } from '../src/http/app.js';
 import type { Services } from '../src/services.js';
-import { ADMIN_TOKEN, bearer, createTestServices, reusableDatabase, testDatabase, type TestDatabase } from './helpers.js';
+import { ADMIN_TOKEN, bearer, createTestServices, reusableDatabase, type TestDatabase } from './helpers.js';
 
 interface Message {
   id: string;
@@ -182,7 +182,7 @@ describe('GET /admin/v1/products/{id}/events/stream', () => {
   });
 
   it('resumes with Last-Event-ID (or ?after=) exactly after the last event seen, also after a restart', async () => {
-    const database = testDatabase();
+    const database = reusableDatabase();
     let server = await startServer({}, database);
     const product = await server.product();
     const other = await server.product();
@@ -241,7 +241,7 @@ describe('GET /admin/v1/products/{id}/events/stream', () => {
   });
 
   it('include=rejections: rejections recorded on any instance arrive live as `event: rejection` (no id); not without it', async () => {
-    const database = testDatabase();
+    const database = reusableDatabase();
     const server = await startServer({}, database);
     const other = await startServer({}, database); // a second instance on the same database
     const product = await server.product();

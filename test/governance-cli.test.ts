@@ -11,7 +11,7 @@ import type { FastifyInstance } from 'fastify';
 import { runCli } from '../src/cli/main.js';
 import { buildApp } from '../src/http/app.js';
 import type { Services } from '../src/services.js';
-import { adminHeaders, bearer, createTestServices, problemOf, testDatabase, type TestDatabase } from './helpers.js';
+import { adminHeaders, bearer, createTestServices, problemOf, reusableDatabase, type TestDatabase } from './helpers.js';
 
 let database: TestDatabase;
 let env: Record<string, string>;
@@ -20,7 +20,7 @@ let app: FastifyInstance;
 let dir: string;
 
 before(async () => {
-  database = testDatabase();
+  database = reusableDatabase();
   const url = database.postgresSchema === undefined ? database.databaseUrl : `${database.databaseUrl}${database.databaseUrl.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c search_path=${database.postgresSchema}`)}`;
   env = { INLET_DATABASE_URL: url, INLET_LOG_LEVEL: 'silent' };
   ({ services } = await createTestServices({ trackingPlanRefreshMs: 50 }, database));

@@ -175,8 +175,11 @@ export function reusableDatabase(): TestDatabase {
   return database;
 }
 
-/** Remembers what a freshly migrated schema looks like (once per process): the test for reuse. */
-async function noteFreshSchema(database: TestDatabase): Promise<void> {
+/**
+ * Remembers what a freshly migrated schema looks like (once per process): the test for reuse. A test that
+ * migrates a reusableDatabase() itself (openStorage) calls it after; createTestServices does.
+ */
+export async function noteFreshSchema(database: TestDatabase): Promise<void> {
   if (!unmigrated.has(database)) return;
   unmigrated.delete(database);
   if (freshFingerprint !== undefined || database.postgresSchema === undefined) return;

@@ -4,7 +4,7 @@ import { strict as assert } from 'node:assert';
 import { randomBytes } from 'node:crypto';
 import { openStorage, type OpenedStorage } from '../src/storage/connect.js';
 import type { IdentityTables } from '../src/storage/identity-store.js';
-import { testDatabase } from './helpers.js';
+import { noteFreshSchema, reusableDatabase } from './helpers.js';
 
 export { dialect } from './helpers.js';
 
@@ -13,13 +13,14 @@ export interface TestStorage {
   drop(): Promise<void>;
 }
 
-/** A storage on a fresh database of the dialect under test (INLET_TEST_DIALECT); PostgreSQL gets a pool of several connections so parallel calls really run in parallel. */
+/** A storage on an empty database of the dialect under test (reusableDatabase) (INLET_TEST_DIALECT); PostgreSQL gets a pool of several connections so parallel calls really run in parallel. */
 export async function openTestStorage(options: { poolSize?: number } = {}): Promise<TestStorage> {
-  const database = testDatabase();
+  const database = reusableDatabase();
   const storage = await openStorage(database.databaseUrl, {
     ...(database.postgresSchema === undefined ? {} : { postgresSchema: database.postgresSchema }),
     postgresPoolSize: options.poolSize ?? 12,
   });
+  await noteFreshSchema(database);
   return {
     storage,
     async drop() {

@@ -5,7 +5,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { buildApp } from '../src/http/app.js';
-import { adminHeaders, bearer, createTestApp, createTestServices, dialect, problemOf, testDatabase, type TestContext } from './helpers.js';
+import { adminHeaders, bearer, createTestApp, createTestServices, dialect, problemOf, reusableDatabase, type TestContext } from './helpers.js';
 
 const basic = (k: string) => ({ authorization: `Basic ${Buffer.from(`${k}:`).toString('base64')}` });
 
@@ -278,7 +278,7 @@ describe('draft from the catalogue', () => {
 
 describe('several instances', () => {
   it('an instance applies a version stored by another within its refresh time', async () => {
-    const database = testDatabase();
+    const database = reusableDatabase();
     const a = await createTestServices({}, database);
     const b = dialect === 'postgres' ? await createTestServices({ trackingPlanRefreshMs: 100 }, { ...database, drop: async () => {} }) : undefined;
     const appA = await buildApp(a.services, { logger: false });

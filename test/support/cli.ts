@@ -3,7 +3,7 @@
 // PostgreSQL the test schema travels in the URL as libpq's `options=-c search_path=…`.
 import { after, before } from 'node:test';
 import { runCli } from '../../src/cli/main.js';
-import { createTestServices, testDatabase, type TestDatabase } from '../helpers.js';
+import { createTestServices, reusableDatabase, type TestDatabase } from '../helpers.js';
 
 export type CliEnv = Record<string, string>;
 
@@ -25,9 +25,9 @@ export function cliEnv(database: TestDatabase): CliEnv {
   return { INLET_DATABASE_URL: url, INLET_LOG_LEVEL: 'silent', INLET_OUTBOUND_ALLOW: '127.0.0.0/8,::1', INLET_DESTINATIONS_ALLOW_PRIVATE: 'true' };
 }
 
-/** A fresh database for tests that start with the CLI, and the CLI's environment for it. */
+/** An empty database for tests that start with the CLI (reusableDatabase: on PostgreSQL a migrated schema), and the CLI's environment for it. */
 export async function cliDatabase(): Promise<{ database: TestDatabase; env: CliEnv }> {
-  const database = testDatabase();
+  const database = reusableDatabase();
   // The schema the URL names must exist on PostgreSQL (the CLI would not create it); createServices
   // creates and migrates it. A SQLite file the CLI creates itself.
   if (database.postgresSchema !== undefined) await (await createTestServices({}, database)).services.close();
@@ -43,7 +43,7 @@ export async function inlet(env: CliEnv, ...argv: string[]): Promise<CliResult> 
 }
 
 /**
- * For a test file that starts with the CLI: a fresh database opened in `before` and dropped in
+ * For a test file that starts with the CLI: an empty database opened in `before` and dropped in
  * `after` (the hooks are registered here), and `cli(…argv)` against it.
  */
 export function cliTestDatabase(): { cli(...argv: string[]): Promise<CliResult>; database(): TestDatabase } {
