@@ -47,13 +47,7 @@ export function testDatabase(): TestDatabase {
     databaseUrl: postgresUrl,
     postgresSchema: schema,
     async drop() {
-      const client = new pg.Client({ connectionString: postgresUrl });
-      await client.connect();
-      try {
-        await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-      } finally {
-        await client.end();
-      }
+      await withClient((client) => client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`));
     },
   };
 }
@@ -72,13 +66,47 @@ let freshFingerprint: string | undefined;
 const unmigrated = new WeakSet<TestDatabase>();
 let teardownRegistered = false;
 
+// One connection of the process for the helpers' own statements (schema drops, fingerprints, emptying),
+// rather than a new session for each: a new PostgreSQL session costs the server a fork and cold catalog
+// caches, and the default tier's PostgreSQL process made ~540 of them. Its socket is referenced only
+// while a statement runs, so an idle helper connection neither keeps the process alive nor counts as an
+// open handle for the runner's leak check; it ends with the process ('beforeExit' below).
+let helperClient: Promise<pg.Client> | undefined;
+let helperActive = 0;
+
+function helperSocket(client: pg.Client): { ref(): void; unref(): void } | undefined {
+  return (client as unknown as { connection?: { stream?: { ref(): void; unref(): void } } }).connection?.stream;
+}
+
+async function sharedClient(): Promise<pg.Client> {
+  registerTeardown();
+  helperClient ??= (async () => {
+    const client = new pg.Client({ connectionString: postgresUrl });
+    // A lost connection is replaced on the next call; a statement running on it fails as usual.
+    client.on('error', () => {
+      helperClient = undefined;
+    });
+    client.on('end', () => {
+      helperClient = undefined;
+    });
+    await client.connect();
+    return client;
+  })().catch((error: unknown) => {
+    helperClient = undefined;
+    throw error;
+  });
+  return helperClient;
+}
+
 async function withClient<T>(run: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: postgresUrl });
-  await client.connect();
+  helperActive++;
+  let client: pg.Client | undefined;
   try {
+    client = await sharedClient();
+    helperSocket(client)?.ref();
     return await run(client);
   } finally {
-    await client.end();
+    if (--helperActive === 0 && client !== undefined) helperSocket(client)?.unref();
   }
 }
 
@@ -134,7 +162,11 @@ function registerTeardown(): void {
   teardownRegistered = true;
   process.once('beforeExit', () => {
     const schemas = freeSchemas.splice(0);
-    if (schemas.length > 0) void withClient((client) => client.query(`DROP SCHEMA IF EXISTS ${schemas.join(', ')} CASCADE`)).catch(() => {});
+    const last = helperClient;
+    void (async () => {
+      if (schemas.length > 0) await withClient((client) => client.query(`DROP SCHEMA IF EXISTS ${schemas.join(', ')} CASCADE`)).catch(() => {});
+      await (await last?.catch(() => undefined))?.end();
+    })();
   });
 }
 
