@@ -87,12 +87,14 @@ async function preparePostgres() {
   try {
     const { rows } = await client.query(`SELECT nspname AS name FROM pg_namespace WHERE nspname LIKE 'test\\_%'`);
     const now = Date.now() / 1000;
-    // test_<base-36 seconds>_<hex>, or the older test_<12 hex> (before names carried their time).
+    // test_<base-36 seconds>_<hex>, or the older test_<12 hex> and test_traffic_<12 hex> (before names
+    // carried their time; the traffic suites now take theirs from test/helpers.ts like every other suite).
     const stale = rows
       .map((row) => row.name)
       .filter((name) => {
+        if (/^test_(traffic_)?[0-9a-f]{12}$/.test(name)) return true;
         const timed = /^test_([0-9a-z]+)_[0-9a-f]+$/.exec(name);
-        return timed ? now - parseInt(timed[1], 36) > STALE_SCHEMA_SECONDS : /^test_[0-9a-f]{12}$/.test(name);
+        return timed !== null && now - parseInt(timed[1], 36) > STALE_SCHEMA_SECONDS;
       });
     for (const name of stale) await client.query(`DROP SCHEMA IF EXISTS "${name}" CASCADE`).catch(() => {});
     if (stale.length > 0) console.log(`dropped ${stale.length} test schemas left by earlier runs that were killed`);

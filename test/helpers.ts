@@ -174,8 +174,8 @@ function registerTeardown(): void {
  * A database for an app that migrates it (createTestServices, createTestApp): on SQLite a fresh file;
  * on PostgreSQL an emptied schema of an earlier app of this process when one is free, else a fresh one.
  */
-export function reusableDatabase(): TestDatabase {
-  if (dialect === 'sqlite') return testDatabase();
+export function reusableDatabase(on: Dialect = dialect): TestDatabase {
+  if (on === 'sqlite') return testDatabase();
   registerTeardown();
   const reused = freeSchemas.pop();
   const schema = reused ?? newSchemaName();

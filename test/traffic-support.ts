@@ -1,9 +1,8 @@
-// Test storage for the traffic suites: every suite runs on SQLite and on PostgreSQL (one throw-away
-// schema per run). Under `npm test` (scripts/test.mjs sets INLET_TEST_DIALECT) only that dialect runs;
+// Test storage for the traffic suites: every suite runs on SQLite and on PostgreSQL (a schema of its
+// own per run). Under `npm test` (scripts/test.mjs sets INLET_TEST_DIALECT) only that dialect runs;
 // run directly, both run unless INLET_TEST_DIALECTS narrows them.
-import { randomBytes } from 'node:crypto';
-import pg from 'pg';
 import { openStorage, type OpenedStorage } from '../src/storage/connect.js';
+import { noteFreshSchema, reusableDatabase } from './helpers.js';
 
 export const POSTGRES_URL = process.env.INLET_TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 export const DIALECTS = (process.env.INLET_TEST_DIALECT ?? process.env.INLET_TEST_DIALECTS ?? 'sqlite,postgres')
@@ -23,8 +22,11 @@ export async function openTestStorage(dialect: string): Promise<TestStorage> {
     const storage = await openStorage('sqlite::memory:');
     return { storage, openAnother: async () => storage, cleanup: () => storage.close() };
   }
-  const schema = `test_traffic_${randomBytes(6).toString('hex')}`;
+  // An emptied, migrated schema of an earlier test when one is free (helpers.ts, reusableDatabase).
+  const database = reusableDatabase('postgres');
+  const schema = database.postgresSchema!;
   const storage = await openStorage(POSTGRES_URL, { postgresSchema: schema, postgresPoolSize: 4 });
+  await noteFreshSchema(database);
   const others: OpenedStorage[] = [];
   return {
     storage,
@@ -36,13 +38,7 @@ export async function openTestStorage(dialect: string): Promise<TestStorage> {
     async cleanup() {
       for (const other of others) await other.close();
       await storage.close();
-      const client = new pg.Client({ connectionString: POSTGRES_URL });
-      await client.connect();
-      try {
-        await client.query(`DROP SCHEMA ${schema} CASCADE`);
-      } finally {
-        await client.end();
-      }
+      await database.drop();
     },
   };
 }
