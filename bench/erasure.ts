@@ -6,6 +6,11 @@
 // their ratio (target ≤ 2×), and how long the job took from the request (target < 60 s at 10 M events).
 //
 //   npm run bench:erasure -- [--events 1000000] [--person 100000] [--connections 8] [--seconds 10] [--no-build]
+//                               [--database postgres://user@host:5432/postgres]
+//
+// With --database (a PostgreSQL server, as `npm run bench -- --database`) the server runs on a fresh database
+// created there (CREATE DATABASE inlet_bench_<random>, dropped at the end), prefilled in the server with
+// INSERT … SELECT FROM generate_series (events and event_dedup, as the writer stores them), then ANALYZEd.
 //
 // The prefill goes straight into the database file on a second connection (no fsync, big page cache, the
 // secondary indexes dropped and rebuilt after: bench/database.ts) while the server is idle: set-up, not the
@@ -20,7 +25,8 @@ import { uuidv7 } from '../src/domain/ids.js';
 import { adminClient, SERVER_NODE_FLAG } from './args.js';
 import { runLoad, stopLoad, type LoadResult } from './load.js';
 import { cleanUp, freePort, installExitHandlers, onCleanup, startChild, waitUntilReady } from './processes.js';
-import { fillSqliteEvents, tempDirectory } from './database.js';
+import pg from 'pg';
+import { fillSqliteEvents, postgresDatabase, tempDirectory } from './database.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const { values } = parseArgs({
@@ -30,6 +36,7 @@ const { values } = parseArgs({
     connections: { type: 'string', default: '8' },
     seconds: { type: 'string', default: '10' },
     'no-build': { type: 'boolean', default: false },
+    database: { type: 'string' },
     // Iterating: the first run saves its prefilled database (and the ids and keys to use it) at this path,
     // later runs with the same --events/--person copy it instead of prefilling (minutes at 10 M events).
     template: { type: 'string' },
@@ -41,6 +48,10 @@ const CONNECTIONS = Number(values.connections);
 const SECONDS = Number(values.seconds);
 if (![TOTAL, PERSON, CONNECTIONS, SECONDS].every((n) => Number.isInteger(n) && n > 0) || PERSON > TOTAL) {
   process.stderr.write('bench: --events, --person, --connections and --seconds must be whole numbers ≥ 1, --person ≤ --events\n');
+  process.exit(2);
+}
+if (values.database !== undefined && (!/^postgres(ql)?:\/\//.test(values.database) || values.template !== undefined)) {
+  process.stderr.write('bench: --database takes a postgres:// URL (of a server where the bench may create a database), and no --template\n');
   process.exit(2);
 }
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -83,11 +94,51 @@ function serverSide(before: Scrape, after: Scrape, seconds: number): string[] {
   return [
     `    event-loop delay p50 ${ms(value(after, 'inlet_nodejs_eventloop_lag_p50_seconds'))} ms, p99 ${ms(value(after, 'inlet_nodejs_eventloop_lag_p99_seconds'))} ms, max ${ms(value(after, 'inlet_nodejs_eventloop_lag_max_seconds'))} ms; server CPU ${((cpu / seconds) * 100).toFixed(0)} % of a core`,
     `    ingest commits ${commits.count}, mean ${commits.count === 0 ? '-' : ms(commits.sum / commits.count)} ms, over 25 ms: ${commits.over}`,
-    `    WAL checkpoints on the event loop (writer): ${writer.count}, ${ms(writer.sum)} ms in all, over 10 ms: ${writer.over}, ${value(after, 'inlet_sqlite_checkpoint_frames_total', { by: 'writer' }) - value(before, 'inlet_sqlite_checkpoint_frames_total', { by: 'writer' })} frames copied; by the thread: ${thread.count}, ${thread.sum.toFixed(1)} s in all, over 100 ms: ${thread.over}; WAL at most ${value(after, 'inlet_sqlite_wal_frames_max')} frames since start`,
+    ...(values.database !== undefined ? [] : [`    WAL checkpoints on the event loop (writer): ${writer.count}, ${ms(writer.sum)} ms in all, over 10 ms: ${writer.over}, ${value(after, 'inlet_sqlite_checkpoint_frames_total', { by: 'writer' }) - value(before, 'inlet_sqlite_checkpoint_frames_total', { by: 'writer' })} frames copied; by the thread: ${thread.count}, ${thread.sum.toFixed(1)} s in all, over 100 ms: ${thread.over}; WAL at most ${value(after, 'inlet_sqlite_wal_frames_max')} frames since start`]),
     ...(batches.count === 0 ? [] : [`    erasure delete batches ${batches.count}, ${batches.sum.toFixed(1)} s in all, mean ${ms(batches.sum / batches.count)} ms, over 10 ms: ${batches.over}`]),
   ];
 }
 const load = () => loadavg()[0]!.toFixed(1);
+
+/**
+ * The PostgreSQL prefill: every `every`-th event (up to --person) is the person's, the rest spread over 100,000
+ * subjects, as the SQLite prefill; 50,000 rows a statement, generated in the server. Answers the person's count.
+ */
+async function fillPostgres(url: string, productId: string, apiKeyId: string, every: number): Promise<number> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  const at = new Date(Date.now() - 86_400_000).toISOString();
+  try {
+    await client.query('SET synchronous_commit = off');
+    for (let from = 0; from < TOTAL; from += 50_000) {
+      const to = Math.min(TOTAL, from + 50_000);
+      await client.query(
+        `WITH input AS MATERIALIZED (
+           SELECT gen_random_uuid() AS id, gen_random_uuid()::text AS external_id,
+                  CASE WHEN g % $3 = 0 AND g / $3 < $4 THEN 'victim-1' ELSE 'user_' || (g % 100000) END AS subject_id,
+                  '{"path":"/pricing","plan":"pro","seats":' || (g % 50) || ',"referrer":"https://example.com/"}' AS properties
+             FROM generate_series($1::bigint, $2::bigint - 1) g
+         ), claimed AS (
+           INSERT INTO event_dedup (product_id, source, external_id, event_id, received_at)
+           SELECT $5, 'api', external_id, id, $7::timestamptz FROM input
+         )
+         INSERT INTO events (id, product_id, source, external_id, event_type, action, canonical_name, name_format,
+                             subject_type, subject_id, occurred_at, received_at, properties, api_key_id)
+         SELECT id, $5, 'api', external_id, 'page', 'viewed', 'page_viewed', 'preferred', 'user', subject_id, $7::timestamptz,
+                $7::timestamptz, properties::jsonb, $6
+           FROM input`,
+        [from, to, every, PERSON, productId, apiKeyId, at],
+      );
+      if (process.stderr.isTTY) process.stderr.write(`\rprefill ${to.toLocaleString('en-US')} / ${TOTAL.toLocaleString('en-US')}`);
+    }
+    await client.query('ANALYZE events');
+    await client.query('ANALYZE event_dedup');
+    const { rows } = await client.query<{ n: string }>("SELECT count(*) AS n FROM events WHERE subject_id = 'victim-1'");
+    return Number(rows[0]!.n);
+  } finally {
+    await client.end();
+  }
+}
 
 async function main(): Promise<number> {
   installExitHandlers(3600);
@@ -100,6 +151,7 @@ async function main(): Promise<number> {
   }
   const dir = tempDirectory();
   const file = join(dir, 'inlet.db');
+  const postgres = values.database === undefined ? undefined : await postgresDatabase(values.database);
   const port = await freePort();
   const template = values.template;
   const saved = template !== undefined && existsSync(`${template}.json`)
@@ -119,7 +171,7 @@ async function main(): Promise<number> {
     PATH: process.env.PATH,
     HOST: '127.0.0.1',
     PORT: String(port),
-    INLET_DATABASE_URL: `sqlite:${file}`,
+    INLET_DATABASE_URL: postgres?.url ?? `sqlite:${file}`,
     INLET_ADMIN_TOKEN: adminToken,
     INLET_LOG_LEVEL: 'warn',
     INLET_RATE_LIMIT_RPS: '10000000',
@@ -139,7 +191,8 @@ async function main(): Promise<number> {
   const every = Math.max(1, Math.floor(TOTAL / PERSON));
   let person = 0;
   const at = new Date(Date.now() - 86_400_000).toISOString();
-  if (saved === undefined) fillSqliteEvents(file, TOTAL, (i) => {
+  if (postgres !== undefined) person = await fillPostgres(postgres.url, product.id as string, key.id as string, every);
+  else if (saved === undefined) fillSqliteEvents(file, TOTAL, (i) => {
     const mine = i % every === 0 && person < PERSON;
     if (mine) person++;
     const properties = `{"path":"/pricing","plan":"pro","seats":${i % 50},"referrer":"https://example.com/"}`;
@@ -191,7 +244,7 @@ async function main(): Promise<number> {
       '',
       `command:  ${commandLine}`,
       `machine:  ${availableParallelism()} cores, node ${process.version}; load average ${loadWithout} before the runs, ${loadDuring} before the job, ${load()} at the end`,
-      `database: SQLite, synchronous=FULL, ${TOTAL.toLocaleString('en-US')} events in the product, ${person.toLocaleString('en-US')} of the person`,
+      `database: ${postgres === undefined ? 'SQLite, synchronous=FULL' : postgres.description}, ${TOTAL.toLocaleString('en-US')} events in the product, ${person.toLocaleString('en-US')} of the person`,
       `load:     autocannon, single events (POST /api/v2/events), ${CONNECTIONS} connections, random uuid v4 external ids`,
       '',
       `ingest without a job:  ${Math.round(without.requestsPerSecond)} events/s, p50 ${without.p50Ms} ms, p99 ${without.p99Ms} ms, not ok ${without.errors + without.timeouts + (Object.values(without.statusCounts).reduce((a, b) => a + b, 0) - without.ok)}`,

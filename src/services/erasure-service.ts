@@ -21,7 +21,7 @@ import type { ErasureCounts, ErasureRecord, Storage, SuppressionRecord } from '.
 import type { AuthContext } from './key-service.js';
 import type { Metrics } from './metrics.js';
 import type { RejectionService } from './rejection-service.js';
-import { gentleBatches } from './gentle-batches.js';
+import { gentleBatches, gentleOptions } from './gentle-batches.js';
 
 /** The HMAC key differs from the one the database's suppressions and audit records were made with. */
 export class KeyChangedError extends Error {
@@ -194,7 +194,7 @@ export function createErasureService(storage: Storage, metrics: Metrics, rejecti
       await store.roomToWrite();
       phaseSeconds.inc({ phase: 'waiting_for_wal' }, (performance.now() - started) / 1000);
     };
-    const batches = gentleBatches(undefined, { before: roomToWrite, onBatch: (seconds) => batchSeconds.observe(seconds) });
+    const batches = gentleBatches(gentleOptions(storage.dialect), { before: roomToWrite, onBatch: (seconds) => batchSeconds.observe(seconds) });
     let phaseStarted = performance.now();
     const phaseDone = (phase: string) => {
       const now = performance.now();
