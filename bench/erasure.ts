@@ -9,8 +9,8 @@
 //                               [--database postgres://user@host:5432/postgres]
 //
 // With --database (a PostgreSQL server, as `npm run bench -- --database`) the server runs on a fresh database
-// created there (CREATE DATABASE inlet_bench_<random>, dropped at the end), prefilled in the server with
-// INSERT … SELECT FROM generate_series (events and event_dedup, as the writer stores them), then ANALYZEd.
+// created there (CREATE DATABASE inlet_bench_<random>, dropped at the end), prefilled in the server by the
+// ingest bench's prefill (bench/prefill.ts: events and event_dedup as the writer stores them, then ANALYZE).
 //
 // The prefill goes straight into the database file on a second connection (no fsync, big page cache, the
 // secondary indexes dropped and rebuilt after: bench/database.ts) while the server is idle: set-up, not the
@@ -25,8 +25,8 @@ import { uuidv7 } from '../src/domain/ids.js';
 import { adminClient, SERVER_NODE_FLAG } from './args.js';
 import { runLoad, stopLoad, type LoadResult } from './load.js';
 import { cleanUp, freePort, installExitHandlers, onCleanup, startChild, waitUntilReady } from './processes.js';
-import pg from 'pg';
 import { fillSqliteEvents, postgresDatabase, tempDirectory } from './database.js';
+import { prefillPostgres } from './prefill.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const { values } = parseArgs({
@@ -100,46 +100,6 @@ function serverSide(before: Scrape, after: Scrape, seconds: number): string[] {
 }
 const load = () => loadavg()[0]!.toFixed(1);
 
-/**
- * The PostgreSQL prefill: every `every`-th event (up to --person) is the person's, the rest spread over 100,000
- * subjects, as the SQLite prefill; 50,000 rows a statement, generated in the server. Answers the person's count.
- */
-async function fillPostgres(url: string, productId: string, apiKeyId: string, every: number): Promise<number> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  const at = new Date(Date.now() - 86_400_000).toISOString();
-  try {
-    await client.query('SET synchronous_commit = off');
-    for (let from = 0; from < TOTAL; from += 50_000) {
-      const to = Math.min(TOTAL, from + 50_000);
-      await client.query(
-        `WITH input AS MATERIALIZED (
-           SELECT gen_random_uuid() AS id, gen_random_uuid()::text AS external_id,
-                  CASE WHEN g % $3 = 0 AND g / $3 < $4 THEN 'victim-1' ELSE 'user_' || (g % 100000) END AS subject_id,
-                  '{"path":"/pricing","plan":"pro","seats":' || (g % 50) || ',"referrer":"https://example.com/"}' AS properties
-             FROM generate_series($1::bigint, $2::bigint - 1) g
-         ), claimed AS (
-           INSERT INTO event_dedup (product_id, source, external_id, event_id, received_at)
-           SELECT $5, 'api', external_id, id, $7::timestamptz FROM input
-         )
-         INSERT INTO events (id, product_id, source, external_id, event_type, action, canonical_name, name_format,
-                             subject_type, subject_id, occurred_at, received_at, properties, api_key_id)
-         SELECT id, $5, 'api', external_id, 'page', 'viewed', 'page_viewed', 'preferred', 'user', subject_id, $7::timestamptz,
-                $7::timestamptz, properties::jsonb, $6
-           FROM input`,
-        [from, to, every, PERSON, productId, apiKeyId, at],
-      );
-      if (process.stderr.isTTY) process.stderr.write(`\rprefill ${to.toLocaleString('en-US')} / ${TOTAL.toLocaleString('en-US')}`);
-    }
-    await client.query('ANALYZE events');
-    await client.query('ANALYZE event_dedup');
-    const { rows } = await client.query<{ n: string }>("SELECT count(*) AS n FROM events WHERE subject_id = 'victim-1'");
-    return Number(rows[0]!.n);
-  } finally {
-    await client.end();
-  }
-}
-
 async function main(): Promise<number> {
   installExitHandlers(3600);
   onCleanup(stopLoad);
@@ -191,8 +151,11 @@ async function main(): Promise<number> {
   const every = Math.max(1, Math.floor(TOTAL / PERSON));
   let person = 0;
   const at = new Date(Date.now() - 86_400_000).toISOString();
-  if (postgres !== undefined) person = await fillPostgres(postgres.url, product.id as string, key.id as string, every);
-  else if (saved === undefined) fillSqliteEvents(file, TOTAL, (i) => {
+  if (postgres !== undefined) {
+    // The ingest bench's workload (bench/prefill.ts: 8 names, ~300-byte properties), the person's every `every`-th.
+    await prefillPostgres(postgres.url, TOTAL, 'random', { productId: product.id as string, apiKeyId: key.id as string }, { subjectId: 'victim-1', every, count: PERSON });
+    person = Math.min(PERSON, Math.ceil(TOTAL / every));
+  } else if (saved === undefined) fillSqliteEvents(file, TOTAL, (i) => {
     const mine = i % every === 0 && person < PERSON;
     if (mine) person++;
     const properties = `{"path":"/pricing","plan":"pro","seats":${i % 50},"referrer":"https://example.com/"}`;

@@ -60,7 +60,14 @@ export function prefillSqlite(file: string, total: number, ids: IdKind, target: 
   if (process.stderr.isTTY) process.stderr.write('\n');
 }
 
-export async function prefillPostgres(url: string, total: number, ids: IdKind, target: PrefillTarget): Promise<void> {
+/** One person among the prefilled events (bench/erasure.ts): every `every`-th event, up to `count`, is theirs. */
+export interface PrefillPerson {
+  subjectId: string;
+  every: number;
+  count: number;
+}
+
+export async function prefillPostgres(url: string, total: number, ids: IdKind, target: PrefillTarget, person?: PrefillPerson): Promise<void> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   const [p0, p1, p2, p3] = PROPERTIES_TEMPLATE.split('%s');
@@ -80,7 +87,8 @@ export async function prefillPostgres(url: string, total: number, ids: IdKind, t
            SELECT gen_random_uuid() AS id, ${externalId} AS external_id, k, subject_id, received_at, properties
              FROM (
                SELECT g, floor(random() * ${EVENT_NAMES.length})::int + 1 AS k,
-                      'user_' || floor(random() * ${SUBJECTS})::int AS subject_id,
+                      CASE WHEN $13::text IS NOT NULL AND g % $14 = 0 AND g / $14 < $15 THEN $13
+                           ELSE 'user_' || floor(random() * ${SUBJECTS})::int END AS subject_id,
                       received_at,
                       lpad(to_hex((extract(epoch FROM received_at) * 1000)::bigint), 12, '0') AS h,
                       gen_random_uuid()::text AS r,
@@ -97,7 +105,7 @@ export async function prefillPostgres(url: string, total: number, ids: IdKind, t
          SELECT id, $9, 'api', external_id, ($11::text[])[k], ($12::text[])[k], ($11::text[])[k] || '_' || ($12::text[])[k], 'preferred',
                 'user', subject_id, '${OCCURRED_AT}', received_at, properties::jsonb, $10
            FROM input`,
-        [at, end, p0, p1, p2, p3, from, total, target.productId, target.apiKeyId, EVENT_NAMES.map((n) => n[0]), EVENT_NAMES.map((n) => n[1])],
+        [at, end, p0, p1, p2, p3, from, total, target.productId, target.apiKeyId, EVENT_NAMES.map((n) => n[0]), EVENT_NAMES.map((n) => n[1]), person?.subjectId ?? null, person?.every ?? 1, person?.count ?? 0],
       );
       progress(end, total);
     }

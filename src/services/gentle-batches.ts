@@ -42,7 +42,8 @@ export interface GentleBatchHooks {
   onBatch?: (seconds: number) => void;
 }
 
-export function gentleBatches(options: GentleBatchOptions = GENTLE_DEFAULTS, hooks: GentleBatchHooks = {}) {
+/** `options`: `gentleOptions(storage.dialect)`, the pacing of the backend the deletes run on. */
+export function gentleBatches(options: GentleBatchOptions, hooks: GentleBatchHooks = {}) {
   let size = options.initial;
   return {
     /** Rows to ask for in the next batch. */
