@@ -5,9 +5,9 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { sql } from 'kysely';
-import { openStorage, type OpenedStorage } from '../src/storage/connect.js';
+import type { OpenedStorage } from '../src/storage/connect.js';
 import { RATE_LIMIT_TABLE } from '../src/services/rate-limiter.js';
-import { dialect, noteFreshSchema, reusableDatabase, type TestDatabase } from './helpers.js';
+import { dialect, openReusableStorage } from './helpers.js';
 
 /** Tables whose keys need not start with product_id, and why. Keep this short. */
 const EXCEPTIONS: Record<string, string> = {
@@ -68,18 +68,13 @@ async function keysOf(storage: OpenedStorage): Promise<Key[]> {
 }
 
 describe('every key starts with product_id (distributable by product)', () => {
-  let database: TestDatabase;
   let storage: OpenedStorage;
+  let close: (() => Promise<void>) | undefined;
 
   before(async () => {
-    database = reusableDatabase();
-    storage = await openStorage(database.databaseUrl, database.postgresSchema === undefined ? {} : { postgresSchema: database.postgresSchema });
-    await noteFreshSchema(database);
+    ({ storage, close } = await openReusableStorage());
   });
-  after(async () => {
-    await storage?.close();
-    await database?.drop();
-  });
+  after(async () => close?.());
 
   it('no primary key or unique constraint outside the listed exceptions lacks a leading product_id', async () => {
     const keys = await keysOf(storage);

@@ -10,6 +10,7 @@ import { loadConfig, type Config } from '../src/config.js';
 import { createServices, type Services } from '../src/services.js';
 import { buildApp } from '../src/http/app.js';
 import type { Dialect } from '../src/storage/types.js';
+import { openStorage, type OpenedStorage, type OpenStorageOptions } from '../src/storage/connect.js';
 
 export const dialect: Dialect = process.env.INLET_TEST_DIALECT === 'postgres' ? 'postgres' : 'sqlite';
 export const postgresUrl = process.env.INLET_TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -207,15 +208,33 @@ export function reusableDatabase(on: Dialect = dialect): TestDatabase {
   return database;
 }
 
-/**
- * Remembers what a freshly migrated schema looks like (once per process): the test for reuse. A test that
- * migrates a reusableDatabase() itself (openStorage) calls it after; createTestServices does.
- */
-export async function noteFreshSchema(database: TestDatabase): Promise<void> {
+/** Remembers what a freshly migrated schema looks like (once per process): the test for reuse. */
+async function noteFreshSchema(database: TestDatabase): Promise<void> {
   if (!unmigrated.has(database)) return;
   unmigrated.delete(database);
   if (freshFingerprint !== undefined || database.postgresSchema === undefined) return;
   freshFingerprint = await withClient((client) => catalogFingerprint(client, database.postgresSchema!));
+}
+
+/**
+ * A storage opened (and so migrated) on a reusableDatabase(on), for tests of the storage layer without an app;
+ * close() closes it and hands the database back.
+ */
+export async function openReusableStorage(
+  options: Omit<OpenStorageOptions, 'postgresSchema'> = {},
+  on: Dialect = dialect,
+): Promise<{ storage: OpenedStorage; database: TestDatabase; close(): Promise<void> }> {
+  const database = reusableDatabase(on);
+  const storage = await openStorage(database.databaseUrl, { ...options, ...(database.postgresSchema === undefined ? {} : { postgresSchema: database.postgresSchema }) });
+  await noteFreshSchema(database);
+  return {
+    storage,
+    database,
+    async close() {
+      await storage.close();
+      await database.drop();
+    },
+  };
 }
 
 export function testConfig(databaseUrl: string, overrides: Partial<Config> = {}): Config {

@@ -2,9 +2,9 @@
 // identity tables straight from the database.
 import { strict as assert } from 'node:assert';
 import { randomBytes } from 'node:crypto';
-import { openStorage, type OpenedStorage } from '../src/storage/connect.js';
+import type { OpenedStorage } from '../src/storage/connect.js';
 import type { IdentityTables } from '../src/storage/identity-store.js';
-import { noteFreshSchema, reusableDatabase } from './helpers.js';
+import { openReusableStorage } from './helpers.js';
 
 export { dialect } from './helpers.js';
 
@@ -15,19 +15,8 @@ export interface TestStorage {
 
 /** A storage on an empty database of the dialect under test (reusableDatabase) (INLET_TEST_DIALECT); PostgreSQL gets a pool of several connections so parallel calls really run in parallel. */
 export async function openTestStorage(options: { poolSize?: number } = {}): Promise<TestStorage> {
-  const database = reusableDatabase();
-  const storage = await openStorage(database.databaseUrl, {
-    ...(database.postgresSchema === undefined ? {} : { postgresSchema: database.postgresSchema }),
-    postgresPoolSize: options.poolSize ?? 12,
-  });
-  await noteFreshSchema(database);
-  return {
-    storage,
-    async drop() {
-      await storage.close();
-      await database.drop();
-    },
-  };
+  const { storage, close } = await openReusableStorage({ postgresPoolSize: options.poolSize ?? 12 });
+  return { storage, drop: close };
 }
 
 export async function createProduct(storage: OpenedStorage, id = `prd_${randomBytes(6).toString('hex')}`): Promise<string> {

@@ -2,7 +2,7 @@
 // own per run). Under `npm test` (scripts/test.mjs sets INLET_TEST_DIALECT) only that dialect runs;
 // run directly, both run unless INLET_TEST_DIALECTS narrows them.
 import { openStorage, type OpenedStorage } from '../src/storage/connect.js';
-import { noteFreshSchema, reusableDatabase } from './helpers.js';
+import { openReusableStorage } from './helpers.js';
 
 export const POSTGRES_URL = process.env.INLET_TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 export const DIALECTS = (process.env.INLET_TEST_DIALECT ?? process.env.INLET_TEST_DIALECTS ?? 'sqlite,postgres')
@@ -23,10 +23,8 @@ export async function openTestStorage(dialect: string): Promise<TestStorage> {
     return { storage, openAnother: async () => storage, cleanup: () => storage.close() };
   }
   // An emptied, migrated schema of an earlier test when one is free (helpers.ts, reusableDatabase).
-  const database = reusableDatabase('postgres');
+  const { storage, database, close } = await openReusableStorage({ postgresPoolSize: 4 }, 'postgres');
   const schema = database.postgresSchema!;
-  const storage = await openStorage(POSTGRES_URL, { postgresSchema: schema, postgresPoolSize: 4 });
-  await noteFreshSchema(database);
   const others: OpenedStorage[] = [];
   return {
     storage,
@@ -37,8 +35,7 @@ export async function openTestStorage(dialect: string): Promise<TestStorage> {
     },
     async cleanup() {
       for (const other of others) await other.close();
-      await storage.close();
-      await database.drop();
+      await close();
     },
   };
 }
