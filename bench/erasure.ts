@@ -6,7 +6,7 @@
 // their ratio (target ≤ 2×), and how long the job took from the request (target < 60 s at 10 M events).
 //
 //   npm run bench:erasure -- [--events 1000000] [--person 100000] [--connections 8] [--seconds 10] [--no-build]
-//                               [--database postgres://user@host:5432/postgres]
+//                               [--database sqlite|postgres://user@127.0.0.1:5432/postgres]
 //
 // With --database (a PostgreSQL server, as `npm run bench -- --database`) the server runs on a fresh database
 // created there (CREATE DATABASE inlet_bench_<random>, dropped at the end), prefilled in the server by the
@@ -22,7 +22,7 @@ import { availableParallelism, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { uuidv7 } from '../src/domain/ids.js';
-import { adminClient, SERVER_NODE_FLAG } from './args.js';
+import { adminClient, parseDatabase, SERVER_NODE_FLAG } from './args.js';
 import { runLoad, stopLoad, type LoadResult } from './load.js';
 import { cleanUp, freePort, installExitHandlers, onCleanup, startChild, waitUntilReady } from './processes.js';
 import { fillSqliteEvents, postgresDatabase, tempDirectory } from './database.js';
@@ -50,8 +50,13 @@ if (![TOTAL, PERSON, CONNECTIONS, SECONDS].every((n) => Number.isInteger(n) && n
   process.stderr.write('bench: --events, --person, --connections and --seconds must be whole numbers ≥ 1, --person ≤ --events\n');
   process.exit(2);
 }
-if (values.database !== undefined && (!/^postgres(ql)?:\/\//.test(values.database) || values.template !== undefined)) {
-  process.stderr.write('bench: --database takes a postgres:// URL (of a server where the bench may create a database), and no --template\n');
+/** --database as the ingest bench reads it (bench/args.ts: "sqlite" or a postgres:// URL on this machine). */
+let POSTGRES_SERVER: string | undefined;
+try {
+  POSTGRES_SERVER = parseDatabase(values.database ?? 'sqlite');
+  if (POSTGRES_SERVER !== undefined && values.template !== undefined) throw new Error('--template is for SQLite only');
+} catch (error) {
+  process.stderr.write(`bench: ${(error as Error).message}\n`);
   process.exit(2);
 }
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -94,7 +99,7 @@ function serverSide(before: Scrape, after: Scrape, seconds: number): string[] {
   return [
     `    event-loop delay p50 ${ms(value(after, 'inlet_nodejs_eventloop_lag_p50_seconds'))} ms, p99 ${ms(value(after, 'inlet_nodejs_eventloop_lag_p99_seconds'))} ms, max ${ms(value(after, 'inlet_nodejs_eventloop_lag_max_seconds'))} ms; server CPU ${((cpu / seconds) * 100).toFixed(0)} % of a core`,
     `    ingest commits ${commits.count}, mean ${commits.count === 0 ? '-' : ms(commits.sum / commits.count)} ms, over 25 ms: ${commits.over}`,
-    ...(values.database !== undefined ? [] : [`    WAL checkpoints on the event loop (writer): ${writer.count}, ${ms(writer.sum)} ms in all, over 10 ms: ${writer.over}, ${value(after, 'inlet_sqlite_checkpoint_frames_total', { by: 'writer' }) - value(before, 'inlet_sqlite_checkpoint_frames_total', { by: 'writer' })} frames copied; by the thread: ${thread.count}, ${thread.sum.toFixed(1)} s in all, over 100 ms: ${thread.over}; WAL at most ${value(after, 'inlet_sqlite_wal_frames_max')} frames since start`]),
+    ...(POSTGRES_SERVER !== undefined ? [] : [`    WAL checkpoints on the event loop (writer): ${writer.count}, ${ms(writer.sum)} ms in all, over 10 ms: ${writer.over}, ${value(after, 'inlet_sqlite_checkpoint_frames_total', { by: 'writer' }) - value(before, 'inlet_sqlite_checkpoint_frames_total', { by: 'writer' })} frames copied; by the thread: ${thread.count}, ${thread.sum.toFixed(1)} s in all, over 100 ms: ${thread.over}; WAL at most ${value(after, 'inlet_sqlite_wal_frames_max')} frames since start`]),
     ...(batches.count === 0 ? [] : [`    erasure delete batches ${batches.count}, ${batches.sum.toFixed(1)} s in all, mean ${ms(batches.sum / batches.count)} ms, over 10 ms: ${batches.over}`]),
   ];
 }
@@ -111,7 +116,7 @@ async function main(): Promise<number> {
   }
   const dir = tempDirectory();
   const file = join(dir, 'inlet.db');
-  const postgres = values.database === undefined ? undefined : await postgresDatabase(values.database);
+  const postgres = POSTGRES_SERVER === undefined ? undefined : await postgresDatabase(POSTGRES_SERVER);
   const port = await freePort();
   const template = values.template;
   const saved = template !== undefined && existsSync(`${template}.json`)
