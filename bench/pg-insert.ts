@@ -103,7 +103,7 @@ for (let done = 0; done < prefill; done += 1000) {
     [column(1), column(2), column(3), column(0), column(11)],
   );
   await admin.client.query(
-    `INSERT INTO events (${ROW_COLUMNS.join(', ')}) SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::jsonb[], $14::text[])`,
+    `INSERT INTO events (${ROW_COLUMNS.join(', ')}) SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::json[], $14::text[])`,
     ROW_COLUMNS.map((_, c) => column(c)),
   );
 }

@@ -103,7 +103,7 @@ export async function prefillPostgres(url: string, total: number, ids: IdKind, t
          INSERT INTO events (id, product_id, source, external_id, event_type, action, canonical_name, name_format,
                              subject_type, subject_id, occurred_at, received_at, properties, api_key_id)
          SELECT id, $9, 'api', external_id, ($11::text[])[k], ($12::text[])[k], ($11::text[])[k] || '_' || ($12::text[])[k], 'preferred',
-                'user', subject_id, '${OCCURRED_AT}', received_at, properties::jsonb, $10
+                'user', subject_id, '${OCCURRED_AT}', received_at, properties::json, $10
            FROM input`,
         [at, end, p0, p1, p2, p3, from, total, target.productId, target.apiKeyId, EVENT_NAMES.map((n) => n[0]), EVENT_NAMES.map((n) => n[1]), person?.subjectId ?? null, person?.every ?? 1, person?.count ?? 0],
       );

@@ -243,6 +243,23 @@ describe('GET /admin/v1/products/{id}/events/{uuid}', () => {
       assert.equal(problemOf(missing).code, 'not_found');
     }
   });
+
+  it('gives properties back as sent: keys in their order, on every read (PostgreSQL stores json, not jsonb)', async () => {
+    // jsonb orders keys by length, then bytes ({"a", "mm", "zeta"}); the text as sent keeps the sender's order.
+    const c = await ctx.product('C-order');
+    const properties = '{"zeta":1,"a":{"y":2,"b":[3,{"d":4,"c":5}]},"mm":"x"}';
+    const body = `{"event_type":"project","action":"created","subject_type":"user","subject_id":"u1","properties":${properties}}`;
+    const sent = await ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: { ...bearer(c.eventsKey), 'content-type': 'application/json' }, payload: body });
+    assert.equal(sent.statusCode, 201, sent.body);
+    const uuid = (sent.json() as { data: Event }).data.uuid;
+    const one = await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${c.id}/events/${uuid}`, headers: adminHeaders() });
+    const listed = await list(c.id, {});
+    const exported = await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${c.id}/events/export`, headers: adminHeaders() });
+    for (const [read, res] of [['one event', one], ['list', listed], ['export', exported]] as const) {
+      assert.equal(res.statusCode, 200, `${read}: ${res.body}`);
+      assert.ok(res.body.includes(`"properties":${properties}`), `${read}: ${res.body}`);
+    }
+  });
 });
 
 describe('GET /admin/v1/products/{id}/events/export', () => {

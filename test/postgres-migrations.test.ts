@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { sql } from 'kysely';
 import { openStorage, type OpenedStorage } from '../src/storage/connect.js';
 import { migrations } from '../src/storage/migrations/index.js';
+import { migrate } from '../src/storage/migrate.js';
 import { postgresSettings } from '../src/storage/postgres/connection-url.js';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { dialect, testDatabase, type TestDatabase } from './helpers.js';
@@ -62,6 +63,44 @@ describe('migrations under concurrency (PostgreSQL)', { skip }, () => {
     assert.deepEqual(storage.migration!.applied, [], 'already migrated: the schema is the same');
     const found = await sql<{ schema: string }>`SELECT current_schema() AS schema`.execute(storage.db);
     assert.deepEqual(found.rows, [{ schema: database.postgresSchema }]);
+  });
+});
+
+describe('migration 805: event JSON columns from jsonb to json (PostgreSQL)', { skip }, () => {
+  let database: TestDatabase;
+  let storage: OpenedStorage | undefined;
+  after(async () => {
+    await storage?.close();
+    await database?.drop();
+  });
+
+  it('events stored as jsonb before it read back with the same values', async () => {
+    database = testDatabase();
+    const before = await openStorage(database.databaseUrl, { postgresSchema: database.postgresSchema!, postgresPoolSize: 1, migrate: false });
+    try {
+      await migrate(before.db, 'postgres', migrations.filter((m) => m.version < 805));
+      await before.products.create({ id: 'prd_m805', name: 'm805', createdAt: new Date().toISOString() });
+      await sql`INSERT INTO events (id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id,
+                                    occurred_at, received_at, properties, context, original)
+                VALUES ('0190a0a0-0000-7000-8000-000000000001', 'prd_m805', 'segment', 'old-1', 'page', 'viewed', 'page_viewed', 'preferred', 'user', 'u1',
+                        now(), now(), '{"zeta": 1, "a": {"n": 1.50, "s": "é\\"x"}}'::jsonb, '{"ip": "127.0.0.1"}'::jsonb, '{"type": "track"}'::jsonb)`.execute(before.db);
+    } finally {
+      await before.close();
+    }
+    storage = await openStorage(database.databaseUrl, { postgresSchema: database.postgresSchema!, postgresPoolSize: 1 });
+    assert.deepEqual(storage.migration!.applied.map((m) => m.version).filter((v) => v === 805), [805]);
+    const types = await sql<{ column_name: string; data_type: string }>`
+      SELECT column_name, data_type FROM information_schema.columns
+       WHERE table_schema = current_schema() AND table_name = 'events' AND column_name IN ('properties', 'context', 'original') ORDER BY column_name`.execute(storage.db);
+    assert.deepEqual(types.rows, [
+      { column_name: 'context', data_type: 'json' },
+      { column_name: 'original', data_type: 'json' },
+      { column_name: 'properties', data_type: 'json' },
+    ]);
+    const old = await storage.events.get('prd_m805', '0190a0a0-0000-7000-8000-000000000001');
+    assert.deepEqual(old?.properties, { zeta: 1, a: { n: 1.5, s: 'é"x' } });
+    assert.deepEqual(old?.context, { ip: '127.0.0.1' });
+    assert.deepEqual(old?.original, { type: 'track' });
   });
 });
 

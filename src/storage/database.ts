@@ -4,7 +4,7 @@ import type { ColumnType, Generated } from 'kysely';
 
 type Timestamp = ColumnType<Date | string, string, string>;
 type NullableTimestamp = ColumnType<Date | string | null, string | null, string | null>;
-/** JSON documents: TEXT on SQLite, jsonb on PostgreSQL (which parses it back to an object). */
+/** JSON documents: TEXT on SQLite, json or jsonb on PostgreSQL (node-postgres parses both back to an object). */
 type Json = ColumnType<string | Record<string, unknown>, string, string>;
 
 export interface ProductsTable {

@@ -150,7 +150,7 @@ function toRow(record: DestinationRecord): Row {
 type EventRow = Parameters<typeof eventFromRow>[0] & { position: string | number };
 type IdentityRow = { position: string | number; after_event?: number | string; id: string; type: string; created_at: string; data: string };
 
-// The JSON columns are read as their stored text (jsonb cast on PostgreSQL): a message is only ever
+// The JSON columns are read as their stored text (cast on PostgreSQL, where node-postgres would parse json): a message is only ever
 // written out as JSON, so the text goes into it as it is instead of a parse and a stringify.
 const EVENT_COLUMNS_SQLITE = sql.raw(
   'id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id, occurred_at, received_at, properties, api_key_id, context, original',

@@ -318,7 +318,7 @@ export function eventReads(db: Kysely<Database>, dialect: Dialect, rawSqlite?: B
       if (edge !== undefined) scanEnd = String(edge.position);
     }
 
-    // PostgreSQL hands jsonb back parsed unless it is cast to text; SQLite stores the text.
+    // node-postgres hands json back parsed unless it is cast to text; SQLite stores the text.
     const columns =
       query.jsonText === true && dialect === 'postgres'
         ? [...EVENT_COLUMNS.filter((c) => c !== 'properties' && c !== 'context' && c !== 'original'), sql<string>`properties::text`.as('properties'), sql<string>`context::text`.as('context'), sql<string>`original::text`.as('original')]

@@ -7,6 +7,7 @@ import type { Dialect } from '../types.js';
 import { coreMigrations } from './core.js';
 import { destinationMigrations } from './destinations.js';
 import { erasureMigrations } from './erasure.js';
+import { eventJsonMigrations } from './event-json.js';
 import { eventKeyMigrations } from './event-keys.js';
 import { eventPositionMigrations } from './event-positions.js';
 import { governanceMigrations } from './governance.js';
@@ -20,4 +21,4 @@ export interface Migration {
   statements: Record<Dialect, string[]>;
 }
 
-export const migrations: Migration[] = [...coreMigrations, ...identityMigrations, ...trafficMigrations, ...segmentMigrations, ...eventPositionMigrations, ...eventKeyMigrations, ...destinationMigrations, ...governanceMigrations, ...erasureMigrations].sort((a, b) => a.version - b.version);
+export const migrations: Migration[] = [...coreMigrations, ...identityMigrations, ...trafficMigrations, ...segmentMigrations, ...eventPositionMigrations, ...eventKeyMigrations, ...eventJsonMigrations, ...destinationMigrations, ...governanceMigrations, ...erasureMigrations].sort((a, b) => a.version - b.version);

@@ -19,7 +19,7 @@
 //
 // Every array parameter is sent as one text the writer builds itself (arrayLiteral, jsonArray): node-postgres
 // escapes every element of a JS array with two regular expressions, 7 % of the instance's CPU in the
-// batch bench on PostgreSQL; jsonb columns travel as one JSON array text, which needs no escaping at all.
+// batch bench on PostgreSQL; the json columns travel as one JSON array text, which needs no escaping at all.
 //
 // The statement's text is the same at every call, so it runs as a named prepared statement on each connection
 // (the `inlet:prepare` mark, postgres/pool.ts): parsed and planned once instead of at every commit.
@@ -61,20 +61,20 @@ export function arrayLiteral(values: ReadonlyArray<string | null>): string {
 }
 
 /**
- * A jsonb[] column of the unnest from one JSON array text: JSON texts joined need no escaping (see above), and
- * parsing one array costs the server what parsing its elements one by one does. The array is read as `json`
- * (text) and each element cast to jsonb: a jsonb array may hold at most 256 MB in all, which a large group of
- * large events could reach, while a json text is bounded only by the 1 GB of any text parameter (as a jsonb[]
- * literal was). `nullable`: the text `null` stands for SQL NULL (neither column that uses it ever holds a JSON
- * null: `context` is an object or absent, `original` an object).
+ * A json[] column of the unnest from one JSON array text: JSON texts joined need no escaping (see above), and
+ * the server splits the array into its elements' texts as they were sent (`json_array_elements`; the columns
+ * are `json`, migration 805, so nothing is converted). A json text is bounded only by the 1 GB of any text
+ * parameter. `nullable`: the text `null` stands for SQL NULL (neither column that uses it ever holds a JSON
+ * null: `context` is an object or absent, `original` an object); `json` has no equality operator, hence
+ * json_typeof, which reads only the element's first token.
  */
-function jsonbColumn(rows: EventInsert[], pick: (row: EventInsert) => string | null | undefined, nullable: boolean) {
+function jsonColumn(rows: EventInsert[], pick: (row: EventInsert) => string | null | undefined, nullable: boolean) {
   let text = '[';
   for (let i = 0; i < rows.length; i++) text += (i === 0 ? '' : ',') + (pick(rows[i]!) ?? 'null');
   text += ']';
   return nullable
-    ? sql`ARRAY(SELECT NULLIF(element::jsonb, 'null'::jsonb) FROM json_array_elements(${text}::json) WITH ORDINALITY AS e(element, n) ORDER BY n)`
-    : sql`ARRAY(SELECT element::jsonb FROM json_array_elements(${text}::json) WITH ORDINALITY AS e(element, n) ORDER BY n)`;
+    ? sql`ARRAY(SELECT CASE WHEN json_typeof(element) = 'null' THEN NULL ELSE element END FROM json_array_elements(${text}::json) WITH ORDINALITY AS e(element, n) ORDER BY n)`
+    : sql`ARRAY(SELECT element FROM json_array_elements(${text}::json) WITH ORDINALITY AS e(element, n) ORDER BY n)`;
 }
 
 export function postgresEventWriter(db: Kysely<Database>) {
@@ -104,8 +104,8 @@ export function postgresEventWriter(db: Kysely<Database>) {
           ${column((r) => r.externalId)}::text[], ${column((r) => r.eventType)}::text[], ${column((r) => r.action)}::text[],
           ${column((r) => r.canonicalName)}::text[], ${column((r) => r.nameFormat)}::text[], ${column((r) => r.subjectType)}::text[],
           ${column((r) => r.subjectId)}::text[], ${column((r) => r.occurredAt)}::timestamptz[], ${column((r) => r.receivedAt)}::timestamptz[],
-          ${jsonbColumn(rows, (r) => r.propertiesJson, false)}, ${column((r) => r.apiKeyId)}::text[],
-          ${jsonbColumn(rows, (r) => r.contextJson, true)}, ${jsonbColumn(rows, (r) => r.originalJson, true)}
+          ${jsonColumn(rows, (r) => r.propertiesJson, false)}, ${column((r) => r.apiKeyId)}::text[],
+          ${jsonColumn(rows, (r) => r.contextJson, true)}, ${jsonColumn(rows, (r) => r.originalJson, true)}
         ) WITH ORDINALITY AS t(id, product_id, source, external_id, event_type, action, canonical_name, name_format,
                                subject_type, subject_id, occurred_at, received_at, properties, api_key_id, context, original, n)
        WHERE external_id IS NULL OR id IN (SELECT event_id FROM claimed)
