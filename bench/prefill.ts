@@ -9,7 +9,11 @@
 //   `--prefill-indexes keep` fills with the indexes in place (slow, organic).
 // - PostgreSQL: INSERT … SELECT FROM generate_series in the server, 50,000 rows a statement, into
 //   event_dedup and events in one statement (as the writer does).
-// Received times are spread over the day before the run, in insertion order.
+// Received times are spread over the day before the run, in insertion order. Event ids are UUIDv7 of their receive
+// time, as the service makes them (random v4 ids, as this prefill wrote on PostgreSQL before 2026-11-27, land all over
+// the primary key instead of at its end and left its pages about two thirds full: 101 bytes an event instead of ~65).
+// Postgres: the same ids as bench/workload.ts's v7 external ids, built in SQL (48 bits of milliseconds, version 7,
+// the rest from a random uuid, its variant bits included).
 import BetterSqlite3 from 'better-sqlite3';
 import pg from 'pg';
 import { fillSqliteEvents } from './database.js';
@@ -84,7 +88,8 @@ export async function prefillPostgres(url: string, total: number, ids: IdKind, t
       const end = Math.min(total, at + 50_000);
       await client.query(
         `WITH input AS MATERIALIZED (
-           SELECT gen_random_uuid() AS id, ${externalId} AS external_id, k, subject_id, received_at, properties
+           SELECT (substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-7' || substr(e, 16, 3) || '-' || substr(e, 20, 4) || '-' || substr(e, 25, 12))::uuid AS id,
+                  ${externalId} AS external_id, k, subject_id, received_at, properties
              FROM (
                SELECT g, floor(random() * ${EVENT_NAMES.length})::int + 1 AS k,
                       CASE WHEN $13::text IS NOT NULL AND g % $14 = 0 AND g / $14 < $15 THEN $13
@@ -92,6 +97,7 @@ export async function prefillPostgres(url: string, total: number, ids: IdKind, t
                       received_at,
                       lpad(to_hex((extract(epoch FROM received_at) * 1000)::bigint), 12, '0') AS h,
                       gen_random_uuid()::text AS r,
+                      gen_random_uuid()::text AS e,
                       $3 || substr(md5(random()::text), 1, 8) || $4 || substr(md5(random()::text), 1, 8) || $5 || md5(random()::text) || $6 AS properties
                  FROM generate_series($1::bigint, $2::bigint - 1) g,
                       LATERAL (SELECT $7::timestamptz + (g::float8 / $8) * interval '1 day' AS received_at) t
