@@ -36,6 +36,8 @@ export interface BenchArgs {
   cpuProfileDir: string | undefined;
   /** Print where the server's time per event goes, stage by stage (bench/stages.ts; implies CPU profiling). */
   stages: boolean;
+  /** SQLite: the bytes by table and index too (dbstat reads every page of the file; PostgreSQL always prints them). */
+  footprintParts: boolean;
   /** V8 flags of the server process (default as `npm start`: --max-semi-space-size=64). */
   serverNodeOptions: string[];
 }
@@ -61,6 +63,8 @@ export const USAGE = `npm run bench -- [options]
   --log-level <level>       server INLET_LOG_LEVEL (default info, as the service)
   --no-build                use dist/ as it is instead of running the build first
   --cpu-prof <dir>          run the server with node --cpu-prof, profiles written to <dir>
+  --footprint-parts         SQLite: print the bytes per event by table and index too (dbstat reads the whole
+                            file, ~a minute at 10 M events); PostgreSQL prints them always, from the catalog
   --stages                  print the server's µs per event stage by stage (socket + parse, auth, validate,
                             draft, insert, commit, respond, …) for each measured run, from CPU profiles
   --server-node-options <s> node flags of the server, space-separated (default "--max-semi-space-size=64",
@@ -119,6 +123,7 @@ export function parseBenchArgs(argv: string[], env: NodeJS.ProcessEnv): BenchArg
       'no-build': { type: 'boolean' },
       'cpu-prof': { type: 'string' },
       stages: { type: 'boolean' },
+      'footprint-parts': { type: 'boolean' },
       'server-node-options': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -164,6 +169,7 @@ export function parseBenchArgs(argv: string[], env: NodeJS.ProcessEnv): BenchArg
     build: values['no-build'] !== true,
     cpuProfileDir: values['cpu-prof'],
     stages: values.stages === true,
+    footprintParts: values['footprint-parts'] === true,
     serverNodeOptions: (values['server-node-options'] ?? SERVER_NODE_FLAG).split(' ').filter((o) => o !== ''),
   };
 }

@@ -9,16 +9,27 @@ export interface DiskFootprint {
   bytes: number;
   /** What the bytes are: files or relations. */
   what: string;
+  /**
+   * The bytes by table and index, largest first (PostgreSQL: each index summed over the partitions; SQLite: dbstat,
+   * which reads every page, so only with `--footprint-parts`). Where a byte target is missed, this says where.
+   */
+  parts?: Array<{ name: string; bytes: number }>;
 }
 
 /** SQLite: the database file plus its WAL, over the rows ever inserted (sqlite_sequence; the bench deletes none). */
-export function sqliteFootprint(file: string): DiskFootprint {
+export function sqliteFootprint(file: string, parts = false): DiskFootprint {
   const wal = `${file}-wal`;
   const walBytes = existsSync(wal) ? statSync(wal).size : 0;
   const db = new BetterSqlite3(file, { readonly: true });
   try {
     const row = db.prepare(`SELECT seq FROM sqlite_sequence WHERE name = 'events'`).get() as { seq: number } | undefined;
-    return { events: row?.seq ?? 0, bytes: statSync(file).size + walBytes, what: `file ${(statSync(file).size / 1e6).toFixed(0)} MB + WAL ${(walBytes / 1e6).toFixed(0)} MB` };
+    const footprint: DiskFootprint = { events: row?.seq ?? 0, bytes: statSync(file).size + walBytes, what: `file ${(statSync(file).size / 1e6).toFixed(0)} MB + WAL ${(walBytes / 1e6).toFixed(0)} MB` };
+    if (parts) {
+      // Pages in use per table and index (the file's free pages and the WAL are not in it).
+      footprint.parts = (db.prepare('SELECT name, sum(pgsize) AS bytes FROM dbstat GROUP BY name ORDER BY bytes DESC').all() as Array<{ name: string; bytes: number }>)
+        .map((p) => ({ name: p.name, bytes: Number(p.bytes) }));
+    }
+    return footprint;
   } finally {
     db.close();
   }
@@ -37,7 +48,28 @@ export async function postgresFootprint(url: string): Promise<DiskFootprint> {
     const row = sizes.rows[0]!;
     const events = Number(row.events_bytes);
     const dedup = Number(row.dedup_bytes);
-    return { events: Number(row.n), bytes: events + dedup, what: `events partitions ${(events / 1e6).toFixed(0)} MB + event_dedup ${(dedup / 1e6).toFixed(0)} MB` };
+    // The same bytes by relation: the partitions' heaps, their TOAST (with its index), each index of events summed
+    // over its partitions' indexes, and event_dedup's heap and indexes. Sizes from the catalog: no page is read.
+    const parts = await client.query<{ name: string; bytes: string }>(
+      `SELECT 'events (rows)' AS name, coalesce(sum(pg_relation_size(inhrelid)), 0) AS bytes FROM pg_inherits WHERE inhparent = 'events'::regclass
+       UNION ALL
+       SELECT 'events (TOAST)', coalesce(sum(pg_total_relation_size(c.reltoastrelid)), 0)
+         FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'events'::regclass AND c.reltoastrelid <> 0
+       UNION ALL
+       SELECT x.indexrelid::regclass::text, (SELECT coalesce(sum(pg_relation_size(inhrelid)), 0) FROM pg_inherits WHERE inhparent = x.indexrelid)
+         FROM pg_index x WHERE x.indrelid = 'events'::regclass
+       UNION ALL
+       SELECT 'event_dedup (rows)', pg_relation_size('event_dedup') + coalesce((SELECT pg_total_relation_size(reltoastrelid) FROM pg_class WHERE oid = 'event_dedup'::regclass AND reltoastrelid <> 0), 0)
+       UNION ALL
+       SELECT x.indexrelid::regclass::text, pg_relation_size(x.indexrelid) FROM pg_index x WHERE x.indrelid = 'event_dedup'::regclass
+       ORDER BY bytes DESC`,
+    );
+    return {
+      events: Number(row.n),
+      bytes: events + dedup,
+      what: `events partitions ${(events / 1e6).toFixed(0)} MB + event_dedup ${(dedup / 1e6).toFixed(0)} MB`,
+      parts: parts.rows.map((p) => ({ name: p.name, bytes: Number(p.bytes) })),
+    };
   } finally {
     await client.end();
   }

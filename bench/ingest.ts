@@ -285,7 +285,7 @@ async function main(): Promise<number> {
       if (sqliteFile !== undefined) acknowledged.api += await awaitKeyFilter(inlet.base, headers);
     }
     for (const scenario of args.scenarios) {
-      if (scenario === 'segment' && phase.disk === undefined) phase.disk = await footprint(database, sqliteFile);
+      if (scenario === 'segment' && phase.disk === undefined) phase.disk = await footprint(database, sqliteFile, args.footprintParts);
       const eventsPerRequest = scenario === 'single' ? 1 : args.batchSize;
       const connections = scenario === 'single' ? args.connections : args.batchConnections;
       const path = scenario === 'single' ? '/api/v2/events' : scenario === 'batch' ? '/api/v2/events/batch' : '/v1/batch';
@@ -346,7 +346,7 @@ async function main(): Promise<number> {
       process.stdout.write(' done\n');
       phase.figures.push({ scenario, inlet: inletResult, bare: bareResult, eventsPerRequest });
     }
-    phase.disk ??= await footprint(database, sqliteFile);
+    phase.disk ??= await footprint(database, sqliteFile, args.footprintParts);
   }
 
   const exitCode = await inlet.server.stop();
@@ -402,7 +402,8 @@ async function main(): Promise<number> {
       lines.push({ name: `baseline: ${baseline.label}`, requestsPerSecond: undefined, eventsPerSecond: baseline.eventsPerSecond, p50Ms: undefined, p99Ms: undefined, cpuMicrosPerRequest: undefined, generatorCpuShare: undefined, failures: '0' });
     }
     const disk = phase.disk === undefined ? '' : `; on disk ${describeDisk(phase.disk)}`;
-    tables.push(`${phase.label}${disk}:`, formatTable(lines), '', 'group commit (from the server\'s /metrics, measured runs):', ...phase.figures.map((f) => `  ${f.scenario}: ${f.inlet.commits}`), '');
+    const parts = phase.disk?.parts === undefined ? [] : [`  bytes per event by table and index: ${describeParts(phase.disk)}`];
+    tables.push(`${phase.label}${disk}:`, ...parts, formatTable(lines), '', 'group commit (from the server\'s /metrics, measured runs):', ...phase.figures.map((f) => `  ${f.scenario}: ${f.inlet.commits}`), '');
   }
 
   // Issue 2's targets (on the last phase), then issue 11's.
@@ -473,8 +474,17 @@ function describeDisk(disk: DiskFootprint): string {
   return `${mb(disk.bytes)} for ${disk.events.toLocaleString('en-US')} events (${disk.what}) = ${perEvent.toFixed(0)} B/event, ${(perEvent - PROPERTIES_BYTES).toFixed(0)} beyond the ${PROPERTIES_BYTES} B of properties`;
 }
 
-async function footprint(database: BenchDatabase, sqliteFile: string | undefined): Promise<DiskFootprint> {
-  return sqliteFile !== undefined ? sqliteFootprint(sqliteFile) : postgresFootprint(database.url);
+/** `events (rows) 572, events_by_name 138, …` (B/event, parts of 1 B/event or more). */
+function describeParts(disk: DiskFootprint): string {
+  const perEvent = (bytes: number) => (disk.events === 0 ? 0 : bytes / disk.events);
+  return (disk.parts ?? [])
+    .filter((p) => perEvent(p.bytes) >= 1)
+    .map((p) => `${p.name} ${perEvent(p.bytes).toFixed(0)}`)
+    .join(', ');
+}
+
+async function footprint(database: BenchDatabase, sqliteFile: string | undefined, parts: boolean): Promise<DiskFootprint> {
+  return sqliteFile !== undefined ? sqliteFootprint(sqliteFile, parts) : postgresFootprint(database.url);
 }
 
 /** Rows of one source the runs stored (the prefill's rows left out). */
