@@ -18,7 +18,7 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import { sql, type Kysely } from 'kysely';
 import type { Database } from './database.js';
-import { eventFromRawRow, eventFromRow, positionSql, RAW_EVENT_COLUMNS } from './event-reads.js';
+import { eventFromRawRow, eventFromRow, inPositionOrder, positionSql, RAW_EVENT_COLUMNS } from './event-reads.js';
 import type {
   EventRecord,
   DeliveryRecord,
@@ -221,21 +221,9 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect, r
 
   async function readBoth<T>(work: (q: Kysely<Database & DestinationTables>, horizon: string | undefined) => Promise<T>): Promise<T> {
     if (pg) {
-      // Rows below the horizon are final: two statements after it see the same rows below it (READ COMMITTED:
-      // each statement of the transaction takes a new snapshot, as before without one).
-      //
-      // `enable_sort = off` for these reads only: a page is the first `limit` rows after the cursor in (tx, seq)
-      // order, which the position index gives in order (a Merge Append of the partitions' index scans that stops
-      // at the limit). But the rows after the cursor are the newest, past the statistics of the last ANALYZE, so
-      // the planner estimates a handful of them and chose to fetch *all* rows between the cursor and the horizon
-      // (a bitmap scan) and sort them for the first `limit`: each page then cost O(lag), 78 ms per page of 1,000
-      // under the destinations bench (pg_stat_statements, auto_explain), and a backlog drained quadratically
-      // (EXPLAIN ANALYZE, 100,000 rows past the statistics: 168 ms a page, 1.5 ms with the ordered plan).
-      return db.transaction().execute(async (trx) => {
-        await sql`SET LOCAL enable_sort = off`.execute(trx);
-        const horizon = await position.horizon!(trx as unknown as Kysely<Database>);
-        return work(trx, horizon);
-      });
+      // Rows below the horizon are final: two statements after it see the same rows below it. In position order
+      // without a sort of the whole backlog (inPositionOrder, event-reads.ts).
+      return inPositionOrder(db, async (trx) => work(trx, await position.horizon!(trx as unknown as Kysely<Database>)));
     }
     return db.transaction().execute((trx) => work(trx, undefined));
   }

@@ -115,6 +115,24 @@ const HORIZON_QUERY = sql<{ horizon: string }>`
            (SELECT pg_snapshot_xmax(s) FROM snapshot)
          )::text AS horizon`;
 
+/**
+ * PostgreSQL: runs a paged read (the first `limit` rows after a cursor in position order) in a transaction with
+ * `enable_sort = off`. The position, name and subject indexes give those rows in order, and a Merge Append of the
+ * partitions' index scans stops at the limit. But rows past the last ANALYZE's statistics (the newest: a live
+ * stream, an export or a destination near the head) are estimated at a handful, and the planner then fetched every
+ * row between the cursor and the horizon (a bitmap scan) to sort out the first `limit`: O(rows behind) per page, so a
+ * backlog drained quadratically (EXPLAIN ANALYZE with 100,000 rows past the statistics: 168 ms a page of 1,000
+ * against 1.5 ms in index order; the destinations bench: 78 ms per page; docs/design.md, "Reads past the
+ * statistics"). Every such read has a plan without a sort, so the setting only removes the bad one. Each statement
+ * still takes its own snapshot (READ COMMITTED), which the read horizon needs.
+ */
+export function inPositionOrder<DB, T>(db: Kysely<DB>, work: (trx: Kysely<DB>) => Promise<T>): Promise<T> {
+  return db.transaction().execute(async (trx) => {
+    await sql`SET LOCAL enable_sort = off`.execute(trx);
+    return work(trx);
+  });
+}
+
 const SQLITE_POSITION = /^[1-9][0-9]{0,17}$/;
 const POSTGRES_POSITION = /^([0-9]{1,20})\.([0-9]{1,19})$/;
 
@@ -275,22 +293,9 @@ export function eventReads(db: Kysely<Database>, dialect: Dialect, rawSqlite?: B
     return row === undefined ? undefined : String(row.position);
   }
 
-  /**
-   * PostgreSQL: a page's statements run in one transaction with `enable_sort = off`. A page is the first `limit`
-   * rows after a cursor in position order, which the position, name and subject indexes give in order. But rows
-   * past the last ANALYZE's statistics (the newest: a live stream, an export or a destination near the head) are
-   * estimated at a handful, and the planner then fetched every row between the cursor and the horizon to sort out
-   * the first `limit`: O(rows behind) per page (EXPLAIN ANALYZE, 100,000 rows past the statistics: 168 ms a page
-   * of 1,000 against 1.5 ms in index order; docs/design.md, "Reads past the statistics"). Every read here has a
-   * plan without a sort, so the setting only removes the bad one. Each statement still takes its own snapshot
-   * (READ COMMITTED), as the horizon needs.
-   */
+  // PostgreSQL: a page's statements in position order without a sort of the rows behind (inPositionOrder).
   async function page(query: EventPageQuery): Promise<EventPage> {
-    if (dialect !== 'postgres') return pageOn(db, query);
-    return db.transaction().execute(async (trx) => {
-      await sql`SET LOCAL enable_sort = off`.execute(trx);
-      return pageOn(trx, query);
-    });
+    return dialect === 'postgres' ? inPositionOrder(db, (trx) => pageOn(trx, query)) : pageOn(db, query);
   }
 
   async function pageOn(q: Kysely<Database>, query: EventPageQuery): Promise<EventPage> {
