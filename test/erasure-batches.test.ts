@@ -4,8 +4,7 @@
 // PostgreSQL each id is read on its own in the subject index's order, and the next id fills the rest of a batch.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { uuidv7 } from '../src/domain/ids.js';
-import type { EventInsert } from '../src/storage/types.js';
+import { eventRow } from './event-rows.js';
 import { createTestApp, type TestContext } from './helpers.js';
 
 let ctx: TestContext;
@@ -14,26 +13,7 @@ before(async () => {
 });
 after(async () => ctx.close());
 
-function event(productId: string, subjectId: string, externalId: string): EventInsert {
-  const at = new Date().toISOString();
-  return {
-    id: uuidv7(),
-    productId,
-    source: 'api',
-    externalId,
-    eventType: 'page',
-    action: 'viewed',
-    canonicalName: 'page_viewed',
-    nameFormat: 'preferred',
-    subjectType: 'user',
-    subjectId,
-    occurredAt: at,
-    receivedAt: at,
-    properties: {},
-    propertiesJson: '{}',
-    apiKeyId: null,
-  };
-}
+const event = (productId: string, subjectId: string, externalId: string) => eventRow(productId, externalId, { subjectId });
 
 async function subjectsLeft(productId: string): Promise<Record<string, number>> {
   const rows = await ctx.services.storage.db

@@ -11,12 +11,13 @@ import { sqliteEventWriter } from '../src/storage/sqlite/event-writer.js';
 import type { WalSync } from '../src/storage/sqlite/wal-sync.js';
 import type { EventInsert } from '../src/storage/types.js';
 
-export function eventRow(productId: string, externalId: string | null, source = 'api'): EventInsert {
+/** One stored-event row of `productId` received now; `overrides` replaces any of its fields (a subject, a receive time, …). */
+export function eventRow(productId: string, externalId: string | null, overrides: Partial<EventInsert> = {}): EventInsert {
   const now = new Date().toISOString();
   return {
     id: uuidv7(),
     productId,
-    source,
+    source: 'api',
     externalId,
     eventType: 'order',
     action: 'placed',
@@ -29,6 +30,7 @@ export function eventRow(productId: string, externalId: string | null, source = 
     properties: {},
     propertiesJson: '{}',
     apiKeyId: null,
+    ...overrides,
   };
 }
 

@@ -4,6 +4,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { uuidv7 } from '../src/domain/ids.js';
 import type { EventInsert } from '../src/storage/types.js';
+import { eventRow } from './event-rows.js';
 import { createTestServices } from './helpers.js';
 
 let services: Awaited<ReturnType<typeof createTestServices>>;
@@ -16,24 +17,7 @@ before(async () => {
 after(async () => services.close());
 
 function row(externalId: string | null): EventInsert {
-  const now = new Date().toISOString();
-  return {
-    id: uuidv7(),
-    productId,
-    source: 'api',
-    externalId,
-    eventType: 'store',
-    action: 'tested',
-    canonicalName: 'store_tested',
-    nameFormat: 'preferred',
-    subjectType: 'user',
-    subjectId: 'u',
-    occurredAt: now,
-    receivedAt: now,
-    properties: { externalId },
-    propertiesJson: JSON.stringify({ externalId }),
-    apiKeyId: null,
-  };
+  return eventRow(productId, externalId, { properties: { externalId }, propertiesJson: JSON.stringify({ externalId }) });
 }
 
 describe('EventStore.insertMany', () => {

@@ -13,6 +13,7 @@ import { createMetrics } from '../src/services/metrics.js';
 import { createRetentionService } from '../src/services/retention-service.js';
 import { gentleOptions } from '../src/services/gentle-batches.js';
 import type { EventInsert } from '../src/storage/types.js';
+import { eventRow } from './event-rows.js';
 import { adminHeaders, bearer, createTestApp, dialect, postgresUrl, problemOf, type TestContext } from './helpers.js';
 
 let ctx: TestContext;
@@ -24,23 +25,7 @@ after(async () => ctx.close());
 const DAY = 86_400_000;
 
 function stored(productId: string, receivedAt: string, externalId: string): EventInsert {
-  return {
-    id: uuidv7(Date.parse(receivedAt)),
-    productId,
-    source: 'api',
-    externalId,
-    eventType: 'page',
-    action: 'viewed',
-    canonicalName: 'page_viewed',
-    nameFormat: 'preferred',
-    subjectType: 'user',
-    subjectId: 'u-ret',
-    occurredAt: receivedAt,
-    receivedAt,
-    properties: {},
-    propertiesJson: '{}',
-    apiKeyId: null,
-  };
+  return eventRow(productId, externalId, { id: uuidv7(Date.parse(receivedAt)), subjectId: 'u-ret', occurredAt: receivedAt, receivedAt });
 }
 
 async function seed(productId: string, count: number, receivedAt: string, prefix: string): Promise<void> {

@@ -78,7 +78,7 @@ describe('SQLite idempotency keys', () => {
         });
       }
       // The same ids in another product and under another source are other events.
-      const other = await storage.events.insertMany([row(b, 'ext-1'), row(a, 'ext-1', 'segment')]);
+      const other = await storage.events.insertMany([row(b, 'ext-1'), row(a, 'ext-1', { source: 'segment' })]);
       assert.deepEqual(other.map((o) => o.status), ['created', 'created']);
       // Events without an external_id are never duplicates.
       const plain = await storage.events.insertMany([row(a, null), row(a, null)]);
