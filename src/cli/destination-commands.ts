@@ -118,6 +118,57 @@ export const destinationCommands: Command[] = [
     }),
   ),
   {
+    path: ['destinations', 'edit'],
+    usage:
+      'inlet destinations edit <destination-id> --product <id> [--name <name>] [--url <url>] [--types t,…] [--canonical-names n,…] [--sources s,…] [--max-messages n] [--max-wait-ms ms] [--json]',
+    summary: 'Change the name, webhook url, filter or batching; a filter part given empty ("") is removed',
+    options: {
+      ...product,
+      name: { type: 'string' },
+      url: { type: 'string' },
+      types: { type: 'string' },
+      'canonical-names': { type: 'string' },
+      sources: { type: 'string' },
+      'max-messages': { type: 'string' },
+      'max-wait-ms': { type: 'string' },
+    },
+    async run({ services, args, values, io, json }) {
+      const productId = requireOption(values, 'product');
+      const id = oneId(args);
+      const edits = ['name', 'url', 'types', 'canonical-names', 'sources', 'max-messages', 'max-wait-ms'].filter((o) => values[o] !== undefined);
+      if (edits.length === 0) throw new UsageError('nothing to change: give --name, --url, --types, --canonical-names, --sources, --max-messages or --max-wait-ms');
+      // The admin API's PATCH replaces `filter` and `batch` whole; here only the parts given change.
+      const current = await services.destinations.show(productId, id);
+      const input: Record<string, unknown> = {};
+      if (values.name !== undefined) input.name = values.name;
+      if (values.url !== undefined) input.url = values.url;
+      if (values.types !== undefined || values['canonical-names'] !== undefined || values.sources !== undefined) {
+        const filter: Record<string, string[] | undefined> = {
+          types: current.filter.types,
+          canonical_names: current.filter.canonicalNames,
+          sources: current.filter.sources,
+        };
+        for (const [option, key] of [
+          ['types', 'types'],
+          ['canonical-names', 'canonical_names'],
+          ['sources', 'sources'],
+        ] as const) {
+          if (values[option] === undefined) continue;
+          const given = list(values[option]) ?? [];
+          filter[key] = given.length === 0 ? undefined : given;
+        }
+        input.filter = Object.fromEntries(Object.entries(filter).filter(([, v]) => v !== undefined));
+      }
+      const maxMessages = int(values['max-messages'], 'max-messages');
+      const maxWait = int(values['max-wait-ms'], 'max-wait-ms');
+      if (maxMessages !== undefined || maxWait !== undefined) {
+        input.batch = { max_messages: maxMessages ?? current.batch.maxMessages, max_wait_ms: maxWait ?? current.batch.maxWaitMs };
+      }
+      printOne(io, json, destinationResource(await services.destinations.update(productId, id, input)));
+      return 0;
+    },
+  },
+  {
     path: ['destinations', 'replay'],
     usage: 'inlet destinations replay <destination-id> --product <id> --from <cursor|beginning|RFC 3339 time> [--json]',
     summary: 'Move the cursor back (or forward): re-deliver from a cursor or a received time',
