@@ -12,8 +12,13 @@
 // Received times are spread over the day before the run, in insertion order. Event ids are UUIDv7 of their receive
 // time, as the service makes them (random v4 ids, as this prefill wrote on PostgreSQL before 2026-11-27, land all over
 // the primary key instead of at its end and left its pages about two thirds full: 101 bytes an event instead of ~65).
-// Postgres: the same ids as bench/workload.ts's v7 external ids, built in SQL (48 bits of milliseconds, version 7,
-// the rest from a random uuid, its variant bits included).
+// PostgreSQL, a table that already holds events (`--compare-empty` runs the empty phase first): the times are spread
+// from just after the newest stored event to now instead, so the prefill's ids and times still go at the end of the
+// primary key and of `events_by_time`, as the service's would. Times from the day before went in *before* the empty
+// phase's rows, splitting those indexes' pages in half all the way: 133 and 92 B an event at 10 M instead of ~70 and
+// ~45 (2026-11-27 09:00 run, bench/README.md "Where the targets stand").
+// Postgres: event ids built in SQL (48 bits of milliseconds, version 7, 12 bits of the time within the millisecond,
+// the rest from a random uuid, its variant bits included); v7 external ids as bench/workload.ts's.
 import BetterSqlite3 from 'better-sqlite3';
 import pg from 'pg';
 import { fillSqliteEvents } from './database.js';
@@ -75,7 +80,11 @@ export async function prefillPostgres(url: string, total: number, ids: IdKind, t
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   const [p0, p1, p2, p3] = PROPERTIES_TEMPLATE.split('%s');
-  const from = new Date(Date.now() - DAY_MS).toISOString();
+  const newest = (await client.query<{ at: Date | null }>('SELECT max(received_at) AS at FROM events')).rows[0]?.at ?? null;
+  const now = Date.now();
+  const fromMs = newest === null || newest.getTime() >= now ? now - DAY_MS : newest.getTime() + 1;
+  const from = new Date(fromMs).toISOString();
+  const spanMs = now - fromMs;
   const externalId =
     ids === 'random'
       ? 'gen_random_uuid()::text'
@@ -88,19 +97,22 @@ export async function prefillPostgres(url: string, total: number, ids: IdKind, t
       const end = Math.min(total, at + 50_000);
       await client.query(
         `WITH input AS MATERIALIZED (
-           SELECT (substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-7' || substr(e, 16, 3) || '-' || substr(e, 20, 4) || '-' || substr(e, 25, 12))::uuid AS id,
+           SELECT (substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-7' || sub || '-' || substr(e, 20, 4) || '-' || substr(e, 25, 12))::uuid AS id,
                   ${externalId} AS external_id, k, subject_id, received_at, properties
              FROM (
                SELECT g, floor(random() * ${EVENT_NAMES.length})::int + 1 AS k,
                       CASE WHEN $13::text IS NOT NULL AND g % $14 = 0 AND g / $14 < $15 THEN $13
                            ELSE 'user_' || floor(random() * ${SUBJECTS})::int END AS subject_id,
                       received_at,
-                      lpad(to_hex((extract(epoch FROM received_at) * 1000)::bigint), 12, '0') AS h,
+                      lpad(to_hex(floor(extract(epoch FROM received_at) * 1000)::bigint), 12, '0') AS h,
+                      -- rand_a: the time within the millisecond in 1/4096ths, so that ids follow the insertion order
+                      -- also when many events share a millisecond (as the service's 12-bit counter does).
+                      lpad(to_hex(floor((extract(epoch FROM received_at) * 1000 - floor(extract(epoch FROM received_at) * 1000)) * 4096)::int), 3, '0') AS sub,
                       gen_random_uuid()::text AS r,
                       gen_random_uuid()::text AS e,
                       $3 || substr(md5(random()::text), 1, 8) || $4 || substr(md5(random()::text), 1, 8) || $5 || md5(random()::text) || $6 AS properties
                  FROM generate_series($1::bigint, $2::bigint - 1) g,
-                      LATERAL (SELECT $7::timestamptz + (g::float8 / $8) * interval '1 day' AS received_at) t
+                      LATERAL (SELECT $7::timestamptz + (g::float8 / $8) * ($16::float8 * interval '1 millisecond') AS received_at) t
              ) s
          ), claimed AS (
            INSERT INTO event_dedup (product_id, source, external_id, event_id, received_at)
@@ -111,7 +123,7 @@ export async function prefillPostgres(url: string, total: number, ids: IdKind, t
          SELECT id, $9, 'api', external_id, ($11::text[])[k], ($12::text[])[k], ($11::text[])[k] || '_' || ($12::text[])[k], 'preferred',
                 'user', subject_id, '${OCCURRED_AT}', received_at, properties::json, $10
            FROM input`,
-        [at, end, p0, p1, p2, p3, from, total, target.productId, target.apiKeyId, EVENT_NAMES.map((n) => n[0]), EVENT_NAMES.map((n) => n[1]), person?.subjectId ?? null, person?.every ?? 1, person?.count ?? 0],
+        [at, end, p0, p1, p2, p3, from, total, target.productId, target.apiKeyId, EVENT_NAMES.map((n) => n[0]), EVENT_NAMES.map((n) => n[1]), person?.subjectId ?? null, person?.every ?? 1, person?.count ?? 0, spanMs],
       );
       progress(end, total);
     }
