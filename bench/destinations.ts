@@ -294,15 +294,19 @@ export async function destinationsMain(argv: string[]): Promise<number> {
   const base = `http://127.0.0.1:${port}`;
   await waitUntilReady(server, `${base}/healthz`, logFile);
   const admin = adminClient(base, adminToken);
-  // The delivery worker's OS thread id, which it logs when it starts (src/delivery-worker.ts).
-  let workerTid: number | undefined;
-  for (let i = 0; i < 50 && workerTid === undefined && !args.inProcess; i++) {
-    const line = readFileSync(logFile, 'utf8')
-      .split('\n')
-      .find((l) => l.includes('delivery worker started'));
-    if (line !== undefined) workerTid = (JSON.parse(line) as { tid?: number }).tid;
-    else await sleep(100);
-  }
+  // The delivery worker's OS thread id, which it logs when it starts (src/delivery-worker.ts): with the first
+  // destination (the first round's), so looked up when the CPU is counted. A thread that did not exist at a
+  // snapshot counts from 0 there, which is its whole CPU time.
+  let workerTidFound: number | undefined;
+  const workerTid = (): number | undefined => {
+    if (workerTidFound === undefined && !args.inProcess) {
+      const line = readFileSync(logFile, 'utf8')
+        .split('\n')
+        .find((l) => l.includes('delivery worker started'));
+      if (line !== undefined) workerTidFound = (JSON.parse(line) as { tid?: number }).tid;
+    }
+    return workerTidFound;
+  };
   const snapshot = (): CpuSnapshot => {
     const cpu = process.cpuUsage();
     return {
@@ -359,7 +363,7 @@ export async function destinationsMain(argv: string[]): Promise<number> {
         await sleep(50);
       }
       const seconds = (performance.now() - started) / 1000;
-      const p = cpuUse(before, snapshot(), server.process.pid!, workerTid);
+      const p = cpuUse(before, snapshot(), server.process.pid!, workerTid());
       for (const d of made) await admin('DELETE', `${productPath}/destinations/${d.id}`);
       const messages = args.drain * made.length;
       const per = (x: number) => ((x * 1e6) / messages).toFixed(1);
@@ -407,7 +411,7 @@ export async function destinationsMain(argv: string[]): Promise<number> {
       const partsBefore = snapshot();
       const load = await loadFor(args.durationSeconds, `${round}-${variant}`);
       const cpuAfter = cpuSeconds(server.process.pid);
-      const parts = cpuUse(partsBefore, snapshot(), server.process.pid!, workerTid);
+      const parts = cpuUse(partsBefore, snapshot(), server.process.pid!, workerTid());
       const loadAverage = loadavg()[0]!;
       sampling = false;
       await sampler;

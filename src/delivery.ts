@@ -28,5 +28,5 @@ export function startDelivery(service: DestinationService, config: Config, log: 
   // The compiled .js next to this module, or the .ts source under tsx.
   const entry = new URL(`./delivery-worker.${import.meta.url.endsWith('.ts') ? 'ts' : 'js'}`, import.meta.url);
   const settings: DeliverySettings = { config, ...(options.postgresSchema === undefined ? {} : { postgresSchema: options.postgresSchema }) };
-  return startDeliveryWorker(service, entry, settings, log);
+  return startDeliveryWorker(service, entry, settings, log, { checkMs: config.destinationPollMs });
 }

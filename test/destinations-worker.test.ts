@@ -1,12 +1,14 @@
 // The delivery worker (src/delivery.ts, src/delivery-worker.ts, services/destination-worker.ts) on the backend under test: delivery runs in a worker
 // thread with its own storage connection while the main thread ingests; admin changes poke it; its metrics
 // appear in the main thread's /metrics; a worker that dies is logged and restarted and continues from the
-// cursor; close() stops it and releases its leases; the outbound guard applies inside it.
+// cursor; close() stops it and releases its leases; the outbound guard applies inside it; the thread starts only
+// once a destination exists (created here, or by the CLI in another process).
 import { strict as assert } from 'node:assert';
 import { after, before, describe, it } from 'node:test';
 import { startDelivery } from '../src/delivery.js';
 import type { DestinationWorker, WorkerLog } from '../src/services/destination-worker.js';
-import { bearer, createTestApp, type TestContext } from './helpers.js';
+import { adminHeaders, bearer, createTestApp, type TestContext } from './helpers.js';
+import { cliEnv, inlet } from './support/cli.js';
 import { startWebhookReceiver, type WebhookReceiver } from './fakes/webhook-receiver.js';
 
 let ctx: TestContext;
@@ -48,15 +50,23 @@ async function until(check: () => boolean | Promise<boolean>, timeoutMs: number,
 const evtId = (uuid: string) => `evt_${uuid.replace(/-/g, '')}`;
 
 describe('destinations: the delivery worker', () => {
-  it('delivers from a worker thread, continues after a crash of the worker, reports its metrics to /metrics, and stops cleanly', async () => {
+  it('starts with the first destination (one the CLI created), delivers from the worker thread, continues after a crash of the worker, reports its metrics to /metrics, and stops cleanly', async () => {
     const product = await ctx.product('worker');
     const schema = ctx.database.postgresSchema;
     const worker = startDelivery(ctx.services.destinations, ctx.services.config, log, schema === undefined ? {} : { postgresSchema: schema }) as DestinationWorker;
     assert.ok(worker !== undefined, 'a file or PostgreSQL database delivers in a worker');
-    await until(() => logged.some((l) => l.message.includes('delivery worker started')), 60_000, 'the worker to start');
+    // No destination yet: no thread (it would hold a V8 isolate and a storage connection for nothing).
+    await until(() => logged.some((l) => l.message.includes('none yet')), 10_000, 'the note that the worker waits');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal(worker.current, undefined);
+    assert.equal(logged.some((l) => l.message.includes('delivery worker started')), false);
 
-    const { destination, secret } = await ctx.services.destinations.create(product.id, { type: 'webhook', name: 'w', url: receiver.url, batch: { max_messages: 3 } });
-    receiver.secrets = [secret!];
+    // Created by an operator's `inlet` command (its own services: no poke reaches this process): found by the next check.
+    const created = await inlet(cliEnv(ctx.database), 'destinations', 'create', '--product', product.id, '--type', 'webhook', '--name', 'w', '--url', receiver.url, '--max-messages', '3', '--json');
+    assert.equal(created.code, 0, created.err);
+    const destination = JSON.parse(created.out).data as { id: string; secret: string };
+    receiver.secrets = [destination.secret];
+    await until(() => logged.some((l) => l.message.includes('delivery worker started')), 60_000, 'the worker to start');
     const first = await send(product.eventsKey, 7, 'first');
     await until(() => receiver.accepted.length >= 7, 20_000, 'the first messages');
     assert.deepEqual(receiver.accepted.map((m) => m.id), first.map(evtId));
@@ -101,6 +111,26 @@ describe('destinations: the delivery worker', () => {
     await send(product.eventsKey, 2, 'after-stop');
     await new Promise((resolve) => setTimeout(resolve, 500));
     assert.equal(receiver.accepted.length, count);
+  });
+});
+
+describe('destinations: the delivery worker starts with the first destination', () => {
+  it('a destination created through this process (the admin API) starts the thread at once, not at the next check', async () => {
+    const local = await createTestApp({ destinationPollMs: 10_000 });
+    try {
+      const product = await local.product('poked');
+      const schema = local.database.postgresSchema;
+      const mine: typeof logged = [];
+      const worker = startDelivery(local.services.destinations, local.services.config, { info: (o, m) => mine.push({ level: 'info', object: o, message: m }), warn: log.warn, error: log.error }, schema === undefined ? {} : { postgresSchema: schema }) as DestinationWorker;
+      await until(() => mine.some((l) => l.message.includes('none yet')), 10_000, 'the note that the worker waits');
+      const res = await local.app.inject({ method: 'POST', url: `/admin/v1/products/${product.id}/destinations`, headers: adminHeaders(), payload: { type: 'webhook', name: 'p', url: receiver.url } });
+      assert.equal(res.statusCode, 201, res.body);
+      // Well before the next check (10 s away).
+      await until(() => mine.some((l) => l.message.includes('delivery worker started')), 5_000, 'the worker to start');
+      assert.notEqual(worker.current, undefined);
+    } finally {
+      await local.close();
+    }
   });
 });
 

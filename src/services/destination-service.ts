@@ -404,6 +404,7 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
         leaseUntil: 0,
       };
       await store.insert(record);
+      service.poke();
       return { destination: await view(record), secret };
     },
 
@@ -506,6 +507,10 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
     poke() {
       if (remote !== undefined) remote.poke();
       else if (running && !stopped) schedule(0);
+    },
+    /** Whether any product has a destination: the delivery worker's host starts the thread with the first. */
+    hasDestinations(): Promise<boolean> {
+      return store.any();
     },
     /** Counts a restart of the delivery worker (the worker's host calls it). */
     workerRestarted() {

@@ -340,6 +340,10 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect, r
       return (rows as Row[]).map(fromRow);
     },
 
+    async any(): Promise<boolean> {
+      return (await db.selectFrom('destinations').select('id').limit(1).executeTakeFirst()) !== undefined;
+    },
+
     async update(productId: string, id: string, patch: DestinationPatch): Promise<DestinationRecord | undefined> {
       const set: Partial<Row> = { updated_at: patch.updatedAt };
       if (patch.name !== undefined) set.name = patch.name;

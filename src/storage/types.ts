@@ -541,6 +541,8 @@ export interface DestinationStore {
   list(productId: string): Promise<DestinationRecord[]>;
   /** Every destination of every product (the deliverers' scheduler; the health summary). */
   listAll(): Promise<DestinationRecord[]>;
+  /** Whether any product has a destination (the delivery worker starts with the first). */
+  any(): Promise<boolean>;
   update(productId: string, id: string, patch: DestinationPatch): Promise<DestinationRecord | undefined>;
   delete(productId: string, id: string): Promise<boolean>;
   /** Takes or renews the lease of a destination; true when `holder` has it until `until` (epoch ms). */
