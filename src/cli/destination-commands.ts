@@ -24,6 +24,17 @@ function oneId(args: string[]): string {
   return args[0]!;
 }
 
+/** What `destinations edit` can change (the rest of a destination cannot be edited). */
+const EDITABLE = {
+  name: { type: 'string' },
+  url: { type: 'string' },
+  types: { type: 'string' },
+  'canonical-names': { type: 'string' },
+  sources: { type: 'string' },
+  'max-messages': { type: 'string' },
+  'max-wait-ms': { type: 'string' },
+} as const;
+
 const COLUMNS = ['id', 'type', 'name', 'status', 'lag', 'delivered', 'consecutive_failures', 'last_success_at', 'last_error', 'disabled_reason'];
 
 function printOne(io: { out: (line: string) => void }, json: boolean, data: Record<string, unknown>): void {
@@ -39,16 +50,10 @@ export const destinationCommands: Command[] = [
     summary: "Create a destination; prints a webhook's signing secret (shown this once)",
     options: {
       ...product,
+      ...EDITABLE,
       type: { type: 'string' },
-      name: { type: 'string' },
-      url: { type: 'string' },
       servers: { type: 'string' },
       subject: { type: 'string' },
-      types: { type: 'string' },
-      'canonical-names': { type: 'string' },
-      sources: { type: 'string' },
-      'max-messages': { type: 'string' },
-      'max-wait-ms': { type: 'string' },
       start: { type: 'string' },
     },
     async run({ services, values, io, json }) {
@@ -122,21 +127,12 @@ export const destinationCommands: Command[] = [
     usage:
       'inlet destinations edit <destination-id> --product <id> [--name <name>] [--url <url>] [--types t,…] [--canonical-names n,…] [--sources s,…] [--max-messages n] [--max-wait-ms ms] [--json]',
     summary: 'Change the name, webhook url, filter or batching; a filter part given empty ("") is removed',
-    options: {
-      ...product,
-      name: { type: 'string' },
-      url: { type: 'string' },
-      types: { type: 'string' },
-      'canonical-names': { type: 'string' },
-      sources: { type: 'string' },
-      'max-messages': { type: 'string' },
-      'max-wait-ms': { type: 'string' },
-    },
+    options: { ...product, ...EDITABLE },
     async run({ services, args, values, io, json }) {
       const productId = requireOption(values, 'product');
       const id = oneId(args);
-      const edits = ['name', 'url', 'types', 'canonical-names', 'sources', 'max-messages', 'max-wait-ms'].filter((o) => values[o] !== undefined);
-      if (edits.length === 0) throw new UsageError('nothing to change: give --name, --url, --types, --canonical-names, --sources, --max-messages or --max-wait-ms');
+      const editable = Object.keys(EDITABLE);
+      if (!editable.some((o) => values[o] !== undefined)) throw new UsageError(`nothing to change: give one or more of ${editable.map((o) => `--${o}`).join(', ')}`);
       // The admin API's PATCH replaces `filter` and `batch` whole; here only the parts given change.
       const current = await services.destinations.show(productId, id);
       const input: Record<string, unknown> = {};
