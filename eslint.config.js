@@ -10,21 +10,55 @@ import tseslint from 'typescript-eslint';
 const ours = (path) => `^(?:\\.\\.?/)+${path}`;
 
 const layer = {
-  http: { regex: ours('http/'), message: 'Nothing imports src/http but the composition root (src/main.ts) and tests: put what both sides need in services, domain or resources.' },
+  http: {
+    regex: ours('http/'),
+    message:
+      'Nothing imports src/http but the composition root (src/main.ts) and tests: put what both sides need in services, domain or resources.',
+  },
   cli: { regex: ours('cli/'), message: 'Nothing imports src/cli: it is an entry point.' },
   adapter: {
     regex: ours('storage/(?!types\\.js$)'),
-    message: 'Outside src/storage only the port (storage/types.ts) may be imported; the adapter in use is chosen in src/services.ts through storage/connect.ts. Take what you need as a parameter.',
+    message:
+      'Outside src/storage only the port (storage/types.ts) may be imported; the adapter in use is chosen in src/services.ts through storage/connect.ts. Take what you need as a parameter.',
   },
-  adapterFromRoot: { regex: ours('storage/(?!(?:types|connect)\\.js$)'), message: 'The composition root reaches storage through storage/connect.ts and the port (storage/types.ts) only.' },
+  adapterFromRoot: {
+    regex: ours('storage/(?!(?:types|connect)\\.js$)'),
+    message: 'The composition root reaches storage through storage/connect.ts and the port (storage/types.ts) only.',
+  },
   services: { regex: ours('services/'), message: 'This layer is below the services (src/README.md).' },
-  servicesValues: { regex: ours('services/'), types: true, message: 'Resources may use the types services return, not their code.' },
-  sync: { regex: ours('sync/'), message: 'src/sync is reached through the services the composition root builds (services.traffic).' },
-  syncValues: { regex: ours('sync/'), types: true, message: 'src/http reaches the traffic sync through services.traffic; only its types may be imported.' },
-  resources: { regex: ours('resources/'), message: 'Services hand records to their callers; turning them into public JSON (src/resources) is the job of http and cli.' },
-  root: { regex: ours('(?:services|config|main)\\.js$'), message: 'The composition root (src/main.ts, src/services.ts, src/config.ts) builds this layer and passes it what it needs; this layer does not import it.' },
-  rootValues: { regex: ours('(?:services|config)\\.js$'), types: true, message: 'Routes get services and config from buildApp; only the Services and Config types may be imported.' },
-  outsideDomain: { regex: '^\\.\\./', message: 'src/domain is pure: it imports nothing of ours outside src/domain (libraries are fine).' },
+  servicesValues: {
+    regex: ours('services/'),
+    types: true,
+    message: 'Resources may use the types services return, not their code.',
+  },
+  sync: {
+    regex: ours('sync/'),
+    message: 'src/sync is reached through the services the composition root builds (services.traffic).',
+  },
+  syncValues: {
+    regex: ours('sync/'),
+    types: true,
+    message: 'src/http reaches the traffic sync through services.traffic; only its types may be imported.',
+  },
+  resources: {
+    regex: ours('resources/'),
+    message:
+      'Services hand records to their callers; turning them into public JSON (src/resources) is the job of http and cli.',
+  },
+  root: {
+    regex: ours('(?:services|config|main)\\.js$'),
+    message:
+      'The composition root (src/main.ts, src/services.ts, src/config.ts) builds this layer and passes it what it needs; this layer does not import it.',
+  },
+  rootValues: {
+    regex: ours('(?:services|config)\\.js$'),
+    types: true,
+    message: 'Routes get services and config from buildApp; only the Services and Config types may be imported.',
+  },
+  outsideDomain: {
+    regex: '^\\.\\./',
+    message: 'src/domain is pure: it imports nothing of ours outside src/domain (libraries are fine).',
+  },
 };
 
 /** What each folder may not import. Exemptions are listed, each with its reason, below the table. */
@@ -56,8 +90,14 @@ function restrictedImports(names, extra = []) {
 }
 
 const layering = [
-  ...Object.entries(forbidden).map(([glob, names]) => ({ files: [glob], rules: { '@typescript-eslint/no-restricted-imports': restrictedImports(names) } })),
-  ...exemptions.map(({ files, forbid, extra }) => ({ files, rules: { '@typescript-eslint/no-restricted-imports': restrictedImports(forbid, extra) } })),
+  ...Object.entries(forbidden).map(([glob, names]) => ({
+    files: [glob],
+    rules: { '@typescript-eslint/no-restricted-imports': restrictedImports(names) },
+  })),
+  ...exemptions.map(({ files, forbid, extra }) => ({
+    files,
+    rules: { '@typescript-eslint/no-restricted-imports': restrictedImports(forbid, extra) },
+  })),
 ];
 
 export default tseslint.config(
@@ -65,7 +105,18 @@ export default tseslint.config(
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
-    languageOptions: { globals: { process: 'readonly', console: 'readonly', Buffer: 'readonly', setTimeout: 'readonly', clearTimeout: 'readonly', setImmediate: 'readonly', URL: 'readonly', fetch: 'readonly' } },
+    languageOptions: {
+      globals: {
+        process: 'readonly',
+        console: 'readonly',
+        Buffer: 'readonly',
+        setTimeout: 'readonly',
+        clearTimeout: 'readonly',
+        setImmediate: 'readonly',
+        URL: 'readonly',
+        fetch: 'readonly',
+      },
+    },
     rules: {
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
       '@typescript-eslint/no-empty-object-type': 'off',
@@ -77,7 +128,12 @@ export default tseslint.config(
   {
     files: ['console/**/*.{ts,tsx}'],
     rules: {
-      '@typescript-eslint/no-restricted-imports': ['error', { patterns: [{ regex: '(?:^|/)src/', message: 'The console reaches the service through the admin API only.' }] }],
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [{ regex: '(?:^|/)src/', message: 'The console reaches the service through the admin API only.' }],
+        },
+      ],
     },
   },
 );

@@ -82,7 +82,8 @@ function positiveInteger(name: string, raw: string | undefined, fallback: number
 export function parseDatabase(database: string): string | undefined {
   if (/^postgres(ql)?:\/\//.test(database)) {
     const host = new URL(database).hostname;
-    if (!['127.0.0.1', 'localhost', '::1', '[::1]'].includes(host)) throw new Error(`--database must be a server on this machine (127.0.0.1), got host "${host}"`);
+    if (!['127.0.0.1', 'localhost', '::1', '[::1]'].includes(host))
+      throw new Error(`--database must be a server on this machine (127.0.0.1), got host "${host}"`);
     return database;
   }
   if (database !== 'sqlite') throw new Error(`--database must be "sqlite" or a postgres:// URL, got "${database}"`);
@@ -94,7 +95,10 @@ export function adminClient(base: string, token: string) {
   return async (method: string, path: string, body?: unknown): Promise<Record<string, unknown>> => {
     const response = await fetch(`${base}/admin/v1${path}`, {
       method,
-      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     });
     if (!response.ok) throw new Error(`${method} ${path} answered ${response.status}: ${await response.text()}`);
@@ -135,19 +139,27 @@ export function parseBenchArgs(argv: string[], env: NodeJS.ProcessEnv): BenchArg
   }
   const postgresUrl = parseDatabase(values.database ?? env.INLET_BENCH_DATABASE_URL ?? 'sqlite');
   const scenario = values.scenario ?? 'all';
-  if (!['single', 'batch', 'segment', 'all'].includes(scenario)) throw new Error(`--scenario must be single, batch, segment or all, got "${scenario}"`);
+  if (!['single', 'batch', 'segment', 'all'].includes(scenario))
+    throw new Error(`--scenario must be single, batch, segment or all, got "${scenario}"`);
   const synchronous = values['sqlite-synchronous'] ?? 'full';
-  if (synchronous !== 'full' && synchronous !== 'normal') throw new Error(`--sqlite-synchronous must be full or normal, got "${synchronous}"`);
+  if (synchronous !== 'full' && synchronous !== 'normal')
+    throw new Error(`--sqlite-synchronous must be full or normal, got "${synchronous}"`);
   const connections = positiveInteger('connections', values.connections, 50);
   const batchSize = positiveInteger('batch-size', values['batch-size'], 100);
   const durationSeconds = positiveInteger('duration', values.duration, 10);
-  if (connections < 1 || batchSize < 1 || durationSeconds < 1) throw new Error('--connections, --batch-size and --duration must be at least 1');
+  if (connections < 1 || batchSize < 1 || durationSeconds < 1)
+    throw new Error('--connections, --batch-size and --duration must be at least 1');
   const ids = values.ids ?? 'random';
-  if (ids !== 'random' && ids !== 'v7' && ids !== 'sequential') throw new Error(`--ids must be random, v7 or sequential, got "${ids}"`);
-  const generator = values.generator ?? (spawnSync('wrk', ['--version'], { stdio: 'ignore' }).error === undefined ? 'wrk' : 'autocannon');
-  if (generator !== 'wrk' && generator !== 'autocannon') throw new Error(`--generator must be wrk or autocannon, got "${generator}"`);
+  if (ids !== 'random' && ids !== 'v7' && ids !== 'sequential')
+    throw new Error(`--ids must be random, v7 or sequential, got "${ids}"`);
+  const generator =
+    values.generator ??
+    (spawnSync('wrk', ['--version'], { stdio: 'ignore' }).error === undefined ? 'wrk' : 'autocannon');
+  if (generator !== 'wrk' && generator !== 'autocannon')
+    throw new Error(`--generator must be wrk or autocannon, got "${generator}"`);
   const prefillIndexes = values['prefill-indexes'] ?? 'rebuild';
-  if (prefillIndexes !== 'rebuild' && prefillIndexes !== 'keep') throw new Error(`--prefill-indexes must be rebuild or keep, got "${prefillIndexes}"`);
+  if (prefillIndexes !== 'rebuild' && prefillIndexes !== 'keep')
+    throw new Error(`--prefill-indexes must be rebuild or keep, got "${prefillIndexes}"`);
   const batchConnections = positiveInteger('batch-connections', values['batch-connections'], 16);
   if (batchConnections < 1) throw new Error('--batch-connections must be at least 1');
   return {
@@ -163,7 +175,12 @@ export function parseBenchArgs(argv: string[], env: NodeJS.ProcessEnv): BenchArg
     batchSize,
     postgresUrl,
     // segment is compared with batch in the same run, so asking for it runs batch too.
-    scenarios: scenario === 'all' ? ['single', 'batch', 'segment'] : scenario === 'segment' ? ['batch', 'segment'] : [scenario as Scenario],
+    scenarios:
+      scenario === 'all'
+        ? ['single', 'batch', 'segment']
+        : scenario === 'segment'
+          ? ['batch', 'segment']
+          : [scenario as Scenario],
     sqliteSynchronous: synchronous,
     logLevel: values['log-level'] ?? 'info',
     build: values['no-build'] !== true,

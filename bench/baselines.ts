@@ -22,7 +22,9 @@ const KEY = 'key_benchbaseline';
 
 /** better-sqlite3 prepared statement, one transaction per batch, on a fresh file with the server's pragmas and schema. */
 /** The baseline's rows: the workload's (like the load) when `ids` is given, else the older sequential ones. */
-function rowMaker(ids: IdKind | undefined): (productId: string, apiKeyId: string, source: string, n: number) => unknown[] {
+function rowMaker(
+  ids: IdKind | undefined,
+): (productId: string, apiKeyId: string, source: string, n: number) => unknown[] {
   if (ids === undefined) {
     const sequential = new ExternalIds('baseline');
     return (productId, apiKeyId, source, n) => rowValues(productId, apiKeyId, source, sequential.take(), n);
@@ -31,7 +33,13 @@ function rowMaker(ids: IdKind | undefined): (productId: string, apiKeyId: string
   return (productId, apiKeyId, source) => workloadRowValues(productId, apiKeyId, source, next());
 }
 
-export async function sqliteRawInsert(dir: string, synchronous: 'full' | 'normal', batchSize: number, durationSeconds: number, ids?: IdKind): Promise<BaselineResult> {
+export async function sqliteRawInsert(
+  dir: string,
+  synchronous: 'full' | 'normal',
+  batchSize: number,
+  durationSeconds: number,
+  ids?: IdKind,
+): Promise<BaselineResult> {
   const path = join(dir, 'baseline.db');
   // The real migrations, so the table, keys and indexes are the server's.
   const storage = await openStorage(`sqlite:${path}`, { sqliteSynchronous: synchronous });
@@ -45,8 +53,12 @@ export async function sqliteRawInsert(dir: string, synchronous: 'full' | 'normal
     db.pragma('foreign_keys = ON');
     const now = new Date().toISOString();
     db.prepare('INSERT INTO products (id, name, created_at) VALUES (?, ?, ?)').run(PRODUCT, 'bench baseline', now);
-    db.prepare(`INSERT INTO api_keys (id, product_id, kind, prefix, key_hash, created_at) VALUES (?, ?, 'events', 'inlet_ev_x', 'x', ?)`).run(KEY, PRODUCT, now);
-    const insert = db.prepare(`INSERT INTO events (${ROW_COLUMNS.join(', ')}) VALUES (${ROW_COLUMNS.map(() => '?').join(', ')})`);
+    db.prepare(
+      `INSERT INTO api_keys (id, product_id, kind, prefix, key_hash, created_at) VALUES (?, ?, 'events', 'inlet_ev_x', 'x', ?)`,
+    ).run(KEY, PRODUCT, now);
+    const insert = db.prepare(
+      `INSERT INTO events (${ROW_COLUMNS.join(', ')}) VALUES (${ROW_COLUMNS.map(() => '?').join(', ')})`,
+    );
     const writeBatch = db.transaction((rows: unknown[][]) => {
       for (const row of rows) insert.run(row);
     });
@@ -76,12 +88,22 @@ export async function sqliteRawInsert(dir: string, synchronous: 'full' | 'normal
 }
 
 /** One multi-row INSERT of `batchSize` rows per statement (its own transaction), into the same events table. */
-export async function postgresRawInsert(url: string, productId: string, apiKeyId: string, batchSize: number, durationSeconds: number, ids?: IdKind): Promise<BaselineResult> {
+export async function postgresRawInsert(
+  url: string,
+  productId: string,
+  apiKeyId: string,
+  batchSize: number,
+  durationSeconds: number,
+  ids?: IdKind,
+): Promise<BaselineResult> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
     const width = ROW_COLUMNS.length;
-    const placeholders = Array.from({ length: batchSize }, (_, r) => `(${ROW_COLUMNS.map((_, c) => `$${r * width + c + 1}`).join(', ')})`).join(', ');
+    const placeholders = Array.from(
+      { length: batchSize },
+      (_, r) => `(${ROW_COLUMNS.map((_, c) => `$${r * width + c + 1}`).join(', ')})`,
+    ).join(', ');
     const text = `INSERT INTO events (${ROW_COLUMNS.join(', ')}) VALUES ${placeholders}`;
     const row = rowMaker(ids);
     let rows = 0;

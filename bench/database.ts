@@ -83,7 +83,9 @@ export async function postgresDatabase(serverUrl: string): Promise<BenchDatabase
       const client = new pg.Client({ connectionString: url });
       await client.connect();
       try {
-        const result = await client.query<{ n: string }>('SELECT count(*) AS n FROM events WHERE source = $1', [source]);
+        const result = await client.query<{ n: string }>('SELECT count(*) AS n FROM events WHERE source = $1', [
+          source,
+        ]);
         return Number(result.rows[0]!.n);
       } finally {
         await client.end();
@@ -148,28 +150,45 @@ export async function postgresRunMeter(url: string): Promise<{ stop(events: numb
  * ids the unique key alone makes a 10 M fill with the indexes in place take ~20 min); a rebuilt index is
  * packed denser than one grown by inserts. The rows' idempotency keys are written too (mergeAllEventKeys).
  */
-export function fillSqliteEvents(file: string, total: number, rowAt: (i: number) => unknown[], onProgress?: (filled: number) => void, rebuildIndexes = false): void {
+export function fillSqliteEvents(
+  file: string,
+  total: number,
+  rowAt: (i: number) => unknown[],
+  onProgress?: (filled: number) => void,
+  rebuildIndexes = false,
+): void {
   const fill = new BetterSqlite3(file);
   try {
     fill.pragma('synchronous = OFF');
     fill.pragma('cache_size = -2000000');
     const indexes = rebuildIndexes
-      ? (fill.prepare(`SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events' AND sql IS NOT NULL`).all() as Array<{ name: string; sql: string }>)
+      ? (fill
+          .prepare(
+            `SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events' AND sql IS NOT NULL`,
+          )
+          .all() as Array<{ name: string; sql: string }>)
       : [];
     for (const index of indexes) fill.exec(`DROP INDEX ${index.name}`);
     // Each row with its key and subject hashes, as the writer stores them (src/storage/sqlite/event-keys.ts), where
     // the schema has them: a file filled here then looks like one the server grew.
-    const hashed = (fill.prepare(`SELECT count(*) FROM pragma_table_info('events') WHERE name = 'key_hash'`).pluck().get() as number) === 1;
+    const hashed =
+      (fill
+        .prepare(`SELECT count(*) FROM pragma_table_info('events') WHERE name = 'key_hash'`)
+        .pluck()
+        .get() as number) === 1;
     const seed = hashed ? (fill.prepare('SELECT seed FROM event_keys_state WHERE id = 1').pluck().get() as number) : 0;
     const columns = hashed ? [...ROW_COLUMNS, 'key_hash', 'subject_hash'] : [...ROW_COLUMNS];
     const at = (name: string) => ROW_COLUMNS.indexOf(name as (typeof ROW_COLUMNS)[number]);
     const [product, source, external, subject] = [at('product_id'), at('source'), at('external_id'), at('subject_id')];
-    const insert = fill.prepare(`INSERT INTO events (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')})`);
+    const insert = fill.prepare(
+      `INSERT INTO events (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')})`,
+    );
     const group = fill.transaction((from: number, to: number) => {
       for (let i = from; i < to; i++) {
         const values = rowAt(i) as string[];
         if (hashed) {
-          const key = values[external] === null ? null : keyHash(seed, values[product]!, values[source]!, values[external]!);
+          const key =
+            values[external] === null ? null : keyHash(seed, values[product]!, values[source]!, values[external]!);
           insert.run(...values, key, subjectHash(keyHash, seed, values[product]!, values[subject]!));
         } else insert.run(...values);
       }

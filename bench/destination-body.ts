@@ -32,13 +32,18 @@ function after(messages: WireMessage[]): void {
 const batches = Array.from({ length: 50 }, fresh);
 console.log(`body: ${bodyOf(batches[0]!, true, new Date().toISOString()).length} bytes, 100 messages`);
 for (let round = 1; round <= 3; round++) {
-  for (const [name, make] of [['string (before)', before], ['bytes, reused memory (after)', after]] as const) {
+  for (const [name, make] of [
+    ['string (before)', before],
+    ['bytes, reused memory (after)', after],
+  ] as const) {
     // Fresh message objects each time (a message's bytes are made once, when it is first sent): as delivered.
     const sets = Array.from({ length: 6 }, () => batches.map((b) => b.map((m) => ({ ...m }))));
     const start = process.cpuUsage();
     for (const set of sets) for (const batch of set) make(batch);
     const used = process.cpuUsage(start);
-    console.log(`round ${round}  ${name.padEnd(30)} ${((used.user + used.system) / (sets.length * batches.length * 100)).toFixed(2)} µs CPU per message`);
+    console.log(
+      `round ${round}  ${name.padEnd(30)} ${((used.user + used.system) / (sets.length * batches.length * 100)).toFixed(2)} µs CPU per message`,
+    );
   }
 }
 void bytesOf;

@@ -80,7 +80,8 @@ function parse(argv: string[]): Args {
   const whole = (name: string, raw: string | undefined, fallback: number, min = 1) => {
     if (raw === undefined) return fallback;
     const value = Number(raw);
-    if (!Number.isInteger(value) || value < min) throw new Error(`--${name} must be a whole number ≥ ${min}, got "${raw}"`);
+    if (!Number.isInteger(value) || value < min)
+      throw new Error(`--${name} must be a whole number ≥ ${min}, got "${raw}"`);
     return value;
   };
   const postgresUrl = parseDatabase(values.database ?? process.env.INLET_BENCH_DATABASE_URL ?? 'sqlite');
@@ -227,7 +228,11 @@ export async function destinationsMain(argv: string[]): Promise<number> {
   const commandLine = `npm run bench --${argv.map((a) => ` ${a}`).join('')}`;
   process.stdout.write(`${commandLine}\n`);
   if (args.build) {
-    const result = spawnSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')], { stdio: 'inherit' });
+    const result = spawnSync(
+      process.execPath,
+      [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')],
+      { stdio: 'inherit' },
+    );
     if (result.status !== 0) throw new Error('npm run build failed');
   }
   const loadBefore = loadavg()[0]!;
@@ -238,7 +243,13 @@ export async function destinationsMain(argv: string[]): Promise<number> {
   const natsStore = join(dir, 'nats');
   mkdirSync(natsStore);
   const natsLog = join(dir, 'nats.log');
-  const nats = startChild('nats-server', 'nats-server', ['-js', '-sd', natsStore, '-a', '127.0.0.1', '-p', String(natsPort)], { PATH: process.env.PATH }, natsLog);
+  const nats = startChild(
+    'nats-server',
+    'nats-server',
+    ['-js', '-sd', natsStore, '-a', '127.0.0.1', '-p', String(natsPort)],
+    { PATH: process.env.PATH },
+    natsLog,
+  );
   let nc: Awaited<ReturnType<typeof connect>> | undefined;
   for (let i = 0; i < 100 && nc === undefined; i++) {
     try {
@@ -258,10 +269,17 @@ export async function destinationsMain(argv: string[]): Promise<number> {
   // The webhook receiver.
   const receiverPort = await freePort();
   const receiverLog = join(dir, 'receiver.log');
-  const receiver = startChild('webhook receiver', process.execPath, ['--import', 'tsx', join(ROOT, 'bench/webhook-receiver.ts')], { PATH: process.env.PATH, PORT: String(receiverPort), VERIFY: args.verifyOfficial ? 'official' : 'native' }, receiverLog);
+  const receiver = startChild(
+    'webhook receiver',
+    process.execPath,
+    ['--import', 'tsx', join(ROOT, 'bench/webhook-receiver.ts')],
+    { PATH: process.env.PATH, PORT: String(receiverPort), VERIFY: args.verifyOfficial ? 'official' : 'native' },
+    receiverLog,
+  );
   const receiverBase = `http://127.0.0.1:${receiverPort}`;
   await waitUntilReady(receiver, `${receiverBase}/counts`, receiverLog);
-  const receiverCounts = async () => (await (await fetch(`${receiverBase}/counts`)).json()) as {
+  const receiverCounts = async () =>
+    (await (await fetch(`${receiverBase}/counts`)).json()) as {
       mode: string;
       requests: number;
       messages: number;
@@ -278,19 +296,29 @@ export async function destinationsMain(argv: string[]): Promise<number> {
   const port = await freePort();
   const adminToken = randomBytes(24).toString('hex');
   const logFile = join(dir, 'inlet.log');
-  const server = startChild('inlet server', process.execPath, [...(args.cpuProfileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${args.cpuProfileDir}`]), SERVER_NODE_FLAG, join(ROOT, 'dist/main.js')], {
-    PATH: process.env.PATH,
-    HOST: '127.0.0.1',
-    PORT: String(port),
-    INLET_DATABASE_URL: database.url,
-    INLET_ADMIN_TOKEN: adminToken,
-    INLET_LOG_LEVEL: 'info',
-    INLET_RATE_LIMIT_RPS: '10000000',
-    // The receiver and NATS are on loopback: allowed here, as an operator with local targets would set it.
-    INLET_DESTINATIONS_ALLOW_PRIVATE: 'true',
-    INLET_OUTBOUND_ALLOW: '127.0.0.0/8,::1',
-    INLET_DESTINATIONS_WORKER: args.inProcess ? 'false' : 'true',
-  }, logFile);
+  const server = startChild(
+    'inlet server',
+    process.execPath,
+    [
+      ...(args.cpuProfileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${args.cpuProfileDir}`]),
+      SERVER_NODE_FLAG,
+      join(ROOT, 'dist/main.js'),
+    ],
+    {
+      PATH: process.env.PATH,
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      INLET_DATABASE_URL: database.url,
+      INLET_ADMIN_TOKEN: adminToken,
+      INLET_LOG_LEVEL: 'info',
+      INLET_RATE_LIMIT_RPS: '10000000',
+      // The receiver and NATS are on loopback: allowed here, as an operator with local targets would set it.
+      INLET_DESTINATIONS_ALLOW_PRIVATE: 'true',
+      INLET_OUTBOUND_ALLOW: '127.0.0.0/8,::1',
+      INLET_DESTINATIONS_WORKER: args.inProcess ? 'false' : 'true',
+    },
+    logFile,
+  );
   const base = `http://127.0.0.1:${port}`;
   await waitUntilReady(server, `${base}/healthz`, logFile);
   const admin = adminClient(base, adminToken);
@@ -328,12 +356,24 @@ export async function destinationsMain(argv: string[]): Promise<number> {
   const lines0: string[] = [];
   const fmt0 = (n: number) => Math.round(n).toLocaleString('en-US');
   const createWebhook = async (name: string, start: string) => {
-    const webhook = (await admin('POST', `${productPath}/destinations`, { type: 'webhook', name, url: `${receiverBase}/hook`, batch: { max_messages: args.webhookBatch }, start })) as unknown as DestinationView;
+    const webhook = (await admin('POST', `${productPath}/destinations`, {
+      type: 'webhook',
+      name,
+      url: `${receiverBase}/hook`,
+      batch: { max_messages: args.webhookBatch },
+      start,
+    })) as unknown as DestinationView;
     await fetch(`${receiverBase}/secret`, { method: 'PUT', body: webhook.secret! });
     return webhook;
   };
   const createNats = async (name: string, start: string) =>
-    (await admin('POST', `${productPath}/destinations`, { type: 'nats', name, servers: [`nats://127.0.0.1:${natsPort}`], subject: 'inlet.{product_id}.{canonical_name}' , start })) as unknown as DestinationView;
+    (await admin('POST', `${productPath}/destinations`, {
+      type: 'nats',
+      name,
+      servers: [`nats://127.0.0.1:${natsPort}`],
+      subject: 'inlet.{product_id}.{canonical_name}',
+      start,
+    })) as unknown as DestinationView;
 
   if (args.drain !== undefined) {
     // Drain mode: n events stored first, then each configuration delivers them all from the beginning, alone.
@@ -343,13 +383,21 @@ export async function destinationsMain(argv: string[]): Promise<number> {
       while (sent < args.drain!) {
         const n = Math.min(args.batchSize, args.drain! - sent);
         sent += n;
-        const response = await fetch(`${base}/api/v2/events/batch`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: batchJson(ids, n, requestN++) });
+        const response = await fetch(`${base}/api/v2/events/batch`, {
+          method: 'POST',
+          headers: { ...headers, 'content-type': 'application/json' },
+          body: batchJson(ids, n, requestN++),
+        });
         if (response.status !== 200) throw new Error(`ingest answered ${response.status}: ${await response.text()}`);
       }
     };
     await Promise.all(Array.from({ length: 4 }, post));
-    lines0.push(`drain of ${fmt0(args.drain)} stored events, from the beginning, nothing else running; CPU µs per delivered message by part`);
-    lines0.push('config      load  seconds  msg/s (webhook / nats)   worker  main  other  receiver  nats-server  generator  outside  idle');
+    lines0.push(
+      `drain of ${fmt0(args.drain)} stored events, from the beginning, nothing else running; CPU µs per delivered message by part`,
+    );
+    lines0.push(
+      'config      load  seconds  msg/s (webhook / nats)   worker  main  other  receiver  nats-server  generator  outside  idle',
+    );
     for (const config of ['webhook', 'nats', 'both'] as const) {
       const made: DestinationView[] = [];
       if (config !== 'nats') made.push(await createWebhook(`drain-webhook`, 'beginning'));
@@ -357,7 +405,11 @@ export async function destinationsMain(argv: string[]): Promise<number> {
       const before = snapshot();
       const started = performance.now();
       for (;;) {
-        const views = await Promise.all(made.map(async (d) => (await admin('GET', `${productPath}/destinations/${d.id}`)) as unknown as DestinationView));
+        const views = await Promise.all(
+          made.map(
+            async (d) => (await admin('GET', `${productPath}/destinations/${d.id}`)) as unknown as DestinationView,
+          ),
+        );
         if (views.every((v) => v.lag === 0)) break;
         if (performance.now() - started > 600_000) throw new Error(`drain of ${config} did not finish in 600 s`);
         await sleep(50);
@@ -367,12 +419,17 @@ export async function destinationsMain(argv: string[]): Promise<number> {
       for (const d of made) await admin('DELETE', `${productPath}/destinations/${d.id}`);
       const messages = args.drain * made.length;
       const per = (x: number) => ((x * 1e6) / messages).toFixed(1);
-      const rates = [config !== 'nats' ? fmt0(args.drain / seconds) : '-', config !== 'webhook' ? fmt0(args.drain / seconds) : '-'].join(' / ');
+      const rates = [
+        config !== 'nats' ? fmt0(args.drain / seconds) : '-',
+        config !== 'webhook' ? fmt0(args.drain / seconds) : '-',
+      ].join(' / ');
       lines0.push(
         `${config.padEnd(10)} ${loadavg()[0]!.toFixed(1).padStart(5)} ${seconds.toFixed(2).padStart(8)}  ${rates.padEnd(22)} ${per(p.worker).padStart(7)} ${per(p.serverMain).padStart(5)} ${per(p.serverOther).padStart(6)} ${(config === 'nats' ? '-' : ((p.receiver * 1e6) / args.drain).toFixed(1)).padStart(9)} ${(config === 'webhook' ? '-' : ((p.nats * 1e6) / args.drain).toFixed(1)).padStart(12)} ${per(p.generator).padStart(10)} ${per(p.outside).padStart(8)} ${`${Math.round((100 * p.idle) / (seconds * availableParallelism()))} %`.padStart(5)}`,
       );
     }
-    lines0.push('(worker, main, other: per message of all destinations in the configuration; receiver: per webhook message; nats-server: per NATS message)');
+    lines0.push(
+      '(worker, main, other: per message of all destinations in the configuration; receiver: per webhook message; nats-server: per NATS message)',
+    );
   }
 
   const rounds: RoundResult[] = [];
@@ -381,7 +438,14 @@ export async function destinationsMain(argv: string[]): Promise<number> {
   const loadFor = async (seconds: number, label: string) => {
     const ids = new ExternalIds(`${runId}-${label}`);
     return runLoad(
-      { url: base, path: '/api/v2/events/batch', headers, body: () => batchJson(ids, args.batchSize, requestN++), connections: args.connections, durationSeconds: seconds },
+      {
+        url: base,
+        path: '/api/v2/events/batch',
+        headers,
+        body: () => batchJson(ids, args.batchSize, requestN++),
+        connections: args.connections,
+        durationSeconds: seconds,
+      },
       200,
     );
   };
@@ -395,7 +459,8 @@ export async function destinationsMain(argv: string[]): Promise<number> {
         natsDestination = await createNats(`bench-nats-${round}`, 'now');
       }
       if (args.warmupSeconds > 0) await loadFor(args.warmupSeconds, `${round}-${variant}-warm`);
-      const show = async (d: DestinationView) => (await admin('GET', `${productPath}/destinations/${d.id}`)) as unknown as DestinationView;
+      const show = async (d: DestinationView) =>
+        (await admin('GET', `${productPath}/destinations/${d.id}`)) as unknown as DestinationView;
       const lagSamples: Array<[number, number]> = [];
       let sampling = variant === 'with';
       const sampler = (async () => {
@@ -415,7 +480,8 @@ export async function destinationsMain(argv: string[]): Promise<number> {
       const loadAverage = loadavg()[0]!;
       sampling = false;
       await sampler;
-      const webhookPerSecond = variant === 'with' ? ((await receiverCounts()).distinct - webhookBefore) / load.seconds : 0;
+      const webhookPerSecond =
+        variant === 'with' ? ((await receiverCounts()).distinct - webhookBefore) / load.seconds : 0;
       const natsPerSecond = variant === 'with' ? ((await streamMessages()) - natsBefore) / load.seconds : 0;
       let drainSeconds: number | undefined;
       if (variant === 'with') {
@@ -427,7 +493,9 @@ export async function destinationsMain(argv: string[]): Promise<number> {
             break;
           }
           if (Date.now() - drainStart > 120_000) {
-            process.stdout.write(` not drained after 120 s (webhook lag ${w.lag}, last error ${w.last_error}; nats lag ${n.lag}, last error ${n.last_error})`);
+            process.stdout.write(
+              ` not drained after 120 s (webhook lag ${w.lag}, last error ${w.last_error}; nats lag ${n.lag}, last error ${n.last_error})`,
+            );
             break;
           }
           await sleep(200);
@@ -443,7 +511,10 @@ export async function destinationsMain(argv: string[]): Promise<number> {
         variant,
         load,
         eventsPerSecond: events / load.seconds,
-        cpuMicrosPerEvent: cpuBefore === undefined || cpuAfter === undefined || events === 0 ? undefined : ((cpuAfter - cpuBefore) * 1e6) / events,
+        cpuMicrosPerEvent:
+          cpuBefore === undefined || cpuAfter === undefined || events === 0
+            ? undefined
+            : ((cpuAfter - cpuBefore) * 1e6) / events,
         lagSamples,
         webhookPerSecond,
         natsPerSecond,
@@ -464,28 +535,48 @@ export async function destinationsMain(argv: string[]): Promise<number> {
   const lines: string[] = [];
   const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
   lines.push('', `command:  ${commandLine}`);
-  lines.push(`machine:  ${availableParallelism()} cores (${cpus()[0]?.model ?? '?'}), node ${process.version}; load average ${loadBefore.toFixed(1)} at start, ${loadavg()[0]!.toFixed(1)} at end`);
+  lines.push(
+    `machine:  ${availableParallelism()} cores (${cpus()[0]?.model ?? '?'}), node ${process.version}; load average ${loadBefore.toFixed(1)} at start, ${loadavg()[0]!.toFixed(1)} at end`,
+  );
   lines.push(`database: ${database.description}`);
-  lines.push(`load:     autocannon, POST /api/v2/events/batch of ${args.batchSize}, ${args.connections} connections, ${args.durationSeconds} s measured after ${args.warmupSeconds} s warm-up, ${args.rounds} interleaved rounds`);
-  lines.push(`delivery: ${args.inProcess ? "on the server's main thread (--in-process)" : 'in the delivery worker thread (default)'}`);
-  lines.push(`receiver: ${args.verifyOfficial ? 'verifies every request with the official standardwebhooks package (pure-JavaScript SHA-256)' : 'verifies every request with node:crypto HMAC-SHA256, every 10th (and the first 10) also with the official standardwebhooks package, the two signatures compared byte for byte'}`);
-  lines.push(`with:     a webhook (batch.max_messages ${args.webhookBatch}) to that receiver, and a NATS JetStream destination (own nats-server), both created at the round's start ("start": "now") and deleted after draining`);
+  lines.push(
+    `load:     autocannon, POST /api/v2/events/batch of ${args.batchSize}, ${args.connections} connections, ${args.durationSeconds} s measured after ${args.warmupSeconds} s warm-up, ${args.rounds} interleaved rounds`,
+  );
+  lines.push(
+    `delivery: ${args.inProcess ? "on the server's main thread (--in-process)" : 'in the delivery worker thread (default)'}`,
+  );
+  lines.push(
+    `receiver: ${args.verifyOfficial ? 'verifies every request with the official standardwebhooks package (pure-JavaScript SHA-256)' : 'verifies every request with node:crypto HMAC-SHA256, every 10th (and the first 10) also with the official standardwebhooks package, the two signatures compared byte for byte'}`,
+  );
+  lines.push(
+    `with:     a webhook (batch.max_messages ${args.webhookBatch}) to that receiver, and a NATS JetStream destination (own nats-server), both created at the round's start ("start": "now") and deleted after draining`,
+  );
   lines.push('');
   if (args.drain !== undefined) {
     lines.push(...lines0, '');
-    const agree = finalCounts.mode !== 'native' || (finalCounts.officialChecked > 0 && finalCounts.officialFailed === 0 && finalCounts.mismatched === 0);
-    lines.push(`${finalCounts.invalid === 0 && agree ? 'PASS' : 'FAIL'}  webhook: ${fmt(finalCounts.distinct)} distinct ids, ${finalCounts.invalid} failed verification, ${finalCounts.officialChecked} also verified with the official package (${finalCounts.officialFailed} refused, ${finalCounts.mismatched} not byte-equal)`, '');
+    const agree =
+      finalCounts.mode !== 'native' ||
+      (finalCounts.officialChecked > 0 && finalCounts.officialFailed === 0 && finalCounts.mismatched === 0);
+    lines.push(
+      `${finalCounts.invalid === 0 && agree ? 'PASS' : 'FAIL'}  webhook: ${fmt(finalCounts.distinct)} distinct ids, ${finalCounts.invalid} failed verification, ${finalCounts.officialChecked} also verified with the official package (${finalCounts.officialFailed} refused, ${finalCounts.mismatched} not byte-equal)`,
+      '',
+    );
     process.stdout.write(lines.join('\n'));
     return exitCode === 0 && finalCounts.invalid === 0 && agree ? 0 : 1;
   }
-  lines.push('round  variant   events/s   p99 ms  server CPU µs/event  webhook msg/s  nats msg/s  lag (webhook / nats) first→last third, max   drain s');
+  lines.push(
+    'round  variant   events/s   p99 ms  server CPU µs/event  webhook msg/s  nats msg/s  lag (webhook / nats) first→last third, max   drain s',
+  );
   for (const [i, r] of rounds.entries()) {
     const third = Math.max(1, Math.floor(r.lagSamples.length / 3));
     const avg = (xs: number[]) => (xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length);
     const lagText =
       r.variant === 'with'
         ? [0, 1]
-            .map((k) => `${fmt(avg(r.lagSamples.slice(0, third).map((s) => s[k]!)))}→${fmt(avg(r.lagSamples.slice(-third).map((s) => s[k]!)))}, ${fmt(Math.max(0, ...r.lagSamples.map((s) => s[k]!)))}`)
+            .map(
+              (k) =>
+                `${fmt(avg(r.lagSamples.slice(0, third).map((s) => s[k]!)))}→${fmt(avg(r.lagSamples.slice(-third).map((s) => s[k]!)))}, ${fmt(Math.max(0, ...r.lagSamples.map((s) => s[k]!)))}`,
+            )
             .join(' / ')
         : '';
     lines.push(
@@ -496,17 +587,26 @@ export async function destinationsMain(argv: string[]): Promise<number> {
   // per delivered message (the worker per message of both destinations, the receiver per webhook message,
   // nats-server per NATS message).
   lines.push('');
-  lines.push(`CPU during the measured load, µs per ingested event (server main thread / delivery worker / other server threads / receiver / nats-server / generator / outside the bench; idle = share of ${availableParallelism()} cores)`);
-  lines.push('round  variant   load  main  worker  other  receiver  nats  generator  outside  idle    per delivered message: worker  receiver  nats');
+  lines.push(
+    `CPU during the measured load, µs per ingested event (server main thread / delivery worker / other server threads / receiver / nats-server / generator / outside the bench; idle = share of ${availableParallelism()} cores)`,
+  );
+  lines.push(
+    'round  variant   load  main  worker  other  receiver  nats  generator  outside  idle    per delivered message: worker  receiver  nats',
+  );
   for (const [i, r] of rounds.entries()) {
     const events = r.load.ok * args.batchSize;
     const per = (seconds: number, n: number) => (n === 0 ? '-' : ((seconds * 1e6) / n).toFixed(1));
     const p = r.parts;
     const webhookMessages = r.webhookPerSecond * r.load.seconds;
     const natsMessages = r.natsPerSecond * r.load.seconds;
-    const cells = [p.serverMain, p.worker, p.serverOther, p.receiver, p.nats, p.generator, p.outside].map((x) => per(x, events));
+    const cells = [p.serverMain, p.worker, p.serverOther, p.receiver, p.nats, p.generator, p.outside].map((x) =>
+      per(x, events),
+    );
     const idle = `${Math.round((100 * p.idle) / (r.load.seconds * availableParallelism()))} %`;
-    const delivery = r.variant === 'with' ? `${per(p.worker, webhookMessages + natsMessages).padStart(30)} ${per(p.receiver, webhookMessages).padStart(9)} ${per(p.nats, natsMessages).padStart(5)}` : '';
+    const delivery =
+      r.variant === 'with'
+        ? `${per(p.worker, webhookMessages + natsMessages).padStart(30)} ${per(p.receiver, webhookMessages).padStart(9)} ${per(p.nats, natsMessages).padStart(5)}`
+        : '';
     lines.push(
       `${String(Math.floor(i / 2) + 1).padStart(5)}  ${r.variant.padEnd(8)} ${r.loadAverage.toFixed(1).padStart(5)} ${cells[0]!.padStart(5)} ${cells[1]!.padStart(7)} ${cells[2]!.padStart(6)} ${cells[3]!.padStart(9)} ${cells[4]!.padStart(5)} ${cells[5]!.padStart(10)} ${cells[6]!.padStart(8)} ${idle.padStart(5)} ${delivery}`,
     );
@@ -531,20 +631,34 @@ export async function destinationsMain(argv: string[]): Promise<number> {
     .some(Boolean);
   lines.push('');
   lines.push('targets (issue 13):');
-  lines.push(`  ${ratio >= 0.9 ? 'PASS' : 'FAIL'}  ingest with destinations ≥ 0.9× without (medians): ${fmt(withRate)} vs ${fmt(without)} events/s = ${ratio.toFixed(3)}×`);
-  lines.push(`  ${growing ? 'FAIL' : 'PASS'}  lag does not grow during the load (last third's mean ≤ first third's + 1 s of ingest, both destinations, every round)`);
+  lines.push(
+    `  ${ratio >= 0.9 ? 'PASS' : 'FAIL'}  ingest with destinations ≥ 0.9× without (medians): ${fmt(withRate)} vs ${fmt(without)} events/s = ${ratio.toFixed(3)}×`,
+  );
+  lines.push(
+    `  ${growing ? 'FAIL' : 'PASS'}  lag does not grow during the load (last third's mean ≤ first third's + 1 s of ingest, both destinations, every round)`,
+  );
   lines.push(`  ${drained ? 'PASS' : 'FAIL'}  the backlog drains after the load (within 120 s)`);
   const everyWebhook = finalCounts.distinct >= expectedWebhook && finalCounts.invalid === 0;
-  lines.push(`  ${everyWebhook ? 'PASS' : 'FAIL'}  webhook: ${fmt(finalCounts.distinct)} distinct message ids received (${fmt(finalCounts.messages)} messages in ${fmt(finalCounts.requests)} requests, ${finalCounts.invalid} failed verification), destinations reported ${fmt(expectedWebhook)} delivered`);
+  lines.push(
+    `  ${everyWebhook ? 'PASS' : 'FAIL'}  webhook: ${fmt(finalCounts.distinct)} distinct message ids received (${fmt(finalCounts.messages)} messages in ${fmt(finalCounts.requests)} requests, ${finalCounts.invalid} failed verification), destinations reported ${fmt(expectedWebhook)} delivered`,
+  );
   if (finalCounts.mode === 'native') {
     const agree = finalCounts.officialChecked > 0 && finalCounts.officialFailed === 0 && finalCounts.mismatched === 0;
-    lines.push(`  ${agree ? 'PASS' : 'FAIL'}  webhook: ${fmt(finalCounts.officialChecked)} requests also verified with the official standardwebhooks package: ${finalCounts.officialFailed} refused by it, ${finalCounts.mismatched} with a signature not byte-equal to node:crypto's`);
+    lines.push(
+      `  ${agree ? 'PASS' : 'FAIL'}  webhook: ${fmt(finalCounts.officialChecked)} requests also verified with the official standardwebhooks package: ${finalCounts.officialFailed} refused by it, ${finalCounts.mismatched} with a signature not byte-equal to node:crypto's`,
+    );
   }
   const everyNats = finalStream >= expectedNats;
-  lines.push(`  ${everyNats ? 'PASS' : 'FAIL'}  nats: ${fmt(finalStream)} messages in the stream (deduplicated by Nats-Msg-Id), destinations reported ${fmt(expectedNats)} delivered`);
-  lines.push(`  ${exitCode === 0 ? 'PASS' : 'FAIL'}  server shut down cleanly (exit ${exitCode}); ${fmt(stored)} events stored`);
+  lines.push(
+    `  ${everyNats ? 'PASS' : 'FAIL'}  nats: ${fmt(finalStream)} messages in the stream (deduplicated by Nats-Msg-Id), destinations reported ${fmt(expectedNats)} delivered`,
+  );
+  lines.push(
+    `  ${exitCode === 0 ? 'PASS' : 'FAIL'}  server shut down cleanly (exit ${exitCode}); ${fmt(stored)} events stored`,
+  );
   lines.push('');
   process.stdout.write(lines.join('\n'));
-  const officialAgrees = finalCounts.mode !== 'native' || (finalCounts.officialChecked > 0 && finalCounts.officialFailed === 0 && finalCounts.mismatched === 0);
+  const officialAgrees =
+    finalCounts.mode !== 'native' ||
+    (finalCounts.officialChecked > 0 && finalCounts.officialFailed === 0 && finalCounts.mismatched === 0);
   return exitCode === 0 && drained && everyWebhook && everyNats && officialAgrees ? 0 : 1;
 }

@@ -47,7 +47,9 @@ const PERSON = Number(values.person);
 const CONNECTIONS = Number(values.connections);
 const SECONDS = Number(values.seconds);
 if (![TOTAL, PERSON, CONNECTIONS, SECONDS].every((n) => Number.isInteger(n) && n > 0) || PERSON > TOTAL) {
-  process.stderr.write('bench: --events, --person, --connections and --seconds must be whole numbers ≥ 1, --person ≤ --events\n');
+  process.stderr.write(
+    'bench: --events, --person, --connections and --seconds must be whole numbers ≥ 1, --person ≤ --events\n',
+  );
   process.exit(2);
 }
 /** --database as the ingest bench reads it (bench/args.ts: "sqlite" or a postgres:// URL on this machine). */
@@ -85,7 +87,9 @@ function value(scraped: Scrape, name: string, labels: Record<string, string> = {
 function histogram(before: Scrape, after: Scrape, name: string, labels: Record<string, string>, over: number) {
   const count = value(after, `${name}_count`, labels) - value(before, `${name}_count`, labels);
   const sum = value(after, `${name}_sum`, labels) - value(before, `${name}_sum`, labels);
-  const within = value(after, `${name}_bucket`, { ...labels, le: String(over) }) - value(before, `${name}_bucket`, { ...labels, le: String(over) });
+  const within =
+    value(after, `${name}_bucket`, { ...labels, le: String(over) }) -
+    value(before, `${name}_bucket`, { ...labels, le: String(over) });
   return { count, sum, over: count - within };
 }
 /** What the server saw during one window (event-loop delay since `before` was scraped: prom-client resets it at each scrape). */
@@ -99,8 +103,16 @@ function serverSide(before: Scrape, after: Scrape, seconds: number): string[] {
   return [
     `    event-loop delay p50 ${ms(value(after, 'inlet_nodejs_eventloop_lag_p50_seconds'))} ms, p99 ${ms(value(after, 'inlet_nodejs_eventloop_lag_p99_seconds'))} ms, max ${ms(value(after, 'inlet_nodejs_eventloop_lag_max_seconds'))} ms; server CPU ${((cpu / seconds) * 100).toFixed(0)} % of a core`,
     `    ingest commits ${commits.count}, mean ${commits.count === 0 ? '-' : ms(commits.sum / commits.count)} ms, over 25 ms: ${commits.over}`,
-    ...(POSTGRES_SERVER !== undefined ? [] : [`    WAL checkpoints on the event loop (writer): ${writer.count}, ${ms(writer.sum)} ms in all, over 10 ms: ${writer.over}, ${value(after, 'inlet_sqlite_checkpoint_frames_total', { by: 'writer' }) - value(before, 'inlet_sqlite_checkpoint_frames_total', { by: 'writer' })} frames copied; by the thread: ${thread.count}, ${thread.sum.toFixed(1)} s in all, over 100 ms: ${thread.over}; WAL at most ${value(after, 'inlet_sqlite_wal_frames_max')} frames since start`]),
-    ...(batches.count === 0 ? [] : [`    erasure delete batches ${batches.count}, ${batches.sum.toFixed(1)} s in all, mean ${ms(batches.sum / batches.count)} ms, over 10 ms: ${batches.over}`]),
+    ...(POSTGRES_SERVER !== undefined
+      ? []
+      : [
+          `    WAL checkpoints on the event loop (writer): ${writer.count}, ${ms(writer.sum)} ms in all, over 10 ms: ${writer.over}, ${value(after, 'inlet_sqlite_checkpoint_frames_total', { by: 'writer' }) - value(before, 'inlet_sqlite_checkpoint_frames_total', { by: 'writer' })} frames copied; by the thread: ${thread.count}, ${thread.sum.toFixed(1)} s in all, over 100 ms: ${thread.over}; WAL at most ${value(after, 'inlet_sqlite_wal_frames_max')} frames since start`,
+        ]),
+    ...(batches.count === 0
+      ? []
+      : [
+          `    erasure delete batches ${batches.count}, ${batches.sum.toFixed(1)} s in all, mean ${ms(batches.sum / batches.count)} ms, over 10 ms: ${batches.over}`,
+        ]),
   ];
 }
 const load = () => loadavg()[0]!.toFixed(1);
@@ -108,10 +120,17 @@ const load = () => loadavg()[0]!.toFixed(1);
 async function main(): Promise<number> {
   installExitHandlers(3600);
   onCleanup(stopLoad);
-  const commandLine = `npm run bench:erasure --${process.argv.slice(2).map((a) => ` ${a}`).join('')}`;
+  const commandLine = `npm run bench:erasure --${process.argv
+    .slice(2)
+    .map((a) => ` ${a}`)
+    .join('')}`;
   process.stdout.write(`${commandLine}\n`);
   if (!values['no-build']) {
-    const result = spawnSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')], { stdio: 'inherit' });
+    const result = spawnSync(
+      process.execPath,
+      [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')],
+      { stdio: 'inherit' },
+    );
     if (result.status !== 0) throw new Error('npm run build failed');
   }
   const dir = tempDirectory();
@@ -119,10 +138,19 @@ async function main(): Promise<number> {
   const postgres = POSTGRES_SERVER === undefined ? undefined : await postgresDatabase(POSTGRES_SERVER);
   const port = await freePort();
   const template = values.template;
-  const saved = template !== undefined && existsSync(`${template}.json`)
-    ? (JSON.parse(readFileSync(`${template}.json`, 'utf8')) as { events: number; person: number; adminToken: string; productId: string; key: string; persons: number })
-    : undefined;
-  if (saved !== undefined && (saved.events !== TOTAL || saved.person !== PERSON)) throw new Error(`--template ${template} holds ${saved.events} events, ${saved.person} of the person`);
+  const saved =
+    template !== undefined && existsSync(`${template}.json`)
+      ? (JSON.parse(readFileSync(`${template}.json`, 'utf8')) as {
+          events: number;
+          person: number;
+          adminToken: string;
+          productId: string;
+          key: string;
+          persons: number;
+        })
+      : undefined;
+  if (saved !== undefined && (saved.events !== TOTAL || saved.person !== PERSON))
+    throw new Error(`--template ${template} holds ${saved.events} events, ${saved.person} of the person`);
   if (saved !== undefined) {
     // Copied and synced before the server starts, so no write-back of the copy competes with the runs.
     copyFileSync(template!, file);
@@ -132,60 +160,123 @@ async function main(): Promise<number> {
   }
   const adminToken = saved?.adminToken ?? randomBytes(24).toString('hex');
   const logFile = join(dir, 'inlet.log');
-  const server = startChild('inlet server', process.execPath, [SERVER_NODE_FLAG, join(ROOT, 'dist/main.js')], {
-    PATH: process.env.PATH,
-    HOST: '127.0.0.1',
-    PORT: String(port),
-    INLET_DATABASE_URL: postgres?.url ?? `sqlite:${file}`,
-    INLET_ADMIN_TOKEN: adminToken,
-    INLET_LOG_LEVEL: 'warn',
-    INLET_RATE_LIMIT_RPS: '10000000',
-  }, logFile);
+  const server = startChild(
+    'inlet server',
+    process.execPath,
+    [SERVER_NODE_FLAG, join(ROOT, 'dist/main.js')],
+    {
+      PATH: process.env.PATH,
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      INLET_DATABASE_URL: postgres?.url ?? `sqlite:${file}`,
+      INLET_ADMIN_TOKEN: adminToken,
+      INLET_LOG_LEVEL: 'warn',
+      INLET_RATE_LIMIT_RPS: '10000000',
+    },
+    logFile,
+  );
   const base = `http://127.0.0.1:${port}`;
   await waitUntilReady(server, `${base}/healthz`, logFile);
   const admin = adminClient(base, adminToken);
 
   const product = saved === undefined ? await admin('POST', '/products', { name: 'bench' }) : { id: saved.productId };
-  const key = saved === undefined ? await admin('POST', `/products/${product.id as string}/keys`, { kind: 'events', name: 'bench' }) : { id: '', key: saved.key };
+  const key =
+    saved === undefined
+      ? await admin('POST', `/products/${product.id as string}/keys`, { kind: 'events', name: 'bench' })
+      : { id: '', key: saved.key };
 
   // Prefill: every (TOTAL / PERSON)-th event is the person's, the rest spread over 100,000 subjects.
   const fillStarted = Date.now();
   const progress = (filled: number) => {
-    if (process.stderr.isTTY) process.stderr.write(`\rprefill ${filled.toLocaleString('en-US')} / ${TOTAL.toLocaleString('en-US')}`);
+    if (process.stderr.isTTY)
+      process.stderr.write(`\rprefill ${filled.toLocaleString('en-US')} / ${TOTAL.toLocaleString('en-US')}`);
   };
   const every = Math.max(1, Math.floor(TOTAL / PERSON));
   let person = 0;
   const at = new Date(Date.now() - 86_400_000).toISOString();
   if (postgres !== undefined) {
     // The ingest bench's workload (bench/prefill.ts: 8 names, ~300-byte properties), the person's every `every`-th.
-    await prefillPostgres(postgres.url, TOTAL, 'random', { productId: product.id as string, apiKeyId: key.id as string }, { subjectId: 'victim-1', every, count: PERSON });
+    await prefillPostgres(
+      postgres.url,
+      TOTAL,
+      'random',
+      { productId: product.id as string, apiKeyId: key.id as string },
+      { subjectId: 'victim-1', every, count: PERSON },
+    );
     person = Math.min(PERSON, Math.ceil(TOTAL / every));
-  } else if (saved === undefined) fillSqliteEvents(file, TOTAL, (i) => {
-    const mine = i % every === 0 && person < PERSON;
-    if (mine) person++;
-    const properties = `{"path":"/pricing","plan":"pro","seats":${i % 50},"referrer":"https://example.com/"}`;
-    return [uuidv7(), product.id, 'api', randomUUID(), 'page', 'viewed', 'page_viewed', 'preferred', 'user', mine ? 'victim-1' : `user_${i % 100_000}`, at, at, properties, key.id];
-  }, progress, true);
+  } else if (saved === undefined)
+    fillSqliteEvents(
+      file,
+      TOTAL,
+      (i) => {
+        const mine = i % every === 0 && person < PERSON;
+        if (mine) person++;
+        const properties = `{"path":"/pricing","plan":"pro","seats":${i % 50},"referrer":"https://example.com/"}`;
+        return [
+          uuidv7(),
+          product.id,
+          'api',
+          randomUUID(),
+          'page',
+          'viewed',
+          'page_viewed',
+          'preferred',
+          'user',
+          mine ? 'victim-1' : `user_${i % 100_000}`,
+          at,
+          at,
+          properties,
+          key.id,
+        ];
+      },
+      progress,
+      true,
+    );
   if (process.stderr.isTTY) process.stderr.write('\n');
   const fillSeconds = (Date.now() - fillStarted) / 1000;
   if (saved !== undefined) person = saved.persons;
-  process.stdout.write(`prefill: ${TOTAL.toLocaleString('en-US')} events (${person.toLocaleString('en-US')} of the person) in ${fillSeconds.toFixed(0)} s${saved === undefined ? '' : ` (copied from ${template})`}\n`);
+  process.stdout.write(
+    `prefill: ${TOTAL.toLocaleString('en-US')} events (${person.toLocaleString('en-US')} of the person) in ${fillSeconds.toFixed(0)} s${saved === undefined ? '' : ` (copied from ${template})`}\n`,
+  );
   if (template !== undefined && saved === undefined) {
     // The prefill ended with a TRUNCATE checkpoint and the server is idle: the file is the whole database.
     copyFileSync(file, template);
-    writeFileSync(`${template}.json`, JSON.stringify({ events: TOTAL, person: PERSON, adminToken, productId: product.id, key: key.key, persons: person }));
+    writeFileSync(
+      `${template}.json`,
+      JSON.stringify({
+        events: TOTAL,
+        person: PERSON,
+        adminToken,
+        productId: product.id,
+        key: key.key,
+        persons: person,
+      }),
+    );
   }
 
-  const body = () => `{"event":"page_viewed","subject_type":"user","subject_id":"live_${Math.floor(Math.random() * 10_000)}","external_id":"${randomUUID()}","properties":{"path":"/pricing","plan":"pro"}}`;
+  const body = () =>
+    `{"event":"page_viewed","subject_type":"user","subject_id":"live_${Math.floor(Math.random() * 10_000)}","external_id":"${randomUUID()}","properties":{"path":"/pricing","plan":"pro"}}`;
   const ingest = (seconds: number): Promise<LoadResult> =>
-    runLoad({ url: base, path: '/api/v2/events', headers: { authorization: `Bearer ${key.key as string}` }, body, connections: CONNECTIONS, durationSeconds: seconds }, 201);
+    runLoad(
+      {
+        url: base,
+        path: '/api/v2/events',
+        headers: { authorization: `Bearer ${key.key as string}` },
+        body,
+        connections: CONNECTIONS,
+        durationSeconds: seconds,
+      },
+      201,
+    );
 
   await ingest(2); // warm-up
   const loadWithout = load();
   const beforeWithout = await scrape(base);
   const without = await ingest(SECONDS);
   const afterWithout = await scrape(base);
-  process.stdout.write(`ingest without a job: ${Math.round(without.requestsPerSecond)} events/s, p50 ${without.p50Ms} ms, p99 ${without.p99Ms} ms (load ${loadWithout})\n`);
+  process.stdout.write(
+    `ingest without a job: ${Math.round(without.requestsPerSecond)} events/s, p50 ${without.p50Ms} ms, p99 ${without.p99Ms} ms (load ${loadWithout})\n`,
+  );
 
   // During: the load runs (up to 15 minutes) until the job is done, then is stopped.
   const loadDuring = load();
@@ -193,7 +284,10 @@ async function main(): Promise<number> {
   await sleep(1000);
   const beforeJob = await scrape(base);
   const requested = Date.now();
-  const job = await admin('POST', `/products/${product.id as string}/erasures`, { external_id: 'victim-1', reason: 'bench' });
+  const job = await admin('POST', `/products/${product.id as string}/erasures`, {
+    external_id: 'victim-1',
+    reason: 'bench',
+  });
   const answered = Date.now();
   let status = job;
   while (status.status !== 'done' && status.status !== 'failed') {

@@ -22,12 +22,21 @@ export function sqliteFootprint(file: string, parts = false): DiskFootprint {
   const walBytes = existsSync(wal) ? statSync(wal).size : 0;
   const db = new BetterSqlite3(file, { readonly: true });
   try {
-    const row = db.prepare(`SELECT seq FROM sqlite_sequence WHERE name = 'events'`).get() as { seq: number } | undefined;
-    const footprint: DiskFootprint = { events: row?.seq ?? 0, bytes: statSync(file).size + walBytes, what: `file ${(statSync(file).size / 1e6).toFixed(0)} MB + WAL ${(walBytes / 1e6).toFixed(0)} MB` };
+    const row = db.prepare(`SELECT seq FROM sqlite_sequence WHERE name = 'events'`).get() as
+      { seq: number } | undefined;
+    const footprint: DiskFootprint = {
+      events: row?.seq ?? 0,
+      bytes: statSync(file).size + walBytes,
+      what: `file ${(statSync(file).size / 1e6).toFixed(0)} MB + WAL ${(walBytes / 1e6).toFixed(0)} MB`,
+    };
     if (parts) {
       // Pages in use per table and index (the file's free pages and the WAL are not in it).
-      footprint.parts = (db.prepare('SELECT name, sum(pgsize) AS bytes FROM dbstat GROUP BY name ORDER BY bytes DESC').all() as Array<{ name: string; bytes: number }>)
-        .map((p) => ({ name: p.name, bytes: Number(p.bytes) }));
+      footprint.parts = (
+        db.prepare('SELECT name, sum(pgsize) AS bytes FROM dbstat GROUP BY name ORDER BY bytes DESC').all() as Array<{
+          name: string;
+          bytes: number;
+        }>
+      ).map((p) => ({ name: p.name, bytes: Number(p.bytes) }));
     }
     return footprint;
   } finally {

@@ -19,7 +19,13 @@ import { createCatalogService } from '../src/services/catalog-service.js';
 import type { Candidate } from '../src/services/ingest-service.js';
 import type { EventRecord, Storage } from '../src/storage/types.js';
 
-const { values } = parseArgs({ options: { seconds: { type: 'string', default: '4' }, rounds: { type: 'string', default: '3' }, database: { type: 'string' } } });
+const { values } = parseArgs({
+  options: {
+    seconds: { type: 'string', default: '4' },
+    rounds: { type: 'string', default: '3' },
+    database: { type: 'string' },
+  },
+});
 const SECONDS = Number(values.seconds);
 const ROUNDS = Number(values.rounds);
 const BATCH = 100;
@@ -54,7 +60,18 @@ function planOf(): TrackingPlan {
 }
 
 function properties(n: number): Record<string, unknown> {
-  return { plan: ['free', 'pro', 'team'][n % 3], amount: (n % 100) + 0.5, count: n % 7, paid: n % 2 === 0, currency: 'EUR', source: 'ios', step: 1 + (n % 5), label: `l${n % 10}`, ratio: 0.25, meta: { app: 'web' } };
+  return {
+    plan: ['free', 'pro', 'team'][n % 3],
+    amount: (n % 100) + 0.5,
+    count: n % 7,
+    paid: n % 2 === 0,
+    currency: 'EUR',
+    source: 'ios',
+    step: 1 + (n % 5),
+    label: `l${n % 10}`,
+    ratio: 0.25,
+    meta: { app: 'web' },
+  };
 }
 
 function load(): string {
@@ -78,14 +95,21 @@ function micro(): void {
   const N = 300_000;
   for (let i = 0; i < 20_000; i++) checkEvent(plan, events[i % 1000]!.name, events[i % 1000]!.properties);
   let started = cpuNs();
-  for (let i = 0; i < N; i++) if (checkEvent(plan, events[i % 1000]!.name, events[i % 1000]!.properties) !== undefined) throw new Error('unexpected violation');
+  for (let i = 0; i < N; i++)
+    if (checkEvent(plan, events[i % 1000]!.name, events[i % 1000]!.properties) !== undefined)
+      throw new Error('unexpected violation');
   const checkNs = (cpuNs() - started) / N;
   const bad = { ...properties(1), plan: 7 };
   started = cpuNs();
   for (let i = 0; i < N / 10; i++) checkEvent(plan, CANONICAL[i % 50]!, bad);
   const badNs = (cpuNs() - started) / (N / 10);
 
-  const catalog = createCatalogService({} as Storage, { enabled: true, maxEvents: 5000, maxProperties: 500, flushMs: 10_000 });
+  const catalog = createCatalogService({} as Storage, {
+    enabled: true,
+    maxEvents: 5000,
+    maxProperties: 500,
+    flushMs: 10_000,
+  });
   const records: EventRecord[] = events.map((e, i) => ({
     id: `id${i}`,
     productId: 'p',
@@ -115,9 +139,21 @@ function micro(): void {
 // 2. Pipeline.
 type Variant = 'none' | 'catalog' | 'plan' | 'both';
 
-async function pipeline(variant: Variant, databaseUrl: string, schema: string | undefined): Promise<{ rate: number; cpuUs: number }> {
-  const config = { ...loadConfig({}), databaseUrl, logLevel: 'silent' as const, catalogEnabled: variant === 'catalog' || variant === 'both' };
-  const services = await createServices(config, { defaultMetrics: false, ...(schema === undefined ? {} : { postgresSchema: schema }) });
+async function pipeline(
+  variant: Variant,
+  databaseUrl: string,
+  schema: string | undefined,
+): Promise<{ rate: number; cpuUs: number }> {
+  const config = {
+    ...loadConfig({}),
+    databaseUrl,
+    logLevel: 'silent' as const,
+    catalogEnabled: variant === 'catalog' || variant === 'both',
+  };
+  const services = await createServices(config, {
+    defaultMetrics: false,
+    ...(schema === undefined ? {} : { postgresSchema: schema }),
+  });
   try {
     const product = await services.keys.createProduct(`bench-${variant}`);
     const key = await services.keys.createKey(product.id, { kind: 'events' });
@@ -128,7 +164,13 @@ async function pipeline(variant: Variant, databaseUrl: string, schema: string | 
     const batch = (): Candidate[] =>
       Array.from({ length: BATCH }, () => {
         const i = n++;
-        const input: V2EventInput = { event: NAMES[i % 50]!, subject_type: 'user', subject_id: `u${i % 1000}`, external_id: `${variant}-${i}`, properties: properties(i) };
+        const input: V2EventInput = {
+          event: NAMES[i % 50]!,
+          subject_type: 'user',
+          subject_id: `u${i % 1000}`,
+          external_id: `${variant}-${i}`,
+          properties: properties(i),
+        };
         const draft = draftV2(input, receivedAt);
         if (!draft.ok) throw new Error(JSON.stringify(draft.errors));
         return draft;
@@ -179,7 +221,9 @@ async function main(): Promise<void> {
         const schema = pgUrl === undefined ? undefined : `bench_gov_${process.pid}_${round}_${variant}`;
         const result = await pipeline(variant, url, schema);
         results.get(variant)!.push(result);
-        console.log(`  round ${round + 1} ${variant.padEnd(7)} ${Math.round(result.rate)} events/s, ${result.cpuUs.toFixed(1)} µs CPU/event (load ${load()})`);
+        console.log(
+          `  round ${round + 1} ${variant.padEnd(7)} ${Math.round(result.rate)} events/s, ${result.cpuUs.toFixed(1)} µs CPU/event (load ${load()})`,
+        );
       }
     }
   } finally {
@@ -188,12 +232,16 @@ async function main(): Promise<void> {
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
   const base = median(results.get('none')!.map((r) => r.rate));
   const baseCpu = median(results.get('none')!.map((r) => r.cpuUs));
-  console.log(`pipeline (${pgUrl === undefined ? 'SQLite, synchronous=FULL' : 'PostgreSQL'}; batches of ${BATCH}, ${IN_FLIGHT} in flight, ${SECONDS} s × ${ROUNDS} rounds, medians; CPU is this process's, the database server's is not in it):`);
+  console.log(
+    `pipeline (${pgUrl === undefined ? 'SQLite, synchronous=FULL' : 'PostgreSQL'}; batches of ${BATCH}, ${IN_FLIGHT} in flight, ${SECONDS} s × ${ROUNDS} rounds, medians; CPU is this process's, the database server's is not in it):`,
+  );
   for (const v of variants) {
     const rate = median(results.get(v)!.map((r) => r.rate));
     const cpu = median(results.get(v)!.map((r) => r.cpuUs));
     const vs = (x: number, y: number) => `${x >= y ? '+' : ''}${(((x - y) / y) * 100).toFixed(1)} %`;
-    console.log(`  ${v.padEnd(7)} ${String(Math.round(rate)).padStart(6)} events/s ${v === 'none' ? '        ' : vs(rate, base).padStart(8)}   ${cpu.toFixed(1)} µs CPU/event ${v === 'none' ? '' : vs(cpu, baseCpu)}`);
+    console.log(
+      `  ${v.padEnd(7)} ${String(Math.round(rate)).padStart(6)} events/s ${v === 'none' ? '        ' : vs(rate, base).padStart(8)}   ${cpu.toFixed(1)} µs CPU/event ${v === 'none' ? '' : vs(cpu, baseCpu)}`,
+    );
   }
   console.log(`load average at the end: ${load()}`);
 }

@@ -12,10 +12,25 @@ import { postgresDatabase, postgresRunMeter, sqliteDatabase, tempDirectory, type
 import { memorySampler, postgresFootprint, sqliteFootprint, type DiskFootprint, type MemoryPeak } from './footprint.js';
 import { runLoad, runWrk, stopLoad, stopWrk, wrkAvailable, type LoadResult } from './load.js';
 import { prefillPostgres, prefillSqlite } from './prefill.js';
-import { cleanUp, cpuSeconds, freePort, installExitHandlers, onCleanup, startChild, waitUntilReady } from './processes.js';
+import {
+  cleanUp,
+  cpuSeconds,
+  freePort,
+  installExitHandlers,
+  onCleanup,
+  startChild,
+  waitUntilReady,
+} from './processes.js';
 import { formatTable, formatTargets, type Line, type TargetCheck } from './report.js';
 import { formatBreakdowns, monotonicMicros, stageBreakdowns, type StageWindow } from './stages.js';
-import { PROPERTIES_BYTES, SUBJECTS, externalIdMaker, segmentBatchJson, workloadBatchJson, workloadEventJson } from './workload.js';
+import {
+  PROPERTIES_BYTES,
+  SUBJECTS,
+  externalIdMaker,
+  segmentBatchJson,
+  workloadBatchJson,
+  workloadEventJson,
+} from './workload.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 
@@ -36,7 +51,11 @@ interface ScenarioFigures {
 }
 
 function build(): void {
-  const result = spawnSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')], { stdio: 'inherit' });
+  const result = spawnSync(
+    process.execPath,
+    [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')],
+    { stdio: 'inherit' },
+  );
   if (result.status !== 0) throw new Error('npm run build failed');
 }
 
@@ -55,31 +74,48 @@ async function startInlet(args: BenchArgs, database: BenchDatabase, dir: string)
   const adminToken = randomBytes(24).toString('hex');
   const logFile = join(dir, 'inlet.log');
   const nodeArgs = args.cpuProfileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${args.cpuProfileDir}`];
-  const server = startChild('inlet server', process.execPath, [...nodeArgs, ...args.serverNodeOptions, join(ROOT, 'dist/main.js')], {
-    PATH: process.env.PATH,
-    HOST: '127.0.0.1',
-    PORT: String(port),
-    INLET_DATABASE_URL: database.url,
-    INLET_ADMIN_TOKEN: adminToken,
-    INLET_LOG_LEVEL: args.logLevel,
-    INLET_SQLITE_SYNCHRONOUS: args.sqliteSynchronous,
-    // The limiter runs as in production, with a budget too large to refuse (2000/s by default would cap the run).
-    INLET_RATE_LIMIT_RPS: '10000000',
-    // Comparing the limiter's stores (memory, postgres, redis): passed through when set.
-    ...(process.env.INLET_RATE_LIMIT_STORE === undefined ? {} : { INLET_RATE_LIMIT_STORE: process.env.INLET_RATE_LIMIT_STORE }),
-    ...(process.env.INLET_REDIS_URL === undefined ? {} : { INLET_REDIS_URL: process.env.INLET_REDIS_URL }),
-  }, logFile);
+  const server = startChild(
+    'inlet server',
+    process.execPath,
+    [...nodeArgs, ...args.serverNodeOptions, join(ROOT, 'dist/main.js')],
+    {
+      PATH: process.env.PATH,
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      INLET_DATABASE_URL: database.url,
+      INLET_ADMIN_TOKEN: adminToken,
+      INLET_LOG_LEVEL: args.logLevel,
+      INLET_SQLITE_SYNCHRONOUS: args.sqliteSynchronous,
+      // The limiter runs as in production, with a budget too large to refuse (2000/s by default would cap the run).
+      INLET_RATE_LIMIT_RPS: '10000000',
+      // Comparing the limiter's stores (memory, postgres, redis): passed through when set.
+      ...(process.env.INLET_RATE_LIMIT_STORE === undefined
+        ? {}
+        : { INLET_RATE_LIMIT_STORE: process.env.INLET_RATE_LIMIT_STORE }),
+      ...(process.env.INLET_REDIS_URL === undefined ? {} : { INLET_REDIS_URL: process.env.INLET_REDIS_URL }),
+    },
+    logFile,
+  );
   const base = `http://127.0.0.1:${port}`;
   await waitUntilReady(server, `${base}/healthz`, logFile);
   const product = await adminPost(base, adminToken, '/admin/v1/products', { name: 'bench' });
-  const key = await adminPost(base, adminToken, `/admin/v1/products/${product.id}/keys`, { kind: 'events', name: 'bench' });
+  const key = await adminPost(base, adminToken, `/admin/v1/products/${product.id}/keys`, {
+    kind: 'events',
+    name: 'bench',
+  });
   return { server, base, productId: product.id!, keyId: key.id!, key: key.key!, logFile };
 }
 
 async function startBare(dir: string) {
   const port = await freePort();
   const logFile = join(dir, 'bare.log');
-  const bare = startChild('bare server', process.execPath, ['--import', 'tsx', join(ROOT, 'bench/bare-server.ts')], { PATH: process.env.PATH, PORT: String(port) }, logFile);
+  const bare = startChild(
+    'bare server',
+    process.execPath,
+    ['--import', 'tsx', join(ROOT, 'bench/bare-server.ts')],
+    { PATH: process.env.PATH, PORT: String(port) },
+    logFile,
+  );
   const base = `http://127.0.0.1:${port}`;
   await waitUntilReady(bare, base, logFile);
   return { bare, base };
@@ -120,12 +156,19 @@ async function awaitKeyFilter(base: string, headers: Record<string, string>): Pr
   const started = Date.now();
   // Each request on a connection of its own: the keep-alive connections left from before the prefill were closed
   // by the server while it was idle (a POST on one failed with EPIPE, and fetch does not send a POST again).
-  const status = await fresh(`${base}/api/v2/events`, 'POST', { ...headers, 'content-type': 'application/json' }, workloadEventJson(`filter-${Date.now()}`));
+  const status = await fresh(
+    `${base}/api/v2/events`,
+    'POST',
+    { ...headers, 'content-type': 'application/json' },
+    workloadEventJson(`filter-${Date.now()}`),
+  );
   for (;;) {
     const text = (await fresh(`${base}/metrics`, 'GET', {})).body;
     const bytes = Number(/^inlet_sqlite_event_key_filter_bytes ([0-9.e+-]+)$/m.exec(text)?.[1] ?? NaN);
     if (!(bytes === 0) || Date.now() - started > 300_000) {
-      process.stdout.write(`key filter: ${Number.isFinite(bytes) ? `${(bytes / 1e6).toFixed(1)} MB, ` : ''}ready ${((Date.now() - started) / 1000).toFixed(1)} s after the prefill\n`);
+      process.stdout.write(
+        `key filter: ${Number.isFinite(bytes) ? `${(bytes / 1e6).toFixed(1)} MB, ` : ''}ready ${((Date.now() - started) / 1000).toFixed(1)} s after the prefill\n`,
+      );
       return status.status === 201 ? 1 : 0;
     }
     await new Promise((resolve) => setTimeout(resolve, 500));
@@ -133,12 +176,19 @@ async function awaitKeyFilter(base: string, headers: Record<string, string>): Pr
 }
 
 /** One HTTP request on a new connection (no agent, no keep-alive). */
-function fresh(url: string, method: string, headers: Record<string, string>, body?: string): Promise<{ status: number; body: string }> {
+function fresh(
+  url: string,
+  method: string,
+  headers: Record<string, string>,
+  body?: string,
+): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const request = httpRequest(url, { method, headers, agent: false }, (response) => {
       const chunks: Buffer[] = [];
       response.on('data', (chunk: Buffer) => chunks.push(chunk));
-      response.on('end', () => resolve({ status: response.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
+      response.on('end', () =>
+        resolve({ status: response.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }),
+      );
       response.on('error', reject);
     });
     request.on('error', reject);
@@ -151,7 +201,8 @@ async function commitCounters(base: string): Promise<CommitCounters | undefined>
   try {
     const text = await (await fetch(`${base}/metrics`)).text();
     const value = (name: string) => Number(new RegExp(`^${name} ([0-9.e+-]+)$`, 'm').exec(text)?.[1] ?? NaN);
-    const bucket = (le: string) => value(`inlet_ingest_commit_duration_seconds_bucket\\{le="${le.replace('.', '\\.')}"\\}`);
+    const bucket = (le: string) =>
+      value(`inlet_ingest_commit_duration_seconds_bucket\\{le="${le.replace('.', '\\.')}"\\}`);
     const total = value('inlet_ingest_commit_duration_seconds_count');
     // Absent on PostgreSQL and before the checkpoint thread started: 0.
     const writerCheckpoints = value('inlet_sqlite_checkpoint_seconds_count\\{by="writer"\\}') || 0;
@@ -165,10 +216,16 @@ async function commitCounters(base: string): Promise<CommitCounters | undefined>
       loopP99Ms: value('inlet_nodejs_eventloop_lag_p99_seconds') * 1000,
       writerCheckpoints,
       writerCheckpointSeconds: value('inlet_sqlite_checkpoint_seconds_sum\\{by="writer"\\}') || 0,
-      framesCopied: (value('inlet_sqlite_checkpoint_frames_total\\{by="thread"\\}') || 0) + (value('inlet_sqlite_checkpoint_frames_total\\{by="writer"\\}') || 0),
-      merges: (value('inlet_sqlite_event_key_merges_total') || 0) + (value('inlet_sqlite_event_subject_merges_total') || 0),
-      mergeBusySeconds: (value('inlet_sqlite_event_key_maintenance_busy_seconds_total') || 0) + (value('inlet_sqlite_event_subject_maintenance_busy_seconds_total') || 0),
-      writerCheckpointsOver25ms: writerCheckpoints - (value('inlet_sqlite_checkpoint_seconds_bucket\\{le="0\\.025",by="writer"\\}') || 0),
+      framesCopied:
+        (value('inlet_sqlite_checkpoint_frames_total\\{by="thread"\\}') || 0) +
+        (value('inlet_sqlite_checkpoint_frames_total\\{by="writer"\\}') || 0),
+      merges:
+        (value('inlet_sqlite_event_key_merges_total') || 0) + (value('inlet_sqlite_event_subject_merges_total') || 0),
+      mergeBusySeconds:
+        (value('inlet_sqlite_event_key_maintenance_busy_seconds_total') || 0) +
+        (value('inlet_sqlite_event_subject_maintenance_busy_seconds_total') || 0),
+      writerCheckpointsOver25ms:
+        writerCheckpoints - (value('inlet_sqlite_checkpoint_seconds_bucket\\{le="0\\.025",by="writer"\\}') || 0),
     };
     return Object.values(counters).every(Number.isFinite) ? counters : undefined;
   } catch {
@@ -186,7 +243,9 @@ function describeCommits(before: CommitCounters | undefined, after: CommitCounte
     `${commits} commits, ${(events / commits).toFixed(1)} events and ${ms.toFixed(2)} ms each on average; ` +
     `${after.over25ms - before.over25ms} over 25 ms, ${after.over100ms - before.over100ms} over 100 ms; ` +
     `event-loop delay p99 ${after.loopP99Ms.toFixed(1)} ms, max ${after.loopMaxMs.toFixed(1)} ms` +
-    (after.framesCopied > before.framesCopied && events > 0 ? `; ${(((after.framesCopied - before.framesCopied) * 4096) / events).toFixed(0)} B of WAL frames per event` : '') +
+    (after.framesCopied > before.framesCopied && events > 0
+      ? `; ${(((after.framesCopied - before.framesCopied) * 4096) / events).toFixed(0)} B of WAL frames per event`
+      : '') +
     (after.mergeBusySeconds > before.mergeBusySeconds
       ? `; ${after.merges - before.merges} index merges ended, merges, sweeps and the filter's build held the event loop ${(after.mergeBusySeconds - before.mergeBusySeconds).toFixed(2)} s`
       : '') +
@@ -217,11 +276,18 @@ interface Phase {
 
 async function main(): Promise<number> {
   // `--instances 1,2,4` (with `--backend postgres`): the scaling figure, bench/scaling.ts.
-  if (process.argv.slice(2).some((a) => a === '--instances' || a.startsWith('--instances=') || a === '--backend' || a.startsWith('--backend='))) {
+  if (
+    process.argv
+      .slice(2)
+      .some(
+        (a) => a === '--instances' || a.startsWith('--instances=') || a === '--backend' || a.startsWith('--backend='),
+      )
+  ) {
     return (await import('./scaling.js')).scalingMain(process.argv.slice(2));
   }
   // `--destinations`: ingest without and with a webhook and a NATS destination, bench/destinations.ts.
-  if (process.argv.slice(2).includes('--destinations')) return (await import('./destinations.js')).destinationsMain(process.argv.slice(2));
+  if (process.argv.slice(2).includes('--destinations'))
+    return (await import('./destinations.js')).destinationsMain(process.argv.slice(2));
   let args: BenchArgs;
   try {
     args = parseBenchArgs(process.argv.slice(2), process.env);
@@ -233,19 +299,26 @@ async function main(): Promise<number> {
     process.stderr.write('bench: --generator wrk, but wrk is not installed (apt-get install wrk)\n');
     return 2;
   }
-  const phases: Phase[] = (args.prefill > 0 && args.compareEmpty ? [0, args.prefill] : [args.prefill]).map((prefilled) => ({
-    prefilled,
-    label: prefilled === 0 ? 'empty table' : `prefilled with ${prefilled.toLocaleString('en-US')} events`,
-    figures: [],
-    disk: undefined,
-  }));
+  const phases: Phase[] = (args.prefill > 0 && args.compareEmpty ? [0, args.prefill] : [args.prefill]).map(
+    (prefilled) => ({
+      prefilled,
+      label: prefilled === 0 ? 'empty table' : `prefilled with ${prefilled.toLocaleString('en-US')} events`,
+      figures: [],
+      disk: undefined,
+    }),
+  );
   const perRun = args.warmupSeconds + args.durationSeconds + 2;
   // The prefill: ~60 µs an event on SQLite (rebuild, 1 M in 60 s at load 7), unknown at 10 M on PostgreSQL; generous.
-  installExitHandlers(phases.length * (perRun * 2 * args.scenarios.length + 60) + args.durationSeconds + 180 + (args.prefill * 400) / 1e6);
+  installExitHandlers(
+    phases.length * (perRun * 2 * args.scenarios.length + 60) + args.durationSeconds + 180 + (args.prefill * 400) / 1e6,
+  );
   onCleanup(stopLoad);
   onCleanup(stopWrk);
 
-  const commandLine = `npm run bench --${process.argv.slice(2).map((a) => ` ${a}`).join('')}`;
+  const commandLine = `npm run bench --${process.argv
+    .slice(2)
+    .map((a) => ` ${a}`)
+    .join('')}`;
   process.stdout.write(`${commandLine}\n`);
   if (args.build) build();
 
@@ -285,58 +358,99 @@ async function main(): Promise<number> {
       if (sqliteFile !== undefined) acknowledged.api += await awaitKeyFilter(inlet.base, headers);
     }
     for (const scenario of args.scenarios) {
-      if (scenario === 'segment' && phase.disk === undefined) phase.disk = await footprint(database, sqliteFile, args.footprintParts);
+      if (scenario === 'segment' && phase.disk === undefined)
+        phase.disk = await footprint(database, sqliteFile, args.footprintParts);
       const eventsPerRequest = scenario === 'single' ? 1 : args.batchSize;
       const connections = scenario === 'single' ? args.connections : args.batchConnections;
-      const path = scenario === 'single' ? '/api/v2/events' : scenario === 'batch' ? '/api/v2/events/batch' : '/v1/batch';
+      const path =
+        scenario === 'single' ? '/api/v2/events' : scenario === 'batch' ? '/api/v2/events/batch' : '/v1/batch';
       const okStatus = scenario === 'single' ? 201 : 200;
       // analytics-node sends Basic auth (and the key in the body) under application/json.
-      const scenarioHeaders = scenario === 'segment' ? { authorization: `Basic ${Buffer.from(`${inlet.key}:`).toString('base64')}` } : headers;
+      const scenarioHeaders =
+        scenario === 'segment'
+          ? { authorization: `Basic ${Buffer.from(`${inlet.key}:`).toString('base64')}` }
+          : headers;
       const source = scenario === 'segment' ? 'segment' : 'api';
       const run = async (target: 'inlet' | 'bare', seconds: number): Promise<Measured> => {
         const pid = target === 'inlet' ? inlet.server.process.pid : bare.process.pid;
         const url = target === 'inlet' ? inlet.base : bareBase;
         const commitsBefore = target === 'inlet' ? await commitCounters(inlet.base) : undefined;
-        const postgresMeter = target === 'inlet' && database.dialect === 'postgres' ? await postgresRunMeter(database.url) : undefined;
+        const postgresMeter =
+          target === 'inlet' && database.dialect === 'postgres' ? await postgresRunMeter(database.url) : undefined;
         const cpuBefore = cpuSeconds(pid);
         let result: LoadResult;
         let generatorCpuSeconds: number | undefined;
         if (args.generator === 'wrk') {
           const wrk = await runWrk(
-            { url, path, headers: scenarioHeaders, shape: scenario, batchSize: args.batchSize, ids: args.ids, writeKey: inlet.key, connections, durationSeconds: seconds, scriptPath: join(dir, 'load.lua') },
+            {
+              url,
+              path,
+              headers: scenarioHeaders,
+              shape: scenario,
+              batchSize: args.batchSize,
+              ids: args.ids,
+              writeKey: inlet.key,
+              connections,
+              durationSeconds: seconds,
+              scriptPath: join(dir, 'load.lua'),
+            },
             target === 'inlet' ? okStatus : 201,
           );
           result = wrk;
           generatorCpuSeconds = wrk.generatorCpuSeconds;
         } else {
-          const next = externalIdMaker(args.ids, `${randomBytes(4).toString('hex')}-${scenario}-${target}-${Date.now()}`);
+          const next = externalIdMaker(
+            args.ids,
+            `${randomBytes(4).toString('hex')}-${scenario}-${target}-${Date.now()}`,
+          );
           let n = 0;
           const body =
-            scenario === 'single' ? () => workloadEventJson(next()) : scenario === 'batch' ? () => workloadBatchJson(next, args.batchSize) : () => segmentBatchJson(args.batchSize, n++, inlet.key);
+            scenario === 'single'
+              ? () => workloadEventJson(next())
+              : scenario === 'batch'
+                ? () => workloadBatchJson(next, args.batchSize)
+                : () => segmentBatchJson(args.batchSize, n++, inlet.key);
           const generatorBefore = process.cpuUsage();
-          result = await runLoad({ url, path, headers: scenarioHeaders, body, connections, durationSeconds: seconds }, target === 'inlet' ? okStatus : 201);
+          result = await runLoad(
+            { url, path, headers: scenarioHeaders, body, connections, durationSeconds: seconds },
+            target === 'inlet' ? okStatus : 201,
+          );
           const used = process.cpuUsage(generatorBefore);
           generatorCpuSeconds = (used.user + used.system) / 1e6;
         }
         const cpuAfter = cpuSeconds(pid);
         const commits =
           target === 'inlet'
-            ? describeCommits(commitsBefore, await commitCounters(inlet.base)) + (postgresMeter === undefined ? '' : `; ${await postgresMeter.stop(result.ok * eventsPerRequest)}`)
+            ? describeCommits(commitsBefore, await commitCounters(inlet.base)) +
+              (postgresMeter === undefined ? '' : `; ${await postgresMeter.stop(result.ok * eventsPerRequest)}`)
             : '';
         const answered = Object.values(result.statusCounts).reduce((sum, count) => sum + count, 0);
-        const cpuMicrosPerRequest = cpuBefore === undefined || cpuAfter === undefined || answered === 0 ? undefined : ((cpuAfter - cpuBefore) * 1e6) / answered;
+        const cpuMicrosPerRequest =
+          cpuBefore === undefined || cpuAfter === undefined || answered === 0
+            ? undefined
+            : ((cpuAfter - cpuBefore) * 1e6) / answered;
         if (target === 'inlet') {
           acknowledged[source] += result.ok * eventsPerRequest;
           // Requests that timed out or were cut off may still have been stored.
           unseenBound[source] += (connections + result.errors) * eventsPerRequest;
         }
-        return { ...result, cpuMicrosPerRequest, commits, generatorCpuShare: generatorCpuSeconds === undefined ? undefined : generatorCpuSeconds / result.seconds };
+        return {
+          ...result,
+          cpuMicrosPerRequest,
+          commits,
+          generatorCpuShare: generatorCpuSeconds === undefined ? undefined : generatorCpuSeconds / result.seconds,
+        };
       };
       process.stdout.write(`${phase.label}, ${scenario}: inlet…`);
       if (args.warmupSeconds > 0) await run('inlet', args.warmupSeconds);
       const measuredFrom = monotonicMicros();
       const inletResult = await run('inlet', args.durationSeconds);
-      stageWindows.push({ label: `${phase.prefilled === 0 ? '' : `${phase.prefilled / 1e6} M `}${scenario}`, fromUs: measuredFrom, toUs: monotonicMicros(), events: inletResult.ok * eventsPerRequest });
+      stageWindows.push({
+        label: `${phase.prefilled === 0 ? '' : `${phase.prefilled / 1e6} M `}${scenario}`,
+        fromUs: measuredFrom,
+        toUs: monotonicMicros(),
+        events: inletResult.ok * eventsPerRequest,
+      });
       let bareResult: Measured | undefined;
       if (scenario !== 'segment') {
         process.stdout.write(' bare…');
@@ -356,7 +470,9 @@ async function main(): Promise<number> {
   if (args.stages) {
     try {
       stages = formatBreakdowns(stageBreakdowns(args.cpuProfileDir!, inlet.server.process.pid!, stageWindows));
-      if (database.dialect === 'postgres') stages += '\n(PostgreSQL: "insert" and "commit" are the server process\'s side only; the database server\'s own CPU is not in them)';
+      if (database.dialect === 'postgres')
+        stages +=
+          '\n(PostgreSQL: "insert" and "commit" are the server process\'s side only; the database server\'s own CPU is not in them)';
     } catch (error) {
       stages = `stage breakdown unavailable: ${error instanceof Error ? error.message : String(error)}`;
     }
@@ -373,7 +489,14 @@ async function main(): Promise<number> {
     baseline =
       database.dialect === 'sqlite'
         ? await sqliteRawInsert(dir, args.sqliteSynchronous, args.batchSize, args.durationSeconds, args.ids)
-        : await postgresRawInsert(database.url, inlet.productId, inlet.keyId, args.batchSize, args.durationSeconds, args.ids);
+        : await postgresRawInsert(
+            database.url,
+            inlet.productId,
+            inlet.keyId,
+            args.batchSize,
+            args.durationSeconds,
+            args.ids,
+          );
   }
 
   const checks: TargetCheck[] = [];
@@ -383,8 +506,16 @@ async function main(): Promise<number> {
   for (const phase of phases) {
     const lines: Line[] = [];
     for (const f of phase.figures) {
-      const label = f.scenario === 'single' ? 'single v2 event' : f.scenario === 'batch' ? `batch of ${args.batchSize}` : `Segment /v1/batch of ${args.batchSize}`;
-      for (const [who, result] of [['inlet', f.inlet], ['bare node:http (generator ceiling)', f.bare]] as const) {
+      const label =
+        f.scenario === 'single'
+          ? 'single v2 event'
+          : f.scenario === 'batch'
+            ? `batch of ${args.batchSize}`
+            : `Segment /v1/batch of ${args.batchSize}`;
+      for (const [who, result] of [
+        ['inlet', f.inlet],
+        ['bare node:http (generator ceiling)', f.bare],
+      ] as const) {
         if (result === undefined) continue;
         lines.push({
           name: `${label}: ${who}`,
@@ -399,11 +530,29 @@ async function main(): Promise<number> {
       }
     }
     if (phase === last && baseline !== undefined) {
-      lines.push({ name: `baseline: ${baseline.label}`, requestsPerSecond: undefined, eventsPerSecond: baseline.eventsPerSecond, p50Ms: undefined, p99Ms: undefined, cpuMicrosPerRequest: undefined, generatorCpuShare: undefined, failures: '0' });
+      lines.push({
+        name: `baseline: ${baseline.label}`,
+        requestsPerSecond: undefined,
+        eventsPerSecond: baseline.eventsPerSecond,
+        p50Ms: undefined,
+        p99Ms: undefined,
+        cpuMicrosPerRequest: undefined,
+        generatorCpuShare: undefined,
+        failures: '0',
+      });
     }
     const disk = phase.disk === undefined ? '' : `; on disk ${describeDisk(phase.disk)}`;
-    const parts = phase.disk?.parts === undefined ? [] : [`  bytes per event by table and index: ${describeParts(phase.disk)}`];
-    tables.push(`${phase.label}${disk}:`, ...parts, formatTable(lines), '', 'group commit (from the server\'s /metrics, measured runs):', ...phase.figures.map((f) => `  ${f.scenario}: ${f.inlet.commits}`), '');
+    const parts =
+      phase.disk?.parts === undefined ? [] : [`  bytes per event by table and index: ${describeParts(phase.disk)}`];
+    tables.push(
+      `${phase.label}${disk}:`,
+      ...parts,
+      formatTable(lines),
+      '',
+      "group commit (from the server's /metrics, measured runs):",
+      ...phase.figures.map((f) => `  ${f.scenario}: ${f.inlet.commits}`),
+      '',
+    );
   }
 
   // Issue 2's targets (on the last phase), then issue 11's.
@@ -412,19 +561,35 @@ async function main(): Promise<number> {
       const native = last.figures.find((g) => g.scenario === 'batch');
       if (native !== undefined) {
         const versus = f.inlet.requestsPerSecond / native.inlet.requestsPerSecond;
-        checks.push({ description: 'Segment /v1/batch events/s ≥ 0.8× native batch events/s, same run (issue 10)', actual: `${versus.toFixed(2)}×`, pass: versus >= 0.8 });
+        checks.push({
+          description: 'Segment /v1/batch events/s ≥ 0.8× native batch events/s, same run (issue 10)',
+          actual: `${versus.toFixed(2)}×`,
+          pass: versus >= 0.8,
+        });
       }
       continue;
     }
     const ratio = f.inlet.requestsPerSecond / f.bare!.requestsPerSecond;
     if (f.scenario === 'single') {
-      checks.push({ description: 'single event req/s ≥ 0.6× bare node:http (issue 2)', actual: `${ratio.toFixed(2)}×`, pass: ratio >= 0.6 });
-      checks.push({ description: 'single event p99 ≤ 5 ms (issue 2)', actual: `${f.inlet.p99Ms.toFixed(1)} ms`, pass: f.inlet.p99Ms <= 5 });
+      checks.push({
+        description: 'single event req/s ≥ 0.6× bare node:http (issue 2)',
+        actual: `${ratio.toFixed(2)}×`,
+        pass: ratio >= 0.6,
+      });
+      checks.push({
+        description: 'single event p99 ≤ 5 ms (issue 2)',
+        actual: `${f.inlet.p99Ms.toFixed(1)} ms`,
+        pass: f.inlet.p99Ms <= 5,
+      });
     } else if (baseline !== undefined) {
       const events = f.inlet.requestsPerSecond * f.eventsPerRequest;
       const versus = events / baseline.eventsPerSecond;
       const target = database.dialect === 'sqlite' ? 0.6 : 0.7;
-      checks.push({ description: `batch events/s ≥ ${target}× raw insert baseline on a fresh table (issue ${database.dialect === 'sqlite' ? 2 : 4})`, actual: `${versus.toFixed(2)}×`, pass: versus >= target });
+      checks.push({
+        description: `batch events/s ≥ ${target}× raw insert baseline on a fresh table (issue ${database.dialect === 'sqlite' ? 2 : 4})`,
+        actual: `${versus.toFixed(2)}×`,
+        pass: versus >= target,
+      });
     }
   }
   checks.push(...issue11Checks(args, database.dialect, last, empty, rss));
@@ -432,7 +597,8 @@ async function main(): Promise<number> {
   let storedOk = true;
   for (const source of ['api', 'segment'] as const) {
     if (source === 'segment' && !args.scenarios.includes('segment')) continue;
-    const sourceOk = stored[source] >= acknowledged[source] && stored[source] - acknowledged[source] <= unseenBound[source];
+    const sourceOk =
+      stored[source] >= acknowledged[source] && stored[source] - acknowledged[source] <= unseenBound[source];
     checks.push({
       description: `every acknowledged event is stored (rows with source "${source}"${source === 'api' && args.prefill > 0 ? ', prefill not counted' : ''} vs ${source === 'api' ? '201s / 200s' : '200s'} × batch size, warm-up included)`,
       actual: `${stored[source]} stored, ${acknowledged[source]} acknowledged${stored[source] > acknowledged[source] ? ` (+${stored[source] - acknowledged[source]} answered after the generator stopped listening, at most ${unseenBound[source]})` : ''}`,
@@ -440,7 +606,11 @@ async function main(): Promise<number> {
     });
     storedOk &&= sourceOk;
   }
-  checks.push({ description: 'server shut down cleanly (SIGTERM → exit 0)', actual: `exit code ${exitCode}`, pass: exitCode === 0 });
+  checks.push({
+    description: 'server shut down cleanly (SIGTERM → exit 0)',
+    actual: `exit code ${exitCode}`,
+    pass: exitCode === 0,
+  });
 
   const cpu = cpus()[0]?.model ?? 'unknown CPU';
   const generator =
@@ -457,7 +627,13 @@ async function main(): Promise<number> {
       `load:     ${generator}; ${args.connections} connections single, ${args.batchConnections} batch; ${args.durationSeconds} s per run after ${args.warmupSeconds} s warm-up; ${args.ids} external ids, ${SUBJECTS.toLocaleString('en-US')} subjects, ${PROPERTIES_BYTES}-byte properties; server log level ${args.logLevel}, rate limit on but 10,000,000/s`,
       '',
       ...tables,
-      ...(stages === '' ? [] : ['where the server\'s time goes (--stages; main thread, wall time sampled by V8, so a synchronous fsync counts):', stages, '']),
+      ...(stages === ''
+        ? []
+        : [
+            "where the server's time goes (--stages; main thread, wall time sampled by V8, so a synchronous fsync counts):",
+            stages,
+            '',
+          ]),
       'targets:',
       formatTargets(checks),
       '',
@@ -483,23 +659,44 @@ function describeParts(disk: DiskFootprint): string {
     .join(', ');
 }
 
-async function footprint(database: BenchDatabase, sqliteFile: string | undefined, parts: boolean): Promise<DiskFootprint> {
+async function footprint(
+  database: BenchDatabase,
+  sqliteFile: string | undefined,
+  parts: boolean,
+): Promise<DiskFootprint> {
   return sqliteFile !== undefined ? sqliteFootprint(sqliteFile, parts) : postgresFootprint(database.url);
 }
 
 /** Rows of one source the runs stored (the prefill's rows left out). */
-async function countRun(database: BenchDatabase, sqliteFile: string | undefined, source: 'api' | 'segment', prefill: { from: number; to: number } | undefined, prefilled: number): Promise<number> {
+async function countRun(
+  database: BenchDatabase,
+  sqliteFile: string | undefined,
+  source: 'api' | 'segment',
+  prefill: { from: number; to: number } | undefined,
+  prefilled: number,
+): Promise<number> {
   if (sqliteFile === undefined) return (await database.countEvents(source)) - prefilled;
   const db = new BetterSqlite3(sqliteFile, { readonly: true });
   try {
-    const count = (where: string, ...params: unknown[]) => (db.prepare(`SELECT count(*) AS n FROM events WHERE source = ? AND ${where}`).get(source, ...params) as { n: number }).n;
+    const count = (where: string, ...params: unknown[]) =>
+      (
+        db.prepare(`SELECT count(*) AS n FROM events WHERE source = ? AND ${where}`).get(source, ...params) as {
+          n: number;
+        }
+      ).n;
     return prefill === undefined ? count('1') : count('position < ?', prefill.from) + count('position > ?', prefill.to);
   } finally {
     db.close();
   }
 }
 
-function issue11Checks(args: BenchArgs, dialect: 'sqlite' | 'postgres', last: Phase, empty: Phase | undefined, rss: MemoryPeak): TargetCheck[] {
+function issue11Checks(
+  args: BenchArgs,
+  dialect: 'sqlite' | 'postgres',
+  last: Phase,
+  empty: Phase | undefined,
+  rss: MemoryPeak,
+): TargetCheck[] {
   const checks: TargetCheck[] = [];
   const at = `at ${last.prefilled.toLocaleString('en-US')} prefilled${last.prefilled < 10_000_000 ? ', target is at 10 M' : ''}`;
   const batch = last.figures.find((f) => f.scenario === 'batch');
@@ -507,14 +704,26 @@ function issue11Checks(args: BenchArgs, dialect: 'sqlite' | 'postgres', last: Ph
   if (batch !== undefined) {
     const events = batch.inlet.requestsPerSecond * batch.eventsPerRequest;
     const target = dialect === 'sqlite' ? 50_000 : 40_000;
-    checks.push({ description: `batch ≥ ${target.toLocaleString('en-US')} events/s, ${args.ids} ids (issue 11, ${at})`, actual: `${Math.round(events).toLocaleString('en-US')} events/s`, pass: events >= target });
+    checks.push({
+      description: `batch ≥ ${target.toLocaleString('en-US')} events/s, ${args.ids} ids (issue 11, ${at})`,
+      actual: `${Math.round(events).toLocaleString('en-US')} events/s`,
+      pass: events >= target,
+    });
   }
   if (single !== undefined && single.bare !== undefined) {
     const target = dialect === 'sqlite' ? 0.5 : 0.4;
     const ratio = single.inlet.requestsPerSecond / single.bare.requestsPerSecond;
-    checks.push({ description: `single event req/s ≥ ${target}× bare node:http (issue 11, ${at})`, actual: `${ratio.toFixed(2)}×`, pass: ratio >= target });
+    checks.push({
+      description: `single event req/s ≥ ${target}× bare node:http (issue 11, ${at})`,
+      actual: `${ratio.toFixed(2)}×`,
+      pass: ratio >= target,
+    });
     const p99 = single.inlet.p99Ms / single.bare.p99Ms;
-    checks.push({ description: `single event p99 ≤ 3× bare p99 (issue 11)`, actual: `${single.inlet.p99Ms.toFixed(1)} ms = ${p99.toFixed(1)}× ${single.bare.p99Ms.toFixed(1)} ms`, pass: p99 <= 3 });
+    checks.push({
+      description: `single event p99 ≤ 3× bare p99 (issue 11)`,
+      actual: `${single.inlet.p99Ms.toFixed(1)} ms = ${p99.toFixed(1)}× ${single.bare.p99Ms.toFixed(1)} ms`,
+      pass: p99 <= 3,
+    });
   }
   if (empty !== undefined) {
     for (const f of last.figures) {
@@ -531,9 +740,17 @@ function issue11Checks(args: BenchArgs, dialect: 'sqlite' | 'postgres', last: Ph
   }
   if (last.disk !== undefined && last.disk.events > 0) {
     const beyond = last.disk.bytes / last.disk.events - PROPERTIES_BYTES;
-    checks.push({ description: `≤ 250 bytes per event on disk beyond the properties' JSON bytes (issue 11, clarifications §9; ${last.disk.events.toLocaleString('en-US')} events)`, actual: `${beyond.toFixed(0)} B`, pass: beyond <= 250 });
+    checks.push({
+      description: `≤ 250 bytes per event on disk beyond the properties' JSON bytes (issue 11, clarifications §9; ${last.disk.events.toLocaleString('en-US')} events)`,
+      actual: `${beyond.toFixed(0)} B`,
+      pass: beyond <= 250,
+    });
   }
-  checks.push({ description: 'server RSS ≤ 300 MB throughout (issue 11)', actual: `max ${mb(rss.rssBytes)}`, pass: rss.rssBytes <= 300e6 });
+  checks.push({
+    description: 'server RSS ≤ 300 MB throughout (issue 11)',
+    actual: `max ${mb(rss.rssBytes)}`,
+    pass: rss.rssBytes <= 300e6,
+  });
   return checks;
 }
 
@@ -541,7 +758,7 @@ let code = 1;
 try {
   code = await main();
 } catch (error) {
-  process.stderr.write(`bench: ${error instanceof Error ? error.stack ?? error.message : String(error)}\n`);
+  process.stderr.write(`bench: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
 } finally {
   await cleanUp();
 }

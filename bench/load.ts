@@ -3,7 +3,14 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import autocannon, { type Result } from 'autocannon';
 import { cpuSeconds } from './processes.js';
-import { EVENT_NAMES, OCCURRED_AT, PROPERTIES_TEMPLATE, SEGMENT_CONTEXT_JSON, SUBJECTS, type IdKind } from './workload.js';
+import {
+  EVENT_NAMES,
+  OCCURRED_AT,
+  PROPERTIES_TEMPLATE,
+  SEGMENT_CONTEXT_JSON,
+  SUBJECTS,
+  type IdKind,
+} from './workload.js';
 
 export interface LoadOptions {
   url: string;
@@ -59,7 +66,8 @@ export function runLoad(options: LoadOptions, okStatus: number): Promise<LoadRes
           return;
         }
         const statusCounts: Record<string, number> = {};
-        for (const [status, { count }] of Object.entries(result.statusCodeStats ?? {})) statusCounts[status] = Number(count);
+        for (const [status, { count }] of Object.entries(result.statusCodeStats ?? {}))
+          statusCounts[status] = Number(count);
         const ok = statusCounts[String(okStatus)] ?? 0;
         resolve({
           seconds: result.duration,
@@ -81,7 +89,6 @@ export function runLoad(options: LoadOptions, okStatus: number): Promise<LoadRes
 // wrk (Debian's package) with a Lua script that builds every request itself: the issue-11 workload
 // (workload.ts) with random uuid v4 / v7 / sequential external ids. One wrk thread: it uses at most one
 // core, and its own CPU time is reported (clarifications §7: the generator says what it costs).
-
 
 export function wrkAvailable(): boolean {
   return spawnSync('wrk', ['--version'], { stdio: 'ignore' }).error === undefined;
@@ -206,9 +213,24 @@ export function stopWrk(): void {
 export function runWrk(options: WrkOptions, okStatus: number): Promise<WrkResult> {
   writeFileSync(options.scriptPath, wrkScript(options));
   const seed = Math.floor(Math.random() * 2 ** 31);
-  const child = spawn('wrk', ['-t1', `-c${options.connections}`, `-d${options.durationSeconds}s`, '--timeout', '10s', '-s', options.scriptPath, options.url, '--', String(seed)], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    'wrk',
+    [
+      '-t1',
+      `-c${options.connections}`,
+      `-d${options.durationSeconds}s`,
+      '--timeout',
+      '10s',
+      '-s',
+      options.scriptPath,
+      options.url,
+      '--',
+      String(seed),
+    ],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   runningWrk = child;
   let out = '';
   let cpu: number | undefined;

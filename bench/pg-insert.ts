@@ -35,8 +35,10 @@ const { values } = parseArgs({
     prefill: { type: 'string' },
   },
 });
-const serverUrl = values.database ?? process.env.INLET_BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-if (!['127.0.0.1', 'localhost', '[::1]'].includes(new URL(serverUrl).hostname)) throw new Error('--database must be a server on this machine');
+const serverUrl =
+  values.database ?? process.env.INLET_BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+if (!['127.0.0.1', 'localhost', '[::1]'].includes(new URL(serverUrl).hostname))
+  throw new Error('--database must be a server on this machine');
 const batch = Number(values.batch ?? 100);
 const statements = Number(values.statements ?? 150);
 const rounds = Number(values.rounds ?? 3);
@@ -79,9 +81,29 @@ function rows(n: number, source = 'api'): EventInsert[] {
   });
 }
 const asValues = (list: EventInsert[]) =>
-  list.flatMap((r) => [r.id, r.productId, r.source, r.externalId, r.eventType, r.action, r.canonicalName, r.nameFormat, r.subjectType, r.subjectId, r.occurredAt, r.receivedAt, r.propertiesJson, r.apiKeyId]);
-const keyValues = (list: EventInsert[]) => list.flatMap((r) => [r.productId, r.source, r.externalId, r.id, r.receivedAt]);
-const placeholders = (n: number, width: number) => Array.from({ length: n }, (_, r) => `(${Array.from({ length: width }, (_, c) => `$${r * width + c + 1}`).join(', ')})`).join(', ');
+  list.flatMap((r) => [
+    r.id,
+    r.productId,
+    r.source,
+    r.externalId,
+    r.eventType,
+    r.action,
+    r.canonicalName,
+    r.nameFormat,
+    r.subjectType,
+    r.subjectId,
+    r.occurredAt,
+    r.receivedAt,
+    r.propertiesJson,
+    r.apiKeyId,
+  ]);
+const keyValues = (list: EventInsert[]) =>
+  list.flatMap((r) => [r.productId, r.source, r.externalId, r.id, r.receivedAt]);
+const placeholders = (n: number, width: number) =>
+  Array.from(
+    { length: n },
+    (_, r) => `(${Array.from({ length: width }, (_, c) => `$${r * width + c + 1}`).join(', ')})`,
+  ).join(', ');
 const rawText = `INSERT INTO events (${ROW_COLUMNS.join(', ')}) VALUES ${placeholders(batch, ROW_COLUMNS.length)}`;
 const dedupText = `INSERT INTO event_dedup (product_id, source, external_id, event_id, received_at) VALUES ${placeholders(batch, 5)} ON CONFLICT DO NOTHING RETURNING event_id`;
 
@@ -93,7 +115,9 @@ async function connection() {
 }
 
 const admin = await connection();
-await admin.client.query(`INSERT INTO products (id, name, created_at) VALUES ($1, 'pg-insert bench', now())`, [PRODUCT]);
+await admin.client.query(`INSERT INTO products (id, name, created_at) VALUES ($1, 'pg-insert bench', now())`, [
+  PRODUCT,
+]);
 // The prefill first: a pooled connection left idle meanwhile would be closed, and its server process with it.
 for (let done = 0; done < prefill; done += 1000) {
   const list = rows(Math.min(1000, prefill - done), 'prefill');
@@ -123,10 +147,18 @@ const raw = await connection();
 const rawDedup = await connection();
 const dedup = await connection();
 
-const variants: Array<{ name: string; pid: () => Promise<number> | number; run: (list: EventInsert[]) => Promise<unknown> }> = [
+const variants: Array<{
+  name: string;
+  pid: () => Promise<number> | number;
+  run: (list: EventInsert[]) => Promise<unknown>;
+}> = [
   { name: 'inlet', pid: inlet.pid, run: (list) => inlet.writer.insertMany(list) },
   { name: 'inlet-unprepared', pid: unprepared.pid, run: (list) => unprepared.writer.insertMany(list) },
-  { name: 'raw', pid: () => raw.pid, run: (list) => raw.client.query({ name: 'raw', text: rawText, values: asValues(list) }) },
+  {
+    name: 'raw',
+    pid: () => raw.pid,
+    run: (list) => raw.client.query({ name: 'raw', text: rawText, values: asValues(list) }),
+  },
   {
     name: 'raw+dedup',
     pid: () => rawDedup.pid,
@@ -137,7 +169,11 @@ const variants: Array<{ name: string; pid: () => Promise<number> | number; run: 
       await rawDedup.client.query('COMMIT');
     },
   },
-  { name: 'dedup', pid: () => dedup.pid, run: (list) => dedup.client.query({ name: 'dedup', text: dedupText, values: keyValues(list) }) },
+  {
+    name: 'dedup',
+    pid: () => dedup.pid,
+    run: (list) => dedup.client.query({ name: 'dedup', text: dedupText, values: keyValues(list) }),
+  },
 ];
 
 const totals = new Map<string, { cpu: number; wall: number; wal: number; events: number }>();
@@ -149,7 +185,8 @@ for (let round = 0; round < rounds; round++) {
   for (let v = 0; v < variants.length; v++) {
     const variant = variants[(v + round) % variants.length]!;
     const sets = Array.from({ length: statements }, () => rows(batch));
-    const lsn = (await admin.client.query<{ lsn: string }>('SELECT pg_current_wal_insert_lsn()::text AS lsn')).rows[0]!.lsn;
+    const lsn = (await admin.client.query<{ lsn: string }>('SELECT pg_current_wal_insert_lsn()::text AS lsn')).rows[0]!
+      .lsn;
     const pid = await variant.pid();
     const cpuBefore = cpuSecondsOf(pid);
     const started = process.hrtime.bigint();
@@ -157,15 +194,27 @@ for (let round = 0; round < rounds; round++) {
     const wall = Number(process.hrtime.bigint() - started) / 1e9;
     const cpu = cpuSecondsOf(pid) - cpuBefore;
     // Cluster-wide WAL: other databases' writes meanwhile count too (small on a quiet server).
-    const wal = Number((await admin.client.query<{ d: string }>('SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1) AS d', [lsn])).rows[0]!.d);
+    const wal = Number(
+      (await admin.client.query<{ d: string }>('SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1) AS d', [lsn]))
+        .rows[0]!.d,
+    );
     const total = totals.get(variant.name) ?? { cpu: 0, wall: 0, wal: 0, events: 0 };
-    totals.set(variant.name, { cpu: total.cpu + cpu, wall: total.wall + wall, wal: total.wal + wal, events: total.events + statements * batch });
+    totals.set(variant.name, {
+      cpu: total.cpu + cpu,
+      wall: total.wall + wall,
+      wal: total.wal + wal,
+      events: total.events + statements * batch,
+    });
   }
 }
-process.stdout.write(`bench/pg-insert.ts: ${batch} rows per statement, ${statements} statements per variant and round, ${rounds} rounds, ${prefill} rows prefilled\n`);
+process.stdout.write(
+  `bench/pg-insert.ts: ${batch} rows per statement, ${statements} statements per variant and round, ${rounds} rounds, ${prefill} rows prefilled\n`,
+);
 process.stdout.write('| statement | server CPU µs/event | wall µs/event | WAL B/event |\n|---|---:|---:|---:|\n');
 for (const [name, t] of totals) {
-  process.stdout.write(`| ${name} | ${((t.cpu * 1e6) / t.events).toFixed(1)} | ${((t.wall * 1e6) / t.events).toFixed(1)} | ${Math.round(t.wal / t.events)} |\n`);
+  process.stdout.write(
+    `| ${name} | ${((t.cpu * 1e6) / t.events).toFixed(1)} | ${((t.wall * 1e6) / t.events).toFixed(1)} | ${Math.round(t.wal / t.events)} |\n`,
+  );
 }
 await inlet.db.destroy();
 await unprepared.db.destroy();

@@ -22,7 +22,15 @@
 import BetterSqlite3 from 'better-sqlite3';
 import pg from 'pg';
 import { fillSqliteEvents } from './database.js';
-import { EVENT_NAMES, OCCURRED_AT, PROPERTIES_TEMPLATE, SUBJECTS, externalIdMaker, workloadRowValues, type IdKind } from './workload.js';
+import {
+  EVENT_NAMES,
+  OCCURRED_AT,
+  PROPERTIES_TEMPLATE,
+  SUBJECTS,
+  externalIdMaker,
+  workloadRowValues,
+  type IdKind,
+} from './workload.js';
 
 export interface PrefillTarget {
   productId: string;
@@ -32,7 +40,8 @@ export interface PrefillTarget {
 const DAY_MS = 86_400_000;
 
 function progress(filled: number, total: number): void {
-  if (process.stderr.isTTY) process.stderr.write(`\rprefill ${filled.toLocaleString('en-US')} / ${total.toLocaleString('en-US')}`);
+  if (process.stderr.isTTY)
+    process.stderr.write(`\rprefill ${filled.toLocaleString('en-US')} / ${total.toLocaleString('en-US')}`);
 }
 
 export function prefillSqlite(file: string, total: number, ids: IdKind, target: PrefillTarget, rebuild: boolean): void {
@@ -42,7 +51,9 @@ export function prefillSqlite(file: string, total: number, ids: IdKind, target: 
   if (rebuild) {
     const db = new BetterSqlite3(file);
     try {
-      dropped = db.prepare(`SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events' AND sql IS NOT NULL`).all() as typeof dropped;
+      dropped = db
+        .prepare(`SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events' AND sql IS NOT NULL`)
+        .all() as typeof dropped;
       for (const index of dropped) db.exec(`DROP INDEX ${index.name}`);
     } finally {
       db.close();
@@ -51,7 +62,14 @@ export function prefillSqlite(file: string, total: number, ids: IdKind, target: 
   fillSqliteEvents(
     file,
     total,
-    (i) => workloadRowValues(target.productId, target.apiKeyId, 'api', externalId(), from + Math.floor((i / total) * DAY_MS)),
+    (i) =>
+      workloadRowValues(
+        target.productId,
+        target.apiKeyId,
+        'api',
+        externalId(),
+        from + Math.floor((i / total) * DAY_MS),
+      ),
     (filled) => progress(filled, total),
   );
   if (rebuild) {
@@ -76,11 +94,18 @@ export interface PrefillPerson {
   count: number;
 }
 
-export async function prefillPostgres(url: string, total: number, ids: IdKind, target: PrefillTarget, person?: PrefillPerson): Promise<void> {
+export async function prefillPostgres(
+  url: string,
+  total: number,
+  ids: IdKind,
+  target: PrefillTarget,
+  person?: PrefillPerson,
+): Promise<void> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   const [p0, p1, p2, p3] = PROPERTIES_TEMPLATE.split('%s');
-  const newest = (await client.query<{ at: Date | null }>('SELECT max(received_at) AS at FROM events')).rows[0]?.at ?? null;
+  const newest =
+    (await client.query<{ at: Date | null }>('SELECT max(received_at) AS at FROM events')).rows[0]?.at ?? null;
   const now = Date.now();
   const fromMs = newest === null || newest.getTime() >= now ? now - DAY_MS : newest.getTime() + 1;
   const from = new Date(fromMs).toISOString();
@@ -123,7 +148,24 @@ export async function prefillPostgres(url: string, total: number, ids: IdKind, t
          SELECT id, $9, 'api', external_id, ($11::text[])[k], ($12::text[])[k], ($11::text[])[k] || '_' || ($12::text[])[k], 'preferred',
                 'user', subject_id, '${OCCURRED_AT}', received_at, properties::json, $10
            FROM input`,
-        [at, end, p0, p1, p2, p3, from, total, target.productId, target.apiKeyId, EVENT_NAMES.map((n) => n[0]), EVENT_NAMES.map((n) => n[1]), person?.subjectId ?? null, person?.every ?? 1, person?.count ?? 0, spanMs],
+        [
+          at,
+          end,
+          p0,
+          p1,
+          p2,
+          p3,
+          from,
+          total,
+          target.productId,
+          target.apiKeyId,
+          EVENT_NAMES.map((n) => n[0]),
+          EVENT_NAMES.map((n) => n[1]),
+          person?.subjectId ?? null,
+          person?.every ?? 1,
+          person?.count ?? 0,
+          spanMs,
+        ],
       );
       progress(end, total);
     }

@@ -19,7 +19,9 @@ export function cleanUp(): Promise<void> {
       try {
         await cleanup();
       } catch (error) {
-        process.stderr.write(`bench: clean-up step failed: ${error instanceof Error ? error.message : String(error)}\n`);
+        process.stderr.write(
+          `bench: clean-up step failed: ${error instanceof Error ? error.message : String(error)}\n`,
+        );
       }
     }
   })();
@@ -49,7 +51,9 @@ export function freePort(): Promise<number> {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => {
       const address = server.address();
-      server.close(() => (typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port'))));
+      server.close(() =>
+        typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port')),
+      );
     });
   });
 }
@@ -61,7 +65,13 @@ export interface Child {
   stop(graceMs?: number): Promise<number | null>;
 }
 
-export function startChild(name: string, command: string, args: string[], env: NodeJS.ProcessEnv, logFile: string): Child {
+export function startChild(
+  name: string,
+  command: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  logFile: string,
+): Child {
   const log = openSync(logFile, 'a');
   const child = spawn(command, args, { env, stdio: ['ignore', log, log] });
   closeSync(log);
@@ -90,7 +100,8 @@ export function startChild(name: string, command: string, args: string[], env: N
 export async function waitUntilReady(child: Child, url: string, logFile: string, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (child.process.exitCode !== null) throw new Error(`${child.name} exited with code ${child.process.exitCode}; see ${logFile}`);
+    if (child.process.exitCode !== null)
+      throw new Error(`${child.name} exited with code ${child.process.exitCode}; see ${logFile}`);
     try {
       const response = await fetch(url);
       if (response.ok) return;
@@ -138,7 +149,8 @@ export function cpuSecondsOfCommand(comm: string): number {
 }
 
 /** The server's own background processes, whose work is shared by every database (WAL, checkpoints, vacuum). */
-const POSTGRES_BACKGROUND = /^postgres: (?:[^:]+: )?(?:checkpointer|background writer|walwriter|autovacuum (?:launcher|worker)|logical replication launcher)\b/;
+const POSTGRES_BACKGROUND =
+  /^postgres: (?:[^:]+: )?(?:checkpointer|background writer|walwriter|autovacuum (?:launcher|worker)|logical replication launcher)\b/;
 
 /** CPU seconds so far of each PostgreSQL process working for `database`: its backends and the background processes. */
 function postgresProcessCpu(database: string): Map<number, number> {

@@ -50,7 +50,10 @@ if (values.database === 'sqlite') {
   };
 }
 
-const storage = await openStorage(url, { sqliteSynchronous: 'normal', ...(postgresSchema === undefined ? {} : { postgresSchema }) });
+const storage = await openStorage(url, {
+  sqliteSynchronous: 'normal',
+  ...(postgresSchema === undefined ? {} : { postgresSchema }),
+});
 const productId = 'prod_reads';
 await storage.products.create({ id: productId, name: 'reads', createdAt: new Date().toISOString() });
 await storage.products.create({ id: 'prod_other', name: 'other', createdAt: new Date().toISOString() });
@@ -90,14 +93,34 @@ const fillStarted = Date.now();
 if (sqliteFile !== undefined) {
   // SQLite: straight into the file (bench/database.ts, fillSqliteEvents); rows are made in order, so row()
   // spreads the received times by its own counter.
-  fillSqliteEvents(sqliteFile, total, () => {
-    const r = row();
-    return [r.id, r.productId, r.source, r.externalId, r.eventType, r.action, r.canonicalName, r.nameFormat, r.subjectType, r.subjectId, r.occurredAt, r.receivedAt, r.propertiesJson, r.apiKeyId];
-  }, (filled) => {
-    if (process.stderr.isTTY) process.stderr.write(`\rprefill ${filled.toLocaleString('en-US')}`);
-  });
+  fillSqliteEvents(
+    sqliteFile,
+    total,
+    () => {
+      const r = row();
+      return [
+        r.id,
+        r.productId,
+        r.source,
+        r.externalId,
+        r.eventType,
+        r.action,
+        r.canonicalName,
+        r.nameFormat,
+        r.subjectType,
+        r.subjectId,
+        r.occurredAt,
+        r.receivedAt,
+        r.propertiesJson,
+        r.apiKeyId,
+      ];
+    },
+    (filled) => {
+      if (process.stderr.isTTY) process.stderr.write(`\rprefill ${filled.toLocaleString('en-US')}`);
+    },
+  );
 } else {
-  for (let left = total; left > 0; ) {
+  for (let left = total; left > 0;) {
     const size = Math.min(5000, left);
     left -= size;
     await storage.events.insertMany(Array.from({ length: size }, row));
@@ -121,8 +144,18 @@ const cases: Array<[string, EventListParams]> = [
   ['subject (one user, ~N/100k events)', { subject_type: 'user', subject_id: 'user_4242' }],
   ['user (unknown to identity: its own id)', { user: 'user_777' }],
   ['received last hour', { received_from: new Date(Date.now() - 3_600_000).toISOString() }],
-  ['received one day, mid-range', { received_from: mid.toISOString(), received_to: new Date(mid.getTime() + 86_400_000).toISOString() }],
-  ['received one day + canonical_name', { canonical_name: 'entity0_did0', received_from: mid.toISOString(), received_to: new Date(mid.getTime() + 86_400_000).toISOString() }],
+  [
+    'received one day, mid-range',
+    { received_from: mid.toISOString(), received_to: new Date(mid.getTime() + 86_400_000).toISOString() },
+  ],
+  [
+    'received one day + canonical_name',
+    {
+      canonical_name: 'entity0_did0',
+      received_from: mid.toISOString(),
+      received_to: new Date(mid.getTime() + 86_400_000).toISOString(),
+    },
+  ],
   ['no filter, oldest first', { order: 'asc' }],
 ];
 
@@ -162,7 +195,10 @@ const exportStarted = performance.now();
 let exported = 0;
 let bytes = 0;
 let peakRss = 0;
-for await (const chunk of exportText(exportPages(storage, productId, {}, (count) => (exported = count)), 'ndjson')) {
+for await (const chunk of exportText(
+  exportPages(storage, productId, {}, (count) => (exported = count)),
+  'ndjson',
+)) {
   bytes += Buffer.byteLength(chunk);
   peakRss = Math.max(peakRss, process.memoryUsage().rss);
 }
@@ -174,11 +210,17 @@ const size = sqliteFile === undefined ? undefined : statSync(sqliteFile).size;
 await storage.close();
 if (!values.keep) await cleanup();
 
-console.log(`database: ${storage.dialect}, ${total.toLocaleString('en-US')} events in one product (prefill ${fillSeconds.toFixed(0)} s${size === undefined ? '' : `, file ${(size / 1e6).toFixed(0)} MB`})`);
+console.log(
+  `database: ${storage.dialect}, ${total.toLocaleString('en-US')} events in one product (prefill ${fillSeconds.toFixed(0)} s${size === undefined ? '' : `, file ${(size / 1e6).toFixed(0)} MB`})`,
+);
 console.log('list, newest first unless stated, limit 100, through the read service (no HTTP); ms');
-console.log(`${'filter'.padEnd(42)} ${'first p50'.padStart(9)} ${'first p95'.padStart(9)} ${'next p50'.padStart(9)} ${'rows'.padStart(5)}`);
+console.log(
+  `${'filter'.padEnd(42)} ${'first p50'.padStart(9)} ${'first p95'.padStart(9)} ${'next p50'.padStart(9)} ${'rows'.padStart(5)}`,
+);
 for (const r of results) {
-  console.log(`${r.case.padEnd(42)} ${String(r.first_p50).padStart(9)} ${String(r.first_p95).padStart(9)} ${String(r.next_p50).padStart(9)} ${String(r.rows).padStart(5)}`);
+  console.log(
+    `${r.case.padEnd(42)} ${String(r.first_p50).padStart(9)} ${String(r.first_p95).padStart(9)} ${String(r.next_p50).padStart(9)} ${String(r.rows).padStart(5)}`,
+  );
 }
 console.log(
   `export NDJSON (no HTTP, no gzip): ${exported.toLocaleString('en-US')} events, ${(bytes / 1e6).toFixed(0)} MB in ${exportSeconds.toFixed(1)} s = ${Math.round(exported / exportSeconds).toLocaleString('en-US')} events/s wall; ${exportCpuMicros.toFixed(1)} µs CPU/event (= ${Math.round(1e6 / exportCpuMicros).toLocaleString('en-US')} events/s per core); bench process peak RSS ${(peakRss / 1e6).toFixed(0)} MB`,

@@ -18,14 +18,26 @@ export interface TargetCheck {
 }
 
 const number = (value: number | undefined, digits = 0) =>
-  value === undefined ? '—' : value.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+  value === undefined
+    ? '—'
+    : value.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
 
 export function formatTable(lines: Line[]): string {
   const header = ['run', 'req/s', 'events/s', 'p50 ms', 'p99 ms', 'server CPU µs/req', 'gen CPU', 'not ok'];
   const share = (value: number | undefined) => (value === undefined ? '—' : `${Math.round(value * 100)} %`);
-  const rows = lines.map((l) => [l.name, number(l.requestsPerSecond), number(l.eventsPerSecond), number(l.p50Ms, 1), number(l.p99Ms, 1), number(l.cpuMicrosPerRequest), share(l.generatorCpuShare), l.failures]);
+  const rows = lines.map((l) => [
+    l.name,
+    number(l.requestsPerSecond),
+    number(l.eventsPerSecond),
+    number(l.p50Ms, 1),
+    number(l.p99Ms, 1),
+    number(l.cpuMicrosPerRequest),
+    share(l.generatorCpuShare),
+    l.failures,
+  ]);
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const render = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
+  const render = (cells: string[]) =>
+    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
   return [render(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(render)].join('\n');
 }
 

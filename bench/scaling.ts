@@ -13,7 +13,16 @@ import { SERVER_NODE_FLAG } from './args.js';
 import { postgresRawInsert, type BaselineResult } from './baselines.js';
 import { postgresDatabase, redact, tempDirectory } from './database.js';
 import { runLoad, runWrk, wrkAvailable, type LoadResult } from './load.js';
-import { cleanUp, cpuSeconds, freePort, installExitHandlers, postgresCpuMeter, startChild, waitUntilReady, type Child } from './processes.js';
+import {
+  cleanUp,
+  cpuSeconds,
+  freePort,
+  installExitHandlers,
+  postgresCpuMeter,
+  startChild,
+  waitUntilReady,
+  type Child,
+} from './processes.js';
 import { externalIdMaker, workloadBatchJson } from './workload.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
@@ -67,7 +76,8 @@ function parse(argv: string[]): ScalingArgs {
     process.stdout.write(`${SCALING_USAGE}\n`);
     process.exit(0);
   }
-  if ((values.backend ?? 'postgres') !== 'postgres') throw new Error('--instances needs --backend postgres (several instances share one PostgreSQL)');
+  if ((values.backend ?? 'postgres') !== 'postgres')
+    throw new Error('--instances needs --backend postgres (several instances share one PostgreSQL)');
   const number = (name: string, raw: string | undefined, fallback: number) => {
     const value = raw === undefined ? fallback : Number(raw);
     if (!Number.isInteger(value) || value < 0) throw new Error(`--${name} must be a whole number, got "${raw}"`);
@@ -75,13 +85,16 @@ function parse(argv: string[]): ScalingArgs {
   };
   const instances = (values.instances ?? '1,2,4').split(',').map((n) => number('instances', n.trim(), 1));
   if (instances.some((n) => n < 1 || n > 16)) throw new Error('--instances: each count from 1 to 16');
-  const serverUrl = values.database ?? process.env.INLET_BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-  if (!['127.0.0.1', 'localhost', '[::1]'].includes(new URL(serverUrl).hostname)) throw new Error('--database must be a server on this machine');
+  const serverUrl =
+    values.database ?? process.env.INLET_BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+  if (!['127.0.0.1', 'localhost', '[::1]'].includes(new URL(serverUrl).hostname))
+    throw new Error('--database must be a server on this machine');
   const store = values['rate-limit-store'] ?? 'postgres';
   if (store !== 'postgres' && store !== 'memory') throw new Error('--rate-limit-store must be postgres or memory');
   const generator = values.generator ?? (wrkAvailable() ? 'wrk' : 'autocannon');
   if (generator !== 'wrk' && generator !== 'autocannon') throw new Error('--generator must be wrk or autocannon');
-  if (generator === 'wrk' && !wrkAvailable()) throw new Error('--generator wrk, but wrk is not installed (apt-get install wrk)');
+  if (generator === 'wrk' && !wrkAvailable())
+    throw new Error('--generator wrk, but wrk is not installed (apt-get install wrk)');
   return {
     instances,
     serverUrl,
@@ -105,22 +118,35 @@ async function adminPost(base: string, token: string, path: string, body: unknow
   return ((await response.json()) as { data: Record<string, string> }).data;
 }
 
-async function startInstances(count: number, url: string, adminToken: string, store: string, dir: string, tag: string): Promise<Array<{ child: Child; base: string }>> {
+async function startInstances(
+  count: number,
+  url: string,
+  adminToken: string,
+  store: string,
+  dir: string,
+  tag: string,
+): Promise<Array<{ child: Child; base: string }>> {
   const started: Array<{ child: Child; base: string }> = [];
   for (let i = 0; i < count; i++) {
     const port = await freePort();
     const logFile = join(dir, `inlet-${tag}-${i}.log`);
-    const child = startChild(`inlet ${i + 1}/${count}`, process.execPath, [SERVER_NODE_FLAG, join(ROOT, 'dist/main.js')], {
-      PATH: process.env.PATH,
-      HOST: '127.0.0.1',
-      PORT: String(port),
-      INLET_DATABASE_URL: url,
-      INLET_ADMIN_TOKEN: adminToken,
-      INLET_LOG_LEVEL: 'warn',
-      INLET_RATE_LIMIT_RPS: '10000000', // the limiter runs, with a budget too large to refuse
-      INLET_RATE_LIMIT_STORE: store,
-      INLET_TRAFFIC_SYNC_INTERVAL_MS: '0',
-    }, logFile);
+    const child = startChild(
+      `inlet ${i + 1}/${count}`,
+      process.execPath,
+      [SERVER_NODE_FLAG, join(ROOT, 'dist/main.js')],
+      {
+        PATH: process.env.PATH,
+        HOST: '127.0.0.1',
+        PORT: String(port),
+        INLET_DATABASE_URL: url,
+        INLET_ADMIN_TOKEN: adminToken,
+        INLET_LOG_LEVEL: 'warn',
+        INLET_RATE_LIMIT_RPS: '10000000', // the limiter runs, with a budget too large to refuse
+        INLET_RATE_LIMIT_STORE: store,
+        INLET_TRAFFIC_SYNC_INTERVAL_MS: '0',
+      },
+      logFile,
+    );
     const base = `http://127.0.0.1:${port}`;
     await waitUntilReady(child, `${base}/readyz`, logFile, 60_000);
     started.push({ child, base });
@@ -134,34 +160,82 @@ interface RunLoad {
   generatorCpuSeconds: number | undefined;
 }
 
-async function loadAll(bases: string[], key: string, args: ScalingArgs, dir: string, seconds: number): Promise<RunLoad> {
+async function loadAll(
+  bases: string[],
+  key: string,
+  args: ScalingArgs,
+  dir: string,
+  seconds: number,
+): Promise<RunLoad> {
   const per = Math.max(1, Math.floor(args.connections / bases.length));
   const path = '/api/v2/events/batch';
   const headers = { authorization: `Bearer ${key}` };
   if (args.generator === 'wrk') {
     const runs = await Promise.all(
       bases.map((url, i) =>
-        runWrk({ url, path, headers, shape: 'batch', batchSize: args.batchSize, ids: 'random', connections: per, durationSeconds: seconds, scriptPath: join(dir, `load-${i}.lua`) }, 200),
+        runWrk(
+          {
+            url,
+            path,
+            headers,
+            shape: 'batch',
+            batchSize: args.batchSize,
+            ids: 'random',
+            connections: per,
+            durationSeconds: seconds,
+            scriptPath: join(dir, `load-${i}.lua`),
+          },
+          200,
+        ),
       ),
     );
     const cpu = runs.map((r) => r.generatorCpuSeconds);
-    return { results: runs, generatorCpuSeconds: cpu.includes(undefined) ? undefined : cpu.reduce((a, b) => a! + b!, 0) };
+    return {
+      results: runs,
+      generatorCpuSeconds: cpu.includes(undefined) ? undefined : cpu.reduce((a, b) => a! + b!, 0),
+    };
   }
   const next = externalIdMaker('random', `scale-${Date.now()}`);
   const before = process.cpuUsage();
   const results = await Promise.all(
-    bases.map((url) => runLoad({ url, path, headers, body: () => workloadBatchJson(next, args.batchSize), connections: per, durationSeconds: seconds }, 200)),
+    bases.map((url) =>
+      runLoad(
+        {
+          url,
+          path,
+          headers,
+          body: () => workloadBatchJson(next, args.batchSize),
+          connections: per,
+          durationSeconds: seconds,
+        },
+        200,
+      ),
+    ),
   );
   const used = process.cpuUsage(before);
   return { results, generatorCpuSeconds: (used.user + used.system) / 1e6 };
 }
 
-async function parallelRawInsert(url: string, productId: string, keyId: string, batchSize: number, seconds: number, connections: number): Promise<BaselineResult> {
+async function parallelRawInsert(
+  url: string,
+  productId: string,
+  keyId: string,
+  batchSize: number,
+  seconds: number,
+  connections: number,
+): Promise<BaselineResult> {
   const started = Date.now();
-  const runs = await Promise.all(Array.from({ length: connections }, () => postgresRawInsert(url, productId, keyId, batchSize, seconds, 'random')));
+  const runs = await Promise.all(
+    Array.from({ length: connections }, () => postgresRawInsert(url, productId, keyId, batchSize, seconds, 'random')),
+  );
   const rows = runs.reduce((sum, r) => sum + r.rows, 0);
   const wall = (Date.now() - started) / 1000;
-  return { label: `raw multi-row INSERT, ${batchSize} rows per statement, ${connections} connections`, rows, seconds: wall, eventsPerSecond: rows / wall };
+  return {
+    label: `raw multi-row INSERT, ${batchSize} rows per statement, ${connections} connections`,
+    rows,
+    seconds: wall,
+    eventsPerSecond: rows / wall,
+  };
 }
 
 export async function scalingMain(argv: string[]): Promise<number> {
@@ -169,7 +243,11 @@ export async function scalingMain(argv: string[]): Promise<number> {
   installExitHandlers(args.instances.length * (args.durationSeconds + args.warmupSeconds + 60) + 300);
   const uptime = spawnSync('uptime', { encoding: 'utf8' }).stdout.trim();
   if (args.build) {
-    const result = spawnSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')], { stdio: 'inherit' });
+    const result = spawnSync(
+      process.execPath,
+      [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')],
+      { stdio: 'inherit' },
+    );
     if (result.status !== 0) throw new Error('build failed');
   }
   const dir = tempDirectory();
@@ -199,17 +277,29 @@ export async function scalingMain(argv: string[]): Promise<number> {
     const ok = results.reduce((sum, r) => sum + r.ok, 0);
     const seconds = Math.max(...results.map((r) => r.seconds));
     const events = ok * args.batchSize;
-    const bad = results.flatMap((r) => Object.entries(r.statusCounts).filter(([status]) => status !== '200').map(([s, c]) => `${s}×${c}`));
+    const bad = results.flatMap((r) =>
+      Object.entries(r.statusCounts)
+        .filter(([status]) => status !== '200')
+        .map(([s, c]) => `${s}×${c}`),
+    );
     const errors = results.reduce((sum, r) => sum + r.errors + r.timeouts, 0);
     // µs of CPU per stored event, and cores busy over the run, for each party on the machine.
     const share = (cpu: number | undefined, who: string) =>
-      cpu === undefined ? `${who} ?` : `${who} ${events > 0 ? Math.round((cpu * 1e6) / events) : '–'} µs (${(cpu / seconds).toFixed(2)} cores)`;
+      cpu === undefined
+        ? `${who} ?`
+        : `${who} ${events > 0 ? Math.round((cpu * 1e6) / events) : '–'} µs (${(cpu / seconds).toFixed(2)} cores)`;
     rows.push({
       label: `Inlet × ${count} (${args.connections} connections, batches of ${args.batchSize})`,
       eventsPerSecond: events / seconds,
       p99: Math.max(...results.map((r) => r.p99Ms)),
-      cpu: [share(inletUsed, 'inlet'), share(postgresUsed, 'postgres'), share(generatorCpuSeconds, args.generator)].join(', '),
-      ...(bad.length + errors > 0 ? { errors: [...bad, errors > 0 ? `errors×${errors}` : ''].filter(Boolean).join(' ') } : {}),
+      cpu: [
+        share(inletUsed, 'inlet'),
+        share(postgresUsed, 'postgres'),
+        share(generatorCpuSeconds, args.generator),
+      ].join(', '),
+      ...(bad.length + errors > 0
+        ? { errors: [...bad, errors > 0 ? `errors×${errors}` : ''].filter(Boolean).join(' ') }
+        : {}),
     });
     await Promise.all(instances.map((i) => i.child.stop()));
   }
@@ -217,22 +307,42 @@ export async function scalingMain(argv: string[]): Promise<number> {
     const meter = postgresCpu();
     const result = await run();
     const used = meter.stop();
-    return { result, note: `postgres ${Math.round((used * 1e6) / result.rows)} µs (${(used / result.seconds).toFixed(2)} cores)` };
+    return {
+      result,
+      note: `postgres ${Math.round((used * 1e6) / result.rows)} µs (${(used / result.seconds).toFixed(2)} cores)`,
+    };
   };
-  const raw1 = await rawCpu(() => postgresRawInsert(database.url, product.id!, key.id!, args.batchSize, args.durationSeconds, 'random'));
-  const raw4 = await rawCpu(() => parallelRawInsert(database.url, product.id!, key.id!, args.batchSize, args.durationSeconds, 4));
+  const raw1 = await rawCpu(() =>
+    postgresRawInsert(database.url, product.id!, key.id!, args.batchSize, args.durationSeconds, 'random'),
+  );
+  const raw4 = await rawCpu(() =>
+    parallelRawInsert(database.url, product.id!, key.id!, args.batchSize, args.durationSeconds, 4),
+  );
   const best = Math.max(...rows.map((r) => r.eventsPerSecond));
   const rawBest = Math.max(raw1.result.eventsPerSecond, raw4.result.eventsPerSecond);
 
   const out: string[] = [];
-  out.push(`npm run bench -- --backend postgres --instances ${args.instances.join(',')} (duration ${args.durationSeconds} s, rate-limit store ${args.rateLimitStore}, generator ${args.generator})`);
-  out.push(`database: ${redact(database.url)} — PostgreSQL and every Inlet instance and the load generator share this machine's ${availableParallelism()} cores`);
-  out.push(`machine load before the run: ${uptime} (loadavg now ${loadavg().map((l) => l.toFixed(2)).join(' ')})`);
+  out.push(
+    `npm run bench -- --backend postgres --instances ${args.instances.join(',')} (duration ${args.durationSeconds} s, rate-limit store ${args.rateLimitStore}, generator ${args.generator})`,
+  );
+  out.push(
+    `database: ${redact(database.url)} — PostgreSQL and every Inlet instance and the load generator share this machine's ${availableParallelism()} cores`,
+  );
+  out.push(
+    `machine load before the run: ${uptime} (loadavg now ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')})`,
+  );
   out.push('');
   out.push('| what | events/s | p99 ms | CPU per event (cores busy) | notes |');
   out.push('|---|---:|---:|---|---|');
-  for (const row of rows) out.push(`| ${row.label} | ${Math.round(row.eventsPerSecond)} | ${row.p99 ?? ''} | ${row.cpu ?? ''} | ${row.errors ?? ''} |`);
-  out.push(`| ${raw1.result.label} | ${Math.round(raw1.result.eventsPerSecond)} | | ${raw1.note} | into the same events table, no dedup table |`);
+  for (const row of rows)
+    out.push(
+      `| ${row.label} | ${Math.round(row.eventsPerSecond)} | ${row.p99 ?? ''} | ${row.cpu ?? ''} | ${row.errors ?? ''} |`,
+    );
+  out.push(
+    `| ${raw1.result.label} | ${Math.round(raw1.result.eventsPerSecond)} | | ${raw1.note} | into the same events table, no dedup table |`,
+  );
   out.push(`| ${raw4.result.label} | ${Math.round(raw4.result.eventsPerSecond)} | | ${raw4.note} | |`);
   out.push('');
   out.push(`best Inlet / best raw = ${(best / rawBest).toFixed(2)} (target ≥ 0.70)`);

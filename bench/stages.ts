@@ -55,23 +55,56 @@ interface Profile {
 }
 
 /** A frame's stage, 'weak' for frames that decide only when no other frame on the stack does, or undefined. */
-function frameStage(frame: CallFrame, parent: CallFrame | undefined): Stage | 'weak-socket' | 'weak-framework' | undefined {
+function frameStage(
+  frame: CallFrame,
+  parent: CallFrame | undefined,
+): Stage | 'weak-socket' | 'weak-framework' | undefined {
   const { functionName: fn, url } = frame;
   if (fn === '(garbage collector)') return 'garbage collection';
   if (fn === '(program)' || fn === '(root)') return undefined;
   // The transaction wrapper's own time is BEGIN and COMMIT (with the fsync); what it calls is the insert.
-  if (fn === 'sqliteTransaction' || fn === 'commitTransaction' || fn === 'beginTransaction') return 'commit (BEGIN/COMMIT, fsync)';
-  if (fn === 'executeQuery' && parent !== undefined && /commitTransaction|beginTransaction/.test(parent.functionName)) return 'commit (BEGIN/COMMIT, fsync)';
+  if (fn === 'sqliteTransaction' || fn === 'commitTransaction' || fn === 'beginTransaction')
+    return 'commit (BEGIN/COMMIT, fsync)';
+  if (fn === 'executeQuery' && parent !== undefined && /commitTransaction|beginTransaction/.test(parent.functionName))
+    return 'commit (BEGIN/COMMIT, fsync)';
   if (/\/storage\/sqlite\/checkpointer\./.test(url)) return 'WAL checkpoint on the event loop';
-  if (/\/(src|dist)\/storage\/|better-sqlite3|\/kysely\/|node_modules\/pg\//.test(url)) return 'insert (SQL statements)';
-  if (/\/(src|dist)\/http\/(auth|browser-keys)\.|rate-limit|rate-limiter-flexible|\/services\/(api-keys|key-)|\/domain\/api-keys\./.test(url)) return 'auth + rate limit';
-  if (/\/(src|dist)\/http\/validation\.|@sinclair\/typebox|\/domain\/json-values\./.test(url) || /^check_/.test(fn)) return 'validate';
-  if (/\/(src|dist)\/http\/plugins\/body\.|secure-json-parse|\/content-type-parser\.|\/segment\/scan|segment-scan/.test(url) || (fn === 'parse' && url === '')) return 'socket + parse';
+  if (/\/(src|dist)\/storage\/|better-sqlite3|\/kysely\/|node_modules\/pg\//.test(url))
+    return 'insert (SQL statements)';
+  if (
+    /\/(src|dist)\/http\/(auth|browser-keys)\.|rate-limit|rate-limiter-flexible|\/services\/(api-keys|key-)|\/domain\/api-keys\./.test(
+      url,
+    )
+  )
+    return 'auth + rate limit';
+  if (/\/(src|dist)\/http\/validation\.|@sinclair\/typebox|\/domain\/json-values\./.test(url) || /^check_/.test(fn))
+    return 'validate';
+  if (
+    /\/(src|dist)\/http\/plugins\/body\.|secure-json-parse|\/content-type-parser\.|\/segment\/scan|segment-scan/.test(
+      url,
+    ) ||
+    (fn === 'parse' && url === '')
+  )
+    return 'socket + parse';
   if (/\/(src|dist)\/(domain|http\/routes|http\/segment)\//.test(url)) return 'draft';
-  if (/\/(src|dist)\/services\/|prom-client/.test(url)) return 'accept bookkeeping (ingest service, catalogue, metrics)';
-  if (/\/fastify\/lib\/(reply|serializer|error-serializer)\.|fast-json-stringify|\/http\/(serializer-cache|events-format)\.|node:_http_outgoing/.test(url) || /^anonymous\d+$/.test(fn)) return 'respond (serialise, write)';
+  if (/\/(src|dist)\/services\/|prom-client/.test(url))
+    return 'accept bookkeeping (ingest service, catalogue, metrics)';
+  if (
+    /\/fastify\/lib\/(reply|serializer|error-serializer)\.|fast-json-stringify|\/http\/(serializer-cache|events-format)\.|node:_http_outgoing/.test(
+      url,
+    ) ||
+    /^anonymous\d+$/.test(fn)
+  )
+    return 'respond (serialise, write)';
   if (/pino|sonic-boom|\/http\/plugins\/lifecycle\./.test(url)) return 'logging';
-  if (/^node:(net|_http_server|_http_common|_http_incoming|internal\/stream|internal\/streams|stream|events|buffer)/.test(url) || fn === 'writev' || fn === 'writeBuffer' || fn === 'writeUtf8String') return 'weak-socket';
+  if (
+    /^node:(net|_http_server|_http_common|_http_incoming|internal\/stream|internal\/streams|stream|events|buffer)/.test(
+      url,
+    ) ||
+    fn === 'writev' ||
+    fn === 'writeBuffer' ||
+    fn === 'writeUtf8String'
+  )
+    return 'weak-socket';
   if (/fastify|find-my-way|avvio|fastq|light-my-request/.test(url)) return 'weak-framework';
   return undefined;
 }
@@ -159,13 +192,34 @@ export function formatBreakdowns(breakdowns: StageBreakdown[]): string {
   if (breakdowns.length === 0) return '';
   const width = Math.max(...STAGES.map((s) => s.length), 'other threads of the server (checkpoints, delivery)'.length);
   const head = `${'µs per event, main thread'.padEnd(width)}  ${breakdowns.map((b) => b.label.padStart(14)).join('  ')}`;
-  const row = (name: string, values: number[]) => `${name.padEnd(width)}  ${values.map((v) => v.toFixed(1).padStart(14)).join('  ')}`;
+  const row = (name: string, values: number[]) =>
+    `${name.padEnd(width)}  ${values.map((v) => v.toFixed(1).padStart(14)).join('  ')}`;
   const lines = [head];
-  for (const stage of STAGES) lines.push(row(`  ${stage}`, breakdowns.map((b) => b.perEvent.get(stage) ?? 0)));
-  lines.push(row('  total (busy)', breakdowns.map((b) => [...b.perEvent.values()].reduce((a, v) => a + v, 0))));
-  lines.push(`${'  main thread busy, share of the run'.padEnd(width)}  ${breakdowns.map((b) => `${(b.busyShare * 100).toFixed(0)} %`.padStart(14)).join('  ')}`);
-  lines.push(row('other threads of the server (checkpoints, delivery)', breakdowns.map((b) => b.otherThreadsPerEvent)));
-  lines.push(`${'events in the measured run'.padEnd(width)}  ${breakdowns.map((b) => b.events.toLocaleString('en-US').padStart(14)).join('  ')}`);
+  for (const stage of STAGES)
+    lines.push(
+      row(
+        `  ${stage}`,
+        breakdowns.map((b) => b.perEvent.get(stage) ?? 0),
+      ),
+    );
+  lines.push(
+    row(
+      '  total (busy)',
+      breakdowns.map((b) => [...b.perEvent.values()].reduce((a, v) => a + v, 0)),
+    ),
+  );
+  lines.push(
+    `${'  main thread busy, share of the run'.padEnd(width)}  ${breakdowns.map((b) => `${(b.busyShare * 100).toFixed(0)} %`.padStart(14)).join('  ')}`,
+  );
+  lines.push(
+    row(
+      'other threads of the server (checkpoints, delivery)',
+      breakdowns.map((b) => b.otherThreadsPerEvent),
+    ),
+  );
+  lines.push(
+    `${'events in the measured run'.padEnd(width)}  ${breakdowns.map((b) => b.events.toLocaleString('en-US').padStart(14)).join('  ')}`,
+  );
   return lines.join('\n');
 }
 

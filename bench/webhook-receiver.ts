@@ -45,7 +45,8 @@ function nativeVerify(body: Buffer, headers: Record<string, string | string[] | 
   if (!id || !timestamp || !signatures) throw new Error('Missing required headers');
   const seconds = Number.parseInt(timestamp, 10);
   const now = Math.floor(Date.now() / 1000);
-  if (Number.isNaN(seconds) || now - seconds > TOLERANCE_SECONDS || seconds > now + TOLERANCE_SECONDS) throw new Error('bad timestamp');
+  if (Number.isNaN(seconds) || now - seconds > TOLERANCE_SECONDS || seconds > now + TOLERANCE_SECONDS)
+    throw new Error('bad timestamp');
   const expected = createHmac('sha256', key!).update(`${id}.${seconds}.`).update(body).digest('base64');
   const expectedBytes = Buffer.from(expected);
   for (const versioned of signatures.split(' ')) {
@@ -79,7 +80,8 @@ function messageIds(body: Buffer): string[] {
     } else if (c === 0x7b || c === 0x5b) {
       depth++;
       if (c === 0x7b && depth === at) {
-        if (!body.subarray(i + 1, i + 1 + ID_KEY.length).equals(ID_KEY)) throw new Error('a message that does not start with its id');
+        if (!body.subarray(i + 1, i + 1 + ID_KEY.length).equals(ID_KEY))
+          throw new Error('a message that does not start with its id');
         const start = i + 1 + ID_KEY.length;
         const end = body.indexOf(QUOTE, start);
         ids.push(body.toString('latin1', start, end));
@@ -125,16 +127,29 @@ const server = createServer((req, res) => {
       return;
     }
     if (req.method === 'GET' && req.url === '/counts') {
-      res
-        .writeHead(200, { 'content-type': 'application/json' })
-        .end(JSON.stringify({ mode: MODE, requests, messages, distinct: seen.size, invalid, officialChecked, officialFailed, mismatched }));
+      res.writeHead(200, { 'content-type': 'application/json' }).end(
+        JSON.stringify({
+          mode: MODE,
+          requests,
+          messages,
+          distinct: seen.size,
+          invalid,
+          officialChecked,
+          officialFailed,
+          mismatched,
+        }),
+      );
       return;
     }
     if (req.method === 'POST' && official !== undefined) {
       let ids: string[];
       try {
         if (MODE === 'official') {
-          const payload = official.verify(raw.toString('utf8'), req.headers as Record<string, string>) as { type: string; id?: string; data: unknown };
+          const payload = official.verify(raw.toString('utf8'), req.headers as Record<string, string>) as {
+            type: string;
+            id?: string;
+            data: unknown;
+          };
           ids = payload.type === 'batch' ? (payload.data as Array<{ id: string }>).map((m) => m.id) : [payload.id!];
         } else {
           const native = nativeVerify(raw, req.headers);
@@ -143,10 +158,19 @@ const server = createServer((req, res) => {
             officialChecked++;
             const body = raw.toString('utf8');
             try {
-              const payload = official.verify(body, req.headers as Record<string, string>) as { type: string; id?: string; data: unknown };
+              const payload = official.verify(body, req.headers as Record<string, string>) as {
+                type: string;
+                id?: string;
+                data: unknown;
+              };
               // The official package's own signature of this request, byte for byte; and the ids JSON.parse sees.
-              const ours = official.sign(header(req.headers['webhook-id'])!, new Date(Number(header(req.headers['webhook-timestamp'])) * 1000), body);
-              const parsed = payload.type === 'batch' ? (payload.data as Array<{ id: string }>).map((m) => m.id) : [payload.id!];
+              const ours = official.sign(
+                header(req.headers['webhook-id'])!,
+                new Date(Number(header(req.headers['webhook-timestamp'])) * 1000),
+                body,
+              );
+              const parsed =
+                payload.type === 'batch' ? (payload.data as Array<{ id: string }>).map((m) => m.id) : [payload.id!];
               if (ours !== native || parsed.join(' ') !== ids.join(' ')) mismatched++;
             } catch {
               officialFailed++;

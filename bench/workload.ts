@@ -82,7 +82,13 @@ export const ROW_COLUMNS = [
 ] as const;
 
 /** The row the server would store for `eventJson(externalId, n)`, as positional values. */
-export function rowValues(productId: string, apiKeyId: string, source: string, externalId: string, n: number): unknown[] {
+export function rowValues(
+  productId: string,
+  apiKeyId: string,
+  source: string,
+  externalId: string,
+  n: number,
+): unknown[] {
   return [
     uuidv7(),
     productId,
@@ -152,7 +158,13 @@ export function workloadEventJson(externalId: string): string {
 }
 
 /** The row the server would store for `workloadEventJson(externalId)` received at `receivedAtMs`, as positional values (ROW_COLUMNS). */
-export function workloadRowValues(productId: string, apiKeyId: string | null, source: string, externalId: string, receivedAtMs = Date.now()): unknown[] {
+export function workloadRowValues(
+  productId: string,
+  apiKeyId: string | null,
+  source: string,
+  externalId: string,
+  receivedAtMs = Date.now(),
+): unknown[] {
   const [eventType, action] = EVENT_NAMES[Math.floor(Math.random() * EVENT_NAMES.length)]!;
   return [
     uuidv7(receivedAtMs),

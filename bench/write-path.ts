@@ -85,9 +85,16 @@ if (values['page-size'] !== undefined && sqliteFile !== undefined && values.file
 }
 let storage = await openStorage(url, postgresSchema === undefined ? {} : { postgresSchema });
 const productId = 'prod_bench';
-if (values.file === undefined) await storage.products.create({ id: productId, name: 'bench', createdAt: new Date().toISOString() });
+if (values.file === undefined)
+  await storage.products.create({ id: productId, name: 'bench', createdAt: new Date().toISOString() });
 
-const properties = { plan: 'pro', seats: 12, path: '/settings/billing', referrer: 'https://example.com/', flags: ['a', 'b'] };
+const properties = {
+  plan: 'pro',
+  seats: 12,
+  path: '/settings/billing',
+  referrer: 'https://example.com/',
+  flags: ['a', 'b'],
+};
 let n = 0;
 function row(): EventInsert {
   n++;
@@ -139,15 +146,21 @@ if (prefill > 0 && sqliteFile !== undefined) {
 const indexes = new Map<string, string>();
 if (sqliteFile !== undefined) {
   const db = new BetterSqlite3(sqliteFile);
-  for (const row of db.prepare(`SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events' AND sql IS NOT NULL`).all() as Array<{ name: string; sql: string }>) indexes.set(row.name, row.sql);
+  for (const row of db
+    .prepare(`SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events' AND sql IS NOT NULL`)
+    .all() as Array<{ name: string; sql: string }>)
+    indexes.set(row.name, row.sql);
   db.close();
 }
 
 function wanted(variant: string): Set<string> {
   if (variant === 'all') return new Set(indexes.keys());
   const names = variant.split(/(?=[+-])/).map((part) => part.slice(1));
-  for (const name of names) if (!indexes.has(name)) throw new Error(`no index ${name} on events (have ${[...indexes.keys()].join(', ')})`);
-  return variant.startsWith('+') ? new Set(names) : new Set([...indexes.keys()].filter((name) => !names.includes(name)));
+  for (const name of names)
+    if (!indexes.has(name)) throw new Error(`no index ${name} on events (have ${[...indexes.keys()].join(', ')})`);
+  return variant.startsWith('+')
+    ? new Set(names)
+    : new Set([...indexes.keys()].filter((name) => !names.includes(name)));
 }
 
 function applyVariant(variant: string): void {
@@ -159,7 +172,13 @@ function applyVariant(variant: string): void {
   const db = new BetterSqlite3(sqliteFile);
   try {
     db.pragma('cache_size = -1000000');
-    const present = new Set((db.prepare(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events' AND sql IS NOT NULL`).all() as Array<{ name: string }>).map((r) => r.name));
+    const present = new Set(
+      (
+        db
+          .prepare(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events' AND sql IS NOT NULL`)
+          .all() as Array<{ name: string }>
+      ).map((r) => r.name),
+    );
     for (const name of present) if (!keep.has(name)) db.exec(`DROP INDEX ${name}`);
     for (const name of keep) if (!present.has(name)) db.exec(indexes.get(name)!);
     db.pragma('wal_checkpoint(TRUNCATE)');
@@ -169,7 +188,10 @@ function applyVariant(variant: string): void {
 }
 
 const variants = values.variants!.split(',');
-const results = new Map<string, Array<{ eventsPerSecond: number; cpuMicrosPerEvent: number; mainThreadCpuMicrosPerEvent: number; walMB: number }>>();
+const results = new Map<
+  string,
+  Array<{ eventsPerSecond: number; cpuMicrosPerEvent: number; mainThreadCpuMicrosPerEvent: number; walMB: number }>
+>();
 for (let round = 1; round <= Number(values.rounds); round++) {
   for (const variant of variants) {
     const [indexSet, ...flags] = variant.split('@');
@@ -215,10 +237,15 @@ for (let round = 1; round <= Number(values.rounds); round++) {
       merges: indexes.merges - indexesBefore.merges,
       moves: indexes.moves - indexesBefore.moves,
       indexBusySeconds: Math.round((indexes.busySeconds - indexesBefore.busySeconds) * 100) / 100,
-      walMB: sqliteFile === undefined || !existsSync(`${sqliteFile}-wal`) ? 0 : Math.round(statSync(`${sqliteFile}-wal`).size / 1e6),
+      walMB:
+        sqliteFile === undefined || !existsSync(`${sqliteFile}-wal`)
+          ? 0
+          : Math.round(statSync(`${sqliteFile}-wal`).size / 1e6),
     };
     results.set(variant, [...(results.get(variant) ?? []), figures]);
-    process.stdout.write(`${JSON.stringify({ database: storage.dialect, ids, round, variant, events: total, group, prefill, ...figures })}\n`);
+    process.stdout.write(
+      `${JSON.stringify({ database: storage.dialect, ids, round, variant, events: total, group, prefill, ...figures })}\n`,
+    );
   }
 }
 await storage.close();
@@ -239,8 +266,13 @@ function processIo(): { wchar: number; writeBytes: number } {
 /** Both SQLite hash indexes together (zeros on PostgreSQL); `moves` is 0 where the storage has no levels. */
 function indexWork(): { merges: number; moves: number; busySeconds: number } {
   const all = [storage.eventKeyStats?.(), storage.eventSubjectStats?.()];
-  const sum = (pick: (stats: NonNullable<(typeof all)[number]>) => number | undefined) => all.reduce((total, stats) => total + (stats === undefined ? 0 : (pick(stats) ?? 0)), 0);
-  return { merges: sum((s) => s.merges), moves: sum((s) => (s as { moves?: number }).moves), busySeconds: sum((s) => s.busySeconds) };
+  const sum = (pick: (stats: NonNullable<(typeof all)[number]>) => number | undefined) =>
+    all.reduce((total, stats) => total + (stats === undefined ? 0 : (pick(stats) ?? 0)), 0);
+  return {
+    merges: sum((s) => s.merges),
+    moves: sum((s) => (s as { moves?: number }).moves),
+    busySeconds: sum((s) => s.busySeconds),
+  };
 }
 
 function mainThreadCpuSeconds(): number {

@@ -6,8 +6,12 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { findTests } from './find-tests.mjs';
 
-const OPTIONS = { '--cases': 'INLET_FUZZ_CASES', '--seed': 'INLET_FUZZ_SEED', '--only': 'INLET_FUZZ_ONLY', '--concurrency': 'INLET_FUZZ_CONCURRENCY' };
-
+const OPTIONS = {
+  '--cases': 'INLET_FUZZ_CASES',
+  '--seed': 'INLET_FUZZ_SEED',
+  '--only': 'INLET_FUZZ_ONLY',
+  '--concurrency': 'INLET_FUZZ_CONCURRENCY',
+};
 
 const env = { ...process.env };
 const files = [];

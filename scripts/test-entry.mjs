@@ -39,7 +39,9 @@ describe(label, { concurrency: 1 }, () => {
         ._getActiveHandles()
         .filter((handle) => handle !== process.stdout && handle !== process.stderr && handle !== process.stdin)
         .map((handle) => handle?.constructor?.name ?? typeof handle);
-      console.error(`\n${label}: the process is still busy ${LEAK_GRACE_MS / 1000} s after its last test (open handles: ${handles.join(', ') || 'none'}). A test leaves a server, socket, pool or timer open.`);
+      console.error(
+        `\n${label}: the process is still busy ${LEAK_GRACE_MS / 1000} s after its last test (open handles: ${handles.join(', ') || 'none'}). A test leaves a server, socket, pool or timer open.`,
+      );
       process.exit(1);
     }, LEAK_GRACE_MS).unref();
   });

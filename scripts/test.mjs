@@ -42,7 +42,6 @@ const requirePostgres = process.env.INLET_TEST_REQUIRE_POSTGRES === '1';
 const JOB_TIMEOUT_MS = Number(process.env.INLET_TEST_JOB_TIMEOUT_S || 900) * 1000;
 const entry = join('scripts', 'test-entry.mjs');
 
-
 /** 'system' (test/system/**), 'unit' (test/unit/**: dialect-free) or 'database' (every other test file). */
 function tierOf(file) {
   const parts = relative('test', file).split(sep);
@@ -118,14 +117,21 @@ function fastTempDir() {
 }
 
 async function dialects() {
-  if (process.env.INLET_TEST_DIALECTS) return process.env.INLET_TEST_DIALECTS.split(',').map((d) => d.trim()).filter(Boolean);
+  if (process.env.INLET_TEST_DIALECTS)
+    return process.env.INLET_TEST_DIALECTS.split(',')
+      .map((d) => d.trim())
+      .filter(Boolean);
   const problem = await postgresProblem();
   if (problem === undefined) return ['sqlite', 'postgres'];
   if (requirePostgres) {
-    console.error(`PostgreSQL is required (INLET_TEST_REQUIRE_POSTGRES=1) but ${postgresUrl} is not reachable: ${problem}`);
+    console.error(
+      `PostgreSQL is required (INLET_TEST_REQUIRE_POSTGRES=1) but ${postgresUrl} is not reachable: ${problem}`,
+    );
     process.exit(1);
   }
-  console.log(`\n*** PostgreSQL at ${postgresUrl} is not reachable (${problem}): SKIPPING the PostgreSQL run; only SQLite is tested. ***\n`);
+  console.log(
+    `\n*** PostgreSQL at ${postgresUrl} is not reachable (${problem}): SKIPPING the PostgreSQL run; only SQLite is tested. ***\n`,
+  );
   return ['sqlite'];
 }
 
@@ -138,7 +144,13 @@ function run(job, live) {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, job.args, {
       // No test connects beyond loopback (clarifications §4): the outbound guard allows loopback only.
-      env: { ...process.env, INLET_TEST_POSTGRES_URL: postgresUrl, INLET_OUTBOUND_ALLOW: '127.0.0.0/8,::1', INLET_DESTINATIONS_ALLOW_PRIVATE: 'true', ...job.env },
+      env: {
+        ...process.env,
+        INLET_TEST_POSTGRES_URL: postgresUrl,
+        INLET_OUTBOUND_ALLOW: '127.0.0.0/8,::1',
+        INLET_DESTINATIONS_ALLOW_PRIVATE: 'true',
+        ...job.env,
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let output = '';
@@ -157,14 +169,18 @@ function run(job, live) {
       clearTimeout(timer);
       const seconds = ((Date.now() - started) / 1000).toFixed(1);
       if (!live) process.stdout.write(`\n=== ${job.title} ===\n${output}`);
-      const count = (label) => [...output.matchAll(new RegExp(`^ℹ ${label} (\\d+)$`, 'gm'))].reduce((sum, m) => sum + Number(m[1]), 0);
+      const count = (label) =>
+        [...output.matchAll(new RegExp(`^ℹ ${label} (\\d+)$`, 'gm'))].reduce((sum, m) => sum + Number(m[1]), 0);
       const summarised = /^ℹ pass \d+$/m.test(output);
       const result = { pass: count('pass'), fail: count('fail') + count('cancelled'), skipped: count('skipped') };
       let failed = code !== 0 || !summarised || timedOut;
       if (timedOut) console.log(`${job.title}: killed after ${JOB_TIMEOUT_MS / 1000} s (INLET_TEST_JOB_TIMEOUT_S)`);
-      else if (!summarised) console.log(`${job.title}: ended (code ${code}, signal ${signal}) without node's test summary`);
+      else if (!summarised)
+        console.log(`${job.title}: ended (code ${code}, signal ${signal}) without node's test summary`);
       if (failed && result.fail === 0) result.fail = 1;
-      console.log(`${job.title}: ${result.pass} passed, ${result.fail} failed, ${result.skipped} skipped in ${seconds} s`);
+      console.log(
+        `${job.title}: ${result.pass} passed, ${result.fail} failed, ${result.skipped} skipped in ${seconds} s`,
+      );
       resolve({ ...result, failed });
     });
   });
@@ -174,19 +190,32 @@ const tsx = ['--import', 'tsx'];
 const reporter = ['--test-reporter=spec'];
 
 function inOneProcess(title, label, files, env) {
-  return { title: `${title}: ${files.length} files in one process`, args: [...tsx, ...reporter, entry, label, ...files], env };
+  return {
+    title: `${title}: ${files.length} files in one process`,
+    args: [...tsx, ...reporter, entry, label, ...files],
+    env,
+  };
 }
 
 /** One job per file, so that the time limit is a file's (a stuck file is named, and a slow machine does not
  *  fail a whole tier of files that each finish in time). */
 function onePerFile(title, files, env) {
-  return files.map((file) => ({ title: `${title}: ${relative('test', file)}`, args: [...tsx, '--test', ...reporter, file], env }));
+  return files.map((file) => ({
+    title: `${title}: ${relative('test', file)}`,
+    args: [...tsx, '--test', ...reporter, file],
+    env,
+  }));
 }
 
 const args = process.argv.slice(2);
 const systemTier = args.includes('--system');
 const named = args.filter((a) => !a.startsWith('--'));
-const files = named.length > 0 ? named : systemTier ? findTests(join('test', 'system')) : findTests('test').filter((f) => tierOf(f) !== 'system');
+const files =
+  named.length > 0
+    ? named
+    : systemTier
+      ? findTests(join('test', 'system'))
+      : findTests('test').filter((f) => tierOf(f) !== 'system');
 const byTier = { unit: [], database: [], system: [] };
 for (const file of files) byTier[tierOf(file)].push(file);
 const backends = byTier.database.length + byTier.system.length > 0 ? await dialects() : [];
@@ -195,19 +224,30 @@ if (backends.includes('postgres')) await preparePostgres();
 // The default tier's test databases (see the header); the system tier's stay on disk.
 const defaultTierTemp = byTier.unit.length + byTier.database.length > 0 ? fastTempDir() : undefined;
 const tempEnv = defaultTierTemp ? { INLET_TEST_TMPDIR: defaultTierTemp } : {};
-if (defaultTierTemp) console.log(`default tier: SQLite test databases in ${defaultTierTemp} (memory; INLET_TEST_TMPDIR=dir to choose)`);
+if (defaultTierTemp)
+  console.log(`default tier: SQLite test databases in ${defaultTierTemp} (memory; INLET_TEST_TMPDIR=dir to choose)`);
 
 // Side by side: the dialect-free process and one database process per backend.
 const parallel = [];
-if (byTier.unit.length > 0) parallel.push(inOneProcess('dialect-free', 'unit', byTier.unit, { INLET_TEST_DIALECT: undefined, ...tempEnv }));
+if (byTier.unit.length > 0)
+  parallel.push(inOneProcess('dialect-free', 'unit', byTier.unit, { INLET_TEST_DIALECT: undefined, ...tempEnv }));
 if (byTier.database.length > 0) {
   for (const dialect of backends) {
     const concurrency = process.env.INLET_TEST_FILE_CONCURRENCY || (dialect === 'postgres' ? '3' : '1');
-    parallel.push(inOneProcess(`${dialect}`, dialect, byTier.database, { INLET_TEST_DIALECT: dialect, INLET_TEST_FILE_CONCURRENCY: concurrency, ...tempEnv }));
+    parallel.push(
+      inOneProcess(`${dialect}`, dialect, byTier.database, {
+        INLET_TEST_DIALECT: dialect,
+        INLET_TEST_FILE_CONCURRENCY: concurrency,
+        ...tempEnv,
+      }),
+    );
   }
 }
 // System tests start servers, kill them and time things: one backend after the other, one file at a time.
-const sequential = byTier.system.length === 0 ? [] : backends.flatMap((dialect) => onePerFile(`system ${dialect}`, byTier.system, { INLET_TEST_DIALECT: dialect }));
+const sequential =
+  byTier.system.length === 0
+    ? []
+    : backends.flatMap((dialect) => onePerFile(`system ${dialect}`, byTier.system, { INLET_TEST_DIALECT: dialect }));
 
 if (files.length === 0) {
   console.log('no test files found');
@@ -217,9 +257,16 @@ const results = await Promise.all(parallel.map((job) => run(job, parallel.length
 if (defaultTierTemp) rmSync(defaultTierTemp, { recursive: true, force: true });
 for (const job of sequential) results.push(await run(job, true));
 
-const total = results.reduce((sum, r) => ({ pass: sum.pass + r.pass, fail: sum.fail + r.fail, skipped: sum.skipped + r.skipped }), { pass: 0, fail: 0, skipped: 0 });
+const total = results.reduce(
+  (sum, r) => ({ pass: sum.pass + r.pass, fail: sum.fail + r.fail, skipped: sum.skipped + r.skipped }),
+  { pass: 0, fail: 0, skipped: 0 },
+);
 const failed = results.some((r) => r.failed);
-if (process.env.INLET_TEST_RESULT_FILE) writeFileSync(process.env.INLET_TEST_RESULT_FILE, JSON.stringify({ passed: total.pass, failed: total.fail, skipped: total.skipped }));
+if (process.env.INLET_TEST_RESULT_FILE)
+  writeFileSync(
+    process.env.INLET_TEST_RESULT_FILE,
+    JSON.stringify({ passed: total.pass, failed: total.fail, skipped: total.skipped }),
+  );
 console.log(`\nwall ${((Date.now() - started) / 1000).toFixed(1)} s`);
 console.log(`total: ${total.pass} passed, ${total.fail} failed, ${total.skipped} skipped`);
 process.exit(failed ? 1 : 0);

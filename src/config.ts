@@ -152,10 +152,15 @@ function trustProxy(env: Env): false | number | string[] {
   const raw = env.INLET_TRUST_PROXY?.trim();
   if (raw === undefined || raw === '' || raw === 'false' || raw === '0') return false;
   if (/^\d+$/.test(raw)) return Number(raw);
-  const entries = raw.split(',').map((part) => part.trim()).filter(Boolean);
+  const entries = raw
+    .split(',')
+    .map((part) => part.trim())
+    .filter(Boolean);
   for (const entry of entries) {
     if (!/^[0-9A-Fa-f:.]+(\/\d{1,3})?$/.test(entry)) {
-      throw new ConfigError(`INLET_TRUST_PROXY must be a hop count or a comma list of proxy addresses/CIDRs (such as 10.0.0.0/8), got "${raw}"`);
+      throw new ConfigError(
+        `INLET_TRUST_PROXY must be a hop count or a comma list of proxy addresses/CIDRs (such as 10.0.0.0/8), got "${raw}"`,
+      );
     }
   }
   return entries;
@@ -172,11 +177,16 @@ function flag(env: Env, name: string): boolean {
 function outboundAllow(env: Env): string[] | undefined {
   const raw = env.INLET_OUTBOUND_ALLOW?.trim();
   if (raw === undefined || raw === '') return undefined;
-  const entries = raw.split(',').map((part) => part.trim()).filter(Boolean);
+  const entries = raw
+    .split(',')
+    .map((part) => part.trim())
+    .filter(Boolean);
   try {
     parseAllowList(entries);
   } catch (error) {
-    throw new ConfigError(`INLET_OUTBOUND_ALLOW must be a comma list of host names, addresses and CIDRs (such as 127.0.0.0/8,::1): ${(error as Error).message}`);
+    throw new ConfigError(
+      `INLET_OUTBOUND_ALLOW must be a comma list of host names, addresses and CIDRs (such as 127.0.0.0/8,::1): ${(error as Error).message}`,
+    );
   }
   return entries;
 }
@@ -188,9 +198,12 @@ function publicUrl(env: Env): string | undefined {
   try {
     url = new URL(raw);
   } catch {
-    throw new ConfigError(`INLET_PUBLIC_URL must be an absolute http(s) URL such as https://events.example.com, got "${raw}"`);
+    throw new ConfigError(
+      `INLET_PUBLIC_URL must be an absolute http(s) URL such as https://events.example.com, got "${raw}"`,
+    );
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ConfigError(`INLET_PUBLIC_URL must use http or https, got "${raw}"`);
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw new ConfigError(`INLET_PUBLIC_URL must use http or https, got "${raw}"`);
   return raw;
 }
 
@@ -208,16 +221,26 @@ export function loadConfig(env: Env = process.env): Config {
   const headersTimeoutMs = integer(env, 'INLET_HEADERS_TIMEOUT_MS', 10_000, 100, 300_000);
   const requestTimeoutMs = integer(env, 'INLET_REQUEST_TIMEOUT_MS', 30_000, 100, 3_600_000);
   if (requestTimeoutMs < headersTimeoutMs) {
-    throw new ConfigError(`INLET_REQUEST_TIMEOUT_MS (${requestTimeoutMs}) must be at least INLET_HEADERS_TIMEOUT_MS (${headersTimeoutMs}): the request includes its headers`);
+    throw new ConfigError(
+      `INLET_REQUEST_TIMEOUT_MS (${requestTimeoutMs}) must be at least INLET_HEADERS_TIMEOUT_MS (${headersTimeoutMs}): the request includes its headers`,
+    );
   }
   const url = databaseUrl(env);
   // Several instances share one PostgreSQL: by default they share the buckets too.
-  const rateLimitStore = oneOf(env, 'INLET_RATE_LIMIT_STORE', ['memory', 'postgres', 'redis'] as const, url.startsWith('sqlite:') ? 'memory' : 'postgres');
+  const rateLimitStore = oneOf(
+    env,
+    'INLET_RATE_LIMIT_STORE',
+    ['memory', 'postgres', 'redis'] as const,
+    url.startsWith('sqlite:') ? 'memory' : 'postgres',
+  );
   if (rateLimitStore === 'postgres' && url.startsWith('sqlite:')) {
-    throw new ConfigError('INLET_RATE_LIMIT_STORE=postgres needs a PostgreSQL INLET_DATABASE_URL (with SQLite there is one instance: use memory)');
+    throw new ConfigError(
+      'INLET_RATE_LIMIT_STORE=postgres needs a PostgreSQL INLET_DATABASE_URL (with SQLite there is one instance: use memory)',
+    );
   }
   const redisUrl = env.INLET_REDIS_URL?.trim() || undefined;
-  if (rateLimitStore === 'redis' && redisUrl === undefined) throw new ConfigError('INLET_RATE_LIMIT_STORE=redis needs INLET_REDIS_URL (for example redis://127.0.0.1:6379)');
+  if (rateLimitStore === 'redis' && redisUrl === undefined)
+    throw new ConfigError('INLET_RATE_LIMIT_STORE=redis needs INLET_REDIS_URL (for example redis://127.0.0.1:6379)');
   return {
     port: integer(env, 'PORT', 3000, 0, 65535),
     host: env.HOST?.trim() || '127.0.0.1',
@@ -280,6 +303,9 @@ export function loadConfig(env: Env = process.env): Config {
 function installationSecret(env: Env): string | undefined {
   const raw = env.INLET_INSTALLATION_SECRET?.trim();
   if (raw === undefined || raw === '') return undefined;
-  if (raw.length < 32) throw new ConfigError('INLET_INSTALLATION_SECRET must be at least 32 characters long (use a random secret, e.g. openssl rand -base64 32)');
+  if (raw.length < 32)
+    throw new ConfigError(
+      'INLET_INSTALLATION_SECRET must be at least 32 characters long (use a random secret, e.g. openssl rand -base64 32)',
+    );
   return raw;
 }

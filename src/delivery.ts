@@ -15,18 +15,33 @@ export interface DeliverySettings {
 
 /** Whether delivery can run in a worker for this configuration (a file database or PostgreSQL). */
 export function deliveryWorkerPossible(config: Config): boolean {
-  return config.destinationsWorker && !(config.databaseUrl.startsWith('sqlite:') && sqlitePath(config.databaseUrl) === ':memory:');
+  return (
+    config.destinationsWorker &&
+    !(config.databaseUrl.startsWith('sqlite:') && sqlitePath(config.databaseUrl) === ':memory:')
+  );
 }
 
 /** Starts delivery: in a worker (its handle returned) when possible and configured, else on this thread. */
-export function startDelivery(service: DestinationService, config: Config, log: WorkerLog, options: { postgresSchema?: string } = {}): DestinationWorker | undefined {
+export function startDelivery(
+  service: DestinationService,
+  config: Config,
+  log: WorkerLog,
+  options: { postgresSchema?: string } = {},
+): DestinationWorker | undefined {
   if (!deliveryWorkerPossible(config)) {
-    if (config.destinationsWorker) log.info({}, 'destinations: delivering on the main thread (an in-memory SQLite database cannot be opened by a worker)');
+    if (config.destinationsWorker)
+      log.info(
+        {},
+        'destinations: delivering on the main thread (an in-memory SQLite database cannot be opened by a worker)',
+      );
     service.start();
     return undefined;
   }
   // The compiled .js next to this module, or the .ts source under tsx.
   const entry = new URL(`./delivery-worker.${import.meta.url.endsWith('.ts') ? 'ts' : 'js'}`, import.meta.url);
-  const settings: DeliverySettings = { config, ...(options.postgresSchema === undefined ? {} : { postgresSchema: options.postgresSchema }) };
+  const settings: DeliverySettings = {
+    config,
+    ...(options.postgresSchema === undefined ? {} : { postgresSchema: options.postgresSchema }),
+  };
   return startDeliveryWorker(service, entry, settings, log, { checkMs: config.destinationPollMs });
 }

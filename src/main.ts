@@ -9,7 +9,14 @@ async function start(config: Config): Promise<void> {
   const app = await buildApp(services);
   // SQLite: the key and subject tails rebuilt before the first request, the key filter built in the background
   // (until then the writer probes event_keys for every key: slower, never wrong).
-  services.storage.warmEventIndexes?.().catch((error: unknown) => app.log.warn({ err: error }, 'warming the SQLite event indexes failed; the first write takes the rows in instead'));
+  services.storage
+    .warmEventIndexes?.()
+    .catch((error: unknown) =>
+      app.log.warn(
+        { err: error },
+        'warming the SQLite event indexes failed; the first write takes the rows in instead',
+      ),
+    );
   const migration = services.storage.migration;
   if (migration !== undefined && migration.applied.length > 0) {
     app.log.info({ applied: migration.applied.map((m) => m.version), version: migration.current }, 'database migrated');
@@ -50,7 +57,8 @@ async function start(config: Config): Promise<void> {
       storage: services.storage.dialect,
       admin_api: config.adminToken !== undefined,
       // Where a newcomer opens the web console (issue 14), when the admin API is on.
-      console: config.adminToken !== undefined && config.consoleEnabled ? `http://${config.host}:${port}/console` : null,
+      console:
+        config.adminToken !== undefined && config.consoleEnabled ? `http://${config.host}:${port}/console` : null,
       legacy_flat: config.legacyFlat,
     },
     `Inlet listening on http://${config.host}:${port}`,
@@ -74,6 +82,8 @@ try {
     process.stderr.write(`inlet: configuration error: ${error.message}\n`);
     process.exit(2);
   }
-  process.stderr.write(`inlet: failed to start: ${error instanceof Error ? error.stack ?? error.message : String(error)}\n`);
+  process.stderr.write(
+    `inlet: failed to start: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+  );
   process.exit(1);
 }

@@ -13,7 +13,11 @@ import { createCatalogService, type CatalogService } from './services/catalog-se
 import { createTrackingPlanService, type TrackingPlanService } from './services/tracking-plan-service.js';
 import { createMetrics, type Metrics } from './services/metrics.js';
 import { registerPoolMetrics, registerReplicationMetrics } from './services/pool-metrics.js';
-import { registerCheckpointMetrics, registerEventKeyMetrics, registerEventSubjectMetrics } from './services/checkpoint-metrics.js';
+import {
+  registerCheckpointMetrics,
+  registerEventKeyMetrics,
+  registerEventSubjectMetrics,
+} from './services/checkpoint-metrics.js';
 import { createRateLimiter } from './services/rate-limiter-store.js';
 import { createInMemoryRateLimiter, type InMemoryRateLimiter, type RateLimiter } from './services/rate-limiter.js';
 import { createTrafficReportService, type TrafficReportService } from './services/traffic-report-service.js';
@@ -87,7 +91,10 @@ export async function createServices(config: Config, options: CreateServicesOpti
   if (storage.eventKeyStats !== undefined) registerEventKeyMetrics(metrics.registry, storage.eventKeyStats);
   if (storage.eventSubjectStats !== undefined) registerEventSubjectMetrics(metrics.registry, storage.eventSubjectStats);
   const keys = createKeyService(storage, { cacheTtlMs: config.keyCacheTtlMs, now: options.now });
-  const rejections = createRejectionService(storage, metrics, { maxPerHour: config.rejectionsMaxPerHour, retentionDays: config.rejectionsRetentionDays });
+  const rejections = createRejectionService(storage, metrics, {
+    maxPerHour: config.rejectionsMaxPerHour,
+    retentionDays: config.rejectionsRetentionDays,
+  });
   const catalog = createCatalogService(storage, {
     enabled: config.catalogEnabled,
     maxEvents: config.catalogMaxEvents,
@@ -113,7 +120,13 @@ export async function createServices(config: Config, options: CreateServicesOpti
     throw error instanceof KeyChangedError ? new ConfigError(error.message) : error;
   }
   const retention = createRetentionService(storage, metrics, { intervalMs: config.retentionIntervalMs });
-  const ingest = createIngestService(storage, metrics, { legacyFlat: config.legacyFlat, postgresPoolSize: config.postgresPoolSize, rejections, governance, suppressions: erasure });
+  const ingest = createIngestService(storage, metrics, {
+    legacyFlat: config.legacyFlat,
+    postgresPoolSize: config.postgresPoolSize,
+    rejections,
+    governance,
+    suppressions: erasure,
+  });
   const identity = createIdentityService(storage);
   const events = {
     reads: createEventReadService(storage),
@@ -129,7 +142,9 @@ export async function createServices(config: Config, options: CreateServicesOpti
   });
   // Per client IP on the browser routes: a guard against one abusive address, kept in each process.
   const browserIpLimiter = createInMemoryRateLimiter(config.browserRateLimitPerIp, config.browserRateLimitPerIp * 2);
-  const trafficSync = createTrafficSyncService(storage, { retry: { ...DEFAULT_RETRY_POLICY, maxTotalMs: config.trafficRetryMaxMs, dispatcher: guard.dispatcher() } });
+  const trafficSync = createTrafficSyncService(storage, {
+    retry: { ...DEFAULT_RETRY_POLICY, maxTotalMs: config.trafficRetryMaxMs, dispatcher: guard.dispatcher() },
+  });
   const traffic = {
     reports: createTrafficReportService(storage),
     sync: trafficSync,

@@ -22,7 +22,11 @@ function candidate(input: Record<string, unknown>): Candidate {
 
 async function counter(labels: Record<string, string>): Promise<number> {
   const metric = await ctx.services.metrics.events.get();
-  const sample = metric.values.find((v) => Object.entries(labels).every(([k, value]) => (v.labels as Record<string, string | number | undefined>)[k] === value));
+  const sample = metric.values.find((v) =>
+    Object.entries(labels).every(
+      ([k, value]) => (v.labels as Record<string, string | number | undefined>)[k] === value,
+    ),
+  );
   return sample?.value ?? 0;
 }
 
@@ -37,16 +41,25 @@ describe('accept', () => {
       refused,
       candidate({ event_type: 'user_signed_up' }),
     ];
-    const before = { created: await counter({ endpoint: 'test', outcome: 'created' }), rejected: await counter({ endpoint: 'test', outcome: 'rejected' }) };
-    const { outcomes, legacySeen } = await ctx.services.ingest.accept(auth, items, { endpoint: 'test', receivedAt: at });
-    assert.deepEqual(outcomes.map((o) => o.status), ['created', 'duplicate', 'rejected', 'rejected']);
+    const before = {
+      created: await counter({ endpoint: 'test', outcome: 'created' }),
+      rejected: await counter({ endpoint: 'test', outcome: 'rejected' }),
+    };
+    const { outcomes, legacySeen } = await ctx.services.ingest.accept(auth, items, {
+      endpoint: 'test',
+      receivedAt: at,
+    });
+    assert.deepEqual(
+      outcomes.map((o) => o.status),
+      ['created', 'duplicate', 'rejected', 'rejected'],
+    );
     assert.equal(legacySeen, true);
     const legacy = outcomes[3]!;
     assert.ok(legacy.status === 'rejected' && legacy.error.code === 'legacy_format_removed');
     assert.equal((await counter({ endpoint: 'test', outcome: 'created' })) - before.created, 1);
-    assert.equal((await counter({ endpoint: 'test', format: 'preferred', outcome: 'duplicate' })), 1);
-    assert.equal((await counter({ endpoint: 'test', outcome: 'rejected', format: 'unknown' })), 1);
-    assert.equal((await counter({ endpoint: 'test', outcome: 'rejected', format: 'legacy' })), 1);
+    assert.equal(await counter({ endpoint: 'test', format: 'preferred', outcome: 'duplicate' }), 1);
+    assert.equal(await counter({ endpoint: 'test', outcome: 'rejected', format: 'unknown' }), 1);
+    assert.equal(await counter({ endpoint: 'test', outcome: 'rejected', format: 'legacy' }), 1);
   });
 
   it('scopes external ids by source: the same id under another source is a new event', async () => {
@@ -54,8 +67,19 @@ describe('accept', () => {
     const auth = await ctx.services.keys.authenticate(`Bearer ${product.eventsKey}`, 'events');
     const item = () => candidate({ event_type: 'page', action: 'viewed', external_id: 'same' });
     const first = await ctx.services.ingest.accept(auth, [item()], { endpoint: 'test', receivedAt: at });
-    const other = await ctx.services.ingest.accept(auth, [item()], { endpoint: 'test', receivedAt: at, source: 'segment' });
-    const again = await ctx.services.ingest.accept(auth, [item()], { endpoint: 'test', receivedAt: at, source: 'segment' });
-    assert.deepEqual([first, other, again].map((r) => r.outcomes[0]!.status), ['created', 'created', 'duplicate']);
+    const other = await ctx.services.ingest.accept(auth, [item()], {
+      endpoint: 'test',
+      receivedAt: at,
+      source: 'segment',
+    });
+    const again = await ctx.services.ingest.accept(auth, [item()], {
+      endpoint: 'test',
+      receivedAt: at,
+      source: 'segment',
+    });
+    assert.deepEqual(
+      [first, other, again].map((r) => r.outcomes[0]!.status),
+      ['created', 'created', 'duplicate'],
+    );
   });
 });

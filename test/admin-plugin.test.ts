@@ -12,7 +12,11 @@ interface AdminOperation {
   method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   /** The OpenAPI path, e.g. /admin/v1/products/{product_id}/events/{uuid}. */
   path: string;
-  operation: { security?: Array<Record<string, unknown>>; responses: Record<string, unknown>; parameters?: Array<{ in: string; name: string }> };
+  operation: {
+    security?: Array<Record<string, unknown>>;
+    responses: Record<string, unknown>;
+    parameters?: Array<{ in: string; name: string }>;
+  };
 }
 
 const MISSING_PRODUCT = 'prd_does_not_exist';
@@ -27,17 +31,32 @@ let operations: AdminOperation[];
 
 before(async () => {
   ctx = await createTestApp();
-  const document = (await ctx.app.inject({ method: 'GET', url: '/openapi.json' })).json() as { paths: Record<string, Record<string, AdminOperation['operation']>> };
+  const document = (await ctx.app.inject({ method: 'GET', url: '/openapi.json' })).json() as {
+    paths: Record<string, Record<string, AdminOperation['operation']>>;
+  };
   operations = Object.entries(document.paths)
     .filter(([path]) => path.startsWith('/admin/v1/'))
-    .flatMap(([path, methods]) => Object.entries(methods).map(([method, operation]) => ({ method: method.toUpperCase() as AdminOperation['method'], path, operation })));
+    .flatMap(([path, methods]) =>
+      Object.entries(methods).map(([method, operation]) => ({
+        method: method.toUpperCase() as AdminOperation['method'],
+        path,
+        operation,
+      })),
+    );
 });
 after(() => ctx.close());
 
 describe('the admin plugin, on every admin route', () => {
   it('the app has the admin routes of every area (products, keys, users, traffic, events, rejections)', () => {
     const paths = new Set(operations.map((o) => o.path));
-    for (const path of ['/admin/v1/products', '/admin/v1/keys/{key_id}', '/admin/v1/products/{product_id}/users/{external_id}', '/admin/v1/products/{product_id}/traffic_source', '/admin/v1/products/{product_id}/events/stream', '/admin/v1/products/{product_id}/rejections']) {
+    for (const path of [
+      '/admin/v1/products',
+      '/admin/v1/keys/{key_id}',
+      '/admin/v1/products/{product_id}/users/{external_id}',
+      '/admin/v1/products/{product_id}/traffic_source',
+      '/admin/v1/products/{product_id}/events/stream',
+      '/admin/v1/products/{product_id}/rejections',
+    ]) {
       assert.ok(paths.has(path), `${path} is documented`);
     }
   });
@@ -48,18 +67,31 @@ describe('the admin plugin, on every admin route', () => {
       assert.ok('401' in operation.responses, `${method} ${path} documents 401`);
       if (path.includes('{product_id}')) {
         assert.ok('404' in operation.responses, `${method} ${path} documents 404`);
-        assert.ok(operation.parameters?.some((p) => p.in === 'path' && p.name === 'product_id'), `${method} ${path} documents product_id`);
+        assert.ok(
+          operation.parameters?.some((p) => p.in === 'path' && p.name === 'product_id'),
+          `${method} ${path} documents product_id`,
+        );
       }
     }
   });
 
   it('every admin route answers 401 problem+json with WWW-Authenticate to a missing, wrong or API-key token, before reading the body', async () => {
     const product = await ctx.product('admin-plugin');
-    const refused = [{}, { authorization: 'Bearer wrong-token-0123456789abcdef' }, bearer(product.eventsKey), { authorization: 'Basic dGVzdC1hZG1pbi10b2tlbg==' }];
+    const refused = [
+      {},
+      { authorization: 'Bearer wrong-token-0123456789abcdef' },
+      bearer(product.eventsKey),
+      { authorization: 'Basic dGVzdC1hZG1pbi10b2tlbg==' },
+    ];
     for (const { method, path } of operations) {
       for (const headers of refused) {
         // A body that is not JSON: were it read before the token check, the answer would be 415 or 400.
-        const res = await ctx.app.inject({ method, url: urlOf(path), headers: { ...headers, 'content-type': 'text/plain' }, ...(method === 'GET' || method === 'DELETE' ? {} : { payload: 'not json' }) });
+        const res = await ctx.app.inject({
+          method,
+          url: urlOf(path),
+          headers: { ...headers, 'content-type': 'text/plain' },
+          ...(method === 'GET' || method === 'DELETE' ? {} : { payload: 'not json' }),
+        });
         assert.equal(res.statusCode, 401, `${method} ${path} with ${JSON.stringify(headers)}: ${res.body}`);
         assert.equal(problemOf(res).code, 'unauthorized');
         assert.equal(res.headers['www-authenticate'], 'Bearer');
@@ -69,7 +101,9 @@ describe('the admin plugin, on every admin route', () => {
 
   it('every GET or DELETE of a /products/{product_id} route answers 404 problem+json naming the missing product', async () => {
     // POST/PUT/PATCH validate their body first (400 before the product lookup), so they are not asked here.
-    const productRoutes = operations.filter((o) => o.path.includes('{product_id}') && (o.method === 'GET' || o.method === 'DELETE'));
+    const productRoutes = operations.filter(
+      (o) => o.path.includes('{product_id}') && (o.method === 'GET' || o.method === 'DELETE'),
+    );
     assert.ok(productRoutes.length >= 10, `found ${productRoutes.length} product routes`);
     for (const { method, path } of productRoutes) {
       const res = await ctx.app.inject({ method, url: urlOf(path), headers: adminHeaders() });
@@ -94,7 +128,12 @@ describe('without INLET_ADMIN_TOKEN', () => {
       assert.equal(res.statusCode, 404, `${method} ${path}: ${res.body}`);
       assert.equal(problemOf(res).code, 'not_found');
     }
-    const document = (await off.app.inject({ method: 'GET', url: '/openapi.json' })).json() as { paths: Record<string, unknown> };
-    assert.deepEqual(Object.keys(document.paths).filter((path) => path.startsWith('/admin/')), []);
+    const document = (await off.app.inject({ method: 'GET', url: '/openapi.json' })).json() as {
+      paths: Record<string, unknown>;
+    };
+    assert.deepEqual(
+      Object.keys(document.paths).filter((path) => path.startsWith('/admin/')),
+      [],
+    );
   });
 });

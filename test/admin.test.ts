@@ -36,7 +36,10 @@ describe('products', () => {
     assert.equal(res.statusCode, 200);
     const list = res.json().data as Array<{ id: string; name: string; created_at: string }>;
     assert.ok(Array.isArray(list));
-    assert.deepEqual(list.find((p) => p.id === created.id), created);
+    assert.deepEqual(
+      list.find((p) => p.id === created.id),
+      created,
+    );
   });
 
   for (const [why, body] of [
@@ -62,10 +65,15 @@ describe('keys', () => {
 
   it('POST /admin/v1/products/{id}/keys → 201 with id, kind, key, prefix, name, created_at, expires_at', async () => {
     const expiresAt = '2099-01-01T01:00:00+01:00';
-    const res = await admin('POST', `/admin/v1/products/${productId}/keys`, { kind: 'reports', name: 'dashboard', expires_at: expiresAt });
+    const res = await admin('POST', `/admin/v1/products/${productId}/keys`, {
+      kind: 'reports',
+      name: 'dashboard',
+      expires_at: expiresAt,
+    });
     assert.equal(res.statusCode, 201, res.body);
     const { data } = res.json();
-    for (const field of ['id', 'kind', 'key', 'prefix', 'name', 'created_at', 'expires_at']) assert.ok(field in data, `${field} missing`);
+    for (const field of ['id', 'kind', 'key', 'prefix', 'name', 'created_at', 'expires_at'])
+      assert.ok(field in data, `${field} missing`);
     assert.equal(data.kind, 'reports');
     assert.match(data.key, /^inlet_rp_[0-9A-Za-z]{32,}$/);
     assert.ok(data.key.startsWith(data.prefix));
@@ -85,7 +93,8 @@ describe('keys', () => {
 
   it('GET /admin/v1/products/{id}/keys lists the keys of that product only, without secrets', async () => {
     const other = (await admin('POST', '/admin/v1/products', { name: 'Other' })).json().data.id;
-    const mine = (await admin('POST', `/admin/v1/products/${productId}/keys`, { kind: 'events', name: 'mine' })).json().data;
+    const mine = (await admin('POST', `/admin/v1/products/${productId}/keys`, { kind: 'events', name: 'mine' })).json()
+      .data;
     const theirs = (await admin('POST', `/admin/v1/products/${other}/keys`, { kind: 'events' })).json().data;
     const res = await admin('GET', `/admin/v1/products/${productId}/keys`);
     assert.equal(res.statusCode, 200);
@@ -98,7 +107,10 @@ describe('keys', () => {
     assert.equal(listed.revoked_at, null);
     assert.equal('key' in listed, false);
     assert.equal(res.body.includes(mine.key), false);
-    assert.equal(list.some((k) => k.id === theirs.id), false);
+    assert.equal(
+      list.some((k) => k.id === theirs.id),
+      false,
+    );
   });
 
   for (const [why, body] of [
@@ -132,12 +144,25 @@ describe('keys', () => {
   it('DELETE /admin/v1/keys/{id} → 204 with no body; the key stops working; the listing shows revoked_at', async () => {
     const created = (await admin('POST', `/admin/v1/products/${productId}/keys`, { kind: 'events' })).json().data;
     const event = { subject_type: 'user', subject_id: 'u', event_type: 'a', action: 'b' };
-    assert.equal((await ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(created.key), payload: event })).statusCode, 201);
+    assert.equal(
+      (await ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(created.key), payload: event }))
+        .statusCode,
+      201,
+    );
     const res = await admin('DELETE', `/admin/v1/keys/${created.id}`);
     assert.equal(res.statusCode, 204);
     assert.equal(res.body, '');
-    assert.equal((await ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(created.key), payload: event })).statusCode, 401);
-    const listed = ((await admin('GET', `/admin/v1/products/${productId}/keys`)).json().data as Array<{ id: string; revoked_at: string | null }>).find((k) => k.id === created.id);
+    assert.equal(
+      (await ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(created.key), payload: event }))
+        .statusCode,
+      401,
+    );
+    const listed = (
+      (await admin('GET', `/admin/v1/products/${productId}/keys`)).json().data as Array<{
+        id: string;
+        revoked_at: string | null;
+      }>
+    ).find((k) => k.id === created.id);
     assert.match(listed?.revoked_at ?? '', UTC_MS);
   });
 
@@ -160,7 +185,13 @@ describe('admin authentication', () => {
   for (const [name, method, url, body] of routes) {
     it(`${name}: 401 with WWW-Authenticate for a missing, wrong or API-key token`, async () => {
       const p = await ctx.product(`admin-auth ${name}`);
-      for (const headers of [{}, { authorization: 'Bearer wrong-token-0123456789abcdef' }, { authorization: `Basic ${Buffer.from('admin:test-admin-token-0123456789abcdef').toString('base64')}` }, bearer(p.eventsKey), { authorization: 'Bearer test-admin-token-0123456789abcdeF' }]) {
+      for (const headers of [
+        {},
+        { authorization: 'Bearer wrong-token-0123456789abcdef' },
+        { authorization: `Basic ${Buffer.from('admin:test-admin-token-0123456789abcdef').toString('base64')}` },
+        bearer(p.eventsKey),
+        { authorization: 'Bearer test-admin-token-0123456789abcdeF' },
+      ]) {
         const res = await admin(method, url, body, headers as Record<string, string>);
         assert.equal(res.statusCode, 401, `${JSON.stringify(headers)}: ${res.body}`);
         assert.equal(problemOf(res).code, 'unauthorized');
@@ -185,9 +216,20 @@ describe('admin API disabled', () => {
   after(async () => off.close());
 
   it('every admin route is 404 when INLET_ADMIN_TOKEN is unset, whatever token is sent', async () => {
-    for (const [method, url] of [['POST', '/admin/v1/products'], ['GET', '/admin/v1/products'], ['POST', '/admin/v1/products/p/keys'], ['GET', '/admin/v1/products/p/keys'], ['DELETE', '/admin/v1/keys/k']] as const) {
+    for (const [method, url] of [
+      ['POST', '/admin/v1/products'],
+      ['GET', '/admin/v1/products'],
+      ['POST', '/admin/v1/products/p/keys'],
+      ['GET', '/admin/v1/products/p/keys'],
+      ['DELETE', '/admin/v1/keys/k'],
+    ] as const) {
       for (const headers of [{}, adminHeaders(), { authorization: 'Bearer undefined' }]) {
-        const res = await off.app.inject({ method, url, headers, ...(method === 'POST' ? { payload: { name: 'x', kind: 'events' } } : {}) });
+        const res = await off.app.inject({
+          method,
+          url,
+          headers,
+          ...(method === 'POST' ? { payload: { name: 'x', kind: 'events' } } : {}),
+        });
         assert.equal(res.statusCode, 404, `${method} ${url}: ${res.body}`);
         assert.equal(problemOf(res).code, 'not_found');
       }
@@ -195,8 +237,15 @@ describe('admin API disabled', () => {
   });
 
   it('the event routes still work', async () => {
-    const { key } = await off.services.keys.createKey((await off.services.keys.createProduct('p')).id, { kind: 'events' });
-    const res = await off.app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(key), payload: { subject_type: 'user', subject_id: 'u', event_type: 'a', action: 'b' } });
+    const { key } = await off.services.keys.createKey((await off.services.keys.createProduct('p')).id, {
+      kind: 'events',
+    });
+    const res = await off.app.inject({
+      method: 'POST',
+      url: '/api/v2/events',
+      headers: bearer(key),
+      payload: { subject_type: 'user', subject_id: 'u', event_type: 'a', action: 'b' },
+    });
     assert.equal(res.statusCode, 201);
   });
 });

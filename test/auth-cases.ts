@@ -26,7 +26,12 @@ export const WRITE_ROUTES: KeyedRoute[] = [
     name: 'POST /api/v1/events',
     method: 'POST',
     url: '/api/v1/events',
-    body: () => ({ event_type: 'user_active', subject_type: 'user', subject_id: 'u_auth', occurred_at: '2026-03-01T12:00:00Z' }),
+    body: () => ({
+      event_type: 'user_active',
+      subject_type: 'user',
+      subject_id: 'u_auth',
+      occurred_at: '2026-03-01T12:00:00Z',
+    }),
     kind: 'events',
     okStatus: [201],
   },
@@ -64,7 +69,11 @@ export const WRITE_ROUTES: KeyedRoute[] = [
   },
 ];
 
-export function send(ctx: TestContext, route: KeyedRoute, headers: Record<string, string>): Promise<LightMyRequestResponse> {
+export function send(
+  ctx: TestContext,
+  route: KeyedRoute,
+  headers: Record<string, string>,
+): Promise<LightMyRequestResponse> {
   const body = route.body?.();
   return ctx.app.inject({
     method: route.method,
@@ -147,7 +156,12 @@ export function describeAuth(route: KeyedRoute, getCtx: () => TestContext): void
     });
 
     it('401 once the key is revoked through the admin API, at once, on the same app', async () => {
-      const created = await ctx.app.inject({ method: 'POST', url: `/admin/v1/products/${product.id}/keys`, headers: adminHeaders(), payload: { kind: route.kind } });
+      const created = await ctx.app.inject({
+        method: 'POST',
+        url: `/admin/v1/products/${product.id}/keys`,
+        headers: adminHeaders(),
+        payload: { kind: route.kind },
+      });
       const { id, key } = created.json().data as { id: string; key: string };
       const ok = await send(ctx, route, bearer(key));
       assert.ok(route.okStatus.includes(ok.statusCode), ok.body);
@@ -176,7 +190,12 @@ export function describeAuth(route: KeyedRoute, getCtx: () => TestContext): void
     it('a key that expires shortly works until then and is refused after', async () => {
       // The key service's clock moves forward instead of the test sleeping until the expiry.
       const expiresAt = new Date(ctx.clock.now() + 1000).toISOString();
-      const created = await ctx.app.inject({ method: 'POST', url: `/admin/v1/products/${product.id}/keys`, headers: adminHeaders(), payload: { kind: route.kind, expires_at: expiresAt } });
+      const created = await ctx.app.inject({
+        method: 'POST',
+        url: `/admin/v1/products/${product.id}/keys`,
+        headers: adminHeaders(),
+        payload: { kind: route.kind, expires_at: expiresAt },
+      });
       assert.equal(created.statusCode, 201, created.body);
       const { key } = created.json().data as { key: string };
       const ok = await send(ctx, route, bearer(key));
@@ -186,7 +205,12 @@ export function describeAuth(route: KeyedRoute, getCtx: () => TestContext): void
     });
 
     it('an auth failure is decided before the body is looked at (invalid body, no key → 401, not 400)', async () => {
-      const res = await ctx.app.inject({ method: route.method, url: route.url, headers: { 'content-type': 'application/json' }, payload: route.method === 'GET' ? undefined : '{' });
+      const res = await ctx.app.inject({
+        method: route.method,
+        url: route.url,
+        headers: { 'content-type': 'application/json' },
+        payload: route.method === 'GET' ? undefined : '{',
+      });
       assertUnauthorized(res, 'invalid body');
     });
   });

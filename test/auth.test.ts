@@ -23,7 +23,16 @@ describe('API keys', () => {
     assert.match(p.eventsKey, /^inlet_ev_[0-9A-Za-z]{32,}$/);
     assert.match(p.reportsKey, /^inlet_rp_[0-9A-Za-z]{32,}$/);
     assert.notEqual(p.eventsKey.slice(9), p.reportsKey.slice(9));
-    const more = await Promise.all(Array.from({ length: 20 }, () => ctx.app.inject({ method: 'POST', url: `/admin/v1/products/${p.id}/keys`, headers: adminHeaders(), payload: { kind: 'events' } })));
+    const more = await Promise.all(
+      Array.from({ length: 20 }, () =>
+        ctx.app.inject({
+          method: 'POST',
+          url: `/admin/v1/products/${p.id}/keys`,
+          headers: adminHeaders(),
+          payload: { kind: 'events' },
+        }),
+      ),
+    );
     const keys = more.map((r) => r.json().data.key as string);
     assert.equal(new Set(keys).size, keys.length);
     // ≥ 190 bits: 32 base62 characters carry 190.5 bits; the alphabet really is base62.
@@ -35,7 +44,9 @@ describe('API keys', () => {
     const p = await ctx.product('hash-only');
     for (const key of [p.eventsKey, p.reportsKey]) {
       const hash = createHash('sha256').update(key).digest('hex');
-      const rows = await sql<Record<string, unknown>>`SELECT * FROM api_keys WHERE product_id = ${p.id}`.execute(ctx.services.storage.db);
+      const rows = await sql<Record<string, unknown>>`SELECT * FROM api_keys WHERE product_id = ${p.id}`.execute(
+        ctx.services.storage.db,
+      );
       assert.equal(rows.rows.length, 2);
       const row = rows.rows.find((r) => r.key_hash === hash);
       assert.ok(row, 'a row holds the SHA-256 of the key');
@@ -49,7 +60,11 @@ describe('API keys', () => {
 
   it('list endpoints never return the secret', async () => {
     const p = await ctx.product('list-no-secret');
-    const res = await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${p.id}/keys`, headers: adminHeaders() });
+    const res = await ctx.app.inject({
+      method: 'GET',
+      url: `/admin/v1/products/${p.id}/keys`,
+      headers: adminHeaders(),
+    });
     assert.equal(res.statusCode, 200);
     assert.equal(res.body.includes(p.eventsKey), false);
     assert.equal(res.body.includes(p.reportsKey), false);
@@ -62,10 +77,17 @@ describe('API keys', () => {
 
   it('last_used_at is null until the key is used, then set', async () => {
     const p = await ctx.product('last-used');
-    const list = async () => (await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${p.id}/keys`, headers: adminHeaders() })).json().data as Array<{ kind: string; last_used_at: string | null }>;
+    const list = async () =>
+      (await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${p.id}/keys`, headers: adminHeaders() })).json()
+        .data as Array<{ kind: string; last_used_at: string | null }>;
     assert.ok((await list()).every((k) => k.last_used_at === null));
     const before = new Date(Date.now() - 1000).toISOString();
-    const res = await ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(p.eventsKey), payload: { subject_type: 'user', subject_id: 'u', event_type: 'a', action: 'b' } });
+    const res = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/events',
+      headers: bearer(p.eventsKey),
+      payload: { subject_type: 'user', subject_id: 'u', event_type: 'a', action: 'b' },
+    });
     assert.equal(res.statusCode, 201);
     // The write is off the request path: wait for it (bounded), polling the admin API.
     let events: { last_used_at: string | null } | undefined;
@@ -92,7 +114,12 @@ describe('last_used_at is coarse', () => {
     };
     try {
       for (let i = 0; i < 20; i++) {
-        const res = await ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(p.eventsKey), payload: { subject_type: 'user', subject_id: 'u', event_type: 'a', action: 'b' } });
+        const res = await ctx.app.inject({
+          method: 'POST',
+          url: '/api/v2/events',
+          headers: bearer(p.eventsKey),
+          payload: { subject_type: 'user', subject_id: 'u', event_type: 'a', action: 'b' },
+        });
         assert.equal(res.statusCode, 201);
       }
       await ctx.services.keys.close(); // flushes pending bookkeeping (idempotent, keeps the service usable)
@@ -108,13 +135,33 @@ describe('product isolation', () => {
     const a = await ctx.product('iso-a');
     const b = await ctx.product('iso-b');
     const body = { subject_type: 'user', subject_id: 'u', event_type: 'iso', action: 'test', external_id: 'same-id' };
-    const inB = await ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(b.eventsKey), payload: { ...body, properties: { from: 'b' } } });
-    const inA = await ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(a.eventsKey), payload: { ...body, properties: { from: 'a' } } });
+    const inB = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/events',
+      headers: bearer(b.eventsKey),
+      payload: { ...body, properties: { from: 'b' } },
+    });
+    const inA = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/events',
+      headers: bearer(a.eventsKey),
+      payload: { ...body, properties: { from: 'a' } },
+    });
     assert.equal(inB.statusCode, 201);
     assert.equal(inA.statusCode, 201, 'not a replay of B’s event');
     assert.deepEqual(inA.json().data.properties, { from: 'a' });
-    const batch = await ctx.app.inject({ method: 'POST', url: '/api/v2/events/batch', headers: bearer(a.eventsKey), payload: { events: [{ ...body, external_id: 'b-only' }] } });
-    await ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(b.eventsKey), payload: { ...body, external_id: 'b-only' } });
+    const batch = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/events/batch',
+      headers: bearer(a.eventsKey),
+      payload: { events: [{ ...body, external_id: 'b-only' }] },
+    });
+    await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/events',
+      headers: bearer(b.eventsKey),
+      payload: { ...body, external_id: 'b-only' },
+    });
     assert.equal(batch.json().data[0].status, 'created');
     assert.equal(await ctx.services.storage.events.get(a.id, inB.json().data.uuid), undefined);
     assert.equal(await ctx.services.storage.events.get(b.id, inA.json().data.uuid), undefined);
@@ -124,7 +171,17 @@ describe('product isolation', () => {
 
   it('events are stored under the product of the key that sent them', async () => {
     const a = await ctx.product('owner-a');
-    const res = await ctx.app.inject({ method: 'POST', url: '/api/v1/events', headers: bearer(a.eventsKey), payload: { event_type: 'user_active', subject_type: 'user', subject_id: 'u', occurred_at: '2026-03-01T12:00:00Z' } });
+    const res = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v1/events',
+      headers: bearer(a.eventsKey),
+      payload: {
+        event_type: 'user_active',
+        subject_type: 'user',
+        subject_id: 'u',
+        occurred_at: '2026-03-01T12:00:00Z',
+      },
+    });
     const stored = await ctx.services.storage.events.get(a.id, res.json().data.uuid);
     assert.equal(stored?.productId, a.id);
   });

@@ -62,13 +62,20 @@ describe('inlet CLI', () => {
     const revoke = await cli('keys', 'revoke', created.id, '--json');
     assert.equal(revoke.code, 0, revoke.err);
     assert.ok(JSON.parse(revoke.out).data.revoked_at);
-    const after = JSON.parse((await cli('keys', 'list', '--product', productId, '--json')).out).data as Array<{ id: string; revoked_at: string | null }>;
+    const after = JSON.parse((await cli('keys', 'list', '--product', productId, '--json')).out).data as Array<{
+      id: string;
+      revoked_at: string | null;
+    }>;
     assert.ok(after.find((k) => k.id === created.id)?.revoked_at);
   });
 
   it('a key created by the CLI works against an app on the same database; a CLI-revoked key does not', async () => {
-    const live = JSON.parse((await cli('keys', 'create', '--product', productId, '--kind', 'events', '--json')).out).data;
-    const dead = JSON.parse((await cli('keys', 'create', '--product', productId, '--kind', 'events', '--json')).out).data;
+    const live = JSON.parse(
+      (await cli('keys', 'create', '--product', productId, '--kind', 'events', '--json')).out,
+    ).data;
+    const dead = JSON.parse(
+      (await cli('keys', 'create', '--product', productId, '--kind', 'events', '--json')).out,
+    ).data;
     assert.equal((await cli('keys', 'revoke', dead.id)).code, 0);
     const { services, close } = await createTestServices({}, { ...database(), drop: async () => {} });
     const app = await buildApp(services, { logger: false });
@@ -77,7 +84,12 @@ describe('inlet CLI', () => {
       const ok = await app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(live.key), payload: event });
       assert.equal(ok.statusCode, 201, ok.body);
       assert.equal(await services.storage.events.count(productId), 1);
-      const refused = await app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(dead.key), payload: event });
+      const refused = await app.inject({
+        method: 'POST',
+        url: '/api/v2/events',
+        headers: bearer(dead.key),
+        payload: event,
+      });
       assert.equal(refused.statusCode, 401);
     } finally {
       await app.close();
@@ -86,7 +98,17 @@ describe('inlet CLI', () => {
   });
 
   it('keys create with --expires-at stores the expiry', async () => {
-    const res = await cli('keys', 'create', '--product', productId, '--kind', 'events', '--expires-at', '2099-01-01T00:00:00Z', '--json');
+    const res = await cli(
+      'keys',
+      'create',
+      '--product',
+      productId,
+      '--kind',
+      'events',
+      '--expires-at',
+      '2099-01-01T00:00:00Z',
+      '--json',
+    );
     assert.equal(res.code, 0, res.err);
     assert.equal(JSON.parse(res.out).data.expires_at, '2099-01-01T00:00:00.000Z');
   });
@@ -98,9 +120,21 @@ describe('inlet CLI', () => {
     ['products create without a name', ['products', 'create'], /name is required/],
     ['keys create without --product', ['keys', 'create', '--kind', 'events'], /--product is required/],
     ['keys create without --kind', ['keys', 'create', '--product', 'prd_x'], /--kind is required/],
-    ['keys create with a bad --kind', ['keys', 'create', '--product', 'prd_x', '--kind', 'admin'], /--kind must be events, reports or browser/],
-    ['keys create with a bad --expires-at', ['keys', 'create', '--product', 'prd_x', '--kind', 'events', '--expires-at', 'soon'], /--expires-at/],
-    ['keys create with a past --expires-at', ['keys', 'create', '--product', 'prd_x', '--kind', 'events', '--expires-at', '2001-01-01T00:00:00Z'], /future/],
+    [
+      'keys create with a bad --kind',
+      ['keys', 'create', '--product', 'prd_x', '--kind', 'admin'],
+      /--kind must be events, reports or browser/,
+    ],
+    [
+      'keys create with a bad --expires-at',
+      ['keys', 'create', '--product', 'prd_x', '--kind', 'events', '--expires-at', 'soon'],
+      /--expires-at/,
+    ],
+    [
+      'keys create with a past --expires-at',
+      ['keys', 'create', '--product', 'prd_x', '--kind', 'events', '--expires-at', '2001-01-01T00:00:00Z'],
+      /future/,
+    ],
     ['keys list without --product', ['keys', 'list'], /--product is required/],
     ['keys revoke without an id', ['keys', 'revoke'], /key id is required/],
     ['an unknown option', ['products', 'list', '--verbose'], /verbose/],

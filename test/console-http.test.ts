@@ -13,15 +13,20 @@ import { createTestServices, type TestDatabase } from './helpers.js';
 import type { Services } from '../src/services.js';
 import type { FastifyInstance } from 'fastify';
 
-const INDEX = '<!doctype html><html><head><script type="module" src="/console/assets/index-AbCd1234.js"></script></head><body><div id="app"></div></body></html>';
+const INDEX =
+  '<!doctype html><html><head><script type="module" src="/console/assets/index-AbCd1234.js"></script></head><body><div id="app"></div></body></html>';
 const SCRIPT = `console.log(${JSON.stringify('x'.repeat(4000))});`;
 
 describe('the console at /console', () => {
   const dir = mkdtempSync(join(tmpdir(), 'inlet-console-'));
   const opened: Array<{ app: FastifyInstance; close(): Promise<void> }> = [];
 
-  async function appWith(overrides: Parameters<typeof createTestServices>[0], assetsDir = dir): Promise<FastifyInstance> {
-    const made: { services: Services; database: TestDatabase; close(): Promise<void> } = await createTestServices(overrides);
+  async function appWith(
+    overrides: Parameters<typeof createTestServices>[0],
+    assetsDir = dir,
+  ): Promise<FastifyInstance> {
+    const made: { services: Services; database: TestDatabase; close(): Promise<void> } =
+      await createTestServices(overrides);
     const app = await buildApp(made.services, { logger: false, consoleAssetsDir: assetsDir });
     await app.ready();
     opened.push({ app, close: made.close });
@@ -55,7 +60,11 @@ describe('the console at /console', () => {
       assert.equal(res.headers['set-cookie'], undefined);
     }
     const first = await app.inject({ method: 'GET', url: '/console/' });
-    const again = await app.inject({ method: 'GET', url: '/console/', headers: { 'if-none-match': String(first.headers.etag) } });
+    const again = await app.inject({
+      method: 'GET',
+      url: '/console/',
+      headers: { 'if-none-match': String(first.headers.etag) },
+    });
     assert.equal(again.statusCode, 304);
     assert.equal(again.body, '');
   });

@@ -21,8 +21,30 @@ describe('admin reads for the console', () => {
       siteId: 'acme.example',
       apiKey: 'plausible-secret-key',
       rows: [
-        { date: daysAgo(2), source: 'Google', utm_medium: 'organic', utm_campaign: '(not set)', entry_page: '/', visitors: 7, visits: 9, pageviews: 20, bounce_rate: 50, visit_duration: 30 },
-        { date: daysAgo(1), source: 'Newsletter', utm_medium: 'email', utm_campaign: 'spring', entry_page: '/pricing', visitors: 3, visits: 4, pageviews: 5, bounce_rate: 25, visit_duration: 60 },
+        {
+          date: daysAgo(2),
+          source: 'Google',
+          utm_medium: 'organic',
+          utm_campaign: '(not set)',
+          entry_page: '/',
+          visitors: 7,
+          visits: 9,
+          pageviews: 20,
+          bounce_rate: 50,
+          visit_duration: 30,
+        },
+        {
+          date: daysAgo(1),
+          source: 'Newsletter',
+          utm_medium: 'email',
+          utm_campaign: 'spring',
+          entry_page: '/pricing',
+          visitors: 3,
+          visits: 4,
+          pageviews: 5,
+          bounce_rate: 25,
+          visit_duration: 60,
+        },
       ],
     });
     acme = await ctx.product('Acme');
@@ -39,15 +61,28 @@ describe('admin reads for the console', () => {
       method: 'PUT',
       url: `/admin/v1/products/${acme.id}/traffic_source`,
       headers: adminHeaders(),
-      payload: { provider: 'plausible', site_id: 'acme.example', api_key: 'plausible-secret-key', base_url: plausible.url },
+      payload: {
+        provider: 'plausible',
+        site_id: 'acme.example',
+        api_key: 'plausible-secret-key',
+        base_url: plausible.url,
+      },
     });
     assert.equal(put.statusCode, 200);
-    const sync = await ctx.app.inject({ method: 'POST', url: `/admin/v1/products/${acme.id}/traffic_source/sync`, headers: adminHeaders() });
+    const sync = await ctx.app.inject({
+      method: 'POST',
+      url: `/admin/v1/products/${acme.id}/traffic_source/sync`,
+      headers: adminHeaders(),
+    });
     assert.equal(sync.statusCode, 200, sync.body);
 
     for (const query of ['', '?group_by=date', '?group_by=source&medium=email', '?group_by=date,source&sort=date']) {
       const viaAdmin = await admin(`/admin/v1/products/${acme.id}/traffic_reports${query}`);
-      const viaKey = await ctx.app.inject({ method: 'GET', url: `/api/v2/traffic_reports${query}`, headers: bearer(acme.reportsKey) });
+      const viaKey = await ctx.app.inject({
+        method: 'GET',
+        url: `/api/v2/traffic_reports${query}`,
+        headers: bearer(acme.reportsKey),
+      });
       assert.equal(viaAdmin.statusCode, 200, viaAdmin.body);
       assert.deepEqual(viaAdmin.json(), viaKey.json(), query);
     }
@@ -69,7 +104,11 @@ describe('admin reads for the console', () => {
     const unknown = await admin(`/admin/v1/products/${acme.id}/traffic_reports?colour=red`);
     assert.equal(unknown.statusCode, 400);
     assert.equal((await admin('/admin/v1/products/prd_nope/traffic_reports')).statusCode, 404);
-    const withKey = await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${acme.id}/traffic_reports`, headers: bearer(acme.reportsKey) });
+    const withKey = await ctx.app.inject({
+      method: 'GET',
+      url: `/admin/v1/products/${acme.id}/traffic_reports`,
+      headers: bearer(acme.reportsKey),
+    });
     assert.equal(withKey.statusCode, 401);
   });
 
@@ -78,13 +117,24 @@ describe('admin reads for the console', () => {
       method: 'POST',
       url: '/api/v2/identify',
       headers: bearer(acme.eventsKey),
-      payload: { external_id: 'user_1', identifiers: { email: 'Ada@Example.com', stripe_customer: 'cus:42' }, traits: { plan: 'pro' } },
+      payload: {
+        external_id: 'user_1',
+        identifiers: { email: 'Ada@Example.com', stripe_customer: 'cus:42' },
+        traits: { plan: 'pro' },
+      },
     });
     assert.ok([200, 201].includes(identify.statusCode), identify.body);
-    const alias = await ctx.app.inject({ method: 'POST', url: '/api/v2/alias', headers: bearer(acme.eventsKey), payload: { from_external_id: 'anon_9', to_external_id: 'user_1' } });
+    const alias = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/alias',
+      headers: bearer(acme.eventsKey),
+      payload: { from_external_id: 'anon_9', to_external_id: 'user_1' },
+    });
     assert.ok([200, 201].includes(alias.statusCode), alias.body);
 
-    const byEmail = await admin(`/admin/v1/products/${acme.id}/users?identifier=${encodeURIComponent('email: ADA@example.com ')}`);
+    const byEmail = await admin(
+      `/admin/v1/products/${acme.id}/users?identifier=${encodeURIComponent('email: ADA@example.com ')}`,
+    );
     assert.equal(byEmail.statusCode, 200, byEmail.body);
     const user = byEmail.json().data;
     assert.equal(user.external_id, 'user_1');
@@ -92,7 +142,9 @@ describe('admin reads for the console', () => {
     assert.equal(user.merges.length, 1);
     assert.equal(user.merges[0].from_external_id, 'anon_9');
     // The value is everything after the first colon.
-    const byStripe = await admin(`/admin/v1/products/${acme.id}/users?identifier=${encodeURIComponent('stripe_customer:cus:42')}&events_limit=0`);
+    const byStripe = await admin(
+      `/admin/v1/products/${acme.id}/users?identifier=${encodeURIComponent('stripe_customer:cus:42')}&events_limit=0`,
+    );
     assert.equal(byStripe.statusCode, 200, byStripe.body);
     assert.deepEqual(byStripe.json().data.events, []);
     // The same answer as the lookup by an alias.
@@ -101,7 +153,12 @@ describe('admin reads for the console', () => {
     // The identified flag (clarifications §18): set by the native identify; not by an anonymous-only Segment identify.
     assert.equal(user.identified, true);
     const basic = { authorization: `Basic ${Buffer.from(`${acme.eventsKey}:`).toString('base64')}` };
-    const anonymous = await ctx.app.inject({ method: 'POST', url: '/v1/identify', headers: basic, payload: { anonymousId: 'anon_only', messageId: 'anon-only-1', traits: { plan: 'free' } } });
+    const anonymous = await ctx.app.inject({
+      method: 'POST',
+      url: '/v1/identify',
+      headers: basic,
+      payload: { anonymousId: 'anon_only', messageId: 'anon-only-1', traits: { plan: 'free' } },
+    });
     assert.equal(anonymous.statusCode, 200, anonymous.body);
     const anon = await admin(`/admin/v1/products/${acme.id}/users/anon_only`);
     assert.equal(anon.statusCode, 200, anon.body);
@@ -123,14 +180,23 @@ describe('admin reads for the console', () => {
   it('GET /stats: ingest counts and rate, rejections, commit latency, pool, destinations by status', async () => {
     const first = (await admin('/admin/v1/stats')).json().data;
     for (let i = 0; i < 3; i++) {
-      const res = await ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(acme.eventsKey), payload: { event_type: 'page', action: 'viewed', subject_type: 'user', subject_id: 'u1' } });
+      const res = await ctx.app.inject({
+        method: 'POST',
+        url: '/api/v2/events',
+        headers: bearer(acme.eventsKey),
+        payload: { event_type: 'page', action: 'viewed', subject_type: 'user', subject_id: 'u1' },
+      });
       assert.equal(res.statusCode, 201, res.body);
     }
     const rejected = await ctx.app.inject({
       method: 'POST',
       url: '/api/v2/events/batch',
       headers: bearer(acme.eventsKey),
-      payload: { events: [{ event_type: 'page', action: 'viewed', subject_type: 'user', subject_id: 'u1', occurred_at: 'yesterday' }] },
+      payload: {
+        events: [
+          { event_type: 'page', action: 'viewed', subject_type: 'user', subject_id: 'u1', occurred_at: 'yesterday' },
+        ],
+      },
     });
     assert.ok(rejected.statusCode < 500, rejected.body);
     const res = await admin('/admin/v1/stats');

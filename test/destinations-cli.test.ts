@@ -24,7 +24,20 @@ async function product(name: string): Promise<string> {
 }
 
 async function webhook(productId: string, ...extra: string[]) {
-  const created = await cli('destinations', 'create', '--product', productId, '--type', 'webhook', '--name', 'hook', '--url', receiver.url, ...extra, '--json');
+  const created = await cli(
+    'destinations',
+    'create',
+    '--product',
+    productId,
+    '--type',
+    'webhook',
+    '--name',
+    'hook',
+    '--url',
+    receiver.url,
+    ...extra,
+    '--json',
+  );
   assert.equal(created.code, 0, created.err);
   return json(created.out);
 }
@@ -32,7 +45,22 @@ async function webhook(productId: string, ...extra: string[]) {
 describe('inlet destinations', () => {
   it('create prints the secret once (and says so); list and show give status, lag and cursor', async () => {
     const p = await product('Cli');
-    const human = await cli('destinations', 'create', '--product', p, '--type', 'webhook', '--name', 'first', '--url', receiver.url, '--types', 'event.created', '--max-messages', '10');
+    const human = await cli(
+      'destinations',
+      'create',
+      '--product',
+      p,
+      '--type',
+      'webhook',
+      '--name',
+      'first',
+      '--url',
+      receiver.url,
+      '--types',
+      'event.created',
+      '--max-messages',
+      '10',
+    );
     assert.equal(human.code, 0, human.err);
     assert.match(human.out, /^secret\s+whsec_/m);
     assert.match(human.err, /shown only now/);
@@ -61,7 +89,17 @@ describe('inlet destinations', () => {
 
   it('edit changes only what it is given: filter parts and batch settings merge with the current ones', async () => {
     const p = await product('Edit');
-    const d = await webhook(p, '--types', 'event.created', '--sources', 'api', '--max-messages', '50', '--max-wait-ms', '200');
+    const d = await webhook(
+      p,
+      '--types',
+      'event.created',
+      '--sources',
+      'api',
+      '--max-messages',
+      '50',
+      '--max-wait-ms',
+      '200',
+    );
 
     const renamed = json((await cli('destinations', 'edit', d.id, '--product', p, '--name', 'billing', '--json')).out);
     assert.equal(renamed.name, 'billing');
@@ -69,15 +107,38 @@ describe('inlet destinations', () => {
     assert.deepEqual(renamed.batch, { max_messages: 50, max_wait_ms: 200 });
 
     // One filter part and one batch setting: the others stay.
-    const narrowed = json((await cli('destinations', 'edit', d.id, '--product', p, '--canonical-names', 'order_placed, order_paid', '--max-messages', '100', '--json')).out);
-    assert.deepEqual(narrowed.filter, { types: ['event.created'], canonical_names: ['order_placed', 'order_paid'], sources: ['api'] });
+    const narrowed = json(
+      (
+        await cli(
+          'destinations',
+          'edit',
+          d.id,
+          '--product',
+          p,
+          '--canonical-names',
+          'order_placed, order_paid',
+          '--max-messages',
+          '100',
+          '--json',
+        )
+      ).out,
+    );
+    assert.deepEqual(narrowed.filter, {
+      types: ['event.created'],
+      canonical_names: ['order_placed', 'order_paid'],
+      sources: ['api'],
+    });
     assert.deepEqual(narrowed.batch, { max_messages: 100, max_wait_ms: 200 });
 
     // An empty value removes that part of the filter.
-    const widened = json((await cli('destinations', 'edit', d.id, '--product', p, '--sources', '', '--types', '', '--json')).out);
+    const widened = json(
+      (await cli('destinations', 'edit', d.id, '--product', p, '--sources', '', '--types', '', '--json')).out,
+    );
     assert.deepEqual(widened.filter, { canonical_names: ['order_placed', 'order_paid'] });
 
-    const moved = json((await cli('destinations', 'edit', d.id, '--product', p, '--url', `${receiver.url}/v2`, '--json')).out);
+    const moved = json(
+      (await cli('destinations', 'edit', d.id, '--product', p, '--url', `${receiver.url}/v2`, '--json')).out,
+    );
     assert.equal(moved.url, `${receiver.url}/v2`);
     assert.equal(moved.name, 'billing');
 
@@ -99,7 +160,21 @@ describe('inlet destinations', () => {
     assert.deepEqual(unchanged.filter, { canonical_names: ['order_placed', 'order_paid'] });
 
     // A NATS destination has no url to edit.
-    const nats = await cli('destinations', 'create', '--product', p, '--type', 'nats', '--name', 'stream', '--servers', 'nats://127.0.0.1:4222', '--subject', 'inlet.{canonical_name}', '--json');
+    const nats = await cli(
+      'destinations',
+      'create',
+      '--product',
+      p,
+      '--type',
+      'nats',
+      '--name',
+      'stream',
+      '--servers',
+      'nats://127.0.0.1:4222',
+      '--subject',
+      'inlet.{canonical_name}',
+      '--json',
+    );
     assert.equal(nats.code, 0, nats.err);
     const natsUrl = await cli('destinations', 'edit', json(nats.out).id, '--product', p, '--url', receiver.url);
     assert.equal(natsUrl.code, 1);
@@ -108,7 +183,9 @@ describe('inlet destinations', () => {
 
   it('pause, resume, replay, rotate-secret, the delivery log and delete, against a running deliverer', async () => {
     const p = await product('Deliver');
-    const key = json((await cli('keys', 'create', '--product', p, '--kind', 'events', '--name', 'backend', '--json')).out).key as string;
+    const key = json(
+      (await cli('keys', 'create', '--product', p, '--kind', 'events', '--name', 'backend', '--json')).out,
+    ).key as string;
     const d = await webhook(p, '--max-messages', '10');
     receiver.secrets = [d.secret];
 
@@ -124,7 +201,12 @@ describe('inlet destinations', () => {
     try {
       const send = async (n: number) => {
         for (let i = 0; i < n; i++) {
-          const res = await app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(key), payload: { subject_type: 'user', subject_id: `u${i}`, event_type: 'order', action: 'placed' } });
+          const res = await app.inject({
+            method: 'POST',
+            url: '/api/v2/events',
+            headers: bearer(key),
+            payload: { subject_type: 'user', subject_id: `u${i}`, event_type: 'order', action: 'placed' },
+          });
           assert.equal(res.statusCode, 201, res.body);
         }
       };
@@ -153,7 +235,9 @@ describe('inlet destinations', () => {
       assert.equal((await cli('destinations', 'deliveries', d.id, '--product', p, '--limit', '0')).code, 2);
 
       // Replay from the beginning re-delivers the same messages, with the same ids.
-      const replayed = json((await cli('destinations', 'replay', d.id, '--product', p, '--from', 'beginning', '--json')).out);
+      const replayed = json(
+        (await cli('destinations', 'replay', d.id, '--product', p, '--from', 'beginning', '--json')).out,
+      );
       assert.equal(replayed.lag, 3);
       await deliver();
       const ids = receiver.accepted.filter((m) => m.type === 'event.created').map((m) => m.id);

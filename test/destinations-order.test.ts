@@ -63,7 +63,13 @@ async function expectedOrder(productId: string): Promise<string[]> {
 describe('destinations: concurrent writers, one order, nothing skipped', () => {
   it('delivers every event and identity message exactly once, in position order, while they are written', async () => {
     const product = await writerA.keys.createProduct('order');
-    const created = await writerA.destinations.create(product.id, { type: 'webhook', name: 'order', url: receiver.url, start: 'beginning', batch: { max_messages: 50 } });
+    const created = await writerA.destinations.create(product.id, {
+      type: 'webhook',
+      name: 'order',
+      url: receiver.url,
+      start: 'beginning',
+      batch: { max_messages: 50 },
+    });
     receiver.secrets = [created.secret!];
     let writing = true;
     let n = 0;
@@ -96,7 +102,11 @@ describe('destinations: concurrent writers, one order, nothing skipped', () => {
       let i = 0;
       while (writing) {
         await services.identity.identify(product.id, { external_id: `user-${worker}-${i % 7}`, traits: { n: i } });
-        if (i % 5 === 4) await services.identity.alias(product.id, { from_external_id: `anon-${worker}-${i}`, to_external_id: `user-${worker}-${i % 7}` });
+        if (i % 5 === 4)
+          await services.identity.alias(product.id, {
+            from_external_id: `anon-${worker}-${i}`,
+            to_external_id: `user-${worker}-${i % 7}`,
+          });
         i++;
         await yieldToIo();
       }
@@ -107,7 +117,13 @@ describe('destinations: concurrent writers, one order, nothing skipped', () => {
         await writerA.destinations.idle();
       }
     };
-    const loops = [eventLoop(writerA, 0), eventLoop(writerB, 1), identityLoop(writerA, 2), identityLoop(writerB, 3), deliverLoop()];
+    const loops = [
+      eventLoop(writerA, 0),
+      eventLoop(writerB, 1),
+      identityLoop(writerA, 2),
+      identityLoop(writerB, 3),
+      deliverLoop(),
+    ];
     await new Promise((resolve) => setTimeout(resolve, 2000));
     writing = false;
     await Promise.all(loops);
@@ -116,10 +132,16 @@ describe('destinations: concurrent writers, one order, nothing skipped', () => {
       await writerA.destinations.idle();
     }
     const expected = await expectedOrder(product.id);
-    assert.ok(expected.some((id) => id.startsWith('idm_')) && expected.some((id) => id.startsWith('evt_')), 'both kinds were written');
+    assert.ok(
+      expected.some((id) => id.startsWith('idm_')) && expected.some((id) => id.startsWith('evt_')),
+      'both kinds were written',
+    );
     assert.equal(receiver.unverified, 0);
     const duplicates = [...receiver.countById.entries()].filter(([, count]) => count > 1);
     assert.deepEqual(duplicates, [], 'no message twice (no failure happened)');
-    assert.deepEqual(receiver.accepted.map((m) => m.id), expected);
+    assert.deepEqual(
+      receiver.accepted.map((m) => m.id),
+      expected,
+    );
   });
 });

@@ -35,7 +35,14 @@ async function send(key: string, n: number, prefix: string, extra: Record<string
       method: 'POST',
       url: '/api/v2/events',
       headers: bearer(key),
-      payload: { subject_type: 'user', subject_id: `u${i}`, event_type: 'order', action: 'placed', properties: { i, prefix }, ...extra },
+      payload: {
+        subject_type: 'user',
+        subject_id: `u${i}`,
+        event_type: 'order',
+        action: 'placed',
+        properties: { i, prefix },
+        ...extra,
+      },
     });
     assert.equal(res.statusCode, 201, res.body);
     uuids.push(res.json().data.uuid as string);
@@ -55,7 +62,12 @@ async function deliver(): Promise<void> {
 const evtId = (uuid: string) => `evt_${uuid.replace(/-/g, '')}`;
 
 async function webhook(productId: string, extra: Record<string, unknown> = {}) {
-  const created = await ctx.services.destinations.create(productId, { type: 'webhook', name: 'hook', url: receiver.url, ...extra });
+  const created = await ctx.services.destinations.create(productId, {
+    type: 'webhook',
+    name: 'hook',
+    url: receiver.url,
+    ...extra,
+  });
   receiver.secrets = [created.secret!];
   return created;
 }
@@ -79,7 +91,10 @@ describe('destinations: webhook delivery', () => {
     const uuids = await send(product.eventsKey, 5, 'after');
     await deliver();
     assert.equal(receiver.unverified, 0);
-    assert.deepEqual(receiver.accepted.map((m) => m.id), uuids.map(evtId));
+    assert.deepEqual(
+      receiver.accepted.map((m) => m.id),
+      uuids.map(evtId),
+    );
     const first = receiver.requests[0]!;
     assert.equal(first.headers['content-type'], 'application/json');
     assert.match(String(first.headers['user-agent']), /^Inlet\//);
@@ -130,7 +145,10 @@ describe('destinations: webhook delivery', () => {
     assert.equal(receiver.requests.length, 3, 'not before Retry-After');
     ctx.clock.advance(61_000);
     await deliver();
-    assert.deepEqual(receiver.accepted.map((m) => m.id), uuids.map(evtId));
+    assert.deepEqual(
+      receiver.accepted.map((m) => m.id),
+      uuids.map(evtId),
+    );
     // Every attempt of the first message carried the same webhook-id.
     assert.deepEqual(new Set(receiver.requests.slice(0, 4).map((r) => r.webhookId)), new Set([evtId(uuids[0]!)]));
     assert.equal(receiver.countById.get(evtId(uuids[0]!)), 4);
@@ -161,7 +179,10 @@ describe('destinations: webhook delivery', () => {
     receiver.fallback = { status: 200 };
     await ctx.services.destinations.update(product.id, destination.id, { status: 'active' });
     await deliver();
-    assert.deepEqual(receiver.accepted.map((m) => m.id), [...first, ...more].map(evtId));
+    assert.deepEqual(
+      receiver.accepted.map((m) => m.id),
+      [...first, ...more].map(evtId),
+    );
     shown = await ctx.services.destinations.show(product.id, destination.id);
     assert.equal(shown.status, 'active');
     assert.equal(shown.disabledReason, null);
@@ -178,7 +199,10 @@ describe('destinations: webhook delivery', () => {
     assert.ok(shown.nextAttemptAt! > ctx.clock.now(), 'waiting for a retry');
     await ctx.services.destinations.update(product.id, destination.id, { status: 'active' });
     await deliver();
-    assert.deepEqual(receiver.accepted.map((m) => m.id), [evtId(uuid!)]);
+    assert.deepEqual(
+      receiver.accepted.map((m) => m.id),
+      [evtId(uuid!)],
+    );
     shown = await ctx.services.destinations.show(product.id, destination.id);
     assert.equal(shown.consecutiveFailures, 0);
   });
@@ -240,12 +264,21 @@ describe('destinations: webhook delivery', () => {
   it('batches up to max_messages with a webhook-id derived from the first and last ids; filters by type, name and source', async () => {
     reset();
     const product = await ctx.product('batch');
-    await webhook(product.id, { batch: { max_messages: 3 }, filter: { canonical_names: ['order_placed'], sources: ['api'] } });
+    await webhook(product.id, {
+      batch: { max_messages: 3 },
+      filter: { canonical_names: ['order_placed'], sources: ['api'] },
+    });
     const uuids = await send(product.eventsKey, 7, 'b');
     await send(product.eventsKey, 2, 'other', { event_type: 'page', action: 'viewed' });
     await deliver();
-    assert.deepEqual(receiver.accepted.map((m) => m.id), uuids.map(evtId));
-    assert.deepEqual(receiver.requests.map((r) => r.messages.length), [3, 3, 1]);
+    assert.deepEqual(
+      receiver.accepted.map((m) => m.id),
+      uuids.map(evtId),
+    );
+    assert.deepEqual(
+      receiver.requests.map((r) => r.messages.length),
+      [3, 3, 1],
+    );
     const body = JSON.parse(receiver.requests[0]!.body) as { type: string; data: unknown[] };
     assert.equal(body.type, 'batch');
     assert.match(receiver.requests[0]!.webhookId, /^bat_/);
@@ -255,8 +288,18 @@ describe('destinations: webhook delivery', () => {
   it('two destinations of one product (one shared page read): each gets its messages in order, nothing skipped', async () => {
     reset();
     const product = await ctx.product('two');
-    const all = await ctx.services.destinations.create(product.id, { type: 'webhook', name: 'all', url: receiver.url, batch: { max_messages: 4 } });
-    const some = await ctx.services.destinations.create(product.id, { type: 'webhook', name: 'some', url: receiver.url, filter: { canonical_names: ['order_placed'] } });
+    const all = await ctx.services.destinations.create(product.id, {
+      type: 'webhook',
+      name: 'all',
+      url: receiver.url,
+      batch: { max_messages: 4 },
+    });
+    const some = await ctx.services.destinations.create(product.id, {
+      type: 'webhook',
+      name: 'some',
+      url: receiver.url,
+      filter: { canonical_names: ['order_placed'] },
+    });
     receiver.secrets = [all.secret!, some.secret!];
     const expected: string[] = [];
     const placed: string[] = [];
@@ -267,7 +310,10 @@ describe('destinations: webhook delivery', () => {
       placed.push(...a);
       await deliver();
     }
-    const by = (index: number) => receiver.requests.filter((r) => r.verifiedBy.includes(index) && r.answered === 204).flatMap((r) => r.messages.map((m) => m.id));
+    const by = (index: number) =>
+      receiver.requests
+        .filter((r) => r.verifiedBy.includes(index) && r.answered === 204)
+        .flatMap((r) => r.messages.map((m) => m.id));
     assert.equal(receiver.unverified, 0);
     assert.deepEqual(by(0), expected.map(evtId));
     assert.deepEqual(by(1), placed.map(evtId));
@@ -278,12 +324,27 @@ describe('destinations: webhook delivery', () => {
     const product = await ctx.product('identity');
     await webhook(product.id);
     const [e1] = await send(product.eventsKey, 1, 'x');
-    const identified = await ctx.app.inject({ method: 'POST', url: '/api/v2/identify', headers: bearer(product.eventsKey), payload: { external_id: 'ada', traits: { plan: 'pro' } } });
+    const identified = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/identify',
+      headers: bearer(product.eventsKey),
+      payload: { external_id: 'ada', traits: { plan: 'pro' } },
+    });
     assert.equal(identified.statusCode, 201, identified.body);
     // An identify that changes nothing writes no message.
-    await ctx.app.inject({ method: 'POST', url: '/api/v2/identify', headers: bearer(product.eventsKey), payload: { external_id: 'ada', traits: { plan: 'pro' } } });
+    await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/identify',
+      headers: bearer(product.eventsKey),
+      payload: { external_id: 'ada', traits: { plan: 'pro' } },
+    });
     const [e2] = await send(product.eventsKey, 1, 'y');
-    const merged = await ctx.app.inject({ method: 'POST', url: '/api/v2/alias', headers: bearer(product.eventsKey), payload: { from_external_id: 'anon-1', to_external_id: 'ada' } });
+    const merged = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/alias',
+      headers: bearer(product.eventsKey),
+      payload: { from_external_id: 'anon-1', to_external_id: 'ada' },
+    });
     assert.equal(merged.statusCode, 200, merged.body);
     const [e3] = await send(product.eventsKey, 1, 'z');
     await deliver();
@@ -291,9 +352,15 @@ describe('destinations: webhook delivery', () => {
       receiver.accepted.map((m) => m.type),
       ['event.created', 'user.identified', 'event.created', 'user.merged', 'event.created'],
     );
-    assert.deepEqual([receiver.accepted[0]!.id, receiver.accepted[2]!.id, receiver.accepted[4]!.id], [e1, e2, e3].map((u) => evtId(u!)));
+    assert.deepEqual(
+      [receiver.accepted[0]!.id, receiver.accepted[2]!.id, receiver.accepted[4]!.id],
+      [e1, e2, e3].map((u) => evtId(u!)),
+    );
     assert.equal((receiver.accepted[1]!.data as { external_id: string }).external_id, 'ada');
-    const mergedData = receiver.accepted[3]!.data as { from_external_id: string; into: { external_id: string; aliases: string[] } };
+    const mergedData = receiver.accepted[3]!.data as {
+      from_external_id: string;
+      into: { external_id: string; aliases: string[] };
+    };
     assert.equal(mergedData.from_external_id, 'anon-1');
     assert.equal(mergedData.into.external_id, 'ada');
     assert.deepEqual(mergedData.into.aliases, ['anon-1']);
@@ -308,7 +375,10 @@ describe('destinations: webhook delivery', () => {
     await deliver();
     await ctx.services.destinations.replay(product.id, destination.id, new Date(Date.now() - 3_600_000).toISOString());
     await deliver();
-    assert.deepEqual(receiver.accepted.map((m) => m.id), [...uuids, ...uuids].map(evtId));
+    assert.deepEqual(
+      receiver.accepted.map((m) => m.id),
+      [...uuids, ...uuids].map(evtId),
+    );
   });
 
   it('a replay while a delivery is in flight stands: that delivery does not write its cursor over it', async () => {
@@ -332,7 +402,12 @@ describe('destinations: webhook delivery', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     cleanups.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
-    const { destination } = await ctx.services.destinations.create(product.id, { type: 'webhook', name: 'race', url, start: 'beginning' });
+    const { destination } = await ctx.services.destinations.create(product.id, {
+      type: 'webhook',
+      name: 'race',
+      url,
+      start: 'beginning',
+    });
     const d = ctx.services.destinations;
     const uuids = await send(product.eventsKey, 1, 'r');
     await deliver(); // the cursor is now after the first event
@@ -352,21 +427,35 @@ describe('destinations: webhook delivery', () => {
 describe('destinations: the outbound guard', () => {
   it('refuses loopback, private, link-local and metadata URLs at creation unless private targets are allowed', async () => {
     const product = await ctx.product('ssrf');
-    const strict = createDestinationService(ctx.services.storage.destinations, createMetrics({ defaultMetrics: false }), {
-      timeoutMs: 1000,
-      disableAfterMs: 86_400_000,
-      pollMs: 1000,
-      leaseMs: 15_000,
-      logRetentionMs: 86_400_000,
-      format: destinationMessage,
-      guard: createOutboundGuard({ allow: undefined, allowPrivate: false }),
-    });
+    const strict = createDestinationService(
+      ctx.services.storage.destinations,
+      createMetrics({ defaultMetrics: false }),
+      {
+        timeoutMs: 1000,
+        disableAfterMs: 86_400_000,
+        pollMs: 1000,
+        leaseMs: 15_000,
+        logRetentionMs: 86_400_000,
+        format: destinationMessage,
+        guard: createOutboundGuard({ allow: undefined, allowPrivate: false }),
+      },
+    );
     cleanups.push(() => strict.close());
-    for (const url of ['http://127.0.0.1:9/x', 'http://[::1]:9/x', 'http://10.1.2.3/x', 'http://192.168.0.1/x', 'http://169.254.169.254/latest/meta-data', 'http://localhost:9/x']) {
-      await assert.rejects(strict.create(product.id, { type: 'webhook', name: 'x', url }), (error: Error & { errors?: Array<{ message: string }> }) => {
-        assert.match(error.errors?.[0]?.message ?? '', /refused by the outbound guard/, url);
-        return true;
-      });
+    for (const url of [
+      'http://127.0.0.1:9/x',
+      'http://[::1]:9/x',
+      'http://10.1.2.3/x',
+      'http://192.168.0.1/x',
+      'http://169.254.169.254/latest/meta-data',
+      'http://localhost:9/x',
+    ]) {
+      await assert.rejects(
+        strict.create(product.id, { type: 'webhook', name: 'x', url }),
+        (error: Error & { errors?: Array<{ message: string }> }) => {
+          assert.match(error.errors?.[0]?.message ?? '', /refused by the outbound guard/, url);
+          return true;
+        },
+      );
     }
     // The metadata address stays refused even with private targets allowed.
     const lenient = createOutboundGuard({ allow: undefined, allowPrivate: true });

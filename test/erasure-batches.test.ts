@@ -13,7 +13,8 @@ before(async () => {
 });
 after(async () => ctx.close());
 
-const event = (productId: string, subjectId: string, externalId: string) => eventRow(productId, externalId, { subjectId });
+const event = (productId: string, subjectId: string, externalId: string) =>
+  eventRow(productId, externalId, { subjectId });
 
 async function subjectsLeft(productId: string): Promise<Record<string, number>> {
   const rows = await ctx.services.storage.db
@@ -46,7 +47,11 @@ describe('erasure: event batches of a person with several ids', () => {
       if (n < 4) break;
     }
     assert.deepEqual(batches, [4, 4, 4, 0], 'full batches of 4 across both ids (7 + 5 = 12), then an empty one');
-    assert.deepEqual(await subjectsLeft(product.id), { bystander: 3 }, 'every event of the ids is gone, the others stay');
+    assert.deepEqual(
+      await subjectsLeft(product.id),
+      { bystander: 3 },
+      'every event of the ids is gone, the others stay',
+    );
     assert.deepEqual(await subjectsLeft(other.id), { 'alias-a': 4 }, 'the same id in another product is untouched');
   });
 });

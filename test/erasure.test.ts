@@ -8,7 +8,16 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, existsSync } from 'node:fs';
 import { sql } from 'kysely';
-import { adminHeaders, bearer, createTestApp, dialect, problemOf, testConfig, testDatabase, type TestContext } from './helpers.js';
+import {
+  adminHeaders,
+  bearer,
+  createTestApp,
+  dialect,
+  problemOf,
+  testConfig,
+  testDatabase,
+  type TestContext,
+} from './helpers.js';
 import { ConfigError } from '../src/config.js';
 import { createServices } from '../src/services.js';
 import { buildApp } from '../src/http/app.js';
@@ -30,11 +39,21 @@ after(async () => {
 const basic = (k: string) => ({ authorization: `Basic ${Buffer.from(`${k}:`).toString('base64')}` });
 
 async function admin(method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE', url: string, payload?: unknown) {
-  return ctx.app.inject({ method, url: `/admin/v1${url}`, headers: adminHeaders(), ...(payload === undefined ? {} : { payload: payload as object }) });
+  return ctx.app.inject({
+    method,
+    url: `/admin/v1${url}`,
+    headers: adminHeaders(),
+    ...(payload === undefined ? {} : { payload: payload as object }),
+  });
 }
 
 async function track(key: string, subjectId: string, name = 'order_completed') {
-  return ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(key), payload: { event: name, subject_type: 'user', subject_id: subjectId, properties: { total: 1 } } });
+  return ctx.app.inject({
+    method: 'POST',
+    url: '/api/v2/events',
+    headers: bearer(key),
+    payload: { event: name, subject_type: 'user', subject_id: subjectId, properties: { total: 1 } },
+  });
 }
 
 /** Every text/JSON value of every table, as text, with the table and column it sits in. */
@@ -45,11 +64,16 @@ async function everyStoredText(): Promise<Array<{ table: string; column: string;
     const tables = await sql<{ name: string }>`SELECT name FROM sqlite_master WHERE type = 'table'`.execute(db);
     for (const { name } of tables.rows) {
       const rows = await sql<Record<string, unknown>>`SELECT * FROM ${sql.id(name)}`.execute(db);
-      for (const row of rows.rows) for (const [column, value] of Object.entries(row)) if (typeof value === 'string') found.push({ table: name, column, text: value });
+      for (const row of rows.rows)
+        for (const [column, value] of Object.entries(row))
+          if (typeof value === 'string') found.push({ table: name, column, text: value });
     }
     return found;
   }
-  const columns = await sql<{ table_name: string; column_name: string }>`SELECT c.table_name, c.column_name FROM information_schema.columns c
+  const columns = await sql<{
+    table_name: string;
+    column_name: string;
+  }>`SELECT c.table_name, c.column_name FROM information_schema.columns c
       JOIN information_schema.tables t ON t.table_schema = c.table_schema AND t.table_name = c.table_name
      WHERE c.table_schema = current_schema() AND t.table_type = 'BASE TABLE'
        AND c.data_type IN ('text', 'character varying', 'character', 'json', 'jsonb', 'uuid', 'ARRAY')`.execute(db);
@@ -63,7 +87,8 @@ async function everyStoredText(): Promise<Array<{ table: string; column: string;
 async function whereFound(needles: string[]): Promise<string[]> {
   const texts = await everyStoredText();
   const hits: string[] = [];
-  for (const needle of needles) for (const t of texts) if (t.text.includes(needle)) hits.push(`${needle} in ${t.table}.${t.column}`);
+  for (const needle of needles)
+    for (const t of texts) if (t.text.includes(needle)) hits.push(`${needle} in ${t.table}.${t.column}`);
   return hits;
 }
 
@@ -87,13 +112,32 @@ describe('erasure: every linked id gone from every table and the SQLite files', 
     productId = product.id;
     key = product.eventsKey;
     // Violations: a plan in warn, unplanned events recorded with their subject.
-    assert.equal((await admin('PUT', `/products/${productId}/tracking_plan`, { mode: 'warn', unplanned: 'warn', events: {} })).statusCode, 200);
+    assert.equal(
+      (await admin('PUT', `/products/${productId}/tracking_plan`, { mode: 'warn', unplanned: 'warn', events: {} }))
+        .statusCode,
+      200,
+    );
     const identify = (externalId: string, body: Record<string, unknown>) =>
-      ctx.app.inject({ method: 'POST', url: '/api/v2/identify', headers: bearer(key), payload: { external_id: externalId, ...body } });
+      ctx.app.inject({
+        method: 'POST',
+        url: '/api/v2/identify',
+        headers: bearer(key),
+        payload: { external_id: externalId, ...body },
+      });
     assert.equal((await identify(canonical, { identifiers: { email }, traits: { name: trait } })).statusCode, 201);
     assert.equal((await identify(older, { traits: { plan: 'old plan' } })).statusCode, 201);
     // A merge with history: the older user becomes an alias of the canonical one.
-    assert.equal((await ctx.app.inject({ method: 'POST', url: '/api/v2/alias', headers: bearer(key), payload: { from_external_id: older, to_external_id: canonical } })).statusCode, 200);
+    assert.equal(
+      (
+        await ctx.app.inject({
+          method: 'POST',
+          url: '/api/v2/alias',
+          headers: bearer(key),
+          payload: { from_external_id: older, to_external_id: canonical },
+        })
+      ).statusCode,
+      200,
+    );
     for (const id of [canonical, older, anonymous, keep]) assert.equal((await track(key, id)).statusCode, 201);
     // Segment calls: an anonymous → user link, a group call (subject: the account), an anonymous page.
     const segment = await ctx.app.inject({
@@ -106,7 +150,13 @@ describe('erasure: every linked id gone from every table and the SQLite files', 
           { type: 'group', groupId: 'acct-1', userId: canonical, messageId: 'msg-seg-2', traits: { plan: 'team' } },
           { type: 'page', anonymousId: anonymous, name: 'Home', messageId: 'msg-seg-3' },
           // A rejection naming the person (recorded with the item) and one naming the kept person.
-          { type: 'track', event: 'Late', userId: canonical, timestamp: '1970-01-01T00:00:00Z', messageId: 'msg-seg-4' },
+          {
+            type: 'track',
+            event: 'Late',
+            userId: canonical,
+            timestamp: '1970-01-01T00:00:00Z',
+            messageId: 'msg-seg-4',
+          },
           { type: 'track', event: 'Late', userId: keep, timestamp: '1970-01-01T00:00:00Z', messageId: 'msg-seg-5' },
         ],
       },
@@ -114,20 +164,40 @@ describe('erasure: every linked id gone from every table and the SQLite files', 
     assert.equal(segment.statusCode, 200, segment.body);
     assert.equal(segment.json().rejected.length, 2);
     // A native batch rejection naming the older id.
-    const native = await ctx.app.inject({ method: 'POST', url: '/api/v2/events/batch', headers: bearer(key), payload: { events: [{ subject_type: 'user', subject_id: older, event: 'nosep' }] } });
+    const native = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/events/batch',
+      headers: bearer(key),
+      payload: { events: [{ subject_type: 'user', subject_id: older, event: 'nosep' }] },
+    });
     assert.equal(native.statusCode, 207);
     await flushRecorders();
     const before = await whereFound([canonical, older, anonymous, email, trait, keep]);
     for (const needle of [canonical, older, anonymous, email, trait, keep]) {
-      assert.ok(before.some((hit) => hit.startsWith(`${needle} in`)), `the scan finds ${needle} before the erasure`);
+      assert.ok(
+        before.some((hit) => hit.startsWith(`${needle} in`)),
+        `the scan finds ${needle} before the erasure`,
+      );
     }
-    assert.ok(before.some((hit) => hit.startsWith(`${canonical} in rejections.`)), 'a rejection names the person');
-    assert.ok(before.some((hit) => hit.startsWith(`${canonical} in plan_violations.`)), 'a violation names the person');
-    assert.ok(before.some((hit) => hit.startsWith(`${older} in user_merges.`)), 'the merge history names the older id');
+    assert.ok(
+      before.some((hit) => hit.startsWith(`${canonical} in rejections.`)),
+      'a rejection names the person',
+    );
+    assert.ok(
+      before.some((hit) => hit.startsWith(`${canonical} in plan_violations.`)),
+      'a violation names the person',
+    );
+    assert.ok(
+      before.some((hit) => hit.startsWith(`${older} in user_merges.`)),
+      'the merge history names the older id',
+    );
   });
 
   it('answers 202 with the job, resolving the person from an anonymous id; every linked id is suppressed', async () => {
-    const res = await admin('POST', `/products/${productId}/erasures`, { external_id: anonymous, reason: 'ticket 4411' });
+    const res = await admin('POST', `/products/${productId}/erasures`, {
+      external_id: anonymous,
+      reason: 'ticket 4411',
+    });
     assert.equal(res.statusCode, 202, res.body);
     const job = res.json().data;
     assert.match(job.id, /^era_[0-9a-f]{32}$/);
@@ -142,12 +212,35 @@ describe('erasure: every linked id gone from every table and the SQLite files', 
       assert.equal(problemOf(refused).code, 'subject_suppressed');
       assert.ok(!refused.body.includes(id), 'the refusal does not repeat the id');
     }
-    const identify = await ctx.app.inject({ method: 'POST', url: '/api/v2/identify', headers: bearer(key), payload: { external_id: older, traits: { back: true } } });
+    const identify = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/identify',
+      headers: bearer(key),
+      payload: { external_id: older, traits: { back: true } },
+    });
     assert.equal(problemOf(identify).code, 'subject_suppressed');
-    const alias = await ctx.app.inject({ method: 'POST', url: '/api/v2/alias', headers: bearer(key), payload: { from_external_id: 'new-device-1', to_external_id: canonical } });
+    const alias = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/alias',
+      headers: bearer(key),
+      payload: { from_external_id: 'new-device-1', to_external_id: canonical },
+    });
     assert.equal(problemOf(alias).code, 'subject_suppressed');
-    const segment = await ctx.app.inject({ method: 'POST', url: '/v1/batch', headers: basic(key), payload: { batch: [{ type: 'track', event: 'Back', anonymousId: anonymous, messageId: 'msg-after-1' }, { type: 'track', event: 'Fine', userId: keep, messageId: 'msg-after-2' }] } });
-    assert.deepEqual(segment.json().rejected.map((r: { code: string; index: number }) => [r.index, r.code]), [[0, 'subject_suppressed']]);
+    const segment = await ctx.app.inject({
+      method: 'POST',
+      url: '/v1/batch',
+      headers: basic(key),
+      payload: {
+        batch: [
+          { type: 'track', event: 'Back', anonymousId: anonymous, messageId: 'msg-after-1' },
+          { type: 'track', event: 'Fine', userId: keep, messageId: 'msg-after-2' },
+        ],
+      },
+    });
+    assert.deepEqual(
+      segment.json().rejected.map((r: { code: string; index: number }) => [r.index, r.code]),
+      [[0, 'subject_suppressed']],
+    );
     assert.equal(segment.json().accepted, 1);
     assert.equal((await track(key, keep)).statusCode, 201, 'another person is unaffected');
 
@@ -155,7 +248,12 @@ describe('erasure: every linked id gone from every table and the SQLite files', 
     assert.equal(done.status, 'done');
     // canonical: identify-free native event + Segment track + group; older: 1; anonymous: native + page.
     assert.deepEqual(
-      { events: done.counts.events, ids: done.counts.ids, identifiers: done.counts.identifiers, merges: done.counts.merges },
+      {
+        events: done.counts.events,
+        ids: done.counts.ids,
+        identifiers: done.counts.identifiers,
+        merges: done.counts.merges,
+      },
       { events: 6, ids: 3, identifiers: 1, merges: 2 }, // the alias, and the Segment anonymous → user link
     );
     assert.ok(done.counts.rejections >= 2, `rejections naming the person: ${done.counts.rejections}`);
@@ -167,7 +265,10 @@ describe('erasure: every linked id gone from every table and the SQLite files', 
     assert.match(listed.json().data.external_id_hmac, /^[0-9a-f]{64}$/);
     // "Was this id erased?" is answered by hashing it again.
     const byId = await admin('GET', `/products/${productId}/erasures?external_id=${anonymous}`);
-    assert.deepEqual(byId.json().data.map((j: { id: string }) => j.id), [job.id]);
+    assert.deepEqual(
+      byId.json().data.map((j: { id: string }) => j.id),
+      [job.id],
+    );
     assert.deepEqual((await admin('GET', `/products/${productId}/erasures?external_id=someone-else`)).json().data, []);
   });
 
@@ -176,9 +277,14 @@ describe('erasure: every linked id gone from every table and the SQLite files', 
     const hits = await whereFound([canonical, older, anonymous, email, trait]);
     assert.deepEqual(hits, []);
     assert.ok((await whereFound([keep])).length > 0, 'the other person is still there');
-    const user = await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${productId}/users/${canonical}`, headers: adminHeaders() });
+    const user = await ctx.app.inject({
+      method: 'GET',
+      url: `/admin/v1/products/${productId}/users/${canonical}`,
+      headers: adminHeaders(),
+    });
     assert.equal(user.statusCode, 404);
-    const rejections = (await admin('GET', `/products/${productId}/rejections?code=subject_suppressed`)).json().data as Array<{ item: unknown; message_id: unknown }>;
+    const rejections = (await admin('GET', `/products/${productId}/rejections?code=subject_suppressed`)).json()
+      .data as Array<{ item: unknown; message_id: unknown }>;
     assert.ok(rejections.length >= 5, 'refusals are listed');
     for (const r of rejections) {
       assert.equal(r.item, null, 'recorded without the item');
@@ -186,24 +292,45 @@ describe('erasure: every linked id gone from every table and the SQLite files', 
     }
   });
 
-  it('SQLite: neither the database file nor its WAL holds the bytes of any id', { skip: dialect !== 'sqlite' }, async () => {
-    const path = ctx.database.databaseUrl.slice('sqlite:'.length);
-    for (const file of [path, `${path}-wal`]) {
-      if (!existsSync(file)) continue;
-      const bytes = readFileSync(file);
-      for (const needle of [canonical, older, anonymous, email, trait]) {
-        assert.equal(bytes.indexOf(Buffer.from(needle)), -1, `${needle} in ${file.endsWith('-wal') ? 'the WAL' : 'the database file'}`);
+  it(
+    'SQLite: neither the database file nor its WAL holds the bytes of any id',
+    { skip: dialect !== 'sqlite' },
+    async () => {
+      const path = ctx.database.databaseUrl.slice('sqlite:'.length);
+      for (const file of [path, `${path}-wal`]) {
+        if (!existsSync(file)) continue;
+        const bytes = readFileSync(file);
+        for (const needle of [canonical, older, anonymous, email, trait]) {
+          assert.equal(
+            bytes.indexOf(Buffer.from(needle)),
+            -1,
+            `${needle} in ${file.endsWith('-wal') ? 'the WAL' : 'the database file'}`,
+          );
+        }
       }
-    }
-    assert.ok(readFileSync(path).indexOf(Buffer.from(keep)) >= 0 || readFileSync(`${path}-wal`).indexOf(Buffer.from(keep)) >= 0, 'the scan of the files finds a kept id');
-  });
+      assert.ok(
+        readFileSync(path).indexOf(Buffer.from(keep)) >= 0 ||
+          readFileSync(`${path}-wal`).indexOf(Buffer.from(keep)) >= 0,
+        'the scan of the files finds a kept id',
+      );
+    },
+  );
 
-  it('PostgreSQL: the tables the job deleted from were vacuumed (dead rows gone from disk)', { skip: dialect !== 'postgres' }, async () => {
-    const stats = await sql<{ relname: string; last_vacuum: Date | null }>`SELECT relname, last_vacuum FROM pg_stat_user_tables
-        WHERE schemaname = current_schema() AND relname IN ('users', 'user_ids', 'rejections', 'identity_messages', 'plan_violations', 'event_dedup')`.execute(ctx.services.storage.db);
-    assert.equal(stats.rows.length, 6);
-    for (const row of stats.rows) assert.notEqual(row.last_vacuum, null, `${row.relname} vacuumed`);
-  });
+  it(
+    'PostgreSQL: the tables the job deleted from were vacuumed (dead rows gone from disk)',
+    { skip: dialect !== 'postgres' },
+    async () => {
+      const stats = await sql<{
+        relname: string;
+        last_vacuum: Date | null;
+      }>`SELECT relname, last_vacuum FROM pg_stat_user_tables
+        WHERE schemaname = current_schema() AND relname IN ('users', 'user_ids', 'rejections', 'identity_messages', 'plan_violations', 'event_dedup')`.execute(
+        ctx.services.storage.db,
+      );
+      assert.equal(stats.rows.length, 6);
+      for (const row of stats.rows) assert.notEqual(row.last_vacuum, null, `${row.relname} vacuumed`);
+    },
+  );
 
   it('lists suppressions as HMACs; lifting one lets its id in again', async () => {
     const list = await admin('GET', `/products/${productId}/suppressions`);
@@ -253,23 +380,42 @@ describe('erasure: concurrent ingest for the person is refused from the request 
     const stored = await ctx.services.storage.events.listBySubjects(product.id, 'user', [person], 1000);
     assert.equal(stored.length, 0, 'nothing of the person is stored');
     const otherStored = await ctx.services.storage.events.listBySubjects(product.id, 'user', [other], 100_000);
-    assert.equal(otherStored.length, results.filter((r) => r.subject === other && r.status === 201).length, 'the other person lost nothing');
+    assert.equal(
+      otherStored.length,
+      results.filter((r) => r.subject === other && r.status === 201).length,
+      'the other person lost nothing',
+    );
     assert.ok(finished.counts.events >= 50);
   });
 });
 
-describe('erasure: a webhook destination receives user.erased after the person\'s earlier events', () => {
+describe("erasure: a webhook destination receives user.erased after the person's earlier events", () => {
   it('in position order, with every linked id and the erasure id; the message is gone once delivered', async () => {
     const product = await ctx.product('downstream');
     const key = product.eventsKey;
-    const created = await admin('POST', `/products/${product.id}/destinations`, { type: 'webhook', name: 'erase-sink', url: receiver.url, start: 'beginning' });
+    const created = await admin('POST', `/products/${product.id}/destinations`, {
+      type: 'webhook',
+      name: 'erase-sink',
+      url: receiver.url,
+      start: 'beginning',
+    });
     assert.equal(created.statusCode, 201, created.body);
     receiver.secrets = [created.json().data.secret];
     const person = 'dest-person-6c2';
     const anonymous = 'dest-anon-6c2';
     assert.equal((await track(key, person)).statusCode, 201);
     assert.equal((await track(key, anonymous)).statusCode, 201);
-    assert.equal((await ctx.app.inject({ method: 'POST', url: '/api/v2/alias', headers: bearer(key), payload: { from_external_id: anonymous, to_external_id: person } })).statusCode, 200);
+    assert.equal(
+      (
+        await ctx.app.inject({
+          method: 'POST',
+          url: '/api/v2/alias',
+          headers: bearer(key),
+          payload: { from_external_id: anonymous, to_external_id: person },
+        })
+      ).statusCode,
+      200,
+    );
     assert.equal((await track(key, person)).statusCode, 201);
     const requested = await admin('POST', `/products/${product.id}/erasures`, { external_id: person });
     const job = requested.json().data;
@@ -285,7 +431,11 @@ describe('erasure: a webhook destination receives user.erased after the person\'
     const done = await ctx.services.erasure.runNow(product.id, job.id);
     assert.equal(done.status, 'done');
     const left = (await everyStoredText()).filter((t) => t.text.includes(person) || t.text.includes(anonymous));
-    assert.deepEqual(left.map((t) => `${t.table}.${t.column}`), [], 'the delivered user.erased message is swept too');
+    assert.deepEqual(
+      left.map((t) => `${t.table}.${t.column}`),
+      [],
+      'the delivered user.erased message is swept too',
+    );
   });
 });
 
@@ -294,10 +444,16 @@ describe('erasure: admin API errors and the CLI', () => {
     const product = await ctx.product('errors');
     const missing = await admin('POST', `/products/${product.id}/erasures`, { reason: 'x' });
     assert.equal(missing.statusCode, 400);
-    assert.ok(problemOf(missing).errors?.some((e) => e.pointer === '/external_id'), missing.body);
+    assert.ok(
+      problemOf(missing).errors?.some((e) => e.pointer === '/external_id'),
+      missing.body,
+    );
     const placeholder = await admin('POST', `/products/${product.id}/erasures`, { external_id: 'undefined' });
     assert.equal(problemOf(placeholder).errors?.[0]?.pointer, '/external_id');
-    assert.equal((await admin('GET', `/products/${product.id}/erasures/era_00000000000000000000000000000000`)).statusCode, 404);
+    assert.equal(
+      (await admin('GET', `/products/${product.id}/erasures/era_00000000000000000000000000000000`)).statusCode,
+      404,
+    );
     assert.equal((await admin('POST', '/products/prd_missing/erasures', { external_id: 'x' })).statusCode, 404);
     const anonymousCall = await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${product.id}/erasures` });
     assert.equal(anonymousCall.statusCode, 401);
@@ -310,7 +466,10 @@ describe('erasure: admin API errors and the CLI', () => {
     const res = await admin('POST', `/products/${product.id}/erasures`, { external_id: 'never-seen-1' });
     assert.equal(res.statusCode, 202);
     const done = await ctx.services.erasure.runNow(product.id, res.json().data.id);
-    assert.deepEqual({ ...done.counts }, { ids: 1, events: 0, identifiers: 0, traits: 0, merges: 0, identity_messages: 0, rejections: 0, violations: 0 });
+    assert.deepEqual(
+      { ...done.counts },
+      { ids: 1, events: 0, identifiers: 0, traits: 0, merges: 0, identity_messages: 0, rejections: 0, violations: 0 },
+    );
     assert.equal((await track(product.eventsKey, 'never-seen-1')).statusCode, 409);
   });
 
@@ -344,7 +503,12 @@ describe('erasure: across instances and restarts', () => {
     await otherApp.ready();
     try {
       const viaOther = (subject: string) =>
-        otherApp.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(product.eventsKey), payload: { event: 'order_completed', subject_type: 'user', subject_id: subject } });
+        otherApp.inject({
+          method: 'POST',
+          url: '/api/v2/events',
+          headers: bearer(product.eventsKey),
+          payload: { event: 'order_completed', subject_type: 'user', subject_id: subject },
+        });
       // The other instance loads its copy now (fresh for its 100 ms, like this instance's): without the suppression.
       assert.equal((await viaOther('multi-person-1')).statusCode, 201);
       const requested = await ctx.app.inject({
@@ -368,8 +532,14 @@ describe('erasure: across instances and restarts', () => {
     const schema = ctx.database.postgresSchema === undefined ? {} : { postgresSchema: ctx.database.postgresSchema };
     // This database holds suppressions made with its generated key (the tests above).
     await assert.rejects(
-      createServices(testConfig(ctx.database.databaseUrl, { installationSecret: 'a-new-secret-0123456789abcdefghijklmnop' }), { ...schema, defaultMetrics: false }),
-      (error: Error) => error instanceof ConfigError && /INLET_INSTALLATION_SECRET/.test(error.message) && /hmac-fingerprint/.test(error.message),
+      createServices(
+        testConfig(ctx.database.databaseUrl, { installationSecret: 'a-new-secret-0123456789abcdefghijklmnop' }),
+        { ...schema, defaultMetrics: false },
+      ),
+      (error: Error) =>
+        error instanceof ConfigError &&
+        /INLET_INSTALLATION_SECRET/.test(error.message) &&
+        /hmac-fingerprint/.test(error.message),
     );
     const same = await createServices(testConfig(ctx.database.databaseUrl), { ...schema, defaultMetrics: false });
     await same.close();
@@ -377,16 +547,25 @@ describe('erasure: across instances and restarts', () => {
     const fresh = testDatabase();
     const freshSchema = fresh.postgresSchema === undefined ? {} : { postgresSchema: fresh.postgresSchema };
     try {
-      const first = await createServices(testConfig(fresh.databaseUrl, { installationSecret: 'first-secret-0123456789abcdefghijklmnop' }), { ...freshSchema, defaultMetrics: false });
+      const first = await createServices(
+        testConfig(fresh.databaseUrl, { installationSecret: 'first-secret-0123456789abcdefghijklmnop' }),
+        { ...freshSchema, defaultMetrics: false },
+      );
       await first.close();
       // Nothing was keyed with the first: the new key is recorded instead.
-      const second = await createServices(testConfig(fresh.databaseUrl, { installationSecret: 'second-secret-0123456789abcdefghijklmno' }), { ...freshSchema, defaultMetrics: false });
+      const second = await createServices(
+        testConfig(fresh.databaseUrl, { installationSecret: 'second-secret-0123456789abcdefghijklmno' }),
+        { ...freshSchema, defaultMetrics: false },
+      );
       const product = { id: 'prd_fingerprint', name: 'fp', createdAt: new Date().toISOString() };
       await second.storage.products.create(product);
       await second.erasure.request(product.id, 'someone', null);
       await second.close();
       await assert.rejects(
-        createServices(testConfig(fresh.databaseUrl, { installationSecret: 'first-secret-0123456789abcdefghijklmnop' }), { ...freshSchema, defaultMetrics: false }),
+        createServices(
+          testConfig(fresh.databaseUrl, { installationSecret: 'first-secret-0123456789abcdefghijklmnop' }),
+          { ...freshSchema, defaultMetrics: false },
+        ),
         ConfigError,
       );
     } finally {
@@ -397,15 +576,30 @@ describe('erasure: across instances and restarts', () => {
   it('a job whose instance died (its lease expired) is resumed at its phase by another runner; a live lease is not taken', async () => {
     const product = await ctx.product('resume');
     for (let i = 0; i < 5; i++) assert.equal((await track(product.eventsKey, 'resume-person-1')).statusCode, 201);
-    const job = (await admin('POST', `/products/${product.id}/erasures`, { external_id: 'resume-person-1' })).json().data;
-    const db = ctx.services.storage.db.withTables<{ erasures: { product_id: string; id: string; status: string; lease_holder: string | null; lease_until: number } }>();
+    const job = (await admin('POST', `/products/${product.id}/erasures`, { external_id: 'resume-person-1' })).json()
+      .data;
+    const db = ctx.services.storage.db.withTables<{
+      erasures: { product_id: string; id: string; status: string; lease_holder: string | null; lease_until: number };
+    }>();
     // A dead instance had started the job and holds a lease that is still valid.
-    await db.updateTable('erasures').set({ status: 'running', lease_holder: 'dead-instance', lease_until: Date.now() + 60_000 }).where('id', '=', job.id).execute();
+    await db
+      .updateTable('erasures')
+      .set({ status: 'running', lease_holder: 'dead-instance', lease_until: Date.now() + 60_000 })
+      .where('id', '=', job.id)
+      .execute();
     ctx.services.erasure.start();
     await new Promise((resolve) => setTimeout(resolve, 300));
-    assert.equal((await admin('GET', `/products/${product.id}/erasures/${job.id}`)).json().data.status, 'running', 'a live lease is respected');
+    assert.equal(
+      (await admin('GET', `/products/${product.id}/erasures/${job.id}`)).json().data.status,
+      'running',
+      'a live lease is respected',
+    );
     // Its lease runs out: the runner of this instance takes the job over and finishes it.
-    await db.updateTable('erasures').set({ lease_until: Date.now() - 1 }).where('id', '=', job.id).execute();
+    await db
+      .updateTable('erasures')
+      .set({ lease_until: Date.now() - 1 })
+      .where('id', '=', job.id)
+      .execute();
     let status = '';
     for (let i = 0; i < 100 && status !== 'done'; i++) {
       await new Promise((resolve) => setTimeout(resolve, 50));
@@ -415,6 +609,9 @@ describe('erasure: across instances and restarts', () => {
     assert.equal(status, 'done');
     const finished = (await admin('GET', `/products/${product.id}/erasures/${job.id}`)).json().data;
     assert.equal(finished.counts.events, 5);
-    assert.equal((await ctx.services.storage.events.listBySubjects(product.id, 'user', ['resume-person-1'], 10)).length, 0);
+    assert.equal(
+      (await ctx.services.storage.events.listBySubjects(product.id, 'user', ['resume-person-1'], 10)).length,
+      0,
+    );
   });
 });

@@ -15,16 +15,51 @@ before(async () => {
   ctx = await createTestApp();
   const product = await ctx.product('export-format');
   productId = product.id;
-  const awkward = { quote: 'say "hi", then\nleave', emoji: 'café ☕ 𝄞', nested: { list: [1, 2.5, null, true, { deep: 'x,y' }] }, empty: {}, n: -0.000123 };
-  const native = await ctx.app.inject({ method: 'POST', url: '/api/v2/events/batch', headers: bearer(product.eventsKey), payload: { events: [
-    { event_type: 'order', action: 'completed', subject_type: 'user', subject_id: 'u,1', external_id: 'e "1"', properties: awkward },
-    { event_type: 'page', action: 'viewed', subject_type: 'user', subject_id: 'u2' },
-  ] } });
+  const awkward = {
+    quote: 'say "hi", then\nleave',
+    emoji: 'café ☕ 𝄞',
+    nested: { list: [1, 2.5, null, true, { deep: 'x,y' }] },
+    empty: {},
+    n: -0.000123,
+  };
+  const native = await ctx.app.inject({
+    method: 'POST',
+    url: '/api/v2/events/batch',
+    headers: bearer(product.eventsKey),
+    payload: {
+      events: [
+        {
+          event_type: 'order',
+          action: 'completed',
+          subject_type: 'user',
+          subject_id: 'u,1',
+          external_id: 'e "1"',
+          properties: awkward,
+        },
+        { event_type: 'page', action: 'viewed', subject_type: 'user', subject_id: 'u2' },
+      ],
+    },
+  });
   assert.equal(native.statusCode, 200, native.body);
   const basic = `Basic ${Buffer.from(`${product.eventsKey}:`).toString('base64')}`;
-  const segment = await ctx.app.inject({ method: 'POST', url: '/v1/batch', headers: { authorization: basic }, payload: { batch: [
-    { type: 'track', event: 'Signed Up', userId: 'seg,"user"', messageId: 'm-1', properties: awkward, context: { page: { url: 'https://x.test/?a=1,2' }, locale: 'de-DE' }, integrations: { All: true } },
-  ] } });
+  const segment = await ctx.app.inject({
+    method: 'POST',
+    url: '/v1/batch',
+    headers: { authorization: basic },
+    payload: {
+      batch: [
+        {
+          type: 'track',
+          event: 'Signed Up',
+          userId: 'seg,"user"',
+          messageId: 'm-1',
+          properties: awkward,
+          context: { page: { url: 'https://x.test/?a=1,2' }, locale: 'de-DE' },
+          integrations: { All: true },
+        },
+      ],
+    },
+  });
   assert.equal(segment.json().accepted, 1, segment.body);
 });
 after(async () => ctx.close());
@@ -68,13 +103,30 @@ describe('export lines written from the stored JSON text', () => {
     const upTo = (await ctx.services.storage.events.endPosition(productId))!;
     const text = await ctx.services.storage.events.page({ ...query, jsonText: true, upTo });
     assert.equal(parsed.events.length, 3);
-    assert.deepEqual(text.events.map((e) => e.position), parsed.events.map((e) => e.position), 'the same events in the same order');
+    assert.deepEqual(
+      text.events.map((e) => e.position),
+      parsed.events.map((e) => e.position),
+      'the same events in the same order',
+    );
     const paged = await ctx.services.storage.events.page({ ...query, jsonText: true, upTo, limit: 2 });
     assert.equal(paged.events.length, 2);
-    const rest = await ctx.services.storage.events.page({ ...query, jsonText: true, upTo, limit: 2, after: paged.next! });
-    assert.deepEqual([...paged.events, ...rest.events].map((e) => e.id), parsed.events.map((e) => e.id), 'paging by the next position');
+    const rest = await ctx.services.storage.events.page({
+      ...query,
+      jsonText: true,
+      upTo,
+      limit: 2,
+      after: paged.next!,
+    });
+    assert.deepEqual(
+      [...paged.events, ...rest.events].map((e) => e.id),
+      parsed.events.map((e) => e.id),
+      'paging by the next position',
+    );
     assert.equal(rest.next, null);
-    assert.ok(text.events.every((e) => e.jsonText !== undefined), 'the export read returns the stored text');
+    assert.ok(
+      text.events.every((e) => e.jsonText !== undefined),
+      'the export read returns the stored text',
+    );
     return parsed.events.map((event, i) => [event, text.events[i]!]);
   }
 

@@ -43,10 +43,18 @@ before(async () => {
   services = created.services;
   close = created.close;
   productId = 'prd_exportpages';
-  await services.storage.products.create({ id: productId, name: 'export pages', createdAt: new Date().toISOString(), retentionEventsDays: null });
+  await services.storage.products.create({
+    id: productId,
+    name: 'export pages',
+    createdAt: new Date().toISOString(),
+    retentionEventsDays: null,
+  });
   // 600 events of ~10 KB (6 MB), then 6,000 small ones.
   await services.storage.events.insertMany(rows(LARGE, 10_000, 'large'));
-  for (let i = 0; i < SMALL; i += 1000) await services.storage.events.insertMany(rows(1000, 20, 'small').map((r, j) => ({ ...r, externalId: `small-${i + j}` })));
+  for (let i = 0; i < SMALL; i += 1000)
+    await services.storage.events.insertMany(
+      rows(1000, 20, 'small').map((r, j) => ({ ...r, externalId: `small-${i + j}` })),
+    );
 });
 after(() => close());
 
@@ -62,7 +70,10 @@ it('pages hold about 1 MiB of JSON text at most (or 5,000 events), and every eve
     pages.push({ events: page.length, bytes });
   }
   // Stored one insert after the other, so position order is the order of insertion.
-  const expected = [...Array.from({ length: LARGE }, (_, i) => `large-${i}`), ...Array.from({ length: SMALL }, (_, i) => `small-${i}`)];
+  const expected = [
+    ...Array.from({ length: LARGE }, (_, i) => `large-${i}`),
+    ...Array.from({ length: SMALL }, (_, i) => `small-${i}`),
+  ];
   assert.deepEqual(ids, expected);
   for (const page of pages) {
     assert.ok(page.events <= EXPORT_PAGE_MAX_EVENTS, `a page of ${page.events} events`);

@@ -5,12 +5,21 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { sql } from 'kysely';
 import { openStorage, type OpenedStorage } from '../src/storage/connect.js';
-import { dropEventPartitionsBefore, ensureEventPartitions, listEventPartitions } from '../src/storage/postgres/event-partitions.js';
+import {
+  dropEventPartitionsBefore,
+  ensureEventPartitions,
+  listEventPartitions,
+} from '../src/storage/postgres/event-partitions.js';
 import { prefixedId, uuidv7 } from '../src/domain/ids.js';
 import type { EventInsert } from '../src/storage/types.js';
 import { dialect, testDatabase, type TestDatabase } from './helpers.js';
 
-function event(productId: string, externalId: string | null, receivedAt: string, extra: Partial<EventInsert> = {}): EventInsert {
+function event(
+  productId: string,
+  externalId: string | null,
+  receivedAt: string,
+  extra: Partial<EventInsert> = {},
+): EventInsert {
   const properties = { n: Math.random() };
   return {
     id: uuidv7(),
@@ -80,9 +89,17 @@ describe(`event store idempotency (${dialect})`, () => {
 
   it('in one call, a later row with the same key is a duplicate of the earlier; null external ids never collide', async () => {
     const now = new Date().toISOString();
-    const rows = [event(productId, 'batch-a', now), event(productId, null, now), event(productId, 'batch-a', now), event(productId, null, now)];
+    const rows = [
+      event(productId, 'batch-a', now),
+      event(productId, null, now),
+      event(productId, 'batch-a', now),
+      event(productId, null, now),
+    ];
     const outcomes = await storage.events.insertMany(rows);
-    assert.deepEqual(outcomes.map((o) => o.status), ['created', 'created', 'duplicate', 'created']);
+    assert.deepEqual(
+      outcomes.map((o) => o.status),
+      ['created', 'created', 'duplicate', 'created'],
+    );
     assert.equal(outcomes[2]!.event.id, rows[0]!.id);
   });
 
@@ -95,7 +112,10 @@ describe(`event store idempotency (${dialect})`, () => {
       event(otherProduct, 'shared', now),
       event(productId, 'shared', now, { source: 'import' }),
     ]);
-    assert.deepEqual(outcomes.map((o) => o.status), ['created', 'created', 'created']);
+    assert.deepEqual(
+      outcomes.map((o) => o.status),
+      ['created', 'created', 'created'],
+    );
   });
 
   it('concurrent writers through two handles store exactly one event per key', { timeout: 60_000 }, async () => {
@@ -139,13 +159,16 @@ describe('events partitions and retention (PostgreSQL)', { skip: postgresOnly },
   });
 
   async function partitionOf(id: string): Promise<string | undefined> {
-    const result = await sql<{ name: string }>`SELECT tableoid::regclass::text AS name FROM events WHERE id = ${id}::uuid`.execute(storage.db);
+    const result = await sql<{
+      name: string;
+    }>`SELECT tableoid::regclass::text AS name FROM events WHERE id = ${id}::uuid`.execute(storage.db);
     return result.rows[0]?.name;
   }
 
   it('events is partitioned by month: this month and 3 ahead exist, plus a default partition', async () => {
     const names = (await listEventPartitions(storage.db)).map((p) => p.name);
-    for (const offset of [0, 1, 2, 3]) assert.ok(names.includes(monthOf(offset).name), `${monthOf(offset).name} in ${names.join(', ')}`);
+    for (const offset of [0, 1, 2, 3])
+      assert.ok(names.includes(monthOf(offset).name), `${monthOf(offset).name} in ${names.join(', ')}`);
     const partitions = await listEventPartitions(storage.db);
     assert.equal(partitions.find((p) => p.name === 'events_default')?.bounds, 'DEFAULT');
     const now = event(productId, null, new Date().toISOString());
@@ -167,25 +190,40 @@ describe('events partitions and retention (PostgreSQL)', { skip: postgresOnly },
     assert.equal(retry!.event.id, late.id);
   });
 
-  it('several instances maintaining partitions at once all succeed and create each month once', { timeout: 60_000 }, async () => {
-    const counts = await Promise.all(Array.from({ length: 5 }, () => ensureEventPartitions(storage.db, 9)));
-    assert.equal(counts.reduce((a, b) => a + b, 0), 3, 'months +7, +8 and +9 created once in all');
-    const names = (await listEventPartitions(storage.db)).map((p) => p.name);
-    assert.equal(new Set(names).size, names.length);
-    for (const offset of [7, 8, 9]) assert.ok(names.includes(monthOf(offset).name));
-  });
+  it(
+    'several instances maintaining partitions at once all succeed and create each month once',
+    { timeout: 60_000 },
+    async () => {
+      const counts = await Promise.all(Array.from({ length: 5 }, () => ensureEventPartitions(storage.db, 9)));
+      assert.equal(
+        counts.reduce((a, b) => a + b, 0),
+        3,
+        'months +7, +8 and +9 created once in all',
+      );
+      const names = (await listEventPartitions(storage.db)).map((p) => p.name);
+      assert.equal(new Set(names).size, names.length);
+      for (const offset of [7, 8, 9]) assert.ok(names.includes(monthOf(offset).name));
+    },
+  );
 
   it('a time-range read touches only the partitions of that range', async () => {
     const from = monthOf(1).start;
     const to = monthOf(2).start;
-    const plan = await sql<{ 'QUERY PLAN': string }>`EXPLAIN SELECT count(*) FROM events WHERE product_id = ${productId} AND received_at >= ${from}::timestamptz AND received_at < ${to}::timestamptz`.execute(storage.db);
+    const plan = await sql<{
+      'QUERY PLAN': string;
+    }>`EXPLAIN SELECT count(*) FROM events WHERE product_id = ${productId} AND received_at >= ${from}::timestamptz AND received_at < ${to}::timestamptz`.execute(
+      storage.db,
+    );
     const text = plan.rows.map((row) => row['QUERY PLAN']).join('\n');
     assert.match(text, new RegExp(monthOf(1).name));
-    for (const other of [monthOf(0).name, monthOf(2).name, 'events_default']) assert.doesNotMatch(text, new RegExp(`\\b${other}\\b`));
+    for (const other of [monthOf(0).name, monthOf(2).name, 'events_default'])
+      assert.doesNotMatch(text, new RegExp(`\\b${other}\\b`));
   });
 
   it('retention drops whole old months with their idempotency keys; newer events and keys stay', async () => {
-    await sql`CREATE TABLE events_p2020_01 PARTITION OF events FOR VALUES FROM ('2020-01-01 00:00:00+00') TO ('2020-02-01 00:00:00+00')`.execute(storage.db);
+    await sql`CREATE TABLE events_p2020_01 PARTITION OF events FOR VALUES FROM ('2020-01-01 00:00:00+00') TO ('2020-02-01 00:00:00+00')`.execute(
+      storage.db,
+    );
     const january = event(productId, 'old-jan', '2020-01-10T00:00:00.000Z');
     const march = event(productId, 'old-mar', '2020-03-10T00:00:00.000Z');
     const june = event(productId, 'kept-jun', '2020-06-20T00:00:00.000Z');
@@ -199,11 +237,25 @@ describe('events partitions and retention (PostgreSQL)', { skip: postgresOnly },
     assert.equal(await storage.events.get(productId, march.id), undefined);
     assert.ok(await storage.events.get(productId, june.id), 'June is after the cutoff month');
 
-    const keys = await sql<{ external_id: string }>`SELECT external_id FROM event_dedup WHERE external_id IN ('old-jan', 'old-mar', 'kept-jun', 'recent') ORDER BY external_id`.execute(storage.db);
-    assert.deepEqual(keys.rows.map((row) => row.external_id), ['kept-jun', 'recent']);
+    const keys = await sql<{
+      external_id: string;
+    }>`SELECT external_id FROM event_dedup WHERE external_id IN ('old-jan', 'old-mar', 'kept-jun', 'recent') ORDER BY external_id`.execute(
+      storage.db,
+    );
+    assert.deepEqual(
+      keys.rows.map((row) => row.external_id),
+      ['kept-jun', 'recent'],
+    );
 
-    const outcomes = await storage.events.insertMany([event(productId, 'old-jan', new Date().toISOString()), event(productId, 'recent', new Date().toISOString())]);
-    assert.deepEqual(outcomes.map((o) => o.status), ['created', 'duplicate'], 'a dropped event is stored anew; a kept one is still a duplicate');
+    const outcomes = await storage.events.insertMany([
+      event(productId, 'old-jan', new Date().toISOString()),
+      event(productId, 'recent', new Date().toISOString()),
+    ]);
+    assert.deepEqual(
+      outcomes.map((o) => o.status),
+      ['created', 'duplicate'],
+      'a dropped event is stored anew; a kept one is still a duplicate',
+    );
     assert.equal(outcomes[1]!.event.id, recent.id);
   });
 
@@ -222,7 +274,9 @@ describe('events partitions and retention (PostgreSQL)', { skip: postgresOnly },
          AND t.relnamespace = current_schema()::regnamespace
          AND NOT t.relispartition`.execute(storage.db);
     assert.ok(keys.rows.some((row) => row.table_name === 'event_dedup'));
-    const offending = keys.rows.filter((row) => !referenceOrLocal.includes(row.table_name) && row.first_column !== 'product_id');
+    const offending = keys.rows.filter(
+      (row) => !referenceOrLocal.includes(row.table_name) && row.first_column !== 'product_id',
+    );
     assert.deepEqual(offending, []);
   });
 });

@@ -22,7 +22,12 @@ const NAMES = ['project.created', 'project.deleted', 'invoice.paid', 'user.signe
 const canonical = (name: string) => name.replace('.', '_');
 
 function list(productId: string, query: Record<string, string>): Promise<LightMyRequestResponse> {
-  return ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${productId}/events`, query, headers: adminHeaders() });
+  return ctx.app.inject({
+    method: 'GET',
+    url: `/admin/v1/products/${productId}/events`,
+    query,
+    headers: adminHeaders(),
+  });
 }
 
 async function listAll(productId: string, query: Record<string, string>): Promise<Event[]> {
@@ -40,7 +45,12 @@ async function listAll(productId: string, query: Record<string, string>): Promis
 }
 
 async function send(product: Product, events: object[]): Promise<Event[]> {
-  const res = await ctx.app.inject({ method: 'POST', url: '/api/v2/events/batch', headers: bearer(product.eventsKey), payload: { events } });
+  const res = await ctx.app.inject({
+    method: 'POST',
+    url: '/api/v2/events/batch',
+    headers: bearer(product.eventsKey),
+    payload: { events },
+  });
   assert.equal(res.statusCode, 200, res.body);
   return (res.json().data as Array<{ event: Event }>).map((item) => item.event);
 }
@@ -53,7 +63,13 @@ before(async () => {
     const events = Array.from({ length: 10 }, (_, i) => {
       const n = round * 10 + i;
       const [eventType, action] = NAMES[n % NAMES.length]!.split('.') as [string, string];
-      return { event_type: eventType, action, subject_type: n % 5 === 0 ? 'account' : 'user', subject_id: `u${n % 7}`, properties: { n, note: 'a, "quoted"\nline' } };
+      return {
+        event_type: eventType,
+        action,
+        subject_type: n % 5 === 0 ? 'account' : 'user',
+        subject_id: `u${n % 7}`,
+        properties: { n, note: 'a, "quoted"\nline' },
+      };
     });
     stored.push(...(await send(a, events)));
     await send(b, [{ event_type: 'project', action: 'created', subject_type: 'user', subject_id: 'u1' }]);
@@ -70,7 +86,10 @@ describe('GET /admin/v1/products/{id}/events', () => {
     const body = res.json();
     assert.deepEqual(
       body.data.map((e: Event) => e.uuid),
-      stored.slice(-5).reverse().map((e) => e.uuid),
+      stored
+        .slice(-5)
+        .reverse()
+        .map((e) => e.uuid),
     );
     assert.equal(body.data[0].key_id, keyIdA);
     assert.deepEqual(Object.keys(body.data[0]).sort(), Object.keys(stored[0]!).sort());
@@ -80,14 +99,22 @@ describe('GET /admin/v1/products/{id}/events', () => {
   const cases: Array<[string, Record<string, string>, (e: Event) => boolean]> = [
     ['no filter', {}, () => true],
     ['canonical_name', { canonical_name: 'invoice_paid' }, (e) => e.canonical_name === 'invoice_paid'],
-    ['canonical_name list', { canonical_name: 'invoice_paid,project_deleted' }, (e) => ['invoice_paid', 'project_deleted'].includes(e.canonical_name)],
+    [
+      'canonical_name list',
+      { canonical_name: 'invoice_paid,project_deleted' },
+      (e) => ['invoice_paid', 'project_deleted'].includes(e.canonical_name),
+    ],
     ['event_type', { event_type: 'project' }, (e) => e.event_type === 'project'],
     ['action', { action: 'created' }, (e) => e.action === 'created'],
     ['source', { source: 'api' }, (e) => e.source === 'api'],
     ['source (none match)', { source: 'segment' }, () => false],
     ['key_id', { key_id: 'key_unknown' }, () => false],
     ['subject', { subject_type: 'user', subject_id: 'u3' }, (e) => e.subject_type === 'user' && e.subject_id === 'u3'],
-    ['name and subject', { canonical_name: 'project_created', subject_type: 'user', subject_id: 'u1' }, (e) => e.canonical_name === canonical('project.created') && e.subject_type === 'user' && e.subject_id === 'u1'],
+    [
+      'name and subject',
+      { canonical_name: 'project_created', subject_type: 'user', subject_id: 'u1' },
+      (e) => e.canonical_name === canonical('project.created') && e.subject_type === 'user' && e.subject_id === 'u1',
+    ],
   ];
   for (const [name, query, match] of cases) {
     for (const order of ['desc', 'asc'] as const) {
@@ -113,7 +140,10 @@ describe('GET /admin/v1/products/{id}/events', () => {
     for (const order of ['asc', 'desc']) {
       const got = await listAll(a.id, { received_from: from, received_to: to, order, limit: '9' });
       const expected = stored.filter((e) => e.received_at >= from && e.received_at < to).map((e) => e.uuid);
-      assert.deepEqual(got.map((e) => e.uuid), order === 'asc' ? expected : [...expected].reverse());
+      assert.deepEqual(
+        got.map((e) => e.uuid),
+        order === 'asc' ? expected : [...expected].reverse(),
+      );
     }
     const none = await listAll(a.id, { received_to: '2000-01-01T00:00:00Z' });
     assert.equal(none.length, 0);
@@ -124,7 +154,11 @@ describe('GET /admin/v1/products/{id}/events', () => {
     assert.equal(got.length, 6);
     const aIds = new Set(stored.map((e) => e.uuid));
     assert.ok(got.every((e) => !aIds.has(e.uuid)));
-    const res = await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${b.id}/events/${stored[0]!.uuid}`, headers: adminHeaders() });
+    const res = await ctx.app.inject({
+      method: 'GET',
+      url: `/admin/v1/products/${b.id}/events/${stored[0]!.uuid}`,
+      headers: adminHeaders(),
+    });
     assert.equal(res.statusCode, 404);
   });
 
@@ -158,24 +192,51 @@ describe('GET /admin/v1/products/{id}/events', () => {
 
   it('400 for a NUL in a percent-encoded query value', async () => {
     for (const raw of ['user=x%00y', 'event_type=%00']) {
-      const res = await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${a.id}/events?${raw}`, headers: adminHeaders() });
+      const res = await ctx.app.inject({
+        method: 'GET',
+        url: `/admin/v1/products/${a.id}/events?${raw}`,
+        headers: adminHeaders(),
+      });
       assert.equal(res.statusCode, 400, `${raw}: ${res.body}`);
     }
   });
 
   it('401 without the admin token, 404 for an unknown product', async () => {
-    const res = await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${a.id}/events`, headers: bearer(a.eventsKey) });
+    const res = await ctx.app.inject({
+      method: 'GET',
+      url: `/admin/v1/products/${a.id}/events`,
+      headers: bearer(a.eventsKey),
+    });
     assert.equal(res.statusCode, 401);
     assert.equal((await list('prod_nope', {})).statusCode, 404);
   });
 
   it('paging through a concurrent write load yields each event exactly once', async () => {
     const product = await ctx.product('concurrent');
-    const initial = await send(product, Array.from({ length: 50 }, (_, i) => ({ event_type: 'load', action: 'tested', subject_type: 'user', subject_id: `s${i}` })));
+    const initial = await send(
+      product,
+      Array.from({ length: 50 }, (_, i) => ({
+        event_type: 'load',
+        action: 'tested',
+        subject_type: 'user',
+        subject_id: `s${i}`,
+      })),
+    );
     let writing = true;
     const written: Event[] = [...initial];
     const writer = (async () => {
-      while (writing) written.push(...(await send(product, Array.from({ length: 5 }, () => ({ event_type: 'load', action: 'tested', subject_type: 'user', subject_id: 'w' })))));
+      while (writing)
+        written.push(
+          ...(await send(
+            product,
+            Array.from({ length: 5 }, () => ({
+              event_type: 'load',
+              action: 'tested',
+              subject_type: 'user',
+              subject_id: 'w',
+            })),
+          )),
+        );
     })();
     const asc: Event[] = [];
     const desc: Event[] = [];
@@ -183,13 +244,25 @@ describe('GET /admin/v1/products/{id}/events', () => {
     let descCursor: string | null | undefined;
     while (ascCursor !== null || descCursor !== null) {
       if (ascCursor !== null) {
-        const res = (await list(product.id, { order: 'asc', limit: '3', ...(ascCursor === undefined ? {} : { cursor: ascCursor }) })).json();
+        const res = (
+          await list(product.id, {
+            order: 'asc',
+            limit: '3',
+            ...(ascCursor === undefined ? {} : { cursor: ascCursor }),
+          })
+        ).json();
         asc.push(...res.data);
         ascCursor = res.meta.next_cursor;
         if (asc.length > 120) ascCursor = null;
       }
       if (descCursor !== null) {
-        const res = (await list(product.id, { order: 'desc', limit: '3', ...(descCursor === undefined ? {} : { cursor: descCursor }) })).json();
+        const res = (
+          await list(product.id, {
+            order: 'desc',
+            limit: '3',
+            ...(descCursor === undefined ? {} : { cursor: descCursor }),
+          })
+        ).json();
         desc.push(...res.data);
         descCursor = res.meta.next_cursor;
       }
@@ -201,44 +274,90 @@ describe('GET /admin/v1/products/{id}/events', () => {
       assert.equal(new Set(ids).size, ids.length, 'no event twice');
     }
     const descIds = new Set(desc.map((e) => e.uuid));
-    for (const event of initial) assert.ok(descIds.has(event.uuid), 'every event stored before the listing began is listed');
+    for (const event of initial)
+      assert.ok(descIds.has(event.uuid), 'every event stored before the listing began is listed');
     const writtenOrder = new Map(written.map((e, i) => [e.uuid, i]));
     const ascOrder = asc.map((e) => writtenOrder.get(e.uuid)!);
-    assert.deepEqual(ascOrder, ascOrder.map((_, i) => i), 'asc paging is a prefix of the stored order, without gaps');
+    assert.deepEqual(
+      ascOrder,
+      ascOrder.map((_, i) => i),
+      'asc paging is a prefix of the stored order, without gaps',
+    );
   });
 });
 
 describe('the user filter', () => {
   it('follows aliases and anonymous links', async () => {
     const product = await ctx.product('identity');
-    const event = (subjectId: string) => ({ event_type: 'page', action: 'viewed', subject_type: 'user', subject_id: subjectId });
+    const event = (subjectId: string) => ({
+      event_type: 'page',
+      action: 'viewed',
+      subject_type: 'user',
+      subject_id: subjectId,
+    });
     const [anon] = await send(product, [event('anon_123')]);
-    const identify = await ctx.app.inject({ method: 'POST', url: '/api/v2/identify', headers: bearer(product.eventsKey), payload: { external_id: 'user_1', traits: { plan: 'pro' } } });
+    const identify = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/identify',
+      headers: bearer(product.eventsKey),
+      payload: { external_id: 'user_1', traits: { plan: 'pro' } },
+    });
     assert.ok(identify.statusCode < 300, identify.body);
     const [own] = await send(product, [event('user_1')]);
     await send(product, [event('user_2')]);
     // Before the link, the anonymous id's events are not the user's.
-    assert.deepEqual((await listAll(product.id, { user: 'user_1' })).map((e) => e.uuid), [own!.uuid]);
-    const link = await ctx.app.inject({ method: 'POST', url: '/api/v2/alias', headers: bearer(product.eventsKey), payload: { from_external_id: 'anon_123', to_external_id: 'user_1' } });
+    assert.deepEqual(
+      (await listAll(product.id, { user: 'user_1' })).map((e) => e.uuid),
+      [own!.uuid],
+    );
+    const link = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/alias',
+      headers: bearer(product.eventsKey),
+      payload: { from_external_id: 'anon_123', to_external_id: 'user_1' },
+    });
     assert.ok(link.statusCode < 300, link.body);
     const [old] = await send(product, [event('old_id')]);
-    const merge = await ctx.app.inject({ method: 'POST', url: '/api/v2/alias', headers: bearer(product.eventsKey), payload: { from_external_id: 'old_id', to_external_id: 'user_1' } });
+    const merge = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/alias',
+      headers: bearer(product.eventsKey),
+      payload: { from_external_id: 'old_id', to_external_id: 'user_1' },
+    });
     assert.ok(merge.statusCode < 300, merge.body);
     const expected = [old!.uuid, own!.uuid, anon!.uuid];
-    assert.deepEqual((await listAll(product.id, { user: 'user_1' })).map((e) => e.uuid), expected);
-    assert.deepEqual((await listAll(product.id, { user: 'anon_123' })).map((e) => e.uuid), expected, 'any id of the user finds all of them');
-    assert.deepEqual((await listAll(product.id, { user: 'user_1', order: 'asc', limit: '1' })).map((e) => e.uuid), [...expected].reverse());
+    assert.deepEqual(
+      (await listAll(product.id, { user: 'user_1' })).map((e) => e.uuid),
+      expected,
+    );
+    assert.deepEqual(
+      (await listAll(product.id, { user: 'anon_123' })).map((e) => e.uuid),
+      expected,
+      'any id of the user finds all of them',
+    );
+    assert.deepEqual(
+      (await listAll(product.id, { user: 'user_1', order: 'asc', limit: '1' })).map((e) => e.uuid),
+      [...expected].reverse(),
+    );
     assert.deepEqual((await listAll(product.id, { user: 'nobody' })).length, 0);
   });
 });
 
 describe('GET /admin/v1/products/{id}/events/{uuid}', () => {
   it('answers the event, 404 for unknown or malformed uuids', async () => {
-    const res = await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${a.id}/events/${stored[3]!.uuid}`, headers: adminHeaders() });
+    const res = await ctx.app.inject({
+      method: 'GET',
+      url: `/admin/v1/products/${a.id}/events/${stored[3]!.uuid}`,
+      headers: adminHeaders(),
+    });
     assert.equal(res.statusCode, 200, res.body);
     assert.deepEqual(res.json().data, stored[3]);
     for (const uuid of ['0190a0a0-0000-7000-8000-000000000000', 'not-a-uuid']) {
-      const missing = await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${a.id}/events/${uuid}`, headers: adminHeaders() });
+      const missing = await ctx.app.inject({
+        method: 'GET',
+        url: `/admin/v1/products/${a.id}/events/${uuid}`,
+        headers: adminHeaders(),
+      });
       assert.equal(missing.statusCode, 404, missing.body);
       assert.equal(problemOf(missing).code, 'not_found');
     }
@@ -249,13 +368,30 @@ describe('GET /admin/v1/products/{id}/events/{uuid}', () => {
     const c = await ctx.product('C-order');
     const properties = '{"zeta":1,"a":{"y":2,"b":[3,{"d":4,"c":5}]},"mm":"x"}';
     const body = `{"event_type":"project","action":"created","subject_type":"user","subject_id":"u1","properties":${properties}}`;
-    const sent = await ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: { ...bearer(c.eventsKey), 'content-type': 'application/json' }, payload: body });
+    const sent = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/events',
+      headers: { ...bearer(c.eventsKey), 'content-type': 'application/json' },
+      payload: body,
+    });
     assert.equal(sent.statusCode, 201, sent.body);
     const uuid = (sent.json() as { data: Event }).data.uuid;
-    const one = await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${c.id}/events/${uuid}`, headers: adminHeaders() });
+    const one = await ctx.app.inject({
+      method: 'GET',
+      url: `/admin/v1/products/${c.id}/events/${uuid}`,
+      headers: adminHeaders(),
+    });
     const listed = await list(c.id, {});
-    const exported = await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${c.id}/events/export`, headers: adminHeaders() });
-    for (const [read, res] of [['one event', one], ['list', listed], ['export', exported]] as const) {
+    const exported = await ctx.app.inject({
+      method: 'GET',
+      url: `/admin/v1/products/${c.id}/events/export`,
+      headers: adminHeaders(),
+    });
+    for (const [read, res] of [
+      ['one event', one],
+      ['list', listed],
+      ['export', exported],
+    ] as const) {
       assert.equal(res.statusCode, 200, `${read}: ${res.body}`);
       assert.ok(res.body.includes(`"properties":${properties}`), `${read}: ${res.body}`);
     }
@@ -264,14 +400,22 @@ describe('GET /admin/v1/products/{id}/events/{uuid}', () => {
 
 describe('GET /admin/v1/products/{id}/events/export', () => {
   function exportOf(productId: string, query: Record<string, string>, headers: Record<string, string> = {}) {
-    return ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${productId}/events/export`, query, headers: { ...adminHeaders(), ...headers } });
+    return ctx.app.inject({
+      method: 'GET',
+      url: `/admin/v1/products/${productId}/events/export`,
+      query,
+      headers: { ...adminHeaders(), ...headers },
+    });
   }
 
   it('NDJSON: every event once, oldest first, the same shape as the list', async () => {
     const res = await exportOf(a.id, {});
     assert.equal(res.statusCode, 200, res.body);
     assert.match(String(res.headers['content-type']), /^application\/x-ndjson/);
-    const lines = res.body.trimEnd().split('\n').map((line) => JSON.parse(line) as Event);
+    const lines = res.body
+      .trimEnd()
+      .split('\n')
+      .map((line) => JSON.parse(line) as Event);
     assert.deepEqual(lines, stored);
   });
 
@@ -279,8 +423,15 @@ describe('GET /admin/v1/products/{id}/events/export', () => {
     const res = await exportOf(a.id, { canonical_name: 'invoice_paid' }, { 'accept-encoding': 'br, gzip' });
     assert.equal(res.statusCode, 200);
     assert.equal(res.headers['content-encoding'], 'gzip');
-    const lines = gunzipSync(res.rawPayload).toString('utf8').trimEnd().split('\n').map((line) => JSON.parse(line) as Event);
-    assert.deepEqual(lines.map((e) => e.uuid), stored.filter((e) => e.canonical_name === 'invoice_paid').map((e) => e.uuid));
+    const lines = gunzipSync(res.rawPayload)
+      .toString('utf8')
+      .trimEnd()
+      .split('\n')
+      .map((line) => JSON.parse(line) as Event);
+    assert.deepEqual(
+      lines.map((e) => e.uuid),
+      stored.filter((e) => e.canonical_name === 'invoice_paid').map((e) => e.uuid),
+    );
   });
 
   it('CSV: a header row, quoted cells, nested objects as JSON', async () => {
@@ -289,7 +440,22 @@ describe('GET /admin/v1/products/{id}/events/export', () => {
     assert.match(String(res.headers['content-type']), /^text\/csv/);
     const expected = stored.filter((e) => e.subject_type === 'user' && e.subject_id === 'u2');
     const rows = parseCsv(res.body);
-    assert.deepEqual(rows[0], ['uuid', 'event_type', 'action', 'canonical_name', 'source', 'subject_type', 'subject_id', 'occurred_at', 'received_at', 'external_id', 'key_id', 'properties', 'context', 'original']);
+    assert.deepEqual(rows[0], [
+      'uuid',
+      'event_type',
+      'action',
+      'canonical_name',
+      'source',
+      'subject_type',
+      'subject_id',
+      'occurred_at',
+      'received_at',
+      'external_id',
+      'key_id',
+      'properties',
+      'context',
+      'original',
+    ]);
     assert.equal(rows.length, expected.length + 1);
     for (const [i, event] of expected.entries()) {
       const row = rows[i + 1]!;

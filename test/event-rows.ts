@@ -12,7 +12,11 @@ import type { WalSync } from '../src/storage/sqlite/wal-sync.js';
 import type { EventInsert } from '../src/storage/types.js';
 
 /** One stored-event row of `productId` received now; `overrides` replaces any of its fields (a subject, a receive time, …). */
-export function eventRow(productId: string, externalId: string | null, overrides: Partial<EventInsert> = {}): EventInsert {
+export function eventRow(
+  productId: string,
+  externalId: string | null,
+  overrides: Partial<EventInsert> = {},
+): EventInsert {
   const now = new Date().toISOString();
   return {
     id: uuidv7(),
@@ -34,7 +38,15 @@ export function eventRow(productId: string, externalId: string | null, overrides
   };
 }
 
-export function sqliteDirectWriter(file: string, options: { tailKeys?: number; sweepMin?: number; hash?: (seed: number, p: string, s: string, e: string) => number; walSync?: WalSync } = {}) {
+export function sqliteDirectWriter(
+  file: string,
+  options: {
+    tailKeys?: number;
+    sweepMin?: number;
+    hash?: (seed: number, p: string, s: string, e: string) => number;
+    walSync?: WalSync;
+  } = {},
+) {
   const raw = new BetterSqlite3(file);
   const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: raw }) });
   const index = (kind: 'keys' | 'subjects') =>
@@ -66,14 +78,22 @@ export async function fileBefore(file: string, below: number) {
   const raw = new BetterSqlite3(file);
   registerEventKeyFunction(raw);
   const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: raw }) });
-  await migrate(db, 'sqlite', migrations.filter((m) => m.version < below));
+  await migrate(
+    db,
+    'sqlite',
+    migrations.filter((m) => m.version < below),
+  );
   const productId = uuidv7();
-  raw.prepare('INSERT INTO products (id, name, created_at) VALUES (?, ?, ?)').run(productId, 'old', new Date().toISOString());
+  raw
+    .prepare('INSERT INTO products (id, name, created_at) VALUES (?, ?, ?)')
+    .run(productId, 'old', new Date().toISOString());
   const statement = raw.prepare(
     `INSERT INTO events (id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id, occurred_at, received_at, properties)
      VALUES (?, ?, 'api', ?, 'order', 'placed', 'order_placed', 'preferred', 'user', ?, '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z', '{}')`,
   );
-  const insert = (externalId: string | null, subjectId = 'u1') => statement.run(uuidv7(), productId, externalId, subjectId);
-  const migrateAll = (upTo?: number) => migrate(db, 'sqlite', upTo === undefined ? migrations : migrations.filter((m) => m.version < upTo));
+  const insert = (externalId: string | null, subjectId = 'u1') =>
+    statement.run(uuidv7(), productId, externalId, subjectId);
+  const migrateAll = (upTo?: number) =>
+    migrate(db, 'sqlite', upTo === undefined ? migrations : migrations.filter((m) => m.version < upTo));
   return { raw, db, productId, insert, migrateAll };
 }

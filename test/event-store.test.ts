@@ -17,7 +17,10 @@ before(async () => {
 after(async () => services.close());
 
 function row(externalId: string | null): EventInsert {
-  return eventRow(productId, externalId, { properties: { externalId }, propertiesJson: JSON.stringify({ externalId }) });
+  return eventRow(productId, externalId, {
+    properties: { externalId },
+    propertiesJson: JSON.stringify({ externalId }),
+  });
 }
 
 describe('EventStore.insertMany', () => {
@@ -27,7 +30,10 @@ describe('EventStore.insertMany', () => {
     assert.equal(first!.status, 'created');
     const rows = [row('s-2'), row('s-1'), row(null), row('s-2'), row(null)];
     const outcomes = await store.insertMany(rows);
-    assert.deepEqual(outcomes.map((o) => o.status), ['created', 'duplicate', 'created', 'duplicate', 'created']);
+    assert.deepEqual(
+      outcomes.map((o) => o.status),
+      ['created', 'duplicate', 'created', 'duplicate', 'created'],
+    );
     assert.equal(outcomes[1]!.event.id, first!.event.id);
     assert.equal(outcomes[3]!.event.id, rows[0]!.id);
     assert.equal(outcomes[2]!.event.id, rows[2]!.id);
@@ -37,7 +43,12 @@ describe('EventStore.insertMany', () => {
     const store = services.services.storage.events;
     for (let round = 0; round < 2; round++) {
       const keys = Array.from({ length: 1500 }, (_, i) => `o${round}-${i}`);
-      const calls = [keys, [...keys].reverse(), keys.filter((_, i) => i % 2 === 0).reverse(), keys.slice(700).concat(keys.slice(0, 700))];
+      const calls = [
+        keys,
+        [...keys].reverse(),
+        keys.filter((_, i) => i % 2 === 0).reverse(),
+        keys.slice(700).concat(keys.slice(0, 700)),
+      ];
       const results = await Promise.all(calls.map((order) => store.insertMany(order.map((k) => row(k)))));
       const idByKey = new Map<string, string>();
       let created = 0;
@@ -71,7 +82,10 @@ describe('EventStore.insertMany', () => {
       originalJson: JSON.stringify({ raw: text }),
     }));
     const created = await store.insertMany(rows);
-    assert.deepEqual(created.map((o) => o.status), rows.map(() => 'created'));
+    assert.deepEqual(
+      created.map((o) => o.status),
+      rows.map(() => 'created'),
+    );
     // The same keys again: every answer is the stored row, read back from the database.
     const again = await store.insertMany(rows.map((r) => ({ ...r, id: uuidv7() })));
     again.forEach((outcome, i) => {

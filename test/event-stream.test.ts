@@ -53,9 +53,17 @@ async function startServer(overrides: Partial<Config> = {}, shared?: TestDatabas
     url,
     close,
     async product() {
-      const created = await fetch(`${url}/admin/v1/products`, { method: 'POST', headers: { ...auth(), 'content-type': 'application/json' }, body: JSON.stringify({ name: 'stream' }) });
+      const created = await fetch(`${url}/admin/v1/products`, {
+        method: 'POST',
+        headers: { ...auth(), 'content-type': 'application/json' },
+        body: JSON.stringify({ name: 'stream' }),
+      });
       const id = ((await created.json()) as { data: { id: string } }).data.id;
-      const key = await fetch(`${url}/admin/v1/products/${id}/keys`, { method: 'POST', headers: { ...auth(), 'content-type': 'application/json' }, body: JSON.stringify({ kind: 'events' }) });
+      const key = await fetch(`${url}/admin/v1/products/${id}/keys`, {
+        method: 'POST',
+        headers: { ...auth(), 'content-type': 'application/json' },
+        body: JSON.stringify({ kind: 'events' }),
+      });
       return { id, eventsKey: ((await key.json()) as { data: { key: string } }).data.key };
     },
   };
@@ -69,7 +77,15 @@ async function send(server: Server, key: string, subjectIds: string[], propertie
   const res = await fetch(`${server.url}/api/v2/events/batch`, {
     method: 'POST',
     headers: { ...bearer(key), 'content-type': 'application/json' },
-    body: JSON.stringify({ events: subjectIds.map((id) => ({ event_type: 'page', action: 'viewed', subject_type: 'user', subject_id: id, properties })) }),
+    body: JSON.stringify({
+      events: subjectIds.map((id) => ({
+        event_type: 'page',
+        action: 'viewed',
+        subject_type: 'user',
+        subject_id: id,
+        properties,
+      })),
+    }),
   });
   const text = await res.text();
   assert.equal(res.status, 200, text);
@@ -96,7 +112,11 @@ interface Stream {
   close(): void;
 }
 
-function openStream(server: Server, productId: string, options: { query?: string; lastEventId?: string; pause?: boolean } = {}): Promise<Stream> {
+function openStream(
+  server: Server,
+  productId: string,
+  options: { query?: string; lastEventId?: string; pause?: boolean } = {},
+): Promise<Stream> {
   return new Promise((resolve) => {
     const req = httpRequest(`${server.url}/admin/v1/products/${productId}/events/stream${options.query ?? ''}`, {
       headers: { ...auth(), ...(options.lastEventId === undefined ? {} : { 'last-event-id': options.lastEventId }) },
@@ -145,8 +165,14 @@ function openStream(server: Server, productId: string, options: { query?: string
         while ((end = buffer.indexOf('\n\n')) >= 0) {
           const block = buffer.slice(0, end);
           buffer = buffer.slice(end + 2);
-          const fields = Object.fromEntries(block.split('\n').filter((l) => !l.startsWith(':')).map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 2)]));
-          if (fields.event === 'event') stream.messages.push({ id: fields.id!, event: fields.event, data: JSON.parse(fields.data!) });
+          const fields = Object.fromEntries(
+            block
+              .split('\n')
+              .filter((l) => !l.startsWith(':'))
+              .map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 2)]),
+          );
+          if (fields.event === 'event')
+            stream.messages.push({ id: fields.id!, event: fields.event, data: JSON.parse(fields.data!) });
           if (fields.event === 'rejection') {
             assert.equal(fields.id, undefined, 'a rejection carries no id: it is live only');
             stream.rejections.push(JSON.parse(fields.data!));
@@ -199,9 +225,16 @@ describe('GET /admin/v1/products/{id}/events/stream', () => {
     const more = await send(server, product.eventsKey, ['f']);
     await resumed.waitFor(3);
     await new Promise((r) => setTimeout(r, 300));
-    assert.deepEqual(resumed.messages.map((m) => m.data.uuid), [...missed, ...more], 'exactly the missed events, then the new one');
+    assert.deepEqual(
+      resumed.messages.map((m) => m.data.uuid),
+      [...missed, ...more],
+      'exactly the missed events, then the new one',
+    );
     resumed.close();
-    assert.deepEqual(stream.messages.map((m) => m.data.uuid), first);
+    assert.deepEqual(
+      stream.messages.map((m) => m.data.uuid),
+      first,
+    );
 
     // Restart: a new server process state on the same database.
     const resumeAt = resumed.messages[2]!.id;
@@ -212,7 +245,10 @@ describe('GET /admin/v1/products/{id}/events/stream', () => {
     const again = await openStream(server, product.id, { query: `?after=${encodeURIComponent(resumeAt)}` });
     await again.waitFor(2);
     await new Promise((r) => setTimeout(r, 300));
-    assert.deepEqual(again.messages.map((m) => m.data.uuid), afterRestartIds);
+    assert.deepEqual(
+      again.messages.map((m) => m.data.uuid),
+      afterRestartIds,
+    );
     again.close();
     const fromStart = await openStream(server, other.id, { lastEventId: stream.messages[0]!.id });
     await fromStart.waitFor(1);
@@ -230,13 +266,20 @@ describe('GET /admin/v1/products/{id}/events/stream', () => {
     const ids = await send(server, product.eventsKey, ['unwanted', 'wanted', 'unwanted', 'wanted']);
     await stream.waitFor(2);
     await new Promise((r) => setTimeout(r, 300));
-    assert.deepEqual(stream.messages.map((m) => m.data.uuid), [ids[1], ids[3]]);
+    assert.deepEqual(
+      stream.messages.map((m) => m.data.uuid),
+      [ids[1], ids[3]],
+    );
     stream.close();
     for (const query of ['?after=nope', '?colour=red', '?subject_type=user']) {
-      const res = await fetch(`${server.url}/admin/v1/products/${product.id}/events/stream${query}`, { headers: auth() });
+      const res = await fetch(`${server.url}/admin/v1/products/${product.id}/events/stream${query}`, {
+        headers: auth(),
+      });
       assert.equal(res.status, 400, query);
     }
-    const res = await fetch(`${server.url}/admin/v1/products/${product.id}/events/stream`, { headers: { ...auth(), 'last-event-id': 'c1.zz' } });
+    const res = await fetch(`${server.url}/admin/v1/products/${product.id}/events/stream`, {
+      headers: { ...auth(), 'last-event-id': 'c1.zz' },
+    });
     assert.equal(res.status, 400);
   });
 
@@ -252,13 +295,20 @@ describe('GET /admin/v1/products/{id}/events/stream', () => {
     const segment = await fetch(`${other.url}/v1/batch`, {
       method: 'POST',
       headers: { authorization: basic, 'content-type': 'application/json' },
-      body: JSON.stringify({ batch: [{ type: 'track', event: 'Anonymous', messageId: 'no-identity' }, { type: 'track', event: 'Fine', userId: 'u', messageId: 'fine' }] }),
+      body: JSON.stringify({
+        batch: [
+          { type: 'track', event: 'Anonymous', messageId: 'no-identity' },
+          { type: 'track', event: 'Fine', userId: 'u', messageId: 'fine' },
+        ],
+      }),
     });
     assert.equal(segment.status, 200);
     const native = await fetch(`${server.url}/api/v2/events/batch`, {
       method: 'POST',
       headers: { ...bearer(product.eventsKey), 'content-type': 'application/json' },
-      body: JSON.stringify({ events: [{ subject_type: 'user', subject_id: 'u', event: 'nosep', external_id: 'bad-name' }] }),
+      body: JSON.stringify({
+        events: [{ subject_type: 'user', subject_id: 'u', event: 'nosep', external_id: 'bad-name' }],
+      }),
     });
     assert.equal(native.status, 207);
     const deadline = Date.now() + 5000;
@@ -276,7 +326,9 @@ describe('GET /admin/v1/products/{id}/events/stream', () => {
     assert.equal(withRejections.messages.length, 1, 'the stored event as usual');
     assert.equal(eventsOnly.rejections.length, 0, 'no rejections without include=rejections');
     assert.equal(eventsOnly.messages.length, 1);
-    const bad = await fetch(`${server.url}/admin/v1/products/${product.id}/events/stream?include=everything`, { headers: auth() });
+    const bad = await fetch(`${server.url}/admin/v1/products/${product.id}/events/stream?include=everything`, {
+      headers: auth(),
+    });
     assert.equal(bad.status, 400);
     withRejections.close();
     eventsOnly.close();
@@ -289,9 +341,16 @@ describe('GET /admin/v1/products/{id}/events/stream', () => {
     const server = await startServer();
     const product = await server.product();
     for (const path of ['events/stream', 'events/export?format=csv']) {
-      const res = await fetch(`${server.url}/admin/v1/products/${product.id}/${path}`, { method: 'HEAD', headers: auth(), signal: AbortSignal.timeout(5000) });
+      const res = await fetch(`${server.url}/admin/v1/products/${product.id}/${path}`, {
+        method: 'HEAD',
+        headers: auth(),
+        signal: AbortSignal.timeout(5000),
+      });
       assert.equal(res.status, 200, path);
-      assert.match(res.headers.get('content-type') ?? '', path.startsWith('events/stream') ? /^text\/event-stream/ : /^text\/csv/);
+      assert.match(
+        res.headers.get('content-type') ?? '',
+        path.startsWith('events/stream') ? /^text\/event-stream/ : /^text\/csv/,
+      );
       assert.equal(await res.text(), '');
     }
     assert.equal(server.services.events.streams.openCount, 0);
@@ -323,16 +382,33 @@ describe('GET /admin/v1/products/{id}/events/stream', () => {
     const deadline = Date.now() + 20_000;
     // Loopback socket buffers take a few MB before the server's own buffer starts to grow.
     while (server.app.server.listening && Date.now() < deadline) {
-      sent += (await send(server, product.eventsKey, Array.from({ length: 100 }, (_, i) => `s${i}`), big)).length;
+      sent += (
+        await send(
+          server,
+          product.eventsKey,
+          Array.from({ length: 100 }, (_, i) => `s${i}`),
+          big,
+        )
+      ).length;
       if (server.services.events.streams.openCount === 1) break;
     }
     assert.equal(server.services.events.streams.openCount, 1, 'the slow stream was cut off, the other one stays');
     const heap = process.memoryUsage().heapUsed;
-    sent += (await send(server, product.eventsKey, Array.from({ length: 100 }, (_, i) => `t${i}`), big)).length;
+    sent += (
+      await send(
+        server,
+        product.eventsKey,
+        Array.from({ length: 100 }, (_, i) => `t${i}`),
+        big,
+      )
+    ).length;
     // Generous: the promise is that it gets every event, not how fast a loaded machine parses 7 MB of SSE.
     await fast.waitFor(sent, 30_000);
     assert.equal(fast.messages.length, sent, 'the stream that keeps reading gets every event');
-    assert.ok(process.memoryUsage().heapUsed - heap < 50 * 1024 * 1024, 'memory stays bounded once the slow consumer is gone');
+    assert.ok(
+      process.memoryUsage().heapUsed - heap < 50 * 1024 * 1024,
+      'memory stays bounded once the slow consumer is gone',
+    );
     fast.close();
     slow.close();
   });

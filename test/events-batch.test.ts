@@ -13,12 +13,28 @@ before(async () => {
 after(async () => ctx.close());
 
 function batch(key: string, payload: unknown) {
-  return ctx.app.inject({ method: 'POST', url: '/api/v2/events/batch', headers: { ...bearer(key), 'content-type': 'application/json' }, payload: typeof payload === 'string' ? payload : JSON.stringify(payload) });
+  return ctx.app.inject({
+    method: 'POST',
+    url: '/api/v2/events/batch',
+    headers: { ...bearer(key), 'content-type': 'application/json' },
+    payload: typeof payload === 'string' ? payload : JSON.stringify(payload),
+  });
 }
 
-const ev = (extra: Record<string, unknown> = {}) => ({ subject_type: 'user', subject_id: 'u_1', event_type: 'project', action: 'created', ...extra });
+const ev = (extra: Record<string, unknown> = {}) => ({
+  subject_type: 'user',
+  subject_id: 'u_1',
+  event_type: 'project',
+  action: 'created',
+  ...extra,
+});
 
-interface Item { index: number; status: string; event?: Record<string, unknown> & { uuid: string }; error?: ReturnType<typeof problemOf> }
+interface Item {
+  index: number;
+  status: string;
+  event?: Record<string, unknown> & { uuid: string };
+  error?: ReturnType<typeof problemOf>;
+}
 
 describe('batch envelope errors fail the whole request', () => {
   let key: string;
@@ -76,10 +92,23 @@ describe('batch envelope errors fail the whole request', () => {
 describe('batch results', () => {
   it('all valid: 200, one created result per element in request order, meta counts', async () => {
     const p = await ctx.product('batch-ok');
-    const res = await batch(p.eventsKey, { events: [ev({ external_id: 'a' }), ev({ event: 'billing.invoice_paid', event_type: undefined, action: undefined }), ev({ action: 'archived' })].map(clean) });
+    const res = await batch(p.eventsKey, {
+      events: [
+        ev({ external_id: 'a' }),
+        ev({ event: 'billing.invoice_paid', event_type: undefined, action: undefined }),
+        ev({ action: 'archived' }),
+      ].map(clean),
+    });
     assert.equal(res.statusCode, 200, res.body);
     const body = res.json() as { data: Item[]; meta: Record<string, number> };
-    assert.deepEqual(body.data.map((d) => [d.index, d.status]), [[0, 'created'], [1, 'created'], [2, 'created']]);
+    assert.deepEqual(
+      body.data.map((d) => [d.index, d.status]),
+      [
+        [0, 'created'],
+        [1, 'created'],
+        [2, 'created'],
+      ],
+    );
     assert.deepEqual(body.meta, { created: 3, duplicates: 0, rejected: 0 });
     assert.equal(body.data[0]!.event!.external_id, 'a');
     assert.equal(body.data[1]!.event!.canonical_name, 'billing_invoice_paid');
@@ -105,8 +134,14 @@ describe('batch results', () => {
     const res = await batch(p.eventsKey, { events });
     assert.equal(res.statusCode, 207, res.body);
     const body = res.json() as { data: Item[]; meta: Record<string, number> };
-    assert.deepEqual(body.data.map((d) => d.index), [0, 1, 2, 3, 4, 5, 6]);
-    assert.deepEqual(body.data.map((d) => d.status), ['created', 'rejected', 'rejected', 'rejected', 'rejected', 'rejected', 'created']);
+    assert.deepEqual(
+      body.data.map((d) => d.index),
+      [0, 1, 2, 3, 4, 5, 6],
+    );
+    assert.deepEqual(
+      body.data.map((d) => d.status),
+      ['created', 'rejected', 'rejected', 'rejected', 'rejected', 'rejected', 'created'],
+    );
     assert.deepEqual(body.meta, { created: 2, duplicates: 0, rejected: 5 });
     const pointers = (i: number) => body.data[i]!.error!.errors?.map((e) => e.pointer) ?? [];
     assert.ok(pointers(1).includes('/events/1/subject_type'), JSON.stringify(body.data[1]));
@@ -133,7 +168,12 @@ describe('batch results', () => {
 
   it('an in-batch duplicate is reported as duplicate of the earlier element; an earlier stored event as its original', async () => {
     const p = await ctx.product('batch-dups');
-    const single = await ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(p.eventsKey), payload: ev({ external_id: 'stored-before', properties: { v: 'original' } }) });
+    const single = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/events',
+      headers: bearer(p.eventsKey),
+      payload: ev({ external_id: 'stored-before', properties: { v: 'original' } }),
+    });
     assert.equal(single.statusCode, 201);
     const res = await batch(p.eventsKey, {
       events: [
@@ -145,7 +185,10 @@ describe('batch results', () => {
     });
     assert.equal(res.statusCode, 200, res.body);
     const body = res.json() as { data: Item[]; meta: Record<string, number> };
-    assert.deepEqual(body.data.map((d) => d.status), ['created', 'duplicate', 'duplicate', 'duplicate']);
+    assert.deepEqual(
+      body.data.map((d) => d.status),
+      ['created', 'duplicate', 'duplicate', 'duplicate'],
+    );
     assert.deepEqual(body.meta, { created: 1, duplicates: 3, rejected: 0 });
     assert.deepEqual(body.data[1]!.event, body.data[0]!.event);
     assert.deepEqual(body.data[3]!.event, body.data[0]!.event);
@@ -157,27 +200,49 @@ describe('batch results', () => {
 
   it('a rejected element does not claim its external_id', async () => {
     const p = await ctx.product('batch-reject-claim');
-    const res = await batch(p.eventsKey, { events: [ev({ external_id: 'x', action: 'BAD' }), ev({ external_id: 'x' })] });
+    const res = await batch(p.eventsKey, {
+      events: [ev({ external_id: 'x', action: 'BAD' }), ev({ external_id: 'x' })],
+    });
     assert.equal(res.statusCode, 207);
-    assert.deepEqual(res.json().data.map((d: Item) => d.status), ['rejected', 'created']);
+    assert.deepEqual(
+      res.json().data.map((d: Item) => d.status),
+      ['rejected', 'created'],
+    );
   });
 
   it('an element with a value no backend-neutral store can hold (U+0000) is rejected alone', async () => {
     const p = await ctx.product('batch-nul');
-    const res = await batch(p.eventsKey, { events: [ev({ external_id: 'n-0' }), ev({ properties: { x: 'a\u0000' } }), ev({ external_id: 'n-2' })] });
+    const res = await batch(p.eventsKey, {
+      events: [ev({ external_id: 'n-0' }), ev({ properties: { x: 'a\u0000' } }), ev({ external_id: 'n-2' })],
+    });
     assert.equal(res.statusCode, 207, res.body);
     const body = res.json() as { data: Item[] };
-    assert.deepEqual(body.data.map((d) => d.status), ['created', 'rejected', 'created']);
-    assert.ok(body.data[1]!.error!.errors?.some((e) => e.pointer === '/events/1/properties/x'), JSON.stringify(body.data[1]));
+    assert.deepEqual(
+      body.data.map((d) => d.status),
+      ['created', 'rejected', 'created'],
+    );
+    assert.ok(
+      body.data[1]!.error!.errors?.some((e) => e.pointer === '/events/1/properties/x'),
+      JSON.stringify(body.data[1]),
+    );
     assert.equal(await ctx.services.storage.events.count(p.id), 2);
   });
 
   it('an oversized element (> 32 KiB of JSON) is rejected with payload_too_large, the rest are stored', async () => {
     const p = await ctx.product('batch-oversized');
-    const res = await batch(p.eventsKey, { events: [ev({ external_id: 'small-1' }), ev({ properties: { blob: 'x'.repeat(33 * 1024) } }), ev({ external_id: 'small-2' })] });
+    const res = await batch(p.eventsKey, {
+      events: [
+        ev({ external_id: 'small-1' }),
+        ev({ properties: { blob: 'x'.repeat(33 * 1024) } }),
+        ev({ external_id: 'small-2' }),
+      ],
+    });
     assert.equal(res.statusCode, 207, res.body.slice(0, 500));
     const body = res.json() as { data: Item[]; meta: Record<string, number> };
-    assert.deepEqual(body.data.map((d) => d.status), ['created', 'rejected', 'created']);
+    assert.deepEqual(
+      body.data.map((d) => d.status),
+      ['created', 'rejected', 'created'],
+    );
     assert.equal(body.data[1]!.error!.code, 'payload_too_large');
     assert.equal(body.data[1]!.error!.status, 413);
     assert.deepEqual(body.meta, { created: 2, duplicates: 0, rejected: 1 });
@@ -194,14 +259,24 @@ describe('batch results', () => {
 
   it('legacy elements are accepted and the deprecation headers are sent once', async () => {
     const p = await ctx.product('batch-legacy');
-    const res = await batch(p.eventsKey, { events: [ev(), clean(ev({ event_type: 'user_signed_up', action: undefined })), clean(ev({ event_type: 'team_created', action: undefined }))] });
+    const res = await batch(p.eventsKey, {
+      events: [
+        ev(),
+        clean(ev({ event_type: 'user_signed_up', action: undefined })),
+        clean(ev({ event_type: 'team_created', action: undefined })),
+      ],
+    });
     assert.equal(res.statusCode, 200, res.body);
     assert.equal(res.headers['deprecation'], 'true');
     assert.equal(res.headers['sunset'], '2026-09-01');
     const items = res.json().data as Item[];
     assert.equal(items[1]!.event!.event_type, 'user');
     assert.equal(items[1]!.event!.canonical_name, 'user_signed_up');
-    const usage = await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${p.id}/legacy_usage`, headers: { authorization: 'Bearer test-admin-token-0123456789abcdef' } });
+    const usage = await ctx.app.inject({
+      method: 'GET',
+      url: `/admin/v1/products/${p.id}/legacy_usage`,
+      headers: { authorization: 'Bearer test-admin-token-0123456789abcdef' },
+    });
     const names = (usage.json().data as Array<{ event_name: string }>).map((r) => r.event_name).sort();
     assert.deepEqual(names, ['team_created', 'user_signed_up']);
   });
@@ -210,7 +285,12 @@ describe('batch results', () => {
     const strict = await createTestApp({ legacyFlat: 'reject' });
     try {
       const p = await strict.product('batch-strict');
-      const res = await strict.app.inject({ method: 'POST', url: '/api/v2/events/batch', headers: bearer(p.eventsKey), payload: { events: [ev(), clean(ev({ event_type: 'user_signed_up', action: undefined }))] } });
+      const res = await strict.app.inject({
+        method: 'POST',
+        url: '/api/v2/events/batch',
+        headers: bearer(p.eventsKey),
+        payload: { events: [ev(), clean(ev({ event_type: 'user_signed_up', action: undefined }))] },
+      });
       assert.equal(res.statusCode, 207, res.body);
       const items = res.json().data as Item[];
       assert.equal(items[0]!.status, 'created');
@@ -227,7 +307,11 @@ describe('batch results', () => {
   it('concurrent batches sharing external_ids: every key stored once, every answer consistent with storage', async () => {
     const p = await ctx.product('batch-concurrent');
     const responses = await Promise.all(
-      Array.from({ length: 8 }, (_, b) => batch(p.eventsKey, { events: Array.from({ length: 50 }, (_, i) => ev({ external_id: `c-${(i + b * 7) % 60}`, properties: { b } })) })),
+      Array.from({ length: 8 }, (_, b) =>
+        batch(p.eventsKey, {
+          events: Array.from({ length: 50 }, (_, i) => ev({ external_id: `c-${(i + b * 7) % 60}`, properties: { b } })),
+        }),
+      ),
     );
     const byKey = new Map<string, string>();
     let created = 0;
@@ -250,7 +334,9 @@ describe('large concurrent batches (commits over 2000 rows)', () => {
   it('three concurrent batches of 1000 with overlapping external_ids: each key stored once, answers agree with storage', async () => {
     const p = await ctx.product('batch-large-concurrent');
     const responses = await Promise.all(
-      [0, 500, 1000].map((offset) => batch(p.eventsKey, { events: Array.from({ length: 1000 }, (_, i) => ev({ external_id: `L-${offset + i}` })) })),
+      [0, 500, 1000].map((offset) =>
+        batch(p.eventsKey, { events: Array.from({ length: 1000 }, (_, i) => ev({ external_id: `L-${offset + i}` })) }),
+      ),
     );
     const uuidByKey = new Map<string, string>();
     let created = 0;
@@ -283,7 +369,8 @@ describe('configured limits are the ones enforced', () => {
   });
   after(async () => small.close());
 
-  const send = (url: string, payload: unknown) => small.app.inject({ method: 'POST', url, headers: bearer(key), payload: payload as object });
+  const send = (url: string, payload: unknown) =>
+    small.app.inject({ method: 'POST', url, headers: bearer(key), payload: payload as object });
 
   it('a batch over maxBatchEvents → 413; at the limit → 200', async () => {
     assert.equal((await send('/api/v2/events/batch', { events: [ev(), ev(), ev(), ev()] })).statusCode, 413);
@@ -300,7 +387,9 @@ describe('configured limits are the ones enforced', () => {
   });
 
   it('a body over maxBodyBytes → 413', async () => {
-    const res = await send('/api/v2/events/batch', { events: [ev({ properties: { blob: 'x'.repeat(400) } }), ev({ properties: { blob: 'x'.repeat(5000) } })] });
+    const res = await send('/api/v2/events/batch', {
+      events: [ev({ properties: { blob: 'x'.repeat(400) } }), ev({ properties: { blob: 'x'.repeat(5000) } })],
+    });
     assert.equal(res.statusCode, 413);
     assert.equal(problemOf(res).code, 'payload_too_large');
   });

@@ -17,10 +17,20 @@ before(async () => {
 });
 after(async () => ctx.close());
 
-const valid = { event_type: 'user_signed_up', subject_type: 'user', subject_id: 'u_1', occurred_at: '2026-03-01T12:00:00Z' };
+const valid = {
+  event_type: 'user_signed_up',
+  subject_type: 'user',
+  subject_id: 'u_1',
+  occurred_at: '2026-03-01T12:00:00Z',
+};
 
 function post(payload: unknown) {
-  return ctx.app.inject({ method: 'POST', url: '/api/v1/events', headers: bearer(product.eventsKey), payload: payload as object });
+  return ctx.app.inject({
+    method: 'POST',
+    url: '/api/v1/events',
+    headers: bearer(product.eventsKey),
+    payload: payload as object,
+  });
 }
 
 describe('POST /api/v1/events: happy paths', () => {
@@ -39,10 +49,28 @@ describe('POST /api/v1/events: happy paths', () => {
   }
 
   it('answers the full record: UUIDv7, UTC ms timestamps, source api, metadata stored as properties', async () => {
-    const res = await post({ ...valid, occurred_at: '2026-03-01T07:00:00.25-05:00', metadata: { plan: 'pro' }, external_id: 'v1-full' });
+    const res = await post({
+      ...valid,
+      occurred_at: '2026-03-01T07:00:00.25-05:00',
+      metadata: { plan: 'pro' },
+      external_id: 'v1-full',
+    });
     assert.equal(res.statusCode, 201, res.body);
     const { data } = res.json();
-    assert.deepEqual(Object.keys(data).sort(), ['action', 'canonical_name', 'event_type', 'external_id', 'key_id', 'occurred_at', 'properties', 'received_at', 'source', 'subject_id', 'subject_type', 'uuid']);
+    assert.deepEqual(Object.keys(data).sort(), [
+      'action',
+      'canonical_name',
+      'event_type',
+      'external_id',
+      'key_id',
+      'occurred_at',
+      'properties',
+      'received_at',
+      'source',
+      'subject_id',
+      'subject_type',
+      'uuid',
+    ]);
     assert.match(data.uuid, UUID_V7);
     assert.equal(data.occurred_at, '2026-03-01T12:00:00.250Z');
     assert.match(data.received_at, UTC_MS);
@@ -65,7 +93,13 @@ describe('POST /api/v1/events: happy paths', () => {
 
   it('a retry with the same external_id → 200, Idempotent-Replayed: true, the original record unchanged', async () => {
     const first = await post({ ...valid, external_id: 'v1-idem', metadata: { n: 1 } });
-    const retry = await post({ ...valid, event_type: 'user_deleted', subject_id: 'other', external_id: 'v1-idem', metadata: { n: 2 } });
+    const retry = await post({
+      ...valid,
+      event_type: 'user_deleted',
+      subject_id: 'other',
+      external_id: 'v1-idem',
+      metadata: { n: 2 },
+    });
     assert.equal(first.statusCode, 201);
     assert.equal(retry.statusCode, 200);
     assert.equal(retry.headers['idempotent-replayed'], 'true');
@@ -90,18 +124,42 @@ describe('POST /api/v1/events: errors', () => {
     { why: 'missing event_type', body: { ...valid, event_type: undefined }, pointer: '/event_type' },
     { why: 'missing subject_type', body: { ...valid, subject_type: undefined }, pointer: '/subject_type' },
     { why: 'missing subject_id', body: { ...valid, subject_id: undefined }, pointer: '/subject_id' },
-    { why: 'missing occurred_at (required on v1)', body: { ...valid, occurred_at: undefined }, pointer: '/occurred_at' },
+    {
+      why: 'missing occurred_at (required on v1)',
+      body: { ...valid, occurred_at: undefined },
+      pointer: '/occurred_at',
+    },
     { why: 'subject_type outside the enum', body: { ...valid, subject_type: 'team' }, pointer: '/subject_type' },
     { why: 'subject_id over 255 characters', body: { ...valid, subject_id: 'x'.repeat(256) }, pointer: '/subject_id' },
     { why: 'empty subject_id', body: { ...valid, subject_id: '' }, pointer: '/subject_id' },
-    { why: 'external_id over 255 characters', body: { ...valid, external_id: 'x'.repeat(256) }, pointer: '/external_id' },
-    { why: 'occurred_at without offset', body: { ...valid, occurred_at: '2026-03-01T12:00:00' }, pointer: '/occurred_at' },
-    { why: 'impossible date 2026-02-30', body: { ...valid, occurred_at: '2026-02-30T12:00:00Z' }, pointer: '/occurred_at' },
+    {
+      why: 'external_id over 255 characters',
+      body: { ...valid, external_id: 'x'.repeat(256) },
+      pointer: '/external_id',
+    },
+    {
+      why: 'occurred_at without offset',
+      body: { ...valid, occurred_at: '2026-03-01T12:00:00' },
+      pointer: '/occurred_at',
+    },
+    {
+      why: 'impossible date 2026-02-30',
+      body: { ...valid, occurred_at: '2026-02-30T12:00:00Z' },
+      pointer: '/occurred_at',
+    },
     { why: 'metadata not an object', body: { ...valid, metadata: 'x' }, pointer: '/metadata' },
     { why: 'properties (unknown on v1)', body: { ...valid, properties: {} }, pointer: '/properties' },
     { why: 'v2 field action (unknown on v1)', body: { ...valid, action: 'signed_up' }, pointer: '/action' },
-    { why: 'unknown field (typo ocurred_at)', body: { ...valid, ocurred_at: '2026-03-01T12:00:00Z' }, pointer: '/ocurred_at' },
-    { why: 'U+0000 in subject_id (not storable on PostgreSQL)', body: { ...valid, subject_id: 'a\u0000' }, pointer: '/subject_id' },
+    {
+      why: 'unknown field (typo ocurred_at)',
+      body: { ...valid, ocurred_at: '2026-03-01T12:00:00Z' },
+      pointer: '/ocurred_at',
+    },
+    {
+      why: 'U+0000 in subject_id (not storable on PostgreSQL)',
+      body: { ...valid, subject_id: 'a\u0000' },
+      pointer: '/subject_id',
+    },
     { why: 'U+0000 in a metadata value', body: { ...valid, metadata: { a: '\u0000' } }, pointer: '/metadata/a' },
   ];
   for (const c of cases) {
@@ -111,7 +169,10 @@ describe('POST /api/v1/events: errors', () => {
       assert.equal(res.statusCode, 400, res.body);
       const problem = problemOf(res);
       assert.equal(problem.code, 'validation_error');
-      assert.ok(problem.errors?.some((e) => e.pointer === c.pointer), `expected ${c.pointer} in ${res.body}`);
+      assert.ok(
+        problem.errors?.some((e) => e.pointer === c.pointer),
+        `expected ${c.pointer} in ${res.body}`,
+      );
     });
   }
 });

@@ -25,11 +25,31 @@ const base = { subject_type: 'user', subject_id: 'u_1' };
 describe('POST /api/v2/events: happy paths', () => {
   it('stores a preferred-format event and answers 201 with the full record', async () => {
     const before = Date.now();
-    const res = await post({ ...base, event_type: 'project', action: 'created', occurred_at: '2026-03-01T13:00:00.5+01:00', properties: { plan: 'pro', n: 3 }, external_id: 'v2-happy-1' });
+    const res = await post({
+      ...base,
+      event_type: 'project',
+      action: 'created',
+      occurred_at: '2026-03-01T13:00:00.5+01:00',
+      properties: { plan: 'pro', n: 3 },
+      external_id: 'v2-happy-1',
+    });
     assert.equal(res.statusCode, 201, res.body);
     assert.match(String(res.headers['content-type']), /^application\/json/);
     const { data } = res.json();
-    assert.deepEqual(Object.keys(data).sort(), ['action', 'canonical_name', 'event_type', 'external_id', 'key_id', 'occurred_at', 'properties', 'received_at', 'source', 'subject_id', 'subject_type', 'uuid']);
+    assert.deepEqual(Object.keys(data).sort(), [
+      'action',
+      'canonical_name',
+      'event_type',
+      'external_id',
+      'key_id',
+      'occurred_at',
+      'properties',
+      'received_at',
+      'source',
+      'subject_id',
+      'subject_type',
+      'uuid',
+    ]);
     assert.match(data.uuid, UUID_V7);
     // The UUIDv7 timestamp is the time the service assigned it.
     const uuidMillis = parseInt(data.uuid.replace(/-/g, '').slice(0, 12), 16);
@@ -76,7 +96,8 @@ describe('POST /api/v2/events: happy paths', () => {
 
   it('uuids of successive events sort in creation order', async () => {
     const uuids: string[] = [];
-    for (let i = 0; i < 5; i++) uuids.push((await post({ ...base, event_type: 'order', action: 'placed' })).json().data.uuid);
+    for (let i = 0; i < 5; i++)
+      uuids.push((await post({ ...base, event_type: 'order', action: 'placed' })).json().data.uuid);
     assert.deepEqual([...uuids].sort(), uuids);
   });
 
@@ -124,7 +145,13 @@ describe('POST /api/v2/events: happy paths', () => {
 
   it('counts characters, not UTF-16 units: 255 emoji are 255 characters; 256 are too many', async () => {
     const horse = '🐎';
-    const ok = await post({ ...base, subject_id: horse.repeat(255), external_id: horse.repeat(255), event_type: 'x', action: 'y' });
+    const ok = await post({
+      ...base,
+      subject_id: horse.repeat(255),
+      external_id: horse.repeat(255),
+      event_type: 'x',
+      action: 'y',
+    });
     assert.equal(ok.statusCode, 201, ok.body);
     assert.equal(ok.json().data.subject_id, horse.repeat(255));
     const stored = await ctx.services.storage.events.get(product.id, ok.json().data.uuid);
@@ -132,12 +159,31 @@ describe('POST /api/v2/events: happy paths', () => {
     const tooLong = await post({ ...base, subject_id: horse.repeat(256), event_type: 'x', action: 'y' });
     assert.equal(tooLong.statusCode, 400);
     assert.ok(problemOf(tooLong).errors?.some((e) => e.pointer === '/subject_id'));
-    const batch = await ctx.app.inject({ method: 'POST', url: '/api/v2/events/batch', headers: bearer(product.eventsKey), payload: { events: [{ ...base, subject_id: horse.repeat(255), event_type: 'x', action: 'y' }, { ...base, subject_id: horse.repeat(256), event_type: 'x', action: 'y' }] } });
-    assert.deepEqual(batch.json().data.map((d: { status: string }) => d.status), ['created', 'rejected']);
+    const batch = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/events/batch',
+      headers: bearer(product.eventsKey),
+      payload: {
+        events: [
+          { ...base, subject_id: horse.repeat(255), event_type: 'x', action: 'y' },
+          { ...base, subject_id: horse.repeat(256), event_type: 'x', action: 'y' },
+        ],
+      },
+    });
+    assert.deepEqual(
+      batch.json().data.map((d: { status: string }) => d.status),
+      ['created', 'rejected'],
+    );
   });
 
   it('accepts subject_id and external_id of exactly 255 characters', async () => {
-    const res = await post({ ...base, subject_id: 's'.repeat(255), external_id: 'e'.repeat(255), event_type: 'x', action: 'y' });
+    const res = await post({
+      ...base,
+      subject_id: 's'.repeat(255),
+      external_id: 'e'.repeat(255),
+      event_type: 'x',
+      action: 'y',
+    });
     assert.equal(res.statusCode, 201, res.body);
     assert.equal(res.json().data.subject_id.length, 255);
   });
@@ -147,29 +193,109 @@ describe('POST /api/v2/events: validation errors', () => {
   const cases: Array<{ why: string; body: Record<string, unknown>; pointer: string }> = [
     { why: 'missing subject_type', body: { subject_id: 'u', event_type: 'a', action: 'b' }, pointer: '/subject_type' },
     { why: 'missing subject_id', body: { subject_type: 'user', event_type: 'a', action: 'b' }, pointer: '/subject_id' },
-    { why: 'subject_type outside the enum', body: { ...base, subject_type: 'team', event_type: 'a', action: 'b' }, pointer: '/subject_type' },
-    { why: 'empty subject_id', body: { ...base, subject_id: '', event_type: 'a', action: 'b' }, pointer: '/subject_id' },
-    { why: 'subject_id over 255 characters', body: { ...base, subject_id: 's'.repeat(256), event_type: 'a', action: 'b' }, pointer: '/subject_id' },
-    { why: 'subject_id not a string', body: { ...base, subject_id: 42, event_type: 'a', action: 'b' }, pointer: '/subject_id' },
-    { why: 'empty external_id', body: { ...base, external_id: '', event_type: 'a', action: 'b' }, pointer: '/external_id' },
-    { why: 'external_id over 255 characters', body: { ...base, external_id: 'e'.repeat(256), event_type: 'a', action: 'b' }, pointer: '/external_id' },
-    { why: 'external_id a number', body: { ...base, external_id: 7, event_type: 'a', action: 'b' }, pointer: '/external_id' },
-    { why: 'occurred_at without offset', body: { ...base, occurred_at: '2026-03-01T12:00:00', event_type: 'a', action: 'b' }, pointer: '/occurred_at' },
-    { why: 'impossible date 2026-02-30', body: { ...base, occurred_at: '2026-02-30T12:00:00Z', event_type: 'a', action: 'b' }, pointer: '/occurred_at' },
-    { why: 'occurred_at a number', body: { ...base, occurred_at: 1772366400, event_type: 'a', action: 'b' }, pointer: '/occurred_at' },
-    { why: 'properties an array', body: { ...base, properties: [1], event_type: 'a', action: 'b' }, pointer: '/properties' },
-    { why: 'properties a string', body: { ...base, properties: 'x', event_type: 'a', action: 'b' }, pointer: '/properties' },
+    {
+      why: 'subject_type outside the enum',
+      body: { ...base, subject_type: 'team', event_type: 'a', action: 'b' },
+      pointer: '/subject_type',
+    },
+    {
+      why: 'empty subject_id',
+      body: { ...base, subject_id: '', event_type: 'a', action: 'b' },
+      pointer: '/subject_id',
+    },
+    {
+      why: 'subject_id over 255 characters',
+      body: { ...base, subject_id: 's'.repeat(256), event_type: 'a', action: 'b' },
+      pointer: '/subject_id',
+    },
+    {
+      why: 'subject_id not a string',
+      body: { ...base, subject_id: 42, event_type: 'a', action: 'b' },
+      pointer: '/subject_id',
+    },
+    {
+      why: 'empty external_id',
+      body: { ...base, external_id: '', event_type: 'a', action: 'b' },
+      pointer: '/external_id',
+    },
+    {
+      why: 'external_id over 255 characters',
+      body: { ...base, external_id: 'e'.repeat(256), event_type: 'a', action: 'b' },
+      pointer: '/external_id',
+    },
+    {
+      why: 'external_id a number',
+      body: { ...base, external_id: 7, event_type: 'a', action: 'b' },
+      pointer: '/external_id',
+    },
+    {
+      why: 'occurred_at without offset',
+      body: { ...base, occurred_at: '2026-03-01T12:00:00', event_type: 'a', action: 'b' },
+      pointer: '/occurred_at',
+    },
+    {
+      why: 'impossible date 2026-02-30',
+      body: { ...base, occurred_at: '2026-02-30T12:00:00Z', event_type: 'a', action: 'b' },
+      pointer: '/occurred_at',
+    },
+    {
+      why: 'occurred_at a number',
+      body: { ...base, occurred_at: 1772366400, event_type: 'a', action: 'b' },
+      pointer: '/occurred_at',
+    },
+    {
+      why: 'properties an array',
+      body: { ...base, properties: [1], event_type: 'a', action: 'b' },
+      pointer: '/properties',
+    },
+    {
+      why: 'properties a string',
+      body: { ...base, properties: 'x', event_type: 'a', action: 'b' },
+      pointer: '/properties',
+    },
     { why: 'metadata null', body: { ...base, metadata: null, event_type: 'a', action: 'b' }, pointer: '/metadata' },
-    { why: 'both properties and metadata', body: { ...base, properties: {}, metadata: {}, event_type: 'a', action: 'b' }, pointer: '/metadata' },
-    { why: 'unknown field (typo ocurred_at)', body: { ...base, ocurred_at: '2026-03-01T12:00:00Z', event_type: 'a', action: 'b' }, pointer: '/ocurred_at' },
-    { why: 'event_type breaking the pattern', body: { ...base, event_type: 'Project', action: 'created' }, pointer: '/event_type' },
-    { why: 'action breaking the pattern', body: { ...base, event_type: 'project', action: 'was-created' }, pointer: '/action' },
-    { why: 'event_type over 64 characters', body: { ...base, event_type: 'a'.repeat(65), action: 'b' }, pointer: '/event_type' },
-    { why: 'action over 64 characters', body: { ...base, event_type: 'a', action: 'b'.repeat(65) }, pointer: '/action' },
+    {
+      why: 'both properties and metadata',
+      body: { ...base, properties: {}, metadata: {}, event_type: 'a', action: 'b' },
+      pointer: '/metadata',
+    },
+    {
+      why: 'unknown field (typo ocurred_at)',
+      body: { ...base, ocurred_at: '2026-03-01T12:00:00Z', event_type: 'a', action: 'b' },
+      pointer: '/ocurred_at',
+    },
+    {
+      why: 'event_type breaking the pattern',
+      body: { ...base, event_type: 'Project', action: 'created' },
+      pointer: '/event_type',
+    },
+    {
+      why: 'action breaking the pattern',
+      body: { ...base, event_type: 'project', action: 'was-created' },
+      pointer: '/action',
+    },
+    {
+      why: 'event_type over 64 characters',
+      body: { ...base, event_type: 'a'.repeat(65), action: 'b' },
+      pointer: '/event_type',
+    },
+    {
+      why: 'action over 64 characters',
+      body: { ...base, event_type: 'a', action: 'b'.repeat(65) },
+      pointer: '/action',
+    },
     { why: 'unified project_board.created', body: { ...base, event: 'project_board.created' }, pointer: '/event' },
     { why: 'unified without separator', body: { ...base, event: 'signup' }, pointer: '/event' },
-    { why: 'event together with event_type', body: { ...base, event: 'project.created', event_type: 'project' }, pointer: '/event' },
-    { why: 'event together with action', body: { ...base, event: 'project.created', action: 'created' }, pointer: '/event' },
+    {
+      why: 'event together with event_type',
+      body: { ...base, event: 'project.created', event_type: 'project' },
+      pointer: '/event',
+    },
+    {
+      why: 'event together with action',
+      body: { ...base, event: 'project.created', action: 'created' },
+      pointer: '/event',
+    },
     { why: 'action without event_type', body: { ...base, action: 'created' }, pointer: '/event_type' },
     { why: 'no name at all', body: { ...base }, pointer: '/event_type' },
     { why: 'legacy flat without underscore', body: { ...base, event_type: 'signup' }, pointer: '/action' },
@@ -182,7 +308,10 @@ describe('POST /api/v2/events: validation errors', () => {
       const problem = problemOf(res);
       assert.equal(problem.code, 'validation_error');
       assert.ok(problem.errors && problem.errors.length > 0, res.body);
-      assert.ok(problem.errors.some((e) => e.pointer === c.pointer), `expected pointer ${c.pointer} in ${res.body}`);
+      assert.ok(
+        problem.errors.some((e) => e.pointer === c.pointer),
+        `expected pointer ${c.pointer} in ${res.body}`,
+      );
       assert.equal(await ctx.services.storage.events.count(product.id), countBefore, 'nothing stored');
     });
   }
@@ -194,7 +323,12 @@ describe('POST /api/v2/events: validation errors', () => {
 
   it('a body that is not an object → 400', async () => {
     for (const payload of ['[]', '"x"', '42', 'null']) {
-      const res = await ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: { ...bearer(product.eventsKey), 'content-type': 'application/json' }, payload });
+      const res = await ctx.app.inject({
+        method: 'POST',
+        url: '/api/v2/events',
+        headers: { ...bearer(product.eventsKey), 'content-type': 'application/json' },
+        payload,
+      });
       assert.equal(res.statusCode, 400, `${payload}: ${res.body}`);
       assert.ok(['validation_error', 'invalid_json'].includes(problemOf(res).code));
     }
@@ -203,9 +337,23 @@ describe('POST /api/v2/events: validation errors', () => {
 
 describe('POST /api/v2/events: idempotency', () => {
   it('a retry answers 200 with Idempotent-Replayed: true and the original record, even with different content', async () => {
-    const first = await post({ ...base, event_type: 'invoice', action: 'paid', external_id: 'idem-1', occurred_at: '2026-03-01T12:00:00Z', properties: { amount: 10 } });
+    const first = await post({
+      ...base,
+      event_type: 'invoice',
+      action: 'paid',
+      external_id: 'idem-1',
+      occurred_at: '2026-03-01T12:00:00Z',
+      properties: { amount: 10 },
+    });
     assert.equal(first.statusCode, 201);
-    const retry = await post({ subject_type: 'account', subject_id: 'other', event: 'invoice.refunded', external_id: 'idem-1', occurred_at: '2026-04-01T12:00:00Z', properties: { amount: 99 } });
+    const retry = await post({
+      subject_type: 'account',
+      subject_id: 'other',
+      event: 'invoice.refunded',
+      external_id: 'idem-1',
+      occurred_at: '2026-04-01T12:00:00Z',
+      properties: { amount: 99 },
+    });
     assert.equal(retry.statusCode, 200, retry.body);
     assert.equal(retry.headers['idempotent-replayed'], 'true');
     assert.deepEqual(retry.json().data, first.json().data);
@@ -233,7 +381,18 @@ describe('POST /api/v2/events: idempotency', () => {
   });
 
   it('v1 and v2 share the idempotency scope, in both directions', async () => {
-    const v1 = await ctx.app.inject({ method: 'POST', url: '/api/v1/events', headers: bearer(product.eventsKey), payload: { event_type: 'user_active', subject_type: 'user', subject_id: 'u', occurred_at: '2026-03-01T12:00:00Z', external_id: 'shared-1' } });
+    const v1 = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v1/events',
+      headers: bearer(product.eventsKey),
+      payload: {
+        event_type: 'user_active',
+        subject_type: 'user',
+        subject_id: 'u',
+        occurred_at: '2026-03-01T12:00:00Z',
+        external_id: 'shared-1',
+      },
+    });
     assert.equal(v1.statusCode, 201, v1.body);
     const v2 = await post({ ...base, event_type: 'x', action: 'y', external_id: 'shared-1' });
     assert.equal(v2.statusCode, 200);
@@ -241,7 +400,18 @@ describe('POST /api/v2/events: idempotency', () => {
     assert.deepEqual(v2.json().data, v1.json().data);
 
     const v2first = await post({ ...base, event_type: 'x', action: 'y', external_id: 'shared-2' });
-    const v1retry = await ctx.app.inject({ method: 'POST', url: '/api/v1/events', headers: bearer(product.eventsKey), payload: { event_type: 'user_active', subject_type: 'user', subject_id: 'u', occurred_at: '2026-03-01T12:00:00Z', external_id: 'shared-2' } });
+    const v1retry = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v1/events',
+      headers: bearer(product.eventsKey),
+      payload: {
+        event_type: 'user_active',
+        subject_type: 'user',
+        subject_id: 'u',
+        occurred_at: '2026-03-01T12:00:00Z',
+        external_id: 'shared-2',
+      },
+    });
     assert.equal(v1retry.statusCode, 200);
     assert.equal(v1retry.headers['idempotent-replayed'], 'true');
     assert.deepEqual(v1retry.json().data, v2first.json().data);
@@ -254,14 +424,20 @@ describe('POST /api/v2/events: idempotency', () => {
     assert.equal(a.statusCode, 201);
     assert.equal(b.statusCode, 201);
     assert.notEqual(a.json().data.uuid, b.json().data.uuid);
-    assert.equal(await ctx.services.storage.events.get(other.id, a.json().data.uuid), undefined, 'product B cannot see A’s event');
+    assert.equal(
+      await ctx.services.storage.events.get(other.id, a.json().data.uuid),
+      undefined,
+      'product B cannot see A’s event',
+    );
     assert.equal(await ctx.services.storage.events.count(other.id), 1);
   });
 
   it('50 concurrent requests with one external_id: exactly one 201, 49 replays of the same event, one row', async () => {
     const p = await ctx.product('v2-concurrent');
     const responses = await Promise.all(
-      Array.from({ length: 50 }, (_, i) => post({ ...base, event_type: 'race', action: 'run', external_id: 'race-1', properties: { i } }, p.eventsKey)),
+      Array.from({ length: 50 }, (_, i) =>
+        post({ ...base, event_type: 'race', action: 'run', external_id: 'race-1', properties: { i } }, p.eventsKey),
+      ),
     );
     const created = responses.filter((r) => r.statusCode === 201);
     const replayed = responses.filter((r) => r.statusCode === 200);
@@ -278,7 +454,11 @@ describe('POST /api/v2/events: idempotency', () => {
 
   it('concurrent requests with distinct external_ids all store', async () => {
     const p = await ctx.product('v2-concurrent-distinct');
-    const responses = await Promise.all(Array.from({ length: 40 }, (_, i) => post({ ...base, event_type: 'race', action: 'run', external_id: `d-${i}` }, p.eventsKey)));
+    const responses = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        post({ ...base, event_type: 'race', action: 'run', external_id: `d-${i}` }, p.eventsKey),
+      ),
+    );
     assert.ok(responses.every((r) => r.statusCode === 201));
     assert.equal(new Set(responses.map((r) => r.json().data.uuid)).size, 40);
     assert.equal(await ctx.services.storage.events.count(p.id), 40);
@@ -311,9 +491,20 @@ describe('POST /api/v2/events: legacy flat format', () => {
     for (let i = 0; i < 3; i++) await post({ ...base, event_type: 'user_signed_up' }, p.eventsKey);
     await post({ ...base, event_type: 'team_created' }, p.eventsKey);
     await post({ ...base, event_type: 'team', action: 'created' }, p.eventsKey); // not legacy
-    const res = await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${p.id}/legacy_usage`, headers: adminHeaders() });
+    const res = await ctx.app.inject({
+      method: 'GET',
+      url: `/admin/v1/products/${p.id}/legacy_usage`,
+      headers: adminHeaders(),
+    });
     assert.equal(res.statusCode, 200, res.body);
-    const rows = res.json().data as Array<{ key_id: string; key_prefix: string; event_name: string; count: number; last_seen_at: string; first_seen_at: string }>;
+    const rows = res.json().data as Array<{
+      key_id: string;
+      key_prefix: string;
+      event_name: string;
+      count: number;
+      last_seen_at: string;
+      first_seen_at: string;
+    }>;
     const byName = Object.fromEntries(rows.map((r) => [r.event_name, r]));
     assert.deepEqual(Object.keys(byName).sort(), ['team_created', 'user_signed_up']);
     assert.equal(byName.user_signed_up!.count, 3);
@@ -323,8 +514,14 @@ describe('POST /api/v2/events: legacy flat format', () => {
     assert.ok(byName.user_signed_up!.first_seen_at <= byName.user_signed_up!.last_seen_at);
 
     // Another product does not see this usage.
-    const other = await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${product.id}/legacy_usage`, headers: adminHeaders() });
-    assert.ok((other.json().data as Array<{ key_id: string }>).every((r) => r.key_id !== byName.user_signed_up!.key_id));
+    const other = await ctx.app.inject({
+      method: 'GET',
+      url: `/admin/v1/products/${product.id}/legacy_usage`,
+      headers: adminHeaders(),
+    });
+    assert.ok(
+      (other.json().data as Array<{ key_id: string }>).every((r) => r.key_id !== byName.user_signed_up!.key_id),
+    );
   });
 });
 
@@ -338,7 +535,12 @@ describe('POST /api/v2/events: INLET_LEGACY_FLAT=reject', () => {
   after(async () => strict.close());
 
   it('legacy flat input → 410 legacy_format_removed whose detail shows the preferred form; nothing stored', async () => {
-    const res = await strict.app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(p.eventsKey), payload: { ...base, event_type: 'billing_invoice_paid' } });
+    const res = await strict.app.inject({
+      method: 'POST',
+      url: '/api/v2/events',
+      headers: bearer(p.eventsKey),
+      payload: { ...base, event_type: 'billing_invoice_paid' },
+    });
     assert.equal(res.statusCode, 410, res.body);
     const problem = problemOf(res);
     assert.equal(problem.code, 'legacy_format_removed');
@@ -348,15 +550,39 @@ describe('POST /api/v2/events: INLET_LEGACY_FLAT=reject', () => {
   });
 
   it('refused legacy requests are still counted', async () => {
-    const res = await strict.app.inject({ method: 'GET', url: `/admin/v1/products/${p.id}/legacy_usage`, headers: adminHeaders() });
+    const res = await strict.app.inject({
+      method: 'GET',
+      url: `/admin/v1/products/${p.id}/legacy_usage`,
+      headers: adminHeaders(),
+    });
     const rows = res.json().data as Array<{ event_name: string; count: number }>;
     assert.equal(rows.find((r) => r.event_name === 'billing_invoice_paid')?.count, 1);
   });
 
   it('preferred, unified and v1 are unaffected', async () => {
-    const preferred = await strict.app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(p.eventsKey), payload: { ...base, event_type: 'billing', action: 'invoice_paid' } });
-    const unified = await strict.app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(p.eventsKey), payload: { ...base, event: 'billing_invoice_paid' } });
-    const v1 = await strict.app.inject({ method: 'POST', url: '/api/v1/events', headers: bearer(p.eventsKey), payload: { event_type: 'user_signed_up', subject_type: 'user', subject_id: 'u', occurred_at: '2026-03-01T12:00:00Z' } });
+    const preferred = await strict.app.inject({
+      method: 'POST',
+      url: '/api/v2/events',
+      headers: bearer(p.eventsKey),
+      payload: { ...base, event_type: 'billing', action: 'invoice_paid' },
+    });
+    const unified = await strict.app.inject({
+      method: 'POST',
+      url: '/api/v2/events',
+      headers: bearer(p.eventsKey),
+      payload: { ...base, event: 'billing_invoice_paid' },
+    });
+    const v1 = await strict.app.inject({
+      method: 'POST',
+      url: '/api/v1/events',
+      headers: bearer(p.eventsKey),
+      payload: {
+        event_type: 'user_signed_up',
+        subject_type: 'user',
+        subject_id: 'u',
+        occurred_at: '2026-03-01T12:00:00Z',
+      },
+    });
     assert.equal(preferred.statusCode, 201);
     assert.equal(unified.statusCode, 201);
     assert.equal(v1.statusCode, 201);
@@ -380,20 +606,37 @@ describe('POST /api/v2/events: values every backend can store', () => {
       assert.equal(res.statusCode, 400, res.body);
       const problem = problemOf(res);
       assert.equal(problem.code, 'validation_error');
-      assert.ok(problem.errors?.some((e) => e.pointer === pointer), res.body);
+      assert.ok(
+        problem.errors?.some((e) => e.pointer === pointer),
+        res.body,
+      );
     });
   }
 
   it('a number out of the double range → 400 rather than being stored as null', async () => {
-    const res = await ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: { ...bearer(product.eventsKey), 'content-type': 'application/json' }, payload: '{"subject_type":"user","subject_id":"u","event_type":"big","action":"number","properties":{"n":1e400,"ok":1e300}}' });
+    const res = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/events',
+      headers: { ...bearer(product.eventsKey), 'content-type': 'application/json' },
+      payload:
+        '{"subject_type":"user","subject_id":"u","event_type":"big","action":"number","properties":{"n":1e400,"ok":1e300}}',
+    });
     assert.equal(res.statusCode, 400, res.body);
-    assert.deepEqual(problemOf(res).errors?.map((e) => e.pointer), ['/properties/n']);
+    assert.deepEqual(
+      problemOf(res).errors?.map((e) => e.pointer),
+      ['/properties/n'],
+    );
   });
 
   it('nesting: 60 levels are stored; deeper properties → 400 (never a 500 from stack exhaustion)', async () => {
     const nested = (depth: number) => `${'['.repeat(depth)}${']'.repeat(depth)}`;
     const send = (depth: number) =>
-      ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: { ...bearer(product.eventsKey), 'content-type': 'application/json' }, payload: `{"subject_type":"user","subject_id":"u","event_type":"deep","action":"nest","properties":{"d":${nested(depth)}}}` });
+      ctx.app.inject({
+        method: 'POST',
+        url: '/api/v2/events',
+        headers: { ...bearer(product.eventsKey), 'content-type': 'application/json' },
+        payload: `{"subject_type":"user","subject_id":"u","event_type":"deep","action":"nest","properties":{"d":${nested(depth)}}}`,
+      });
     const ok = await send(60);
     assert.equal(ok.statusCode, 201, ok.body.slice(0, 200));
     for (const depth of [200, 5000, 15000]) {
@@ -408,7 +651,10 @@ describe('POST /api/v2/events: values every backend can store', () => {
       payload: `{"events":[{"subject_type":"user","subject_id":"u","event_type":"a","action":"b"},{"subject_type":"user","subject_id":"u","event_type":"a","action":"b","properties":{"d":${nested(200)}}},{"subject_type":"user","subject_id":"u","event_type":"a","action":"b","properties":{"d":${nested(8000)}}}]}`,
     });
     assert.equal(batch.statusCode, 207, batch.body.slice(0, 300));
-    assert.deepEqual(batch.json().data.map((d: { status: string }) => d.status), ['created', 'rejected', 'rejected']);
+    assert.deepEqual(
+      batch.json().data.map((d: { status: string }) => d.status),
+      ['created', 'rejected', 'rejected'],
+    );
   });
 
   it('a refused value does not fail concurrent requests that share its commit', async () => {
@@ -418,7 +664,10 @@ describe('POST /api/v2/events: values every backend can store', () => {
       post({ ...base, event_type: 'bad', action: 'one', properties: { x: '\u0000' } }, p.eventsKey),
       post({ ...base, event_type: 'ok', action: 'two' }, p.eventsKey),
     ]);
-    assert.deepEqual(responses.map((r) => r.statusCode), [201, 400, 201]);
+    assert.deepEqual(
+      responses.map((r) => r.statusCode),
+      [201, 400, 201],
+    );
     assert.equal(await ctx.services.storage.events.count(p.id), 2);
   });
 
@@ -429,7 +678,13 @@ describe('POST /api/v2/events: values every backend can store', () => {
       { occurred_at: '1969-12-31T23:59:59.999Z', properties: { 'a.b': 1, 'c/d': 2, '': 3 } },
     ];
     for (const [i, extra] of values.entries()) {
-      const first = await post({ ...base, event_type: 'round', action: 'trip', external_id: `round-trip-${i}`, ...extra });
+      const first = await post({
+        ...base,
+        event_type: 'round',
+        action: 'trip',
+        external_id: `round-trip-${i}`,
+        ...extra,
+      });
       assert.equal(first.statusCode, 201, first.body);
       const replay = await post({ ...base, event_type: 'round', action: 'trip', external_id: `round-trip-${i}` });
       assert.equal(replay.statusCode, 200);

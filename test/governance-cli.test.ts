@@ -21,7 +21,10 @@ let dir: string;
 
 before(async () => {
   database = reusableDatabase();
-  const url = database.postgresSchema === undefined ? database.databaseUrl : `${database.databaseUrl}${database.databaseUrl.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c search_path=${database.postgresSchema}`)}`;
+  const url =
+    database.postgresSchema === undefined
+      ? database.databaseUrl
+      : `${database.databaseUrl}${database.databaseUrl.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c search_path=${database.postgresSchema}`)}`;
   env = { INLET_DATABASE_URL: url, INLET_LOG_LEVEL: 'silent' };
   ({ services } = await createTestServices({ trackingPlanRefreshMs: 50 }, database));
   app = await buildApp(services, { logger: false });
@@ -43,15 +46,38 @@ async function cli(...argv: string[]) {
 
 describe('catalogue and plan through the CLI', () => {
   it('list → draft → edit one type → set in enforce → the next wrong event is refused with a pointer and listed', async () => {
-    const productId = (await app.inject({ method: 'POST', url: '/admin/v1/products', headers: adminHeaders(), payload: { name: 'newcomer' } })).json().data.id as string;
-    const key = (await app.inject({ method: 'POST', url: `/admin/v1/products/${productId}/keys`, headers: adminHeaders(), payload: { kind: 'events' } })).json().data.key as string;
+    const productId = (
+      await app.inject({
+        method: 'POST',
+        url: '/admin/v1/products',
+        headers: adminHeaders(),
+        payload: { name: 'newcomer' },
+      })
+    ).json().data.id as string;
+    const key = (
+      await app.inject({
+        method: 'POST',
+        url: `/admin/v1/products/${productId}/keys`,
+        headers: adminHeaders(),
+        payload: { kind: 'events' },
+      })
+    ).json().data.key as string;
     const events = [
       { event: 'order.completed', properties: { plan: 'pro', amount: 12 } },
       { event: 'order.completed', properties: { plan: 'free', amount: 0 } },
       { event: 'signup.started', properties: { referrer: 'ad' } },
     ].map((e) => ({ ...e, subject_type: 'user', subject_id: 'u1' }));
-    assert.equal((await app.inject({ method: 'POST', url: '/api/v2/events/batch', headers: bearer(key), payload: { events } })).statusCode, 200);
-    const segment = await app.inject({ method: 'POST', url: '/v1/track', headers: { authorization: `Basic ${Buffer.from(`${key}:`).toString('base64')}` }, payload: { event: 'Page Shared', userId: 'u1', properties: { channel: 'mail' } } });
+    assert.equal(
+      (await app.inject({ method: 'POST', url: '/api/v2/events/batch', headers: bearer(key), payload: { events } }))
+        .statusCode,
+      200,
+    );
+    const segment = await app.inject({
+      method: 'POST',
+      url: '/v1/track',
+      headers: { authorization: `Basic ${Buffer.from(`${key}:`).toString('base64')}` },
+      payload: { event: 'Page Shared', userId: 'u1', properties: { channel: 'mail' } },
+    });
     assert.equal(segment.statusCode, 200);
     // The server writes its counts every INLET_CATALOG_FLUSH_MS; here at once.
     await services.governance.catalog.flush();
@@ -81,7 +107,18 @@ describe('catalogue and plan through the CLI', () => {
     assert.equal(JSON.parse(get.out).data.mode, 'enforce');
 
     // The running app picks up the version stored by the CLI within its refresh time.
-    const wrong = () => app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(key), payload: { event: 'order.completed', subject_type: 'user', subject_id: 'u2', properties: { plan: 7, amount: 5 } } });
+    const wrong = () =>
+      app.inject({
+        method: 'POST',
+        url: '/api/v2/events',
+        headers: bearer(key),
+        payload: {
+          event: 'order.completed',
+          subject_type: 'user',
+          subject_id: 'u2',
+          properties: { plan: 7, amount: 5 },
+        },
+      });
     let res = await wrong();
     for (let tries = 0; res.statusCode !== 400 && tries < 100; tries++) {
       await new Promise((resolve) => setTimeout(resolve, 20));
@@ -91,7 +128,17 @@ describe('catalogue and plan through the CLI', () => {
     const problem = problemOf(res);
     assert.equal(problem.code, 'tracking_plan_violation');
     assert.deepEqual([...new Set(problem.errors!.map((e) => e.pointer))], ['/properties/plan']);
-    const right = await app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(key), payload: { event: 'order.completed', subject_type: 'user', subject_id: 'u2', properties: { plan: 'pro', amount: 5.5 } } });
+    const right = await app.inject({
+      method: 'POST',
+      url: '/api/v2/events',
+      headers: bearer(key),
+      payload: {
+        event: 'order.completed',
+        subject_type: 'user',
+        subject_id: 'u2',
+        properties: { plan: 'pro', amount: 5.5 },
+      },
+    });
     assert.equal(right.statusCode, 201, right.body);
 
     await services.governance.plans.flush();
@@ -102,7 +149,14 @@ describe('catalogue and plan through the CLI', () => {
   });
 
   it('an invalid plan file is refused with pointers into it; usage errors exit 2', async () => {
-    const productId = (await app.inject({ method: 'POST', url: '/admin/v1/products', headers: adminHeaders(), payload: { name: 'bad plan' } })).json().data.id as string;
+    const productId = (
+      await app.inject({
+        method: 'POST',
+        url: '/admin/v1/products',
+        headers: adminHeaders(),
+        payload: { name: 'bad plan' },
+      })
+    ).json().data.id as string;
     const file = join(dir, 'bad.json');
     writeFileSync(file, JSON.stringify({ mode: 'warn', events: { a_b: { properties: { type: 'strin' } } } }));
     const bad = await cli('plan', 'set', '--product', productId, file);

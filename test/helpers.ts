@@ -41,7 +41,10 @@ function newSchemaName(): string {
 export function testDatabase(): TestDatabase {
   if (dialect === 'sqlite') {
     const dir = mkdtempSync(join(testTempDir(), 'inlet-test-'));
-    return { databaseUrl: `sqlite:${join(dir, 'inlet.db')}`, drop: async () => rmSync(dir, { recursive: true, force: true }) };
+    return {
+      databaseUrl: `sqlite:${join(dir, 'inlet.db')}`,
+      drop: async () => rmSync(dir, { recursive: true, force: true }),
+    };
   }
   const schema = newSchemaName();
   return {
@@ -128,7 +131,9 @@ async function catalogFingerprint(client: pg.Client, schema: string): Promise<st
      ) q`,
     [schema],
   );
-  const { rows: versions } = await client.query<{ v: string }>(`SELECT string_agg(version::text, ',' ORDER BY version) AS v FROM ${schema}.inlet_migrations`);
+  const { rows: versions } = await client.query<{ v: string }>(
+    `SELECT string_agg(version::text, ',' ORDER BY version) AS v FROM ${schema}.inlet_migrations`,
+  );
   return `${rows[0]?.fp}/${versions[0]?.v}`;
 }
 
@@ -139,7 +144,10 @@ async function emptySchema(client: pg.Client, schema: string): Promise<void> {
       WHERE relnamespace = $1::text::regnamespace AND relkind IN ('r', 'p') AND NOT relispartition AND relname <> 'inlet_migrations'`,
     [schema],
   );
-  const { rows: sequences } = await client.query<{ name: string }>(`SELECT sequencename AS name FROM pg_sequences WHERE schemaname = $1::text`, [schema]);
+  const { rows: sequences } = await client.query<{ name: string }>(
+    `SELECT sequencename AS name FROM pg_sequences WHERE schemaname = $1::text`,
+    [schema],
+  );
   // DELETE rather than TRUNCATE: these tables hold a few rows, and TRUNCATE makes new files for every
   // table and index (~100 ms against ~7 ms). Foreign keys are not checked while the rows go.
   await client.query(
@@ -165,7 +173,10 @@ function registerTeardown(): void {
     const schemas = freeSchemas.splice(0);
     const last = helperClient;
     void (async () => {
-      if (schemas.length > 0) await withClient((client) => client.query(`DROP SCHEMA IF EXISTS ${schemas.join(', ')} CASCADE`)).catch(() => {});
+      if (schemas.length > 0)
+        await withClient((client) => client.query(`DROP SCHEMA IF EXISTS ${schemas.join(', ')} CASCADE`)).catch(
+          () => {},
+        );
       await (await last?.catch(() => undefined))?.end();
     })();
   });
@@ -225,7 +236,10 @@ export async function openReusableStorage(
   on: Dialect = dialect,
 ): Promise<{ storage: OpenedStorage; database: TestDatabase; close(): Promise<void> }> {
   const database = reusableDatabase(on);
-  const storage = await openStorage(database.databaseUrl, { ...options, ...(database.postgresSchema === undefined ? {} : { postgresSchema: database.postgresSchema }) });
+  const storage = await openStorage(database.databaseUrl, {
+    ...options,
+    ...(database.postgresSchema === undefined ? {} : { postgresSchema: database.postgresSchema }),
+  });
   await noteFreshSchema(database);
   return {
     storage,
@@ -308,10 +322,15 @@ export async function createTestServices(
   };
 }
 
-export async function createTestApp(overrides: Partial<Config> = {}, options: { frozenClock?: boolean } = {}): Promise<TestContext> {
+export async function createTestApp(
+  overrides: Partial<Config> = {},
+  options: { frozenClock?: boolean } = {},
+): Promise<TestContext> {
   const { services, database, clock, close } = await createTestServices(overrides, reusableDatabase(), options);
   // INLET_TEST_LOG=error (or another level) shows the app's log, e.g. the cause of a 500.
-  const app = await buildApp(services, { logger: process.env.INLET_TEST_LOG ? { level: process.env.INLET_TEST_LOG } : false });
+  const app = await buildApp(services, {
+    logger: process.env.INLET_TEST_LOG ? { level: process.env.INLET_TEST_LOG } : false,
+  });
   await app.ready();
   return {
     app,
@@ -319,11 +338,21 @@ export async function createTestApp(overrides: Partial<Config> = {}, options: { 
     database,
     clock,
     async product(name = 'Acme') {
-      const created = await app.inject({ method: 'POST', url: '/admin/v1/products', headers: adminHeaders(), payload: { name } });
+      const created = await app.inject({
+        method: 'POST',
+        url: '/admin/v1/products',
+        headers: adminHeaders(),
+        payload: { name },
+      });
       if (created.statusCode !== 201) throw new Error(`product create failed: ${created.statusCode} ${created.body}`);
       const id = created.json().data.id as string;
       const key = async (kind: 'events' | 'reports') => {
-        const res = await app.inject({ method: 'POST', url: `/admin/v1/products/${id}/keys`, headers: adminHeaders(), payload: { kind } });
+        const res = await app.inject({
+          method: 'POST',
+          url: `/admin/v1/products/${id}/keys`,
+          headers: adminHeaders(),
+          payload: { kind },
+        });
         if (res.statusCode !== 201) throw new Error(`key create failed: ${res.statusCode} ${res.body}`);
         return res.json().data.key as string;
       };
@@ -345,13 +374,20 @@ export function bearer(key: string): Record<string, string> {
 }
 
 /** Asserts the RFC 9457 shape and returns the parsed body. */
-export function problemOf(response: LightMyRequestResponse): Record<string, unknown> & { code: string; status: number; detail: string; errors?: Array<{ pointer: string; message: string }> } {
+export function problemOf(response: LightMyRequestResponse): Record<string, unknown> & {
+  code: string;
+  status: number;
+  detail: string;
+  errors?: Array<{ pointer: string; message: string }>;
+} {
   const type = String(response.headers['content-type'] ?? '');
-  if (!type.startsWith('application/problem+json')) throw new Error(`expected problem+json, got ${type}: ${response.body}`);
+  if (!type.startsWith('application/problem+json'))
+    throw new Error(`expected problem+json, got ${type}: ${response.body}`);
   const body = response.json();
   for (const field of ['type', 'title', 'status', 'detail', 'code', 'request_id']) {
     if (!(field in body)) throw new Error(`problem body lacks "${field}": ${response.body}`);
   }
-  if (body.status !== response.statusCode) throw new Error(`problem status ${body.status} differs from HTTP ${response.statusCode}`);
+  if (body.status !== response.statusCode)
+    throw new Error(`problem status ${body.status} differs from HTTP ${response.statusCode}`);
   return body;
 }

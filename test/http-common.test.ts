@@ -17,7 +17,12 @@ after(async () => ctx.close());
 const event = { subject_type: 'user', subject_id: 'u', event_type: 'project', action: 'created' };
 
 function raw(url: string, body: string | Buffer, headers: Record<string, string> = {}) {
-  return ctx.app.inject({ method: 'POST', url, headers: { ...bearer(product.eventsKey), 'content-type': 'application/json', ...headers }, payload: body });
+  return ctx.app.inject({
+    method: 'POST',
+    url,
+    headers: { ...bearer(product.eventsKey), 'content-type': 'application/json', ...headers },
+    payload: body,
+  });
 }
 
 describe('problem+json on every error kind', () => {
@@ -32,7 +37,12 @@ describe('problem+json on every error kind', () => {
 
   for (const url of ['/api/v2/events/%', '/admin/v1/products/%ZZ/keys']) {
     it(`400 problem+json with X-Request-Id for a malformed URL (${url})`, async () => {
-      const res = await ctx.app.inject({ method: 'POST', url, headers: { ...bearer(product.eventsKey), 'x-request-id': 'bad-url-1' }, payload: event });
+      const res = await ctx.app.inject({
+        method: 'POST',
+        url,
+        headers: { ...bearer(product.eventsKey), 'x-request-id': 'bad-url-1' },
+        payload: event,
+      });
       assert.equal(res.statusCode, 400, res.body);
       assert.equal(problemOf(res).code, 'validation_error');
       assert.equal(res.headers['x-request-id'], 'bad-url-1');
@@ -58,7 +68,12 @@ describe('problem+json on every error kind', () => {
       assert.equal(problemOf(res).code, 'invalid_json');
     });
 
-    for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'application/xml', 'multipart/form-data; boundary=x']) {
+    for (const type of [
+      'text/plain',
+      'application/x-www-form-urlencoded',
+      'application/xml',
+      'multipart/form-data; boundary=x',
+    ]) {
       it(`${url}: 415 unsupported_media_type for ${type}`, async () => {
         const res = await raw(url, JSON.stringify(event), { 'content-type': type });
         assert.equal(res.statusCode, 415, res.body);
@@ -67,7 +82,12 @@ describe('problem+json on every error kind', () => {
     }
 
     it(`${url}: 415 for a body without Content-Type`, async () => {
-      const res = await ctx.app.inject({ method: 'POST', url, headers: bearer(product.eventsKey), payload: Buffer.from(JSON.stringify(event)) });
+      const res = await ctx.app.inject({
+        method: 'POST',
+        url,
+        headers: bearer(product.eventsKey),
+        payload: Buffer.from(JSON.stringify(event)),
+      });
       assert.equal(res.statusCode, 415, res.body);
       assert.equal(problemOf(res).code, 'unsupported_media_type');
     });
@@ -81,13 +101,18 @@ describe('problem+json on every error kind', () => {
   });
 
   it('415 for a JSON body in another charset than UTF-8', async () => {
-    const res = await raw('/api/v2/events', JSON.stringify(event), { 'content-type': 'application/json; charset=latin1' });
+    const res = await raw('/api/v2/events', JSON.stringify(event), {
+      'content-type': 'application/json; charset=latin1',
+    });
     assert.equal(res.statusCode, 415, res.body);
     assert.match(problemOf(res).detail, /latin1/);
   });
 
   it('400 validation_error (not "invalid JSON") for __proto__ and constructor.prototype keys', async () => {
-    for (const body of ['{"__proto__":{"x":1},"subject_type":"user","subject_id":"u","event":"a.b"}', '{"properties":{"constructor":{"prototype":{"x":1}}},"subject_type":"user","subject_id":"u","event":"a.b"}']) {
+    for (const body of [
+      '{"__proto__":{"x":1},"subject_type":"user","subject_id":"u","event":"a.b"}',
+      '{"properties":{"constructor":{"prototype":{"x":1}}},"subject_type":"user","subject_id":"u","event":"a.b"}',
+    ]) {
       const res = await raw('/api/v2/events', body);
       assert.equal(res.statusCode, 400, res.body);
       const problem = problemOf(res);
@@ -100,7 +125,16 @@ describe('problem+json on every error kind', () => {
     const res = await raw('/api/v2/events', JSON.stringify({ ...event, properties: { blob: 'x'.repeat(33 * 1024) } }));
     assert.equal(res.statusCode, 413, res.body);
     assert.equal(problemOf(res).code, 'payload_too_large');
-    const v1 = await raw('/api/v1/events', JSON.stringify({ event_type: 'user_active', subject_type: 'user', subject_id: 'u', occurred_at: '2026-03-01T12:00:00Z', metadata: { blob: 'x'.repeat(33 * 1024) } }));
+    const v1 = await raw(
+      '/api/v1/events',
+      JSON.stringify({
+        event_type: 'user_active',
+        subject_type: 'user',
+        subject_id: 'u',
+        occurred_at: '2026-03-01T12:00:00Z',
+        metadata: { blob: 'x'.repeat(33 * 1024) },
+      }),
+    );
     assert.equal(v1.statusCode, 413);
     assert.equal(problemOf(v1).code, 'payload_too_large');
   });
@@ -121,7 +155,12 @@ describe('problem+json on every error kind', () => {
     const p = await broken.product('broken');
     await broken.services.storage.close();
     try {
-      const res = await broken.app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(p.eventsKey), payload: event });
+      const res = await broken.app.inject({
+        method: 'POST',
+        url: '/api/v2/events',
+        headers: bearer(p.eventsKey),
+        payload: event,
+      });
       // Storage gone (shutdown, lost database) is "retry later", not a bug (contract §3: unavailable).
       assert.equal(res.statusCode, 503, res.body);
       const problem = problemOf(res);
@@ -148,7 +187,9 @@ describe('gzip request bodies', () => {
   });
 
   it('a gzip batch is accepted', async () => {
-    const res = await raw('/api/v2/events/batch', gzipSync(JSON.stringify({ events: [event, event] })), { 'content-encoding': 'gzip' });
+    const res = await raw('/api/v2/events/batch', gzipSync(JSON.stringify({ events: [event, event] })), {
+      'content-encoding': 'gzip',
+    });
     assert.equal(res.statusCode, 200, res.body);
     assert.equal(res.json().meta.created, 2);
   });
@@ -196,7 +237,10 @@ describe('X-Request-Id', () => {
       { name: '401', request: () => ctx.app.inject({ method: 'POST', url: '/api/v2/events', payload: event }) },
       { name: '404', request: () => ctx.app.inject({ method: 'GET', url: '/nope' }) },
       { name: 'healthz', request: () => ctx.app.inject({ method: 'GET', url: '/healthz' }) },
-      { name: 'admin', request: () => ctx.app.inject({ method: 'GET', url: '/admin/v1/products', headers: adminHeaders() }) },
+      {
+        name: 'admin',
+        request: () => ctx.app.inject({ method: 'GET', url: '/admin/v1/products', headers: adminHeaders() }),
+      },
     );
   });
 

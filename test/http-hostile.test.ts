@@ -47,7 +47,12 @@ function assertProblem(answer: RawAnswer, status: number, code?: string): Record
 async function assertAlive(): Promise<void> {
   assert.deepEqual(uncaught.splice(0).map(String), [], 'an error escaped: in production the process would have died');
   const answer = await rawRequest(port, [
-    requestBytes('POST', '/api/v2/events', { authorization: `Bearer ${product.eventsKey}`, 'content-type': 'application/json', connection: 'close' }, event),
+    requestBytes(
+      'POST',
+      '/api/v2/events',
+      { authorization: `Bearer ${product.eventsKey}`, 'content-type': 'application/json', connection: 'close' },
+      event,
+    ),
   ]);
   assert.ok(answer.status === 201 || answer.status === 200, `alive check: ${answer.status} ${answer.body}`);
 }
@@ -57,7 +62,11 @@ const notGzip = Buffer.from('this is not gzip at all '.repeat(10));
 describe('Content-Encoding: gzip with a body nobody reads', () => {
   for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x']) {
     it(`${type}: 415 problem+json, the process lives, keep-alive still works`, async () => {
-      const headers = { authorization: `Bearer ${product.eventsKey}`, 'content-type': type, 'content-encoding': 'gzip' };
+      const headers = {
+        authorization: `Bearer ${product.eventsKey}`,
+        'content-type': type,
+        'content-encoding': 'gzip',
+      };
       const answer = await rawRequest(port, [requestBytes('POST', '/api/v2/events', headers, notGzip)]);
       assertProblem(answer, 415, 'unsupported_media_type');
       // Wait for the bytes the server never read to be gone before checking it is alive.
@@ -67,14 +76,21 @@ describe('Content-Encoding: gzip with a body nobody reads', () => {
   }
 
   it('a GET with a gzip body that is not gzip: answered, the process lives', async () => {
-    const answer = await rawRequest(port, [requestBytes('GET', '/healthz', { 'content-encoding': 'gzip', connection: 'close' }, notGzip)]);
+    const answer = await rawRequest(port, [
+      requestBytes('GET', '/healthz', { 'content-encoding': 'gzip', connection: 'close' }, notGzip),
+    ]);
     assert.ok(answer.status !== undefined && answer.status < 500, `status ${answer.status}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
     await assertAlive();
   });
 
   it('two requests on one keep-alive connection, the first with an unread gzip body: both answered', async () => {
-    const first = requestBytes('POST', '/api/v2/events', { authorization: `Bearer ${product.eventsKey}`, 'content-type': 'text/plain', 'content-encoding': 'gzip' }, notGzip);
+    const first = requestBytes(
+      'POST',
+      '/api/v2/events',
+      { authorization: `Bearer ${product.eventsKey}`, 'content-type': 'text/plain', 'content-encoding': 'gzip' },
+      notGzip,
+    );
     const second = requestBytes('GET', '/healthz', {});
     const answers = await new Promise<string>((resolve) => {
       // Both in one write; collect everything until the server closes or 1 s passes.
@@ -92,22 +108,37 @@ describe('Content-Encoding: gzip with a body nobody reads', () => {
     // Either the second request is answered on the same connection or the connection was closed
     // after the first answer: never a hang, never a crash.
     const statuses = [...answers.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => Number(m[1]));
-    assert.ok(statuses.every((s) => s < 500), String(statuses));
+    assert.ok(
+      statuses.every((s) => s < 500),
+      String(statuses),
+    );
     await assertAlive();
   });
 });
 
 describe('gzip bodies that are read', () => {
-  const headers = () => ({ authorization: `Bearer ${product.eventsKey}`, 'content-type': 'application/json', 'content-encoding': 'gzip' });
+  const headers = () => ({
+    authorization: `Bearer ${product.eventsKey}`,
+    'content-type': 'application/json',
+    'content-encoding': 'gzip',
+  });
 
   it('not gzip: 400 invalid_json', async () => {
-    assertProblem(await rawRequest(port, [requestBytes('POST', '/api/v2/events', headers(), notGzip)]), 400, 'invalid_json');
+    assertProblem(
+      await rawRequest(port, [requestBytes('POST', '/api/v2/events', headers(), notGzip)]),
+      400,
+      'invalid_json',
+    );
     await assertAlive();
   });
 
   it('truncated gzip: 400 invalid_json', async () => {
     const whole = gzipSync(event);
-    assertProblem(await rawRequest(port, [requestBytes('POST', '/api/v2/events', headers(), whole.subarray(0, whole.length - 6))]), 400, 'invalid_json');
+    assertProblem(
+      await rawRequest(port, [requestBytes('POST', '/api/v2/events', headers(), whole.subarray(0, whole.length - 6))]),
+      400,
+      'invalid_json',
+    );
     await assertAlive();
   });
 
@@ -122,7 +153,10 @@ describe('gzip bodies that are read', () => {
 
   it('a gzip bomb sent slowly: 413 and the connection is closed, not left hanging', async () => {
     const bomb = gzipSync(Buffer.alloc(20 * 1024 * 1024, 0x20));
-    const head = requestBytes('POST', '/api/v2/events', { ...headers(), 'content-length': String(bomb.length + 100_000) });
+    const head = requestBytes('POST', '/api/v2/events', {
+      ...headers(),
+      'content-length': String(bomb.length + 100_000),
+    });
     // The declared length is never reached: the server must answer and close rather than wait.
     const answer = await rawRequest(port, [head, bomb]);
     assertProblem(answer, 413, 'payload_too_large');
@@ -133,55 +167,119 @@ describe('gzip bodies that are read', () => {
 
 describe('NUL and lone surrogates: 400 validation_error with a pointer (clarifications §13)', () => {
   const cases: Array<{ name: string; path: string; key: () => string; pointer: string }> = [
-    { name: 'traffic reports ?source=%00', path: '/api/v2/traffic_reports?source=%00', key: () => product.reportsKey, pointer: '/source' },
-    { name: 'traffic reports ?medium=a%00b', path: '/api/v2/traffic_reports?medium=a%00b', key: () => product.reportsKey, pointer: '/medium' },
-    { name: 'traffic reports ?cursor=%00', path: '/api/v2/traffic_reports?cursor=%00', key: () => product.reportsKey, pointer: '/cursor' },
-    { name: 'admin user lookup, NUL in the path', path: `/admin/v1/products/${'P'}/users/a%00b`, key: () => ADMIN_TOKEN, pointer: '/external_id' },
-    { name: 'admin product, NUL in the path', path: '/admin/v1/products/%00/keys', key: () => ADMIN_TOKEN, pointer: '/product_id' },
-    { name: 'admin traffic runs, NUL in the query', path: '/admin/v1/products/P/traffic_source/runs?limit=%00', key: () => ADMIN_TOKEN, pointer: '/limit' },
+    {
+      name: 'traffic reports ?source=%00',
+      path: '/api/v2/traffic_reports?source=%00',
+      key: () => product.reportsKey,
+      pointer: '/source',
+    },
+    {
+      name: 'traffic reports ?medium=a%00b',
+      path: '/api/v2/traffic_reports?medium=a%00b',
+      key: () => product.reportsKey,
+      pointer: '/medium',
+    },
+    {
+      name: 'traffic reports ?cursor=%00',
+      path: '/api/v2/traffic_reports?cursor=%00',
+      key: () => product.reportsKey,
+      pointer: '/cursor',
+    },
+    {
+      name: 'admin user lookup, NUL in the path',
+      path: `/admin/v1/products/${'P'}/users/a%00b`,
+      key: () => ADMIN_TOKEN,
+      pointer: '/external_id',
+    },
+    {
+      name: 'admin product, NUL in the path',
+      path: '/admin/v1/products/%00/keys',
+      key: () => ADMIN_TOKEN,
+      pointer: '/product_id',
+    },
+    {
+      name: 'admin traffic runs, NUL in the query',
+      path: '/admin/v1/products/P/traffic_source/runs?limit=%00',
+      key: () => ADMIN_TOKEN,
+      pointer: '/limit',
+    },
   ];
   for (const c of cases) {
     it(c.name, async () => {
       const path = c.path.replace('/products/P/', `/products/${product.id}/`);
-      const answer = await rawRequest(port, [requestBytes('GET', path, { authorization: `Bearer ${c.key()}`, connection: 'close' })]);
+      const answer = await rawRequest(port, [
+        requestBytes('GET', path, { authorization: `Bearer ${c.key()}`, connection: 'close' }),
+      ]);
       const problem = assertProblem(answer, 400, 'validation_error');
       const errors = problem.errors as Array<{ pointer: string; message: string }>;
-      assert.ok(errors.some((e) => e.pointer === c.pointer), answer.body);
+      assert.ok(
+        errors.some((e) => e.pointer === c.pointer),
+        answer.body,
+      );
     });
   }
 
   it('a lone surrogate in a JSON body (identify): 400 with the pointer', async () => {
     const body = '{"external_id":"u\\ud800x"}';
     const answer = await rawRequest(port, [
-      requestBytes('POST', '/api/v2/identify', { authorization: `Bearer ${product.eventsKey}`, 'content-type': 'application/json', connection: 'close' }, body),
+      requestBytes(
+        'POST',
+        '/api/v2/identify',
+        { authorization: `Bearer ${product.eventsKey}`, 'content-type': 'application/json', connection: 'close' },
+        body,
+      ),
     ]);
     const problem = assertProblem(answer, 400, 'validation_error');
-    assert.deepEqual((problem.errors as Array<{ pointer: string }>).map((e) => e.pointer), ['/external_id']);
+    assert.deepEqual(
+      (problem.errors as Array<{ pointer: string }>).map((e) => e.pointer),
+      ['/external_id'],
+    );
   });
 
   it('a lone surrogate in an event property: 400 with the pointer', async () => {
-    const body = JSON.stringify({ subject_type: 'user', subject_id: 'u', event_type: 'project', action: 'created' }).replace(/}$/, ',"properties":{"p":"\\udc00"}}');
+    const body = JSON.stringify({
+      subject_type: 'user',
+      subject_id: 'u',
+      event_type: 'project',
+      action: 'created',
+    }).replace(/}$/, ',"properties":{"p":"\\udc00"}}');
     const answer = await rawRequest(port, [
-      requestBytes('POST', '/api/v2/events', { authorization: `Bearer ${product.eventsKey}`, 'content-type': 'application/json', connection: 'close' }, body),
+      requestBytes(
+        'POST',
+        '/api/v2/events',
+        { authorization: `Bearer ${product.eventsKey}`, 'content-type': 'application/json', connection: 'close' },
+        body,
+      ),
     ]);
     const problem = assertProblem(answer, 400, 'validation_error');
-    assert.deepEqual((problem.errors as Array<{ pointer: string }>).map((e) => e.pointer), ['/properties/p']);
+    assert.deepEqual(
+      (problem.errors as Array<{ pointer: string }>).map((e) => e.pointer),
+      ['/properties/p'],
+    );
   });
 });
 
 describe('malformed HTTP', () => {
   it('a 1 MB Authorization header: 431 problem+json, connection closed', async () => {
-    const answer = await rawRequest(port, [requestBytes('GET', '/api/v2/traffic_reports', { authorization: `Bearer ${'a'.repeat(1024 * 1024)}` })]);
+    const answer = await rawRequest(port, [
+      requestBytes('GET', '/api/v2/traffic_reports', { authorization: `Bearer ${'a'.repeat(1024 * 1024)}` }),
+    ]);
     assertProblem(answer, 431, 'header_too_large');
     assert.ok(answer.closed || answer.headers.connection === 'close');
     await assertAlive();
   });
 
   it('Content-Length shorter than the body: the rest is a malformed request, answered 400 problem+json', async () => {
-    const headers = { authorization: `Bearer ${product.eventsKey}`, 'content-type': 'application/json', 'content-length': '10' };
+    const headers = {
+      authorization: `Bearer ${product.eventsKey}`,
+      'content-type': 'application/json',
+      'content-length': '10',
+    };
     const text = await new Promise<string>((resolve) => {
       import('node:net').then(({ connect }) => {
-        const socket = connect(port, '127.0.0.1', () => socket.write(requestBytes('POST', '/api/v2/events', headers, event)));
+        const socket = connect(port, '127.0.0.1', () =>
+          socket.write(requestBytes('POST', '/api/v2/events', headers, event)),
+        );
         let all = '';
         socket.on('data', (chunk) => (all += chunk.toString('latin1')));
         socket.on('close', () => resolve(all));
@@ -213,7 +311,12 @@ describe('malformed HTTP', () => {
   });
 
   it('an ingest request without Host is refused before anything is stored', async () => {
-    const body = JSON.stringify({ subject_type: 'user', subject_id: 'no-host', event_type: 'project', action: 'created' });
+    const body = JSON.stringify({
+      subject_type: 'user',
+      subject_id: 'no-host',
+      event_type: 'project',
+      action: 'created',
+    });
     const head = `POST /api/v2/events HTTP/1.1\r\nAuthorization: Bearer ${product.eventsKey}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`;
     const stored = await ctx.services.storage.events.count(product.id);
     assertProblem(await rawRequest(port, [head + body]), 400, 'validation_error');
@@ -222,17 +325,31 @@ describe('malformed HTTP', () => {
   });
 
   it('an Expect other than 100-continue: 417 expectation_failed problem+json with the request id, then closed', async () => {
-    const headers = { authorization: `Bearer ${product.eventsKey}`, 'content-type': 'application/json', expect: 'something-else', 'x-request-id': 'expect-1' };
+    const headers = {
+      authorization: `Bearer ${product.eventsKey}`,
+      'content-type': 'application/json',
+      expect: 'something-else',
+      'x-request-id': 'expect-1',
+    };
     const answer = await rawRequest(port, [requestBytes('POST', '/api/v2/events', headers, event)]);
     const problem = assertProblem(answer, 417, 'expectation_failed');
     assert.equal(problem.request_id, 'expect-1');
-    assert.deepEqual((problem.errors as Array<{ pointer: string }>).map((e) => e.pointer), ['/headers/expect']);
+    assert.deepEqual(
+      (problem.errors as Array<{ pointer: string }>).map((e) => e.pointer),
+      ['/headers/expect'],
+    );
     assert.ok(answer.closed || answer.headers.connection === 'close');
     await assertAlive();
   });
 
   it('Expect: 100-continue still works: 100, then the answer', async () => {
-    const headers = { authorization: `Bearer ${product.eventsKey}`, 'content-type': 'application/json', expect: '100-continue', 'content-length': String(event.length), connection: 'close' };
+    const headers = {
+      authorization: `Bearer ${product.eventsKey}`,
+      'content-type': 'application/json',
+      expect: '100-continue',
+      'content-length': String(event.length),
+      connection: 'close',
+    };
     const text = await new Promise<string>((resolve) => {
       import('node:net').then(({ connect }) => {
         const socket = connect(port, '127.0.0.1', () => socket.write(requestBytes('POST', '/api/v2/events', headers)));
@@ -260,12 +377,25 @@ describe('deep nesting and unstorable rejections', () => {
 
   for (const [name, path, body] of [
     ['Segment track, a body 10,000 levels deep', '/v1/track', deep(10_000)],
-    ['Segment batch, a messageId 20,000 arrays deep', '/v1/batch', `{"batch":[{"type":"track","event":"x","userId":"u","messageId":${'['.repeat(20_000)}${']'.repeat(20_000)}}]}`],
+    [
+      'Segment batch, a messageId 20,000 arrays deep',
+      '/v1/batch',
+      `{"batch":[{"type":"track","event":"x","userId":"u","messageId":${'['.repeat(20_000)}${']'.repeat(20_000)}}]}`,
+    ],
     ['native event, a body 5,000 levels deep (under 32 KiB)', '/api/v2/events', deep(5_000)],
   ] as const) {
     it(`${name}: 400 problem+json, the process lives`, async () => {
-      const auth = path.startsWith('/v1/') ? `Basic ${Buffer.from(`${product.eventsKey}:`).toString('base64')}` : `Bearer ${product.eventsKey}`;
-      const answer = await rawRequest(port, [requestBytes('POST', path, { authorization: auth, 'content-type': 'application/json', connection: 'close' }, body)]);
+      const auth = path.startsWith('/v1/')
+        ? `Basic ${Buffer.from(`${product.eventsKey}:`).toString('base64')}`
+        : `Bearer ${product.eventsKey}`;
+      const answer = await rawRequest(port, [
+        requestBytes(
+          'POST',
+          path,
+          { authorization: auth, 'content-type': 'application/json', connection: 'close' },
+          body,
+        ),
+      ]);
       assertProblem(answer, 400, 'validation_error');
       await assertAlive();
     });
@@ -274,12 +404,26 @@ describe('deep nesting and unstorable rejections', () => {
   it('a Segment item with NUL and a lone surrogate in its messageId is rejected and still recorded, on every backend', async () => {
     const auth = `Basic ${Buffer.from(`${product.eventsKey}:`).toString('base64')}`;
     const body = '{"batch":[{"type":"track","event":"Bad\\u0000Name","userId":"u","messageId":"m\\u0000\\ud800"}]}';
-    const answer = await rawRequest(port, [requestBytes('POST', '/v1/batch', { authorization: auth, 'content-type': 'application/json', connection: 'close' }, body)]);
+    const answer = await rawRequest(port, [
+      requestBytes(
+        'POST',
+        '/v1/batch',
+        { authorization: auth, 'content-type': 'application/json', connection: 'close' },
+        body,
+      ),
+    ]);
     assert.equal(answer.status, 200, answer.body);
-    const list = await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${product.id}/rejections`, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    const list = await ctx.app.inject({
+      method: 'GET',
+      url: `/admin/v1/products/${product.id}/rejections`,
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+    });
     assert.equal(list.statusCode, 200, list.body);
     const rows = (list.json() as { data: Array<{ message_id: string | null; item: unknown }> }).data;
-    assert.ok(rows.some((row) => row.message_id === 'm\uFFFD\uFFFD'), list.body);
+    assert.ok(
+      rows.some((row) => row.message_id === 'm\uFFFD\uFFFD'),
+      list.body,
+    );
     await assertAlive();
   });
 });
@@ -292,7 +436,18 @@ describe('an answer given before a large body has arrived reaches the client (li
   ] as const) {
     it(`${name}: the whole ${status} answer arrives, no reset`, async () => {
       for (let round = 0; round < 5; round++) {
-        const answer = await rawRequest(port, [requestBytes(method, path, { authorization: `Bearer ${product.eventsKey}`, 'content-type': 'application/json' }, big)], 15_000);
+        const answer = await rawRequest(
+          port,
+          [
+            requestBytes(
+              method,
+              path,
+              { authorization: `Bearer ${product.eventsKey}`, 'content-type': 'application/json' },
+              big,
+            ),
+          ],
+          15_000,
+        );
         assert.equal(answer.status, status, `round ${round}: ${answer.status} ${answer.body.slice(0, 200)}`);
         if (status !== 200) assertProblem(answer, status, 'payload_too_large');
       }
@@ -305,7 +460,11 @@ describe('an answer given before a large body has arrived reaches the client (li
     const garbage = Buffer.concat([Buffer.from('GET /docs/yaml HTTP/1.1\r\nhost: localhost\r\n\r\n', 'latin1'), big]);
     for (let round = 0; round < 5; round++) {
       const answer = await rawRequest(port, [garbage], 15_000);
-      assert.equal(answer.status, 200, `round ${round}: ${answer.status} closed=${answer.closed} ${answer.body.slice(0, 200)}`);
+      assert.equal(
+        answer.status,
+        200,
+        `round ${round}: ${answer.status} closed=${answer.closed} ${answer.body.slice(0, 200)}`,
+      );
     }
     await assertAlive();
   });

@@ -54,11 +54,26 @@ before(async () => {
   await app.listen({ port: 0, host: '127.0.0.1' });
   port = (app.server.address() as { port: number }).port;
   const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
-  const product = await app.inject({ method: 'POST', url: '/admin/v1/products', headers: admin, payload: { name: 'timeouts' } });
+  const product = await app.inject({
+    method: 'POST',
+    url: '/admin/v1/products',
+    headers: admin,
+    payload: { name: 'timeouts' },
+  });
   productId = (product.json() as { data: { id: string } }).data.id;
-  const key = await app.inject({ method: 'POST', url: `/admin/v1/products/${productId}/keys`, headers: admin, payload: { kind: 'events' } });
+  const key = await app.inject({
+    method: 'POST',
+    url: `/admin/v1/products/${productId}/keys`,
+    headers: admin,
+    payload: { kind: 'events' },
+  });
   eventsKey = (key.json() as { data: { key: string } }).data.key;
-  const other = await app.inject({ method: 'POST', url: '/admin/v1/products', headers: admin, payload: { name: 'export' } });
+  const other = await app.inject({
+    method: 'POST',
+    url: '/admin/v1/products',
+    headers: admin,
+    payload: { name: 'export' },
+  });
   exportProductId = (other.json() as { data: { id: string } }).data.id;
   // The export's events, stored before any timed socket opens (a synchronous SQLite insert of this size
   // blocks the process for a moment).
@@ -155,149 +170,193 @@ const eventBody = JSON.stringify({ subject_type: 'user', subject_id: 'u1', event
 // The cases of each group wait on timers, not the CPU: they run at once, so a group takes about as long as its
 // longest case.
 describe('slow and idle clients', () => {
-describe('receiving a request is timed', { concurrency: true }, () => {
-  it('partial headers, then nothing: 408 request_timeout problem+json after the headers timeout, then closed', async () => {
-    const started = Date.now();
-    const s = await watch('POST /api/v2/events HTTP/1.1\r\nHost: x\r\nX-Slow: ');
-    await until('closed', () => s.closedAt !== undefined, HEADERS_TIMEOUT_MS + SLACK_MS);
-    const elapsed = s.closedAt! - started;
-    assert.ok(elapsed >= HEADERS_TIMEOUT_MS, `closed after ${elapsed} ms, before the ${HEADERS_TIMEOUT_MS} ms headers timeout`);
-    assertTimeoutProblem(s);
-  });
-
-  it('headers trickled a byte at a time (slowloris): still 408 once the headers timeout has passed since the first byte', async () => {
-    const head = 'GET /healthz HTTP/1.1\r\nHost: x\r\nX-Padding: ' + 'p'.repeat(200);
-    const started = Date.now();
-    const s = await watch(head[0]);
-    let i = 1;
-    const timer = setInterval(() => {
-      if (i < head.length && !s.socket.destroyed) s.socket.write(head[i++]!);
-    }, 20);
-    try {
+  describe('receiving a request is timed', { concurrency: true }, () => {
+    it('partial headers, then nothing: 408 request_timeout problem+json after the headers timeout, then closed', async () => {
+      const started = Date.now();
+      const s = await watch('POST /api/v2/events HTTP/1.1\r\nHost: x\r\nX-Slow: ');
       await until('closed', () => s.closedAt !== undefined, HEADERS_TIMEOUT_MS + SLACK_MS);
-    } finally {
-      clearInterval(timer);
-    }
-    assert.ok(s.closedAt! - started >= HEADERS_TIMEOUT_MS, `closed after ${s.closedAt! - started} ms`);
-    assertTimeoutProblem(s);
-  });
+      const elapsed = s.closedAt! - started;
+      assert.ok(
+        elapsed >= HEADERS_TIMEOUT_MS,
+        `closed after ${elapsed} ms, before the ${HEADERS_TIMEOUT_MS} ms headers timeout`,
+      );
+      assertTimeoutProblem(s);
+    });
 
-  it('a connection that never sends a byte is closed after the headers timeout, without an answer', async () => {
-    const started = Date.now();
-    const s = await watch();
-    await until('closed', () => s.closedAt !== undefined, HEADERS_TIMEOUT_MS + SLACK_MS);
-    assert.ok(s.closedAt! - started >= HEADERS_TIMEOUT_MS, `closed after ${s.closedAt! - started} ms`);
-    assert.equal(s.received.length, 0, s.text());
-  });
+    it('headers trickled a byte at a time (slowloris): still 408 once the headers timeout has passed since the first byte', async () => {
+      const head = 'GET /healthz HTTP/1.1\r\nHost: x\r\nX-Padding: ' + 'p'.repeat(200);
+      const started = Date.now();
+      const s = await watch(head[0]);
+      let i = 1;
+      const timer = setInterval(() => {
+        if (i < head.length && !s.socket.destroyed) s.socket.write(head[i++]!);
+      }, 20);
+      try {
+        await until('closed', () => s.closedAt !== undefined, HEADERS_TIMEOUT_MS + SLACK_MS);
+      } finally {
+        clearInterval(timer);
+      }
+      assert.ok(s.closedAt! - started >= HEADERS_TIMEOUT_MS, `closed after ${s.closedAt! - started} ms`);
+      assertTimeoutProblem(s);
+    });
 
-  it('a body that stops half-way: 408 with the request id after the request timeout (not the headers timeout), then closed', async () => {
-    const started = Date.now();
-    const head = requestBytes('POST', '/api/v2/events', { authorization: `Bearer ${eventsKey}`, 'content-type': 'application/json', 'content-length': '1000', 'x-request-id': 'slow-body-1' });
-    const s = await watch(Buffer.concat([head, Buffer.from('{"subject_type":')]));
-    await until('closed', () => s.closedAt !== undefined, REQUEST_TIMEOUT_MS + SLACK_MS);
-    const elapsed = s.closedAt! - started;
-    assert.ok(elapsed >= REQUEST_TIMEOUT_MS, `closed after ${elapsed} ms, before the ${REQUEST_TIMEOUT_MS} ms request timeout`);
-    assertTimeoutProblem(s, 'slow-body-1');
-  });
+    it('a connection that never sends a byte is closed after the headers timeout, without an answer', async () => {
+      const started = Date.now();
+      const s = await watch();
+      await until('closed', () => s.closedAt !== undefined, HEADERS_TIMEOUT_MS + SLACK_MS);
+      assert.ok(s.closedAt! - started >= HEADERS_TIMEOUT_MS, `closed after ${s.closedAt! - started} ms`);
+      assert.equal(s.received.length, 0, s.text());
+    });
 
-  it('a body trickled a byte at a time: the request timeout bounds the whole request, not the silence between bytes', async () => {
-    const started = Date.now();
-    const head = requestBytes('POST', '/api/v2/events', { authorization: `Bearer ${eventsKey}`, 'content-type': 'application/json', 'content-length': String(eventBody.length) });
-    const s = await watch(head);
-    let i = 0;
-    const timer = setInterval(() => {
-      // Stops one byte short: the body is never complete.
-      if (i < eventBody.length - 1 && !s.socket.destroyed) s.socket.write(eventBody[i++]!);
-    }, 20);
-    try {
+    it('a body that stops half-way: 408 with the request id after the request timeout (not the headers timeout), then closed', async () => {
+      const started = Date.now();
+      const head = requestBytes('POST', '/api/v2/events', {
+        authorization: `Bearer ${eventsKey}`,
+        'content-type': 'application/json',
+        'content-length': '1000',
+        'x-request-id': 'slow-body-1',
+      });
+      const s = await watch(Buffer.concat([head, Buffer.from('{"subject_type":')]));
       await until('closed', () => s.closedAt !== undefined, REQUEST_TIMEOUT_MS + SLACK_MS);
-    } finally {
-      clearInterval(timer);
-    }
-    assert.ok(s.closedAt! - started >= REQUEST_TIMEOUT_MS, `closed after ${s.closedAt! - started} ms`);
-    assertTimeoutProblem(s);
-  });
-
-  it('an idle keep-alive connection is closed after the keep-alive timeout, with no answer beyond the first', async () => {
-    const url = '/healthz?case=idle-keep-alive';
-    const s = await watch(requestBytes('GET', url, {}));
-    await until('answered', () => parseResponse(s.text()) !== undefined, SLACK_MS);
-    assert.equal(parseResponse(s.text())?.status, 200);
-    await until('closed', () => s.closedAt !== undefined, KEEP_ALIVE_TIMEOUT_MS + SLACK_MS);
-    // Timed from the server's own end of the answer (Node arms the keep-alive timer just before it):
-    // when the client read it depends on how busy this process was.
-    const idle = s.closedAt! - finishedAt.get(url)!;
-    assert.ok(idle >= KEEP_ALIVE_TIMEOUT_MS - 50, `closed after ${idle} ms idle`);
-    assert.equal([...s.text().matchAll(/HTTP\/1\.1 /g)].length, 1, s.text());
-  });
-
-  it('a keep-alive connection that is used again is not cut: ten requests spread over more than the request timeout', async () => {
-    const s = await watch();
-    const started = Date.now();
-    for (let i = 0; i < 10; i++) {
-      const before = s.received.length;
-      s.socket.write(requestBytes('GET', '/healthz', {}));
-      await until(`answer ${i + 1}`, () => parseResponse(s.received.subarray(before).toString('latin1')) !== undefined, SLACK_MS);
-      assert.equal(parseResponse(s.received.subarray(before).toString('latin1'))?.status, 200);
-      // Idle far below the keep-alive timeout each time; together longer than the request timeout.
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-    assert.ok(Date.now() - started > REQUEST_TIMEOUT_MS);
-    assert.equal(s.closedAt, undefined);
-    s.socket.destroy();
-  });
-});
-
-// One after the other: run side by side, the export's first page (read and formatted on the event loop)
-// could hold the loop past the 500 ms headers timeout on a loaded machine, and Node then drops a stream's
-// connection before reading its request: a failure of the test's timing, not of the behaviour under test.
-describe('long answers are never cut (clarifications §12)', () => {
-  async function ingest(subjectId: string): Promise<void> {
-    const res = await fetch(`http://127.0.0.1:${port}/api/v2/events`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${eventsKey}`, 'content-type': 'application/json' },
-      body: eventBody.replace('"u1"', JSON.stringify(subjectId)),
+      const elapsed = s.closedAt! - started;
+      assert.ok(
+        elapsed >= REQUEST_TIMEOUT_MS,
+        `closed after ${elapsed} ms, before the ${REQUEST_TIMEOUT_MS} ms request timeout`,
+      );
+      assertTimeoutProblem(s, 'slow-body-1');
     });
-    assert.equal(res.status, 201, await res.text());
-  }
 
-  it(`two live streams stay open for ${HOLD_MS} ms and still deliver, one of them with a stalled request pipelined behind it`, async () => {
-    const streamRequest = requestBytes('GET', `/admin/v1/products/${productId}/events/stream`, { authorization: `Bearer ${ADMIN_TOKEN}` });
-    const plain = await watch(streamRequest);
-    const piped = await watch(streamRequest);
-    await until('streams open', () => plain.text().includes(': open\n\n') && piped.text().includes(': open\n\n'), 3 * SLACK_MS).catch((error: Error) => {
-      throw new Error(`${error.message}; got ${JSON.stringify(plain.text().slice(0, 300))} and ${JSON.stringify(piped.text().slice(0, 300))}`);
+    it('a body trickled a byte at a time: the request timeout bounds the whole request, not the silence between bytes', async () => {
+      const started = Date.now();
+      const head = requestBytes('POST', '/api/v2/events', {
+        authorization: `Bearer ${eventsKey}`,
+        'content-type': 'application/json',
+        'content-length': String(eventBody.length),
+      });
+      const s = await watch(head);
+      let i = 0;
+      const timer = setInterval(() => {
+        // Stops one byte short: the body is never complete.
+        if (i < eventBody.length - 1 && !s.socket.destroyed) s.socket.write(eventBody[i++]!);
+      }, 20);
+      try {
+        await until('closed', () => s.closedAt !== undefined, REQUEST_TIMEOUT_MS + SLACK_MS);
+      } finally {
+        clearInterval(timer);
+      }
+      assert.ok(s.closedAt! - started >= REQUEST_TIMEOUT_MS, `closed after ${s.closedAt! - started} ms`);
+      assertTimeoutProblem(s);
     });
-    // A second request on the stream's connection that never completes: it is timed, the stream is not.
-    piped.socket.write(requestBytes('POST', '/api/v2/events', { 'content-type': 'application/json', 'content-length': '500' }, '{"subject'));
-    await new Promise((resolve) => setTimeout(resolve, HOLD_MS));
-    assert.equal(plain.closedAt, undefined, 'the live stream was closed');
-    assert.equal(piped.closedAt, undefined, 'the live stream with a stalled request behind it was closed');
-    await ingest('after-the-hold');
-    await until('event delivered', () => plain.text().includes('after-the-hold') && piped.text().includes('after-the-hold'), SLACK_MS);
-    for (const s of [plain, piped]) {
-      assert.match(s.text(), /^HTTP\/1\.1 200 /);
-      assert.ok(!/HTTP\/1\.1 408/.test(s.text()), 'no 408 written into the stream');
+
+    it('an idle keep-alive connection is closed after the keep-alive timeout, with no answer beyond the first', async () => {
+      const url = '/healthz?case=idle-keep-alive';
+      const s = await watch(requestBytes('GET', url, {}));
+      await until('answered', () => parseResponse(s.text()) !== undefined, SLACK_MS);
+      assert.equal(parseResponse(s.text())?.status, 200);
+      await until('closed', () => s.closedAt !== undefined, KEEP_ALIVE_TIMEOUT_MS + SLACK_MS);
+      // Timed from the server's own end of the answer (Node arms the keep-alive timer just before it):
+      // when the client read it depends on how busy this process was.
+      const idle = s.closedAt! - finishedAt.get(url)!;
+      assert.ok(idle >= KEEP_ALIVE_TIMEOUT_MS - 50, `closed after ${idle} ms idle`);
+      assert.equal([...s.text().matchAll(/HTTP\/1\.1 /g)].length, 1, s.text());
+    });
+
+    it('a keep-alive connection that is used again is not cut: ten requests spread over more than the request timeout', async () => {
+      const s = await watch();
+      const started = Date.now();
+      for (let i = 0; i < 10; i++) {
+        const before = s.received.length;
+        s.socket.write(requestBytes('GET', '/healthz', {}));
+        await until(
+          `answer ${i + 1}`,
+          () => parseResponse(s.received.subarray(before).toString('latin1')) !== undefined,
+          SLACK_MS,
+        );
+        assert.equal(parseResponse(s.received.subarray(before).toString('latin1'))?.status, 200);
+        // Idle far below the keep-alive timeout each time; together longer than the request timeout.
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      assert.ok(Date.now() - started > REQUEST_TIMEOUT_MS);
+      assert.equal(s.closedAt, undefined);
       s.socket.destroy();
-    }
+    });
   });
 
-  it(`an export the client reads only after ${HOLD_MS} ms arrives whole`, async () => {
-    const path = `/admin/v1/products/${exportProductId}/events/export?event_type=bulk`;
-    const s = await watch(requestBytes('GET', path, { authorization: `Bearer ${ADMIN_TOKEN}`, connection: 'close' }));
-    s.socket.pause();
-    await new Promise((resolve) => setTimeout(resolve, HOLD_MS));
-    const resumedAt = Date.now();
-    assert.equal(finishedAt.get(path), undefined, 'the export had already finished: too small to test a long answer');
-    s.socket.resume();
-    await until('export complete', () => s.closedAt !== undefined, 30_000);
-    assert.ok(finishedAt.get(path)! >= resumedAt, 'the export finished while the client was not reading');
-    const headEnd = s.received.indexOf('\r\n\r\n');
-    assert.match(s.received.subarray(0, headEnd).toString('latin1'), /^HTTP\/1\.1 200 [^]*transfer-encoding: chunked/i);
-    const body = dechunk(s.received.subarray(headEnd + 4)).toString('utf8');
-    const lines = body.split('\n').filter((line) => line !== '');
-    assert.equal(lines.length, EXPORT_EVENTS);
-    assert.deepEqual(new Set(lines.map((line) => (JSON.parse(line) as { subject_id: string }).subject_id)).size, EXPORT_EVENTS);
+  // One after the other: run side by side, the export's first page (read and formatted on the event loop)
+  // could hold the loop past the 500 ms headers timeout on a loaded machine, and Node then drops a stream's
+  // connection before reading its request: a failure of the test's timing, not of the behaviour under test.
+  describe('long answers are never cut (clarifications §12)', () => {
+    async function ingest(subjectId: string): Promise<void> {
+      const res = await fetch(`http://127.0.0.1:${port}/api/v2/events`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${eventsKey}`, 'content-type': 'application/json' },
+        body: eventBody.replace('"u1"', JSON.stringify(subjectId)),
+      });
+      assert.equal(res.status, 201, await res.text());
+    }
+
+    it(`two live streams stay open for ${HOLD_MS} ms and still deliver, one of them with a stalled request pipelined behind it`, async () => {
+      const streamRequest = requestBytes('GET', `/admin/v1/products/${productId}/events/stream`, {
+        authorization: `Bearer ${ADMIN_TOKEN}`,
+      });
+      const plain = await watch(streamRequest);
+      const piped = await watch(streamRequest);
+      await until(
+        'streams open',
+        () => plain.text().includes(': open\n\n') && piped.text().includes(': open\n\n'),
+        3 * SLACK_MS,
+      ).catch((error: Error) => {
+        throw new Error(
+          `${error.message}; got ${JSON.stringify(plain.text().slice(0, 300))} and ${JSON.stringify(piped.text().slice(0, 300))}`,
+        );
+      });
+      // A second request on the stream's connection that never completes: it is timed, the stream is not.
+      piped.socket.write(
+        requestBytes(
+          'POST',
+          '/api/v2/events',
+          { 'content-type': 'application/json', 'content-length': '500' },
+          '{"subject',
+        ),
+      );
+      await new Promise((resolve) => setTimeout(resolve, HOLD_MS));
+      assert.equal(plain.closedAt, undefined, 'the live stream was closed');
+      assert.equal(piped.closedAt, undefined, 'the live stream with a stalled request behind it was closed');
+      await ingest('after-the-hold');
+      await until(
+        'event delivered',
+        () => plain.text().includes('after-the-hold') && piped.text().includes('after-the-hold'),
+        SLACK_MS,
+      );
+      for (const s of [plain, piped]) {
+        assert.match(s.text(), /^HTTP\/1\.1 200 /);
+        assert.ok(!/HTTP\/1\.1 408/.test(s.text()), 'no 408 written into the stream');
+        s.socket.destroy();
+      }
+    });
+
+    it(`an export the client reads only after ${HOLD_MS} ms arrives whole`, async () => {
+      const path = `/admin/v1/products/${exportProductId}/events/export?event_type=bulk`;
+      const s = await watch(requestBytes('GET', path, { authorization: `Bearer ${ADMIN_TOKEN}`, connection: 'close' }));
+      s.socket.pause();
+      await new Promise((resolve) => setTimeout(resolve, HOLD_MS));
+      const resumedAt = Date.now();
+      assert.equal(finishedAt.get(path), undefined, 'the export had already finished: too small to test a long answer');
+      s.socket.resume();
+      await until('export complete', () => s.closedAt !== undefined, 30_000);
+      assert.ok(finishedAt.get(path)! >= resumedAt, 'the export finished while the client was not reading');
+      const headEnd = s.received.indexOf('\r\n\r\n');
+      assert.match(
+        s.received.subarray(0, headEnd).toString('latin1'),
+        /^HTTP\/1\.1 200 [^]*transfer-encoding: chunked/i,
+      );
+      const body = dechunk(s.received.subarray(headEnd + 4)).toString('utf8');
+      const lines = body.split('\n').filter((line) => line !== '');
+      assert.equal(lines.length, EXPORT_EVENTS);
+      assert.deepEqual(
+        new Set(lines.map((line) => (JSON.parse(line) as { subject_id: string }).subject_id)).size,
+        EXPORT_EVENTS,
+      );
+    });
   });
-});
 });

@@ -18,9 +18,19 @@ before(async () => {
     const res = await ctx.app.inject({ method: 'POST', url, headers: bearer(product.eventsKey), payload });
     assert.ok(res.statusCode < 300, res.body);
   };
-  await post('/api/v2/identify', { external_id: 'cli-user', identifiers: { email: 'cli@x.io' }, traits: { plan: 'pro' } });
+  await post('/api/v2/identify', {
+    external_id: 'cli-user',
+    identifiers: { email: 'cli@x.io' },
+    traits: { plan: 'pro' },
+  });
   await post('/api/v2/alias', { from_external_id: 'cli anon', to_external_id: 'cli-user' });
-  await post('/api/v2/events', { event_type: 'page', action: 'viewed', subject_type: 'user', subject_id: 'cli anon', occurred_at: '2026-10-01T00:00:00Z' });
+  await post('/api/v2/events', {
+    event_type: 'page',
+    action: 'viewed',
+    subject_type: 'user',
+    subject_id: 'cli anon',
+    occurred_at: '2026-10-01T00:00:00Z',
+  });
 });
 after(() => ctx.close());
 
@@ -33,8 +43,14 @@ describe('inlet users show', () => {
     assert.deepEqual(data.aliases, ['cli anon']);
     assert.deepEqual(data.identifiers, { email: 'cli@x.io' });
     assert.deepEqual(data.traits, { plan: 'pro' });
-    assert.deepEqual(data.merges.map((m: { from_external_id: string }) => m.from_external_id), ['cli anon']);
-    assert.deepEqual(data.events.map((e: { subject_id: string; canonical_name: string }) => [e.subject_id, e.canonical_name]), [['cli anon', 'page_viewed']]);
+    assert.deepEqual(
+      data.merges.map((m: { from_external_id: string }) => m.from_external_id),
+      ['cli anon'],
+    );
+    assert.deepEqual(
+      data.events.map((e: { subject_id: string; canonical_name: string }) => [e.subject_id, e.canonical_name]),
+      [['cli anon', 'page_viewed']],
+    );
   });
 
   it('prints a readable summary', async () => {

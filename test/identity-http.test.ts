@@ -22,7 +22,11 @@ function alias(product: Product, payload: unknown, key = product.eventsKey): Pro
 }
 
 function lookup(productId: string, externalId: string, query = ''): Promise<LightMyRequestResponse> {
-  return ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${productId}/users/${encodeURIComponent(externalId)}${query}`, headers: adminHeaders() });
+  return ctx.app.inject({
+    method: 'GET',
+    url: `/admin/v1/products/${productId}/users/${encodeURIComponent(externalId)}${query}`,
+    headers: adminHeaders(),
+  });
 }
 
 /** The user_customer without the server-assigned fields. */
@@ -50,10 +54,22 @@ describe('POST /api/v2/identify', () => {
   });
 
   it('creates a user: 201 with the user_customer record', async () => {
-    const res = await identify(p, { external_id: 'create-1', identifiers: { email: ' Ada@Example.COM ', stripe: 'Cus_1' }, traits: { plan: 'pro', seats: 3 } });
+    const res = await identify(p, {
+      external_id: 'create-1',
+      identifiers: { email: ' Ada@Example.COM ', stripe: 'Cus_1' },
+      traits: { plan: 'pro', seats: 3 },
+    });
     assert.equal(res.statusCode, 201);
     const body = res.json();
-    assert.deepEqual(Object.keys(body.data).sort(), ['aliases', 'created_at', 'external_id', 'id', 'identifiers', 'traits', 'updated_at']);
+    assert.deepEqual(Object.keys(body.data).sort(), [
+      'aliases',
+      'created_at',
+      'external_id',
+      'id',
+      'identifiers',
+      'traits',
+      'updated_at',
+    ]);
     assert.equal(body.data.created_at, body.data.updated_at);
     assert.deepEqual(userOf(res), {
       external_id: 'create-1',
@@ -71,8 +87,16 @@ describe('POST /api/v2/identify', () => {
   });
 
   it('updates: 200, same id, traits shallow-merged, null removes a trait or an identifier kind', async () => {
-    const created = await identify(p, { external_id: 'update-1', identifiers: { email: 'u1@x.io', crm: 'c1' }, traits: { plan: 'free', name: 'Ada', address: { city: 'Paris', zip: '75001' } } });
-    const updated = await identify(p, { external_id: 'update-1', identifiers: { crm: null, phone: '+33' }, traits: { plan: 'pro', name: null, address: { city: 'Lyon' } } });
+    const created = await identify(p, {
+      external_id: 'update-1',
+      identifiers: { email: 'u1@x.io', crm: 'c1' },
+      traits: { plan: 'free', name: 'Ada', address: { city: 'Paris', zip: '75001' } },
+    });
+    const updated = await identify(p, {
+      external_id: 'update-1',
+      identifiers: { crm: null, phone: '+33' },
+      traits: { plan: 'pro', name: null, address: { city: 'Lyon' } },
+    });
     assert.equal(updated.statusCode, 200);
     assert.equal(updated.json().data.id, created.json().data.id);
     assert.equal(updated.json().data.created_at, created.json().data.created_at);
@@ -106,7 +130,11 @@ describe('POST /api/v2/identify', () => {
     await identify(p, { external_id: 'holder-2', identifiers: { crm: 'taken' } });
     await identify(p, { external_id: 'claimer', traits: { plan: 'free' } });
     const before = (await lookup(p.id, 'claimer')).json().data;
-    const res = await identify(p, { external_id: 'claimer', identifiers: { email: 'taken@x.io', crm: 'taken', phone: 'free' }, traits: { plan: 'pro' } });
+    const res = await identify(p, {
+      external_id: 'claimer',
+      identifiers: { email: 'taken@x.io', crm: 'taken', phone: 'free' },
+      traits: { plan: 'pro' },
+    });
     assert.equal(res.statusCode, 409);
     const problem = problemOf(res);
     assert.equal(problem.code, 'identifier_conflict');
@@ -117,7 +145,10 @@ describe('POST /api/v2/identify', () => {
     ]);
     assert.deepEqual((await lookup(p.id, 'claimer')).json().data, before);
     // A user that would be created by a conflicting identify is not created.
-    assert.equal((await identify(p, { external_id: 'never-created', identifiers: { email: 'taken@x.io' } })).statusCode, 409);
+    assert.equal(
+      (await identify(p, { external_id: 'never-created', identifiers: { email: 'taken@x.io' } })).statusCode,
+      409,
+    );
     assert.equal((await lookup(p.id, 'never-created')).statusCode, 404);
   });
 
@@ -136,9 +167,22 @@ describe('POST /api/v2/identify', () => {
   });
 
   describe('400 validation_error', () => {
-    it('requires external_id', async () => expectValidation(await identify(p, { traits: {} }), '/external_id', /required/));
+    it('requires external_id', async () =>
+      expectValidation(await identify(p, { traits: {} }), '/external_id', /required/));
 
-    for (const placeholder of ['null', 'undefined', 'Anonymous', 'GUEST', 'none', 'nil', '0', '-1', '00000000-0000-0000-0000-000000000000', '  ', ' null ']) {
+    for (const placeholder of [
+      'null',
+      'undefined',
+      'Anonymous',
+      'GUEST',
+      'none',
+      'nil',
+      '0',
+      '-1',
+      '00000000-0000-0000-0000-000000000000',
+      '  ',
+      ' null ',
+    ]) {
       it(`refuses the placeholder external_id ${JSON.stringify(placeholder)}`, async () =>
         expectValidation(await identify(p, { external_id: placeholder }), '/external_id', /placeholder/));
     }
@@ -149,17 +193,31 @@ describe('POST /api/v2/identify', () => {
       assert.equal((await identify(p, { external_id: 'x'.repeat(255) })).statusCode, 201);
     });
 
-    it('refuses a non-string external_id', async () => expectValidation(await identify(p, { external_id: 42 }), '/external_id', /string/));
+    it('refuses a non-string external_id', async () =>
+      expectValidation(await identify(p, { external_id: 42 }), '/external_id', /string/));
 
-    it('refuses unknown fields', async () => expectValidation(await identify(p, { external_id: 'v-1', trait: {} }), '/trait', /not a known field/));
+    it('refuses unknown fields', async () =>
+      expectValidation(await identify(p, { external_id: 'v-1', trait: {} }), '/trait', /not a known field/));
 
-    it('refuses identifiers that are not an object', async () => expectValidation(await identify(p, { external_id: 'v-1', identifiers: ['a'] }), '/identifiers'));
+    it('refuses identifiers that are not an object', async () =>
+      expectValidation(await identify(p, { external_id: 'v-1', identifiers: ['a'] }), '/identifiers'));
 
     it('refuses identifier kinds that break the pattern or are longer than 64', async () => {
-      expectValidation(await identify(p, { external_id: 'v-1', identifiers: { Email: 'a@x.io' } }), '/identifiers/Email', /\^\[a-z\]/);
+      expectValidation(
+        await identify(p, { external_id: 'v-1', identifiers: { Email: 'a@x.io' } }),
+        '/identifiers/Email',
+        /\^\[a-z\]/,
+      );
       expectValidation(await identify(p, { external_id: 'v-1', identifiers: { '9x': 'a' } }), '/identifiers/9x');
-      expectValidation(await identify(p, { external_id: 'v-1', identifiers: { ['k'.repeat(65)]: 'a' } }), `/identifiers/${'k'.repeat(65)}`, /64/);
-      assert.equal((await identify(p, { external_id: 'v-64', identifiers: { ['k'.repeat(64)]: 'a' } })).statusCode, 201);
+      expectValidation(
+        await identify(p, { external_id: 'v-1', identifiers: { ['k'.repeat(65)]: 'a' } }),
+        `/identifiers/${'k'.repeat(65)}`,
+        /64/,
+      );
+      assert.equal(
+        (await identify(p, { external_id: 'v-64', identifiers: { ['k'.repeat(64)]: 'a' } })).statusCode,
+        201,
+      );
     });
 
     it('refuses more than 20 kinds, accepts 20', async () => {
@@ -169,24 +227,59 @@ describe('POST /api/v2/identify', () => {
     });
 
     it('refuses identifier values that are empty, longer than 512 or not strings; accepts 512', async () => {
-      expectValidation(await identify(p, { external_id: 'v-1', identifiers: { crm: '' } }), '/identifiers/crm', /empty/);
-      expectValidation(await identify(p, { external_id: 'v-1', identifiers: { crm: 'x'.repeat(513) } }), '/identifiers/crm', /512/);
-      expectValidation(await identify(p, { external_id: 'v-1', identifiers: { crm: 12 } }), '/identifiers/crm', /string/);
-      expectValidation(await identify(p, { external_id: 'v-1', identifiers: { email: '   ' } }), '/identifiers/email', /blank/);
-      assert.equal((await identify(p, { external_id: 'v-512', identifiers: { crm: 'y'.repeat(512) } })).statusCode, 201);
+      expectValidation(
+        await identify(p, { external_id: 'v-1', identifiers: { crm: '' } }),
+        '/identifiers/crm',
+        /empty/,
+      );
+      expectValidation(
+        await identify(p, { external_id: 'v-1', identifiers: { crm: 'x'.repeat(513) } }),
+        '/identifiers/crm',
+        /512/,
+      );
+      expectValidation(
+        await identify(p, { external_id: 'v-1', identifiers: { crm: 12 } }),
+        '/identifiers/crm',
+        /string/,
+      );
+      expectValidation(
+        await identify(p, { external_id: 'v-1', identifiers: { email: '   ' } }),
+        '/identifiers/email',
+        /blank/,
+      );
+      assert.equal(
+        (await identify(p, { external_id: 'v-512', identifiers: { crm: 'y'.repeat(512) } })).statusCode,
+        201,
+      );
     });
 
     it('refuses traits that are not an object or larger than 32 KiB', async () => {
       expectValidation(await identify(p, { external_id: 'v-1', traits: 'pro' }), '/traits', /object/);
-      expectValidation(await identify(p, { external_id: 'v-1', traits: { blob: 'x'.repeat(32 * 1024) } }), '/traits', /32768 bytes/);
-      assert.equal((await identify(p, { external_id: 'v-32k', traits: { blob: 'x'.repeat(32 * 1024 - 20) } })).statusCode, 201);
+      expectValidation(
+        await identify(p, { external_id: 'v-1', traits: { blob: 'x'.repeat(32 * 1024) } }),
+        '/traits',
+        /32768 bytes/,
+      );
+      assert.equal(
+        (await identify(p, { external_id: 'v-32k', traits: { blob: 'x'.repeat(32 * 1024 - 20) } })).statusCode,
+        201,
+      );
     });
 
     it('refuses trait values that would not be stored as sent (1e400, NUL, deep nesting), on both backends alike', async () => {
       const raw = (body: string) =>
-        ctx.app.inject({ method: 'POST', url: '/api/v2/identify', headers: { ...bearer(p.eventsKey), 'content-type': 'application/json' }, payload: body });
+        ctx.app.inject({
+          method: 'POST',
+          url: '/api/v2/identify',
+          headers: { ...bearer(p.eventsKey), 'content-type': 'application/json' },
+          payload: body,
+        });
       expectValidation(await raw('{"external_id":"v-inf","traits":{"big":1e400}}'), '/traits/big', /finite/);
-      expectValidation(await identify(p, { external_id: 'v-nul', traits: { name: 'a\u0000b' } }), '/traits/name', /NUL/);
+      expectValidation(
+        await identify(p, { external_id: 'v-nul', traits: { name: 'a\u0000b' } }),
+        '/traits/name',
+        /NUL/,
+      );
       let deep: unknown = 1;
       for (let i = 0; i < 100; i++) deep = { a: deep };
       const nested = await identify(p, { external_id: 'v-deep', traits: { deep } });
@@ -209,10 +302,20 @@ describe('POST /api/v2/identify', () => {
   });
 
   it('400 invalid_json and 415 for bodies that are not JSON', async () => {
-    const broken = await ctx.app.inject({ method: 'POST', url: '/api/v2/identify', headers: { ...bearer(p.eventsKey), 'content-type': 'application/json' }, payload: '{"external_id":' });
+    const broken = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/identify',
+      headers: { ...bearer(p.eventsKey), 'content-type': 'application/json' },
+      payload: '{"external_id":',
+    });
     assert.equal(broken.statusCode, 400);
     assert.equal(problemOf(broken).code, 'invalid_json');
-    const text = await ctx.app.inject({ method: 'POST', url: '/api/v2/identify', headers: { ...bearer(p.eventsKey), 'content-type': 'text/plain' }, payload: 'external_id=u1' });
+    const text = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/identify',
+      headers: { ...bearer(p.eventsKey), 'content-type': 'text/plain' },
+      payload: 'external_id=u1',
+    });
     assert.equal(text.statusCode, 415);
     assert.equal(problemOf(text).code, 'unsupported_media_type');
   });
@@ -232,7 +335,11 @@ describe('POST /api/v2/alias', () => {
   });
 
   it('merges F into T: identifiers united, T wins traits, F fills gaps, F and its aliases move, F stops existing', async () => {
-    const f = await identify(p, { external_id: 'anon-m', identifiers: { device: 'dev-m' }, traits: { plan: 'free', utm_source: 'ad' } });
+    const f = await identify(p, {
+      external_id: 'anon-m',
+      identifiers: { device: 'dev-m' },
+      traits: { plan: 'free', utm_source: 'ad' },
+    });
     await alias(p, { from_external_id: 'older-anon-m', to_external_id: 'anon-m' });
     const t = await identify(p, { external_id: 'user-m', identifiers: { email: 'm@x.io' }, traits: { plan: 'pro' } });
     const res = await alias(p, { from_external_id: 'anon-m', to_external_id: 'user-m' });
@@ -245,7 +352,8 @@ describe('POST /api/v2/alias', () => {
       aliases: ['anon-m', 'older-anon-m'],
     });
     // F is gone as a separate user: both of its ids resolve to T, and its identifier is T's.
-    for (const id of ['anon-m', 'older-anon-m']) assert.equal((await lookup(p.id, id)).json().data.id, t.json().data.id);
+    for (const id of ['anon-m', 'older-anon-m'])
+      assert.equal((await lookup(p.id, id)).json().data.id, t.json().data.id);
     assert.notEqual(res.json().data.id, f.json().data.id);
     const claim = await identify(p, { external_id: 'someone-m', identifiers: { device: 'dev-m' } });
     assert.deepEqual(problemOf(claim).conflicts, [{ kind: 'device', value: 'dev-m', external_id: 'user-m' }]);
@@ -267,8 +375,14 @@ describe('POST /api/v2/alias', () => {
     await alias(p, { from_external_id: 'chain-a', to_external_id: 'chain-b' });
     const res = await alias(p, { from_external_id: 'chain-b', to_external_id: 'chain-c' });
     assert.equal(res.statusCode, 200);
-    assert.deepEqual(userOf(res), { external_id: 'chain-c', identifiers: {}, traits: { a: 1 }, aliases: ['chain-a', 'chain-b'] });
-    for (const id of ['chain-a', 'chain-b', 'chain-c']) assert.equal((await lookup(p.id, id)).json().data.id, res.json().data.id);
+    assert.deepEqual(userOf(res), {
+      external_id: 'chain-c',
+      identifiers: {},
+      traits: { a: 1 },
+      aliases: ['chain-a', 'chain-b'],
+    });
+    for (const id of ['chain-a', 'chain-b', 'chain-c'])
+      assert.equal((await lookup(p.id, id)).json().data.id, res.json().data.id);
   });
 
   it('409 alias_conflict when from is already merged into another user, with from, merged_into and to', async () => {
@@ -305,14 +419,35 @@ describe('POST /api/v2/alias', () => {
       expectValidation(await alias(p, { to_external_id: 'x-1' }), '/from_external_id', /required/);
       expectValidation(await alias(p, { from_external_id: 'x-1' }), '/to_external_id', /required/);
     });
-    it('refuses equal ids', async () => expectValidation(await alias(p, { from_external_id: 'same', to_external_id: 'same' }), '/to_external_id', /differ/));
+    it('refuses equal ids', async () =>
+      expectValidation(
+        await alias(p, { from_external_id: 'same', to_external_id: 'same' }),
+        '/to_external_id',
+        /differ/,
+      ));
     it('refuses placeholders on either side', async () => {
-      expectValidation(await alias(p, { from_external_id: 'anonymous', to_external_id: 'user-v' }), '/from_external_id', /placeholder/);
-      expectValidation(await alias(p, { from_external_id: 'anon-v', to_external_id: ' NULL' }), '/to_external_id', /placeholder/);
+      expectValidation(
+        await alias(p, { from_external_id: 'anonymous', to_external_id: 'user-v' }),
+        '/from_external_id',
+        /placeholder/,
+      );
+      expectValidation(
+        await alias(p, { from_external_id: 'anon-v', to_external_id: ' NULL' }),
+        '/to_external_id',
+        /placeholder/,
+      );
     });
     it('refuses over-long ids and unknown fields', async () => {
-      expectValidation(await alias(p, { from_external_id: 'x'.repeat(256), to_external_id: 'user-v' }), '/from_external_id', /255/);
-      expectValidation(await alias(p, { from_external_id: 'a-v', to_external_id: 'b-v', previous_id: 'c' }), '/previous_id', /not a known field/);
+      expectValidation(
+        await alias(p, { from_external_id: 'x'.repeat(256), to_external_id: 'user-v' }),
+        '/from_external_id',
+        /255/,
+      );
+      expectValidation(
+        await alias(p, { from_external_id: 'a-v', to_external_id: 'b-v', previous_id: 'c' }),
+        '/previous_id',
+        /not a known field/,
+      );
     });
   });
 });
@@ -324,8 +459,26 @@ describe('authentication of identify and alias', () => {
   });
 
   for (const [name, call] of [
-    ['identify', (key?: string) => ctx.app.inject({ method: 'POST', url: '/api/v2/identify', ...(key === undefined ? {} : { headers: bearer(key) }), payload: { external_id: 'auth-u' } })],
-    ['alias', (key?: string) => ctx.app.inject({ method: 'POST', url: '/api/v2/alias', ...(key === undefined ? {} : { headers: bearer(key) }), payload: { from_external_id: 'auth-a', to_external_id: 'auth-u' } })],
+    [
+      'identify',
+      (key?: string) =>
+        ctx.app.inject({
+          method: 'POST',
+          url: '/api/v2/identify',
+          ...(key === undefined ? {} : { headers: bearer(key) }),
+          payload: { external_id: 'auth-u' },
+        }),
+    ],
+    [
+      'alias',
+      (key?: string) =>
+        ctx.app.inject({
+          method: 'POST',
+          url: '/api/v2/alias',
+          ...(key === undefined ? {} : { headers: bearer(key) }),
+          payload: { from_external_id: 'auth-a', to_external_id: 'auth-u' },
+        }),
+    ],
   ] as const) {
     it(`${name}: 401 without a key, with WWW-Authenticate: Bearer`, async () => {
       const res = await call();
@@ -352,9 +505,15 @@ describe('authentication of identify and alias', () => {
   it('401 once the key is revoked', async () => {
     const revocable = await ctx.product('auth-revoked');
     assert.equal((await identify(revocable, { external_id: 'rv-1' })).statusCode, 201);
-    const keys = (await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${revocable.id}/keys`, headers: adminHeaders() })).json().data as Array<{ id: string; kind: string }>;
+    const keys = (
+      await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${revocable.id}/keys`, headers: adminHeaders() })
+    ).json().data as Array<{ id: string; kind: string }>;
     const eventsKey = keys.find((k) => k.kind === 'events')!;
-    assert.equal((await ctx.app.inject({ method: 'DELETE', url: `/admin/v1/keys/${eventsKey.id}`, headers: adminHeaders() })).statusCode, 204);
+    assert.equal(
+      (await ctx.app.inject({ method: 'DELETE', url: `/admin/v1/keys/${eventsKey.id}`, headers: adminHeaders() }))
+        .statusCode,
+      204,
+    );
     assert.equal((await identify(revocable, { external_id: 'rv-1' })).statusCode, 401);
     assert.equal((await alias(revocable, { from_external_id: 'rv-0', to_external_id: 'rv-1' })).statusCode, 401);
   });
@@ -363,7 +522,9 @@ describe('authentication of identify and alias', () => {
 describe('concurrent requests', () => {
   it('parallel identifies of one new external id: exactly one 201, the rest 200, one user', async () => {
     const p = await ctx.product('parallel');
-    const responses = await Promise.all(Array.from({ length: 25 }, (_, i) => identify(p, { external_id: 'par-1', traits: { [`t${i}`]: i } })));
+    const responses = await Promise.all(
+      Array.from({ length: 25 }, (_, i) => identify(p, { external_id: 'par-1', traits: { [`t${i}`]: i } })),
+    );
     assert.deepEqual(responses.map((r) => r.statusCode).sort(), [...Array(24).fill(200), 201]);
     assert.equal(new Set(responses.map((r) => r.json().data.id)).size, 1);
     assert.equal(Object.keys((await lookup(p.id, 'par-1')).json().data.traits).length, 25);
@@ -371,7 +532,11 @@ describe('concurrent requests', () => {
 
   it('parallel claims of one email by different users: one 201, the rest 409 naming the winner', async () => {
     const p = await ctx.product('parallel-claims');
-    const responses = await Promise.all(Array.from({ length: 25 }, (_, i) => identify(p, { external_id: `claim-${i}`, identifiers: { email: 'race@x.io' } })));
+    const responses = await Promise.all(
+      Array.from({ length: 25 }, (_, i) =>
+        identify(p, { external_id: `claim-${i}`, identifiers: { email: 'race@x.io' } }),
+      ),
+    );
     const winners = responses.filter((r) => r.statusCode === 201);
     assert.equal(winners.length, 1);
     const winner = winners[0]!.json().data.external_id;
@@ -386,10 +551,18 @@ describe('product isolation', () => {
   it("a product never sees or changes another product's users or identifiers", async () => {
     const a = await ctx.product('iso-a');
     const b = await ctx.product('iso-b');
-    const inA = await identify(a, { external_id: 'iso-user', identifiers: { email: 'iso@x.io' }, traits: { product: 'a' } });
+    const inA = await identify(a, {
+      external_id: 'iso-user',
+      identifiers: { email: 'iso@x.io' },
+      traits: { product: 'a' },
+    });
     assert.equal(inA.statusCode, 201);
     // The same external id and the same identifier are a new, separate user in B.
-    const inB = await identify(b, { external_id: 'iso-user', identifiers: { email: 'iso@x.io' }, traits: { product: 'b' } });
+    const inB = await identify(b, {
+      external_id: 'iso-user',
+      identifiers: { email: 'iso@x.io' },
+      traits: { product: 'b' },
+    });
     assert.equal(inB.statusCode, 201);
     assert.notEqual(inB.json().data.id, inA.json().data.id);
     // An alias in B does not touch A.
@@ -408,12 +581,24 @@ describe('GET /admin/v1/products/{product_id}/users/{external_id}', () => {
     other = await ctx.product('lookup-other');
   });
 
-  async function sendEvent(product: Product, subjectType: string, subjectId: string, occurredAt: string, action: string) {
+  async function sendEvent(
+    product: Product,
+    subjectType: string,
+    subjectId: string,
+    occurredAt: string,
+    action: string,
+  ) {
     const res = await ctx.app.inject({
       method: 'POST',
       url: '/api/v2/events',
       headers: bearer(product.eventsKey),
-      payload: { event_type: 'page', action, subject_type: subjectType, subject_id: subjectId, occurred_at: occurredAt },
+      payload: {
+        event_type: 'page',
+        action,
+        subject_type: subjectType,
+        subject_id: subjectId,
+        occurred_at: occurredAt,
+      },
     });
     assert.equal(res.statusCode, 201, res.body);
     return res.json().data.uuid as string;
@@ -440,7 +625,12 @@ describe('GET /admin/v1/products/{product_id}/users/{external_id}', () => {
       assert.deepEqual(data.identifiers, { email: 'lk@x.io' });
       assert.deepEqual(data.traits, { utm: 'ad' });
       assert.deepEqual(
-        data.merges.map((m: Record<string, unknown>) => [m.from_external_id, m.into_external_id, m.into_user_id, m.from_user_id === null]),
+        data.merges.map((m: Record<string, unknown>) => [
+          m.from_external_id,
+          m.into_external_id,
+          m.into_user_id,
+          m.from_user_id === null,
+        ]),
         [
           ['anon/1 x', 'lk-user', data.id, false],
           ['anon-2', 'lk-user', data.id, true],
@@ -476,7 +666,11 @@ describe('GET /admin/v1/products/{product_id}/users/{external_id}', () => {
     const none = await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${p.id}/users/lk-user` });
     assert.equal(none.statusCode, 401);
     assert.equal(problemOf(none).code, 'unauthorized');
-    const withKey = await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${p.id}/users/lk-user`, headers: bearer(p.eventsKey) });
+    const withKey = await ctx.app.inject({
+      method: 'GET',
+      url: `/admin/v1/products/${p.id}/users/lk-user`,
+      headers: bearer(p.eventsKey),
+    });
     assert.equal(withKey.statusCode, 401);
   });
 });

@@ -28,7 +28,9 @@ class Model {
   }
 
   identify(externalId: string, identifiers: Record<string, string | null>, traits: Record<string, unknown>): Expected {
-    const normalized = Object.fromEntries(Object.entries(identifiers).map(([k, v]) => [k, v === null ? null : k === 'email' ? v.trim().toLowerCase() : v]));
+    const normalized = Object.fromEntries(
+      Object.entries(identifiers).map(([k, v]) => [k, v === null ? null : k === 'email' ? v.trim().toLowerCase() : v]),
+    );
     const user = this.resolve.get(externalId);
     const conflicts = Object.entries(normalized)
       .filter((entry): entry is [string, string] => entry[1] !== null)
@@ -57,7 +59,10 @@ class Model {
     const t = this.resolve.get(to);
     if (f !== undefined && f === t) return { status: 200, user: t };
     if (f !== undefined && f.externalId !== from) {
-      return { status: 409, body: { code: 'alias_conflict', from_external_id: from, merged_into: f.externalId, to_external_id: to } };
+      return {
+        status: 409,
+        body: { code: 'alias_conflict', from_external_id: from, merged_into: f.externalId, to_external_id: to },
+      };
     }
     if (f !== undefined && t !== undefined) {
       const conflicts = Object.keys(f.identifiers)
@@ -89,8 +94,16 @@ const externalIds = ['ann', 'bob', 'cat', 'dan', 'eve'];
 const identifyCommand = fc.record({
   op: fc.constant('identify' as const),
   externalId: fc.constantFrom(...externalIds),
-  identifiers: fc.dictionary(fc.constantFrom('email', 'crm'), fc.constantFrom<string | null>('a@x.io', ' A@X.IO', 'b@x.io', 'c1', 'C1', null), { maxKeys: 2 }),
-  traits: fc.dictionary(fc.constantFrom('plan', 'seats', 'beta'), fc.constantFrom<unknown>('free', 'pro', 1, 2, true, null), { maxKeys: 3 }),
+  identifiers: fc.dictionary(
+    fc.constantFrom('email', 'crm'),
+    fc.constantFrom<string | null>('a@x.io', ' A@X.IO', 'b@x.io', 'c1', 'C1', null),
+    { maxKeys: 2 },
+  ),
+  traits: fc.dictionary(
+    fc.constantFrom('plan', 'seats', 'beta'),
+    fc.constantFrom<unknown>('free', 'pro', 1, 2, true, null),
+    { maxKeys: 3 },
+  ),
 });
 const aliasCommand = fc.record({
   op: fc.constant('alias' as const),
@@ -110,7 +123,12 @@ before(async () => {
 after(() => ctx.close());
 
 function sortedUser(user: ModelUser) {
-  return { external_id: user.externalId, identifiers: user.identifiers, traits: user.traits, aliases: [...user.aliases].sort() };
+  return {
+    external_id: user.externalId,
+    identifiers: user.identifiers,
+    traits: user.traits,
+    aliases: [...user.aliases].sort(),
+  };
 }
 
 describe('identity against a reference model of the contract', () => {
@@ -122,9 +140,22 @@ describe('identity against a reference model of the contract', () => {
         for (const step of steps) {
           const response =
             step.op === 'identify'
-              ? await ctx.app.inject({ method: 'POST', url: '/api/v2/identify', headers: bearer(product.eventsKey), payload: { external_id: step.externalId, identifiers: step.identifiers, traits: step.traits } })
-              : await ctx.app.inject({ method: 'POST', url: '/api/v2/alias', headers: bearer(product.eventsKey), payload: { from_external_id: step.from, to_external_id: step.to } });
-          const expected = step.op === 'identify' ? model.identify(step.externalId, step.identifiers, step.traits) : model.alias(step.from, step.to);
+              ? await ctx.app.inject({
+                  method: 'POST',
+                  url: '/api/v2/identify',
+                  headers: bearer(product.eventsKey),
+                  payload: { external_id: step.externalId, identifiers: step.identifiers, traits: step.traits },
+                })
+              : await ctx.app.inject({
+                  method: 'POST',
+                  url: '/api/v2/alias',
+                  headers: bearer(product.eventsKey),
+                  payload: { from_external_id: step.from, to_external_id: step.to },
+                });
+          const expected =
+            step.op === 'identify'
+              ? model.identify(step.externalId, step.identifiers, step.traits)
+              : model.alias(step.from, step.to);
           const body = response.json();
           assert.equal(response.statusCode, expected.status, `${JSON.stringify(step)} → ${response.body}`);
           if (expected.user !== undefined) {
@@ -134,11 +165,17 @@ describe('identity against a reference model of the contract', () => {
             expected.user.serverId ??= id;
             assert.equal(id, expected.user.serverId);
           } else {
-            for (const [key, value] of Object.entries(expected.body ?? {})) assert.deepEqual(body[key], value, `${key} of ${JSON.stringify(step)} → ${response.body}`);
+            for (const [key, value] of Object.entries(expected.body ?? {}))
+              assert.deepEqual(body[key], value, `${key} of ${JSON.stringify(step)} → ${response.body}`);
           }
           if (step.op === 'alias' && response.statusCode === 200) {
             // Idempotent: the same alias again answers the same user and changes nothing.
-            const again = await ctx.app.inject({ method: 'POST', url: '/api/v2/alias', headers: bearer(product.eventsKey), payload: { from_external_id: step.from, to_external_id: step.to } });
+            const again = await ctx.app.inject({
+              method: 'POST',
+              url: '/api/v2/alias',
+              headers: bearer(product.eventsKey),
+              payload: { from_external_id: step.from, to_external_id: step.to },
+            });
             assert.equal(again.statusCode, 200);
             assert.deepEqual(again.json(), body);
           }
@@ -148,7 +185,11 @@ describe('identity against a reference model of the contract', () => {
         const holders = new Map<string, string>();
         const idsByModelUser = new Map<ModelUser, string>();
         for (const externalId of externalIds) {
-          const res = await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${product.id}/users/${externalId}`, headers: adminHeaders() });
+          const res = await ctx.app.inject({
+            method: 'GET',
+            url: `/admin/v1/products/${product.id}/users/${externalId}`,
+            headers: adminHeaders(),
+          });
           const user = model.resolve.get(externalId);
           if (user === undefined) {
             assert.equal(res.statusCode, 404, `${externalId} should be unknown: ${res.body}`);
@@ -156,7 +197,15 @@ describe('identity against a reference model of the contract', () => {
           }
           assert.equal(res.statusCode, 200, res.body);
           const data = res.json().data;
-          assert.deepEqual({ external_id: data.external_id, identifiers: data.identifiers, traits: data.traits, aliases: data.aliases }, sortedUser(user));
+          assert.deepEqual(
+            {
+              external_id: data.external_id,
+              identifiers: data.identifiers,
+              traits: data.traits,
+              aliases: data.aliases,
+            },
+            sortedUser(user),
+          );
           assert.equal(data.id, user.serverId);
           for (const [kind, value] of Object.entries(data.identifiers as Record<string, string>)) {
             const holder = holders.get(`${kind}=${value}`);

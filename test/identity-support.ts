@@ -19,7 +19,10 @@ export async function openTestStorage(options: { poolSize?: number } = {}): Prom
   return { storage, drop: close };
 }
 
-export async function createProduct(storage: OpenedStorage, id = `prd_${randomBytes(6).toString('hex')}`): Promise<string> {
+export async function createProduct(
+  storage: OpenedStorage,
+  id = `prd_${randomBytes(6).toString('hex')}`,
+): Promise<string> {
   await storage.products.create({ id, name: id, createdAt: new Date().toISOString() });
   return id;
 }
@@ -29,11 +32,26 @@ export async function createProduct(storage: OpenedStorage, id = `prd_${randomBy
  * every mapping points at an existing user, no identifier (kind, value) has two holders and no user has
  * two values of one kind. Returns the mapping external id → user id for further checks.
  */
-export async function assertIdentityInvariants(storage: OpenedStorage, productId: string): Promise<Map<string, string>> {
+export async function assertIdentityInvariants(
+  storage: OpenedStorage,
+  productId: string,
+): Promise<Map<string, string>> {
   const db = storage.db.withTables<IdentityTables>();
-  const users = await db.selectFrom('users').select(['id', 'external_id']).where('product_id', '=', productId).execute();
-  const ids = await db.selectFrom('user_ids').select(['external_id', 'user_id']).where('product_id', '=', productId).execute();
-  const identifiers = await db.selectFrom('user_identifiers').select(['kind', 'value', 'user_id']).where('product_id', '=', productId).execute();
+  const users = await db
+    .selectFrom('users')
+    .select(['id', 'external_id'])
+    .where('product_id', '=', productId)
+    .execute();
+  const ids = await db
+    .selectFrom('user_ids')
+    .select(['external_id', 'user_id'])
+    .where('product_id', '=', productId)
+    .execute();
+  const identifiers = await db
+    .selectFrom('user_identifiers')
+    .select(['kind', 'value', 'user_id'])
+    .where('product_id', '=', productId)
+    .execute();
   const userIds = new Set(users.map((u) => u.id));
   const mapping = new Map<string, string>();
   for (const row of ids) {
@@ -41,7 +59,8 @@ export async function assertIdentityInvariants(storage: OpenedStorage, productId
     assert.ok(userIds.has(row.user_id), `external id ${row.external_id} maps to missing user ${row.user_id}`);
     mapping.set(row.external_id, row.user_id);
   }
-  for (const user of users) assert.equal(mapping.get(user.external_id), user.id, `user ${user.id}'s own external id does not map to it`);
+  for (const user of users)
+    assert.equal(mapping.get(user.external_id), user.id, `user ${user.id}'s own external id does not map to it`);
   const holders = new Set<string>();
   const kindsPerUser = new Set<string>();
   for (const row of identifiers) {
@@ -57,6 +76,12 @@ export async function assertIdentityInvariants(storage: OpenedStorage, productId
 }
 
 /** Fails with a readable message unless `outcome.status` is one of `statuses`; narrows the type. */
-export function expectStatus<T extends { status: string }, S extends T['status']>(outcome: T, ...statuses: S[]): asserts outcome is Extract<T, { status: S }> {
-  assert.ok((statuses as string[]).includes(outcome.status), `expected ${statuses.join(' or ')}, got ${JSON.stringify(outcome)}`);
+export function expectStatus<T extends { status: string }, S extends T['status']>(
+  outcome: T,
+  ...statuses: S[]
+): asserts outcome is Extract<T, { status: S }> {
+  assert.ok(
+    (statuses as string[]).includes(outcome.status),
+    `expected ${statuses.join(' or ')}, got ${JSON.stringify(outcome)}`,
+  );
 }

@@ -14,7 +14,12 @@ after(async () => ctx.close());
 describe('legacy usage reads', () => {
   it('a read while a flush is still writing waits for that write', async () => {
     const p = await ctx.product('legacy-race');
-    const res = await ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(p.eventsKey), payload: { subject_type: 'user', subject_id: 'u', event_type: 'user_signed_up' } });
+    const res = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/events',
+      headers: bearer(p.eventsKey),
+      payload: { subject_type: 'user', subject_id: 'u', event_type: 'user_signed_up' },
+    });
     assert.equal(res.statusCode, 201, res.body);
 
     // Hold the storage write of the first flush; note whether the table is read while it is held.
@@ -39,7 +44,11 @@ describe('legacy usage reads', () => {
     try {
       const first = ctx.services.ingest.legacyUsage(p.id); // takes the counts out of memory, then waits in record()
       await writeStarted;
-      const second = ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${p.id}/legacy_usage`, headers: adminHeaders() });
+      const second = ctx.app.inject({
+        method: 'GET',
+        url: `/admin/v1/products/${p.id}/legacy_usage`,
+        headers: adminHeaders(),
+      });
       // Time for a read that does not wait to reach the table (it must not).
       await new Promise((resolve) => setTimeout(resolve, 50));
       held = false;
@@ -48,7 +57,10 @@ describe('legacy usage reads', () => {
       const answer = await second;
       assert.equal(answer.statusCode, 200, answer.body);
       const rows = answer.json().data as Array<{ event_name: string; count: number }>;
-      assert.deepEqual(rows.map((r) => [r.event_name, r.count]), [['user_signed_up', 1]]);
+      assert.deepEqual(
+        rows.map((r) => [r.event_name, r.count]),
+        [['user_signed_up', 1]],
+      );
       assert.deepEqual(readWhileHeld, [false, false], 'no read of the table while a flush was still writing');
     } finally {
       store.record = record;

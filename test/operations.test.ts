@@ -49,7 +49,8 @@ describe('GET /metrics', () => {
       if (!line.startsWith(`${name}{`)) continue;
       const labelText = line.slice(name.length + 1, line.lastIndexOf('}'));
       const parsed = Object.fromEntries([...labelText.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1], m[2]]));
-      if (Object.entries(labels).every(([k, v]) => parsed[k] === v)) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+      if (Object.entries(labels).every(([k, v]) => parsed[k] === v))
+        sum += Number(line.slice(line.lastIndexOf(' ') + 1));
     }
     return sum;
   }
@@ -70,7 +71,8 @@ describe('GET /metrics', () => {
       return;
     }
     const base = { subject_type: 'user', subject_id: 'u', event_type: 'a', action: 'b' };
-    const post = (payload: object) => ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(p.eventsKey), payload });
+    const post = (payload: object) =>
+      ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(p.eventsKey), payload });
     assert.equal((await post({ ...base, external_id: 'k1' })).statusCode, 201);
     assert.equal((await post({ ...base, external_id: 'k1' })).statusCode, 200);
     assert.equal((await post({ ...base, external_id: 'k2' })).statusCode, 201);
@@ -103,14 +105,20 @@ describe('GET /metrics', () => {
       return res.body;
     };
     const before = await read();
-    const post = (url: string, payload: unknown) => ctx.app.inject({ method: 'POST', url, headers: bearer(p.eventsKey), payload: payload as object });
+    const post = (url: string, payload: unknown) =>
+      ctx.app.inject({ method: 'POST', url, headers: bearer(p.eventsKey), payload: payload as object });
     const base = { subject_type: 'user', subject_id: 'u' };
     await post('/api/v2/events', { ...base, event_type: 'a', action: 'b', external_id: 'm1' });
     await post('/api/v2/events', { ...base, event_type: 'a', action: 'b', external_id: 'm1' });
     await post('/api/v2/events', { ...base, event: 'a.b' });
     await post('/api/v2/events', { ...base, event_type: 'a_b' });
     await post('/api/v1/events', { ...base, event_type: 'user_active', occurred_at: '2026-03-01T12:00:00Z' });
-    await post('/api/v2/events/batch', { events: [{ ...base, event_type: 'a', action: 'b' }, { ...base, event_type: 'BAD', action: 'b' }] });
+    await post('/api/v2/events/batch', {
+      events: [
+        { ...base, event_type: 'a', action: 'b' },
+        { ...base, event_type: 'BAD', action: 'b' },
+      ],
+    });
     // Rejected single events count as rejected, whether a field rule or a name rule refused them.
     await post('/api/v2/events', { ...base, subject_type: 'team', event_type: 'a', action: 'b' });
     await post('/api/v2/events', { ...base, event: 'nodot' });
@@ -118,7 +126,8 @@ describe('GET /metrics', () => {
     await post('/api/v1/events', { ...base, event_type: 'project_created', occurred_at: '2026-03-01T12:00:00Z' });
     const after = await read();
     assert.match(after, /# TYPE inlet_events_total counter/);
-    const delta = (labels: Record<string, string>) => sample(after, 'inlet_events_total', labels) - sample(before, 'inlet_events_total', labels);
+    const delta = (labels: Record<string, string>) =>
+      sample(after, 'inlet_events_total', labels) - sample(before, 'inlet_events_total', labels);
     assert.equal(delta({ endpoint: 'v2', format: 'preferred', outcome: 'created' }), 1);
     assert.equal(delta({ endpoint: 'v2', format: 'preferred', outcome: 'duplicate' }), 1);
     assert.equal(delta({ endpoint: 'v2', format: 'unified', outcome: 'created' }), 1);
@@ -129,7 +138,13 @@ describe('GET /metrics', () => {
     assert.equal(delta({ endpoint: 'v2', outcome: 'rejected' }), 2);
     assert.equal(delta({ endpoint: 'v1', outcome: 'rejected' }), 2);
     assert.match(after, /# TYPE inlet_http_request_duration_seconds histogram/);
-    assert.ok(sample(after, 'inlet_http_request_duration_seconds_count', { route: '/api/v2/events', method: 'POST', status: '201' }) >= 2);
+    assert.ok(
+      sample(after, 'inlet_http_request_duration_seconds_count', {
+        route: '/api/v2/events',
+        method: 'POST',
+        status: '201',
+      }) >= 2,
+    );
     assert.match(after, /inlet_http_request_duration_seconds_bucket\{[^}]*le="\+Inf"/);
   });
 });
@@ -168,11 +183,13 @@ describe('OpenAPI and docs', () => {
       const operation = doc.paths?.[path]?.[method];
       assert.ok(operation, `${method} ${path} missing from ${Object.keys(doc.paths ?? {}).join(', ')}`);
       assert.ok(operation.responses && Object.keys(operation.responses).length > 0);
-      if (hasBody) assert.ok(operation.requestBody?.content?.['application/json']?.schema, `${path} has no request schema`);
+      if (hasBody)
+        assert.ok(operation.requestBody?.content?.['application/json']?.schema, `${path} has no request schema`);
     });
   }
 
-  function resolve(schema: Record<string, any>): Record<string, any> { // eslint-disable-line @typescript-eslint/no-explicit-any
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  function resolve(schema: Record<string, any>): Record<string, any> {
     if (typeof schema.$ref !== 'string') return schema;
     const name = schema.$ref.replace('#/components/schemas/', '');
     const target = doc.components?.schemas?.[name];
@@ -182,7 +199,20 @@ describe('OpenAPI and docs', () => {
 
   it('the request schemas are the validating ones: v2 lists every field and forbids unknown ones', () => {
     const schema = resolve(doc.paths['/api/v2/events'].post.requestBody.content['application/json'].schema);
-    assert.deepEqual(Object.keys(schema.properties).sort(), ['action', 'event', 'event_type', 'external_id', 'metadata', 'occurred_at', 'properties', 'subject_id', 'subject_type'].sort());
+    assert.deepEqual(
+      Object.keys(schema.properties).sort(),
+      [
+        'action',
+        'event',
+        'event_type',
+        'external_id',
+        'metadata',
+        'occurred_at',
+        'properties',
+        'subject_id',
+        'subject_type',
+      ].sort(),
+    );
     assert.equal(schema.additionalProperties, false);
     assert.deepEqual([...schema.required].sort(), ['subject_id', 'subject_type']);
     const v1 = resolve(doc.paths['/api/v1/events'].post.requestBody.content['application/json'].schema);
@@ -203,7 +233,8 @@ describe('OpenAPI and docs', () => {
 
   it('GET /docs serves an HTML page', async () => {
     let res = await ctx.app.inject({ method: 'GET', url: '/docs' });
-    if (res.statusCode >= 300 && res.statusCode < 400) res = await ctx.app.inject({ method: 'GET', url: String(res.headers.location) });
+    if (res.statusCode >= 300 && res.statusCode < 400)
+      res = await ctx.app.inject({ method: 'GET', url: String(res.headers.location) });
     assert.equal(res.statusCode, 200);
     assert.match(String(res.headers['content-type']), /text\/html/);
     assert.match(res.body, /<html/i);

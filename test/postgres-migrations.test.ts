@@ -23,40 +23,59 @@ describe('migrations under concurrency (PostgreSQL)', { skip }, () => {
     await database?.drop();
   });
 
-  it('six instances opening one fresh schema at once all succeed and apply each migration once', { timeout: 60_000 }, async () => {
-    const instances = 6;
-    // Half name the schema in the URL, half through the option: both spellings reach one schema.
-    const results = await Promise.allSettled(
-      Array.from({ length: instances }, (_, i) =>
-        i % 2 === 0
-          ? openStorage(`${database.databaseUrl}?schema=${database.postgresSchema}`, { postgresPoolSize: 2 })
-          : openStorage(database.databaseUrl, { postgresSchema: database.postgresSchema!, postgresPoolSize: 2 }),
-      ),
-    );
-    for (const result of results) if (result.status === 'fulfilled') opened.push(result.value);
-    const failures = results.flatMap((result) => (result.status === 'rejected' ? [String(result.reason)] : []));
-    assert.deepEqual(failures, [], 'every instance opens');
+  it(
+    'six instances opening one fresh schema at once all succeed and apply each migration once',
+    { timeout: 60_000 },
+    async () => {
+      const instances = 6;
+      // Half name the schema in the URL, half through the option: both spellings reach one schema.
+      const results = await Promise.allSettled(
+        Array.from({ length: instances }, (_, i) =>
+          i % 2 === 0
+            ? openStorage(`${database.databaseUrl}?schema=${database.postgresSchema}`, { postgresPoolSize: 2 })
+            : openStorage(database.databaseUrl, { postgresSchema: database.postgresSchema!, postgresPoolSize: 2 }),
+        ),
+      );
+      for (const result of results) if (result.status === 'fulfilled') opened.push(result.value);
+      const failures = results.flatMap((result) => (result.status === 'rejected' ? [String(result.reason)] : []));
+      assert.deepEqual(failures, [], 'every instance opens');
 
-    const appliedBy = new Map<number, number>();
-    for (const storage of opened) {
-      for (const { version } of storage.migration!.applied) appliedBy.set(version, (appliedBy.get(version) ?? 0) + 1);
-    }
-    const expected = migrations.map((m) => m.version);
-    assert.deepEqual([...appliedBy.keys()].sort((a, b) => a - b), expected, 'every migration applied by some instance');
-    assert.ok([...appliedBy.values()].every((count) => count === 1), `each applied by exactly one instance: ${JSON.stringify([...appliedBy])}`);
+      const appliedBy = new Map<number, number>();
+      for (const storage of opened) {
+        for (const { version } of storage.migration!.applied) appliedBy.set(version, (appliedBy.get(version) ?? 0) + 1);
+      }
+      const expected = migrations.map((m) => m.version);
+      assert.deepEqual(
+        [...appliedBy.keys()].sort((a, b) => a - b),
+        expected,
+        'every migration applied by some instance',
+      );
+      assert.ok(
+        [...appliedBy.values()].every((count) => count === 1),
+        `each applied by exactly one instance: ${JSON.stringify([...appliedBy])}`,
+      );
 
-    const rows = await opened[0]!.db.selectFrom('inlet_migrations').select('version').orderBy('version').execute();
-    assert.deepEqual(rows.map((row) => Number(row.version)), expected, 'one row per migration');
-    for (const storage of opened) assert.equal(storage.migration!.current, Math.max(...expected));
-  });
+      const rows = await opened[0]!.db.selectFrom('inlet_migrations').select('version').orderBy('version').execute();
+      assert.deepEqual(
+        rows.map((row) => Number(row.version)),
+        expected,
+        'one row per migration',
+      );
+      for (const storage of opened) assert.equal(storage.migration!.current, Math.max(...expected));
+    },
+  );
 
   it('the schema named in the URL is the one the tables live in', async () => {
     const storage = opened[0]!;
-    const found = await sql<{ schema: string }>`SELECT table_schema AS schema FROM information_schema.tables WHERE table_name = 'inlet_migrations' AND table_schema = current_schema()`.execute(storage.db);
+    const found = await sql<{
+      schema: string;
+    }>`SELECT table_schema AS schema FROM information_schema.tables WHERE table_name = 'inlet_migrations' AND table_schema = current_schema()`.execute(
+      storage.db,
+    );
     assert.deepEqual(found.rows, [{ schema: database.postgresSchema }]);
   });
 
-  it('libpq\'s options=-c search_path=… in the URL reaches the same schema', async () => {
+  it("libpq's options=-c search_path=… in the URL reaches the same schema", async () => {
     const url = `${database.databaseUrl}?options=${encodeURIComponent(`-c search_path=${database.postgresSchema}`)}`;
     const storage = await openStorage(url, { postgresPoolSize: 1 });
     opened.push(storage);
@@ -76,22 +95,40 @@ describe('migration 805: event JSON columns from jsonb to json (PostgreSQL)', { 
 
   it('events stored as jsonb before it read back with the same values', async () => {
     database = testDatabase();
-    const before = await openStorage(database.databaseUrl, { postgresSchema: database.postgresSchema!, postgresPoolSize: 1, migrate: false });
+    const before = await openStorage(database.databaseUrl, {
+      postgresSchema: database.postgresSchema!,
+      postgresPoolSize: 1,
+      migrate: false,
+    });
     try {
-      await migrate(before.db, 'postgres', migrations.filter((m) => m.version < 805));
+      await migrate(
+        before.db,
+        'postgres',
+        migrations.filter((m) => m.version < 805),
+      );
       await before.products.create({ id: 'prd_m805', name: 'm805', createdAt: new Date().toISOString() });
       await sql`INSERT INTO events (id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id,
                                     occurred_at, received_at, properties, context, original)
                 VALUES ('0190a0a0-0000-7000-8000-000000000001', 'prd_m805', 'segment', 'old-1', 'page', 'viewed', 'page_viewed', 'preferred', 'user', 'u1',
-                        now(), now(), '{"zeta": 1, "a": {"n": 1.50, "s": "é\\"x"}}'::jsonb, '{"ip": "127.0.0.1"}'::jsonb, '{"type": "track"}'::jsonb)`.execute(before.db);
+                        now(), now(), '{"zeta": 1, "a": {"n": 1.50, "s": "é\\"x"}}'::jsonb, '{"ip": "127.0.0.1"}'::jsonb, '{"type": "track"}'::jsonb)`.execute(
+        before.db,
+      );
     } finally {
       await before.close();
     }
-    storage = await openStorage(database.databaseUrl, { postgresSchema: database.postgresSchema!, postgresPoolSize: 1 });
-    assert.deepEqual(storage.migration!.applied.map((m) => m.version).filter((v) => v === 805), [805]);
+    storage = await openStorage(database.databaseUrl, {
+      postgresSchema: database.postgresSchema!,
+      postgresPoolSize: 1,
+    });
+    assert.deepEqual(
+      storage.migration!.applied.map((m) => m.version).filter((v) => v === 805),
+      [805],
+    );
     const types = await sql<{ column_name: string; data_type: string }>`
       SELECT column_name, data_type FROM information_schema.columns
-       WHERE table_schema = current_schema() AND table_name = 'events' AND column_name IN ('properties', 'context', 'original') ORDER BY column_name`.execute(storage.db);
+       WHERE table_schema = current_schema() AND table_name = 'events' AND column_name IN ('properties', 'context', 'original') ORDER BY column_name`.execute(
+      storage.db,
+    );
     assert.deepEqual(types.rows, [
       { column_name: 'context', data_type: 'json' },
       { column_name: 'original', data_type: 'json' },
@@ -121,9 +158,15 @@ describe('schema selection in the database URL', () => {
   });
 
   it('a bad schema in INLET_DATABASE_URL stops start-up with a message naming the variable', () => {
-    assert.throws(() => loadConfig({ INLET_DATABASE_URL: 'postgres://u@h/db?schema=Bad-Name' }), (error: unknown) =>
-      error instanceof ConfigError && /INLET_DATABASE_URL.*invalid PostgreSQL schema name/.test(error.message));
-    assert.equal(loadConfig({ INLET_DATABASE_URL: 'postgres://u@h/db?schema=inlet' }).databaseUrl, 'postgres://u@h/db?schema=inlet');
+    assert.throws(
+      () => loadConfig({ INLET_DATABASE_URL: 'postgres://u@h/db?schema=Bad-Name' }),
+      (error: unknown) =>
+        error instanceof ConfigError && /INLET_DATABASE_URL.*invalid PostgreSQL schema name/.test(error.message),
+    );
+    assert.equal(
+      loadConfig({ INLET_DATABASE_URL: 'postgres://u@h/db?schema=inlet' }).databaseUrl,
+      'postgres://u@h/db?schema=inlet',
+    );
   });
 
   it('INLET_PG_POOL_SIZE sets the pool size per instance (default 10, at least 1)', () => {

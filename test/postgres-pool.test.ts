@@ -81,7 +81,10 @@ describe('failover pool against a real server', { skip: dialect !== 'postgres' }
     const name = `inlet_close_${process.pid}_${Date.now()}`;
     const url = `${postgresUrl}${postgresUrl.includes('?') ? '&' : '?'}application_name=${name}`;
     const open = async () => {
-      const { rows } = await probe.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1', [name]);
+      const { rows } = await probe.query<{ n: number }>(
+        'SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1',
+        [name],
+      );
       return rows[0]!.n;
     };
     const probe = createFailoverPool(parsePostgresUrl(postgresUrl), { max: 1 }).pool;
@@ -109,14 +112,19 @@ describe('failover pool against a real server', { skip: dialect !== 'postgres' }
       for (const n of [1, 2, 3]) assert.deepEqual((await pool.query<{ v: number }>(marked, [n])).rows, [{ v: n + 1 }]);
       assert.deepEqual((await pool.query<{ v: number }>(other, [1])).rows, [{ v: 3 }]);
       await pool.query('SELECT $1::int AS unmarked', [1]);
-      const { rows } = await pool.query<{ name: string; statement: string }>('SELECT name, statement FROM pg_prepared_statements ORDER BY prepare_time');
+      const { rows } = await pool.query<{ name: string; statement: string }>(
+        'SELECT name, statement FROM pg_prepared_statements ORDER BY prepare_time',
+      );
       // One statement per mark, named after it; the unmarked one is not kept.
       assert.deepEqual(rows, [
         { name: 'inlet_probe', statement: marked },
         { name: 'inlet_other_probe', statement: other },
       ]);
       // A mark's name belongs to one text: another text under it is refused, not prepared beside it.
-      await assert.rejects(pool.query('/* inlet:prepare probe */ SELECT $1::int + 3 AS v', [1]), /Prepared statements must be unique/);
+      await assert.rejects(
+        pool.query('/* inlet:prepare probe */ SELECT $1::int + 3 AS v', [1]),
+        /Prepared statements must be unique/,
+      );
       assert.deepEqual((await pool.query<{ v: number }>(marked, [4])).rows, [{ v: 5 }]);
     } finally {
       await pool.end();
@@ -130,11 +138,20 @@ describe('failover pool against a real server', { skip: dialect !== 'postgres' }
       const first = await storage.events.insertMany([eventRow('prd_prepared', 'a'), eventRow('prd_prepared', 'b')]);
       const again = [eventRow('prd_prepared', 'b'), eventRow('prd_prepared', 'c'), eventRow('prd_prepared', null)];
       const second = await storage.events.insertMany(again);
-      assert.deepEqual(first.map((o) => o.status), ['created', 'created']);
-      assert.deepEqual(second.map((o) => o.status), ['duplicate', 'created', 'created']);
+      assert.deepEqual(
+        first.map((o) => o.status),
+        ['created', 'created'],
+      );
+      assert.deepEqual(
+        second.map((o) => o.status),
+        ['duplicate', 'created', 'created'],
+      );
       assert.equal(second[0]!.event.id, first[1]!.event.id);
       const { rows } = await sql<{ name: string }>`SELECT name FROM pg_prepared_statements`.execute(storage.db);
-      assert.deepEqual(rows.map((r) => r.name).filter((name) => name.startsWith('inlet_')), ['inlet_event_insert']);
+      assert.deepEqual(
+        rows.map((r) => r.name).filter((name) => name.startsWith('inlet_')),
+        ['inlet_event_insert'],
+      );
     } finally {
       await storage.close();
       await db.drop();
@@ -151,7 +168,10 @@ describe('failover pool against a real server', { skip: dialect !== 'postgres' }
       return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + monthsAhead, 15, 12)).toISOString();
     };
     const row = (externalId: string, receivedAt: string) => ({ ...eventRow('prd_prepared', externalId), receivedAt });
-    const count = async (table: string) => Number((await sql<{ n: number }>`SELECT count(*)::int AS n FROM ${sql.table(table)}`.execute(storage.db)).rows[0]!.n);
+    const count = async (table: string) =>
+      Number(
+        (await sql<{ n: number }>`SELECT count(*)::int AS n FROM ${sql.table(table)}`.execute(storage.db)).rows[0]!.n,
+      );
     const partition = (monthsAhead: number) => `events_p${at(monthsAhead).slice(0, 7).replace('-', '_')}`;
     try {
       // Prepared, with a row six months ahead: no partition yet, so it lands in the default one.
@@ -161,16 +181,25 @@ describe('failover pool against a real server', { skip: dialect !== 'postgres' }
       assert.equal(await count('events_default'), 0);
       assert.equal(await count(partition(6)), 2);
       // The same connection's prepared statement now routes such a row into the new partition.
-      assert.deepEqual((await storage.events.insertMany([row('p3', at(6))])).map((o) => o.status), ['created']);
+      assert.deepEqual(
+        (await storage.events.insertMany([row('p3', at(6))])).map((o) => o.status),
+        ['created'],
+      );
       assert.equal(await count(partition(6)), 3);
       assert.equal(await count('events_default'), 0);
       // This month's partition dropped: this month's rows go to the default partition.
       await storage.events.insertMany([row('p4', at(0))]);
       await sql`SELECT inlet_drop_event_partitions_before(${at(1)}::timestamptz)`.execute(storage.db);
-      assert.deepEqual((await storage.events.insertMany([row('p5', at(0))])).map((o) => o.status), ['created']);
+      assert.deepEqual(
+        (await storage.events.insertMany([row('p5', at(0))])).map((o) => o.status),
+        ['created'],
+      );
       assert.equal(await count('events_default'), 1);
       const { rows } = await sql<{ name: string }>`SELECT name FROM pg_prepared_statements`.execute(storage.db);
-      assert.deepEqual(rows.map((r) => r.name).filter((name) => name.startsWith('inlet_')), ['inlet_event_insert']);
+      assert.deepEqual(
+        rows.map((r) => r.name).filter((name) => name.startsWith('inlet_')),
+        ['inlet_event_insert'],
+      );
     } finally {
       await storage.close();
       await db.drop();

@@ -29,7 +29,10 @@ async function hammer(limiters: RateLimiter[], key: string): Promise<{ allowed: 
 /** Fixed windows of one second (burst = rate): at most one window more than the whole seconds elapsed. */
 function assertAboutR(allowed: number, seconds: number, label: string): void {
   const most = RATE * (Math.ceil(seconds) + 1);
-  assert.ok(allowed <= most, `${label}: ${allowed} allowed in ${seconds.toFixed(1)} s, at most ${most} expected (2R would be ~${Math.round(2 * RATE * seconds)})`);
+  assert.ok(
+    allowed <= most,
+    `${label}: ${allowed} allowed in ${seconds.toFixed(1)} s, at most ${most} expected (2R would be ~${Math.round(2 * RATE * seconds)})`,
+  );
   assert.ok(allowed >= RATE * Math.floor(seconds), `${label}: ${allowed} allowed in ${seconds.toFixed(1)} s: too few`);
 }
 
@@ -39,7 +42,10 @@ describe('shared in PostgreSQL: two instances', { skip: dialect !== 'postgres' }
 
   before(async () => {
     database = testDatabase();
-    for (let i = 0; i < 2; i++) storages.push(await openStorage(database.databaseUrl, { postgresSchema: database.postgresSchema!, postgresPoolSize: 2 }));
+    for (let i = 0; i < 2; i++)
+      storages.push(
+        await openStorage(database.databaseUrl, { postgresSchema: database.postgresSchema!, postgresPoolSize: 2 }),
+      );
   });
   after(async () => {
     for (const storage of storages) await storage.close();
@@ -49,20 +55,26 @@ describe('shared in PostgreSQL: two instances', { skip: dialect !== 'postgres' }
   it('instances starting at once on a fresh database all get their limiter (first test: the table does not exist yet)', async () => {
     // Before the retry in createSharedRateLimiter, one of two concurrent creations failed now and then with
     // 'type "inlet_rate_limits" already exists' (42710): npm test on PostgreSQL, 22:01 UTC.
-    const limiters = Array.from({ length: 8 }, (_, i) => createSharedRateLimiter(RATE, RATE, { kind: 'postgres', pool: storages[i % 2]!.rateLimitPool!() }));
+    const limiters = Array.from({ length: 8 }, (_, i) =>
+      createSharedRateLimiter(RATE, RATE, { kind: 'postgres', pool: storages[i % 2]!.rateLimitPool!() }),
+    );
     await Promise.all(limiters.map((l) => l.ready));
     assert.ok((await limiters[0]!.take('fresh')).allowed);
   });
 
   it('a key limited to R/s gets about R in total through both, not 2R', async () => {
-    const limiters = storages.map((storage) => createSharedRateLimiter(RATE, RATE, { kind: 'postgres', pool: storage.rateLimitPool!() }));
+    const limiters = storages.map((storage) =>
+      createSharedRateLimiter(RATE, RATE, { kind: 'postgres', pool: storage.rateLimitPool!() }),
+    );
     await Promise.all(limiters.map((l) => l.ready));
     const { allowed, seconds } = await hammer(limiters, 'key-shared');
     assertAboutR(allowed, seconds, 'postgres');
   });
 
   it('a refusal carries Retry-After seconds and the limit; keys are separate', async () => {
-    const [a, b] = storages.map((storage) => createSharedRateLimiter(1, 3, { kind: 'postgres', pool: storage.rateLimitPool!() }));
+    const [a, b] = storages.map((storage) =>
+      createSharedRateLimiter(1, 3, { kind: 'postgres', pool: storage.rateLimitPool!() }),
+    );
     await Promise.all([a!.ready, b!.ready]);
     const first = await a!.take('key-small');
     assert.equal(first.allowed, true);

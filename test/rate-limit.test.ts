@@ -19,7 +19,8 @@ describe('rate limiting over HTTP (5 rps, burst 5)', () => {
   });
   after(async () => ctx.close());
 
-  const post = (key: string, payload: unknown = event, url = '/api/v2/events') => ctx.app.inject({ method: 'POST', url, headers: bearer(key), payload: payload as object });
+  const post = (key: string, payload: unknown = event, url = '/api/v2/events') =>
+    ctx.app.inject({ method: 'POST', url, headers: bearer(key), payload: payload as object });
 
   it('carries RateLimit-Limit/Remaining/Reset; the 6th immediate request → 429 rate_limited with Retry-After', async () => {
     const p = await ctx.product('rl-basic');
@@ -54,7 +55,12 @@ describe('rate limiting over HTTP (5 rps, burst 5)', () => {
     assert.equal(invalid.headers['ratelimit-limit'], '5');
     assert.ok(invalid.headers['ratelimit-remaining'] !== undefined);
     assert.ok(invalid.headers['ratelimit-reset'] !== undefined);
-    const badJson = await ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: { ...bearer(p.eventsKey), 'content-type': 'application/json' }, payload: '{' });
+    const badJson = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/events',
+      headers: { ...bearer(p.eventsKey), 'content-type': 'application/json' },
+      payload: '{',
+    });
     assert.equal(badJson.statusCode, 400);
     assert.equal(badJson.headers['ratelimit-limit'], '5');
     const forbidden = await post(p.reportsKey);
@@ -67,7 +73,12 @@ describe('rate limiting over HTTP (5 rps, burst 5)', () => {
   it('the limit is per key: another key (same or other product) is unaffected', async () => {
     const p = await ctx.product('rl-per-key');
     const q = await ctx.product('rl-other');
-    const second = await ctx.app.inject({ method: 'POST', url: `/admin/v1/products/${p.id}/keys`, headers: { authorization: 'Bearer test-admin-token-0123456789abcdef' }, payload: { kind: 'events' } });
+    const second = await ctx.app.inject({
+      method: 'POST',
+      url: `/admin/v1/products/${p.id}/keys`,
+      headers: { authorization: 'Bearer test-admin-token-0123456789abcdef' },
+      payload: { kind: 'events' },
+    });
     const secondKey = second.json().data.key as string;
     for (let i = 0; i < 5; i++) await post(p.eventsKey);
     assert.equal((await post(p.eventsKey)).statusCode, 429);
@@ -102,7 +113,11 @@ describe('rate limiting off (rateLimitRps: 0)', () => {
 
   it('never limits and sends no RateLimit headers', async () => {
     const p = await ctx.product('rl-off');
-    const responses = await Promise.all(Array.from({ length: 30 }, () => ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(p.eventsKey), payload: event })));
+    const responses = await Promise.all(
+      Array.from({ length: 30 }, () =>
+        ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(p.eventsKey), payload: event }),
+      ),
+    );
     for (const res of responses) {
       assert.equal(res.statusCode, 201);
       assert.equal(res.headers['ratelimit-limit'], undefined);

@@ -19,7 +19,8 @@ before(async () => {
 after(async () => ctx.close());
 
 const basic = (k: string) => ({ authorization: `Basic ${Buffer.from(`${k}:`).toString('base64')}` });
-const list = (query = '') => ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${productId}/rejections${query}`, headers: adminHeaders() });
+const list = (query = '') =>
+  ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${productId}/rejections${query}`, headers: adminHeaders() });
 
 describe('rejections', () => {
   it('records a Segment item refusal with its reason and the item as received (NUL included), and a native batch one', async () => {
@@ -28,20 +29,34 @@ describe('rejections', () => {
       method: 'POST',
       url: '/v1/batch',
       headers: { ...basic(key), 'content-type': 'application/json' },
-      payload: JSON.stringify({ batch: [{ type: 'track', event: 'No One', messageId: 'm-anon' }, nul, { type: 'track', event: 'Fine', userId: 'u', messageId: 'ok-1' }] }),
+      payload: JSON.stringify({
+        batch: [
+          { type: 'track', event: 'No One', messageId: 'm-anon' },
+          nul,
+          { type: 'track', event: 'Fine', userId: 'u', messageId: 'ok-1' },
+        ],
+      }),
     });
     assert.equal(segment.json().rejected.length, 2);
-    const native = await ctx.app.inject({ method: 'POST', url: '/api/v2/events/batch', headers: { ...bearer(key), 'content-type': 'application/json' }, payload: { events: [{ subject_type: 'user', subject_id: 'u', event: 'nosep', external_id: 'ext-1' }] } });
+    const native = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/events/batch',
+      headers: { ...bearer(key), 'content-type': 'application/json' },
+      payload: { events: [{ subject_type: 'user', subject_id: 'u', event: 'nosep', external_id: 'ext-1' }] },
+    });
     assert.equal(native.statusCode, 207);
 
     const res = await list();
     assert.equal(res.statusCode, 200, res.body);
     const rows = res.json().data as Array<Record<string, unknown>>;
-    assert.deepEqual(rows.map((r) => [r.route, r.code, r.message_id, r.severity]), [
-      ['/api/v2/events/batch', 'validation_error', 'ext-1', 'rejected'],
-      ['/v1/batch', 'validation_error', 'nul-1', 'rejected'],
-      ['/v1/batch', 'missing_identity', 'm-anon', 'rejected'],
-    ]);
+    assert.deepEqual(
+      rows.map((r) => [r.route, r.code, r.message_id, r.severity]),
+      [
+        ['/api/v2/events/batch', 'validation_error', 'ext-1', 'rejected'],
+        ['/v1/batch', 'validation_error', 'nul-1', 'rejected'],
+        ['/v1/batch', 'missing_identity', 'm-anon', 'rejected'],
+      ],
+    );
     assert.deepEqual(rows[1]!.item, nul);
     assert.equal(rows[1]!.index, 1);
     const metrics = await ctx.services.metrics.rejections.get();
@@ -49,12 +64,33 @@ describe('rejections', () => {
   });
 
   it('filters by code and severity, pages with a cursor; a warning is listed beside the rejections', async () => {
-    await ctx.app.inject({ method: 'POST', url: '/v1/batch', headers: basic(key), payload: { batch: [{ type: 'identify', userId: 'owner', anonymousId: 'anon-w', messageId: 'w1' }, { type: 'identify', userId: 'other', messageId: 'w2' }] } });
-    const conflict = await ctx.app.inject({ method: 'POST', url: '/v1/batch', headers: basic(key), payload: { batch: [{ type: 'track', event: 'X', userId: 'other', anonymousId: 'anon-w', messageId: 'w3' }] } });
+    await ctx.app.inject({
+      method: 'POST',
+      url: '/v1/batch',
+      headers: basic(key),
+      payload: {
+        batch: [
+          { type: 'identify', userId: 'owner', anonymousId: 'anon-w', messageId: 'w1' },
+          { type: 'identify', userId: 'other', messageId: 'w2' },
+        ],
+      },
+    });
+    const conflict = await ctx.app.inject({
+      method: 'POST',
+      url: '/v1/batch',
+      headers: basic(key),
+      payload: { batch: [{ type: 'track', event: 'X', userId: 'other', anonymousId: 'anon-w', messageId: 'w3' }] },
+    });
     assert.equal(conflict.json().warnings.length, 1);
     const warnings = (await list('?severity=warning')).json().data;
-    assert.deepEqual(warnings.map((w: { code: string }) => w.code), ['identity_conflict']);
-    assert.deepEqual((await list('?code=missing_identity')).json().data.map((r: { message_id: string }) => r.message_id), ['m-anon']);
+    assert.deepEqual(
+      warnings.map((w: { code: string }) => w.code),
+      ['identity_conflict'],
+    );
+    assert.deepEqual(
+      (await list('?code=missing_identity')).json().data.map((r: { message_id: string }) => r.message_id),
+      ['m-anon'],
+    );
     const first = (await list('?limit=2')).json();
     assert.equal(first.data.length, 2);
     assert.ok(first.meta.next_cursor);
@@ -65,13 +101,22 @@ describe('rejections', () => {
   });
 
   it('past the hourly cap rejections are only counted', async () => {
-    await ctx.app.inject({ method: 'POST', url: '/v1/batch', headers: basic(key), payload: { batch: Array.from({ length: 4 }, (_, i) => ({ type: 'track', event: 'x', messageId: `cap-${i}` })) } });
+    await ctx.app.inject({
+      method: 'POST',
+      url: '/v1/batch',
+      headers: basic(key),
+      payload: { batch: Array.from({ length: 4 }, (_, i) => ({ type: 'track', event: 'x', messageId: `cap-${i}` })) },
+    });
     const rows = (await list('?limit=100')).json().data;
     assert.equal(rows.length, 5, 'the cap of 5 per product and hour');
     const metric = await ctx.services.metrics.rejections.get();
     const unrecorded = metric.values.filter((v) => v.labels.recorded === 'false').reduce((sum, v) => sum + v.value, 0);
     assert.ok(unrecorded >= 3);
-    const hours = await ctx.services.storage.db.selectFrom('rejection_hours').selectAll().where('product_id', '=', productId).execute();
+    const hours = await ctx.services.storage.db
+      .selectFrom('rejection_hours')
+      .selectAll()
+      .where('product_id', '=', productId)
+      .execute();
     assert.ok(hours.length === 1 && hours[0]!.unrecorded >= 3);
   });
 
@@ -79,13 +124,33 @@ describe('rejections', () => {
     const { id } = await ctx.product('hour-counts');
     const { storage } = ctx.services;
     for (const [add, table] of [
-      [(counts: Array<{ productId: string; hour: string; count: number }>) => storage.rejections.addUnrecorded(counts), 'rejection_hours'],
-      [(counts: Array<{ productId: string; hour: string; count: number }>) => storage.governance.addUnrecordedViolations(counts), 'plan_violation_hours'],
+      [
+        (counts: Array<{ productId: string; hour: string; count: number }>) => storage.rejections.addUnrecorded(counts),
+        'rejection_hours',
+      ],
+      [
+        (counts: Array<{ productId: string; hour: string; count: number }>) =>
+          storage.governance.addUnrecordedViolations(counts),
+        'plan_violation_hours',
+      ],
     ] as const) {
       await add([{ productId: id, hour: '2026-01-01T10', count: 2 }]);
-      await add([{ productId: id, hour: '2026-01-01T10', count: 5 }, { productId: id, hour: '2026-01-01T11', count: 1 }]);
-      const rows = await sql<{ hour: string; unrecorded: number }>`SELECT hour, unrecorded FROM ${sql.table(table)} WHERE product_id = ${id} ORDER BY hour`.execute(storage.db);
-      assert.deepEqual(rows.rows.map((r) => [r.hour, Number(r.unrecorded)]), [['2026-01-01T10', 7], ['2026-01-01T11', 1]], table);
+      await add([
+        { productId: id, hour: '2026-01-01T10', count: 5 },
+        { productId: id, hour: '2026-01-01T11', count: 1 },
+      ]);
+      const rows = await sql<{
+        hour: string;
+        unrecorded: number;
+      }>`SELECT hour, unrecorded FROM ${sql.table(table)} WHERE product_id = ${id} ORDER BY hour`.execute(storage.db);
+      assert.deepEqual(
+        rows.rows.map((r) => [r.hour, Number(r.unrecorded)]),
+        [
+          ['2026-01-01T10', 7],
+          ['2026-01-01T11', 1],
+        ],
+        table,
+      );
     }
   });
 
@@ -100,37 +165,57 @@ describe('rejections', () => {
       throw new Error('connection refused');
     };
     try {
-      await ctx.app.inject({ method: 'POST', url: '/v1/batch', headers: basic(other.eventsKey), payload: { batch: [{ type: 'track', event: 'x', messageId: 'outage-1' }, { type: 'track', event: 'x', messageId: 'outage-2' }] } });
+      await ctx.app.inject({
+        method: 'POST',
+        url: '/v1/batch',
+        headers: basic(other.eventsKey),
+        payload: {
+          batch: [
+            { type: 'track', event: 'x', messageId: 'outage-1' },
+            { type: 'track', event: 'x', messageId: 'outage-2' },
+          ],
+        },
+      });
       await assert.rejects(ctx.services.rejections.flush(), /connection refused/);
       assert.equal(failures, 1);
     } finally {
       store.insertMany = insertMany;
     }
-    const rows = (await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${other.id}/rejections`, headers: adminHeaders() })).json().data;
+    const rows = (
+      await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${other.id}/rejections`, headers: adminHeaders() })
+    ).json().data;
     assert.deepEqual(rows.map((r: { message_id: string }) => r.message_id).sort(), ['outage-1', 'outage-2']);
   });
 
   it('a whole Segment request refused for its body is recorded too (not JSON, no batch array, over the limit); not for an unknown key or a secret key from a page', async () => {
     const other = await ctx.product('rejections-whole');
     const auth = basic(other.eventsKey);
-    const send = (url: string, payload: string, headers: Record<string, string> = auth) => ctx.app.inject({ method: 'POST', url, headers: { 'content-type': 'text/plain', ...headers }, payload });
+    const send = (url: string, payload: string, headers: Record<string, string> = auth) =>
+      ctx.app.inject({ method: 'POST', url, headers: { 'content-type': 'text/plain', ...headers }, payload });
     assert.equal((await send('/v1/track', 'not json{')).statusCode, 400);
     assert.equal((await send('/v1/batch', JSON.stringify({ batch: 'nope', messageId: 'whole-1' }))).statusCode, 400);
-    assert.equal((await send('/v1/track', JSON.stringify({ event: 'Big', userId: 'u', properties: { text: 'x'.repeat(600 * 1024) } }))).statusCode, 400);
+    assert.equal(
+      (
+        await send(
+          '/v1/track',
+          JSON.stringify({ event: 'Big', userId: 'u', properties: { text: 'x'.repeat(600 * 1024) } }),
+        )
+      ).statusCode,
+      400,
+    );
     // Not recorded: no product to record for, or a secret key used from a web page.
     assert.equal((await send('/v1/track', 'not json{', basic('inlet_ek_unknownunknownunknown'))).statusCode, 400);
     assert.equal((await send('/v1/track', 'not json{', { ...auth, origin: 'https://shop.example' })).statusCode, 400);
     await new Promise((resolve) => setTimeout(resolve, 50));
     await ctx.services.rejections.flush();
-    const rows = (await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${other.id}/rejections`, headers: adminHeaders() })).json().data as Array<Record<string, unknown>>;
-    assert.deepEqual(
-      rows.map((r) => [r.route, r.code, r.message_id]).reverse(),
-      [
-        ['/v1/track', 'invalid_json', null],
-        ['/v1/batch', 'validation_error', 'whole-1'],
-        ['/v1/track', 'payload_too_large', null],
-      ],
-    );
+    const rows = (
+      await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${other.id}/rejections`, headers: adminHeaders() })
+    ).json().data as Array<Record<string, unknown>>;
+    assert.deepEqual(rows.map((r) => [r.route, r.code, r.message_id]).reverse(), [
+      ['/v1/track', 'invalid_json', null],
+      ['/v1/batch', 'validation_error', 'whole-1'],
+      ['/v1/track', 'payload_too_large', null],
+    ]);
     const [tooLarge, noBatch, notJson] = rows;
     assert.equal(notJson!.item, 'not json{', 'the body as received');
     assert.deepEqual(noBatch!.item, { batch: 'nope', messageId: 'whole-1' });
@@ -149,9 +234,14 @@ describe('rejections', () => {
       payload: `{"events":[{"event":"deep_checked","subject_type":"user","subject_id":"u"},${deep}]}`,
     });
     assert.equal(res.statusCode, 207, res.body);
-    assert.deepEqual(res.json().data.map((item: { status: string }) => item.status), ['created', 'rejected']);
+    assert.deepEqual(
+      res.json().data.map((item: { status: string }) => item.status),
+      ['created', 'rejected'],
+    );
     await ctx.services.rejections.flush();
-    const rows = (await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${other.id}/rejections`, headers: adminHeaders() })).json().data as Array<{ item: unknown }>;
+    const rows = (
+      await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${other.id}/rejections`, headers: adminHeaders() })
+    ).json().data as Array<{ item: unknown }>;
     assert.equal(rows.length, 1);
     let level = rows[0]!.item;
     let depth = 0;
@@ -171,12 +261,20 @@ describe('rejections', () => {
   it('inlet rejections list --product shows them', async () => {
     const env = cliEnv(ctx.database);
     const other = await ctx.product('rejections-cli');
-    await ctx.app.inject({ method: 'POST', url: '/api/v2/events/batch', headers: bearer(other.eventsKey), payload: { events: [{ subject_type: 'user', subject_id: 'u', event: 'nosep', external_id: 'cli-1' }] } });
+    await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/events/batch',
+      headers: bearer(other.eventsKey),
+      payload: { events: [{ subject_type: 'user', subject_id: 'u', event: 'nosep', external_id: 'cli-1' }] },
+    });
     await ctx.services.rejections.flush();
     const { code, out } = await inlet(env, 'rejections', 'list', '--product', other.id, '--json');
     assert.equal(code, 0);
     const data = JSON.parse(out).data;
-    assert.deepEqual(data.map((r: { message_id: string; code: string }) => [r.message_id, r.code]), [['cli-1', 'validation_error']]);
+    assert.deepEqual(
+      data.map((r: { message_id: string; code: string }) => [r.message_id, r.code]),
+      [['cli-1', 'validation_error']],
+    );
     const human = await inlet(env, 'rejections', 'list', '--product', other.id);
     assert.match(human.out, /validation_error/);
   });

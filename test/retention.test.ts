@@ -25,24 +25,39 @@ after(async () => ctx.close());
 const DAY = 86_400_000;
 
 function stored(productId: string, receivedAt: string, externalId: string): EventInsert {
-  return eventRow(productId, externalId, { id: uuidv7(Date.parse(receivedAt)), subjectId: 'u-ret', occurredAt: receivedAt, receivedAt });
+  return eventRow(productId, externalId, {
+    id: uuidv7(Date.parse(receivedAt)),
+    subjectId: 'u-ret',
+    occurredAt: receivedAt,
+    receivedAt,
+  });
 }
 
 async function seed(productId: string, count: number, receivedAt: string, prefix: string): Promise<void> {
   for (let at = 0; at < count; at += 500) {
-    const rows = Array.from({ length: Math.min(500, count - at) }, (_, i) => stored(productId, receivedAt, `${prefix}-${at + i}`));
+    const rows = Array.from({ length: Math.min(500, count - at) }, (_, i) =>
+      stored(productId, receivedAt, `${prefix}-${at + i}`),
+    );
     await ctx.services.storage.events.insertMany(rows);
   }
 }
 
 async function countEvents(productId: string, before?: string): Promise<number> {
-  let query = ctx.services.storage.db.selectFrom('events').select((eb) => eb.fn.countAll().as('n')).where('product_id', '=', productId);
+  let query = ctx.services.storage.db
+    .selectFrom('events')
+    .select((eb) => eb.fn.countAll().as('n'))
+    .where('product_id', '=', productId);
   if (before !== undefined) query = query.where('received_at', '<', before);
   return Number((await query.executeTakeFirstOrThrow()).n);
 }
 
 const patch = (productId: string, payload: unknown) =>
-  ctx.app.inject({ method: 'PATCH', url: `/admin/v1/products/${productId}`, headers: adminHeaders(), payload: payload as object });
+  ctx.app.inject({
+    method: 'PATCH',
+    url: `/admin/v1/products/${productId}`,
+    headers: adminHeaders(),
+    payload: payload as object,
+  });
 
 describe('retention settings', () => {
   it('PATCH sets and clears retention.events_days; the product shows it in GET /products', async () => {
@@ -50,9 +65,12 @@ describe('retention settings', () => {
     const set = await patch(product.id, { retention: { events_days: 30 } });
     assert.equal(set.statusCode, 200, set.body);
     assert.deepEqual(set.json().data.retention, { events_days: 30 });
-    const listed = (await ctx.app.inject({ method: 'GET', url: '/admin/v1/products', headers: adminHeaders() })).json().data;
+    const listed = (await ctx.app.inject({ method: 'GET', url: '/admin/v1/products', headers: adminHeaders() })).json()
+      .data;
     assert.deepEqual(listed.find((p: { id: string }) => p.id === product.id).retention, { events_days: 30 });
-    assert.deepEqual((await patch(product.id, { retention: { events_days: null } })).json().data.retention, { events_days: null });
+    assert.deepEqual((await patch(product.id, { retention: { events_days: null } })).json().data.retention, {
+      events_days: null,
+    });
   });
 
   it('refuses 0, fractions and unknown fields with 400 naming the field; 404 for an unknown product', async () => {
@@ -60,7 +78,10 @@ describe('retention settings', () => {
     for (const events_days of [0, 1.5, '30']) {
       const res = await patch(product.id, { retention: { events_days } });
       assert.equal(res.statusCode, 400, JSON.stringify(events_days));
-      assert.ok(problemOf(res).errors?.some((e) => e.pointer.startsWith('/retention/events_days')), res.body);
+      assert.ok(
+        problemOf(res).errors?.some((e) => e.pointer.startsWith('/retention/events_days')),
+        res.body,
+      );
     }
     assert.equal((await patch(product.id, { retention: { events_days: 3 }, name: 'x' })).statusCode, 400);
     assert.equal((await patch('prd_nope', { retention: { events_days: 3 } })).statusCode, 404);
@@ -86,7 +107,12 @@ describe('retention: exactly the older events removed while ingest runs', () => 
     let ingested = 0;
     const sender = (async () => {
       while (!stop) {
-        const res = await ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(limited.eventsKey), payload: { event: 'page_viewed', subject_type: 'user', subject_id: 'live' } });
+        const res = await ctx.app.inject({
+          method: 'POST',
+          url: '/api/v2/events',
+          headers: bearer(limited.eventsKey),
+          payload: { event: 'page_viewed', subject_type: 'user', subject_id: 'live' },
+        });
         assert.equal(res.statusCode, 201);
         ingested++;
         // A steady stream, not a spin: a spinning sender starves the pass of the event loop, its batches
@@ -104,30 +130,52 @@ describe('retention: exactly the older events removed while ingest runs', () => 
     assert.equal(pass.deleted[limited.id], oldCount);
     const cutoff = new Date(now - 30 * DAY).toISOString();
     assert.equal(await countEvents(limited.id, cutoff), 0, 'nothing older than the limit is left');
-    assert.equal(await countEvents(limited.id), 300 + ingested, 'the newer events and every one ingested meanwhile are kept');
+    assert.equal(
+      await countEvents(limited.id),
+      300 + ingested,
+      'the newer events and every one ingested meanwhile are kept',
+    );
     assert.equal(await countEvents(unlimited.id), 100, 'a product without a limit keeps everything');
 
     const metrics = await ctx.services.metrics.registry.getSingleMetricAsString('inlet_retention_deleted_events_total');
     assert.match(metrics, new RegExp(`product_id="${limited.id}"} ${oldCount}\\b`));
-    const oldest = await ctx.services.metrics.registry.getSingleMetricAsString('inlet_retention_oldest_event_timestamp_seconds');
+    const oldest = await ctx.services.metrics.registry.getSingleMetricAsString(
+      'inlet_retention_oldest_event_timestamp_seconds',
+    );
     assert.match(oldest, new RegExp(`product_id="${limited.id}"} ${Date.parse(recent) / 1000}\\b`));
 
     // The idempotency keys went with the events: a retry of a deleted event's external_id is stored anew.
-    const retry = await ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(limited.eventsKey), payload: { event: 'page_viewed', subject_type: 'user', subject_id: 'u-ret', external_id: 'old-7' } });
+    const retry = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/events',
+      headers: bearer(limited.eventsKey),
+      payload: { event: 'page_viewed', subject_type: 'user', subject_id: 'u-ret', external_id: 'old-7' },
+    });
     assert.equal(retry.statusCode, 201);
-    const kept = await ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(limited.eventsKey), payload: { event: 'page_viewed', subject_type: 'user', subject_id: 'u-ret', external_id: 'recent-7' } });
+    const kept = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/events',
+      headers: bearer(limited.eventsKey),
+      payload: { event: 'page_viewed', subject_type: 'user', subject_id: 'u-ret', external_id: 'recent-7' },
+    });
     assert.equal(kept.statusCode, 200, 'a kept event still deduplicates');
   });
 
   it('one instance at a time: a second runner does nothing while the first holds the lease', async () => {
-    const other = createRetentionService(ctx.services.storage, createMetrics({ defaultMetrics: false }), { intervalMs: 0, holder: 'other-instance' });
+    const other = createRetentionService(ctx.services.storage, createMetrics({ defaultMetrics: false }), {
+      intervalMs: 0,
+      holder: 'other-instance',
+    });
     const first = await ctx.services.retention.runOnce();
     assert.equal(first.ran, true);
     assert.deepEqual(await other.runOnce(), { deleted: {}, ran: false, dropped: [], kept: [] });
   });
 });
 
-const postgresOnly = dialect === 'postgres' ? false : 'PostgreSQL only: events is partitioned by month there (on SQLite the batch deletes above are all there is)';
+const postgresOnly =
+  dialect === 'postgres'
+    ? false
+    : 'PostgreSQL only: events is partitioned by month there (on SQLite the batch deletes above are all there is)';
 
 describe('retention drops whole monthly partitions (PostgreSQL)', { skip: postgresOnly }, () => {
   let pctx: TestContext;
@@ -143,8 +191,21 @@ describe('retention drops whole monthly partitions (PostgreSQL)', { skip: postgr
     longer = await pctx.product('limited-60');
     keeper = await pctx.product('keeps-everything');
     for (const month of ['2021_01', '2021_02', '2021_03']) await createMonth(month);
-    for (const [product, days] of [[limited, 30], [longer, 60]] as const) {
-      assert.equal((await pctx.app.inject({ method: 'PATCH', url: `/admin/v1/products/${product.id}`, headers: adminHeaders(), payload: { retention: { events_days: days } } })).statusCode, 200);
+    for (const [product, days] of [
+      [limited, 30],
+      [longer, 60],
+    ] as const) {
+      assert.equal(
+        (
+          await pctx.app.inject({
+            method: 'PATCH',
+            url: `/admin/v1/products/${product.id}`,
+            headers: adminHeaders(),
+            payload: { retention: { events_days: days } },
+          })
+        ).statusCode,
+        200,
+      );
     }
   });
   after(async () => pctx?.close());
@@ -154,33 +215,60 @@ describe('retention drops whole monthly partitions (PostgreSQL)', { skip: postgr
     const [year, m] = month.split('_').map(Number) as [number, number];
     const from = new Date(Date.UTC(year, m - 1, 1)).toISOString();
     const to = new Date(Date.UTC(year, m, 1)).toISOString();
-    await sql`CREATE TABLE ${sql.table(`events_p${month}`)} PARTITION OF events FOR VALUES FROM (${sql.lit(from)}) TO (${sql.lit(to)})`.execute(pctx.services.storage.db);
+    await sql`CREATE TABLE ${sql.table(`events_p${month}`)} PARTITION OF events FOR VALUES FROM (${sql.lit(from)}) TO (${sql.lit(to)})`.execute(
+      pctx.services.storage.db,
+    );
   }
   const seedIn = async (productId: string, count: number, receivedAt: string, prefix: string) => {
     for (let at = 0; at < count; at += 500) {
-      const rows = Array.from({ length: Math.min(500, count - at) }, (_, i) => stored(productId, receivedAt, `${prefix}-${at + i}`));
+      const rows = Array.from({ length: Math.min(500, count - at) }, (_, i) =>
+        stored(productId, receivedAt, `${prefix}-${at + i}`),
+      );
       await pctx.services.storage.events.insertMany(rows);
     }
   };
   const partitionExists = async (name: string) =>
-    (await sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_class WHERE relname = ${name} AND relnamespace = current_schema()::regnamespace`.execute(pctx.services.storage.db)).rows[0]!.n === 1;
+    (
+      await sql<{
+        n: number;
+      }>`SELECT count(*)::int AS n FROM pg_class WHERE relname = ${name} AND relnamespace = current_schema()::regnamespace`.execute(
+        pctx.services.storage.db,
+      )
+    ).rows[0]!.n === 1;
   const rowsOf = async (productId: string, from?: string, to?: string) => {
-    let query = pctx.services.storage.db.selectFrom('events').select((eb) => eb.fn.countAll().as('n')).where('product_id', '=', productId);
+    let query = pctx.services.storage.db
+      .selectFrom('events')
+      .select((eb) => eb.fn.countAll().as('n'))
+      .where('product_id', '=', productId);
     if (from !== undefined) query = query.where('received_at', '>=', from);
     if (to !== undefined) query = query.where('received_at', '<', to);
     return Number((await query.executeTakeFirstOrThrow()).n);
   };
   const keysOf = async (productId: string, before: string) =>
-    (await sql<{ n: number }>`SELECT count(*)::int AS n FROM event_dedup WHERE product_id = ${productId} AND received_at < ${before}::timestamptz`.execute(pctx.services.storage.db)).rows[0]!.n;
+    (
+      await sql<{
+        n: number;
+      }>`SELECT count(*)::int AS n FROM event_dedup WHERE product_id = ${productId} AND received_at < ${before}::timestamptz`.execute(
+        pctx.services.storage.db,
+      )
+    ).rows[0]!.n;
   /** Single events through the HTTP route while `during` runs; answers how many and the slowest. */
-  async function ingestDuring<T>(productKey: string, during: () => Promise<T>): Promise<{ result: T; sent: number; slowestMs: number }> {
+  async function ingestDuring<T>(
+    productKey: string,
+    during: () => Promise<T>,
+  ): Promise<{ result: T; sent: number; slowestMs: number }> {
     let stop = false;
     let sent = 0;
     let slowestMs = 0;
     const sender = (async () => {
       while (!stop) {
         const started = performance.now();
-        const res = await pctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(productKey), payload: { event: 'page_viewed', subject_type: 'user', subject_id: 'live' } });
+        const res = await pctx.app.inject({
+          method: 'POST',
+          url: '/api/v2/events',
+          headers: bearer(productKey),
+          payload: { event: 'page_viewed', subject_type: 'user', subject_id: 'live' },
+        });
         slowestMs = Math.max(slowestMs, performance.now() - started);
         assert.equal(res.statusCode, 201, res.body);
         sent++;
@@ -197,7 +285,7 @@ describe('retention drops whole monthly partitions (PostgreSQL)', { skip: postgr
     return { result, sent, slowestMs };
   }
 
-  it('drops a month whose rows are past every present product\'s limit, counts its rows, keeps a month another product keeps', async () => {
+  it("drops a month whose rows are past every present product's limit, counts its rows, keeps a month another product keeps", async () => {
     await seedIn(limited.id, gentleOptions(dialect).max + 700, '2021-01-10T10:00:00.000Z', 'jan');
     await seedIn(longer.id, 300, '2021-01-20T10:00:00.000Z', 'jan-longer');
     await seedIn(limited.id, 50, '2021-03-05T10:00:00.000Z', 'mar');
@@ -206,13 +294,23 @@ describe('retention drops whole monthly partitions (PostgreSQL)', { skip: postgr
     await seedIn(longer.id, 3, recent, 'recent-longer');
 
     const metrics = createMetrics({ defaultMetrics: false });
-    const retention = createRetentionService(pctx.services.storage, metrics, { intervalMs: 0, holder: 'partition-test' });
+    const retention = createRetentionService(pctx.services.storage, metrics, {
+      intervalMs: 0,
+      holder: 'partition-test',
+    });
     const { result: pass, sent } = await ingestDuring(limited.eventsKey, () => retention.runOnce());
     await retention.close();
     assert.ok(sent > 0, 'ingest went on during the pass');
 
-    assert.deepEqual(pass.dropped, ['events_p2021_01', 'events_p2021_02'], 'January (two limited products) and the empty February');
-    assert.deepEqual(pass.kept.filter((k) => k.name.startsWith('events_p2021')), [{ name: 'events_p2021_03', reason: 'refused' }]);
+    assert.deepEqual(
+      pass.dropped,
+      ['events_p2021_01', 'events_p2021_02'],
+      'January (two limited products) and the empty February',
+    );
+    assert.deepEqual(
+      pass.kept.filter((k) => k.name.startsWith('events_p2021')),
+      [{ name: 'events_p2021_03', reason: 'refused' }],
+    );
     assert.equal(await partitionExists('events_p2021_01'), false, 'the partition table is gone');
     assert.equal(await partitionExists('events_p2021_03'), true, 'March holds rows of a product without a limit');
     assert.deepEqual(pass.deleted, { [limited.id]: gentleOptions(dialect).max + 700 + 50, [longer.id]: 300 });
@@ -238,8 +336,14 @@ describe('retention drops whole monthly partitions (PostgreSQL)', { skip: postgr
     assert.equal(await keysOf(longer.id, '2021-04-01T00:00:00Z'), 0);
     assert.equal(await keysOf(keeper.id, '2021-04-01T00:00:00Z'), 5);
     const now = new Date().toISOString();
-    const outcomes = await pctx.services.storage.events.insertMany([stored(limited.id, now, 'jan-3'), stored(keeper.id, now, 'mar-keeper-2')]);
-    assert.deepEqual(outcomes.map((o) => o.status), ['created', 'duplicate']);
+    const outcomes = await pctx.services.storage.events.insertMany([
+      stored(limited.id, now, 'jan-3'),
+      stored(keeper.id, now, 'mar-keeper-2'),
+    ]);
+    assert.deepEqual(
+      outcomes.map((o) => o.status),
+      ['created', 'duplicate'],
+    );
   });
 
   it('gives up the drop quickly behind a long reader, trims the month with batch deletes, and ingest goes on', async () => {
@@ -254,17 +358,31 @@ describe('retention drops whole monthly partitions (PostgreSQL)', { skip: postgr
       await reader.query('BEGIN');
       await reader.query('SELECT count(*) FROM events');
       const metrics = createMetrics({ defaultMetrics: false });
-      const retention = createRetentionService(pctx.services.storage, metrics, { intervalMs: 0, holder: 'lock-test', dropLockTimeoutMs: 200 });
+      const retention = createRetentionService(pctx.services.storage, metrics, {
+        intervalMs: 0,
+        holder: 'lock-test',
+        dropLockTimeoutMs: 200,
+      });
       const started = performance.now();
       const { result: pass, sent, slowestMs } = await ingestDuring(limited.eventsKey, () => retention.runOnce());
       const tookMs = performance.now() - started;
       await retention.close();
 
-      assert.deepEqual(pass.kept.find((k) => k.name === 'events_p2021_05'), { name: 'events_p2021_05', reason: 'lock_timeout' });
+      assert.deepEqual(
+        pass.kept.find((k) => k.name === 'events_p2021_05'),
+        { name: 'events_p2021_05', reason: 'lock_timeout' },
+      );
       assert.equal(await partitionExists('events_p2021_05'), true);
-      assert.equal(await rowsOf(limited.id, '2021-05-01T00:00:00Z', '2021-06-01T00:00:00Z'), 0, 'the batch deletes trimmed May');
+      assert.equal(
+        await rowsOf(limited.id, '2021-05-01T00:00:00Z', '2021-06-01T00:00:00Z'),
+        0,
+        'the batch deletes trimmed May',
+      );
       assert.equal(pass.deleted[limited.id], 400);
-      assert.match(await metrics.registry.getSingleMetricAsString('inlet_retention_partition_drops_total'), /outcome="lock_timeout"} 1\b/);
+      assert.match(
+        await metrics.registry.getSingleMetricAsString('inlet_retention_partition_drops_total'),
+        /outcome="lock_timeout"} 1\b/,
+      );
       assert.ok(sent > 0, 'ingest went on');
       // Generous bounds for a loaded machine; without lock_timeout the pass and the inserts would wait for
       // the reader (here: for ever).
@@ -275,7 +393,10 @@ describe('retention drops whole monthly partitions (PostgreSQL)', { skip: postgr
       await reader.end();
     }
     // The reader gone, the next pass drops the (now empty) month.
-    const retention = createRetentionService(pctx.services.storage, createMetrics({ defaultMetrics: false }), { intervalMs: 0, holder: 'lock-test-2' });
+    const retention = createRetentionService(pctx.services.storage, createMetrics({ defaultMetrics: false }), {
+      intervalMs: 0,
+      holder: 'lock-test-2',
+    });
     const pass = await retention.runOnce();
     await retention.close();
     assert.ok(pass.dropped.includes('events_p2021_05'), JSON.stringify(pass));

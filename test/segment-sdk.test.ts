@@ -30,21 +30,29 @@ async function faultProxy(target: string) {
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
     request.on('end', () => {
       const fault = plan.shift() ?? 'pass';
-      const forward = http.request(`${target}${request.url}`, { method: request.method, headers: request.headers }, (upstream) => {
-        const body: Buffer[] = [];
-        upstream.on('data', (chunk: Buffer) => body.push(chunk));
-        upstream.on('end', () => {
-          const status = fault === '503-after-store' ? 503 : fault === '429-after-store' ? 429 : (upstream.statusCode ?? 502);
-          seen.push({ url: request.url ?? '', headers: request.headers, status });
-          if (fault === 'pass') {
-            response.writeHead(status, upstream.headers);
-            response.end(Buffer.concat(body));
-          } else {
-            response.writeHead(status, { 'content-type': 'application/json', ...(fault === '429-after-store' ? { 'retry-after': '1' } : {}) });
-            response.end('{}');
-          }
-        });
-      });
+      const forward = http.request(
+        `${target}${request.url}`,
+        { method: request.method, headers: request.headers },
+        (upstream) => {
+          const body: Buffer[] = [];
+          upstream.on('data', (chunk: Buffer) => body.push(chunk));
+          upstream.on('end', () => {
+            const status =
+              fault === '503-after-store' ? 503 : fault === '429-after-store' ? 429 : (upstream.statusCode ?? 502);
+            seen.push({ url: request.url ?? '', headers: request.headers, status });
+            if (fault === 'pass') {
+              response.writeHead(status, upstream.headers);
+              response.end(Buffer.concat(body));
+            } else {
+              response.writeHead(status, {
+                'content-type': 'application/json',
+                ...(fault === '429-after-store' ? { 'retry-after': '1' } : {}),
+              });
+              response.end('{}');
+            }
+          });
+        },
+      );
       forward.end(Buffer.concat(chunks));
     });
   });
@@ -73,7 +81,12 @@ after(async () => {
 });
 
 async function segmentEvents(productId: string) {
-  const rows = await ctx.services.storage.db.selectFrom('events').selectAll().where('product_id', '=', productId).where('source', '=', 'segment').execute();
+  const rows = await ctx.services.storage.db
+    .selectFrom('events')
+    .selectAll()
+    .where('product_id', '=', productId)
+    .where('source', '=', 'segment')
+    .execute();
   return rows.map((row) => ({ ...row, occurred_at: new Date(row.occurred_at as string).toISOString() }));
 }
 
@@ -81,9 +94,19 @@ describe('@segment/analytics-node 3.x', () => {
   it('every call type arrives once and maps to events and identities; closeAndFlush delivers what is queued', async () => {
     const product = await ctx.product('node3');
     const proxy = await faultProxy(inletUrl);
-    const analytics = new AnalyticsNode3({ writeKey: product.eventsKey, host: proxy.url, flushAt: 50, flushInterval: 60_000 });
+    const analytics = new AnalyticsNode3({
+      writeKey: product.eventsKey,
+      host: proxy.url,
+      flushAt: 50,
+      flushInterval: 60_000,
+    });
     analytics.identify({ anonymousId: 'anon-n3', traits: { plan: 'free' } });
-    analytics.page({ anonymousId: 'anon-n3', name: 'Pricing', category: 'Marketing', properties: { path: '/pricing' } });
+    analytics.page({
+      anonymousId: 'anon-n3',
+      name: 'Pricing',
+      category: 'Marketing',
+      properties: { path: '/pricing' },
+    });
     analytics.identify({ userId: 'user-n3', anonymousId: 'anon-n3', traits: { email: 'n3@example.com', plan: 'pro' } });
     analytics.track({ userId: 'user-n3', event: 'Order Completed', properties: { total: 42 } });
     analytics.screen({ userId: 'user-n3', name: 'Home' });
@@ -99,7 +122,19 @@ describe('@segment/analytics-node 3.x', () => {
     const events = await segmentEvents(product.id);
     assert.equal(events.length, 8);
     const names = events.map((e) => `${e.event_type}/${e.action}`).sort();
-    assert.deepEqual(names, ['group/identified', 'page/viewed', 'order/completed', 'screen/viewed', 'signed/up', 'user/aliased', 'user/identified', 'user/identified'].sort());
+    assert.deepEqual(
+      names,
+      [
+        'group/identified',
+        'page/viewed',
+        'order/completed',
+        'screen/viewed',
+        'signed/up',
+        'user/aliased',
+        'user/identified',
+        'user/identified',
+      ].sort(),
+    );
     for (const event of events) assert.match(String(event.external_id), /^node-next-\d+-[0-9a-f-]{36}$/);
     const historical = events.find((e) => e.canonical_name === 'signed_up')!;
     const skew = Math.abs(Date.parse(historical.occurred_at) - Date.parse('2024-02-03T04:05:06.000Z'));
@@ -109,7 +144,10 @@ describe('@segment/analytics-node 3.x', () => {
     assert.deepEqual([...user.user.aliases].sort(), ['anon-n3', 'legacy-n3']);
     assert.equal(user.user.traits.plan, 'pro');
     assert.equal(user.user.identifiers.email, 'n3@example.com');
-    assert.ok(user.events.some((e) => e.eventType === 'page'), 'the anonymous page view belongs to the user now');
+    assert.ok(
+      user.events.some((e) => e.eventType === 'page'),
+      'the anonymous page view belongs to the user now',
+    );
   });
 
   for (const fault of ['503-after-store', '429-after-store'] as const) {
@@ -117,15 +155,29 @@ describe('@segment/analytics-node 3.x', () => {
       const product = await ctx.product(`node3-${fault}`);
       const proxy = await faultProxy(inletUrl);
       proxy.plan.push(fault);
-      const analytics = new AnalyticsNode3({ writeKey: product.eventsKey, host: proxy.url, flushAt: 3, flushInterval: 60_000, maxRetries: 3 });
+      const analytics = new AnalyticsNode3({
+        writeKey: product.eventsKey,
+        host: proxy.url,
+        flushAt: 3,
+        flushInterval: 60_000,
+        maxRetries: 3,
+      });
       for (let i = 0; i < 3; i++) analytics.track({ userId: 'retry-user', event: 'Button Clicked', properties: { i } });
       await analytics.closeAndFlush({ timeout: 15_000 });
       await proxy.close();
-      assert.deepEqual(proxy.seen.map((s) => s.status), [fault === '503-after-store' ? 503 : 429, 200]);
+      assert.deepEqual(
+        proxy.seen.map((s) => s.status),
+        [fault === '503-after-store' ? 503 : 429, 200],
+      );
       if (fault === '503-after-store') assert.equal(proxy.seen[1]!.headers['x-retry-count'], '1');
       const events = await segmentEvents(product.id);
       assert.equal(events.length, 3, 'three events, each stored once');
-      assert.deepEqual(events.map((e) => JSON.parse(typeof e.properties === 'string' ? e.properties : JSON.stringify(e.properties)).i).sort(), [0, 1, 2]);
+      assert.deepEqual(
+        events
+          .map((e) => JSON.parse(typeof e.properties === 'string' ? e.properties : JSON.stringify(e.properties)).i)
+          .sort(),
+        [0, 1, 2],
+      );
     });
   }
 });
@@ -134,7 +186,12 @@ describe('@segment/analytics-node 2.x (write key in the body only)', () => {
   it('stores a track and an identify', async () => {
     const product = await ctx.product('node2');
     const proxy = await faultProxy(inletUrl);
-    const analytics = new AnalyticsNode2({ writeKey: product.eventsKey, host: proxy.url, flushAt: 10, flushInterval: 60_000 });
+    const analytics = new AnalyticsNode2({
+      writeKey: product.eventsKey,
+      host: proxy.url,
+      flushAt: 10,
+      flushInterval: 60_000,
+    });
     analytics.track({ userId: 'user-n2', event: 'Report Exported' });
     analytics.identify({ userId: 'user-n2', traits: { plan: 'team' } });
     await analytics.closeAndFlush({ timeout: 10_000 });
@@ -150,7 +207,12 @@ describe('@rudderstack/rudder-sdk-node', () => {
   it('gzip under application/x-www-form-urlencoded with Basic auth: the calls are stored', async () => {
     const product = await ctx.product('rudder');
     const proxy = await faultProxy(inletUrl);
-    const client = new RudderAnalytics(product.eventsKey, { dataPlaneUrl: proxy.url, flushAt: 10, flushInterval: 60_000, logLevel: 'error' });
+    const client = new RudderAnalytics(product.eventsKey, {
+      dataPlaneUrl: proxy.url,
+      flushAt: 10,
+      flushInterval: 60_000,
+      logLevel: 'error',
+    });
     client.identify({ userId: 'user-r', anonymousId: 'anon-r', traits: { plan: 'pro' } });
     client.track({ userId: 'user-r', event: 'Item Purchased', properties: { sku: 'A1' } });
     client.page({ anonymousId: 'anon-r', name: 'Docs' });

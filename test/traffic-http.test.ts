@@ -3,7 +3,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { adminHeaders, bearer, createTestApp, problemOf, type TestContext } from './helpers.js';
-import { PLAUSIBLE_401, startPlausibleFake, type PlausibleFake, type PlausibleFakeRow } from './fakes/plausible-fake.js';
+import {
+  PLAUSIBLE_401,
+  startPlausibleFake,
+  type PlausibleFake,
+  type PlausibleFakeRow,
+} from './fakes/plausible-fake.js';
 import { startGa4Fake, type Ga4Fake } from './fakes/ga4-fake.js';
 import { makeServiceAccount } from './fakes/keys.js';
 
@@ -12,7 +17,19 @@ function daysAgo(n: number): string {
 }
 
 function prow(partial: Partial<PlausibleFakeRow>): PlausibleFakeRow {
-  return { date: daysAgo(1), source: 'Google', utm_medium: 'organic', utm_campaign: '(not set)', entry_page: '/', visitors: 1, visits: 1, pageviews: 1, bounce_rate: 0, visit_duration: 0, ...partial };
+  return {
+    date: daysAgo(1),
+    source: 'Google',
+    utm_medium: 'organic',
+    utm_campaign: '(not set)',
+    entry_page: '/',
+    visitors: 1,
+    visits: 1,
+    pageviews: 1,
+    bounce_rate: 0,
+    visit_duration: 0,
+    ...partial,
+  };
 }
 
 describe('traffic reports over HTTP', () => {
@@ -26,7 +43,11 @@ describe('traffic reports over HTTP', () => {
   before(async () => {
     ctx = await createTestApp({ trafficRetryMaxMs: 500 });
     plausible = await startPlausibleFake({ siteId: 'acme.example', apiKey: 'plausible-secret-key' });
-    ga4 = await startGa4Fake({ propertyId: '314159', clientEmail: account.credentials.client_email, publicKey: account.publicKey });
+    ga4 = await startGa4Fake({
+      propertyId: '314159',
+      clientEmail: account.credentials.client_email,
+      publicKey: account.publicKey,
+    });
     acme = await ctx.product('Acme');
     globex = await ctx.product('Globex');
   });
@@ -59,7 +80,16 @@ describe('traffic reports over HTTP', () => {
       from: daysAgo(28),
       to: daysAgo(1),
       group_by: ['source', 'medium', 'campaign', 'landing_page'],
-      totals: { sessions: null, users: null, new_users: null, pageviews: null, engaged_sessions: null, bounce_rate: null, avg_session_duration: null, conversions: null },
+      totals: {
+        sessions: null,
+        users: null,
+        new_users: null,
+        pageviews: null,
+        engaged_sessions: null,
+        bounce_rate: null,
+        avg_session_duration: null,
+        conversions: null,
+      },
       provider: null,
       last_synced_at: null,
       next_cursor: null,
@@ -84,24 +114,63 @@ describe('traffic reports over HTTP', () => {
       assert.equal(res.statusCode, 400, query);
       const problem = problemOf(res);
       assert.equal(problem.code, 'validation_error');
-      assert.ok(problem.errors?.some((e) => e.pointer === pointer), `${query}: ${JSON.stringify(problem.errors)}`);
+      assert.ok(
+        problem.errors?.some((e) => e.pointer === pointer),
+        `${query}: ${JSON.stringify(problem.errors)}`,
+      );
     }
   });
 
   it('admin: connects a source without echoing the secret; validates it; needs the admin token', async () => {
     const url = `/admin/v1/products/${acme.id}/traffic_source`;
-    const unauthorized = await ctx.app.inject({ method: 'PUT', url, payload: { provider: 'plausible', site_id: 'a', api_key: 'b' } });
+    const unauthorized = await ctx.app.inject({
+      method: 'PUT',
+      url,
+      payload: { provider: 'plausible', site_id: 'a', api_key: 'b' },
+    });
     assert.equal(unauthorized.statusCode, 401);
-    const invalid = await ctx.app.inject({ method: 'PUT', url, headers: adminHeaders(), payload: { provider: 'plausible', site_id: 'acme.example', apiKey: 'x' } });
+    const invalid = await ctx.app.inject({
+      method: 'PUT',
+      url,
+      headers: adminHeaders(),
+      payload: { provider: 'plausible', site_id: 'acme.example', apiKey: 'x' },
+    });
     assert.equal(invalid.statusCode, 400);
-    assert.deepEqual(problemOf(invalid).errors?.map((e) => e.pointer).sort(), ['/apiKey', '/api_key']);
-    const missing = await ctx.app.inject({ method: 'PUT', url: '/admin/v1/products/prd_nope/traffic_source', headers: adminHeaders(), payload: { provider: 'plausible', site_id: 'a', api_key: 'b' } });
+    assert.deepEqual(
+      problemOf(invalid)
+        .errors?.map((e) => e.pointer)
+        .sort(),
+      ['/apiKey', '/api_key'],
+    );
+    const missing = await ctx.app.inject({
+      method: 'PUT',
+      url: '/admin/v1/products/prd_nope/traffic_source',
+      headers: adminHeaders(),
+      payload: { provider: 'plausible', site_id: 'a', api_key: 'b' },
+    });
     assert.equal(missing.statusCode, 404);
 
-    const res = await ctx.app.inject({ method: 'PUT', url, headers: adminHeaders(), payload: { provider: 'plausible', site_id: 'acme.example', api_key: 'plausible-secret-key', base_url: plausible.url } });
+    const res = await ctx.app.inject({
+      method: 'PUT',
+      url,
+      headers: adminHeaders(),
+      payload: {
+        provider: 'plausible',
+        site_id: 'acme.example',
+        api_key: 'plausible-secret-key',
+        base_url: plausible.url,
+      },
+    });
     assert.equal(res.statusCode, 200);
     assert.ok(!res.body.includes('plausible-secret-key'));
-    assert.deepEqual(Object.keys(res.json().data).sort(), ['base_url', 'created_at', 'product_id', 'provider', 'site_id', 'updated_at']);
+    assert.deepEqual(Object.keys(res.json().data).sort(), [
+      'base_url',
+      'created_at',
+      'product_id',
+      'provider',
+      'site_id',
+      'updated_at',
+    ]);
     const shown = await ctx.app.inject({ method: 'GET', url, headers: adminHeaders() });
     assert.equal(shown.json().data.site_id, 'acme.example');
     assert.ok(!shown.body.includes('plausible-secret-key'));
@@ -109,19 +178,72 @@ describe('traffic reports over HTTP', () => {
 
   it('admin: sync answers when done; the report then aggregates, totals weight by sessions, and pages by cursor', async () => {
     plausible.rows = [
-      prow({ date: daysAgo(2), source: 'Google', entry_page: '/pricing', visits: 100, visitors: 90, pageviews: 300, bounce_rate: 50, visit_duration: 60 }),
-      prow({ date: daysAgo(1), source: 'Google', entry_page: '/pricing', visits: 300, visitors: 250, pageviews: 500, bounce_rate: 10, visit_duration: 20 }),
-      prow({ date: daysAgo(1), source: 'Direct / None', utm_medium: '(not set)', entry_page: '/', visits: 50, visitors: 45, pageviews: 60, bounce_rate: 90, visit_duration: 5 }),
-      ...Array.from({ length: 5 }, (_, i) => prow({ date: daysAgo(3), source: `ref${i}.example`, utm_medium: 'referral', entry_page: '/blog', visits: 10 + i })),
+      prow({
+        date: daysAgo(2),
+        source: 'Google',
+        entry_page: '/pricing',
+        visits: 100,
+        visitors: 90,
+        pageviews: 300,
+        bounce_rate: 50,
+        visit_duration: 60,
+      }),
+      prow({
+        date: daysAgo(1),
+        source: 'Google',
+        entry_page: '/pricing',
+        visits: 300,
+        visitors: 250,
+        pageviews: 500,
+        bounce_rate: 10,
+        visit_duration: 20,
+      }),
+      prow({
+        date: daysAgo(1),
+        source: 'Direct / None',
+        utm_medium: '(not set)',
+        entry_page: '/',
+        visits: 50,
+        visitors: 45,
+        pageviews: 60,
+        bounce_rate: 90,
+        visit_duration: 5,
+      }),
+      ...Array.from({ length: 5 }, (_, i) =>
+        prow({
+          date: daysAgo(3),
+          source: `ref${i}.example`,
+          utm_medium: 'referral',
+          entry_page: '/blog',
+          visits: 10 + i,
+        }),
+      ),
     ];
-    const sync = await ctx.app.inject({ method: 'POST', url: `/admin/v1/products/${acme.id}/traffic_source/sync`, headers: adminHeaders() });
+    const sync = await ctx.app.inject({
+      method: 'POST',
+      url: `/admin/v1/products/${acme.id}/traffic_source/sync`,
+      headers: adminHeaders(),
+    });
     assert.equal(sync.statusCode, 200, sync.body);
     assert.deepEqual(sync.json().data, { status: 'succeeded', from: daysAgo(89), to: daysAgo(0), rows: 8 });
 
-    const bySource = await get(`/api/v2/traffic_reports?group_by=source&from=${daysAgo(3)}&to=${daysAgo(1)}`, acme.reportsKey);
+    const bySource = await get(
+      `/api/v2/traffic_reports?group_by=source&from=${daysAgo(3)}&to=${daysAgo(1)}`,
+      acme.reportsKey,
+    );
     assert.equal(bySource.statusCode, 200);
     const body = bySource.json();
-    assert.deepEqual(body.data[0], { source: 'Google', sessions: 400, users: 340, new_users: null, pageviews: 800, engaged_sessions: null, bounce_rate: 0.2, avg_session_duration: 30, conversions: null });
+    assert.deepEqual(body.data[0], {
+      source: 'Google',
+      sessions: 400,
+      users: 340,
+      new_users: null,
+      pageviews: 800,
+      engaged_sessions: null,
+      bounce_rate: 0.2,
+      avg_session_duration: 30,
+      conversions: null,
+    });
     assert.equal(body.data[1].source, '(direct)');
     assert.equal(body.meta.provider, 'plausible');
     assert.ok(typeof body.meta.last_synced_at === 'string');
@@ -130,13 +252,21 @@ describe('traffic reports over HTTP', () => {
     assert.ok(Math.abs(body.meta.totals.bounce_rate - weighted) < 1e-9);
 
     // Paging: 7 groups by 3 → 3 pages, same rows in the same order as one page, totals on every page.
-    const all = (await get(`/api/v2/traffic_reports?group_by=source,landing_page&from=${daysAgo(3)}&to=${daysAgo(1)}&limit=1000`, acme.reportsKey)).json();
+    const all = (
+      await get(
+        `/api/v2/traffic_reports?group_by=source,landing_page&from=${daysAgo(3)}&to=${daysAgo(1)}&limit=1000`,
+        acme.reportsKey,
+      )
+    ).json();
     const seen: unknown[] = [];
     let cursor: string | null = null;
     let pages = 0;
     do {
       const page: { data: unknown[]; meta: { next_cursor: string | null; totals: unknown } } = (
-        await get(`/api/v2/traffic_reports?group_by=source,landing_page&from=${daysAgo(3)}&to=${daysAgo(1)}&limit=3${cursor ? `&cursor=${cursor}` : ''}`, acme.reportsKey)
+        await get(
+          `/api/v2/traffic_reports?group_by=source,landing_page&from=${daysAgo(3)}&to=${daysAgo(1)}&limit=3${cursor ? `&cursor=${cursor}` : ''}`,
+          acme.reportsKey,
+        )
       ).json();
       seen.push(...page.data);
       assert.deepEqual(page.meta.totals, all.meta.totals);
@@ -148,15 +278,28 @@ describe('traffic reports over HTTP', () => {
     assert.equal(all.data.length, 7);
 
     // A cursor belongs to its query.
-    const first = (await get(`/api/v2/traffic_reports?group_by=source&limit=1&from=${daysAgo(3)}&to=${daysAgo(1)}`, acme.reportsKey)).json();
-    const reused = await get(`/api/v2/traffic_reports?group_by=medium&limit=1&cursor=${first.meta.next_cursor}&from=${daysAgo(3)}&to=${daysAgo(1)}`, acme.reportsKey);
+    const first = (
+      await get(`/api/v2/traffic_reports?group_by=source&limit=1&from=${daysAgo(3)}&to=${daysAgo(1)}`, acme.reportsKey)
+    ).json();
+    const reused = await get(
+      `/api/v2/traffic_reports?group_by=medium&limit=1&cursor=${first.meta.next_cursor}&from=${daysAgo(3)}&to=${daysAgo(1)}`,
+      acme.reportsKey,
+    );
     assert.equal(reused.statusCode, 400);
     assert.equal(problemOf(reused).errors?.[0]?.pointer, '/cursor');
   });
 
   it("filters, sorts ascending by a dimension, and never shows another product's rows", async () => {
-    const filtered = (await get(`/api/v2/traffic_reports?group_by=date,source&medium=referral&sort=source&from=${daysAgo(3)}&to=${daysAgo(1)}`, acme.reportsKey)).json();
-    assert.deepEqual(filtered.data.map((r: { source: string }) => r.source), ['ref0.example', 'ref1.example', 'ref2.example', 'ref3.example', 'ref4.example']);
+    const filtered = (
+      await get(
+        `/api/v2/traffic_reports?group_by=date,source&medium=referral&sort=source&from=${daysAgo(3)}&to=${daysAgo(1)}`,
+        acme.reportsKey,
+      )
+    ).json();
+    assert.deepEqual(
+      filtered.data.map((r: { source: string }) => r.source),
+      ['ref0.example', 'ref1.example', 'ref2.example', 'ref3.example', 'ref4.example'],
+    );
     assert.ok(filtered.data.every((r: Record<string, unknown>) => r.date === daysAgo(3) && !('medium' in r)));
 
     const other = (await get(`/api/v2/traffic_reports?from=${daysAgo(3)}&to=${daysAgo(1)}`, globex.reportsKey)).json();
@@ -165,8 +308,18 @@ describe('traffic reports over HTTP', () => {
   });
 
   it('admin: a provider failure is 502 upstream_error with its reason, and the run is listed', async () => {
-    await ctx.app.inject({ method: 'PUT', url: `/admin/v1/products/${globex.id}/traffic_source`, headers: adminHeaders(), payload: { provider: 'plausible', site_id: 'acme.example', api_key: 'revoked-key', base_url: plausible.url } });
-    const res = await ctx.app.inject({ method: 'POST', url: `/admin/v1/products/${globex.id}/traffic_source/sync`, headers: adminHeaders(), payload: { from: daysAgo(3), to: daysAgo(1) } });
+    await ctx.app.inject({
+      method: 'PUT',
+      url: `/admin/v1/products/${globex.id}/traffic_source`,
+      headers: adminHeaders(),
+      payload: { provider: 'plausible', site_id: 'acme.example', api_key: 'revoked-key', base_url: plausible.url },
+    });
+    const res = await ctx.app.inject({
+      method: 'POST',
+      url: `/admin/v1/products/${globex.id}/traffic_source/sync`,
+      headers: adminHeaders(),
+      payload: { from: daysAgo(3), to: daysAgo(1) },
+    });
     assert.equal(res.statusCode, 502);
     const problem = problemOf(res);
     assert.equal(problem.code, 'upstream_error');
@@ -174,7 +327,11 @@ describe('traffic reports over HTTP', () => {
     assert.equal(problem.provider, 'plausible');
     assert.ok(!res.body.includes('revoked-key'));
 
-    const runs = await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${globex.id}/traffic_source/runs`, headers: adminHeaders() });
+    const runs = await ctx.app.inject({
+      method: 'GET',
+      url: `/admin/v1/products/${globex.id}/traffic_source/runs`,
+      headers: adminHeaders(),
+    });
     assert.equal(runs.statusCode, 200);
     const [run] = runs.json().data;
     assert.equal(run.outcome, 'failed');
@@ -186,7 +343,12 @@ describe('traffic reports over HTTP', () => {
   it('admin: retries 429/5xx within the configured time, then gives up with 502', async () => {
     plausible.script(...Array.from({ length: 100 }, () => ({ status: 500, body: { error: 'Internal server error' } })));
     const started = Date.now();
-    const res = await ctx.app.inject({ method: 'POST', url: `/admin/v1/products/${acme.id}/traffic_source/sync`, headers: adminHeaders(), payload: {} });
+    const res = await ctx.app.inject({
+      method: 'POST',
+      url: `/admin/v1/products/${acme.id}/traffic_source/sync`,
+      headers: adminHeaders(),
+      payload: {},
+    });
     assert.equal(res.statusCode, 502);
     assert.ok(problemOf(res).detail.includes('Internal server error'));
     assert.ok(Date.now() - started < 3_000, 'bounded by INLET_TRAFFIC_RETRY_MAX_MS');
@@ -194,30 +356,92 @@ describe('traffic reports over HTTP', () => {
   });
 
   it('admin: sync range validation, unknown product, product without source', async () => {
-    const bad = await ctx.app.inject({ method: 'POST', url: `/admin/v1/products/${acme.id}/traffic_source/sync`, headers: adminHeaders(), payload: { from: daysAgo(1), to: daysAgo(3) } });
+    const bad = await ctx.app.inject({
+      method: 'POST',
+      url: `/admin/v1/products/${acme.id}/traffic_source/sync`,
+      headers: adminHeaders(),
+      payload: { from: daysAgo(1), to: daysAgo(3) },
+    });
     assert.equal(bad.statusCode, 400);
     assert.equal(problemOf(bad).errors?.[0]?.pointer, '/from');
-    const unknownField = await ctx.app.inject({ method: 'POST', url: `/admin/v1/products/${acme.id}/traffic_source/sync`, headers: adminHeaders(), payload: { since: daysAgo(1) } });
+    const unknownField = await ctx.app.inject({
+      method: 'POST',
+      url: `/admin/v1/products/${acme.id}/traffic_source/sync`,
+      headers: adminHeaders(),
+      payload: { since: daysAgo(1) },
+    });
     assert.equal(unknownField.statusCode, 400);
-    const unknown = await ctx.app.inject({ method: 'POST', url: '/admin/v1/products/prd_nope/traffic_source/sync', headers: adminHeaders() });
+    const unknown = await ctx.app.inject({
+      method: 'POST',
+      url: '/admin/v1/products/prd_nope/traffic_source/sync',
+      headers: adminHeaders(),
+    });
     assert.equal(unknown.statusCode, 404);
     const fresh = await ctx.product('Initech');
-    const noSource = await ctx.app.inject({ method: 'POST', url: `/admin/v1/products/${fresh.id}/traffic_source/sync`, headers: adminHeaders() });
+    const noSource = await ctx.app.inject({
+      method: 'POST',
+      url: `/admin/v1/products/${fresh.id}/traffic_source/sync`,
+      headers: adminHeaders(),
+    });
     assert.equal(noSource.statusCode, 404);
     assert.equal(problemOf(noSource).code, 'not_found');
   });
 
   it('admin: connects and syncs GA4 with a service account', async () => {
     const initech = await ctx.product('GA Corp');
-    ga4.rows = [{ date: daysAgo(1), sessionSource: 'google', sessionMedium: 'cpc', sessionCampaignName: 'spring', landingPage: '/', sessions: 40, totalUsers: 30, newUsers: 20, screenPageViews: 90, engagedSessions: 25, bounceRate: 0.25, averageSessionDuration: 42.5, keyEvents: 3 }];
-    const put = await ctx.app.inject({ method: 'PUT', url: `/admin/v1/products/${initech.id}/traffic_source`, headers: adminHeaders(), payload: { provider: 'ga4', property_id: '314159', credentials: account.credentials, base_url: ga4.url, token_url: ga4.tokenUrl } });
+    ga4.rows = [
+      {
+        date: daysAgo(1),
+        sessionSource: 'google',
+        sessionMedium: 'cpc',
+        sessionCampaignName: 'spring',
+        landingPage: '/',
+        sessions: 40,
+        totalUsers: 30,
+        newUsers: 20,
+        screenPageViews: 90,
+        engagedSessions: 25,
+        bounceRate: 0.25,
+        averageSessionDuration: 42.5,
+        keyEvents: 3,
+      },
+    ];
+    const put = await ctx.app.inject({
+      method: 'PUT',
+      url: `/admin/v1/products/${initech.id}/traffic_source`,
+      headers: adminHeaders(),
+      payload: {
+        provider: 'ga4',
+        property_id: '314159',
+        credentials: account.credentials,
+        base_url: ga4.url,
+        token_url: ga4.tokenUrl,
+      },
+    });
     assert.equal(put.statusCode, 200, put.body);
     assert.ok(!put.body.includes('PRIVATE KEY'));
     assert.equal(put.json().data.client_email, account.credentials.client_email);
-    const sync = await ctx.app.inject({ method: 'POST', url: `/admin/v1/products/${initech.id}/traffic_source/sync`, headers: adminHeaders(), payload: { from: daysAgo(2), to: daysAgo(1) } });
+    const sync = await ctx.app.inject({
+      method: 'POST',
+      url: `/admin/v1/products/${initech.id}/traffic_source/sync`,
+      headers: adminHeaders(),
+      payload: { from: daysAgo(2), to: daysAgo(1) },
+    });
     assert.deepEqual(sync.json().data, { status: 'succeeded', from: daysAgo(2), to: daysAgo(1), rows: 1 });
     const report = (await get('/api/v2/traffic_reports?group_by=campaign', initech.reportsKey)).json();
-    assert.deepEqual(report.data, [{ campaign: 'spring', sessions: 40, users: 30, new_users: 20, pageviews: 90, engaged_sessions: 25, bounce_rate: 0.25, avg_session_duration: 42.5, conversions: 3 }]);
+    assert.deepEqual(report.data, [
+      {
+        campaign: 'spring',
+        sessions: 40,
+        users: 30,
+        new_users: 20,
+        pageviews: 90,
+        engaged_sessions: 25,
+        bounce_rate: 0.25,
+        avg_session_duration: 42.5,
+        conversions: 3,
+      },
+    ]);
     assert.equal(report.meta.provider, 'ga4');
   });
 });

@@ -35,13 +35,21 @@ type Query = Record<string, string | number | undefined | null>;
 
 export function withQuery(path: string, query: Query = {}): string {
   const params = new URLSearchParams();
-  for (const [name, value] of Object.entries(query)) if (value !== undefined && value !== null && value !== '') params.set(name, String(value));
+  for (const [name, value] of Object.entries(query))
+    if (value !== undefined && value !== null && value !== '') params.set(name, String(value));
   const text = params.toString();
   return text === '' ? path : `${path}?${text}`;
 }
 
-export async function api<T>(method: string, path: string, options: { body?: unknown; query?: Query; token?: string } = {}): Promise<T> {
-  const headers: Record<string, string> = { accept: 'application/json', ...authHeaders(options.token ?? storedToken()) };
+export async function api<T>(
+  method: string,
+  path: string,
+  options: { body?: unknown; query?: Query; token?: string } = {},
+): Promise<T> {
+  const headers: Record<string, string> = {
+    accept: 'application/json',
+    ...authHeaders(options.token ?? storedToken()),
+  };
   if (options.body !== undefined) headers['content-type'] = 'application/json';
   let response: Response;
   try {
@@ -58,8 +66,18 @@ export async function api<T>(method: string, path: string, options: { body?: unk
   const text = await response.text();
   const body = text === '' ? undefined : (JSON.parse(text) as unknown);
   if (!response.ok) {
-    const problem = (body ?? {}) as { code?: string; detail?: string; title?: string; errors?: Array<{ pointer: string; message: string }> };
-    throw new ApiError(response.status, problem.code ?? String(response.status), problem.detail ?? problem.title ?? response.statusText, problem.errors ?? []);
+    const problem = (body ?? {}) as {
+      code?: string;
+      detail?: string;
+      title?: string;
+      errors?: Array<{ pointer: string; message: string }>;
+    };
+    throw new ApiError(
+      response.status,
+      problem.code ?? String(response.status),
+      problem.detail ?? problem.title ?? response.statusText,
+      problem.errors ?? [],
+    );
   }
   return body as T;
 }

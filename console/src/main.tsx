@@ -48,7 +48,11 @@ function SignIn({ onSignedIn }: { onSignedIn: () => void }) {
             saveToken(token);
             onSignedIn();
           } catch (failure) {
-            setError(failure instanceof ApiError && failure.status === 401 ? new Error('That is not the admin token (INLET_ADMIN_TOKEN).') : failure);
+            setError(
+              failure instanceof ApiError && failure.status === 401
+                ? new Error('That is not the admin token (INLET_ADMIN_TOKEN).')
+                : failure,
+            );
           } finally {
             setBusy(false);
           }
@@ -56,7 +60,10 @@ function SignIn({ onSignedIn }: { onSignedIn: () => void }) {
       >
         <label for="token">Admin token</label>
         <input id="token" name="token" type="password" autocomplete="current-password" required autoFocus />
-        <p class="hint">The value of <code>INLET_ADMIN_TOKEN</code>. Kept in this tab only (sessionStorage) and sent as a Bearer header.</p>
+        <p class="hint">
+          The value of <code>INLET_ADMIN_TOKEN</code>. Kept in this tab only (sessionStorage) and sent as a Bearer
+          header.
+        </p>
         <button type="submit" class="primary" disabled={busy}>
           {busy ? 'Signing in…' : 'Sign in'}
         </button>
@@ -164,7 +171,8 @@ function App() {
   }, [token, generation]);
 
   if (token === null) return <SignIn onSignedIn={() => setToken(storedToken())} />;
-  if (products === undefined) return error === undefined ? <p class="loading">Loading…</p> : <p role="alert">{messageOf(error)}</p>;
+  if (products === undefined)
+    return error === undefined ? <p class="loading">Loading…</p> : <p role="alert">{messageOf(error)}</p>;
   return <Shell products={products} reloadProducts={() => setGeneration((g) => g + 1)} />;
 }
 

@@ -12,7 +12,11 @@ export interface StreamHandlers {
   onState(state: StreamState, detail?: string): void;
 }
 
-export function openEventStream(productId: string, filters: Record<string, string | undefined>, handlers: StreamHandlers): () => void {
+export function openEventStream(
+  productId: string,
+  filters: Record<string, string | undefined>,
+  handlers: StreamHandlers,
+): () => void {
   const abort = new AbortController();
   let lastEventId: string | undefined;
   let retryMs = 2000;
@@ -20,7 +24,10 @@ export function openEventStream(productId: string, filters: Record<string, strin
   async function connectOnce(): Promise<void> {
     const headers: Record<string, string> = { accept: 'text/event-stream', ...authHeaders() };
     if (lastEventId !== undefined) headers['last-event-id'] = lastEventId;
-    const url = withQuery(`/admin/v1/products/${encodeURIComponent(productId)}/events/stream`, { ...filters, include: 'rejections' });
+    const url = withQuery(`/admin/v1/products/${encodeURIComponent(productId)}/events/stream`, {
+      ...filters,
+      include: 'rejections',
+    });
     const response = await fetch(url, { headers, signal: abort.signal, cache: 'no-store' });
     if (response.status === 401) {
       forgetToken();
@@ -32,7 +39,9 @@ export function openEventStream(productId: string, filters: Record<string, strin
     }
     if (abort.signal.aborted) return;
     handlers.onState('live');
-    const messages = response.body.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream({ onRetry: (ms) => (retryMs = ms) }));
+    const messages = response.body
+      .pipeThrough(new TextDecoderStream())
+      .pipeThrough(new EventSourceParserStream({ onRetry: (ms) => (retryMs = ms) }));
     const reader = messages.getReader();
     for (;;) {
       const { done, value } = await reader.read();

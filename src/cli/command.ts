@@ -13,7 +13,13 @@ export interface Command {
   usage: string;
   summary: string;
   options?: ParseArgsConfig['options'];
-  run(ctx: { services: Services; args: string[]; values: Record<string, string | boolean | undefined>; json: boolean; io: CliIo }): Promise<number>;
+  run(ctx: {
+    services: Services;
+    args: string[];
+    values: Record<string, string | boolean | undefined>;
+    json: boolean;
+    io: CliIo;
+  }): Promise<number>;
 }
 
 export class UsageError extends Error {}
@@ -38,6 +44,12 @@ export function requireOption(values: Record<string, string | boolean | undefine
 export function table(rows: Array<Record<string, unknown>>, columns: string[]): string {
   const cell = (v: unknown) => (v === null || v === undefined ? '-' : String(v));
   const widths = columns.map((c) => Math.max(c.length, ...rows.map((r) => cell(r[c]).length)));
-  const line = (values: string[]) => values.map((v, i) => v.padEnd(widths[i]!)).join('  ').trimEnd();
-  return [line(columns.map((c) => c.toUpperCase())), ...rows.map((r) => line(columns.map((c) => cell(r[c]))))].join('\n');
+  const line = (values: string[]) =>
+    values
+      .map((v, i) => v.padEnd(widths[i]!))
+      .join('  ')
+      .trimEnd();
+  return [line(columns.map((c) => c.toUpperCase())), ...rows.map((r) => line(columns.map((c) => cell(r[c]))))].join(
+    '\n',
+  );
 }

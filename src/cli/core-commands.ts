@@ -12,7 +12,12 @@ export const coreCommands: Command[] = [
     async run({ services, io, json }) {
       const report = services.storage.migration;
       if (json) io.out(JSON.stringify({ data: report }));
-      else io.out(report && report.applied.length > 0 ? `applied ${report.applied.map((m) => `${m.version} (${m.name})`).join(', ')}; schema version ${report.current}` : `schema is up to date (version ${report?.current ?? 0})`);
+      else
+        io.out(
+          report && report.applied.length > 0
+            ? `applied ${report.applied.map((m) => `${m.version} (${m.name})`).join(', ')}; schema version ${report.current}`
+            : `schema is up to date (version ${report?.current ?? 0})`,
+        );
       return 0;
     },
   },
@@ -34,40 +39,64 @@ export const coreCommands: Command[] = [
     summary: 'List products',
     async run({ services, io, json }) {
       const products = (await services.keys.listProducts()).map(productResource);
-      io.out(json ? JSON.stringify({ data: products }) : products.length === 0 ? 'no products yet: inlet products create <name>' : table(products, ['id', 'name', 'created_at']));
+      io.out(
+        json
+          ? JSON.stringify({ data: products })
+          : products.length === 0
+            ? 'no products yet: inlet products create <name>'
+            : table(products, ['id', 'name', 'created_at']),
+      );
       return 0;
     },
   },
   {
     path: ['keys', 'create'],
-    usage: 'inlet keys create --product <id> --kind events|reports|browser [--origin <https://app.example.com> …] [--name <name>] [--expires-at <RFC 3339>] [--json]',
+    usage:
+      'inlet keys create --product <id> --kind events|reports|browser [--origin <https://app.example.com> …] [--name <name>] [--expires-at <RFC 3339>] [--json]',
     summary: 'Create an API key; the secret is printed once (a browser key needs at least one --origin)',
-    options: { product: { type: 'string' }, kind: { type: 'string' }, name: { type: 'string' }, 'expires-at': { type: 'string' }, origin: { type: 'string', multiple: true } },
+    options: {
+      product: { type: 'string' },
+      kind: { type: 'string' },
+      name: { type: 'string' },
+      'expires-at': { type: 'string' },
+      origin: { type: 'string', multiple: true },
+    },
     async run({ services, values, io, json }) {
       const productId = requireOption(values, 'product');
       const kind = requireOption(values, 'kind');
-      if (kind !== 'events' && kind !== 'reports' && kind !== 'browser') throw new UsageError('--kind must be events, reports or browser');
+      if (kind !== 'events' && kind !== 'reports' && kind !== 'browser')
+        throw new UsageError('--kind must be events, reports or browser');
       const origins = values.origin as string[] | undefined;
-      if (kind === 'browser' && (origins === undefined || origins.length === 0)) throw new UsageError('a browser key needs at least one --origin, such as --origin https://app.example.com');
+      if (kind === 'browser' && (origins === undefined || origins.length === 0))
+        throw new UsageError('a browser key needs at least one --origin, such as --origin https://app.example.com');
       if (kind !== 'browser' && origins !== undefined) throw new UsageError('--origin is only for --kind browser');
       let expiresAt: string | null;
       try {
         expiresAt = parseExpiry(values['expires-at'] as string | undefined, '--expires-at');
       } catch (error) {
-        if (error instanceof AppError) throw new UsageError(`--expires-at ${error.errors?.[0]?.message ?? error.message}`);
+        if (error instanceof AppError)
+          throw new UsageError(`--expires-at ${error.errors?.[0]?.message ?? error.message}`);
         throw error;
       }
       let created;
       try {
-        created = await services.keys.createKey(productId, { kind, name: (values.name as string | undefined) ?? null, expiresAt, ...(origins === undefined ? {} : { allowedOrigins: origins }) });
+        created = await services.keys.createKey(productId, {
+          kind,
+          name: (values.name as string | undefined) ?? null,
+          expiresAt,
+          ...(origins === undefined ? {} : { allowedOrigins: origins }),
+        });
       } catch (error) {
-        if (error instanceof AppError && error.code === 'validation_error') throw new UsageError(`--origin ${error.errors?.[0]?.message ?? error.message}`);
+        if (error instanceof AppError && error.code === 'validation_error')
+          throw new UsageError(`--origin ${error.errors?.[0]?.message ?? error.message}`);
         throw error;
       }
       const resource = apiKeyResource(created.record);
       if (json) io.out(JSON.stringify({ data: { ...resource, key: created.key } }));
       else {
-        io.out(`created ${kind} key ${resource.id} for product ${productId}${expiresAt ? `, expires ${expiresAt}` : ''}`);
+        io.out(
+          `created ${kind} key ${resource.id} for product ${productId}${expiresAt ? `, expires ${expiresAt}` : ''}`,
+        );
         io.out('');
         io.out(`  ${created.key}`);
         io.out('');
@@ -87,7 +116,13 @@ export const coreCommands: Command[] = [
     options: { product: { type: 'string' } },
     async run({ services, values, io, json }) {
       const keys = (await services.keys.listKeys(requireOption(values, 'product'))).map(apiKeyResource);
-      io.out(json ? JSON.stringify({ data: keys }) : keys.length === 0 ? 'no keys' : table(keys, ['id', 'kind', 'prefix', 'name', 'created_at', 'expires_at', 'revoked_at', 'last_used_at']));
+      io.out(
+        json
+          ? JSON.stringify({ data: keys })
+          : keys.length === 0
+            ? 'no keys'
+            : table(keys, ['id', 'kind', 'prefix', 'name', 'created_at', 'expires_at', 'revoked_at', 'last_used_at']),
+      );
       return 0;
     },
   },
@@ -112,8 +147,22 @@ export const coreCommands: Command[] = [
       const productId = requireOption(values, 'product');
       await services.keys.requireProduct(productId);
       const usage = await services.ingest.legacyUsage(productId);
-      const rows = usage.map((u) => ({ key_id: u.apiKeyId, key_prefix: u.keyPrefix, key_name: u.keyName, event_name: u.eventName, count: u.count, first_seen_at: u.firstSeenAt, last_seen_at: u.lastSeenAt }));
-      io.out(json ? JSON.stringify({ data: rows }) : rows.length === 0 ? 'no legacy flat names received' : table(rows, ['key_id', 'key_prefix', 'event_name', 'count', 'last_seen_at']));
+      const rows = usage.map((u) => ({
+        key_id: u.apiKeyId,
+        key_prefix: u.keyPrefix,
+        key_name: u.keyName,
+        event_name: u.eventName,
+        count: u.count,
+        first_seen_at: u.firstSeenAt,
+        last_seen_at: u.lastSeenAt,
+      }));
+      io.out(
+        json
+          ? JSON.stringify({ data: rows })
+          : rows.length === 0
+            ? 'no legacy flat names received'
+            : table(rows, ['key_id', 'key_prefix', 'event_name', 'count', 'last_seen_at']),
+      );
       return 0;
     },
   },

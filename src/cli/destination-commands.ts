@@ -35,11 +35,26 @@ const EDITABLE = {
   'max-wait-ms': { type: 'string' },
 } as const;
 
-const COLUMNS = ['id', 'type', 'name', 'status', 'lag', 'delivered', 'consecutive_failures', 'last_success_at', 'last_error', 'disabled_reason'];
+const COLUMNS = [
+  'id',
+  'type',
+  'name',
+  'status',
+  'lag',
+  'delivered',
+  'consecutive_failures',
+  'last_success_at',
+  'last_error',
+  'disabled_reason',
+];
 
 function printOne(io: { out: (line: string) => void }, json: boolean, data: Record<string, unknown>): void {
   if (json) io.out(JSON.stringify({ data }));
-  else for (const [key, value] of Object.entries(data)) io.out(`${key.padEnd(22)} ${value === null ? '-' : typeof value === 'object' ? JSON.stringify(value) : String(value)}`);
+  else
+    for (const [key, value] of Object.entries(data))
+      io.out(
+        `${key.padEnd(22)} ${value === null ? '-' : typeof value === 'object' ? JSON.stringify(value) : String(value)}`,
+      );
 }
 
 export const destinationCommands: Command[] = [
@@ -75,12 +90,23 @@ export const destinationCommands: Command[] = [
         ...(values.servers === undefined ? {} : { servers: list(values.servers) }),
         ...(values.subject === undefined ? {} : { subject: values.subject }),
         filter,
-        ...(maxMessages === undefined && maxWait === undefined ? {} : { batch: { ...(maxMessages === undefined ? {} : { max_messages: maxMessages }), ...(maxWait === undefined ? {} : { max_wait_ms: maxWait }) } }),
+        ...(maxMessages === undefined && maxWait === undefined
+          ? {}
+          : {
+              batch: {
+                ...(maxMessages === undefined ? {} : { max_messages: maxMessages }),
+                ...(maxWait === undefined ? {} : { max_wait_ms: maxWait }),
+              },
+            }),
         ...(values.start === undefined ? {} : { start: values.start }),
       });
-      const data = { ...destinationResource(created.destination), ...(created.secret === null ? {} : { secret: created.secret }) };
+      const data = {
+        ...destinationResource(created.destination),
+        ...(created.secret === null ? {} : { secret: created.secret }),
+      };
       printOne(io, json, data);
-      if (!json && created.secret !== null) io.err('The signing secret is shown only now: store it where your receiver can read it.');
+      if (!json && created.secret !== null)
+        io.err('The signing secret is shown only now: store it where your receiver can read it.');
       return 0;
     },
   },
@@ -105,23 +131,30 @@ export const destinationCommands: Command[] = [
     summary: 'One destination: status, lag, last success, last error, failures, cursor',
     options: product,
     async run({ services, args, values, io, json }) {
-      printOne(io, json, destinationResource(await services.destinations.show(requireOption(values, 'product'), oneId(args))));
+      printOne(
+        io,
+        json,
+        destinationResource(await services.destinations.show(requireOption(values, 'product'), oneId(args))),
+      );
       return 0;
     },
   },
-  ...(['pause', 'resume'] as const).map(
-    (verb): Command => ({
-      path: ['destinations', verb],
-      usage: `inlet destinations ${verb} <destination-id> --product <id> [--json]`,
-      summary: verb === 'pause' ? 'Stop delivering (the cursor stays)' : 'Deliver again from the cursor (also re-enables a disabled destination)',
-      options: product,
-      async run({ services, args, values, io, json }) {
-        const updated = await services.destinations.update(requireOption(values, 'product'), oneId(args), { status: verb === 'pause' ? 'paused' : 'active' });
-        printOne(io, json, destinationResource(updated));
-        return 0;
-      },
-    }),
-  ),
+  ...(['pause', 'resume'] as const).map((verb): Command => ({
+    path: ['destinations', verb],
+    usage: `inlet destinations ${verb} <destination-id> --product <id> [--json]`,
+    summary:
+      verb === 'pause'
+        ? 'Stop delivering (the cursor stays)'
+        : 'Deliver again from the cursor (also re-enables a disabled destination)',
+    options: product,
+    async run({ services, args, values, io, json }) {
+      const updated = await services.destinations.update(requireOption(values, 'product'), oneId(args), {
+        status: verb === 'pause' ? 'paused' : 'active',
+      });
+      printOne(io, json, destinationResource(updated));
+      return 0;
+    },
+  })),
   {
     path: ['destinations', 'edit'],
     usage:
@@ -132,7 +165,8 @@ export const destinationCommands: Command[] = [
       const productId = requireOption(values, 'product');
       const id = oneId(args);
       const editable = Object.keys(EDITABLE);
-      if (!editable.some((o) => values[o] !== undefined)) throw new UsageError(`nothing to change: give one or more of ${editable.map((o) => `--${o}`).join(', ')}`);
+      if (!editable.some((o) => values[o] !== undefined))
+        throw new UsageError(`nothing to change: give one or more of ${editable.map((o) => `--${o}`).join(', ')}`);
       // The admin API's PATCH replaces `filter` and `batch` whole; here only the parts given change.
       const current = await services.destinations.show(productId, id);
       const input: Record<string, unknown> = {};
@@ -158,7 +192,10 @@ export const destinationCommands: Command[] = [
       const maxMessages = int(values['max-messages'], 'max-messages');
       const maxWait = int(values['max-wait-ms'], 'max-wait-ms');
       if (maxMessages !== undefined || maxWait !== undefined) {
-        input.batch = { max_messages: maxMessages ?? current.batch.maxMessages, max_wait_ms: maxWait ?? current.batch.maxWaitMs };
+        input.batch = {
+          max_messages: maxMessages ?? current.batch.maxMessages,
+          max_wait_ms: maxWait ?? current.batch.maxWaitMs,
+        };
       }
       printOne(io, json, destinationResource(await services.destinations.update(productId, id, input)));
       return 0;
@@ -170,7 +207,11 @@ export const destinationCommands: Command[] = [
     summary: 'Move the cursor back (or forward): re-deliver from a cursor or a received time',
     options: { ...product, from: { type: 'string' } },
     async run({ services, args, values, io, json }) {
-      const updated = await services.destinations.replay(requireOption(values, 'product'), oneId(args), requireOption(values, 'from'));
+      const updated = await services.destinations.replay(
+        requireOption(values, 'product'),
+        oneId(args),
+        requireOption(values, 'from'),
+      );
       printOne(io, json, destinationResource(updated));
       return 0;
     },
@@ -205,10 +246,18 @@ export const destinationCommands: Command[] = [
     async run({ services, args, values, io, json }) {
       const limit = int(values.limit, 'limit') ?? 50;
       if (limit < 1 || limit > 500) throw new UsageError('--limit must be from 1 to 500');
-      const rows = (await services.destinations.deliveries(requireOption(values, 'product'), oneId(args), limit)).map(deliveryResource);
+      const rows = (await services.destinations.deliveries(requireOption(values, 'product'), oneId(args), limit)).map(
+        deliveryResource,
+      );
       if (json) io.out(JSON.stringify({ data: rows }));
       else if (rows.length === 0) io.out('no deliveries');
-      else io.out(table(rows.map((r) => ({ ...r, messages: r.message_ids.length, first: r.message_ids[0] })), ['attempted_at', 'attempt', 'outcome', 'status', 'duration_ms', 'messages', 'first', 'error']));
+      else
+        io.out(
+          table(
+            rows.map((r) => ({ ...r, messages: r.message_ids.length, first: r.message_ids[0] })),
+            ['attempted_at', 'attempt', 'outcome', 'status', 'duration_ms', 'messages', 'first', 'error'],
+          ),
+        );
       return 0;
     },
   },

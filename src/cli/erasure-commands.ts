@@ -20,11 +20,13 @@ export const erasureCommands: Command[] = [
     async run({ services, args, values, io, json }) {
       const productId = requireOption(values, 'product');
       const externalId = args[0];
-      if (externalId === undefined || args.length > 1) throw new UsageError('exactly one external id is required (quote it if it contains spaces)');
+      if (externalId === undefined || args.length > 1)
+        throw new UsageError('exactly one external id is required (quote it if it contains spaces)');
       await services.keys.requireProduct(productId);
       const reason = typeof values.reason === 'string' ? values.reason : null;
       const job = await services.erasure.request(productId, externalId, reason);
-      if (!json) io.out(`erasure ${job.id}: ${job.counts.ids} linked id(s) suppressed; items for them are refused from now on`);
+      if (!json)
+        io.out(`erasure ${job.id}: ${job.counts.ids} linked id(s) suppressed; items for them are refused from now on`);
       if (values.wait !== true) {
         if (json) io.out(JSON.stringify({ data: erasureResource(job) }));
         else io.out(`queued: the server runs it (see: inlet users erasure --product ${productId} ${job.id})`);
@@ -37,7 +39,12 @@ export const erasureCommands: Command[] = [
         lastLine = line;
       });
       if (json) io.out(JSON.stringify({ data: erasureResource(done) }));
-      else io.out(done.status === 'done' ? `done at ${done.finishedAt}: ${countsLine(done)}` : `${done.status}: ${done.error ?? ''}`);
+      else
+        io.out(
+          done.status === 'done'
+            ? `done at ${done.finishedAt}: ${countsLine(done)}`
+            : `${done.status}: ${done.error ?? ''}`,
+        );
       return done.status === 'done' ? 0 : 1;
     },
   },
@@ -52,10 +59,16 @@ export const erasureCommands: Command[] = [
       const job = erasureResource(await services.erasure.get(productId, args[0]!));
       if (json) io.out(JSON.stringify({ data: job }));
       else {
-        io.out(`erasure ${job.id}  ${job.status} (${job.phase})  requested ${job.requested_at}  finished ${job.finished_at ?? '-'}`);
+        io.out(
+          `erasure ${job.id}  ${job.status} (${job.phase})  requested ${job.requested_at}  finished ${job.finished_at ?? '-'}`,
+        );
         io.out(`external_id_hmac ${job.external_id_hmac}`);
         io.out(`reason ${job.reason ?? '-'}`);
-        io.out(`counts ${Object.entries(job.counts).map(([k, n]) => `${k} ${n}`).join(', ')}`);
+        io.out(
+          `counts ${Object.entries(job.counts)
+            .map(([k, n]) => `${k} ${n}`)
+            .join(', ')}`,
+        );
       }
       return 0;
     },
@@ -63,18 +76,26 @@ export const erasureCommands: Command[] = [
   {
     path: ['users', 'erasures'],
     usage: 'inlet users erasures --product <id> [--external-id <id>] [--limit <n>] [--json]',
-    summary: 'The erasure audit, newest first (HMACs of the ids, never the ids); --external-id answers "was this id erased?"',
+    summary:
+      'The erasure audit, newest first (HMACs of the ids, never the ids); --external-id answers "was this id erased?"',
     options: { product: { type: 'string' }, 'external-id': { type: 'string' }, limit: { type: 'string' } },
     async run({ services, values, io, json }) {
       const productId = requireOption(values, 'product');
       await services.keys.requireProduct(productId);
       const limit = values.limit === undefined ? 50 : Number(values.limit);
-      if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new UsageError('--limit must be a whole number from 1 to 500');
+      if (!Number.isInteger(limit) || limit < 1 || limit > 500)
+        throw new UsageError('--limit must be a whole number from 1 to 500');
       const externalId = typeof values['external-id'] === 'string' ? values['external-id'] : undefined;
       const jobs = (await services.erasure.list(productId, { limit, externalId })).map(erasureResource);
       if (json) io.out(JSON.stringify({ data: jobs }));
       else if (jobs.length === 0) io.out('no erasures');
-      else io.out(table(jobs.map((j) => ({ ...j, events: j.counts.events, hmac: `${j.external_id_hmac.slice(0, 16)}…` })), ['id', 'status', 'requested_at', 'finished_at', 'events', 'hmac', 'reason']));
+      else
+        io.out(
+          table(
+            jobs.map((j) => ({ ...j, events: j.counts.events, hmac: `${j.external_id_hmac.slice(0, 16)}…` })),
+            ['id', 'status', 'requested_at', 'finished_at', 'events', 'hmac', 'reason'],
+          ),
+        );
       return 0;
     },
   },
@@ -87,7 +108,9 @@ export const erasureCommands: Command[] = [
       const productId = requireOption(values, 'product');
       await services.keys.requireProduct(productId);
       const externalId = typeof values['external-id'] === 'string' ? values['external-id'] : undefined;
-      const rows = (await services.erasure.suppressions(productId, { limit: 500, externalId })).map(suppressionResource);
+      const rows = (await services.erasure.suppressions(productId, { limit: 500, externalId })).map(
+        suppressionResource,
+      );
       if (json) io.out(JSON.stringify({ data: rows }));
       else if (rows.length === 0) io.out('no suppressions');
       else io.out(table(rows, ['id', 'created_at', 'erasure_id', 'external_id_hmac']));
@@ -110,13 +133,14 @@ export const erasureCommands: Command[] = [
   {
     path: ['products', 'retention'],
     usage: 'inlet products retention --product <id> --events-days <n|forever> [--json]',
-    summary: 'Keep a product\'s events this many days (older ones are deleted in the background), or forever',
+    summary: "Keep a product's events this many days (older ones are deleted in the background), or forever",
     options: { product: { type: 'string' }, 'events-days': { type: 'string' } },
     async run({ services, values, io, json }) {
       const productId = requireOption(values, 'product');
       const raw = requireOption(values, 'events-days');
       const days = raw === 'forever' || raw === 'null' ? null : Number(raw);
-      if (days !== null && (!Number.isInteger(days) || days < 1)) throw new UsageError('--events-days must be a whole number of days (1 or more) or "forever"');
+      if (days !== null && (!Number.isInteger(days) || days < 1))
+        throw new UsageError('--events-days must be a whole number of days (1 or more) or "forever"');
       const product = productResource(await services.retention.setEventsDays(productId, days));
       if (json) io.out(JSON.stringify({ data: product }));
       else io.out(`product ${product.id}: events kept ${days === null ? 'forever' : `${days} days`}`);

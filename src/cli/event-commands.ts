@@ -24,7 +24,8 @@ const filterOptions = {
   to: { type: 'string' },
 } as const;
 
-const FILTER_USAGE = '[--name a.b,c.d] [--event-type t] [--action a] [--source s] [--key-id k] [--subject-type t --subject-id id] [--user external_id] [--from RFC3339] [--to RFC3339]';
+const FILTER_USAGE =
+  '[--name a.b,c.d] [--event-type t] [--action a] [--source s] [--key-id k] [--subject-type t --subject-id id] [--user external_id] [--from RFC3339] [--to RFC3339]';
 
 type Values = Record<string, string | boolean | undefined>;
 
@@ -49,7 +50,12 @@ function filterParams(values: Values): EventFilterParams {
 }
 
 function humanRow(event: ReturnType<typeof eventResource>) {
-  return { received_at: event.received_at, name: event.canonical_name, subject: `${event.subject_type}:${event.subject_id}`, uuid: event.uuid };
+  return {
+    received_at: event.received_at,
+    name: event.canonical_name,
+    subject: `${event.subject_type}:${event.subject_id}`,
+    uuid: event.uuid,
+  };
 }
 
 export const eventCommands: Command[] = [
@@ -61,9 +67,11 @@ export const eventCommands: Command[] = [
     async run({ services, values, io, json }) {
       const productId = requireOption(values, 'product');
       const order = str(values, 'order');
-      if (order !== undefined && order !== 'asc' && order !== 'desc') throw new UsageError('--order must be desc or asc');
+      if (order !== undefined && order !== 'asc' && order !== 'desc')
+        throw new UsageError('--order must be desc or asc');
       const limitText = str(values, 'limit');
-      if (limitText !== undefined && !/^\d{1,4}$/.test(limitText)) throw new UsageError(`--limit must be a whole number from 1 to ${EVENTS_MAX_LIMIT}`);
+      if (limitText !== undefined && !/^\d{1,4}$/.test(limitText))
+        throw new UsageError(`--limit must be a whole number from 1 to ${EVENTS_MAX_LIMIT}`);
       await services.keys.requireProduct(productId);
       const page = await services.events.reads.list(productId, {
         ...filterParams(values),
@@ -98,7 +106,8 @@ export const eventCommands: Command[] = [
   {
     path: ['events', 'tail'],
     usage: `inlet events tail --product <id> ${FILTER_USAGE} [--after <cursor>] [--rejections] [--json]`,
-    summary: 'Print events as they are stored (one JSON per line with --json), and with --rejections the rejections as they are recorded, until Ctrl-C',
+    summary:
+      'Print events as they are stored (one JSON per line with --json), and with --rejections the rejections as they are recorded, until Ctrl-C',
     options: { ...filterOptions, after: { type: 'string' }, rejections: { type: 'boolean' } },
     async run({ services, values, io, json }) {
       const productId = requireOption(values, 'product');
@@ -108,19 +117,33 @@ export const eventCommands: Command[] = [
       const after = afterCursor === undefined ? undefined : services.events.reads.positionOf(afterCursor, '/after');
       let finish: (code: number) => void = () => {};
       const finished = new Promise<number>((resolve) => (finish = resolve));
-      const stop = await services.events.streams.open(productId, filter, after, {
-        send(event) {
-          const resource = eventResource(event);
-          io.out(json ? JSON.stringify({ id: encodeCursor(event.position!), data: resource }) : `${resource.received_at}  ${resource.canonical_name}  ${resource.subject_type}:${resource.subject_id}  ${JSON.stringify(resource.properties)}  ${resource.uuid}`);
+      const stop = await services.events.streams.open(
+        productId,
+        filter,
+        after,
+        {
+          send(event) {
+            const resource = eventResource(event);
+            io.out(
+              json
+                ? JSON.stringify({ id: encodeCursor(event.position!), data: resource })
+                : `${resource.received_at}  ${resource.canonical_name}  ${resource.subject_type}:${resource.subject_id}  ${JSON.stringify(resource.properties)}  ${resource.uuid}`,
+            );
+          },
+          sendRejection(rejection) {
+            const resource = rejectionResource(rejection);
+            io.out(
+              json
+                ? JSON.stringify({ rejection: resource })
+                : `${resource.received_at}  REJECTED ${resource.code}  ${resource.route}  ${resource.message_id ?? '-'}  ${resource.detail}`,
+            );
+          },
+          lagging: () => false,
+          ready: () => Promise.resolve(true),
+          close: (reason) => finish(reason === 'shutdown' ? 0 : 1),
         },
-        sendRejection(rejection) {
-          const resource = rejectionResource(rejection);
-          io.out(json ? JSON.stringify({ rejection: resource }) : `${resource.received_at}  REJECTED ${resource.code}  ${resource.route}  ${resource.message_id ?? '-'}  ${resource.detail}`);
-        },
-        lagging: () => false,
-        ready: () => Promise.resolve(true),
-        close: (reason) => finish(reason === 'shutdown' ? 0 : 1),
-      }, { includeRejections: values.rejections === true });
+        { includeRejections: values.rejections === true },
+      );
       if (!json) io.err(`tailing events of ${productId}; Ctrl-C to stop`);
       const onSignal = () => {
         stop();
@@ -140,7 +163,12 @@ export const eventCommands: Command[] = [
     path: ['events', 'export'],
     usage: `inlet events export --product <id> [--format ndjson|csv] ${FILTER_USAGE} [-o file] [--gzip]`,
     summary: "Export a product's events (oldest first) to a file or stdout; progress on stderr when it is a terminal",
-    options: { ...filterOptions, format: { type: 'string' }, output: { type: 'string', short: 'o' }, gzip: { type: 'boolean' } },
+    options: {
+      ...filterOptions,
+      format: { type: 'string' },
+      output: { type: 'string', short: 'o' },
+      gzip: { type: 'boolean' },
+    },
     async run({ services, values, io }) {
       const productId = requireOption(values, 'product');
       const format = (str(values, 'format') ?? 'ndjson') as ExportFormat;
@@ -160,7 +188,9 @@ export const eventCommands: Command[] = [
         if (!tty || (!final && now - lastPrint < 250)) return;
         lastPrint = now;
         const rate = Math.round(count / Math.max((now - started) / 1000, 0.001));
-        process.stderr.write(`\r${count.toLocaleString('en-US')} events written, ${rate.toLocaleString('en-US')}/s${final ? '\n' : ''}`);
+        process.stderr.write(
+          `\r${count.toLocaleString('en-US')} events written, ${rate.toLocaleString('en-US')}/s${final ? '\n' : ''}`,
+        );
       };
       let total = 0;
       const pages = services.events.reads.exportPages(productId, filter, (count) => {

@@ -13,16 +13,31 @@ import { destinationCommands } from './destination-commands.js';
 import { governanceCommands } from './governance-commands.js';
 import { erasureCommands } from './erasure-commands.js';
 
-export const commands: Command[] = [...coreCommands, ...identityCommands, ...eventCommands, ...trafficCommands, ...rejectionCommands, ...destinationCommands, ...governanceCommands, ...erasureCommands];
+export const commands: Command[] = [
+  ...coreCommands,
+  ...identityCommands,
+  ...eventCommands,
+  ...trafficCommands,
+  ...rejectionCommands,
+  ...destinationCommands,
+  ...governanceCommands,
+  ...erasureCommands,
+];
 
 function help(io: CliIo): void {
   io.out('Usage: inlet <command> [options]\n');
   io.out('  serve                      start the HTTP server (same as npm start)');
   for (const command of commands) io.out(`  ${command.usage}\n      ${command.summary}`);
-  io.out('\nThe database is INLET_DATABASE_URL (default sqlite:./data/inlet.db). --json prints machine-readable output.');
+  io.out(
+    '\nThe database is INLET_DATABASE_URL (default sqlite:./data/inlet.db). --json prints machine-readable output.',
+  );
 }
 
-export async function runCli(argv: string[], io: CliIo = { out: (l) => process.stdout.write(`${l}\n`), err: (l) => process.stderr.write(`${l}\n`) }, env = process.env): Promise<number> {
+export async function runCli(
+  argv: string[],
+  io: CliIo = { out: (l) => process.stdout.write(`${l}\n`), err: (l) => process.stderr.write(`${l}\n`) },
+  env = process.env,
+): Promise<number> {
   if (argv.length === 0 || argv[0] === 'help' || argv[0] === '--help' || argv[0] === '-h') {
     help(io);
     return argv.length === 0 ? 2 : 0;
@@ -49,11 +64,19 @@ export async function runCli(argv: string[], io: CliIo = { out: (l) => process.s
   try {
     services = await createServices(loadConfig(env), { defaultMetrics: false });
   } catch (error) {
-    io.err(`inlet: ${error instanceof ConfigError ? `configuration error: ${error.message}` : `cannot open the database: ${(error as Error).message}`}`);
+    io.err(
+      `inlet: ${error instanceof ConfigError ? `configuration error: ${error.message}` : `cannot open the database: ${(error as Error).message}`}`,
+    );
     return 2;
   }
   try {
-    return await command.run({ services, args: parsed.positionals, values: parsed.values, json: parsed.values.json === true, io });
+    return await command.run({
+      services,
+      args: parsed.positionals,
+      values: parsed.values,
+      json: parsed.values.json === true,
+      io,
+    });
   } catch (error) {
     if (error instanceof UsageError) {
       io.err(`inlet: ${error.message}\nusage: ${command.usage}`);

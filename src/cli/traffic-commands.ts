@@ -41,7 +41,9 @@ export const trafficCommands: Command[] = [
         try {
           input.credentials = JSON.parse(readFileSync(path, 'utf8')) as unknown;
         } catch (error) {
-          throw new UsageError(`--credentials: cannot read the service-account JSON at ${path}: ${(error as Error).message}`);
+          throw new UsageError(
+            `--credentials: cannot read the service-account JSON at ${path}: ${(error as Error).message}`,
+          );
         }
         const tokenUrl = optional(values, 'token-url');
         if (tokenUrl) input.token_url = tokenUrl;
@@ -54,7 +56,14 @@ export const trafficCommands: Command[] = [
       } catch (error) {
         // Name the flag rather than the JSON field of the admin API.
         if (error instanceof AppError && error.code === 'validation_error') {
-          const flags: Record<string, string> = { site_id: '--site-id', api_key: '--api-key', property_id: '--property-id', credentials: '--credentials', base_url: '--base-url', token_url: '--token-url' };
+          const flags: Record<string, string> = {
+            site_id: '--site-id',
+            api_key: '--api-key',
+            property_id: '--property-id',
+            credentials: '--credentials',
+            base_url: '--base-url',
+            token_url: '--token-url',
+          };
           const problems = (error.errors ?? []).map((e) => {
             const [field, ...rest] = e.pointer.slice(1).split('/');
             return `${flags[field ?? ''] ?? e.pointer}${rest.length > 0 ? ` (${rest.join('.')})` : ''} ${e.message}`;
@@ -63,7 +72,11 @@ export const trafficCommands: Command[] = [
         }
         throw error;
       }
-      io.out(json ? JSON.stringify({ data: source }) : `connected ${source.provider} to product ${productId}; run "inlet traffic sync --product ${productId}" to fetch the first 90 days`);
+      io.out(
+        json
+          ? JSON.stringify({ data: source })
+          : `connected ${source.provider} to product ${productId}; run "inlet traffic sync --product ${productId}" to fetch the first 90 days`,
+      );
       return 0;
     },
   },
@@ -76,7 +89,11 @@ export const trafficCommands: Command[] = [
       const productId = requireOption(values, 'product');
       const from = optional(values, 'from');
       const to = optional(values, 'to');
-      const result = await services.traffic.sync.syncProduct(productId, { kind: 'cli', ...(from ? { from } : {}), ...(to ? { to } : {}) });
+      const result = await services.traffic.sync.syncProduct(productId, {
+        kind: 'cli',
+        ...(from ? { from } : {}),
+        ...(to ? { to } : {}),
+      });
       io.out(
         json
           ? JSON.stringify({ data: result })
@@ -110,11 +127,19 @@ export const trafficCommands: Command[] = [
             if (!json) io.err(`… ${lines} lines read`);
           },
         });
-        io.out(json ? JSON.stringify({ data: result }) : `imported ${result.rows} rows for ${result.dates} date(s) (${result.from ?? '-'} to ${result.to ?? '-'})`);
+        io.out(
+          json
+            ? JSON.stringify({ data: result })
+            : `imported ${result.rows} rows for ${result.dates} date(s) (${result.from ?? '-'} to ${result.to ?? '-'})`,
+        );
         return 0;
       } catch (error) {
         if (error instanceof CsvImportError) {
-          io.err(json ? JSON.stringify({ error: error.message, line: error.line, column: error.column ?? null }) : `inlet: ${file}: ${error.message}; nothing was imported`);
+          io.err(
+            json
+              ? JSON.stringify({ error: error.message, line: error.line, column: error.column ?? null })
+              : `inlet: ${file}: ${error.message}; nothing was imported`,
+          );
           return 1;
         }
         throw error;
@@ -131,10 +156,17 @@ export const trafficCommands: Command[] = [
     async run({ services, values, io, json }) {
       const productId = requireOption(values, 'product');
       const limitText = optional(values, 'limit') ?? '20';
-      if (!/^\d+$/.test(limitText) || Number(limitText) < 1 || Number(limitText) > 1000) throw new UsageError('--limit must be a whole number from 1 to 1000');
+      if (!/^\d+$/.test(limitText) || Number(limitText) < 1 || Number(limitText) > 1000)
+        throw new UsageError('--limit must be a whole number from 1 to 1000');
       await services.keys.requireProduct(productId);
       const runs = (await services.traffic.sync.listRuns(productId, Number(limitText))).map(syncRunResource);
-      io.out(json ? JSON.stringify({ data: runs }) : runs.length === 0 ? 'no syncs yet' : table(runs, ['started_at', 'kind', 'provider', 'from', 'to', 'rows', 'outcome', 'error']));
+      io.out(
+        json
+          ? JSON.stringify({ data: runs })
+          : runs.length === 0
+            ? 'no syncs yet'
+            : table(runs, ['started_at', 'kind', 'provider', 'from', 'to', 'rows', 'outcome', 'error']),
+      );
       return 0;
     },
   },

@@ -9,7 +9,11 @@ import { parseRfc3339 } from './timestamps.js';
 export const KEY_KINDS = ['events', 'reports', 'browser'] as const;
 export type KeyKind = (typeof KEY_KINDS)[number];
 
-export const KEY_PREFIXES: Record<KeyKind, string> = { events: 'inlet_ev_', reports: 'inlet_rp_', browser: 'inlet_pk_' };
+export const KEY_PREFIXES: Record<KeyKind, string> = {
+  events: 'inlet_ev_',
+  reports: 'inlet_rp_',
+  browser: 'inlet_pk_',
+};
 const SECRET_LENGTH = 43;
 const KEY_SHAPE = /^inlet_(ev|rp|pk)_[0-9A-Za-z]{32,128}$/;
 
@@ -17,18 +21,37 @@ const KEY_SHAPE = /^inlet_(ev|rp|pk)_[0-9A-Za-z]{32,128}$/;
  * Allowed origins of a browser key (segment-compat "Keys"): exact `scheme://host[:port]`, or
  * `https://*.example.com` (one label). Returns the normalised list, or field errors.
  */
-export function validateAllowedOrigins(value: unknown, pointer = '/allowed_origins'): { ok: true; origins: string[] } | { ok: false; errors: FieldError[] } {
-  if (!Array.isArray(value) || value.length === 0) return { ok: false, errors: [{ pointer, message: 'a browser key needs a non-empty list of allowed origins, such as ["https://app.example.com"]' }] };
+export function validateAllowedOrigins(
+  value: unknown,
+  pointer = '/allowed_origins',
+): { ok: true; origins: string[] } | { ok: false; errors: FieldError[] } {
+  if (!Array.isArray(value) || value.length === 0)
+    return {
+      ok: false,
+      errors: [
+        {
+          pointer,
+          message: 'a browser key needs a non-empty list of allowed origins, such as ["https://app.example.com"]',
+        },
+      ],
+    };
   const errors: FieldError[] = [];
   const origins: string[] = [];
   value.forEach((raw, i) => {
     const at = `${pointer}/${i}`;
-    if (typeof raw !== 'string' || raw.trim() === '') return errors.push({ pointer: at, message: 'must be an origin such as https://app.example.com' });
+    if (typeof raw !== 'string' || raw.trim() === '')
+      return errors.push({ pointer: at, message: 'must be an origin such as https://app.example.com' });
     const text = raw.trim();
-    if (text === '*' || text === 'null') return errors.push({ pointer: at, message: `"${text}" would allow any page: list the origins of your app` });
+    if (text === '*' || text === 'null')
+      return errors.push({ pointer: at, message: `"${text}" would allow any page: list the origins of your app` });
     const match = /^(https?):\/\/(\*\.)?([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(:\d{1,5})?$/.exec(text);
-    if (match === null) return errors.push({ pointer: at, message: `"${text}" is not an origin: scheme://host[:port], no path (https://*.example.com for one label of subdomains)` });
-    if (match[2] !== undefined && match[3]!.split('.').length < 2) return errors.push({ pointer: at, message: `"${text}": a wildcard needs a domain of at least two labels` });
+    if (match === null)
+      return errors.push({
+        pointer: at,
+        message: `"${text}" is not an origin: scheme://host[:port], no path (https://*.example.com for one label of subdomains)`,
+      });
+    if (match[2] !== undefined && match[3]!.split('.').length < 2)
+      return errors.push({ pointer: at, message: `"${text}": a wildcard needs a domain of at least two labels` });
     origins.push(text.toLowerCase());
   });
   return errors.length > 0 ? { ok: false, errors } : { ok: true, origins: [...new Set(origins)] };
@@ -86,7 +109,8 @@ export function constantTimeEqual(a: string, b: string): boolean {
 export function parseExpiry(value: string | null | undefined, pointer = '/expires_at'): string | null {
   if (value === undefined || value === null) return null;
   const parsed = parseRfc3339(value);
-  if (parsed === undefined) throw validationError([{ pointer, message: 'must be an RFC 3339 timestamp with an offset' }]);
+  if (parsed === undefined)
+    throw validationError([{ pointer, message: 'must be an RFC 3339 timestamp with an offset' }]);
   if (Date.parse(parsed) <= Date.now()) throw validationError([{ pointer, message: 'must be in the future' }]);
   return parsed;
 }

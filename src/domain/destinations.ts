@@ -15,7 +15,8 @@ export function decodeDestinationCursor(text: string): DestinationCursorValue | 
   if (!text.startsWith('d1.') || text.length > 300) return undefined;
   try {
     const value = JSON.parse(Buffer.from(text.slice(3), 'base64url').toString('utf8')) as unknown;
-    if (!Array.isArray(value) || value.length !== 2 || !value.every((v) => v === null || typeof v === 'string')) return undefined;
+    if (!Array.isArray(value) || value.length !== 2 || !value.every((v) => v === null || typeof v === 'string'))
+      return undefined;
     return { event: value[0] as string | null, identity: value[1] as string | null };
   } catch {
     return undefined;

@@ -67,7 +67,13 @@ export class AppError extends Error {
   constructor(
     code: ErrorCode,
     detail: string,
-    options: { errors?: FieldError[]; extras?: Record<string, unknown>; headers?: Record<string, string>; cause?: unknown; status?: number } = {},
+    options: {
+      errors?: FieldError[];
+      extras?: Record<string, unknown>;
+      headers?: Record<string, string>;
+      cause?: unknown;
+      status?: number;
+    } = {},
   ) {
     super(detail, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'AppError';

@@ -5,7 +5,13 @@ export const NAME_PATTERN = /^[a-z][a-z0-9_]*$/;
 export const NAME_PATTERN_SOURCE = '^[a-z][a-z0-9_]*$';
 export const NAME_MAX_LENGTH = 64;
 
-export const V1_EVENT_TYPES = ['user_signed_up', 'user_active', 'session_start', 'session_end', 'user_deleted'] as const;
+export const V1_EVENT_TYPES = [
+  'user_signed_up',
+  'user_active',
+  'session_start',
+  'session_end',
+  'user_deleted',
+] as const;
 export type V1EventType = (typeof V1_EVENT_TYPES)[number];
 
 /** How the client spelled the event name. `legacy` is the deprecated flat v2 form. */
@@ -32,7 +38,10 @@ function checkPart(value: string, pointer: string, what: string): FieldError | u
     return { pointer, message: `${what} "${value}" is longer than ${NAME_MAX_LENGTH} characters` };
   }
   if (!NAME_PATTERN.test(value)) {
-    return { pointer, message: `${what} "${value}" must match ${NAME_PATTERN_SOURCE} (lower-case letters, digits and underscores, starting with a letter)` };
+    return {
+      pointer,
+      message: `${what} "${value}" must match ${NAME_PATTERN_SOURCE} (lower-case letters, digits and underscores, starting with a letter)`,
+    };
   }
   return undefined;
 }
@@ -56,7 +65,12 @@ export function splitV2Name(input: NameInput, base = ''): NameResult {
     const other = eventType !== undefined ? 'event_type' : 'action';
     return {
       ok: false,
-      errors: [{ pointer: `${base}/event`, message: `send either "event" or "event_type"/"action", not both ("${other}" was also sent)` }],
+      errors: [
+        {
+          pointer: `${base}/event`,
+          message: `send either "event" or "event_type"/"action", not both ("${other}" was also sent)`,
+        },
+      ],
     };
   }
   if (event !== undefined) {
@@ -64,27 +78,43 @@ export function splitV2Name(input: NameInput, base = ''): NameResult {
     if (at < 0) {
       return {
         ok: false,
-        errors: [{ pointer: `${base}/event`, message: `"${event}" has no separator: use "<event_type>.<action>" (dot, colon or underscore), for example "project.created"` }],
+        errors: [
+          {
+            pointer: `${base}/event`,
+            message: `"${event}" has no separator: use "<event_type>.<action>" (dot, colon or underscore), for example "project.created"`,
+          },
+        ],
       };
     }
     const head = event.slice(0, at);
     const tail = event.slice(at + 1);
-    const errors = [checkPart(head, `${base}/event`, 'event type part'), checkPart(tail, `${base}/event`, 'action part')].filter(
-      (e): e is FieldError => e !== undefined,
-    );
+    const errors = [
+      checkPart(head, `${base}/event`, 'event type part'),
+      checkPart(tail, `${base}/event`, 'action part'),
+    ].filter((e): e is FieldError => e !== undefined);
     if (errors.length > 0) return { ok: false, errors };
-    return { ok: true, name: { eventType: head, action: tail, canonicalName: `${head}_${tail}`, nameFormat: 'unified' } };
+    return {
+      ok: true,
+      name: { eventType: head, action: tail, canonicalName: `${head}_${tail}`, nameFormat: 'unified' },
+    };
   }
   if (eventType === undefined) {
     if (action !== undefined) {
-      return { ok: false, errors: [{ pointer: `${base}/event_type`, message: '"action" was sent without "event_type"' }] };
+      return {
+        ok: false,
+        errors: [{ pointer: `${base}/event_type`, message: '"action" was sent without "event_type"' }],
+      };
     }
-    return { ok: false, errors: [{ pointer: `${base}/event_type`, message: 'one of "event" or "event_type" is required' }] };
+    return {
+      ok: false,
+      errors: [{ pointer: `${base}/event_type`, message: 'one of "event" or "event_type" is required' }],
+    };
   }
   if (action !== undefined) {
-    const errors = [checkPart(eventType, `${base}/event_type`, 'event_type'), checkPart(action, `${base}/action`, 'action')].filter(
-      (e): e is FieldError => e !== undefined,
-    );
+    const errors = [
+      checkPart(eventType, `${base}/event_type`, 'event_type'),
+      checkPart(action, `${base}/action`, 'action'),
+    ].filter((e): e is FieldError => e !== undefined);
     if (errors.length > 0) return { ok: false, errors };
     return { ok: true, name: { eventType, action, canonicalName: `${eventType}_${action}`, nameFormat: 'preferred' } };
   }
@@ -95,7 +125,12 @@ export function splitV2Name(input: NameInput, base = ''): NameResult {
   if (at < 0) {
     return {
       ok: false,
-      errors: [{ pointer: `${base}/action`, message: `"action" is required with event_type "${eventType}" (a flat legacy name must contain "_", for example "user_signed_up")` }],
+      errors: [
+        {
+          pointer: `${base}/action`,
+          message: `"action" is required with event_type "${eventType}" (a flat legacy name must contain "_", for example "user_signed_up")`,
+        },
+      ],
     };
   }
   const head = eventType.slice(0, at);
@@ -109,13 +144,23 @@ export function splitV1Name(eventType: string, base = ''): NameResult {
   if (!(V1_EVENT_TYPES as readonly string[]).includes(eventType)) {
     return {
       ok: false,
-      errors: [{ pointer: `${base}/event_type`, message: `"${eventType}" is not a v1 event type; allowed: ${V1_EVENT_TYPES.join(', ')} (use /api/v2/events for custom events)` }],
+      errors: [
+        {
+          pointer: `${base}/event_type`,
+          message: `"${eventType}" is not a v1 event type; allowed: ${V1_EVENT_TYPES.join(', ')} (use /api/v2/events for custom events)`,
+        },
+      ],
     };
   }
   const at = eventType.indexOf('_');
   return {
     ok: true,
-    name: { eventType: eventType.slice(0, at), action: eventType.slice(at + 1), canonicalName: eventType, nameFormat: 'v1' },
+    name: {
+      eventType: eventType.slice(0, at),
+      action: eventType.slice(at + 1),
+      canonicalName: eventType,
+      nameFormat: 'v1',
+    },
   };
 }
 

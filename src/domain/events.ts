@@ -53,7 +53,12 @@ export interface EventDraft {
    * identify, whose properties are traits and are checked against the plan's `traits`. `moved`: properties
    * that came from elsewhere in the item (a Segment page's top-level `name`), by key → pointer in the item.
    */
-  received?: { base: string; field: 'properties' | 'metadata' | 'traits'; identify?: boolean; moved?: Record<string, string> };
+  received?: {
+    base: string;
+    field: 'properties' | 'metadata' | 'traits';
+    identify?: boolean;
+    moved?: Record<string, string>;
+  };
 }
 
 export type DraftResult = { ok: true; draft: EventDraft } | { ok: false; errors: FieldError[] };
@@ -74,7 +79,12 @@ function occurredAt(value: string | undefined, receivedAt: string, base: string,
 /** The rules both versions share, applied after the name was split. */
 function completeDraft(
   name: NameResult,
-  input: { subject_type: string; subject_id: string; occurred_at?: string | undefined; external_id?: string | undefined },
+  input: {
+    subject_type: string;
+    subject_id: string;
+    occurred_at?: string | undefined;
+    external_id?: string | undefined;
+  },
   properties: Array<[field: 'properties' | 'metadata', value: Record<string, unknown> | undefined]>,
   earlierErrors: FieldError[],
   receivedAt: string,
@@ -117,13 +127,24 @@ export function eventJsonBytes(input: V2EventInput, propertiesJson: string): num
   let bytes = 2 + Math.max(0, fields.length - 1); // braces and commas
   for (const [key, value] of fields) {
     bytes += key.length + 3; // "key":
-    bytes += key === 'properties' || key === 'metadata' ? Buffer.byteLength(propertiesJson) : Buffer.byteLength(JSON.stringify(value));
+    bytes +=
+      key === 'properties' || key === 'metadata'
+        ? Buffer.byteLength(propertiesJson)
+        : Buffer.byteLength(JSON.stringify(value));
   }
   return bytes;
 }
 
 export function draftV1(input: V1EventInput, receivedAt: string, base = ''): DraftResult {
-  return completeDraft(splitV1Name(input.event_type, base), input, [['metadata', input.metadata]], [], receivedAt, base, false);
+  return completeDraft(
+    splitV1Name(input.event_type, base),
+    input,
+    [['metadata', input.metadata]],
+    [],
+    receivedAt,
+    base,
+    false,
+  );
 }
 
 /**

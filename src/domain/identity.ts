@@ -76,7 +76,8 @@ export function isPlaceholderExternalId(value: string): boolean {
 export function checkExternalId(value: unknown, pointer: string): FieldError | undefined {
   if (typeof value !== 'string') return { pointer, message: 'must be a string' };
   if (value.length === 0) return { pointer, message: 'must not be empty' };
-  if (value.length > EXTERNAL_ID_MAX_LENGTH) return { pointer, message: `must be at most ${EXTERNAL_ID_MAX_LENGTH} characters` };
+  if (value.length > EXTERNAL_ID_MAX_LENGTH)
+    return { pointer, message: `must be at most ${EXTERNAL_ID_MAX_LENGTH} characters` };
   const unstorable = unstorableText(value);
   if (unstorable) return { pointer, message: unstorable };
   if (isPlaceholderExternalId(value)) {
@@ -152,7 +153,10 @@ export function validateTraits(input: unknown, pointer = '/traits'): Validated<T
   if (!isPlainObject(input)) return { ok: false, errors: [{ pointer, message: 'must be an object' }] };
   const bytes = Buffer.byteLength(JSON.stringify(input), 'utf8');
   if (bytes > TRAITS_MAX_BYTES) {
-    return { ok: false, errors: [{ pointer, message: `must be at most ${TRAITS_MAX_BYTES} bytes of JSON, got ${bytes}` }] };
+    return {
+      ok: false,
+      errors: [{ pointer, message: `must be at most ${TRAITS_MAX_BYTES} bytes of JSON, got ${bytes}` }],
+    };
   }
   // The same rule as event properties: nothing may be stored other than as sent (NUL, 1e400, deep nesting).
   const errors: FieldError[] = [];

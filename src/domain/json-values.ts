@@ -48,7 +48,8 @@ interface Walk {
 
 function pointerOf(walk: Walk): string {
   let pointer = walk.base;
-  for (const part of walk.path) pointer += `/${typeof part === 'number' ? part : part.replace(/~/g, '~0').replace(/\//g, '~1')}`;
+  for (const part of walk.path)
+    pointer += `/${typeof part === 'number' ? part : part.replace(/~/g, '~0').replace(/\//g, '~1')}`;
   return pointer;
 }
 
@@ -62,7 +63,8 @@ function walk(state: Walk, value: unknown, depth: number): void {
   }
   if (typeof value === 'number') {
     // JSON like 1e400 parses to Infinity, which JSON can only store as null: refuse, do not alter.
-    if (!Number.isFinite(value)) errors.push({ pointer: pointerOf(state), message: 'must be a finite number (this one is out of range)' });
+    if (!Number.isFinite(value))
+      errors.push({ pointer: pointerOf(state), message: 'must be a finite number (this one is out of range)' });
     return;
   }
   if (value === null || typeof value !== 'object') return;
@@ -100,7 +102,8 @@ export function jsonNestsDeeperThan(text: string, max: number): boolean {
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (inString) {
-      if (c === 0x5c) i++; // a backslash escapes the next character
+      if (c === 0x5c)
+        i++; // a backslash escapes the next character
       else if (c === 0x22) inString = false;
     } else if (c === 0x22) inString = true;
     else if (c === 0x7b || c === 0x5b) {

@@ -182,7 +182,12 @@ export function scanSegmentBody(text: string, maxDepth: number): SegmentBodyScan
       if (depth === 1) pendingKey = text.slice(i + 1, end);
       else if (depth === 3 && inBatch) {
         const size = end - i - 1;
-        pendingField = size === 10 && text.startsWith('properties', i + 1) ? 'properties' : size === 7 && text.startsWith('context', i + 1) ? 'context' : undefined;
+        pendingField =
+          size === 10 && text.startsWith('properties', i + 1)
+            ? 'properties'
+            : size === 7 && text.startsWith('context', i + 1)
+              ? 'context'
+              : undefined;
       }
       i = end;
     } else if (c === 0x7b || c === 0x5b) {
@@ -199,7 +204,8 @@ export function scanSegmentBody(text: string, maxDepth: number): SegmentBodyScan
       } else if (depth === 3 && inBatch && c === 0x7b && field !== undefined) fieldStart = i;
       if (++depth > deepest) {
         deepest = depth;
-        if (depth > maxDepth) return { tooDeep: true, plain: false, compact: false, items: undefined, fields: undefined };
+        if (depth > maxDepth)
+          return { tooDeep: true, plain: false, compact: false, items: undefined, fields: undefined };
       }
     } else if (c === 0x7d || c === 0x5d) {
       depth--;
@@ -231,7 +237,13 @@ export function scanSegmentBody(text: string, maxDepth: number): SegmentBodyScan
       i = end - 1;
     }
   }
-  return { tooDeep: false, plain: plain && deepest <= PLAIN_DEPTH, compact, items: batchSeen ? items : undefined, fields: batchSeen ? fields : undefined };
+  return {
+    tooDeep: false,
+    plain: plain && deepest <= PLAIN_DEPTH,
+    compact,
+    items: batchSeen ? items : undefined,
+    fields: batchSeen ? fields : undefined,
+  };
 }
 
 /**
@@ -268,7 +280,13 @@ export function itemBytesBound(text: string, [start, end]: [number, number], lim
 
 /** An identity side effect of an item, performed after the item was stored. */
 export type IdentityOp =
-  | { kind: 'identify'; externalId: string; traits: Record<string, unknown>; email: string | undefined; identifiesUser: boolean }
+  | {
+      kind: 'identify';
+      externalId: string;
+      traits: Record<string, unknown>;
+      email: string | undefined;
+      identifiesUser: boolean;
+    }
   | { kind: 'link'; from: string; to: string; explicit: boolean };
 
 export interface SegmentItemOptions {
@@ -296,11 +314,21 @@ function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-function refuse(code: ErrorCode, detail: string, messageId: string | undefined, errors?: FieldError[]): SegmentTranslation {
+function refuse(
+  code: ErrorCode,
+  detail: string,
+  messageId: string | undefined,
+  errors?: FieldError[],
+): SegmentTranslation {
   return { ok: false, error: new AppError(code, detail, errors === undefined ? {} : { errors }), messageId };
 }
 
-function optionalObject(item: Record<string, unknown>, field: string, base: string, errors: FieldError[]): Record<string, unknown> | undefined {
+function optionalObject(
+  item: Record<string, unknown>,
+  field: string,
+  base: string,
+  errors: FieldError[],
+): Record<string, unknown> | undefined {
   const value = item[field];
   if (value === undefined || value === null) return undefined;
   if (!isObject(value)) {
@@ -315,14 +343,26 @@ const MAPPED_FIELDS = new Set(['properties', 'traits', 'context']);
 /** One Segment item → an event draft plus its identity side effects, or the per-item rejection. */
 export function translateSegmentItem(raw: unknown, options: SegmentItemOptions): SegmentTranslation {
   const { base, receivedAt } = options;
-  if (!isObject(raw)) return refuse('validation_error', `${base || 'body'}: an item must be a JSON object`, undefined, [{ pointer: base, message: 'must be an object' }]);
-  const sentMessageId = typeof raw.messageId === 'number' ? String(raw.messageId) : typeof raw.messageId === 'string' ? raw.messageId.trim() : undefined;
-  if (sentMessageId !== undefined && sentMessageId.length > MESSAGE_ID_MAX) {
-    return refuse('validation_error', `messageId is longer than ${MESSAGE_ID_MAX} characters`, sentMessageId.slice(0, MESSAGE_ID_MAX), [
-      { pointer: `${base}/messageId`, message: `must be at most ${MESSAGE_ID_MAX} characters` },
+  if (!isObject(raw))
+    return refuse('validation_error', `${base || 'body'}: an item must be a JSON object`, undefined, [
+      { pointer: base, message: 'must be an object' },
     ]);
+  const sentMessageId =
+    typeof raw.messageId === 'number'
+      ? String(raw.messageId)
+      : typeof raw.messageId === 'string'
+        ? raw.messageId.trim()
+        : undefined;
+  if (sentMessageId !== undefined && sentMessageId.length > MESSAGE_ID_MAX) {
+    return refuse(
+      'validation_error',
+      `messageId is longer than ${MESSAGE_ID_MAX} characters`,
+      sentMessageId.slice(0, MESSAGE_ID_MAX),
+      [{ pointer: `${base}/messageId`, message: `must be at most ${MESSAGE_ID_MAX} characters` }],
+    );
   }
-  const messageId = sentMessageId === undefined || sentMessageId === '' ? derivedMessageId(options.keyId, raw) : sentMessageId;
+  const messageId =
+    sentMessageId === undefined || sentMessageId === '' ? derivedMessageId(options.keyId, raw) : sentMessageId;
 
   const type = options.call ?? raw.type;
   if (typeof type !== 'string' || !(SEGMENT_CALLS as readonly string[]).includes(type)) {
@@ -338,22 +378,34 @@ export function translateSegmentItem(raw: unknown, options: SegmentItemOptions):
   const itemContext = optionalObject(raw, 'context', base, errors);
   const batchContext = isObject(options.batch?.context) ? options.batch.context : undefined;
   let context = batchContext === undefined ? itemContext : { ...batchContext, ...itemContext };
-  if (options.browser === true && options.clientIp !== undefined && context?.ip === undefined) context = { ...context, ip: options.clientIp };
-  if (errors.length > 0) return refuse('validation_error', `${errors[0]!.pointer}: ${errors[0]!.message}`, messageId, errors);
+  if (options.browser === true && options.clientIp !== undefined && context?.ip === undefined)
+    context = { ...context, ip: options.clientIp };
+  if (errors.length > 0)
+    return refuse('validation_error', `${errors[0]!.pointer}: ${errors[0]!.message}`, messageId, errors);
 
   const userId = segmentId(raw.userId);
   const anonymousId = segmentId(raw.anonymousId);
   const subject = userId ?? anonymousId;
   if (subject === undefined && call !== 'alias') {
-    return refuse('missing_identity', 'The item has neither userId nor anonymousId.', messageId, [{ pointer: `${base}/userId`, message: 'userId or anonymousId is required' }]);
+    return refuse('missing_identity', 'The item has neither userId nor anonymousId.', messageId, [
+      { pointer: `${base}/userId`, message: 'userId or anonymousId is required' },
+    ]);
   }
 
   const timestamp = raw.originalTimestamp ?? raw.timestamp;
   const occurredAt = segmentOccurredAt(timestamp, raw.sentAt ?? options.batch?.sentAt, receivedAt);
   if (occurredAt === undefined) {
-    return refuse('invalid_timestamp', `The timestamp ${JSON.stringify(timestamp)} is not a readable date between 2000 and a year from now (after clock-skew correction).`, messageId, [
-      { pointer: `${base}/${raw.originalTimestamp !== undefined ? 'originalTimestamp' : 'timestamp'}`, message: 'not a readable date in range' },
-    ]);
+    return refuse(
+      'invalid_timestamp',
+      `The timestamp ${JSON.stringify(timestamp)} is not a readable date between 2000 and a year from now (after clock-skew correction).`,
+      messageId,
+      [
+        {
+          pointer: `${base}/${raw.originalTimestamp !== undefined ? 'originalTimestamp' : 'timestamp'}`,
+          message: 'not a readable date in range',
+        },
+      ],
+    );
   }
 
   let name: SplitName;
@@ -367,10 +419,21 @@ export function translateSegmentItem(raw: unknown, options: SegmentItemOptions):
     case 'track': {
       const event = typeof raw.event === 'string' ? raw.event : typeof raw.event === 'number' ? String(raw.event) : '';
       const normalised = normaliseTrackName(event);
-      if (normalised === '') return refuse('invalid_event_name', `The event name ${JSON.stringify(raw.event ?? null)} has no letter or digit to name it by.`, messageId, [{ pointer: `${base}/event`, message: 'empty after normalisation' }]);
+      if (normalised === '')
+        return refuse(
+          'invalid_event_name',
+          `The event name ${JSON.stringify(raw.event ?? null)} has no letter or digit to name it by.`,
+          messageId,
+          [{ pointer: `${base}/event`, message: 'empty after normalisation' }],
+        );
       const split = splitTrackName(normalised);
       if (split.eventType.length > NAME_MAX_LENGTH || split.action.length > NAME_MAX_LENGTH) {
-        return refuse('invalid_event_name', `The event name normalises to "${normalised}", whose parts may be at most ${NAME_MAX_LENGTH} characters each.`, messageId, [{ pointer: `${base}/event`, message: 'too long' }]);
+        return refuse(
+          'invalid_event_name',
+          `The event name normalises to "${normalised}", whose parts may be at most ${NAME_MAX_LENGTH} characters each.`,
+          messageId,
+          [{ pointer: `${base}/event`, message: 'too long' }],
+        );
       }
       name = { ...split, canonicalName: normalised, nameFormat: 'segment' };
       break;
@@ -391,7 +454,10 @@ export function translateSegmentItem(raw: unknown, options: SegmentItemOptions):
     }
     case 'group': {
       const groupId = segmentId(raw.groupId);
-      if (groupId === undefined) return refuse('validation_error', 'A group call needs a groupId.', messageId, [{ pointer: `${base}/groupId`, message: 'is required' }]);
+      if (groupId === undefined)
+        return refuse('validation_error', 'A group call needs a groupId.', messageId, [
+          { pointer: `${base}/groupId`, message: 'is required' },
+        ]);
       name = { eventType: 'group', action: 'identified', canonicalName: 'group_identified', nameFormat: 'segment' };
       subjectType = 'account';
       subjectId = groupId;
@@ -406,8 +472,17 @@ export function translateSegmentItem(raw: unknown, options: SegmentItemOptions):
       const contextTraits = isObject(itemContext?.traits) ? itemContext.traits : undefined;
       const userTraits = contextTraits === undefined ? (traits ?? {}) : { ...contextTraits, ...traits };
       eventProperties = userTraits;
-      const email = typeof userTraits.email === 'string' && userId !== undefined && options.browser !== true ? userTraits.email : undefined;
-      identity.push({ kind: 'identify', externalId: subjectId, traits: userTraits, email, identifiesUser: userId !== undefined });
+      const email =
+        typeof userTraits.email === 'string' && userId !== undefined && options.browser !== true
+          ? userTraits.email
+          : undefined;
+      identity.push({
+        kind: 'identify',
+        externalId: subjectId,
+        traits: userTraits,
+        email,
+        identifiesUser: userId !== undefined,
+      });
       break;
     }
     case 'alias': {
@@ -432,8 +507,10 @@ export function translateSegmentItem(raw: unknown, options: SegmentItemOptions):
 
   const original: Record<string, unknown> = {};
   for (const field in raw) if (!MAPPED_FIELDS.has(field)) original[field] = raw[field];
-  if (original.integrations === undefined && options.batch?.integrations !== undefined) original.integrations = options.batch.integrations;
-  else if (isObject(original.integrations) && isObject(options.batch?.integrations)) original.integrations = { ...options.batch.integrations, ...original.integrations };
+  if (original.integrations === undefined && options.batch?.integrations !== undefined)
+    original.integrations = options.batch.integrations;
+  else if (isObject(original.integrations) && isObject(options.batch?.integrations))
+    original.integrations = { ...options.batch.integrations, ...original.integrations };
   if (original.type === undefined) original.type = call;
   // The walk of every value, unless the body's text already showed them all storable. `context.ip`
   // filled in from the request is not from the body: checked on its own.
@@ -441,16 +518,26 @@ export function translateSegmentItem(raw: unknown, options: SegmentItemOptions):
   if (options.storable !== true) {
     rejectUnstorable(subjectId, `${base}/userId`, unstorable);
     rejectUnstorable(messageId, `${base}/messageId`, unstorable);
-    rejectUnstorable(eventProperties, `${base}/${call === 'identify' || call === 'group' ? 'traits' : 'properties'}`, unstorable);
+    rejectUnstorable(
+      eventProperties,
+      `${base}/${call === 'identify' || call === 'group' ? 'traits' : 'properties'}`,
+      unstorable,
+    );
     rejectUnstorable(context, `${base}/context`, unstorable);
     rejectUnstorable(original, base, unstorable);
-  } else if (options.browser === true && options.clientIp !== undefined) rejectUnstorable(options.clientIp, `${base}/context/ip`, unstorable);
-  if (unstorable.length > 0) return refuse('validation_error', `${unstorable[0]!.pointer}: ${unstorable[0]!.message}`, messageId, unstorable);
+  } else if (options.browser === true && options.clientIp !== undefined)
+    rejectUnstorable(options.clientIp, `${base}/context/ip`, unstorable);
+  if (unstorable.length > 0)
+    return refuse('validation_error', `${unstorable[0]!.pointer}: ${unstorable[0]!.message}`, messageId, unstorable);
 
   // Stored as sent when the stored value is the one that arrived (a track's properties, an item's own context).
   const sent = options.sentJson;
-  const propertiesJson = sent?.properties !== undefined && eventProperties === properties ? sent.properties : JSON.stringify(eventProperties);
-  const contextJson = sent?.context !== undefined && context !== undefined && context === itemContext ? sent.context : undefined;
+  const propertiesJson =
+    sent?.properties !== undefined && eventProperties === properties
+      ? sent.properties
+      : JSON.stringify(eventProperties);
+  const contextJson =
+    sent?.context !== undefined && context !== undefined && context === itemContext ? sent.context : undefined;
   return {
     ok: true,
     call,

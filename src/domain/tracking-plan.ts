@@ -6,7 +6,8 @@ import addFormatsModule from 'ajv-formats';
 import type { FieldError } from './errors.js';
 
 // ajv-formats is CommonJS: under NodeNext its default import is the module object, whose `default` is the plugin.
-const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ?? addFormatsModule) as unknown as (ajv: Ajv2020) => Ajv2020;
+const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ??
+  addFormatsModule) as unknown as (ajv: Ajv2020) => Ajv2020;
 
 export const PLAN_MODES = ['off', 'warn', 'enforce'] as const;
 export const UNPLANNED_RULES = ['allow', 'warn', 'reject'] as const;
@@ -52,7 +53,15 @@ const PLAN_DOCUMENT_SCHEMA = {
  */
 function newAjv(checksSchemas = true): Ajv2020 {
   // strict: an unknown keyword (a typo such as "requierd") is refused at PUT instead of silently ignored.
-  const ajv = new Ajv2020({ allErrors: true, strict: true, strictTypes: false, strictTuples: false, strictRequired: false, logger: false, validateSchema: checksSchemas });
+  const ajv = new Ajv2020({
+    allErrors: true,
+    strict: true,
+    strictTypes: false,
+    strictTuples: false,
+    strictRequired: false,
+    logger: false,
+    validateSchema: checksSchemas,
+  });
   addFormats(ajv);
   return ajv;
 }
@@ -67,14 +76,19 @@ export function escapePointerToken(token: string): string {
 
 /** An Ajv error as a pointer relative to the validated value: missing and extra properties point at the property itself. */
 function ajvPointer(error: ErrorObject): string {
-  const params = error.params as { missingProperty?: string; additionalProperty?: string; unevaluatedProperty?: string };
+  const params = error.params as {
+    missingProperty?: string;
+    additionalProperty?: string;
+    unevaluatedProperty?: string;
+  };
   const extra = params.missingProperty ?? params.additionalProperty ?? params.unevaluatedProperty;
   return extra === undefined ? error.instancePath : `${error.instancePath}/${escapePointerToken(extra)}`;
 }
 
 function ajvMessage(error: ErrorObject): string {
   if (error.keyword === 'required') return 'is required by the tracking plan';
-  if (error.keyword === 'additionalProperties' || error.keyword === 'unevaluatedProperties') return 'is not in the tracking plan';
+  if (error.keyword === 'additionalProperties' || error.keyword === 'unevaluatedProperties')
+    return 'is not in the tracking plan';
   return error.message ?? `fails ${error.keyword}`;
 }
 
@@ -92,14 +106,23 @@ export type CompileResult = { ok: true; plan: CompiledPlan } | { ok: false; erro
 /** Checks the document and compiles every schema in it (one Ajv instance per plan version); errors point into the plan. */
 export function compilePlan(document: unknown, version: number): CompileResult {
   if (!documentCheck(document)) {
-    return { ok: false, errors: (documentCheck.errors ?? []).slice(0, MAX_ITEM_ERRORS).map((e) => ({ pointer: ajvPointer(e), message: e.message ?? e.keyword })) };
+    return {
+      ok: false,
+      errors: (documentCheck.errors ?? [])
+        .slice(0, MAX_ITEM_ERRORS)
+        .map((e) => ({ pointer: ajvPointer(e), message: e.message ?? e.keyword })),
+    };
   }
   const plan = document as unknown as TrackingPlan;
   const ajv = newAjv(false);
   const errors: FieldError[] = [];
   const compileAt = (schema: unknown, pointer: string): ValidateFunction | undefined => {
     if (!schemaChecker.validateSchema(schema as object)) {
-      for (const e of schemaChecker.errors ?? []) errors.push({ pointer: `${pointer}${e.instancePath}`, message: `not a valid JSON Schema 2020-12: ${e.message ?? e.keyword}` });
+      for (const e of schemaChecker.errors ?? [])
+        errors.push({
+          pointer: `${pointer}${e.instancePath}`,
+          message: `not a valid JSON Schema 2020-12: ${e.message ?? e.keyword}`,
+        });
       return undefined;
     }
     try {
@@ -127,7 +150,11 @@ export interface PlanFinding {
 }
 
 /** Checks an event's properties against its name's schema, or the `unplanned` rule when the plan does not name it. */
-export function checkEvent(plan: CompiledPlan, canonicalName: string, properties: Record<string, unknown>): PlanFinding | undefined {
+export function checkEvent(
+  plan: CompiledPlan,
+  canonicalName: string,
+  properties: Record<string, unknown>,
+): PlanFinding | undefined {
   if (plan.mode === 'off') return undefined;
   const entry = plan.events.get(canonicalName);
   if (entry === undefined) {
@@ -139,13 +166,21 @@ export function checkEvent(plan: CompiledPlan, canonicalName: string, properties
     };
   }
   if (entry.mode === 'off' || entry.validate(properties)) return undefined;
-  return { code: 'tracking_plan_violation', severity: entry.mode === 'enforce' ? 'rejected' : 'warning', errors: findings(entry.validate.errors) };
+  return {
+    code: 'tracking_plan_violation',
+    severity: entry.mode === 'enforce' ? 'rejected' : 'warning',
+    errors: findings(entry.validate.errors),
+  };
 }
 
 /** Checks identify traits against the plan's `traits` schema (none: nothing to check). */
 export function checkTraits(plan: CompiledPlan, traits: Record<string, unknown>): PlanFinding | undefined {
   if (plan.mode === 'off' || plan.traits === undefined || plan.traits(traits)) return undefined;
-  return { code: 'tracking_plan_violation', severity: plan.mode === 'enforce' ? 'rejected' : 'warning', errors: findings(plan.traits.errors) };
+  return {
+    code: 'tracking_plan_violation',
+    severity: plan.mode === 'enforce' ? 'rejected' : 'warning',
+    errors: findings(plan.traits.errors),
+  };
 }
 
 function findings(errors: ErrorObject[] | null | undefined): FieldError[] {
@@ -182,7 +217,9 @@ function typeOf(types: Partial<Record<string, number>>): string | string[] {
 export function schemaFromPaths(paths: ObservedPath[], total: number, withRequired: boolean): Schema {
   const root: Schema = { type: 'object', properties: {} };
   const counts = new Map<string, number>([['', total]]);
-  const sorted = [...paths].sort((a, b) => a.path.split('.').length - b.path.split('.').length || a.path.localeCompare(b.path));
+  const sorted = [...paths].sort(
+    (a, b) => a.path.split('.').length - b.path.split('.').length || a.path.localeCompare(b.path),
+  );
   const nodes = new Map<string, Schema>([['', root]]);
   for (const { path, types } of sorted) {
     const cut = path.lastIndexOf('.');
@@ -206,7 +243,8 @@ export function schemaFromPaths(paths: ObservedPath[], total: number, withRequir
 /** A plan in mode `off` whose schemas hold the observed types, for review; never applied by itself. */
 export function draftPlan(events: ObservedEvent[], traits: ObservedPath[]): TrackingPlan {
   const plan: TrackingPlan = { mode: 'off', unplanned: 'allow', events: {} };
-  for (const event of events) plan.events![event.canonicalName] = { properties: schemaFromPaths(event.properties, event.count, true) };
+  for (const event of events)
+    plan.events![event.canonicalName] = { properties: schemaFromPaths(event.properties, event.count, true) };
   // Identify traits are patches (each call sends some of them): nothing is required.
   if (traits.length > 0) plan.traits = schemaFromPaths(traits, 0, false);
   return plan;

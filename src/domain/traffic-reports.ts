@@ -9,7 +9,14 @@ export const TRAFFIC_DIMENSIONS = ['date', 'source', 'medium', 'campaign', 'land
 export type TrafficDimension = (typeof TRAFFIC_DIMENSIONS)[number];
 
 /** Summed over rows. (`users` summed over days is an upper bound: one person on two days counts twice.) */
-export const COUNT_METRICS = ['sessions', 'users', 'new_users', 'pageviews', 'engaged_sessions', 'conversions'] as const;
+export const COUNT_METRICS = [
+  'sessions',
+  'users',
+  'new_users',
+  'pageviews',
+  'engaged_sessions',
+  'conversions',
+] as const;
 /** Averaged over rows, weighted by each row's sessions. */
 export const WEIGHTED_METRICS = ['bounce_rate', 'avg_session_duration'] as const;
 export const TRAFFIC_METRICS = [
@@ -179,7 +186,10 @@ export function parseTrafficReportQuery(query: Record<string, unknown>, now: Dat
       if (groupBy.includes(field)) sort = { field, direction };
       else fail('sort', `can only sort by a dimension listed in group_by ("${field}" is not)`);
     } else {
-      fail('sort', `must be a metric or dimension, optionally prefixed by "-": ${[...TRAFFIC_METRICS, ...TRAFFIC_DIMENSIONS].join(', ')}`);
+      fail(
+        'sort',
+        `must be a metric or dimension, optionally prefixed by "-": ${[...TRAFFIC_METRICS, ...TRAFFIC_DIMENSIONS].join(', ')}`,
+      );
     }
   }
 
@@ -196,7 +206,8 @@ export function parseTrafficReportQuery(query: Record<string, unknown>, now: Dat
   const rawCursor = single('cursor');
   if (rawCursor !== undefined && errors.length === 0) {
     cursor = decodeCursor(rawCursor, shape);
-    if (cursor === undefined) fail('cursor', 'is not a cursor of this query (use meta.next_cursor with the same parameters)');
+    if (cursor === undefined)
+      fail('cursor', 'is not a cursor of this query (use meta.next_cursor with the same parameters)');
   }
 
   if (errors.length > 0) throw validationError(errors);
@@ -211,7 +222,14 @@ type QueryShape = Pick<TrafficReportQuery, 'from' | 'to' | 'groupBy' | 'filters'
 
 function fingerprint(shape: QueryShape): string {
   const filters = FILTER_DIMENSIONS.map((d) => shape.filters[d] ?? null);
-  const canonical = JSON.stringify([shape.from, shape.to, shape.groupBy, filters, shape.sort.field, shape.sort.direction]);
+  const canonical = JSON.stringify([
+    shape.from,
+    shape.to,
+    shape.groupBy,
+    filters,
+    shape.sort.field,
+    shape.sort.direction,
+  ]);
   return createHash('sha256').update(canonical).digest('base64url').slice(0, 16);
 }
 
@@ -230,7 +248,8 @@ export function decodeCursor(raw: string, shape: QueryShape): ReportCursor | und
   if (typeof parsed !== 'object' || parsed === null) return undefined;
   const { f, v, k } = parsed as Record<string, unknown>;
   if (f !== fingerprint(shape)) return undefined;
-  if (!Array.isArray(k) || k.length !== shape.groupBy.length || !k.every((part) => typeof part === 'string')) return undefined;
+  if (!Array.isArray(k) || k.length !== shape.groupBy.length || !k.every((part) => typeof part === 'string'))
+    return undefined;
   const field = shape.sort.field;
   if (isMetric(field)) {
     if (v !== null && (typeof v !== 'number' || !Number.isFinite(v))) return undefined;
@@ -334,5 +353,11 @@ export function mergeDuplicateRows(rows: readonly TrafficRow[]): TrafficRow[] {
 }
 
 function pickDimensions(row: TrafficDimensions): TrafficDimensions {
-  return { date: row.date, source: row.source, medium: row.medium, campaign: row.campaign, landing_page: row.landing_page };
+  return {
+    date: row.date,
+    source: row.source,
+    medium: row.medium,
+    campaign: row.campaign,
+    landing_page: row.landing_page,
+  };
 }

@@ -36,7 +36,8 @@ export interface BuildAppOptions {
  */
 function trustProxyOption(setting: Services['config']['trustProxy']): boolean {
   if (setting === false) return false;
-  const option: NonNullable<FastifyServerOptions['trustProxy']> = typeof setting === 'number' ? (_address: string, hop: number) => hop < setting : setting.join(',');
+  const option: NonNullable<FastifyServerOptions['trustProxy']> =
+    typeof setting === 'number' ? (_address: string, hop: number) => hop < setting : setting.join(',');
   // The cast only picks Fastify's HTTP/1 overload of the factory; every form above is a valid trustProxy.
   return option as unknown as boolean;
 }
@@ -74,7 +75,10 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
   app.addSchema(EventV2Request);
 
   await app.register(lifecyclePlugin, { metrics: services.metrics });
-  await app.register(errorsPlugin, { isUnavailable: (error) => storage.isUnavailable(error), storageClosed: () => storage.closed });
+  await app.register(errorsPlugin, {
+    isUnavailable: (error) => storage.isUnavailable(error),
+    storageClosed: () => storage.closed,
+  });
   await app.register(bodyPlugin);
   await app.register(openapiPlugin);
   await app.register(authPlugin);
@@ -89,9 +93,14 @@ export async function buildApp(services: Services, options: BuildAppOptions = {}
   await app.register(segmentRoutes, { services });
   corsPreflight(app, BROWSER_NATIVE_ROUTES);
   // Without INLET_ADMIN_TOKEN the admin API does not exist: its URLs are unknown routes (404).
-  if (config.adminToken !== undefined) await app.register(adminPlugin, { prefix: '/admin/v1', services, adminToken: config.adminToken });
+  if (config.adminToken !== undefined)
+    await app.register(adminPlugin, { prefix: '/admin/v1', services, adminToken: config.adminToken });
   // The web console (issue 14): on whenever the admin API is, a page saying why not when it is off.
-  consoleRoutes(app, { adminApi: config.adminToken !== undefined, enabled: config.consoleEnabled, ...(options.consoleAssetsDir === undefined ? {} : { assetsDir: options.consoleAssetsDir }) });
+  consoleRoutes(app, {
+    adminApi: config.adminToken !== undefined,
+    enabled: config.consoleEnabled,
+    ...(options.consoleAssetsDir === undefined ? {} : { assetsDir: options.consoleAssetsDir }),
+  });
   // Live streams end cleanly before the server waits for its connections to close.
   app.addHook('preClose', async () => {
     await services.events.streams.close();

@@ -45,9 +45,13 @@ export function requireKey(services: Services, kind: KeyKind): onRequestAsyncHoo
     reply.header('ratelimit-reset', String(decision.resetSeconds));
     if (!decision.allowed) {
       services.metrics.rateLimited.inc({ endpoint: request.routeOptions.url ?? 'unknown' });
-      throw new AppError('rate_limited', `Rate limit of this API key exceeded; retry in ${decision.retryAfterSeconds} s.`, {
-        headers: { 'retry-after': String(decision.retryAfterSeconds) },
-      });
+      throw new AppError(
+        'rate_limited',
+        `Rate limit of this API key exceeded; retry in ${decision.retryAfterSeconds} s.`,
+        {
+          headers: { 'retry-after': String(decision.retryAfterSeconds) },
+        },
+      );
     }
   };
 }

@@ -22,7 +22,13 @@ export function secretKeyInBrowser(): AppError {
   );
 }
 
-function limited(services: Services, request: FastifyRequest, reply: FastifyReply, decision: RateLimitDecision, what: string): void {
+function limited(
+  services: Services,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  decision: RateLimitDecision,
+  what: string,
+): void {
   if (decision.allowed) return;
   services.metrics.rateLimited.inc({ endpoint: request.routeOptions.url ?? 'unknown' });
   reply.header('retry-after', String(decision.retryAfterSeconds));
@@ -35,12 +41,20 @@ function limited(services: Services, request: FastifyRequest, reply: FastifyRepl
  * After the key is known: the origin rule (403 origin_not_allowed / secret_key_in_browser), the CORS
  * answer for an allowed origin, the per-key rate limit and, for browser keys, the per-IP one.
  */
-export function applyKeyPolicy(services: Services, request: FastifyRequest, reply: FastifyReply, auth: AuthContext): void | Promise<void> {
+export function applyKeyPolicy(
+  services: Services,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  auth: AuthContext,
+): void | Promise<void> {
   const origin = request.headers.origin;
   if (auth.kind === 'browser') {
     if (origin !== undefined) {
       if (!originAllowed(origin, auth.allowedOrigins ?? [])) {
-        throw new AppError('origin_not_allowed', `The origin ${origin} is not on this browser key's allowed origins; add it with PATCH /admin/v1/keys/{key_id}.`);
+        throw new AppError(
+          'origin_not_allowed',
+          `The origin ${origin} is not on this browser key's allowed origins; add it with PATCH /admin/v1/keys/{key_id}.`,
+        );
       }
       reply.header('access-control-allow-origin', origin);
       reply.header('vary', 'Origin');
@@ -50,7 +64,13 @@ export function applyKeyPolicy(services: Services, request: FastifyRequest, repl
   }
   const perIp = () => {
     if (auth.kind === 'browser' && services.browserIpLimiter.enabled) {
-      limited(services, request, reply, services.browserIpLimiter.take(`${auth.keyId}\u0000${request.ip}`), 'this browser key from your address');
+      limited(
+        services,
+        request,
+        reply,
+        services.browserIpLimiter.take(`${auth.keyId}\u0000${request.ip}`),
+        'this browser key from your address',
+      );
     }
   };
   const limiter = services.rateLimiter;

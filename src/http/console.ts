@@ -94,7 +94,10 @@ function readAssets(dir: string): Map<string, Asset> {
       cacheControl: name.startsWith('assets/') ? 'public, max-age=31536000, immutable' : 'no-cache',
       identity,
       gzip: compressible && identity.length > 512 ? gzipSync(identity, { level: 9 }) : undefined,
-      brotli: compressible && identity.length > 512 ? brotliCompressSync(identity, { params: { [zlib.BROTLI_PARAM_QUALITY]: 11 } }) : undefined,
+      brotli:
+        compressible && identity.length > 512
+          ? brotliCompressSync(identity, { params: { [zlib.BROTLI_PARAM_QUALITY]: 11 } })
+          : undefined,
     });
   }
   return assets;
@@ -102,13 +105,29 @@ function readAssets(dir: string): Map<string, Asset> {
 
 function accepts(request: FastifyRequest, encoding: string): boolean {
   const header = request.headers['accept-encoding'];
-  return typeof header === 'string' && header.split(',').some((part) => part.trim().split(';')[0]?.trim() === encoding && !/;\s*q=0(?:\.0*)?\s*$/.test(part));
+  return (
+    typeof header === 'string' &&
+    header
+      .split(',')
+      .some((part) => part.trim().split(';')[0]?.trim() === encoding && !/;\s*q=0(?:\.0*)?\s*$/.test(part))
+  );
 }
 
 function send(request: FastifyRequest, reply: FastifyReply, asset: Asset) {
-  reply.headers({ 'content-type': asset.type, 'cache-control': asset.cacheControl, etag: asset.etag, vary: 'accept-encoding', ...SECURITY_HEADERS });
+  reply.headers({
+    'content-type': asset.type,
+    'cache-control': asset.cacheControl,
+    etag: asset.etag,
+    vary: 'accept-encoding',
+    ...SECURITY_HEADERS,
+  });
   if (request.headers['if-none-match'] === asset.etag) return reply.code(304).send();
-  const encoded = asset.brotli !== undefined && accepts(request, 'br') ? { body: asset.brotli, encoding: 'br' } : asset.gzip !== undefined && accepts(request, 'gzip') ? { body: asset.gzip, encoding: 'gzip' } : undefined;
+  const encoded =
+    asset.brotli !== undefined && accepts(request, 'br')
+      ? { body: asset.brotli, encoding: 'br' }
+      : asset.gzip !== undefined && accepts(request, 'gzip')
+        ? { body: asset.gzip, encoding: 'gzip' }
+        : undefined;
   if (encoded !== undefined) reply.header('content-encoding', encoded.encoding);
   return reply.send(encoded?.body ?? asset.identity);
 }
@@ -137,10 +156,14 @@ export function consoleRoutes(app: FastifyInstance, options: ConsoleOptions): vo
       'content-type': 'text/html; charset=utf-8',
       'cache-control': 'no-cache',
       ...SECURITY_HEADERS,
-      'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+      'content-security-policy':
+        "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
     });
     return options.adminApi
-      ? page('Inlet console: not built', '<p>The console\'s files are not in <code>dist/console</code>. Build them with <code>npm run build</code> (<code>npm ci</code> does it too), then restart Inlet.</p>')
+      ? page(
+          'Inlet console: not built',
+          "<p>The console's files are not in <code>dist/console</code>. Build them with <code>npm run build</code> (<code>npm ci</code> does it too), then restart Inlet.</p>",
+        )
       : page(
           'Inlet console: the admin API is off',
           '<p>The console works through the admin API, which is on only when <code>INLET_ADMIN_TOKEN</code> is set (at least 16 characters). Start Inlet with it, for example:</p><pre>INLET_ADMIN_TOKEN=$(openssl rand -hex 24) npm start</pre><p>then open <code>/console</code> again and sign in with that token.</p>',
@@ -149,14 +172,17 @@ export function consoleRoutes(app: FastifyInstance, options: ConsoleOptions): vo
 
   // /console and /console/ are the same route (the router ignores a trailing slash): the app's page. Its asset
   // URLs are absolute (/console/assets/…), so no redirect is needed.
-  app.get('/console', hide, async (request, reply) => (assets === undefined ? explain(reply) : send(request, reply, assets.get('index.html')!)));
+  app.get('/console', hide, async (request, reply) =>
+    assets === undefined ? explain(reply) : send(request, reply, assets.get('index.html')!),
+  );
   app.get('/console/*', hide, async (request, reply) => {
     if (assets === undefined) return explain(reply);
     const name = (request.params as { '*': string })['*'];
     const asset = assets.get(name === '' ? 'index.html' : name);
     if (asset !== undefined) return send(request, reply, asset);
     // An unknown asset is 404; any other path is the app (its routes are in the hash, but a typed URL works too).
-    if (name.startsWith('assets/')) return reply.code(404).header('content-type', 'text/plain; charset=utf-8').send('Not found');
+    if (name.startsWith('assets/'))
+      return reply.code(404).header('content-type', 'text/plain; charset=utf-8').send('Not found');
     return send(request, reply, assets.get('index.html')!);
   });
 }

@@ -16,12 +16,17 @@ export const DEPRECATION_HEADERS = { deprecation: 'true', sunset: '2026-09-01' }
 export function singleEventResponses(extra: Record<number, unknown> = {}) {
   return {
     201: dataEnvelope(Type.Ref(EventRecordSchema), 'Stored'),
-    200: dataEnvelope(Type.Ref(EventRecordSchema), 'Already stored under this external_id: the original event (Idempotent-Replayed: true)'),
+    200: dataEnvelope(
+      Type.Ref(EventRecordSchema),
+      'Already stored under this external_id: the original event (Idempotent-Replayed: true)',
+    ),
     ...keyedWriteErrors({
-      400: 'Invalid JSON or invalid event; tracking_plan_violation or unplanned_event: refused by the product\'s tracking plan in enforce (`errors[].pointer` such as /properties/plan)',
+      400: "Invalid JSON or invalid event; tracking_plan_violation or unplanned_event: refused by the product's tracking plan in enforce (`errors[].pointer` such as /properties/plan)",
       413: 'Event larger than the per-event limit',
     }),
-    409: problemResponse('subject_suppressed: the subject is a person who was erased (governance.md §3); nothing was stored'),
+    409: problemResponse(
+      'subject_suppressed: the subject is a person who was erased (governance.md §3); nothing was stored',
+    ),
     ...extra,
   };
 }

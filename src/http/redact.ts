@@ -5,5 +5,8 @@ const WRITE_KEY_PARAM = /([?&]writeKey=)[^&#]*/gi;
 const SETTINGS_PATH = /(\/v1\/projects\/)[^/?#]+/g;
 
 export function redactUrl(url: string): string {
-  return url.replace(WRITE_KEY_PARAM, '$1[redacted]').replace(SETTINGS_PATH, '$1[redacted]').replace(KEY_IN_TEXT, 'inlet_$1_[redacted]');
+  return url
+    .replace(WRITE_KEY_PARAM, '$1[redacted]')
+    .replace(SETTINGS_PATH, '$1[redacted]')
+    .replace(KEY_IN_TEXT, 'inlet_$1_[redacted]');
 }

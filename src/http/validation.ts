@@ -71,7 +71,9 @@ function message(error: ValueError): string {
     case ValueErrorType.StringMinLength:
       return schema.minLength === 1 ? 'must not be empty' : `must be at least ${String(schema.minLength)} characters`;
     case ValueErrorType.StringPattern:
-      return typeof schema.errorMessage === 'string' ? schema.errorMessage : `must match the pattern ${String(schema.pattern)}`;
+      return typeof schema.errorMessage === 'string'
+        ? schema.errorMessage
+        : `must match the pattern ${String(schema.pattern)}`;
     case ValueErrorType.String:
       return `must be a string, got ${describe(error.value)}`;
     case ValueErrorType.Object:

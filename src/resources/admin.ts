@@ -2,7 +2,12 @@
 import type { ApiKeyRecord, ProductRecord } from '../storage/types.js';
 
 export function productResource(product: ProductRecord) {
-  return { id: product.id, name: product.name, created_at: product.createdAt, retention: { events_days: product.retentionEventsDays ?? null } };
+  return {
+    id: product.id,
+    name: product.name,
+    created_at: product.createdAt,
+    retention: { events_days: product.retentionEventsDays ?? null },
+  };
 }
 
 export function apiKeyResource(key: ApiKeyRecord) {

@@ -18,16 +18,28 @@ export function destinationMessage(message: StoredMessage): WireMessage {
     // Read with its JSON columns as text (destination-store.ts): written out around that text, the same
     // bytes as JSON.stringify of the object form (test/destinations.test.ts).
     if (event.jsonText !== undefined) {
-      return { id, type: 'event.created', timestamp: event.receivedAt, json: `{"id":${JSON.stringify(id)},"type":"event.created","timestamp":${JSON.stringify(event.receivedAt)},"data":${eventJsonFromText(event, event.jsonText)}}` };
+      return {
+        id,
+        type: 'event.created',
+        timestamp: event.receivedAt,
+        json: `{"id":${JSON.stringify(id)},"type":"event.created","timestamp":${JSON.stringify(event.receivedAt)},"data":${eventJsonFromText(event, event.jsonText)}}`,
+      };
     }
     return wire(id, 'event.created', event.receivedAt, eventResource(event));
   }
-  if (message.type === 'user.identified') return wire(message.id, message.type, message.createdAt, userResource((message.data as { user: UserRecord }).user));
+  if (message.type === 'user.identified')
+    return wire(message.id, message.type, message.createdAt, userResource((message.data as { user: UserRecord }).user));
   if (message.type === 'user.erased') {
     // governance.md §3: receivers erase these ids too.
     const data = message.data as { externalIds: string[]; erasureId: string };
-    return wire(message.id, message.type, message.createdAt, { external_ids: data.externalIds, erasure_id: data.erasureId });
+    return wire(message.id, message.type, message.createdAt, {
+      external_ids: data.externalIds,
+      erasure_id: data.erasureId,
+    });
   }
   const data = message.data as { fromExternalId: string; user: UserRecord };
-  return wire(message.id, message.type, message.createdAt, { from_external_id: data.fromExternalId, into: userResource(data.user) });
+  return wire(message.id, message.type, message.createdAt, {
+    from_external_id: data.fromExternalId,
+    into: userResource(data.user),
+  });
 }

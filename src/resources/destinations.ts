@@ -18,7 +18,9 @@ export function destinationResource(d: DestinationView) {
     name: d.name,
     status: d.status,
     disabled_reason: d.disabledReason,
-    ...(d.type === 'webhook' ? { url: d.config.url ?? null } : { servers: d.config.servers ?? [], subject: d.config.subject ?? '', has_credentials: d.credentials !== null }),
+    ...(d.type === 'webhook'
+      ? { url: d.config.url ?? null }
+      : { servers: d.config.servers ?? [], subject: d.config.subject ?? '', has_credentials: d.credentials !== null }),
     filter,
     batch: { max_messages: d.batch.maxMessages, max_wait_ms: d.batch.maxWaitMs },
     cursor: encodeDestinationCursor(d.cursor),

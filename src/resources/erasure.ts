@@ -18,5 +18,10 @@ export function erasureResource(job: ErasureRecord) {
 }
 
 export function suppressionResource(suppression: SuppressionRecord) {
-  return { id: suppression.id, external_id_hmac: suppression.idHmac, erasure_id: suppression.erasureId, created_at: suppression.createdAt };
+  return {
+    id: suppression.id,
+    external_id_hmac: suppression.idHmac,
+    erasure_id: suppression.erasureId,
+    created_at: suppression.createdAt,
+  };
 }

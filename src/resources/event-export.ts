@@ -80,7 +80,8 @@ function csvFromText(event: EventRecord, json: NonNullable<EventRecord['jsonText
 }
 
 export function exportLine(format: ExportFormat, event: EventRecord): string {
-  if (event.jsonText !== undefined) return format === 'ndjson' ? `${eventJsonFromText(event, event.jsonText)}\n` : csvFromText(event, event.jsonText);
+  if (event.jsonText !== undefined)
+    return format === 'ndjson' ? `${eventJsonFromText(event, event.jsonText)}\n` : csvFromText(event, event.jsonText);
   const resource = eventResource(event);
   if (format === 'ndjson') return `${JSON.stringify(resource)}\n`;
   let line = '';

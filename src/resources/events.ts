@@ -39,4 +39,3 @@ export function eventResource(event: EventRecord): EventResource {
   if (event.original != null) resource.original = event.original;
   return resource;
 }
-

@@ -1,7 +1,12 @@
 // The public shapes of the catalogue, tracking plans and violations (governance.md §1–2), shared by
 // the admin API and the CLI's --json output.
 import type { TrackingPlan } from '../domain/tracking-plan.js';
-import type { CatalogEventRecord, CatalogPropertyRecord, TrackingPlanVersion, ViolationRecord } from '../storage/types.js';
+import type {
+  CatalogEventRecord,
+  CatalogPropertyRecord,
+  TrackingPlanVersion,
+  ViolationRecord,
+} from '../storage/types.js';
 
 export function catalogEventResource(e: CatalogEventRecord) {
   return {

@@ -29,5 +29,10 @@ export const USER_EVENTS_DEFAULT_LIMIT = 50;
 export const USER_EVENTS_MAX_LIMIT = 500;
 
 export function userDetailsResource(details: UserDetails) {
-  return { ...userResource(details.user), identified: details.identified, merges: details.merges.map(mergeResource), events: details.events.map(eventResource) };
+  return {
+    ...userResource(details.user),
+    identified: details.identified,
+    merges: details.merges.map(mergeResource),
+    events: details.events.map(eventResource),
+  };
 }

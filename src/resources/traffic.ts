@@ -2,7 +2,13 @@
 import type { SyncRunRecord, TrafficSourceSummary } from '../storage/types.js';
 
 export function trafficSourceResource(source: TrafficSourceSummary) {
-  return { product_id: source.productId, provider: source.provider, ...source.config, created_at: source.createdAt, updated_at: source.updatedAt };
+  return {
+    product_id: source.productId,
+    provider: source.provider,
+    ...source.config,
+    created_at: source.createdAt,
+    updated_at: source.updatedAt,
+  };
 }
 
 export function syncRunResource(run: SyncRunRecord) {

@@ -25,7 +25,9 @@ export interface CappedRecorderOptions<Row extends { productId: string; received
   deleteOlderThan(at: string): Promise<unknown>;
 }
 
-export function createCappedRecorder<Row extends { productId: string; receivedAt: string }>(options: CappedRecorderOptions<Row>) {
+export function createCappedRecorder<Row extends { productId: string; receivedAt: string }>(
+  options: CappedRecorderOptions<Row>,
+) {
   const clock = options.now ?? Date.now;
   const pending: Row[] = [];
   const unrecorded = new Map<string, HourCount>();
@@ -51,7 +53,8 @@ export function createCappedRecorder<Row extends { productId: string; receivedAt
     pending.unshift(...rows);
     for (const row of counts) countUnrecorded(row.productId, row.hour, row.count);
     if (pending.length > MAX_PENDING) {
-      for (const row of pending.splice(0, pending.length - MAX_PENDING)) countUnrecorded(row.productId, row.receivedAt.slice(0, 13), 1);
+      for (const row of pending.splice(0, pending.length - MAX_PENDING))
+        countUnrecorded(row.productId, row.receivedAt.slice(0, 13), 1);
     }
     schedule();
   }

@@ -5,7 +5,14 @@
 // add up. The bounds are decided at flush time against what is stored, so they hold across instances
 // (up to what two instances flush at the same moment); in memory each product keeps at most the same
 // number of names and paths per name between flushes, so a flood of new names cannot grow memory.
-import type { CatalogEventDelta, CatalogPropertyDelta, CatalogScope, EventRecord, JsonType, Storage } from '../storage/types.js';
+import type {
+  CatalogEventDelta,
+  CatalogPropertyDelta,
+  CatalogScope,
+  EventRecord,
+  JsonType,
+  Storage,
+} from '../storage/types.js';
 
 /** Paths are followed into nested objects down to this depth (`a.b.c`). */
 export const CATALOG_MAX_DEPTH = 3;
@@ -64,14 +71,20 @@ export function jsonType(value: unknown): JsonType {
 }
 
 /** Calls `visit` for each dotted path of `object` down to CATALOG_MAX_DEPTH. */
-export function walkPaths(object: Record<string, unknown>, visit: (path: string, type: JsonType) => void, prefix = '', depth = 1): void {
+export function walkPaths(
+  object: Record<string, unknown>,
+  visit: (path: string, type: JsonType) => void,
+  prefix = '',
+  depth = 1,
+): void {
   for (const key in object) {
     const value = object[key];
     if (value === undefined) continue;
     const path = prefix === '' ? key : `${prefix}.${key}`;
     const type = jsonType(value);
     visit(path, type);
-    if (type === 'object' && depth < CATALOG_MAX_DEPTH) walkPaths(value as Record<string, unknown>, visit, path, depth + 1);
+    if (type === 'object' && depth < CATALOG_MAX_DEPTH)
+      walkPaths(value as Record<string, unknown>, visit, path, depth + 1);
   }
 }
 
@@ -107,7 +120,8 @@ export function createCatalogService(storage: Storage, options: CatalogOptions) 
 
   function productOf(productId: string): ProductAggregate {
     let product = pending.get(productId);
-    if (product === undefined) pending.set(productId, (product = { names: new Map(), traits: new Map(), overflow: { event: 0, trait: 0 } }));
+    if (product === undefined)
+      pending.set(productId, (product = { names: new Map(), traits: new Map(), overflow: { event: 0, trait: 0 } }));
     return product;
   }
 
@@ -121,7 +135,8 @@ export function createCatalogService(storage: Storage, options: CatalogOptions) 
       const into = productOf(productId);
       into.overflow.event += from.overflow.event;
       into.overflow.trait += from.overflow.trait;
-      for (const [path, types] of from.traits) for (const [type, c] of types) addType(into.traits, path, type, c.count, c.first, c.last);
+      for (const [path, types] of from.traits)
+        for (const [type, c] of types) addType(into.traits, path, type, c.count, c.first, c.last);
       for (const [name, agg] of from.names) {
         const target = into.names.get(name);
         if (target === undefined) {
@@ -134,13 +149,20 @@ export function createCatalogService(storage: Storage, options: CatalogOptions) 
         for (const s of agg.sources) target.sources.add(s);
         for (const k of agg.keyIds) target.keyIds.add(k);
         target.propertiesOverflow += agg.propertiesOverflow;
-        for (const [path, types] of agg.paths) for (const [type, c] of types) addType(target.paths, path, type, c.count, c.first, c.last);
+        for (const [path, types] of agg.paths)
+          for (const [type, c] of types) addType(target.paths, path, type, c.count, c.first, c.last);
       }
     }
     if (products.size > 0) schedule();
   }
 
-  function propertyDeltas(scope: CatalogScope, canonicalName: string, paths: PathTypes, known: Set<string> | undefined, room: number): { rows: CatalogPropertyDelta[]; dropped: number } {
+  function propertyDeltas(
+    scope: CatalogScope,
+    canonicalName: string,
+    paths: PathTypes,
+    known: Set<string> | undefined,
+    room: number,
+  ): { rows: CatalogPropertyDelta[]; dropped: number } {
     const rows: CatalogPropertyDelta[] = [];
     let dropped = 0;
     let left = room;
@@ -151,7 +173,8 @@ export function createCatalogService(storage: Storage, options: CatalogOptions) 
         continue;
       }
       if (isNew) left--;
-      for (const [jsonType, c] of types) rows.push({ scope, canonicalName, path, jsonType, count: c.count, firstSeen: c.first, lastSeen: c.last });
+      for (const [jsonType, c] of types)
+        rows.push({ scope, canonicalName, path, jsonType, count: c.count, firstSeen: c.first, lastSeen: c.last });
     }
     return { rows, dropped };
   }
@@ -174,7 +197,13 @@ export function createCatalogService(storage: Storage, options: CatalogOptions) 
         roomForNames--;
       }
       const known = state!.paths.get(name);
-      const { rows, dropped } = propertyDeltas('event', name, agg.paths, known, options.maxProperties - (known?.size ?? 0));
+      const { rows, dropped } = propertyDeltas(
+        'event',
+        name,
+        agg.paths,
+        known,
+        options.maxProperties - (known?.size ?? 0),
+      );
       properties.push(...rows);
       events.push({
         canonicalName: name,
@@ -191,7 +220,13 @@ export function createCatalogService(storage: Storage, options: CatalogOptions) 
     if (product.traits.size > 0) {
       const traitState = await storage.governance.catalogState(productId, 'trait', ['']);
       const known = traitState.paths.get('');
-      const { rows, dropped } = propertyDeltas('trait', '', product.traits, known, options.maxProperties - (known?.size ?? 0));
+      const { rows, dropped } = propertyDeltas(
+        'trait',
+        '',
+        product.traits,
+        known,
+        options.maxProperties - (known?.size ?? 0),
+      );
       properties.push(...rows);
       overflow.trait += dropped;
     }
@@ -273,7 +308,10 @@ export function createCatalogService(storage: Storage, options: CatalogOptions) 
 
     async listEvents(productId: string, query: Parameters<Storage['governance']['listCatalogEvents']>[1]) {
       await flush();
-      const [events, overflow] = await Promise.all([storage.governance.listCatalogEvents(productId, query), storage.governance.catalogOverflow(productId)]);
+      const [events, overflow] = await Promise.all([
+        storage.governance.listCatalogEvents(productId, query),
+        storage.governance.catalogOverflow(productId),
+      ]);
       return { events, overflow: overflow.event };
     },
 
@@ -284,7 +322,10 @@ export function createCatalogService(storage: Storage, options: CatalogOptions) 
 
     async traits(productId: string) {
       await flush();
-      const [paths, overflow] = await Promise.all([storage.governance.listCatalogProperties(productId, 'trait', ''), storage.governance.catalogOverflow(productId)]);
+      const [paths, overflow] = await Promise.all([
+        storage.governance.listCatalogProperties(productId, 'trait', ''),
+        storage.governance.catalogOverflow(productId),
+      ]);
       return { paths, overflow: overflow.trait };
     },
 

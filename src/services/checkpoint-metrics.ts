@@ -4,7 +4,10 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { CheckpointEvent, EventKeyStats } from '../storage/types.js';
 
-export function registerCheckpointMetrics(registry: Registry, observe: (listener: (event: CheckpointEvent) => void) => void): void {
+export function registerCheckpointMetrics(
+  registry: Registry,
+  observe: (listener: (event: CheckpointEvent) => void) => void,
+): void {
   const duration = new Histogram({
     name: 'inlet_sqlite_checkpoint_seconds',
     help: 'SQLite WAL checkpoints by who ran them: the checkpoint thread (thread) or the writer on the event loop (writer)',
@@ -43,7 +46,13 @@ export function registerCheckpointMetrics(registry: Registry, observe: (listener
 /** SQLite idempotency keys (storage/sqlite/event-keys.ts): how many wait in memory for a merge, the merges and
  *  sweeps, and the key filter. */
 export function registerEventKeyMetrics(registry: Registry, stats: () => EventKeyStats): void {
-  registerHashIndexMetrics(registry, stats, { one: 'key', many: 'keys', table: 'event_keys', what: 'Idempotency keys', sweptBy: 'erasure, retention' });
+  registerHashIndexMetrics(registry, stats, {
+    one: 'key',
+    many: 'keys',
+    table: 'event_keys',
+    what: 'Idempotency keys',
+    sweptBy: 'erasure, retention',
+  });
   new Gauge({
     name: 'inlet_sqlite_event_key_filter_bytes',
     help: 'Bytes of the in-memory filter of SQLite idempotency keys (~1.25 a key); 0 while it is built from event_keys after a start, when every keyed event probes the table',
@@ -56,12 +65,22 @@ export function registerEventKeyMetrics(registry: Registry, stats: () => EventKe
 
 /** SQLite's subject index (the same machinery, kind `subjects`): entries waiting in memory, merges and sweeps. */
 export function registerEventSubjectMetrics(registry: Registry, stats: () => EventKeyStats): void {
-  registerHashIndexMetrics(registry, stats, { one: 'subject', many: 'subjects', table: 'event_subjects', what: 'Subject entries', sweptBy: 'retention; erasures remove their own' });
+  registerHashIndexMetrics(registry, stats, {
+    one: 'subject',
+    many: 'subjects',
+    table: 'event_subjects',
+    what: 'Subject entries',
+    sweptBy: 'retention; erasures remove their own',
+  });
 }
 
 /** inlet_sqlite_event_{many}_in_memory, _{one}_merges_total, _{one}_merge_seconds_total, _{many}_swept_total,
  *  _{one}_sweep_seconds_total and _{one}_maintenance_busy_seconds_total of one index. */
-function registerHashIndexMetrics(registry: Registry, stats: () => EventKeyStats, index: { one: string; many: string; table: string; what: string; sweptBy: string }): void {
+function registerHashIndexMetrics(
+  registry: Registry,
+  stats: () => EventKeyStats,
+  index: { one: string; many: string; table: string; what: string; sweptBy: string },
+): void {
   const { one, many, table, what, sweptBy } = index;
   new Gauge({
     name: `inlet_sqlite_event_${many}_in_memory`,
@@ -72,8 +91,18 @@ function registerHashIndexMetrics(registry: Registry, stats: () => EventKeyStats
     },
   });
   const wall = 'start to end (they yield to requests between short transactions)';
-  counterOf(registry, `inlet_sqlite_event_${one}_merges_total`, `Merges of in-memory ${what.toLowerCase()} into the SQLite ${table} table`, () => stats().merges);
-  counterOf(registry, `inlet_sqlite_event_${one}_merge_seconds_total`, `Wall time of those merges and of the moves that follow some, ${wall}`, () => stats().mergeSeconds);
+  counterOf(
+    registry,
+    `inlet_sqlite_event_${one}_merges_total`,
+    `Merges of in-memory ${what.toLowerCase()} into the SQLite ${table} table`,
+    () => stats().merges,
+  );
+  counterOf(
+    registry,
+    `inlet_sqlite_event_${one}_merge_seconds_total`,
+    `Wall time of those merges and of the moves that follow some, ${wall}`,
+    () => stats().mergeSeconds,
+  );
   counterOf(
     registry,
     `inlet_sqlite_event_${one}_level_moves_total`,
@@ -86,7 +115,12 @@ function registerHashIndexMetrics(registry: Registry, stats: () => EventKeyStats
     `${what} of deleted SQLite events (${sweptBy}) removed from ${table} by sweeps, which follow merges or run once 100,000 wait`,
     () => stats().swept,
   );
-  counterOf(registry, `inlet_sqlite_event_${one}_sweep_seconds_total`, `Wall time of those sweeps, ${wall}`, () => stats().sweepSeconds);
+  counterOf(
+    registry,
+    `inlet_sqlite_event_${one}_sweep_seconds_total`,
+    `Wall time of those sweeps, ${wall}`,
+    () => stats().sweepSeconds,
+  );
   counterOf(
     registry,
     `inlet_sqlite_event_${one}_maintenance_busy_seconds_total`,

@@ -42,7 +42,10 @@ export type MessageFormatter = (message: StoredMessage) => WireMessage;
  */
 export function webhookIdOf(messages: WireMessage[]): string {
   if (messages.length === 1) return messages[0]!.id;
-  const digest = createHash('sha256').update(`${messages[0]!.id}\u0000${messages[messages.length - 1]!.id}`).digest('base64url').slice(0, 27);
+  const digest = createHash('sha256')
+    .update(`${messages[0]!.id}\u0000${messages[messages.length - 1]!.id}`)
+    .digest('base64url')
+    .slice(0, 27);
   return `bat_${digest}`;
 }
 
@@ -68,7 +71,12 @@ export interface BodyScratch {
  * Buffer that large is mmap'ed by malloc) costs 0.5–1 ms in page faults, and the string form made three of
  * them per batch (joining, signing, writing), ~25 µs per message.
  */
-export function bodyOf(messages: WireMessage[], batched: boolean, now: string, scratch: BodyScratch = { buffer: Buffer.alloc(0) }): Buffer {
+export function bodyOf(
+  messages: WireMessage[],
+  batched: boolean,
+  now: string,
+  scratch: BodyScratch = { buffer: Buffer.alloc(0) },
+): Buffer {
   if (!batched) return bytesOf(messages[0]!);
   const head = `{"type":"batch","timestamp":${JSON.stringify(now)},"data":[`;
   // Room for the worst case (3 bytes of UTF-8 per UTF-16 unit), so each message is encoded straight into it.
@@ -91,7 +99,10 @@ export function subjectOf(template: string, productId: string, message: StoredMe
   const safe = (value: string) => value.replace(/[^A-Za-z0-9_-]/g, '_') || '_';
   const type = typeOf(message);
   const canonicalName = message.kind === 'event' ? message.event.canonicalName : type.replace('.', '_');
-  return template.replaceAll('{product_id}', safe(productId)).replaceAll('{canonical_name}', safe(canonicalName)).replaceAll('{type}', type);
+  return template
+    .replaceAll('{product_id}', safe(productId))
+    .replaceAll('{canonical_name}', safe(canonicalName))
+    .replaceAll('{type}', type);
 }
 
 /**

@@ -39,14 +39,16 @@ interface Link {
 
 /** What the stream answered to one publish: undefined when stored (or a duplicate it dropped), else the error. */
 export function pubAckError(msg: Pick<Msg, 'data' | 'headers'>): string | undefined {
-  if (msg.headers?.code === 503 || msg.data.length === 0) return 'no JetStream stream holds the subject (no responders)';
+  if (msg.headers?.code === 503 || msg.data.length === 0)
+    return 'no JetStream stream holds the subject (no responders)';
   let ack: { stream?: unknown; error?: { description?: unknown; code?: unknown } };
   try {
     ack = JSON.parse(Buffer.from(msg.data).toString('utf8')) as typeof ack;
   } catch {
     return 'JetStream answered something that is not a publish acknowledgement';
   }
-  if (ack.error !== undefined) return `JetStream refused the message: ${String(ack.error.description ?? ack.error.code ?? 'unknown error')}`;
+  if (ack.error !== undefined)
+    return `JetStream refused the message: ${String(ack.error.description ?? ack.error.code ?? 'unknown error')}`;
   if (typeof ack.stream !== 'string' || ack.stream === '') return 'JetStream answered an invalid acknowledgement';
   return undefined;
 }
@@ -68,7 +70,11 @@ export function createNatsSender(options: { timeoutMs: number; guard: OutboundGu
     for (const w of all) w.reject(error);
   }
 
-  async function link(destinationId: string, servers: string[], credentials: DestinationCredentials | null): Promise<Link> {
+  async function link(
+    destinationId: string,
+    servers: string[],
+    credentials: DestinationCredentials | null,
+  ): Promise<Link> {
     const key = JSON.stringify([servers, credentials]);
     const existing = links.get(destinationId);
     if (existing !== undefined && existing.key === key && !existing.connection.isClosed()) return existing;
@@ -119,7 +125,13 @@ export function createNatsSender(options: { timeoutMs: number; guard: OutboundGu
      * between them: a cycle's thousand messages formatted and written in one go held the delivery worker's
      * loop for tens of milliseconds, and a webhook's answer waited behind them (its batches are sequential).
      */
-    async send(destinationId: string, servers: string[], credentials: DestinationCredentials | null, count: number, message: (i: number) => NatsPublish): Promise<SendOutcome> {
+    async send(
+      destinationId: string,
+      servers: string[],
+      credentials: DestinationCredentials | null,
+      count: number,
+      message: (i: number) => NatsPublish,
+    ): Promise<SendOutcome> {
       if (count === 0) return { ok: true, status: null, error: null };
       let current: Link | undefined;
       const tokens: string[] = [];
@@ -156,7 +168,10 @@ export function createNatsSender(options: { timeoutMs: number; guard: OutboundGu
           l.connection.publish(m.subject, m.body, { reply: `${l.inbox}.${token}`, headers: h });
         }
         const timeout = new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`no acknowledgement within ${options.timeoutMs} ms`)), options.timeoutMs);
+          timer = setTimeout(
+            () => reject(new Error(`no acknowledgement within ${options.timeoutMs} ms`)),
+            options.timeoutMs,
+          );
         });
         await Promise.race([acked, timeout]);
         return { ok: true, status: null, error: null };

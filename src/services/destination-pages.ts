@@ -37,16 +37,25 @@ const same = (a: DestinationCursor, b: DestinationCursor) => a.event === b.event
 
 /** Where `cursor` is in the window: 0 at its start, i + 1 after messages[i]; undefined when outside. Readers are
  *  mostly at the end (the newest messages), so that is tried first, then the rest from the end backwards. */
-function find(w: { start: DestinationCursor; after: DestinationCursor[] }, cursor: DestinationCursor): number | undefined {
+function find(
+  w: { start: DestinationCursor; after: DestinationCursor[] },
+  cursor: DestinationCursor,
+): number | undefined {
   for (let i = w.after.length - 1; i >= 0; i--) if (same(w.after[i]!, cursor)) return i + 1;
   return same(w.start, cursor) ? 0 : undefined;
 }
 
 export function cursorAfter(cursor: DestinationCursor, message: StoredMessage): DestinationCursor {
-  return message.kind === 'event' ? { event: message.position, identity: cursor.identity } : { event: cursor.event, identity: message.position };
+  return message.kind === 'event'
+    ? { event: message.position, identity: cursor.identity }
+    : { event: cursor.event, identity: message.position };
 }
 
-export function createPageReader(store: DestinationStore, format: MessageFormatter, now: () => number = () => Date.now()) {
+export function createPageReader(
+  store: DestinationStore,
+  format: MessageFormatter,
+  now: () => number = () => Date.now(),
+) {
   const windows = new Map<string, Window[]>();
   let hits = 0;
   let misses = 0;
@@ -55,7 +64,9 @@ export function createPageReader(store: DestinationStore, format: MessageFormatt
   function fresh(productId: string, start: DestinationCursor, at: number, replacing?: Window): Window {
     const w: Window = { start, messages: [], after: [], readAt: [], usedAt: at };
     const list = windows.get(productId) ?? [];
-    const old = replacing ?? (list.length < WINDOWS_PER_PRODUCT ? undefined : list.reduce((a, b) => (a.usedAt <= b.usedAt ? a : b)));
+    const old =
+      replacing ??
+      (list.length < WINDOWS_PER_PRODUCT ? undefined : list.reduce((a, b) => (a.usedAt <= b.usedAt ? a : b)));
     windows.set(productId, [...list.filter((x) => x !== old), w]);
     return w;
   }

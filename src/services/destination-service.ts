@@ -36,7 +36,17 @@ import type {
   MessageType,
   StoredMessage,
 } from '../storage/types.js';
-import { bodyOf, bytesOf, MESSAGE_TYPES, matches, subjectCache, webhookIdOf, type BodyScratch, type MessageFormatter, type WireMessage } from './destination-messages.js';
+import {
+  bodyOf,
+  bytesOf,
+  MESSAGE_TYPES,
+  matches,
+  subjectCache,
+  webhookIdOf,
+  type BodyScratch,
+  type MessageFormatter,
+  type WireMessage,
+} from './destination-messages.js';
 import { createNatsSender, natsHosts, type NatsSender } from './destination-nats.js';
 import { createPageReader } from './destination-pages.js';
 import { sendWebhook, type SendOutcome } from './destination-webhook.js';
@@ -126,9 +136,19 @@ export function retryDelay(failures: number, random: () => number): number {
 
 const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
 
-function stringList(value: unknown, pointer: string, errors: FieldError[], allowed?: readonly string[]): string[] | undefined {
+function stringList(
+  value: unknown,
+  pointer: string,
+  errors: FieldError[],
+  allowed?: readonly string[],
+): string[] | undefined {
   if (value === undefined) return undefined;
-  if (!Array.isArray(value) || value.length === 0 || value.length > 100 || !value.every((v) => typeof v === 'string' && v.length > 0 && v.length <= 200)) {
+  if (
+    !Array.isArray(value) ||
+    value.length === 0 ||
+    value.length > 100 ||
+    !value.every((v) => typeof v === 'string' && v.length > 0 && v.length <= 200)
+  ) {
     errors.push({ pointer, message: 'must be a non-empty list of up to 100 non-empty strings' });
     return undefined;
   }
@@ -147,7 +167,8 @@ function parseFilter(value: unknown, errors: FieldError[]): DestinationFilter | 
   }
   const raw = value as Record<string, unknown>;
   for (const key of Object.keys(raw)) {
-    if (!['types', 'canonical_names', 'sources'].includes(key)) errors.push({ pointer: `/filter/${key}`, message: 'is not a filter (types, canonical_names, sources)' });
+    if (!['types', 'canonical_names', 'sources'].includes(key))
+      errors.push({ pointer: `/filter/${key}`, message: 'is not a filter (types, canonical_names, sources)' });
   }
   const filter: DestinationFilter = {};
   const types = stringList(raw.types, '/filter/types', errors, MESSAGE_TYPES);
@@ -167,12 +188,15 @@ function parseBatch(value: unknown, errors: FieldError[]): DestinationBatch | un
   }
   const raw = value as Record<string, unknown>;
   for (const key of Object.keys(raw)) {
-    if (!['max_messages', 'max_wait_ms'].includes(key)) errors.push({ pointer: `/batch/${key}`, message: 'is not a batch setting (max_messages, max_wait_ms)' });
+    if (!['max_messages', 'max_wait_ms'].includes(key))
+      errors.push({ pointer: `/batch/${key}`, message: 'is not a batch setting (max_messages, max_wait_ms)' });
   }
   const max = raw.max_messages ?? 1;
   const wait = raw.max_wait_ms ?? 0;
-  if (!Number.isInteger(max) || (max as number) < 1 || (max as number) > 1000) errors.push({ pointer: '/batch/max_messages', message: 'must be a whole number from 1 to 1000' });
-  if (!Number.isInteger(wait) || (wait as number) < 0 || (wait as number) > 60_000) errors.push({ pointer: '/batch/max_wait_ms', message: 'must be a whole number of milliseconds from 0 to 60000' });
+  if (!Number.isInteger(max) || (max as number) < 1 || (max as number) > 1000)
+    errors.push({ pointer: '/batch/max_messages', message: 'must be a whole number from 1 to 1000' });
+  if (!Number.isInteger(wait) || (wait as number) < 0 || (wait as number) > 60_000)
+    errors.push({ pointer: '/batch/max_wait_ms', message: 'must be a whole number of milliseconds from 0 to 60000' });
   return { maxMessages: max as number, maxWaitMs: wait as number };
 }
 
@@ -196,8 +220,10 @@ function parseUrl(value: unknown, errors: FieldError[]): string | undefined {
     errors.push({ pointer: '/url', message: 'must be an absolute http or https URL' });
     return undefined;
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') errors.push({ pointer: '/url', message: 'must use http or https' });
-  if (url.username !== '' || url.password !== '') errors.push({ pointer: '/url', message: 'must not carry credentials' });
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    errors.push({ pointer: '/url', message: 'must use http or https' });
+  if (url.username !== '' || url.password !== '')
+    errors.push({ pointer: '/url', message: 'must not carry credentials' });
   return url.toString();
 }
 
@@ -210,7 +236,8 @@ function parseCredentials(value: unknown, errors: FieldError[]): DestinationCred
   const raw = value as Record<string, unknown>;
   const credentials: DestinationCredentials = {};
   for (const key of Object.keys(raw)) {
-    if (!['user', 'pass', 'token'].includes(key) || typeof raw[key] !== 'string') errors.push({ pointer: `/credentials/${key}`, message: 'must be user, pass or token, a string' });
+    if (!['user', 'pass', 'token'].includes(key) || typeof raw[key] !== 'string')
+      errors.push({ pointer: `/credentials/${key}`, message: 'must be user, pass or token, a string' });
     else credentials[key as 'user' | 'pass' | 'token'] = raw[key] as string;
   }
   return credentials;
@@ -220,12 +247,17 @@ async function guard(check: () => Promise<unknown>, pointer: string): Promise<vo
   try {
     await check();
   } catch (error) {
-    if (error instanceof OutboundRefused) throw validationError([{ pointer, message: `refused by the outbound guard: ${error.message}` }]);
+    if (error instanceof OutboundRefused)
+      throw validationError([{ pointer, message: `refused by the outbound guard: ${error.message}` }]);
     throw error;
   }
 }
 
-export function createDestinationService(store: DestinationStore, metrics: Metrics, options: DestinationServiceOptions) {
+export function createDestinationService(
+  store: DestinationStore,
+  metrics: Metrics,
+  options: DestinationServiceOptions,
+) {
   const clock = options.clock ?? { now: () => Date.now() };
   const random = options.random ?? Math.random;
   const holder = options.holder ?? `${hostname()}:${process.pid}:${randomBase62(6)}`;
@@ -312,7 +344,12 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
   }
 
   /** A cursor from `start`/`from`: "now", "beginning", an events cursor, a destination cursor, or (replay) a received time. */
-  async function cursorFrom(productId: string, value: unknown, pointer: string, allowTime: boolean): Promise<DestinationCursor> {
+  async function cursorFrom(
+    productId: string,
+    value: unknown,
+    pointer: string,
+    allowTime: boolean,
+  ): Promise<DestinationCursor> {
     if (value === undefined || value === 'now') return store.endCursor(productId);
     if (value === 'beginning') return { event: null, identity: null };
     if (typeof value === 'string') {
@@ -326,11 +363,16 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
       if (allowTime && RFC3339.test(value) && !Number.isNaN(Date.parse(value))) {
         // Events are received before they commit, so one received just before `at` may have committed
         // after one received at `at`: the replay starts RECEIVE slack earlier (a few more re-deliveries, none missed).
-        const before = await store.eventPositionBefore(productId, new Date(Date.parse(value) - 10 * 60_000).toISOString());
+        const before = await store.eventPositionBefore(
+          productId,
+          new Date(Date.parse(value) - 10 * 60_000).toISOString(),
+        );
         return before === null ? { event: null, identity: null } : store.cursorAfterEvent(productId, before);
       }
     }
-    const expected = allowTime ? 'a cursor (from a destination or the event reads) or an RFC 3339 time' : '"now", "beginning" or a cursor (from a destination or the event reads)';
+    const expected = allowTime
+      ? 'a cursor (from a destination or the event reads) or an RFC 3339 time'
+      : '"now", "beginning" or a cursor (from a destination or the event reads)';
     throw validationError([{ pointer, message: `must be ${expected}` }]);
   }
 
@@ -341,10 +383,14 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
     /** This process's prom-client metrics of delivery (the delivery worker's reports are applied to them). */
     deliveryMetrics: promMetrics,
 
-    async create(productId: string, input: DestinationInput): Promise<{ destination: DestinationView; secret: string | null }> {
+    async create(
+      productId: string,
+      input: DestinationInput,
+    ): Promise<{ destination: DestinationView; secret: string | null }> {
       const errors: FieldError[] = [];
       const type = input.type;
-      if (type !== 'webhook' && type !== 'nats') errors.push({ pointer: '/type', message: 'must be "webhook" or "nats"' });
+      if (type !== 'webhook' && type !== 'nats')
+        errors.push({ pointer: '/type', message: 'must be "webhook" or "nats"' });
       const name = parseName(input.name, errors);
       const filter = parseFilter(input.filter, errors);
       const batch = parseBatch(input.batch, errors);
@@ -353,7 +399,8 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
       if (type === 'webhook') {
         const url = parseUrl(input.url, errors);
         if (url !== undefined) config = { url };
-        for (const key of ['servers', 'subject', 'credentials'] as const) if (input[key] !== undefined) errors.push({ pointer: `/${key}`, message: 'is for NATS destinations' });
+        for (const key of ['servers', 'subject', 'credentials'] as const)
+          if (input[key] !== undefined) errors.push({ pointer: `/${key}`, message: 'is for NATS destinations' });
       } else if (type === 'nats') {
         const servers = stringList(input.servers, '/servers', errors);
         if (servers !== undefined) {
@@ -363,8 +410,16 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
             errors.push({ pointer: '/servers', message: 'must be NATS server URLs such as nats://host:4222' });
           }
         }
-        if (typeof input.subject !== 'string' || input.subject.trim() === '' || input.subject.length > 255 || /\s/.test(input.subject)) {
-          errors.push({ pointer: '/subject', message: 'must be a subject template such as inlet.{product_id}.{canonical_name}' });
+        if (
+          typeof input.subject !== 'string' ||
+          input.subject.trim() === '' ||
+          input.subject.length > 255 ||
+          /\s/.test(input.subject)
+        ) {
+          errors.push({
+            pointer: '/subject',
+            message: 'must be a subject template such as inlet.{product_id}.{canonical_name}',
+          });
         }
         config = { servers: servers ?? [], subject: String(input.subject) };
         credentials = parseCredentials(input.credentials, errors);
@@ -432,11 +487,19 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
         }
       }
       for (const key of ['type', 'start', 'servers', 'subject', 'credentials'] as const) {
-        if (input[key] !== undefined) errors.push({ pointer: `/${key}`, message: 'cannot be changed (create a new destination, or use replay for the cursor)' });
+        if (input[key] !== undefined)
+          errors.push({
+            pointer: `/${key}`,
+            message: 'cannot be changed (create a new destination, or use replay for the cursor)',
+          });
       }
       let status: DestinationStatus | undefined;
       if (input.status !== undefined) {
-        if (input.status !== 'active' && input.status !== 'paused') errors.push({ pointer: '/status', message: 'must be "paused" or "active" (resume, or re-enable a disabled destination)' });
+        if (input.status !== 'active' && input.status !== 'paused')
+          errors.push({
+            pointer: '/status',
+            message: 'must be "paused" or "active" (resume, or re-enable a disabled destination)',
+          });
         else status = input.status;
       }
       if (errors.length > 0) throw validationError(errors);
@@ -469,7 +532,13 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
       await mustGet(productId, id);
       if (from === undefined) throw validationError([{ pointer: '/from', message: 'is required' }]);
       const cursor = await cursorFrom(productId, from, '/from', true);
-      const updated = await store.update(productId, id, { cursor, consecutiveFailures: 0, failingSince: null, nextAttemptAt: null, updatedAt: iso() });
+      const updated = await store.update(productId, id, {
+        cursor,
+        consecutiveFailures: 0,
+        failingSince: null,
+        nextAttemptAt: null,
+        updatedAt: iso(),
+      });
       service.poke();
       return view(updated!);
     },
@@ -477,9 +546,15 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
     /** A new signing secret; the previous one keeps signing (a second signature) for 24 h. */
     async rotateSecret(productId: string, id: string): Promise<{ destination: DestinationView; secret: string }> {
       const current = await mustGet(productId, id);
-      if (current.type !== 'webhook') throw validationError([{ pointer: '/', message: 'only webhook destinations have a signing secret' }]);
+      if (current.type !== 'webhook')
+        throw validationError([{ pointer: '/', message: 'only webhook destinations have a signing secret' }]);
       const secret = newSecret();
-      const updated = await store.update(productId, id, { secret, previousSecret: current.secret, previousSecretUntil: clock.now() + SECRET_OVERLAP_MS, updatedAt: iso() });
+      const updated = await store.update(productId, id, {
+        secret,
+        previousSecret: current.secret,
+        previousSecretUntil: clock.now() + SECRET_OVERLAP_MS,
+        updatedAt: iso(),
+      });
       return { destination: await view(updated!), secret };
     },
 
@@ -489,12 +564,16 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
     },
 
     /** Destinations by status, and the disabled ones with their reasons (readiness body, stats). */
-    async summary(): Promise<{ byStatus: Record<DestinationStatus, number>; disabled: Array<{ id: string; product_id: string; name: string; reason: string | null }> }> {
+    async summary(): Promise<{
+      byStatus: Record<DestinationStatus, number>;
+      disabled: Array<{ id: string; product_id: string; name: string; reason: string | null }>;
+    }> {
       const byStatus: Record<DestinationStatus, number> = { active: 0, paused: 0, disabled: 0 };
       const disabled: Array<{ id: string; product_id: string; name: string; reason: string | null }> = [];
       for (const d of await store.listAll()) {
         byStatus[d.status]++;
-        if (d.status === 'disabled') disabled.push({ id: d.id, product_id: d.productId, name: d.name, reason: d.disabledReason });
+        if (d.status === 'disabled')
+          disabled.push({ id: d.id, product_id: d.productId, name: d.name, reason: d.disabledReason });
       }
       return { byStatus, disabled };
     },
@@ -632,11 +711,20 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
     try {
       while (!stopped) {
         const stored = await store.getById(id);
-        if (stored === undefined || stored.status !== 'active' || stored.leaseHolder !== holder || stored.leaseUntil < clock.now()) return;
+        if (
+          stored === undefined ||
+          stored.status !== 'active' ||
+          stored.leaseHolder !== holder ||
+          stored.leaseUntil < clock.now()
+        )
+          return;
         if (carried?.written === false) return; // lease lost or cursor moved by a replay: the next pass starts afresh
         if (carried === undefined && stored.nextAttemptAt !== null && stored.nextAttemptAt > clock.now()) return;
         // The carried cycle was a success: no failures, no retry waiting, the cursor after it.
-        const d = carried === undefined ? stored : { ...stored, cursor: carried.cursor, consecutiveFailures: 0, failingSince: null, nextAttemptAt: null };
+        const d =
+          carried === undefined
+            ? stored
+            : { ...stored, cursor: carried.cursor, consecutiveFailures: 0, failingSince: null, nextAttemptAt: null };
         const next = await cycle(d, carried);
         if (next === false) return;
         // One write at most outstanding when the next cycle starts (the one just chained after it): the stored
@@ -667,14 +755,16 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
     let cursor = d.cursor;
     let moved = false;
     let exhausted = false;
-    const unfiltered = d.filter.types === undefined && d.filter.canonicalNames === undefined && d.filter.sources === undefined;
+    const unfiltered =
+      d.filter.types === undefined && d.filter.canonicalNames === undefined && d.filter.sources === undefined;
     const pageSize = unfiltered ? limit : Math.max(READ_PAGE, limit);
     read: while (wanted.length < limit) {
       const page = await pages.read(d.productId, cursor, pageSize, shared.has(d.productId));
       for (const message of page) {
         const isWanted = matches(d.filter, message);
         if (isWanted && wanted.length === limit) break read;
-        cursor = message.kind === 'event' ? { ...cursor, event: message.position } : { ...cursor, identity: message.position };
+        cursor =
+          message.kind === 'event' ? { ...cursor, event: message.position } : { ...cursor, identity: message.position };
         moved = true;
         if (isWanted) {
           wanted.push(message);
@@ -785,7 +875,10 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
         patch.status = 'disabled';
         patch.disabledReason = `no successful delivery for ${Math.round(options.disableAfterMs / 3_600_000)} h (last error: ${failure.error ?? 'unknown'})`;
       } else {
-        const delay = failure.retryAfterMs !== undefined ? Math.max(failure.retryAfterMs, MIN_RETRY_MS) : retryDelay(failures, random);
+        const delay =
+          failure.retryAfterMs !== undefined
+            ? Math.max(failure.retryAfterMs, MIN_RETRY_MS)
+            : retryDelay(failures, random);
         patch.nextAttemptAt = nowMs + delay;
       }
     }
@@ -812,12 +905,17 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
     return carried;
   }
 
-  async function send(d: DestinationRecord, batch: StoredMessage[], wire: WireMessage[]): Promise<SendOutcome & { durationMs: number }> {
+  async function send(
+    d: DestinationRecord,
+    batch: StoredMessage[],
+    wire: WireMessage[],
+  ): Promise<SendOutcome & { durationMs: number }> {
     const started = performance.now();
     let outcome: SendOutcome;
     if (d.type === 'webhook') {
       const secrets = [d.secret!];
-      if (d.previousSecret !== null && d.previousSecretUntil !== null && d.previousSecretUntil > clock.now()) secrets.push(d.previousSecret);
+      if (d.previousSecret !== null && d.previousSecretUntil !== null && d.previousSecretUntil > clock.now())
+        secrets.push(d.previousSecret);
       outcome = await sendWebhook({
         url: d.config.url!,
         secrets,
@@ -843,4 +941,3 @@ export function createDestinationService(store: DestinationStore, metrics: Metri
 }
 
 export type DestinationService = ReturnType<typeof createDestinationService>;
-

@@ -101,7 +101,11 @@ export async function sendWebhook(options: {
     }
     const status = response.statusCode;
     if (status >= 200 && status < 300) return { ok: true, status, error: null };
-    const outcome: SendOutcome = { ok: false, status, error: `HTTP ${status}${text.trim() === '' ? '' : `: ${text.trim().slice(0, 200)}`}` };
+    const outcome: SendOutcome = {
+      ok: false,
+      status,
+      error: `HTTP ${status}${text.trim() === '' ? '' : `: ${text.trim().slice(0, 200)}`}`,
+    };
     if (status === 429 || status === 503) {
       const retryAfterMs = parseRetryAfter(response.headers['retry-after'], Date.now());
       if (retryAfterMs !== undefined) outcome.retryAfterMs = retryAfterMs;
@@ -111,7 +115,10 @@ export async function sendWebhook(options: {
     return outcome;
   } catch (error) {
     const err = error as Error & { code?: string; cause?: Error & { code?: string } };
-    const name = err.name === 'TimeoutError' || err.code === 'UND_ERR_HEADERS_TIMEOUT' || err.code === 'UND_ERR_BODY_TIMEOUT' ? `timed out after ${options.timeoutMs} ms` : err.message;
+    const name =
+      err.name === 'TimeoutError' || err.code === 'UND_ERR_HEADERS_TIMEOUT' || err.code === 'UND_ERR_BODY_TIMEOUT'
+        ? `timed out after ${options.timeoutMs} ms`
+        : err.message;
     const cause = err.cause?.message !== undefined && err.cause.message !== err.message ? `: ${err.cause.message}` : '';
     return { ok: false, status: null, error: `${name}${cause}`.slice(0, 500) };
   }

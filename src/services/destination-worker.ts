@@ -25,7 +25,8 @@ import type { DeliveryMetrics, DestinationService } from './destination-service.
 /** [what, destination, value]: a delivery report from the worker (DeliveryMetrics, flattened). */
 export type MetricReport = ['delivered' | 'failed' | 'latency' | 'attempt', string, number];
 export type ToWorker = { type: 'poke' } | { type: 'stop' };
-export type FromWorker = { type: 'ready'; tid?: number } | { type: 'stopped' } | { type: 'metrics'; reports: MetricReport[] };
+export type FromWorker =
+  { type: 'ready'; tid?: number } | { type: 'stopped' } | { type: 'metrics'; reports: MetricReport[] };
 /** What the thread is started with: the deliverers' lease holder name, and what its entry needs to build them. */
 export interface WorkerData<Settings> {
   holder: string;
@@ -136,7 +137,8 @@ export function startDeliveryWorker<Settings>(
     let lastError: Error | undefined;
     w.on('message', (message: FromWorker) => {
       if (message.type === 'metrics') applyReports(service.deliveryMetrics, message.reports);
-      else if (message.type === 'ready') log.info({ threadId: w.threadId, tid: message.tid, restarts }, 'destinations: delivery worker started');
+      else if (message.type === 'ready')
+        log.info({ threadId: w.threadId, tid: message.tid, restarts }, 'destinations: delivery worker started');
     });
     w.on('error', (error) => {
       lastError = error;
@@ -150,7 +152,10 @@ export function startDeliveryWorker<Settings>(
       failures++;
       restarts++;
       service.workerRestarted();
-      log.error({ code, err: lastError, restartInMs: delay, restarts }, 'destinations: delivery worker exited unexpectedly; restarting it');
+      log.error(
+        { code, err: lastError, restartInMs: delay, restarts },
+        'destinations: delivery worker exited unexpectedly; restarting it',
+      );
       restartTimer = setTimeout(launch, delay);
       restartTimer.unref();
     });

@@ -53,7 +53,8 @@ export interface ErasureOptions {
 }
 
 /** The detail of a refusal: never the id (the rejection is recorded with this text and without the item). */
-export const SUPPRESSED_DETAIL = 'The item names a person whose data was erased at the product\'s request; items for them are refused until the suppression is lifted.';
+export const SUPPRESSED_DETAIL =
+  "The item names a person whose data was erased at the product's request; items for them are refused until the suppression is lifted.";
 
 export function suppressedError(): AppError {
   return new AppError('subject_suppressed', SUPPRESSED_DETAIL);
@@ -69,7 +70,12 @@ function safeError(error: unknown): string {
   return `the job stopped on a storage error${typeof code === 'string' ? ` (${code})` : ''}; it is retried`;
 }
 
-export function createErasureService(storage: Storage, metrics: Metrics, rejections: RejectionService | undefined, options: ErasureOptions) {
+export function createErasureService(
+  storage: Storage,
+  metrics: Metrics,
+  rejections: RejectionService | undefined,
+  options: ErasureOptions,
+) {
   const store = storage.erasure;
   const holder = options.holder ?? `erasure-${randomBytes(6).toString('hex')}`;
   const deleted = new Counter({
@@ -194,7 +200,10 @@ export function createErasureService(storage: Storage, metrics: Metrics, rejecti
       await store.roomToWrite();
       phaseSeconds.inc({ phase: 'waiting_for_wal' }, (performance.now() - started) / 1000);
     };
-    const batches = gentleBatches(gentleOptions(storage.dialect), { before: roomToWrite, onBatch: (seconds) => batchSeconds.observe(seconds) });
+    const batches = gentleBatches(gentleOptions(storage.dialect), {
+      before: roomToWrite,
+      onBatch: (seconds) => batchSeconds.observe(seconds),
+    });
     let phaseStarted = performance.now();
     const phaseDone = (phase: string) => {
       const now = performance.now();
@@ -280,7 +289,11 @@ export function createErasureService(storage: Storage, metrics: Metrics, rejecti
       const count = (failures.get(key) ?? 0) + 1;
       failures.set(key, count);
       const current = (await store.get(job.productId, job.id).catch(() => undefined)) ?? job;
-      const failed: ErasureRecord = { ...current, error: safeError(error), ...(count >= MAX_FAILURES ? { status: 'failed' as const, finishedAt: new Date().toISOString() } : {}) };
+      const failed: ErasureRecord = {
+        ...current,
+        error: safeError(error),
+        ...(count >= MAX_FAILURES ? { status: 'failed' as const, finishedAt: new Date().toISOString() } : {}),
+      };
       await store.save(failed, holder, 0).catch(() => {});
       return failed;
     } finally {
@@ -329,7 +342,9 @@ export function createErasureService(storage: Storage, metrics: Metrics, rejecti
      * was keyed with the old one, and simply recorded while nothing was. Called at start (services.ts).
      */
     async verifyKey(): Promise<void> {
-      const fingerprint = createHmac('sha256', await loadSecret()).update('inlet installation secret fingerprint v1').digest('hex');
+      const fingerprint = createHmac('sha256', await loadSecret())
+        .update('inlet installation secret fingerprint v1')
+        .digest('hex');
       const { stored } = await store.keyFingerprint(fingerprint);
       if (stored !== fingerprint) throw new KeyChangedError();
     },
@@ -341,7 +356,8 @@ export function createErasureService(storage: Storage, metrics: Metrics, rejecti
     async request(productId: string, externalId: string, reason: string | null): Promise<ErasureRecord> {
       const invalid = checkExternalId(externalId, '/external_id');
       if (invalid !== undefined) throw validationError([invalid]);
-      if (reason !== null && reason.length > 500) throw validationError([{ pointer: '/reason', message: 'at most 500 characters' }]);
+      if (reason !== null && reason.length > 500)
+        throw validationError([{ pointer: '/reason', message: 'at most 500 characters' }]);
       const key = await loadSecret();
       const { record, externalIds } = await store.request({
         productId,
@@ -372,18 +388,27 @@ export function createErasureService(storage: Storage, metrics: Metrics, rejecti
     },
 
     /** Newest first; `externalId` narrows to the jobs of that id (found by its HMAC). */
-    async list(productId: string, query: { beforeId?: string | undefined; limit: number; externalId?: string | undefined }): Promise<ErasureRecord[]> {
-      const idHmac = query.externalId === undefined ? undefined : hmacWith(await loadSecret(), productId, query.externalId);
+    async list(
+      productId: string,
+      query: { beforeId?: string | undefined; limit: number; externalId?: string | undefined },
+    ): Promise<ErasureRecord[]> {
+      const idHmac =
+        query.externalId === undefined ? undefined : hmacWith(await loadSecret(), productId, query.externalId);
       return store.list(productId, { beforeId: query.beforeId, limit: query.limit, idHmac });
     },
 
-    async suppressions(productId: string, query: { beforeId?: string | undefined; limit: number; externalId?: string | undefined }): Promise<SuppressionRecord[]> {
-      const idHmac = query.externalId === undefined ? undefined : hmacWith(await loadSecret(), productId, query.externalId);
+    async suppressions(
+      productId: string,
+      query: { beforeId?: string | undefined; limit: number; externalId?: string | undefined },
+    ): Promise<SuppressionRecord[]> {
+      const idHmac =
+        query.externalId === undefined ? undefined : hmacWith(await loadSecret(), productId, query.externalId);
       return store.listSuppressions(productId, { beforeId: query.beforeId, limit: query.limit, idHmac });
     },
 
     async lift(productId: string, id: string): Promise<void> {
-      if (!(await store.liftSuppression(productId, id))) throw new AppError('not_found', `No suppression "${id}" in product "${productId}".`);
+      if (!(await store.liftSuppression(productId, id)))
+        throw new AppError('not_found', `No suppression "${id}" in product "${productId}".`);
       byProduct.get(productId)?.clear();
       loadedAt = -Infinity;
       marker = undefined;
@@ -400,7 +425,21 @@ export function createErasureService(storage: Storage, metrics: Metrics, rejecti
     async refuseSuppressed(auth: AuthContext, ids: string[], route: string): Promise<void> {
       if (!(await anySuppressed(auth.productId, ids))) return;
       suppressedItems.inc();
-      rejections?.record(auth, route, [{ index: 0, messageId: null, code: 'subject_suppressed', detail: SUPPRESSED_DETAIL, severity: 'rejected', item: null }], new Date().toISOString());
+      rejections?.record(
+        auth,
+        route,
+        [
+          {
+            index: 0,
+            messageId: null,
+            code: 'subject_suppressed',
+            detail: SUPPRESSED_DETAIL,
+            severity: 'rejected',
+            item: null,
+          },
+        ],
+        new Date().toISOString(),
+      );
       throw suppressedError();
     },
 

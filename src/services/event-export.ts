@@ -23,23 +23,42 @@ const FIXED_BYTES = 250;
 
 function textBytes(event: EventRecord): number {
   const json = event.jsonText;
-  return FIXED_BYTES + (json === undefined ? 0 : json.properties.length + (json.context?.length ?? 0) + (json.original?.length ?? 0));
+  return (
+    FIXED_BYTES +
+    (json === undefined ? 0 : json.properties.length + (json.context?.length ?? 0) + (json.original?.length ?? 0))
+  );
 }
 
 /** The events of the export, page by page; `onProgress` gets the running count after each page is consumed. */
-export async function* exportPages(storage: Storage, productId: string, filter: EventFilter, onProgress?: (events: number) => void): AsyncGenerator<EventRecord[]> {
+export async function* exportPages(
+  storage: Storage,
+  productId: string,
+  filter: EventFilter,
+  onProgress?: (events: number) => void,
+): AsyncGenerator<EventRecord[]> {
   const end = await storage.events.endPosition(productId);
   if (end === null) return;
   let after: string | undefined;
   let written = 0;
   let limit = FIRST_PAGE_EVENTS;
   for (;;) {
-    const page = await storage.events.page({ productId, filter, order: 'asc', upTo: end, limit, jsonText: true, ...(after === undefined ? {} : { after }) });
+    const page = await storage.events.page({
+      productId,
+      filter,
+      order: 'asc',
+      upTo: end,
+      limit,
+      jsonText: true,
+      ...(after === undefined ? {} : { after }),
+    });
     if (page.events.length > 0) {
       // The next page is sized from this one's bytes per event.
       let bytes = 0;
       for (const event of page.events) bytes += textBytes(event);
-      limit = Math.max(MIN_PAGE_EVENTS, Math.min(EXPORT_PAGE_MAX_EVENTS, Math.floor(EXPORT_PAGE_TARGET_BYTES / (bytes / page.events.length))));
+      limit = Math.max(
+        MIN_PAGE_EVENTS,
+        Math.min(EXPORT_PAGE_MAX_EVENTS, Math.floor(EXPORT_PAGE_TARGET_BYTES / (bytes / page.events.length))),
+      );
       written += page.events.length;
       yield page.events;
       onProgress?.(written);

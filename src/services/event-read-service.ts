@@ -37,8 +37,10 @@ const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[
 export function rejectUnsafeStrings(params: Record<string, unknown>, errors: FieldError[]): void {
   for (const [name, value] of Object.entries(params)) {
     if (typeof value !== 'string') continue;
-    if (value.includes('\u0000')) errors.push({ pointer: `/${name}`, message: 'must not contain the NUL character (U+0000)' });
-    else if (LONE_SURROGATE.test(value)) errors.push({ pointer: `/${name}`, message: 'must not contain a lone surrogate (invalid UTF-16)' });
+    if (value.includes('\u0000'))
+      errors.push({ pointer: `/${name}`, message: 'must not contain the NUL character (U+0000)' });
+    else if (LONE_SURROGATE.test(value))
+      errors.push({ pointer: `/${name}`, message: 'must not contain a lone surrogate (invalid UTF-16)' });
   }
 }
 
@@ -67,7 +69,11 @@ export function createEventReadService(storage: Storage) {
   }
 
   /** Validates the filters and resolves `user` to the external ids of that user. Throws a 400 listing every problem. */
-  async function resolveFilter(productId: string, params: EventFilterParams, errors: FieldError[] = []): Promise<EventFilter> {
+  async function resolveFilter(
+    productId: string,
+    params: EventFilterParams,
+    errors: FieldError[] = [],
+  ): Promise<EventFilter> {
     rejectUnsafeStrings(params as Record<string, unknown>, errors);
     const filter: EventFilter = {};
     if (params.canonical_name !== undefined) {
@@ -87,7 +93,10 @@ export function createEventReadService(storage: Storage) {
     if (params.source !== undefined) filter.source = params.source;
     if (params.key_id !== undefined) filter.keyId = params.key_id;
     if ((params.subject_type === undefined) !== (params.subject_id === undefined)) {
-      errors.push({ pointer: params.subject_type === undefined ? '/subject_type' : '/subject_id', message: 'subject_type and subject_id go together' });
+      errors.push({
+        pointer: params.subject_type === undefined ? '/subject_type' : '/subject_id',
+        message: 'subject_type and subject_id go together',
+      });
     }
     if (params.subject_type !== undefined && !(SUBJECT_TYPES as readonly string[]).includes(params.subject_type)) {
       errors.push({ pointer: '/subject_type', message: `must be one of ${SUBJECT_TYPES.join(', ')}` });
@@ -114,7 +123,9 @@ export function createEventReadService(storage: Storage) {
   function positionOf(cursor: string, pointer: string): string {
     const position = decodeCursor(cursor);
     if (position === undefined || !storage.events.isPosition(position)) {
-      throw validationError([{ pointer, message: 'is not a cursor Inlet returned (use meta.next_cursor or a stream event id as given)' }]);
+      throw validationError([
+        { pointer, message: 'is not a cursor Inlet returned (use meta.next_cursor or a stream event id as given)' },
+      ]);
     }
     return position;
   }
@@ -122,7 +133,10 @@ export function createEventReadService(storage: Storage) {
   return {
     resolveFilter,
     positionOf,
-    async list(productId: string, params: EventListParams): Promise<{ events: EventRecord[]; nextCursor: string | null }> {
+    async list(
+      productId: string,
+      params: EventListParams,
+    ): Promise<{ events: EventRecord[]; nextCursor: string | null }> {
       const { order, limit, cursor, ...filterParams } = params;
       const errors: FieldError[] = [];
       if (limit !== undefined && (!Number.isInteger(limit) || limit < 1 || limit > EVENTS_MAX_LIMIT)) {
@@ -141,14 +155,19 @@ export function createEventReadService(storage: Storage) {
       return { events: page.events, nextCursor: page.next === null ? null : encodeCursor(page.next) };
     },
     /** Every event of the filter up to the product's end now, oldest first, page by page (the export). */
-    exportPages(productId: string, filter: EventFilter, onProgress?: (events: number) => void): AsyncGenerator<EventRecord[]> {
+    exportPages(
+      productId: string,
+      filter: EventFilter,
+      onProgress?: (events: number) => void,
+    ): AsyncGenerator<EventRecord[]> {
       return exportPages(storage, productId, filter, onProgress);
     },
     async get(productId: string, uuid: string): Promise<EventRecord> {
       const event = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(uuid)
         ? await storage.events.get(productId, uuid.toLowerCase())
         : undefined;
-      if (event === undefined) throw new AppError('not_found', `No event with uuid "${uuid}" in product "${productId}".`);
+      if (event === undefined)
+        throw new AppError('not_found', `No event with uuid "${uuid}" in product "${productId}".`);
       return event;
     },
   };

@@ -145,7 +145,10 @@ export function createEventStreams(storage: Storage, options: EventStreamOptions
     const now = clock();
     const from = Math.max(Math.min(...watchers.map((s) => s.openedAt)), now - REJECTION_WINDOW_MS);
     for (const [id, at] of tail.rejectionsSent) if (at < from) tail.rejectionsSent.delete(id);
-    const recent = await storage.rejections.list(productId, { limit: REJECTION_PAGE, receivedFrom: new Date(from).toISOString() });
+    const recent = await storage.rejections.list(productId, {
+      limit: REJECTION_PAGE,
+      receivedFrom: new Date(from).toISOString(),
+    });
     // Newest first from storage; sent oldest first.
     for (const rejection of recent.reverse()) {
       if (tail.rejectionsSent.has(rejection.id)) continue;
@@ -187,7 +190,10 @@ export function createEventStreams(storage: Storage, options: EventStreamOptions
     for (;;) {
       if (subscriber.closed) return;
       const tail = tails.get(subscriber.productId);
-      if (tail !== undefined && (tail.cursor === null || (subscriber.seen !== null && compare(subscriber.seen, tail.cursor) >= 0))) {
+      if (
+        tail !== undefined &&
+        (tail.cursor === null || (subscriber.seen !== null && compare(subscriber.seen, tail.cursor) >= 0))
+      ) {
         tail.subscribers.add(subscriber);
         return;
       }
@@ -201,7 +207,14 @@ export function createEventStreams(storage: Storage, options: EventStreamOptions
       else if (end !== null && compare(subscriber.seen, end) < 0) {
         let after = subscriber.seen;
         for (;;) {
-          const page = await storage.events.page({ productId: subscriber.productId, filter: subscriber.filter, order: 'asc', after, upTo: end, limit: pageSize });
+          const page = await storage.events.page({
+            productId: subscriber.productId,
+            filter: subscriber.filter,
+            order: 'asc',
+            after,
+            upTo: end,
+            limit: pageSize,
+          });
           for (const event of page.events) deliver(subscriber, event);
           if (subscriber.closed) return;
           if (page.next === null) break;
@@ -228,8 +241,22 @@ export function createEventStreams(storage: Storage, options: EventStreamOptions
      * Opens a stream of the product's events matching `filter`, after `after` (a position) or from the
      * current end. Returns a function that closes it. Throws if storage fails while catching up.
      */
-    async open(productId: string, filter: EventFilter, after: string | undefined, sink: StreamSink, streamOptions: StreamOptions = {}): Promise<() => void> {
-      const subscriber: Subscriber = { productId, filter, sink, seen: after ?? null, closed: false, includeRejections: streamOptions.includeRejections === true, openedAt: clock() };
+    async open(
+      productId: string,
+      filter: EventFilter,
+      after: string | undefined,
+      sink: StreamSink,
+      streamOptions: StreamOptions = {},
+    ): Promise<() => void> {
+      const subscriber: Subscriber = {
+        productId,
+        filter,
+        sink,
+        seen: after ?? null,
+        closed: false,
+        includeRejections: streamOptions.includeRejections === true,
+        openedAt: clock(),
+      };
       all.add(subscriber);
       try {
         await catchUpAndJoin(subscriber);

@@ -2,7 +2,16 @@
 // outcomes into answers. Conflicts come back from storage as values; here they become the 409 errors
 // of the contract, with their details as extra members of the problem body.
 import { AppError, validationError, type FieldError } from '../domain/errors.js';
-import { checkExternalId, IDENTIFIER_KIND_PATTERN_SOURCE, normalizeIdentifierValue, validateIdentifiers, validateTraits, type IdentifierConflict, type IdentifierPatch, type TraitPatch } from '../domain/identity.js';
+import {
+  checkExternalId,
+  IDENTIFIER_KIND_PATTERN_SOURCE,
+  normalizeIdentifierValue,
+  validateIdentifiers,
+  validateTraits,
+  type IdentifierConflict,
+  type IdentifierPatch,
+  type TraitPatch,
+} from '../domain/identity.js';
 import type { EventRecord, ResolvedUser, Storage, UserRecord } from '../storage/types.js';
 
 export interface IdentifyRequest {
@@ -35,17 +44,27 @@ export function identifierConflictError(conflicts: IdentifierConflict[]): AppErr
 }
 
 export function aliasConflictError(from: string, to: string, mergedInto: string): AppError {
-  return new AppError('alias_conflict', `"${from}" is already merged into the user "${mergedInto}", so it cannot become an alias of "${to}"; nothing was changed.`, {
-    extras: { from_external_id: from, merged_into: mergedInto, to_external_id: to },
-  });
+  return new AppError(
+    'alias_conflict',
+    `"${from}" is already merged into the user "${mergedInto}", so it cannot become an alias of "${to}"; nothing was changed.`,
+    {
+      extras: { from_external_id: from, merged_into: mergedInto, to_external_id: to },
+    },
+  );
 }
 
 export function createIdentityService(storage: Storage) {
   async function userDetails(productId: string, externalId: string, eventsLimit: number): Promise<UserDetails> {
     const resolved = await storage.identity.getUser(productId, externalId);
-    if (resolved === undefined) throw new AppError('not_found', `No user with external id "${externalId}" in product "${productId}".`);
+    if (resolved === undefined)
+      throw new AppError('not_found', `No user with external id "${externalId}" in product "${productId}".`);
     const { user } = resolved;
-    const events = await storage.events.listBySubjects(productId, 'user', [user.externalId, ...user.aliases], eventsLimit);
+    const events = await storage.events.listBySubjects(
+      productId,
+      'user',
+      [user.externalId, ...user.aliases],
+      eventsLimit,
+    );
     const status = await storage.identity.identifiedStatus(productId, [user.externalId]);
     return { ...resolved, events, identified: status.get(user.externalId)?.identified ?? false };
   }
@@ -56,7 +75,11 @@ export function createIdentityService(storage: Storage) {
      * `identifies` (default true) flags the user as identified (clarifications §18): every native identify
      * does, a Segment identify only when it carries a userId.
      */
-    async identify(productId: string, request: IdentifyRequest, options: { identifies?: boolean } = {}): Promise<{ created: boolean; user: UserRecord }> {
+    async identify(
+      productId: string,
+      request: IdentifyRequest,
+      options: { identifies?: boolean } = {},
+    ): Promise<{ created: boolean; user: UserRecord }> {
       const errors: FieldError[] = [];
       const externalIdError = checkExternalId(request.external_id, '/external_id');
       if (externalIdError) errors.push(externalIdError);
@@ -74,24 +97,35 @@ export function createIdentityService(storage: Storage) {
       }
       if (errors.length > 0) throw validationError(errors);
 
-      const outcome = await storage.identity.identify(productId, { externalId: request.external_id, identifiers, traits }, new Date().toISOString());
+      const outcome = await storage.identity.identify(
+        productId,
+        { externalId: request.external_id, identifiers, traits },
+        new Date().toISOString(),
+      );
       if (outcome.status === 'identifier_conflict') throw identifierConflictError(outcome.conflicts);
-      if (options.identifies !== false) await storage.identity.markIdentified(productId, request.external_id, new Date().toISOString());
+      if (options.identifies !== false)
+        await storage.identity.markIdentified(productId, request.external_id, new Date().toISOString());
       return { created: outcome.status === 'created', user: outcome.user };
     },
 
     /** Merges `from` into `to` (idempotent). Throws validation_error, alias_conflict or identifier_conflict. */
     async alias(productId: string, request: AliasRequest): Promise<UserRecord> {
-      const errors = [checkExternalId(request.from_external_id, '/from_external_id'), checkExternalId(request.to_external_id, '/to_external_id')].filter(
-        (e): e is FieldError => e !== undefined,
-      );
+      const errors = [
+        checkExternalId(request.from_external_id, '/from_external_id'),
+        checkExternalId(request.to_external_id, '/to_external_id'),
+      ].filter((e): e is FieldError => e !== undefined);
       if (errors.length === 0 && request.from_external_id === request.to_external_id) {
         errors.push({ pointer: '/to_external_id', message: 'must differ from from_external_id' });
       }
       if (errors.length > 0) throw validationError(errors);
 
       const before = await storage.identity.identifiedStatus(productId, [request.from_external_id]);
-      const outcome = await storage.identity.alias(productId, request.from_external_id, request.to_external_id, new Date().toISOString());
+      const outcome = await storage.identity.alias(
+        productId,
+        request.from_external_id,
+        request.to_external_id,
+        new Date().toISOString(),
+      );
       // The merged user is identified when the id merged into it was.
       if (outcome.status === 'merged' && before.get(request.from_external_id)?.identified === true) {
         await storage.identity.markIdentified(productId, request.to_external_id, new Date().toISOString());
@@ -131,7 +165,8 @@ export function createIdentityService(storage: Storage) {
       }
       const normalized = normalizeIdentifierValue(kind, value);
       const externalId = await storage.identity.externalIdByIdentifier(productId, kind, normalized);
-      if (externalId === undefined) throw new AppError('not_found', `No user with identifier ${kind} "${normalized}" in product "${productId}".`);
+      if (externalId === undefined)
+        throw new AppError('not_found', `No user with identifier ${kind} "${normalized}" in product "${productId}".`);
       return userDetails(productId, externalId, eventsLimit);
     },
   };

@@ -57,7 +57,8 @@ export function postgresCommitsInFlight(poolSize: number): number {
  * One item handed to `accept`, already translated by its entry point: a draft, or the reason it
  * could not become one (schema, name or size). `format` labels the metrics of a refused item.
  */
-export type Candidate = { ok: true; draft: EventDraft } | { ok: false; error: AppError; format?: NameFormat | 'unknown' };
+export type Candidate =
+  { ok: true; draft: EventDraft } | { ok: false; error: AppError; format?: NameFormat | 'unknown' };
 
 export type ItemOutcome =
   | { status: 'created'; event: EventRecord }
@@ -113,14 +114,18 @@ export interface IngestOptions {
  */
 function planCheck(plan: CompiledPlan, draft: EventDraft): { entry: ViolationEntry; refusal?: AppError } | undefined {
   const received = draft.received ?? { base: '', field: 'properties' as const };
-  const finding = received.identify === true ? checkTraits(plan, draft.properties) : checkEvent(plan, draft.name.canonicalName, draft.properties);
+  const finding =
+    received.identify === true
+      ? checkTraits(plan, draft.properties)
+      : checkEvent(plan, draft.name.canonicalName, draft.properties);
   if (finding === undefined) return undefined;
   const field = finding.code === 'unplanned_event' ? '' : `/${received.field}`;
   // A pointer into the item: under its properties field, or where a moved property came from.
   const inItem = (pointer: string): string => {
     if (received.moved !== undefined && pointer !== '') {
       const cut = pointer.indexOf('/', 1);
-      const from = received.moved[(cut < 0 ? pointer.slice(1) : pointer.slice(1, cut)).replace(/~1/g, '/').replace(/~0/g, '~')];
+      const from =
+        received.moved[(cut < 0 ? pointer.slice(1) : pointer.slice(1, cut)).replace(/~1/g, '/').replace(/~0/g, '~')];
       if (from !== undefined) return `${from}${cut < 0 ? '' : pointer.slice(cut)}`;
     }
     return `${field}${pointer}`;
@@ -140,10 +145,21 @@ function planCheck(plan: CompiledPlan, draft: EventDraft): { entry: ViolationEnt
   return { entry, refusal: planRefusal(finding.code, draft.name.canonicalName, answered, received.identify === true) };
 }
 
-export function createIngestService(storage: Storage, metrics: Metrics, options: IngestOptions = { legacyFlat: 'accept' }) {
+export function createIngestService(
+  storage: Storage,
+  metrics: Metrics,
+  options: IngestOptions = { legacyFlat: 'accept' },
+) {
   const writer = new GroupCommitWriter<EventInsert, InsertOutcome>(
     (rows) => storage.events.insertMany(rows),
-    { maxItems: storage.dialect === 'sqlite' ? SQLITE_MAX_COMMIT_EVENTS : 5000, minItemsToOverlap: storage.dialect === 'sqlite' ? SQLITE_MIN_ITEMS_TO_OVERLAP : 0, maxInFlight: storage.dialect === 'sqlite' ? SQLITE_COMMITS_IN_FLIGHT : postgresCommitsInFlight(options.postgresPoolSize ?? 10) },
+    {
+      maxItems: storage.dialect === 'sqlite' ? SQLITE_MAX_COMMIT_EVENTS : 5000,
+      minItemsToOverlap: storage.dialect === 'sqlite' ? SQLITE_MIN_ITEMS_TO_OVERLAP : 0,
+      maxInFlight:
+        storage.dialect === 'sqlite'
+          ? SQLITE_COMMITS_IN_FLIGHT
+          : postgresCommitsInFlight(options.postgresPoolSize ?? 10),
+    },
     (items, seconds) => {
       metrics.commitDuration.observe(seconds);
       metrics.commitSize.observe(items);
@@ -187,7 +203,12 @@ export function createIngestService(storage: Storage, metrics: Metrics, options:
   }
 
   /** Stores the drafts (one commit shared with concurrent requests); outcomes in draft order. */
-  function commit(auth: AuthContext, drafts: EventDraft[], receivedAt: string, source: string): Promise<InsertOutcome[]> {
+  function commit(
+    auth: AuthContext,
+    drafts: EventDraft[],
+    receivedAt: string,
+    source: string,
+  ): Promise<InsertOutcome[]> {
     const rows: EventInsert[] = drafts.map((draft) => ({
       id: uuidv7(),
       productId: auth.productId,
@@ -214,7 +235,13 @@ export function createIngestService(storage: Storage, metrics: Metrics, options:
 
   /** Counts one use of a legacy flat name (accepted or refused). */
   function noteLegacyUse(auth: AuthContext, eventName: string, at: string): void {
-    addLegacyUse(`${auth.keyId}\u0000${eventName}`, { productId: auth.productId, apiKeyId: auth.keyId, eventName, count: 1, lastSeenAt: at });
+    addLegacyUse(`${auth.keyId}\u0000${eventName}`, {
+      productId: auth.productId,
+      apiKeyId: auth.keyId,
+      eventName,
+      count: 1,
+      lastSeenAt: at,
+    });
   }
 
   return {
@@ -231,11 +258,13 @@ export function createIngestService(storage: Storage, metrics: Metrics, options:
       const draftIndexes: number[] = [];
       let legacySeen = false;
       // The plan is cached per instance: a Map lookup, or one query the first time this instance sees the product.
-      const plan = options.governance === undefined ? undefined : await options.governance.plans.planFor(auth.productId);
+      const plan =
+        options.governance === undefined ? undefined : await options.governance.plans.planFor(auth.productId);
       const checking = plan !== undefined && plan.mode !== 'off';
       const violations: ViolationEntry[] = [];
       // Erasure: undefined unless the product has suppressed ids (then one HMAC per id an item names).
-      const suppressed = options.suppressions === undefined ? undefined : await options.suppressions.suppressionCheck(auth.productId);
+      const suppressed =
+        options.suppressions === undefined ? undefined : await options.suppressions.suppressionCheck(auth.productId);
       let suppressedCount = 0;
       for (let index = 0; index < candidates.length; index++) {
         const candidate = candidates[index]!;
@@ -282,14 +311,19 @@ export function createIngestService(storage: Storage, metrics: Metrics, options:
           outcomes[draftIndexes[i]!] = outcome;
           if (outcome.status !== 'created') continue;
           created.push(outcome.event);
-          if (drafts[i]!.received?.identify === true) options.governance?.catalog.observeTraits(auth.productId, drafts[i]!.properties, receivedAt);
+          if (drafts[i]!.received?.identify === true)
+            options.governance?.catalog.observeTraits(auth.productId, drafts[i]!.properties, receivedAt);
         }
         options.governance?.catalog.observeEvents(auth.productId, created);
       }
       if (suppressedCount > 0) options.suppressions!.countSuppressed(suppressedCount);
-      if (violations.length > 0) options.governance!.plans.record(auth, accept.record?.route ?? endpoint, violations, receivedAt, plan!);
+      if (violations.length > 0)
+        options.governance!.plans.record(auth, accept.record?.route ?? endpoint, violations, receivedAt, plan!);
       // Counted per (format, outcome) first: one metrics update per distinct pair, not one per item.
-      const tally = new Map<string, { format: NameFormat | 'unknown'; outcome: ItemOutcome['status']; count: number }>();
+      const tally = new Map<
+        string,
+        { format: NameFormat | 'unknown'; outcome: ItemOutcome['status']; count: number }
+      >();
       for (let index = 0; index < outcomes.length; index++) {
         const format = formats[index]!;
         const outcome = outcomes[index]!.status;
@@ -306,11 +340,25 @@ export function createIngestService(storage: Storage, metrics: Metrics, options:
           if (outcome?.status !== 'rejected') return;
           if (outcome.error.code === 'subject_suppressed') {
             // Recorded without the item and its message id: they belong to the erased person.
-            entries.push({ index, messageId: null, code: outcome.error.code, detail: outcome.error.message, severity: 'rejected', item: null });
+            entries.push({
+              index,
+              messageId: null,
+              code: outcome.error.code,
+              detail: outcome.error.message,
+              severity: 'rejected',
+              item: null,
+            });
             return;
           }
           if (record.planOnly === true && !PLAN_CODES.has(outcome.error.code)) return;
-          entries.push({ index, messageId: record.messageId(index), code: outcome.error.code, detail: outcome.error.message, severity: 'rejected', item: record.item(index) });
+          entries.push({
+            index,
+            messageId: record.messageId(index),
+            code: outcome.error.code,
+            detail: outcome.error.message,
+            severity: 'rejected',
+            item: record.item(index),
+          });
         });
         options.rejections.record(auth, record.route, entries, receivedAt);
       }
@@ -332,7 +380,14 @@ export function createIngestService(storage: Storage, metrics: Metrics, options:
      * Native identify (governance.md §2): checks the traits against the plan before the identity change.
      * Throws the 400 in enforce (pointers `/traits/...`); records a warning in warn.
      */
-    async checkIdentify(auth: AuthContext, traits: Record<string, unknown> | undefined, externalId: string, item: unknown, route: string, receivedAt: string): Promise<void> {
+    async checkIdentify(
+      auth: AuthContext,
+      traits: Record<string, unknown> | undefined,
+      externalId: string,
+      item: unknown,
+      route: string,
+      receivedAt: string,
+    ): Promise<void> {
       if (options.governance === undefined || traits === undefined) return;
       const plan = await options.governance.plans.planFor(auth.productId);
       if (plan === undefined || plan.mode === 'off') return;
@@ -342,13 +397,28 @@ export function createIngestService(storage: Storage, metrics: Metrics, options:
       options.governance.plans.record(
         auth,
         route,
-        [{ canonicalName: 'user_identified', code: finding.code, severity: finding.severity, planVersion: plan.version, messageId: null, subjectId: externalId, errors }],
+        [
+          {
+            canonicalName: 'user_identified',
+            code: finding.code,
+            severity: finding.severity,
+            planVersion: plan.version,
+            messageId: null,
+            subjectId: externalId,
+            errors,
+          },
+        ],
         receivedAt,
         plan,
       );
       if (finding.severity === 'rejected') {
         const refusal = planRefusal(finding.code, 'user_identified', errors, true);
-        options.rejections?.record(auth, route, [{ index: 0, messageId: null, code: refusal.code, detail: refusal.message, severity: 'rejected', item }], receivedAt);
+        options.rejections?.record(
+          auth,
+          route,
+          [{ index: 0, messageId: null, code: refusal.code, detail: refusal.message, severity: 'rejected', item }],
+          receivedAt,
+        );
         throw refusal;
       }
     },

@@ -1,6 +1,14 @@
 // Products, API keys and authentication of API requests.
 import { AppError, validationError } from '../domain/errors.js';
-import { bearerToken, constantTimeEqual, generateKey, hashKey, looksLikeKey, validateAllowedOrigins, type KeyKind } from '../domain/api-keys.js';
+import {
+  bearerToken,
+  constantTimeEqual,
+  generateKey,
+  hashKey,
+  looksLikeKey,
+  validateAllowedOrigins,
+  type KeyKind,
+} from '../domain/api-keys.js';
 import { prefixedId } from '../domain/ids.js';
 import type { ApiKeyRecord, ProductRecord, Storage } from '../storage/types.js';
 
@@ -83,7 +91,10 @@ export function createKeyService(storage: Storage, options: KeyServiceOptions) {
 
     requireProduct,
 
-    async createKey(productId: string, input: { kind: KeyKind; name?: string | null; expiresAt?: string | null; allowedOrigins?: unknown }): Promise<CreatedKey> {
+    async createKey(
+      productId: string,
+      input: { kind: KeyKind; name?: string | null; expiresAt?: string | null; allowedOrigins?: unknown },
+    ): Promise<CreatedKey> {
       let allowedOrigins: string[] | null = null;
       if (input.kind === 'browser') {
         const checked = validateAllowedOrigins(input.allowedOrigins);
@@ -120,7 +131,13 @@ export function createKeyService(storage: Storage, options: KeyServiceOptions) {
     async setAllowedOrigins(keyId: string, value: unknown): Promise<ApiKeyRecord> {
       const existing = await storage.apiKeys.get(keyId);
       if (existing === undefined) throw new AppError('not_found', `No API key with id "${keyId}".`);
-      if (existing.kind !== 'browser') throw validationError([{ pointer: '/allowed_origins', message: `only browser keys have allowed origins; this is an ${existing.kind} key` }]);
+      if (existing.kind !== 'browser')
+        throw validationError([
+          {
+            pointer: '/allowed_origins',
+            message: `only browser keys have allowed origins; this is an ${existing.kind} key`,
+          },
+        ]);
       const checked = validateAllowedOrigins(value);
       if (!checked.ok) throw validationError(checked.errors);
       const record = await storage.apiKeys.setAllowedOrigins(keyId, checked.origins);
@@ -167,7 +184,12 @@ export function createKeyService(storage: Storage, options: KeyServiceOptions) {
         );
       }
       noteUsage(record.id, clock());
-      return { productId: record.productId, keyId: record.id, kind: record.kind, ...(record.allowedOrigins == null ? {} : { allowedOrigins: record.allowedOrigins }) };
+      return {
+        productId: record.productId,
+        keyId: record.id,
+        kind: record.kind,
+        ...(record.allowedOrigins == null ? {} : { allowedOrigins: record.allowedOrigins }),
+      };
     },
 
     async close(): Promise<void> {

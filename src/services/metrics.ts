@@ -73,10 +73,12 @@ export function scrapeRead<T>(read: () => Promise<T>, ms = SCRAPE_READ_TIMEOUT_M
     new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
     }),
-  ]).then(
-    (value) => value,
-    () => undefined,
-  ).finally(() => clearTimeout(timer));
+  ])
+    .then(
+      (value) => value,
+      () => undefined,
+    )
+    .finally(() => clearTimeout(timer));
 }
 
 /**

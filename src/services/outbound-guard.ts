@@ -82,7 +82,8 @@ export function parseAllowList(entries: string[]): { hosts: Set<string>; address
     if (prefix === undefined) addresses.addAddress(net, type);
     else {
       const bits = Number(prefix);
-      if (!/^\d{1,3}$/.test(prefix) || bits > (family === 6 ? 128 : 32)) throw new Error(`"${entry}" has a bad prefix length`);
+      if (!/^\d{1,3}$/.test(prefix) || bits > (family === 6 ? 128 : 32))
+        throw new Error(`"${entry}" has a bad prefix length`);
       addresses.addSubnet(net, bits, type);
     }
   }
@@ -107,7 +108,8 @@ export function createOutboundGuard(policy: OutboundPolicy) {
     const name = host.replace(/^\[|\]$/g, '').toLowerCase();
     const listed = allowed.hosts.has(name) || allowed.addresses.check(address, family);
     if (policy.allow !== undefined && !listed) return `${host} (${address}) is not on INLET_OUTBOUND_ALLOW`;
-    if (METADATA.has(address.toLowerCase()) && !listed) return `${host} resolves to ${address}, a cloud metadata address`;
+    if (METADATA.has(address.toLowerCase()) && !listed)
+      return `${host} resolves to ${address}, a cloud metadata address`;
     if (PRIVATE.check(address, family) && !policy.allowPrivate) {
       return `${host} resolves to ${address}, a loopback, private or link-local address (INLET_DESTINATIONS_ALLOW_PRIVATE is off)`;
     }
@@ -135,7 +137,11 @@ export function createOutboundGuard(policy: OutboundPolicy) {
    * name mixing a public and a private address cannot be used to reach the private one), and answers
    * in the form net.connect asked for.
    */
-  function guardedLookup(hostname: string, options: { all?: boolean } | number, callback: (...args: unknown[]) => void): void {
+  function guardedLookup(
+    hostname: string,
+    options: { all?: boolean } | number,
+    callback: (...args: unknown[]) => void,
+  ): void {
     checkHost(hostname).then(
       (addresses) => {
         if (typeof options === 'object' && options.all) callback(null, addresses);

@@ -48,8 +48,13 @@ export function registerReplicationMetrics(registry: Registry, status: () => Pro
       this.reset();
       const now = await read();
       if (now === undefined) return;
-      const waits = now.synchronousStandbyNames.trim() !== '' && ['on', 'remote_write', 'remote_apply'].includes(now.synchronousCommit);
-      this.set({ synchronous_standby_names: now.synchronousStandbyNames, synchronous_commit: now.synchronousCommit }, waits ? 1 : 0);
+      const waits =
+        now.synchronousStandbyNames.trim() !== '' &&
+        ['on', 'remote_write', 'remote_apply'].includes(now.synchronousCommit);
+      this.set(
+        { synchronous_standby_names: now.synchronousStandbyNames, synchronous_commit: now.synchronousCommit },
+        waits ? 1 : 0,
+      );
     },
   });
   new Gauge({
@@ -61,7 +66,8 @@ export function registerReplicationMetrics(registry: Registry, status: () => Pro
       this.reset();
       const now = await read();
       if (now === undefined) return;
-      for (const state of SYNC_STATES) this.set({ sync_state: state }, now.standbys.filter((s) => (s.syncState ?? 'unknown') === state).length);
+      for (const state of SYNC_STATES)
+        this.set({ sync_state: state }, now.standbys.filter((s) => (s.syncState ?? 'unknown') === state).length);
     },
   });
 }

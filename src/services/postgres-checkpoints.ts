@@ -22,14 +22,21 @@ export const REQUESTED_CHECKPOINTS_WARNING = 2;
  * The warning for the counters read `elapsedMs` apart, or undefined. Counters of another server (after a failover) or
  * that went down (statistics reset) give none: the next interval compares from there.
  */
-export function checkpointAdvice(before: PostgresWalStats, after: PostgresWalStats, elapsedMs: number): { message: string; details: Record<string, unknown> } | undefined {
+export function checkpointAdvice(
+  before: PostgresWalStats,
+  after: PostgresWalStats,
+  elapsedMs: number,
+): { message: string; details: Record<string, unknown> } | undefined {
   const requested = after.requestedCheckpoints - before.requestedCheckpoints;
   const timed = after.timedCheckpoints - before.timedCheckpoints;
   if (after.server !== before.server || requested < REQUESTED_CHECKPOINTS_WARNING || timed < 0) return undefined;
   const minutes = Math.max(1, Math.round(elapsedMs / 60_000));
-  const walBytes = after.walBytes !== undefined && before.walBytes !== undefined ? after.walBytes - before.walBytes : undefined;
+  const walBytes =
+    after.walBytes !== undefined && before.walBytes !== undefined ? after.walBytes - before.walBytes : undefined;
   const fullPages =
-    after.walFullPageImages !== undefined && before.walFullPageImages !== undefined ? after.walFullPageImages - before.walFullPageImages : undefined;
+    after.walFullPageImages !== undefined && before.walFullPageImages !== undefined
+      ? after.walFullPageImages - before.walFullPageImages
+      : undefined;
   const wrote =
     walBytes !== undefined && walBytes >= 0
       ? `; it wrote ${formatBytes(walBytes)} of WAL meanwhile${fullPages !== undefined && fullPages >= 0 ? `, with ${fullPages.toLocaleString('en')} whole pages in it` : ''}`

@@ -14,7 +14,13 @@
 //   round trip and a commit each (PostgreSQL single events 1,587 req/s with it, 4,514 with the memory store,
 //   bench/README.md). What a lease leaves unspent at the window's end is lost, at most 2 % per instance.
 
-import { RateLimiterMemory, RateLimiterPostgres, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
+import {
+  RateLimiterMemory,
+  RateLimiterPostgres,
+  RateLimiterRedis,
+  RateLimiterRes,
+  type RateLimiterAbstract,
+} from 'rate-limiter-flexible';
 
 export interface RateLimitDecision {
   allowed: boolean;
@@ -108,7 +114,11 @@ interface Lease {
  * that answer). A lease the store cannot fill any more is given back, and the rest of the window is taken one
  * point at a time, so the window's last points are not lost either.
  */
-export function leasedLimiter(limiter: Pick<RateLimiterAbstract, 'consume' | 'reward'>, points: number, now: () => number = Date.now): RateLimiter {
+export function leasedLimiter(
+  limiter: Pick<RateLimiterAbstract, 'consume' | 'reward'>,
+  points: number,
+  now: () => number = Date.now,
+): RateLimiter {
   const size = leaseSize(points);
   const leases = new Map<string, Lease>();
   const asking = new Map<string, Promise<Lease>>();
@@ -131,13 +141,25 @@ export function leasedLimiter(limiter: Pick<RateLimiterAbstract, 'consume' | 're
     let lease: Lease;
     try {
       const res = await limiter.consume(key, want);
-      lease = { tokens: want, endsAt: started + res.msBeforeNext, storeRemaining: Math.max(0, res.remainingPoints), single, refused: false };
+      lease = {
+        tokens: want,
+        endsAt: started + res.msBeforeNext,
+        storeRemaining: Math.max(0, res.remainingPoints),
+        single,
+        refused: false,
+      };
     } catch (rejection) {
       if (!(rejection instanceof RateLimiterRes)) throw rejection;
       if (want > 1) {
         // Not a whole lease left: give it back and take what is left point by point.
         await limiter.reward(key, want);
-        return ask(key, { tokens: 0, endsAt: started + rejection.msBeforeNext, storeRemaining: 0, single: true, refused: false });
+        return ask(key, {
+          tokens: 0,
+          endsAt: started + rejection.msBeforeNext,
+          storeRemaining: 0,
+          single: true,
+          refused: false,
+        });
       }
       lease = { tokens: 0, endsAt: started + rejection.msBeforeNext, storeRemaining: 0, single: true, refused: true };
     }
@@ -179,19 +201,38 @@ export function leasedLimiter(limiter: Pick<RateLimiterAbstract, 'consume' | 're
  * rate-limiter-flexible answers a refusal by rejecting with a RateLimiterRes; an Error means the
  * store failed even after the insurance limiter, which cannot happen with an in-memory insurance.
  */
-export function createSharedRateLimiter(ratePerSecond: number, burst: number, store: SharedStore): RateLimiter & { ready: Promise<void> } {
+export function createSharedRateLimiter(
+  ratePerSecond: number,
+  burst: number,
+  store: SharedStore,
+): RateLimiter & { ready: Promise<void> } {
   const { points, durationSeconds } = windowFor(ratePerSecond, burst);
-  const common = { points, duration: durationSeconds, keyPrefix: 'inlet', insuranceLimiter: new RateLimiterMemory({ points, duration: durationSeconds }) };
+  const common = {
+    points,
+    duration: durationSeconds,
+    keyPrefix: 'inlet',
+    insuranceLimiter: new RateLimiterMemory({ points, duration: durationSeconds }),
+  };
   let limiter: RateLimiterAbstract;
   let ready: Promise<void>;
   if (ratePerSecond <= 0) {
-    return { enabled: false, ready: Promise.resolve(), take: () => ({ allowed: true, limit: points, remaining: points, resetSeconds: 0, retryAfterSeconds: 0 }) };
+    return {
+      enabled: false,
+      ready: Promise.resolve(),
+      take: () => ({ allowed: true, limit: points, remaining: points, resetSeconds: 0, retryAfterSeconds: 0 }),
+    };
   }
   if (store.kind === 'postgres') {
     const create = () =>
       new Promise<void>((resolve, reject) => {
         limiter = new RateLimiterPostgres(
-          { ...common, storeClient: store.pool, storeType: 'pool', tableName: RATE_LIMIT_TABLE, clearExpiredByTimeout: true },
+          {
+            ...common,
+            storeClient: store.pool,
+            storeType: 'pool',
+            tableName: RATE_LIMIT_TABLE,
+            clearExpiredByTimeout: true,
+          },
           (error?: Error) => (error ? reject(error) : resolve()),
         );
       });
@@ -204,10 +245,18 @@ export function createSharedRateLimiter(ratePerSecond: number, burst: number, st
       return new Promise((resolve) => setTimeout(resolve, 50)).then(create);
     });
   } else {
-    limiter = new RateLimiterRedis({ ...common, storeClient: store.client, useRedisPackage: true, rejectIfRedisNotReady: true });
+    limiter = new RateLimiterRedis({
+      ...common,
+      storeClient: store.client,
+      useRedisPackage: true,
+      rejectIfRedisNotReady: true,
+    });
     ready = Promise.resolve();
   }
   // Through `limiter` as it is at each call: a failed creation (above) replaces it.
-  const leased = leasedLimiter({ consume: (key, n) => limiter.consume(key, n), reward: (key, n) => limiter.reward(key, n) }, points);
+  const leased = leasedLimiter(
+    { consume: (key, n) => limiter.consume(key, n), reward: (key, n) => limiter.reward(key, n) },
+    points,
+  );
   return { enabled: true, ready, take: (key) => leased.take(key) };
 }

@@ -39,7 +39,9 @@ function boundedJson(value: unknown, depth = 0): string {
   if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
   if (depth >= MAX_PROPERTY_DEPTH) return JSON.stringify(`… nested more than ${MAX_PROPERTY_DEPTH} levels deep`);
   if (Array.isArray(value)) return `[${value.map((inner) => boundedJson(inner, depth + 1)).join(',')}]`;
-  return `{${Object.entries(value).map(([key, inner]) => `${JSON.stringify(key)}:${boundedJson(inner, depth + 1)}`).join(',')}}`;
+  return `{${Object.entries(value)
+    .map(([key, inner]) => `${JSON.stringify(key)}:${boundedJson(inner, depth + 1)}`)
+    .join(',')}}`;
 }
 
 /** The item as text: JSON escapes NUL and lone surrogates, so recording cannot fail the way the item did (§13). */
@@ -55,7 +57,15 @@ function itemText(item: unknown): string {
 }
 
 /** Keys whose values name a person, in native and Segment items (identify's external_id is the person). */
-const PERSON_KEYS = new Set(['userId', 'anonymousId', 'previousId', 'subject_id', 'from_external_id', 'to_external_id', 'user_id']);
+const PERSON_KEYS = new Set([
+  'userId',
+  'anonymousId',
+  'previousId',
+  'subject_id',
+  'from_external_id',
+  'to_external_id',
+  'user_id',
+]);
 const MAX_SUBJECT_IDS = 100;
 
 /**
@@ -73,7 +83,8 @@ export function subjectIdsOf(route: string, item: unknown): string[] {
     }
     for (const [key, inner] of Object.entries(value)) {
       const named = PERSON_KEYS.has(key) || (key === 'external_id' && depth === 0 && route.includes('identify'));
-      if (named && (typeof inner === 'string' || typeof inner === 'number') && String(inner) !== '') found.add(storableText(String(inner).slice(0, 1024)));
+      if (named && (typeof inner === 'string' || typeof inner === 'number') && String(inner) !== '')
+        found.add(storableText(String(inner).slice(0, 1024)));
       else walk(inner, depth + 1);
     }
   };

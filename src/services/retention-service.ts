@@ -74,7 +74,8 @@ export function createRetentionService(storage: Storage, metrics: Metrics, optio
 
   /** One pass over every product with a limit; returns what it deleted. */
   async function runOnce(): Promise<RetentionPass> {
-    if (!(await store.takeLease(LEASE_NAME, holder, clock(), LEASE_MS))) return { deleted: {}, ran: false, dropped: [], kept: [] };
+    if (!(await store.takeLease(LEASE_NAME, holder, clock(), LEASE_MS)))
+      return { deleted: {}, ran: false, dropped: [], kept: [] };
     const pass: RetentionPass = { deleted: {}, ran: true, dropped: [], kept: [] };
     let renewedAt = clock();
     // Renew the lease as we go: a long pass must not let another instance start one.
@@ -170,7 +171,9 @@ export function createRetentionService(storage: Storage, metrics: Metrics, optio
     /** Sets a product's limit (null: keep forever); answers the product. */
     async setEventsDays(productId: string, eventsDays: number | null): Promise<ProductRecord> {
       if (eventsDays !== null && (!Number.isInteger(eventsDays) || eventsDays < 1 || eventsDays > 36_500)) {
-        throw validationError([{ pointer: '/retention/events_days', message: 'must be a whole number of days from 1 to 36500, or null' }]);
+        throw validationError([
+          { pointer: '/retention/events_days', message: 'must be a whole number of days from 1 to 36500, or null' },
+        ]);
       }
       const product = await storage.products.get(productId);
       if (product === undefined) throw new AppError('not_found', `No product "${productId}".`);

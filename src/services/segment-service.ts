@@ -2,7 +2,14 @@
 // hands them to the one accept pipeline, then performs the identity side effects of the items that
 // were stored: identify, alias, and the anonymous → user link any call carrying both ids implies.
 import { AppError } from '../domain/errors.js';
-import { SEGMENT_LIMITS, SEGMENT_SOURCE, translateSegmentItem, type IdentityOp, type SegmentCall, type SentJson } from '../domain/segment.js';
+import {
+  SEGMENT_LIMITS,
+  SEGMENT_SOURCE,
+  translateSegmentItem,
+  type IdentityOp,
+  type SegmentCall,
+  type SentJson,
+} from '../domain/segment.js';
 import type { IdentityService } from './identity-service.js';
 import type { Candidate, IngestService } from './ingest-service.js';
 import type { AuthContext } from './key-service.js';
@@ -60,7 +67,11 @@ export function createSegmentService(ingest: IngestService, identity: IdentitySe
       if (op.kind === 'identify') {
         await identity.identify(
           auth.productId,
-          { external_id: op.externalId, traits: op.traits, ...(op.email === undefined ? {} : { identifiers: { email: op.email } }) },
+          {
+            external_id: op.externalId,
+            traits: op.traits,
+            ...(op.email === undefined ? {} : { identifiers: { email: op.email } }),
+          },
           { identifies: op.identifiesUser },
         );
         return undefined;
@@ -70,7 +81,10 @@ export function createSegmentService(ingest: IngestService, identity: IdentitySe
       if (known === op.to) return undefined;
       // Through a public key, a link never merges two users that were each identified (clarifications §18).
       if (auth.kind === 'browser' && (await identity.mergesTwoIdentified(auth.productId, op.from, op.to))) {
-        return new AppError('identity_conflict', `"${op.from}" and "${op.to}" are two identified users; a browser key does not merge them.`);
+        return new AppError(
+          'identity_conflict',
+          `"${op.from}" and "${op.to}" are two identified users; a browser key does not merge them.`,
+        );
       }
       await identity.alias(auth.productId, { from_external_id: op.from, to_external_id: op.to });
       remember(key, op.to);
@@ -89,7 +103,12 @@ export function createSegmentService(ingest: IngestService, identity: IdentitySe
    * Browser keys: an explicit alias, or an identify whose userId and anonymousId belong to two users that
    * were each identified, is refused before it is stored (`identified_merge_forbidden`, clarifications §18).
    */
-  async function refuseIdentifiedMerges(auth: AuthContext, candidates: Candidate[], calls: Array<SegmentCall | undefined>, ops: IdentityOp[][]): Promise<void> {
+  async function refuseIdentifiedMerges(
+    auth: AuthContext,
+    candidates: Candidate[],
+    calls: Array<SegmentCall | undefined>,
+    ops: IdentityOp[][],
+  ): Promise<void> {
     for (let index = 0; index < candidates.length; index++) {
       const call = calls[index];
       if (!candidates[index]!.ok || (call !== 'identify' && call !== 'alias')) continue;
@@ -98,7 +117,10 @@ export function createSegmentService(ingest: IngestService, identity: IdentitySe
         if (await identity.mergesTwoIdentified(auth.productId, op.from, op.to)) {
           candidates[index] = {
             ok: false,
-            error: new AppError('identified_merge_forbidden', `"${op.from}" and "${op.to}" are two identified users: a browser key may not merge them (do it from your server with an events key).`),
+            error: new AppError(
+              'identified_merge_forbidden',
+              `"${op.from}" and "${op.to}" are two identified users: a browser key may not merge them (do it from your server with an events key).`,
+            ),
             format: 'segment',
           };
           break;
@@ -116,15 +138,22 @@ export function createSegmentService(ingest: IngestService, identity: IdentitySe
       const candidates: Candidate[] = items.map((item, index): Candidate => {
         const base = request.call === undefined ? `/batch/${index}` : '';
         const bound = request.itemBytes?.[index];
-        const bytes = bound !== undefined && bound <= SEGMENT_LIMITS.itemBytes ? bound : Buffer.byteLength(JSON.stringify(item) ?? '');
+        const bytes =
+          bound !== undefined && bound <= SEGMENT_LIMITS.itemBytes
+            ? bound
+            : Buffer.byteLength(JSON.stringify(item) ?? '');
         if (bytes > SEGMENT_LIMITS.itemBytes) {
           const id = (item as { messageId?: unknown } | null)?.messageId;
           messageIds[index] = typeof id === 'string' ? id.slice(0, 255) : null;
           return {
             ok: false,
-            error: new AppError('payload_too_large', `The item is ${bytes} bytes of JSON; one event may be at most ${SEGMENT_LIMITS.itemBytes}.`, {
-              errors: [{ pointer: base, message: `larger than ${SEGMENT_LIMITS.itemBytes} bytes` }],
-            }),
+            error: new AppError(
+              'payload_too_large',
+              `The item is ${bytes} bytes of JSON; one event may be at most ${SEGMENT_LIMITS.itemBytes}.`,
+              {
+                errors: [{ pointer: base, message: `larger than ${SEGMENT_LIMITS.itemBytes} bytes` }],
+              },
+            ),
             format: 'segment',
           };
         }
@@ -152,14 +181,23 @@ export function createSegmentService(ingest: IngestService, identity: IdentitySe
         endpoint: 'segment',
         receivedAt,
         source: SEGMENT_SOURCE,
-        record: { route: request.route, item: (index) => items[index], messageId: (index) => messageIds[index] ?? null },
+        record: {
+          route: request.route,
+          item: (index) => items[index],
+          messageId: (index) => messageIds[index] ?? null,
+        },
       });
 
       const answer: SegmentAnswer = { success: true, accepted: 0, duplicates: 0, rejected: [], warnings: [] };
       for (let index = 0; index < outcomes.length; index++) {
         const outcome = outcomes[index]!;
         if (outcome.status === 'rejected') {
-          answer.rejected.push({ index, messageId: messageIds[index]!, code: outcome.error.code, detail: outcome.error.message });
+          answer.rejected.push({
+            index,
+            messageId: messageIds[index]!,
+            code: outcome.error.code,
+            detail: outcome.error.message,
+          });
           continue;
         }
         if (outcome.status === 'duplicate') {
@@ -170,7 +208,8 @@ export function createSegmentService(ingest: IngestService, identity: IdentitySe
         answer.accepted++;
         for (const op of identityOps[index] ?? []) {
           const warning = await perform(auth, op);
-          if (warning !== undefined) answer.warnings.push({ index, messageId: messageIds[index]!, code: warning.code, detail: warning.message });
+          if (warning !== undefined)
+            answer.warnings.push({ index, messageId: messageIds[index]!, code: warning.code, detail: warning.message });
         }
       }
       if (answer.warnings.length > 0) {

@@ -22,16 +22,27 @@ export interface Stats {
     rate_window_seconds: number;
   };
   rejections: { total: number; by_code: Array<{ code: string; severity: string; count: number }> };
-  commit: { count: number; mean_ms: number | null; p50_ms: number | null; p99_ms: number | null; mean_events: number | null };
+  commit: {
+    count: number;
+    mean_ms: number | null;
+    p50_ms: number | null;
+    p99_ms: number | null;
+    mean_events: number | null;
+  };
   /** PostgreSQL only; null on SQLite (one connection, no pool). */
   pool: PoolStats | null;
-  destinations: Record<DestinationStatus, number> & { disabled_destinations: Array<{ id: string; product_id: string; name: string; reason: string | null }> };
+  destinations: Record<DestinationStatus, number> & {
+    disabled_destinations: Array<{ id: string; product_id: string; name: string; reason: string | null }>;
+  };
 }
 
 export interface StatsServiceOptions {
   metrics: Metrics;
   poolStats?: (() => PoolStats) | undefined;
-  destinationSummary: () => Promise<{ byStatus: Record<DestinationStatus, number>; disabled: Stats['destinations']['disabled_destinations'] }>;
+  destinationSummary: () => Promise<{
+    byStatus: Record<DestinationStatus, number>;
+    disabled: Stats['destinations']['disabled_destinations'];
+  }>;
   now?: () => number;
 }
 
@@ -51,7 +62,8 @@ async function snapshotOf(histogram: Histogram): Promise<HistogramSnapshot> {
     const name = value.metricName ?? '';
     if (name.endsWith('_count')) count = value.value;
     else if (name.endsWith('_sum')) sum = value.value;
-    else if (name.endsWith('_bucket') && value.labels.le !== '+Inf') buckets.push({ le: Number(value.labels.le), count: value.value });
+    else if (name.endsWith('_bucket') && value.labels.le !== '+Inf')
+      buckets.push({ le: Number(value.labels.le), count: value.value });
   }
   buckets.sort((a, b) => a.le - b.le);
   return { count, sum, buckets };
@@ -101,13 +113,21 @@ export function createStatsService(options: StatsServiceOptions) {
       const summary = await options.destinationSummary();
 
       return {
-        instance: { hostname: hostname(), pid: process.pid, started_at: new Date(startedAt).toISOString(), uptime_seconds: Math.round((at - startedAt) / 1000) },
+        instance: {
+          hostname: hostname(),
+          pid: process.pid,
+          started_at: new Date(startedAt).toISOString(),
+          uptime_seconds: Math.round((at - startedAt) / 1000),
+        },
         ingest: {
           events_total: eventsTotal,
           events_per_second: Math.round(((created - oldest.created) / seconds) * 100) / 100,
           rate_window_seconds: Math.round(seconds),
         },
-        rejections: { total: rejections.filter((r) => r.severity === 'rejected').reduce((n, r) => n + r.count, 0), by_code: rejections },
+        rejections: {
+          total: rejections.filter((r) => r.severity === 'rejected').reduce((n, r) => n + r.count, 0),
+          by_code: rejections,
+        },
         commit: {
           count: commit.count,
           mean_ms: commit.count === 0 ? null : ms(commit.sum / commit.count),

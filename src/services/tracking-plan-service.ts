@@ -35,7 +35,12 @@ interface CacheEntry {
 
 export type ViolationEntry = Omit<ViolationRecord, 'id' | 'productId' | 'receivedAt' | 'keyId' | 'route'>;
 
-export function createTrackingPlanService(storage: Storage, metrics: Metrics, catalog: CatalogService, options: TrackingPlanOptions) {
+export function createTrackingPlanService(
+  storage: Storage,
+  metrics: Metrics,
+  catalog: CatalogService,
+  options: TrackingPlanOptions,
+) {
   const clock = options.now ?? Date.now;
   const cache = new Map<string, CacheEntry>();
   const violationsCounter = new Counter({
@@ -103,7 +108,11 @@ export function createTrackingPlanService(storage: Storage, metrics: Metrics, ca
     async put(productId: string, document: unknown): Promise<TrackingPlanVersion> {
       const compiled = compilePlan(document, 0);
       if (!compiled.ok) throw validationError(compiled.errors);
-      const stored = await storage.governance.putPlan(productId, document as Record<string, unknown>, new Date(clock()).toISOString());
+      const stored = await storage.governance.putPlan(
+        productId,
+        document as Record<string, unknown>,
+        new Date(clock()).toISOString(),
+      );
       compiled.plan.version = stored.version;
       const entry = cache.get(productId);
       // This instance applies it at once; a refresh already running may still set the older one, then the next corrects it.
@@ -122,20 +131,32 @@ export function createTrackingPlanService(storage: Storage, metrics: Metrics, ca
     /** A plan (mode off) drawn from the catalogue: the observed types, `required` for properties present in every event. */
     async draft(productId: string): Promise<TrackingPlan> {
       await catalog.flush();
-      const names: Array<{ canonicalName: string; count: number; properties: Array<{ path: string; types: Record<string, number> }> }> = [];
+      const names: Array<{
+        canonicalName: string;
+        count: number;
+        properties: Array<{ path: string; types: Record<string, number> }>;
+      }> = [];
       for (let offset = 0; ; offset += 500) {
         const page = await storage.governance.listCatalogEvents(productId, { sort: 'name', offset, limit: 500 });
         for (const event of page) {
           // Segment identify items are stored as `user_identified` events but checked against `traits`: their
           // trait paths are in the traits catalogue, an event schema for them would check nothing.
-          if (event.canonicalName === 'user_identified' && event.sources.every((source) => source === SEGMENT_SOURCE)) continue;
+          if (event.canonicalName === 'user_identified' && event.sources.every((source) => source === SEGMENT_SOURCE))
+            continue;
           const properties = await storage.governance.listCatalogProperties(productId, 'event', event.canonicalName);
-          names.push({ canonicalName: event.canonicalName, count: event.count, properties: properties.map((p) => ({ path: p.path, types: p.types as Record<string, number> })) });
+          names.push({
+            canonicalName: event.canonicalName,
+            count: event.count,
+            properties: properties.map((p) => ({ path: p.path, types: p.types as Record<string, number> })),
+          });
         }
         if (page.length < 500) break;
       }
       const traits = await storage.governance.listCatalogProperties(productId, 'trait', '');
-      return draftPlan(names, traits.map((p) => ({ path: p.path, types: p.types as Record<string, number> })));
+      return draftPlan(
+        names,
+        traits.map((p) => ({ path: p.path, types: p.types as Record<string, number> })),
+      );
     },
 
     /** Records (or, past the hourly cap, only counts) violations of one request. */
@@ -143,7 +164,12 @@ export function createTrackingPlanService(storage: Storage, metrics: Metrics, ca
       for (const entry of entries) {
         const recorded = recorder.admit(auth.productId, receivedAt);
         const label = plan.events.has(entry.canonicalName) ? entry.canonicalName : UNPLANNED_LABEL;
-        violationsCounter.inc({ canonical_name: label, code: entry.code, severity: entry.severity, recorded: String(recorded) });
+        violationsCounter.inc({
+          canonical_name: label,
+          code: entry.code,
+          severity: entry.severity,
+          recorded: String(recorded),
+        });
         if (!recorded) continue;
         recorder.push({
           ...entry,
@@ -176,7 +202,12 @@ export function createTrackingPlanService(storage: Storage, metrics: Metrics, ca
 export type TrackingPlanService = ReturnType<typeof createTrackingPlanService>;
 
 /** The 400 of a refused item: `tracking_plan_violation` or `unplanned_event`, with pointers into the request body. */
-export function planRefusal(code: 'tracking_plan_violation' | 'unplanned_event', canonicalName: string, errors: Array<{ pointer: string; message: string }>, traits = false): AppError {
+export function planRefusal(
+  code: 'tracking_plan_violation' | 'unplanned_event',
+  canonicalName: string,
+  errors: Array<{ pointer: string; message: string }>,
+  traits = false,
+): AppError {
   const what = traits ? 'The traits do' : `The event "${canonicalName}" does`;
   const detail =
     code === 'unplanned_event'

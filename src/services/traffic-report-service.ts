@@ -1,6 +1,12 @@
 // Reads traffic reports (contract §8): validates the query, aggregates in storage, and shapes the
 // response with its meta (range, grouping, totals, provider, freshness, next cursor).
-import { cursorAfter, parseTrafficReportQuery, type TrafficDimension, type TrafficMetrics, type TrafficReportRow } from '../domain/traffic-reports.js';
+import {
+  cursorAfter,
+  parseTrafficReportQuery,
+  type TrafficDimension,
+  type TrafficMetrics,
+  type TrafficReportRow,
+} from '../domain/traffic-reports.js';
 import type { Storage } from '../storage/types.js';
 
 export interface TrafficReport {

@@ -19,13 +19,27 @@ import { postgresEventWriter } from './postgres/event-writer.js';
 import { trafficStore } from './traffic-store.js';
 import { destinationStore } from './destination-store.js';
 import { erasureStore } from './erasure-store.js';
-import { checkWritableTarget, DatabaseUrlError, describeHosts, postgresSettings, type PostgresConnectionSettings } from './postgres/connection-url.js';
+import {
+  checkWritableTarget,
+  DatabaseUrlError,
+  describeHosts,
+  postgresSettings,
+  type PostgresConnectionSettings,
+} from './postgres/connection-url.js';
 import { isPostgresUnavailable } from './postgres/errors.js';
 import { retryingBusy } from './busy-retry.js';
 import { createFailoverPool } from './postgres/pool.js';
 import { readWalStats } from './postgres/wal-stats.js';
 import { ensureEventPartitions, PARTITION_MAINTENANCE_INTERVAL_MS } from './postgres/event-partitions.js';
-import type { CheckpointEvent, Dialect, EventKeyStats, PoolStats, PostgresWalStats, ReplicationStatus, Storage } from './types.js';
+import type {
+  CheckpointEvent,
+  Dialect,
+  EventKeyStats,
+  PoolStats,
+  PostgresWalStats,
+  ReplicationStatus,
+  Storage,
+} from './types.js';
 
 export interface OpenStorageOptions {
   /** SQLite `synchronous`: `full` fsyncs every commit (the default), `normal` may lose the last commits on power loss. */
@@ -196,7 +210,12 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     }
     if (path !== ':memory:' && options.sqliteCheckpointThread !== false) {
       const wal = walSync;
-      checkpointer = startCheckpointerOnDemand(raw, path, options.sqliteSynchronous === 'normal' ? 'NORMAL' : 'FULL', wal === undefined ? {} : { syncWal: () => wal.sync() });
+      checkpointer = startCheckpointerOnDemand(
+        raw,
+        path,
+        options.sqliteSynchronous === 'normal' ? 'NORMAL' : 'FULL',
+        wal === undefined ? {} : { syncWal: () => wal.sync() },
+      );
     }
     db = new Kysely<Database>({ dialect: new SqliteDialect({ database: raw }) });
     const kysely = db;
@@ -209,7 +228,8 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
         synchronous: options.sqliteSynchronous === 'normal' ? 'NORMAL' : 'FULL',
         ...(options.sqliteEventKeysTail === undefined ? {} : { tailKeys: options.sqliteEventKeysTail }),
         ...(checkpointer === undefined ? {} : { roomInWal: checkpointer.roomInWal }),
-        onMergeError: (error) => process.emitWarning(`merging SQLite event ${kind} failed (tried again later): ${(error as Error).message}`),
+        onMergeError: (error) =>
+          process.emitWarning(`merging SQLite event ${kind} failed (tried again later): ${(error as Error).message}`),
       });
     makeWriter = () => {
       eventKeys = index('keys');
@@ -250,7 +270,11 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     // Retention's partition drop (a count of a whole month under lock_timeout) uses it too.
     maintenanceDatabase = () => {
       if (maintenanceDb === undefined) {
-        maintenancePool = createFailoverPool(settings, { max: 1, types: postgresTypes(), ...(schema === undefined ? {} : { options: `-c search_path=${schema}` }) }).pool;
+        maintenancePool = createFailoverPool(settings, {
+          max: 1,
+          types: postgresTypes(),
+          ...(schema === undefined ? {} : { options: `-c search_path=${schema}` }),
+        }).pool;
         maintenancePool.on('error', () => {});
         maintenanceDb = new Kysely<Database>({ dialect: new PostgresDialect({ pool: maintenancePool }) });
       }
@@ -276,7 +300,12 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     const stats = pool;
     poolStats = () => ({ max, open: stats.totalCount, idle: stats.idleCount, waiting: stats.waitingCount });
     replicationStatus = async () => {
-      const { rows } = await stats.query<{ names: string; commit: string; sync_state: string | null; standby: boolean }>(
+      const { rows } = await stats.query<{
+        names: string;
+        commit: string;
+        sync_state: string | null;
+        standby: boolean;
+      }>(
         "SELECT current_setting('synchronous_standby_names') AS names, current_setting('synchronous_commit') AS commit, r.sync_state, r.pid IS NOT NULL AS standby " +
           'FROM (SELECT 1) AS one LEFT JOIN pg_stat_replication AS r ON true',
       );
@@ -354,7 +383,9 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     identity: identityStore(db, dialect),
     traffic: trafficStore(db, dialect),
     destinations:
-      dialect === 'sqlite' && options.sqliteBusyTimeoutMs === 0 ? retryingBusy(destinationStore(db, dialect, rawSqlite)) : destinationStore(db, dialect, rawSqlite),
+      dialect === 'sqlite' && options.sqliteBusyTimeoutMs === 0
+        ? retryingBusy(destinationStore(db, dialect, rawSqlite))
+        : destinationStore(db, dialect, rawSqlite),
     governance: governanceStore(db, dialect),
     erasure: erasureStore(db, dialect, vacuum, maintenanceDatabase, checkpointer?.roomInWal, eventSubjects),
     async ping() {
@@ -364,9 +395,13 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
       }
       // Ready means "can take writes": a server that was demoted (or a standby reached with
       // target_session_attrs=any) answers SELECT 1 but refuses every insert.
-      const { rows } = await sql<{ writable: boolean }>`SELECT NOT pg_is_in_recovery() AND current_setting('transaction_read_only') = 'off' AS writable`.execute(db);
+      const { rows } = await sql<{
+        writable: boolean;
+      }>`SELECT NOT pg_is_in_recovery() AND current_setting('transaction_read_only') = 'off' AS writable`.execute(db);
       if (rows[0]?.writable !== true) {
-        throw Object.assign(new Error(`PostgreSQL at ${postgresHosts} is read-only (a standby or a demoted primary)`), { code: '25006' });
+        throw Object.assign(new Error(`PostgreSQL at ${postgresHosts} is read-only (a standby or a demoted primary)`), {
+          code: '25006',
+        });
       }
     },
     async close() {

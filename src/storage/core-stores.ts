@@ -14,15 +14,30 @@ import type {
 export function productStore(db: Kysely<Database>): ProductStore {
   return {
     async create(product) {
-      await db.insertInto('products').values({ id: product.id, name: product.name, created_at: product.createdAt }).execute();
+      await db
+        .insertInto('products')
+        .values({ id: product.id, name: product.name, created_at: product.createdAt })
+        .execute();
     },
     async get(id) {
       const row = await db.selectFrom('products').selectAll().where('id', '=', id).executeTakeFirst();
-      return row && { id: row.id, name: row.name, createdAt: toIso(row.created_at), retentionEventsDays: row.retention_events_days ?? null };
+      return (
+        row && {
+          id: row.id,
+          name: row.name,
+          createdAt: toIso(row.created_at),
+          retentionEventsDays: row.retention_events_days ?? null,
+        }
+      );
     },
     async list() {
       const rows = await db.selectFrom('products').selectAll().orderBy('created_at').orderBy('id').execute();
-      return rows.map((row) => ({ id: row.id, name: row.name, createdAt: toIso(row.created_at), retentionEventsDays: row.retention_events_days ?? null }));
+      return rows.map((row) => ({
+        id: row.id,
+        name: row.name,
+        createdAt: toIso(row.created_at),
+        retentionEventsDays: row.retention_events_days ?? null,
+      }));
     },
   };
 }
@@ -82,12 +97,21 @@ export function apiKeyStore(db: Kysely<Database>): ApiKeyStore {
       return rows.map(apiKeyFromRow);
     },
     async revoke(id, at) {
-      await db.updateTable('api_keys').set({ revoked_at: at }).where('id', '=', id).where('revoked_at', 'is', null).execute();
+      await db
+        .updateTable('api_keys')
+        .set({ revoked_at: at })
+        .where('id', '=', id)
+        .where('revoked_at', 'is', null)
+        .execute();
       const row = await db.selectFrom('api_keys').selectAll().where('id', '=', id).executeTakeFirst();
       return row && apiKeyFromRow(row);
     },
     async setAllowedOrigins(id, origins) {
-      await db.updateTable('api_keys').set({ allowed_origins: JSON.stringify(origins) }).where('id', '=', id).execute();
+      await db
+        .updateTable('api_keys')
+        .set({ allowed_origins: JSON.stringify(origins) })
+        .where('id', '=', id)
+        .execute();
       const row = await db.selectFrom('api_keys').selectAll().where('id', '=', id).executeTakeFirst();
       return row && apiKeyFromRow(row);
     },

@@ -148,7 +148,14 @@ function toRow(record: DestinationRecord): Row {
 }
 
 type EventRow = Parameters<typeof eventFromRow>[0] & { position: string | number };
-type IdentityRow = { position: string | number; after_event?: number | string; id: string; type: string; created_at: string; data: string };
+type IdentityRow = {
+  position: string | number;
+  after_event?: number | string;
+  id: string;
+  type: string;
+  created_at: string;
+  data: string;
+};
 
 // The JSON columns are read as their stored text (cast on PostgreSQL, where node-postgres would parse json): a message is only ever
 // written out as JSON, so the text goes into it as it is instead of a parse and a stringify.
@@ -175,7 +182,9 @@ function compareBig(a: bigint, b: bigint): number {
 }
 
 /** The delivery-state columns of a patch (cursor, failures, next attempt): shared by the admin edit and the deliverer. */
-function stateColumns(patch: Pick<DeliveryStatePatch, 'cursor' | 'consecutiveFailures' | 'failingSince' | 'nextAttemptAt'>): Record<string, unknown> {
+function stateColumns(
+  patch: Pick<DeliveryStatePatch, 'cursor' | 'consecutiveFailures' | 'failingSince' | 'nextAttemptAt'>,
+): Record<string, unknown> {
   const set: Record<string, unknown> = {};
   if (patch.cursor !== undefined) {
     set.event_cursor = patch.cursor.event;
@@ -187,7 +196,11 @@ function stateColumns(patch: Pick<DeliveryStatePatch, 'cursor' | 'consecutiveFai
   return set;
 }
 
-export function destinationStore(database: Kysely<Database>, dialect: Dialect, rawSqlite?: BetterSqlite3.Database): DestinationStore {
+export function destinationStore(
+  database: Kysely<Database>,
+  dialect: Dialect,
+  rawSqlite?: BetterSqlite3.Database,
+): DestinationStore {
   const db = database.withTables<DestinationTables>() as Db;
   const position = positionSql(dialect);
   const pg = dialect === 'postgres';
@@ -198,7 +211,9 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect, r
       const [tx, seq] = message.position.split('.') as [string, string];
       return [BigInt(tx), BigInt(seq)];
     }
-    return message.kind === 'event' ? [BigInt(message.position), 0n, 0n] : [BigInt(message.afterEvent!), 1n, BigInt(message.position)];
+    return message.kind === 'event'
+      ? [BigInt(message.position), 0n, 0n]
+      : [BigInt(message.afterEvent!), 1n, BigInt(message.position)];
   }
   const compareKeys = (a: bigint[], b: bigint[]) => {
     for (let i = 0; i < a.length; i++) {
@@ -219,7 +234,9 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect, r
     return sql`position > ${Number(cursor)}`;
   }
 
-  async function readBoth<T>(work: (q: Kysely<Database & DestinationTables>, horizon: string | undefined) => Promise<T>): Promise<T> {
+  async function readBoth<T>(
+    work: (q: Kysely<Database & DestinationTables>, horizon: string | undefined) => Promise<T>,
+  ): Promise<T> {
     if (pg) {
       // Rows below the horizon are final: two statements after it see the same rows below it. In position order
       // without a sort of the whole backlog (inPositionOrder, event-reads.ts).
@@ -229,8 +246,12 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect, r
   }
 
   // SQLite: one prepared statement returning arrays (as the export reads), run inside readBoth's transaction.
-  const rawEvents = rawSqlite?.prepare(`SELECT ${RAW_EVENT_COLUMNS} FROM events WHERE product_id = ? AND position > ? ORDER BY position LIMIT ?`).raw(true);
-  const rawIdentity = rawSqlite?.prepare('SELECT id, type, created_at, data, position, after_event FROM identity_messages WHERE product_id = ? AND position > ? ORDER BY position LIMIT ?');
+  const rawEvents = rawSqlite
+    ?.prepare(`SELECT ${RAW_EVENT_COLUMNS} FROM events WHERE product_id = ? AND position > ? ORDER BY position LIMIT ?`)
+    .raw(true);
+  const rawIdentity = rawSqlite?.prepare(
+    'SELECT id, type, created_at, data, position, after_event FROM identity_messages WHERE product_id = ? AND position > ? ORDER BY position LIMIT ?',
+  );
   /**
    * SQLite: both logs read in one synchronous transaction of prepared statements (Kysely prepared them anew
    * on every read, with its own BEGIN and COMMIT: ~8 % of the deliverer's CPU). Only when no transaction is
@@ -241,8 +262,14 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect, r
     rawSqlite === undefined || rawEvents === undefined || rawIdentity === undefined
       ? undefined
       : rawSqlite.transaction((productId: string, cursor: DestinationCursor, limit: number) => ({
-          events: (rawEvents.all(productId, cursor.event === null ? -1 : Number(cursor.event), limit) as unknown[][]).map(eventFromRawRow),
-          identity: rawIdentity.all(productId, cursor.identity === null ? -1 : Number(cursor.identity), limit) as IdentityRow[],
+          events: (
+            rawEvents.all(productId, cursor.event === null ? -1 : Number(cursor.event), limit) as unknown[][]
+          ).map(eventFromRawRow),
+          identity: rawIdentity.all(
+            productId,
+            cursor.identity === null ? -1 : Number(cursor.identity),
+            limit,
+          ) as IdentityRow[],
         }));
 
   // SQLite: the deliverer's state write as one synchronous transaction of prepared statements. Kysely's
@@ -256,58 +283,84 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect, r
   const writeStateRaw =
     rawSqlite === undefined || insertDelivery === undefined
       ? undefined
-      : rawSqlite.transaction((id: string, holder: string, set: Record<string, unknown>, deliveredAdd: number, deliveries: ReadonlyArray<Omit<DeliveryRecord, 'id'>>, from: DestinationCursor | undefined): boolean => {
-          for (const delivery of deliveries) {
-            insertDelivery.run(
-              delivery.productId,
-              uuidv7(),
-              delivery.destinationId,
-              delivery.attemptedAt,
-              delivery.attempt,
-              delivery.webhookId,
-              idsJson(delivery.messageIds),
-              delivery.outcome,
-              delivery.status,
-              delivery.error,
-              Math.round(delivery.durationMs),
-            );
-          }
-          const columns = Object.keys(set);
-          const key = `${columns.join(',')}|${deliveredAdd > 0}|${from !== undefined}`;
-          let update = stateUpdates.get(key);
-          if (update === undefined) {
-            const assignments = columns.map((c) => `${c} = ?`);
-            if (deliveredAdd > 0) assignments.push('delivered = delivered + ?');
-            const fence = from === undefined ? '' : ' AND event_cursor IS ? AND identity_cursor IS ?';
-            update = rawSqlite.prepare(`UPDATE destinations SET ${assignments.join(', ')} WHERE id = ? AND lease_holder = ?${fence}`);
-            stateUpdates.set(key, update);
-          }
-          const values = columns.map((c) => set[c]);
-          if (deliveredAdd > 0) values.push(deliveredAdd);
-          values.push(id, holder);
-          if (from !== undefined) values.push(from.event, from.identity);
-          // False: not ours to write (lease lost, cursor moved by a replay); the attempts stay in the log.
-          return update.run(...values).changes > 0;
-        });
+      : rawSqlite.transaction(
+          (
+            id: string,
+            holder: string,
+            set: Record<string, unknown>,
+            deliveredAdd: number,
+            deliveries: ReadonlyArray<Omit<DeliveryRecord, 'id'>>,
+            from: DestinationCursor | undefined,
+          ): boolean => {
+            for (const delivery of deliveries) {
+              insertDelivery.run(
+                delivery.productId,
+                uuidv7(),
+                delivery.destinationId,
+                delivery.attemptedAt,
+                delivery.attempt,
+                delivery.webhookId,
+                idsJson(delivery.messageIds),
+                delivery.outcome,
+                delivery.status,
+                delivery.error,
+                Math.round(delivery.durationMs),
+              );
+            }
+            const columns = Object.keys(set);
+            const key = `${columns.join(',')}|${deliveredAdd > 0}|${from !== undefined}`;
+            let update = stateUpdates.get(key);
+            if (update === undefined) {
+              const assignments = columns.map((c) => `${c} = ?`);
+              if (deliveredAdd > 0) assignments.push('delivered = delivered + ?');
+              const fence = from === undefined ? '' : ' AND event_cursor IS ? AND identity_cursor IS ?';
+              update = rawSqlite.prepare(
+                `UPDATE destinations SET ${assignments.join(', ')} WHERE id = ? AND lease_holder = ?${fence}`,
+              );
+              stateUpdates.set(key, update);
+            }
+            const values = columns.map((c) => set[c]);
+            if (deliveredAdd > 0) values.push(deliveredAdd);
+            values.push(id, holder);
+            if (from !== undefined) values.push(from.event, from.identity);
+            // False: not ours to write (lease lost, cursor moved by a replay); the attempts stay in the log.
+            return update.run(...values).changes > 0;
+          },
+        );
 
-  async function readEvents(q: Db, productId: string, after: string | null, horizon: string | undefined, limit: number): Promise<EventRecord[]> {
-    if (rawEvents !== undefined) return (rawEvents.all(productId, after === null ? -1 : Number(after), limit) as unknown[][]).map(eventFromRawRow);
+  async function readEvents(
+    q: Db,
+    productId: string,
+    after: string | null,
+    horizon: string | undefined,
+    limit: number,
+  ): Promise<EventRecord[]> {
+    if (rawEvents !== undefined)
+      return (rawEvents.all(productId, after === null ? -1 : Number(after), limit) as unknown[][]).map(eventFromRawRow);
     const conditions = [sql`product_id = ${productId}`];
     if (after !== null) conditions.push(sql`${position.compare('>', after)}`);
     if (horizon !== undefined) conditions.push(sql`${position.visible(horizon)}`);
     const order = sql.raw(position.orderColumns.join(', '));
-    const result = await sql<EventRow>`SELECT ${pg ? EVENT_COLUMNS_POSTGRES : EVENT_COLUMNS_SQLITE}, ${position.select} AS position FROM events
+    const result =
+      await sql<EventRow>`SELECT ${pg ? EVENT_COLUMNS_POSTGRES : EVENT_COLUMNS_SQLITE}, ${position.select} AS position FROM events
       WHERE ${sql.join(conditions, sql` AND `)} ORDER BY ${order} LIMIT ${limit}`.execute(q);
     return result.rows.map((row) => eventFromRow(row, true));
   }
 
-  async function readIdentity(q: Db, productId: string, after: string | null, horizon: string | undefined, limit: number): Promise<IdentityRow[]> {
+  async function readIdentity(
+    q: Db,
+    productId: string,
+    after: string | null,
+    horizon: string | undefined,
+    limit: number,
+  ): Promise<IdentityRow[]> {
     const conditions = [sql`product_id = ${productId}`];
     if (after !== null) conditions.push(identityAfter(after));
     if (horizon !== undefined) conditions.push(sql`tx < ${horizon}::xid8`);
     const order = sql.raw(pg ? 'tx, seq' : 'position');
     const extra = pg ? sql`` : sql`, after_event`;
-    const result = await sql<IdentityRow>`SELECT id, type, created_at, data, ${identityPositionSelect()} AS position${extra} FROM identity_messages
+    const result =
+      await sql<IdentityRow>`SELECT id, type, created_at, data, ${identityPositionSelect()} AS position${extra} FROM identity_messages
       WHERE ${sql.join(conditions, sql` AND `)} ORDER BY ${order} LIMIT ${limit}`.execute(q);
     return result.rows;
   }
@@ -320,7 +373,12 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect, r
     },
 
     async get(productId: string, id: string): Promise<DestinationRecord | undefined> {
-      const row = await db.selectFrom('destinations').selectAll().where('product_id', '=', productId).where('id', '=', id).executeTakeFirst();
+      const row = await db
+        .selectFrom('destinations')
+        .selectAll()
+        .where('product_id', '=', productId)
+        .where('id', '=', id)
+        .executeTakeFirst();
       return row && fromRow(row as Row);
     },
 
@@ -330,7 +388,13 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect, r
     },
 
     async list(productId: string): Promise<DestinationRecord[]> {
-      const rows = await db.selectFrom('destinations').selectAll().where('product_id', '=', productId).orderBy('created_at').orderBy('id').execute();
+      const rows = await db
+        .selectFrom('destinations')
+        .selectAll()
+        .where('product_id', '=', productId)
+        .orderBy('created_at')
+        .orderBy('id')
+        .execute();
       return (rows as Row[]).map(fromRow);
     },
 
@@ -357,13 +421,26 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect, r
       if (patch.previousSecretUntil !== undefined) set.previous_secret_until = patch.previousSecretUntil;
       Object.assign(set, stateColumns(patch));
       await db.updateTable('destinations').set(set).where('product_id', '=', productId).where('id', '=', id).execute();
-      const row = await db.selectFrom('destinations').selectAll().where('product_id', '=', productId).where('id', '=', id).executeTakeFirst();
+      const row = await db
+        .selectFrom('destinations')
+        .selectAll()
+        .where('product_id', '=', productId)
+        .where('id', '=', id)
+        .executeTakeFirst();
       return row && fromRow(row as Row);
     },
 
     async delete(productId: string, id: string): Promise<boolean> {
-      await db.deleteFrom('destination_deliveries').where('product_id', '=', productId).where('destination_id', '=', id).execute();
-      const result = await db.deleteFrom('destinations').where('product_id', '=', productId).where('id', '=', id).executeTakeFirst();
+      await db
+        .deleteFrom('destination_deliveries')
+        .where('product_id', '=', productId)
+        .where('destination_id', '=', id)
+        .execute();
+      const result = await db
+        .deleteFrom('destinations')
+        .where('product_id', '=', productId)
+        .where('id', '=', id)
+        .executeTakeFirst();
       return Number(result.numDeletedRows) > 0;
     },
 
@@ -373,27 +450,42 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect, r
         .updateTable('destinations')
         .set({ lease_holder: holder, lease_until: until })
         .where('id', '=', id)
-        .where((eb) => eb.or([eb('lease_holder', '=', holder), eb('lease_holder', 'is', null), eb('lease_until', '<', nowMs)]))
+        .where((eb) =>
+          eb.or([eb('lease_holder', '=', holder), eb('lease_holder', 'is', null), eb('lease_until', '<', nowMs)]),
+        )
         .executeTakeFirst();
       return Number(result.numUpdatedRows) > 0;
     },
 
     async releaseLease(id: string, holder: string): Promise<void> {
-      await db.updateTable('destinations').set({ lease_holder: null, lease_until: 0 }).where('id', '=', id).where('lease_holder', '=', holder).execute();
+      await db
+        .updateTable('destinations')
+        .set({ lease_holder: null, lease_until: 0 })
+        .where('id', '=', id)
+        .where('lease_holder', '=', holder)
+        .execute();
     },
 
     /**
      * Writes delivery state if `holder` still holds the lease (false when it lost it), and the attempts of
      * the delivery log, in one transaction: a delivery cycle costs one commit, not one per attempt.
      */
-    async writeState(id: string, holder: string, patch: DeliveryStatePatch, now: string, deliveries: ReadonlyArray<Omit<DeliveryRecord, 'id'>> = [], from?: DestinationCursor): Promise<boolean> {
+    async writeState(
+      id: string,
+      holder: string,
+      patch: DeliveryStatePatch,
+      now: string,
+      deliveries: ReadonlyArray<Omit<DeliveryRecord, 'id'>> = [],
+      from?: DestinationCursor,
+    ): Promise<boolean> {
       const set: Record<string, unknown> = { updated_at: now, ...stateColumns(patch) };
       if (patch.lastSuccessAt !== undefined) set.last_success_at = patch.lastSuccessAt;
       if (patch.lastError !== undefined) set.last_error = patch.lastError;
       if (patch.lastErrorAt !== undefined) set.last_error_at = patch.lastErrorAt;
       if (patch.status !== undefined) set.status = patch.status;
       if (patch.disabledReason !== undefined) set.disabled_reason = patch.disabledReason;
-      if (writeStateRaw !== undefined && !rawSqlite!.inTransaction) return writeStateRaw(id, holder, set, patch.deliveredAdd ?? 0, deliveries, from);
+      if (writeStateRaw !== undefined && !rawSqlite!.inTransaction)
+        return writeStateRaw(id, holder, set, patch.deliveredAdd ?? 0, deliveries, from);
       const write = async (q: Db): Promise<boolean> => {
         if (deliveries.length > 0) {
           await q
@@ -416,11 +508,14 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect, r
             .execute();
         }
         let query = q.updateTable('destinations').set(set as Partial<Row>);
-        if (patch.deliveredAdd !== undefined && patch.deliveredAdd > 0) query = query.set({ delivered: sql<number>`delivered + ${patch.deliveredAdd}` });
+        if (patch.deliveredAdd !== undefined && patch.deliveredAdd > 0)
+          query = query.set({ delivered: sql<number>`delivered + ${patch.deliveredAdd}` });
         query = query.where('id', '=', id).where('lease_holder', '=', holder);
         if (from !== undefined) {
           const same = sql.raw(pg ? 'IS NOT DISTINCT FROM' : 'IS');
-          query = query.where(sql<boolean>`event_cursor ${same} ${from.event}`).where(sql<boolean>`identity_cursor ${same} ${from.identity}`);
+          query = query
+            .where(sql<boolean>`event_cursor ${same} ${from.event}`)
+            .where(sql<boolean>`identity_cursor ${same} ${from.identity}`);
         }
         // False: not ours to write (lease lost, cursor moved by a replay); the attempts stay in the log.
         const result = await query.executeTakeFirst();
@@ -430,8 +525,17 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect, r
     },
 
     /** Newest first; `before` is the id of the last row of the previous page. */
-    async listDeliveries(productId: string, destinationId: string, limit: number, before?: string): Promise<DeliveryRecord[]> {
-      let query = db.selectFrom('destination_deliveries').selectAll().where('product_id', '=', productId).where('destination_id', '=', destinationId);
+    async listDeliveries(
+      productId: string,
+      destinationId: string,
+      limit: number,
+      before?: string,
+    ): Promise<DeliveryRecord[]> {
+      let query = db
+        .selectFrom('destination_deliveries')
+        .selectAll()
+        .where('product_id', '=', productId)
+        .where('destination_id', '=', destinationId);
       if (before !== undefined) query = query.where('id', '<', before);
       const rows = await query.orderBy('id', 'desc').limit(limit).execute();
       return rows.map((row) => ({
@@ -462,16 +566,20 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect, r
         readBothRaw !== undefined && !rawSqlite!.inTransaction
           ? readBothRaw(productId, cursor, limit)
           : await readBoth(async (q, horizon) => ({
-        events: await readEvents(q, productId, cursor.event, horizon, limit),
-        identity: await readIdentity(q, productId, cursor.identity, horizon, limit),
-      }));
+              events: await readEvents(q, productId, cursor.event, horizon, limit),
+              identity: await readIdentity(q, productId, cursor.identity, horizon, limit),
+            }));
       type Item = { key: bigint[]; message: StoredMessage };
       const eventItems: Item[] = events.map((event) => ({
         key: keyOf({ kind: 'event', position: event.position! }),
         message: { kind: 'event', position: event.position!, event },
       }));
       const identityItems: Item[] = identity.map((row) => ({
-        key: keyOf({ kind: 'identity', position: String(row.position), afterEvent: row.after_event === undefined ? undefined : String(row.after_event) }),
+        key: keyOf({
+          kind: 'identity',
+          position: String(row.position),
+          afterEvent: row.after_event === undefined ? undefined : String(row.after_event),
+        }),
         message: {
           kind: 'identity',
           position: String(row.position),
@@ -501,11 +609,19 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect, r
         const conditions = [sql`product_id = ${productId}`];
         if (horizon !== undefined) conditions.push(sql`${position.visible(horizon)}`);
         const order = sql.raw(position.orderColumns.map((c) => `${c} DESC`).join(', '));
-        const event = await sql<{ position: string }>`SELECT ${position.select} AS position FROM events WHERE ${sql.join(conditions, sql` AND `)} ORDER BY ${order} LIMIT 1`.execute(q);
+        const event = await sql<{
+          position: string;
+        }>`SELECT ${position.select} AS position FROM events WHERE ${sql.join(conditions, sql` AND `)} ORDER BY ${order} LIMIT 1`.execute(
+          q,
+        );
         const idConditions = [sql`product_id = ${productId}`];
         if (horizon !== undefined) idConditions.push(sql`tx < ${horizon}::xid8`);
         const idOrder = sql.raw(pg ? 'tx DESC, seq DESC' : 'position DESC');
-        const identity = await sql<{ position: string }>`SELECT ${identityPositionSelect()} AS position FROM identity_messages WHERE ${sql.join(idConditions, sql` AND `)} ORDER BY ${idOrder} LIMIT 1`.execute(q);
+        const identity = await sql<{
+          position: string;
+        }>`SELECT ${identityPositionSelect()} AS position FROM identity_messages WHERE ${sql.join(idConditions, sql` AND `)} ORDER BY ${idOrder} LIMIT 1`.execute(
+          q,
+        );
         return {
           event: event.rows[0] === undefined ? null : String(event.rows[0].position),
           identity: identity.rows[0] === undefined ? null : String(identity.rows[0].position),
@@ -516,7 +632,11 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect, r
     /** The cursor just after the event at `eventPosition` (identity messages ordered before it count as passed). */
     async cursorAfterEvent(productId: string, eventPosition: string): Promise<DestinationCursor> {
       if (pg) return { event: eventPosition, identity: eventPosition };
-      const row = await sql<{ position: number | null }>`SELECT max(position) AS position FROM identity_messages WHERE product_id = ${productId} AND after_event < ${Number(eventPosition)}`.execute(db);
+      const row = await sql<{
+        position: number | null;
+      }>`SELECT max(position) AS position FROM identity_messages WHERE product_id = ${productId} AND after_event < ${Number(eventPosition)}`.execute(
+        db,
+      );
       const identity = row.rows[0]?.position;
       return { event: eventPosition, identity: identity == null ? null : String(identity) };
     },
@@ -540,14 +660,21 @@ export function destinationStore(database: Kysely<Database>, dialect: Dialect, r
         const conditions = [sql`product_id = ${productId}`];
         if (cursor.event !== null) conditions.push(sql`${position.compare('>', cursor.event)}`);
         if (horizon !== undefined) conditions.push(sql`${position.visible(horizon)}`);
-        const events = await sql<{ n: number | string }>`SELECT count(*) AS n FROM (SELECT 1 FROM events WHERE ${sql.join(conditions, sql` AND `)} LIMIT ${cap}) AS behind`.execute(q);
+        const events = await sql<{
+          n: number | string;
+        }>`SELECT count(*) AS n FROM (SELECT 1 FROM events WHERE ${sql.join(conditions, sql` AND `)} LIMIT ${cap}) AS behind`.execute(
+          q,
+        );
         const idConditions = [sql`product_id = ${productId}`];
         if (cursor.identity !== null) idConditions.push(identityAfter(cursor.identity));
         if (horizon !== undefined) idConditions.push(sql`tx < ${horizon}::xid8`);
-        const identity = await sql<{ n: number | string }>`SELECT count(*) AS n FROM (SELECT 1 FROM identity_messages WHERE ${sql.join(idConditions, sql` AND `)} LIMIT ${cap}) AS behind`.execute(q);
+        const identity = await sql<{
+          n: number | string;
+        }>`SELECT count(*) AS n FROM (SELECT 1 FROM identity_messages WHERE ${sql.join(idConditions, sql` AND `)} LIMIT ${cap}) AS behind`.execute(
+          q,
+        );
         return Number(events.rows[0]?.n ?? 0) + Number(identity.rows[0]?.n ?? 0);
       });
     },
   };
 }
-

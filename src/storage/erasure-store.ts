@@ -9,7 +9,12 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { Database } from './database.js';
 import type { EventKeys } from './sqlite/event-keys.js';
-import { deleteEventMonthKeys, dropEventMonth, eventMonthsEndingBy, productsInEventMonth } from './postgres/event-partitions.js';
+import {
+  deleteEventMonthKeys,
+  dropEventMonth,
+  eventMonthsEndingBy,
+  productsInEventMonth,
+} from './postgres/event-partitions.js';
 import type {
   Dialect,
   ErasureCounts,
@@ -44,12 +49,26 @@ type ErasureTables = {
   background_leases: { name: string; holder: string | null; lease_until: number | string };
   installation_secrets: { name: string; secret: string; created_at: string };
   user_ids: { product_id: string; external_id: string; user_id: string };
-  user_merges: { product_id: string; id: string; from_external_id: string; from_user_id: string | null; into_user_id: string; into_external_id: string };
+  user_merges: {
+    product_id: string;
+    id: string;
+    from_external_id: string;
+    from_user_id: string | null;
+    into_user_id: string;
+    into_external_id: string;
+  };
   users: { product_id: string; id: string; traits: string };
   user_identifiers: { product_id: string; kind: string; value: string; user_id: string };
   plan_violations: { product_id: string; id: string; subject_id: string | null };
   destinations: { product_id: string; id: string; identity_cursor: string | null };
-  identity_messages: { product_id: string; id: string; type: string; created_at: string; data: string; user_id: string | null };
+  identity_messages: {
+    product_id: string;
+    id: string;
+    type: string;
+    created_at: string;
+    data: string;
+    user_id: string | null;
+  };
 };
 
 type Db = Kysely<Database & ErasureTables>;
@@ -58,7 +77,16 @@ const DAY_MS = 86_400_000;
 /** The longest a background batch waits for room in the WAL (roomToWrite): bounds how much it can slow a job. */
 const ROOM_WAIT_MS = 1000;
 
-const EMPTY_COUNTS: ErasureCounts = { ids: 0, events: 0, identifiers: 0, traits: 0, merges: 0, identity_messages: 0, rejections: 0, violations: 0 };
+const EMPTY_COUNTS: ErasureCounts = {
+  ids: 0,
+  events: 0,
+  identifiers: 0,
+  traits: 0,
+  merges: 0,
+  identity_messages: 0,
+  rejections: 0,
+  violations: 0,
+};
 
 function list(values: string[]): RawBuilder<unknown> {
   return sql`(${sql.join(values.map((v) => sql`${v}`))})`;
@@ -145,10 +173,20 @@ export function erasureStore(
 
   /** The user the id resolves to, and every user merged into it (earlier identity messages name those). */
   async function resolvePerson(q: Db, productId: string, externalId: string): Promise<ErasureTargets> {
-    const owner = await q.selectFrom('user_ids').select('user_id').where('product_id', '=', productId).where('external_id', '=', externalId).executeTakeFirst();
+    const owner = await q
+      .selectFrom('user_ids')
+      .select('user_id')
+      .where('product_id', '=', productId)
+      .where('external_id', '=', externalId)
+      .executeTakeFirst();
     if (owner === undefined) return { externalIds: [externalId], userIds: [] };
     const externalIds = new Set([externalId]);
-    for (const row of await q.selectFrom('user_ids').select('external_id').where('product_id', '=', productId).where('user_id', '=', owner.user_id).execute()) {
+    for (const row of await q
+      .selectFrom('user_ids')
+      .select('external_id')
+      .where('product_id', '=', productId)
+      .where('user_id', '=', owner.user_id)
+      .execute()) {
       externalIds.add(row.external_id);
     }
     const userIds = new Set([owner.user_id]);
@@ -177,8 +215,13 @@ export function erasureStore(
    * subject index (sqlite/event-keys.ts), oldest first; their index entries go with them. Positions whose rows
    * do not match (another subject type, a shared hash, a row deleted and not yet swept) are stepped over.
    */
-  async function deleteBySubjects(index: EventKeys, productId: string, externalIds: string[], limit: number): Promise<number> {
-    for (let after = 0; ; ) {
+  async function deleteBySubjects(
+    index: EventKeys,
+    productId: string,
+    externalIds: string[],
+    limit: number,
+  ): Promise<number> {
+    for (let after = 0; ;) {
       const { deleted, positions } = await unsyncedOnConnection(async (conn) => {
         const positions = index.subjectPositionsLocked(productId, externalIds, { after, order: 'asc', limit });
         if (positions.length === 0) return { deleted: [] as number[], positions };
@@ -210,7 +253,12 @@ export function erasureStore(
     });
   }
 
-  async function deleteByPositions(productId: string, where: RawBuilder<unknown>, limit: number, order: RawBuilder<unknown> = sql``): Promise<number> {
+  async function deleteByPositions(
+    productId: string,
+    where: RawBuilder<unknown>,
+    limit: number,
+    order: RawBuilder<unknown> = sql``,
+  ): Promise<number> {
     if (!pg) {
       // A batch commits without waiting for its fsync (synchronous=NORMAL for this statement only, inside
       // the connection's mutex so no ingest commit runs meanwhile): at synchronous=FULL the fsync was a
@@ -220,7 +268,10 @@ export function erasureStore(
       // fsyncs these frames with its own; a crash before that loses some deletions, which the resumed job
       // (or the next retention pass) simply deletes again.
       return unsyncedOnConnection(async (conn) => {
-        const result = await sql`DELETE FROM events WHERE position IN (SELECT position FROM events WHERE product_id = ${productId} AND ${where} LIMIT ${limit})`.execute(conn);
+        const result =
+          await sql`DELETE FROM events WHERE position IN (SELECT position FROM events WHERE product_id = ${productId} AND ${where} LIMIT ${limit})`.execute(
+            conn,
+          );
         return Number(result.numAffectedRows ?? 0);
       });
     }
@@ -245,27 +296,52 @@ export function erasureStore(
 
   return {
     async installationSecret(generate) {
-      const row = await db.selectFrom('installation_secrets').select('secret').where('name', '=', 'hmac').executeTakeFirst();
+      const row = await db
+        .selectFrom('installation_secrets')
+        .select('secret')
+        .where('name', '=', 'hmac')
+        .executeTakeFirst();
       if (row !== undefined) return row.secret;
       await db
         .insertInto('installation_secrets')
         .values({ name: 'hmac', secret: generate(), created_at: new Date().toISOString() })
         .onConflict((oc) => oc.column('name').doNothing())
         .execute();
-      return (await db.selectFrom('installation_secrets').select('secret').where('name', '=', 'hmac').executeTakeFirstOrThrow()).secret;
+      return (
+        await db
+          .selectFrom('installation_secrets')
+          .select('secret')
+          .where('name', '=', 'hmac')
+          .executeTakeFirstOrThrow()
+      ).secret;
     },
 
     keyFingerprint(fingerprint) {
       return writeTransaction(async (q) => {
-        const row = await q.selectFrom('installation_secrets').select('secret').where('name', '=', 'hmac-fingerprint').executeTakeFirst();
+        const row = await q
+          .selectFrom('installation_secrets')
+          .select('secret')
+          .where('name', '=', 'hmac-fingerprint')
+          .executeTakeFirst();
         if (row === undefined) {
-          await q.insertInto('installation_secrets').values({ name: 'hmac-fingerprint', secret: fingerprint, created_at: new Date().toISOString() }).execute();
+          await q
+            .insertInto('installation_secrets')
+            .values({ name: 'hmac-fingerprint', secret: fingerprint, created_at: new Date().toISOString() })
+            .execute();
           return { stored: fingerprint, replaced: false };
         }
         if (row.secret === fingerprint) return { stored: fingerprint, replaced: false };
-        const keyed = await sql<{ n: number }>`SELECT (SELECT count(*) FROM (SELECT 1 FROM suppressions LIMIT 1) s) + (SELECT count(*) FROM (SELECT 1 FROM erasures LIMIT 1) e) AS n`.execute(q);
+        const keyed = await sql<{
+          n: number;
+        }>`SELECT (SELECT count(*) FROM (SELECT 1 FROM suppressions LIMIT 1) s) + (SELECT count(*) FROM (SELECT 1 FROM erasures LIMIT 1) e) AS n`.execute(
+          q,
+        );
         if (Number(keyed.rows[0]?.n ?? 0) > 0) return { stored: row.secret, replaced: false };
-        await q.updateTable('installation_secrets').set({ secret: fingerprint, created_at: new Date().toISOString() }).where('name', '=', 'hmac-fingerprint').execute();
+        await q
+          .updateTable('installation_secrets')
+          .set({ secret: fingerprint, created_at: new Date().toISOString() })
+          .where('name', '=', 'hmac-fingerprint')
+          .execute();
         return { stored: fingerprint, replaced: true };
       });
     },
@@ -294,30 +370,67 @@ export function erasureStore(
         };
         await q.insertInto('erasures').values(row).execute();
         const targetRows = [
-          ...targets.externalIds.map((value) => ({ product_id: input.productId, erasure_id: input.erasureId, kind: 'external_id', value })),
-          ...targets.userIds.map((value) => ({ product_id: input.productId, erasure_id: input.erasureId, kind: 'user_id', value })),
+          ...targets.externalIds.map((value) => ({
+            product_id: input.productId,
+            erasure_id: input.erasureId,
+            kind: 'external_id',
+            value,
+          })),
+          ...targets.userIds.map((value) => ({
+            product_id: input.productId,
+            erasure_id: input.erasureId,
+            kind: 'user_id',
+            value,
+          })),
         ];
-        for (let at = 0; at < targetRows.length; at += 200) await q.insertInto('erasure_targets').values(targetRows.slice(at, at + 200)).execute();
+        for (let at = 0; at < targetRows.length; at += 200)
+          await q
+            .insertInto('erasure_targets')
+            .values(targetRows.slice(at, at + 200))
+            .execute();
         for (const externalId of targets.externalIds) {
           await q
             .insertInto('suppressions')
-            .values({ product_id: input.productId, id: input.newSuppressionId(), id_hmac: input.hmac(externalId), erasure_id: input.erasureId, created_at: input.requestedAt })
+            .values({
+              product_id: input.productId,
+              id: input.newSuppressionId(),
+              id_hmac: input.hmac(externalId),
+              erasure_id: input.erasureId,
+              created_at: input.requestedAt,
+            })
             .onConflict((oc) => oc.columns(['product_id', 'id_hmac']).doNothing())
             .execute();
         }
         const data = JSON.stringify({ externalIds: targets.externalIds, erasureId: input.erasureId });
         if (pg) {
-          await q.insertInto('identity_messages').values({ product_id: input.productId, id: input.messageId, type: 'user.erased', created_at: input.requestedAt, data, user_id: null }).execute();
+          await q
+            .insertInto('identity_messages')
+            .values({
+              product_id: input.productId,
+              id: input.messageId,
+              type: 'user.erased',
+              created_at: input.requestedAt,
+              data,
+              user_id: null,
+            })
+            .execute();
         } else {
           await sql`INSERT INTO identity_messages (after_event, product_id, id, type, created_at, data)
-                    VALUES (COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0), ${input.productId}, ${input.messageId}, 'user.erased', ${input.requestedAt}, ${data})`.execute(q);
+                    VALUES (COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0), ${input.productId}, ${input.messageId}, 'user.erased', ${input.requestedAt}, ${data})`.execute(
+            q,
+          );
         }
         return { record: fromRow(row), externalIds: targets.externalIds };
       });
     },
 
     async get(productId, id) {
-      const row = await db.selectFrom('erasures').selectAll().where('product_id', '=', productId).where('id', '=', id).executeTakeFirst();
+      const row = await db
+        .selectFrom('erasures')
+        .selectAll()
+        .where('product_id', '=', productId)
+        .where('id', '=', id)
+        .executeTakeFirst();
       return row && fromRow(row);
     },
 
@@ -333,8 +446,11 @@ export function erasureStore(
         .selectFrom('erasures')
         .select(['product_id', 'id'])
         .where('status', 'in', ['pending', 'running'])
-        .where((eb) => eb.or([eb('lease_holder', 'is', null), eb('lease_holder', '=', holder), eb('lease_until', '<', now)]));
-      if (only !== undefined) candidates = candidates.where('product_id', '=', only.productId).where('id', '=', only.id);
+        .where((eb) =>
+          eb.or([eb('lease_holder', 'is', null), eb('lease_holder', '=', holder), eb('lease_until', '<', now)]),
+        );
+      if (only !== undefined)
+        candidates = candidates.where('product_id', '=', only.productId).where('id', '=', only.id);
       for (const candidate of await candidates.orderBy('requested_at').limit(5).execute()) {
         const result = await db
           .updateTable('erasures')
@@ -342,10 +458,17 @@ export function erasureStore(
           .where('product_id', '=', candidate.product_id)
           .where('id', '=', candidate.id)
           .where('status', 'in', ['pending', 'running'])
-          .where((eb) => eb.or([eb('lease_holder', 'is', null), eb('lease_holder', '=', holder), eb('lease_until', '<', now)]))
+          .where((eb) =>
+            eb.or([eb('lease_holder', 'is', null), eb('lease_holder', '=', holder), eb('lease_until', '<', now)]),
+          )
           .executeTakeFirst();
         if (Number(result.numUpdatedRows) === 1) {
-          const row = await db.selectFrom('erasures').selectAll().where('product_id', '=', candidate.product_id).where('id', '=', candidate.id).executeTakeFirstOrThrow();
+          const row = await db
+            .selectFrom('erasures')
+            .selectAll()
+            .where('product_id', '=', candidate.product_id)
+            .where('id', '=', candidate.id)
+            .executeTakeFirstOrThrow();
           return fromRow(row);
         }
       }
@@ -372,14 +495,31 @@ export function erasureStore(
     },
 
     async release(productId, id, holder) {
-      await db.updateTable('erasures').set({ lease_holder: null, lease_until: 0 }).where('product_id', '=', productId).where('id', '=', id).where('lease_holder', '=', holder).execute();
+      await db
+        .updateTable('erasures')
+        .set({ lease_holder: null, lease_until: 0 })
+        .where('product_id', '=', productId)
+        .where('id', '=', id)
+        .where('lease_holder', '=', holder)
+        .execute();
     },
 
     async targets(productId, erasureId) {
-      const rows = await db.selectFrom('erasure_targets').select(['kind', 'value']).where('product_id', '=', productId).where('erasure_id', '=', erasureId).execute();
+      const rows = await db
+        .selectFrom('erasure_targets')
+        .select(['kind', 'value'])
+        .where('product_id', '=', productId)
+        .where('erasure_id', '=', erasureId)
+        .execute();
       return {
-        externalIds: rows.filter((r) => r.kind === 'external_id').map((r) => r.value).sort(),
-        userIds: rows.filter((r) => r.kind === 'user_id').map((r) => r.value).sort(),
+        externalIds: rows
+          .filter((r) => r.kind === 'external_id')
+          .map((r) => r.value)
+          .sort(),
+        userIds: rows
+          .filter((r) => r.kind === 'user_id')
+          .map((r) => r.value)
+          .sort(),
       };
     },
 
@@ -401,7 +541,12 @@ export function erasureStore(
         let bySubject = 0;
         for (const externalId of externalIds) {
           if (bySubject >= limit) break;
-          bySubject += await deleteByPositions(productId, sql`subject_type = 'user' AND subject_id = ${externalId}`, limit - bySubject, sql`ORDER BY tx, seq`);
+          bySubject += await deleteByPositions(
+            productId,
+            sql`subject_type = 'user' AND subject_id = ${externalId}`,
+            limit - bySubject,
+            sql`ORDER BY tx, seq`,
+          );
         }
         if (bySubject > 0) return bySubject;
       }
@@ -419,15 +564,29 @@ export function erasureStore(
         let identifiers = 0;
         let traits = 0;
         if (userIds.length > 0) {
-          const users = await q.selectFrom('users').select('traits').where('product_id', '=', productId).where('id', 'in', userIds).execute();
+          const users = await q
+            .selectFrom('users')
+            .select('traits')
+            .where('product_id', '=', productId)
+            .where('id', 'in', userIds)
+            .execute();
           for (const user of users) traits += Object.keys(JSON.parse(user.traits) as object).length;
-          const gone = await q.deleteFrom('user_identifiers').where('product_id', '=', productId).where('user_id', 'in', userIds).executeTakeFirst();
+          const gone = await q
+            .deleteFrom('user_identifiers')
+            .where('product_id', '=', productId)
+            .where('user_id', 'in', userIds)
+            .executeTakeFirst();
           identifiers = Number(gone.numDeletedRows);
           // user_ids first: users → user_ids is checked at commit (deferred), user_ids → users at once.
           await q.deleteFrom('user_ids').where('product_id', '=', productId).where('user_id', 'in', userIds).execute();
         }
-        await q.deleteFrom('user_ids').where('product_id', '=', productId).where('external_id', 'in', externalIds).execute();
-        if (userIds.length > 0) await q.deleteFrom('users').where('product_id', '=', productId).where('id', 'in', userIds).execute();
+        await q
+          .deleteFrom('user_ids')
+          .where('product_id', '=', productId)
+          .where('external_id', 'in', externalIds)
+          .execute();
+        if (userIds.length > 0)
+          await q.deleteFrom('users').where('product_id', '=', productId).where('id', 'in', userIds).execute();
         const merges = await q
           .deleteFrom('user_merges')
           .where('product_id', '=', productId)
@@ -441,7 +600,11 @@ export function erasureStore(
           .executeTakeFirst();
         let messages = 0;
         if (userIds.length > 0) {
-          const gone = await q.deleteFrom('identity_messages').where('product_id', '=', productId).where('user_id', 'in', userIds).executeTakeFirst();
+          const gone = await q
+            .deleteFrom('identity_messages')
+            .where('product_id', '=', productId)
+            .where('user_id', 'in', userIds)
+            .executeTakeFirst();
           messages += Number(gone.numDeletedRows);
         }
         // Messages written before migration 700 have no user_id: found by the ids in their JSON.
@@ -470,8 +633,16 @@ export function erasureStore(
       if (indexed.length > 0) {
         const ids = indexed.map((r) => r.rejection_id);
         rejections = await writeTransaction(async (q) => {
-          const gone = await q.deleteFrom('rejections').where('product_id', '=', productId).where('id', 'in', ids).executeTakeFirst();
-          await q.deleteFrom('rejection_subjects').where('product_id', '=', productId).where('rejection_id', 'in', ids).execute();
+          const gone = await q
+            .deleteFrom('rejections')
+            .where('product_id', '=', productId)
+            .where('id', 'in', ids)
+            .executeTakeFirst();
+          await q
+            .deleteFrom('rejection_subjects')
+            .where('product_id', '=', productId)
+            .where('rejection_id', 'in', ids)
+            .execute();
           return Number(gone.numDeletedRows);
         });
       } else {
@@ -481,28 +652,51 @@ export function erasureStore(
           sql` OR `,
         );
         const result = await sql`DELETE FROM rejections WHERE product_id = ${productId} AND (${named})
-            AND NOT EXISTS (SELECT 1 FROM rejection_subjects s WHERE s.product_id = rejections.product_id AND s.rejection_id = rejections.id)`.execute(db);
+            AND NOT EXISTS (SELECT 1 FROM rejection_subjects s WHERE s.product_id = rejections.product_id AND s.rejection_id = rejections.id)`.execute(
+          db,
+        );
         rejections = Number(result.numAffectedRows ?? 0);
       }
       const violations = await sql`DELETE FROM plan_violations WHERE product_id = ${productId} AND id IN (
-          SELECT id FROM plan_violations WHERE product_id = ${productId} AND subject_id IN ${list(externalIds)} LIMIT ${limit})`.execute(db);
+          SELECT id FROM plan_violations WHERE product_id = ${productId} AND subject_id IN ${list(externalIds)} LIMIT ${limit})`.execute(
+        db,
+      );
       return { rejections, violations: Number(violations.numAffectedRows ?? 0) };
     },
 
     async deleteTargets(productId, erasureId) {
-      await db.deleteFrom('erasure_targets').where('product_id', '=', productId).where('erasure_id', '=', erasureId).execute();
+      await db
+        .deleteFrom('erasure_targets')
+        .where('product_id', '=', productId)
+        .where('erasure_id', '=', erasureId)
+        .execute();
     },
 
     async sweepErasedMessages(productId, olderThan) {
-      const cursors = (await db.selectFrom('destinations').select('identity_cursor').where('product_id', '=', productId).execute()).map((r) => r.identity_cursor);
+      const cursors = (
+        await db.selectFrom('destinations').select('identity_cursor').where('product_id', '=', productId).execute()
+      ).map((r) => r.identity_cursor);
       const position = pg ? sql<string>`tx::text || '.' || seq::text` : sql<string>`position`;
-      const rows = await sql<{ id: string; position: string | number; created_at: string }>`SELECT id, ${position} AS position, created_at FROM identity_messages
+      const rows = await sql<{
+        id: string;
+        position: string | number;
+        created_at: string;
+      }>`SELECT id, ${position} AS position, created_at FROM identity_messages
           WHERE product_id = ${productId} AND type = 'user.erased'`.execute(db);
       const doomed = rows.rows
-        .filter((row) => row.created_at < olderThan || cursors.every((cursor) => cursor !== null && positionAtOrBefore(String(row.position), cursor)))
+        .filter(
+          (row) =>
+            row.created_at < olderThan ||
+            cursors.every((cursor) => cursor !== null && positionAtOrBefore(String(row.position), cursor)),
+        )
         .map((row) => row.id);
       if (doomed.length === 0) return 0;
-      const result = await db.deleteFrom('identity_messages').where('product_id', '=', productId).where('type', '=', 'user.erased').where('id', 'in', doomed).executeTakeFirst();
+      const result = await db
+        .deleteFrom('identity_messages')
+        .where('product_id', '=', productId)
+        .where('type', '=', 'user.erased')
+        .where('id', 'in', doomed)
+        .executeTakeFirst();
       return Number(result.numDeletedRows);
     },
 
@@ -519,7 +713,9 @@ export function erasureStore(
       // the connection's 5 s on every try, with every request of the server waiting behind it.
       for (let attempt = 0; attempt < 50; attempt++) {
         const busy = await db.connection().execute(async (conn) => {
-          const timeout = Number((await sql<{ timeout: number }>`PRAGMA busy_timeout`.execute(conn)).rows[0]?.timeout ?? 0);
+          const timeout = Number(
+            (await sql<{ timeout: number }>`PRAGMA busy_timeout`.execute(conn)).rows[0]?.timeout ?? 0,
+          );
           await sql`PRAGMA busy_timeout = 0`.execute(conn);
           try {
             const result = await sql<{ busy: number }>`PRAGMA wal_checkpoint(TRUNCATE)`.execute(conn);
@@ -539,7 +735,10 @@ export function erasureStore(
     },
 
     async suppressionsMarker() {
-      const row = await sql<{ n: number | string; latest: string | null }>`SELECT count(*) AS n, max(created_at) AS latest FROM suppressions`.execute(db);
+      const row = await sql<{
+        n: number | string;
+        latest: string | null;
+      }>`SELECT count(*) AS n, max(created_at) AS latest FROM suppressions`.execute(db);
       return `${row.rows[0]?.n ?? 0}/${row.rows[0]?.latest ?? ''}`;
     },
 
@@ -553,16 +752,30 @@ export function erasureStore(
       if (query.beforeId !== undefined) select = select.where('id', '<', query.beforeId);
       if (query.idHmac !== undefined) select = select.where('id_hmac', '=', query.idHmac);
       const rows = await select.orderBy('id', 'desc').limit(query.limit).execute();
-      return rows.map((r): SuppressionRecord => ({ id: r.id, productId: r.product_id, idHmac: r.id_hmac, erasureId: r.erasure_id, createdAt: r.created_at }));
+      return rows.map((r): SuppressionRecord => ({
+        id: r.id,
+        productId: r.product_id,
+        idHmac: r.id_hmac,
+        erasureId: r.erasure_id,
+        createdAt: r.created_at,
+      }));
     },
 
     async liftSuppression(productId, id) {
-      const result = await db.deleteFrom('suppressions').where('product_id', '=', productId).where('id', '=', id).executeTakeFirst();
+      const result = await db
+        .deleteFrom('suppressions')
+        .where('product_id', '=', productId)
+        .where('id', '=', id)
+        .executeTakeFirst();
       return Number(result.numDeletedRows) === 1;
     },
 
     async retentionProducts() {
-      const rows = await db.selectFrom('products').select(['id', 'retention_events_days']).where('retention_events_days', 'is not', null).execute();
+      const rows = await db
+        .selectFrom('products')
+        .select(['id', 'retention_events_days'])
+        .where('retention_events_days', 'is not', null)
+        .execute();
       return rows.map((r) => ({ productId: r.id, eventsDays: Number(r.retention_events_days) }));
     },
 
@@ -572,7 +785,11 @@ export function erasureStore(
 
     deleteEventsBefore(productId, cutoff, limit) {
       // The events_by_time index (product_id, received_at) finds them oldest first.
-      return deleteByPositions(productId, pg ? sql`received_at < ${cutoff}::timestamptz` : sql`received_at < ${cutoff}`, limit);
+      return deleteByPositions(
+        productId,
+        pg ? sql`received_at < ${cutoff}::timestamptz` : sql`received_at < ${cutoff}`,
+        limit,
+      );
     },
 
     async eventMonthsEndingBy(end) {
@@ -593,21 +810,37 @@ export function erasureStore(
       return dropEventMonth(on, month, lockTimeoutMs, async (q, counts) => {
         const ids = Object.keys(counts);
         if (ids.length === 0) return true;
-        const limits = await q.selectFrom('products').select(['id', 'retention_events_days']).where('id', 'in', ids).execute();
+        const limits = await q
+          .selectFrom('products')
+          .select(['id', 'retention_events_days'])
+          .where('id', 'in', ids)
+          .execute();
         const end = Date.parse(month.end);
-        const allowing = new Set(limits.filter((p) => p.retention_events_days !== null && now - Number(p.retention_events_days) * DAY_MS >= end).map((p) => p.id));
+        const allowing = new Set(
+          limits
+            .filter((p) => p.retention_events_days !== null && now - Number(p.retention_events_days) * DAY_MS >= end)
+            .map((p) => p.id),
+        );
         return ids.every((id) => allowing.has(id));
       });
     },
 
     async oldestEvent(productId) {
-      const row = await db.selectFrom('events').select((eb) => eb.fn.min('received_at').as('oldest')).where('product_id', '=', productId).executeTakeFirst();
+      const row = await db
+        .selectFrom('events')
+        .select((eb) => eb.fn.min('received_at').as('oldest'))
+        .where('product_id', '=', productId)
+        .executeTakeFirst();
       const oldest = row?.oldest as Date | string | null | undefined;
       return oldest == null ? null : oldest instanceof Date ? oldest.toISOString() : oldest;
     },
 
     async takeLease(name, holder, now, leaseMs) {
-      await db.insertInto('background_leases').values({ name, holder: null, lease_until: 0 }).onConflict((oc) => oc.column('name').doNothing()).execute();
+      await db
+        .insertInto('background_leases')
+        .values({ name, holder: null, lease_until: 0 })
+        .onConflict((oc) => oc.column('name').doNothing())
+        .execute();
       const result = await db
         .updateTable('background_leases')
         .set({ holder, lease_until: now + leaseMs })
@@ -618,7 +851,12 @@ export function erasureStore(
     },
 
     async releaseLease(name, holder) {
-      await db.updateTable('background_leases').set({ holder: null, lease_until: 0 }).where('name', '=', name).where('holder', '=', holder).execute();
+      await db
+        .updateTable('background_leases')
+        .set({ holder: null, lease_until: 0 })
+        .where('name', '=', name)
+        .where('holder', '=', holder)
+        .execute();
     },
   };
 }

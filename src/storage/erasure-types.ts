@@ -93,9 +93,17 @@ export interface ErasureStore {
   request(input: ErasureRequestInput): Promise<{ record: ErasureRecord; externalIds: string[] }>;
   get(productId: string, id: string): Promise<ErasureRecord | undefined>;
   /** Newest first. */
-  list(productId: string, query: { beforeId?: string | undefined; limit: number; idHmac?: string | undefined }): Promise<ErasureRecord[]>;
+  list(
+    productId: string,
+    query: { beforeId?: string | undefined; limit: number; idHmac?: string | undefined },
+  ): Promise<ErasureRecord[]>;
   /** Takes the lease of one pending or running job whose lease is free or expired (or of the given one). */
-  claim(holder: string, now: number, leaseMs: number, only?: { productId: string; id: string }): Promise<ErasureRecord | undefined>;
+  claim(
+    holder: string,
+    now: number,
+    leaseMs: number,
+    only?: { productId: string; id: string },
+  ): Promise<ErasureRecord | undefined>;
   /** Saves progress, fenced by the lease holder (also renews the lease); false when the lease was lost. */
   save(record: ErasureRecord, holder: string, leaseUntil: number): Promise<boolean>;
   release(productId: string, id: string, holder: string): Promise<void>;
@@ -103,9 +111,16 @@ export interface ErasureStore {
   /** Deletes at most `limit` events of these ids (subject, or a Segment group call's user) in one transaction. */
   deleteEvents(productId: string, externalIds: string[], limit: number): Promise<number>;
   /** Users, ids, identifiers, merges and identity messages of the person, in one transaction. */
-  deleteIdentity(productId: string, targets: ErasureTargets): Promise<Pick<ErasureCounts, 'identifiers' | 'traits' | 'merges' | 'identity_messages'>>;
+  deleteIdentity(
+    productId: string,
+    targets: ErasureTargets,
+  ): Promise<Pick<ErasureCounts, 'identifiers' | 'traits' | 'merges' | 'identity_messages'>>;
   /** At most `limit` rejections (and warnings) and violations naming these ids. */
-  deleteRecords(productId: string, externalIds: string[], limit: number): Promise<{ rejections: number; violations: number }>;
+  deleteRecords(
+    productId: string,
+    externalIds: string[],
+    limit: number,
+  ): Promise<{ rejections: number; violations: number }>;
   /** Forgets the job's targets (its last step). */
   deleteTargets(productId: string, erasureId: string): Promise<void>;
   /** Deletes `user.erased` messages every active destination of the product has passed. */
@@ -121,7 +136,10 @@ export interface ErasureStore {
   /** A marker that changes whenever suppressions are added or lifted (cheap to read). */
   suppressionsMarker(): Promise<string>;
   allSuppressions(): Promise<Array<{ productId: string; idHmac: string }>>;
-  listSuppressions(productId: string, query: { beforeId?: string | undefined; limit: number; idHmac?: string | undefined }): Promise<SuppressionRecord[]>;
+  listSuppressions(
+    productId: string,
+    query: { beforeId?: string | undefined; limit: number; idHmac?: string | undefined },
+  ): Promise<SuppressionRecord[]>;
   liftSuppression(productId: string, id: string): Promise<boolean>;
 
   /** Retention (§4): products with a limit. */
@@ -137,7 +155,12 @@ export interface ErasureStore {
   /** The products with rows in the month's partition. */
   productsInEventMonth(name: string): Promise<string[]>;
   /** Deletes the idempotency keys of the next `limit` events of the month (of those products) after `after` (null: the first). */
-  deleteEventMonthKeys(name: string, productIds: string[], after: EventMonthCursor | null, limit: number): Promise<{ events: number; keys: number; next: EventMonthCursor }>;
+  deleteEventMonthKeys(
+    name: string,
+    productIds: string[],
+    after: EventMonthCursor | null,
+    limit: number,
+  ): Promise<{ events: number; keys: number; next: EventMonthCursor }>;
   /**
    * Drops the month's partition if every product with rows in it has a limit that covers the whole
    * month at `now` (read in the drop's transaction); counts its rows per product first. Waits at most

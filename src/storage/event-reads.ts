@@ -34,7 +34,10 @@ const NO_PROPERTIES: Record<string, unknown> = Object.freeze({}) as Record<strin
  * A stored row as an event. With `jsonText` (exports) the JSON columns stay the stored text
  * (`EventRecord.jsonText`) and are not parsed; `properties` is then an empty placeholder.
  */
-export function eventFromRow(row: Omit<Row, 'position'> & { position?: string | number }, jsonText = false): EventRecord {
+export function eventFromRow(
+  row: Omit<Row, 'position'> & { position?: string | number },
+  jsonText = false,
+): EventRecord {
   const record: EventRecord = {
     id: row.id,
     productId: row.product_id,
@@ -53,7 +56,11 @@ export function eventFromRow(row: Omit<Row, 'position'> & { position?: string | 
   };
   if (jsonText) {
     const text = (value: unknown) => (value == null ? null : (value as string));
-    record.jsonText = { properties: row.properties as unknown as string, context: text(row.context), original: text(row.original) };
+    record.jsonText = {
+      properties: row.properties as unknown as string,
+      context: text(row.context),
+      original: text(row.original),
+    };
   } else {
     record.context = row.context == null ? null : fromJson(row.context);
     record.original = row.original == null ? null : fromJson(row.original);
@@ -212,7 +219,11 @@ function planOf(filter: EventFilter): Plan {
  * reads inside another open transaction on the same connection.
  */
 function sqliteRangeReader(db: Kysely<Database>, raw: BetterSqlite3.Database) {
-  const statement = raw.prepare(`SELECT ${RAW_EVENT_COLUMNS} FROM events WHERE product_id = ? AND position > ? AND position <= ? ORDER BY position LIMIT ?`).raw(true);
+  const statement = raw
+    .prepare(
+      `SELECT ${RAW_EVENT_COLUMNS} FROM events WHERE product_id = ? AND position > ? AND position <= ? ORDER BY position LIMIT ?`,
+    )
+    .raw(true);
   return async (productId: string, after: number, upTo: number, limit: number): Promise<EventRecord[]> => {
     const rows = await db.connection().execute(async () => statement.all(productId, after, upTo, limit) as unknown[][]);
     return rows.map(eventFromRawRow);
@@ -227,7 +238,25 @@ export const RAW_EVENT_COLUMNS = `${EVENT_COLUMNS.join(', ')}, position`;
  * text (`jsonText`) and its position. SQLite keeps the ISO times the writer made, so they are used as they are.
  */
 export function eventFromRawRow(row: unknown[]): EventRecord {
-  const r = row as [string, string, string, string | null, string, string, string, string, string, string, string, string, string, string, string | null, string | null, number];
+  const r = row as [
+    string,
+    string,
+    string,
+    string | null,
+    string,
+    string,
+    string,
+    string,
+    string,
+    string,
+    string,
+    string,
+    string,
+    string,
+    string | null,
+    string | null,
+    number,
+  ];
   return {
     id: r[0],
     productId: r[1],
@@ -253,7 +282,12 @@ export function eventFromRawRow(row: unknown[]): EventRecord {
  * subject columns there): reads and lists by subject id look up positions in it, then read those rows and check
  * every filter on them.
  */
-export function eventReads(db: Kysely<Database>, dialect: Dialect, rawSqlite?: BetterSqlite3.Database, subjects?: EventKeys) {
+export function eventReads(
+  db: Kysely<Database>,
+  dialect: Dialect,
+  rawSqlite?: BetterSqlite3.Database,
+  subjects?: EventKeys,
+) {
   const position = positionSql(dialect);
   const rangeReader = rawSqlite === undefined ? undefined : sqliteRangeReader(db, rawSqlite);
 
@@ -272,16 +306,25 @@ export function eventReads(db: Kysely<Database>, dialect: Dialect, rawSqlite?: B
     return query;
   }
 
-  const horizonNow = (q: Kysely<Database>): Promise<string | undefined> => (position.horizon === undefined ? Promise.resolve(undefined) : position.horizon(q));
+  const horizonNow = (q: Kysely<Database>): Promise<string | undefined> =>
+    position.horizon === undefined ? Promise.resolve(undefined) : position.horizon(q);
 
-  function orderBy<Q extends { orderBy: (column: never, direction: 'asc' | 'desc') => Q }>(query: Q, order: 'asc' | 'desc'): Q {
+  function orderBy<Q extends { orderBy: (column: never, direction: 'asc' | 'desc') => Q }>(
+    query: Q,
+    order: 'asc' | 'desc',
+  ): Q {
     let ordered = query;
     for (const column of position.orderColumns) ordered = ordered.orderBy(sql.ref(column) as never, order);
     return ordered;
   }
 
   /** The position of the latest row received before `at` (or earliest after it): see RECEIVE_TO_COMMIT_SLACK_MS. */
-  async function positionNear(q: Kysely<Database>, productId: string, at: string, side: 'before' | 'after'): Promise<string | undefined> {
+  async function positionNear(
+    q: Kysely<Database>,
+    productId: string,
+    at: string,
+    side: 'before' | 'after',
+  ): Promise<string | undefined> {
     const row = await q
       .selectFrom('events')
       .select(position.select.as('position'))
@@ -301,8 +344,19 @@ export function eventReads(db: Kysely<Database>, dialect: Dialect, rawSqlite?: B
   async function pageOn(q: Kysely<Database>, query: EventPageQuery): Promise<EventPage> {
     const { productId, filter, order, limit } = query;
     // The unfiltered export (oldest first, up to its end position, JSON as text): one prepared statement.
-    if (rangeReader !== undefined && query.jsonText === true && order === 'asc' && query.upTo !== undefined && Object.values(filter).every((v) => v === undefined)) {
-      const rows = await rangeReader(productId, query.after === undefined ? -1 : Number(query.after), Number(query.upTo), limit + 1);
+    if (
+      rangeReader !== undefined &&
+      query.jsonText === true &&
+      order === 'asc' &&
+      query.upTo !== undefined &&
+      Object.values(filter).every((v) => v === undefined)
+    ) {
+      const rows = await rangeReader(
+        productId,
+        query.after === undefined ? -1 : Number(query.after),
+        Number(query.upTo),
+        limit + 1,
+      );
       const events = rows.length > limit ? rows.slice(0, limit) : rows;
       return { events, next: rows.length > limit ? events[events.length - 1]!.position! : null };
     }
@@ -323,11 +377,21 @@ export function eventReads(db: Kysely<Database>, dialect: Dialect, rawSqlite?: B
     // Received-time ranges become position bounds (then the exact check below), so a range far from
     // the head is found by an index, not by scanning towards it.
     if (filter.receivedFrom !== undefined) {
-      const lower = await positionNear(q, productId, new Date(Date.parse(filter.receivedFrom) - RECEIVE_TO_COMMIT_SLACK_MS).toISOString(), 'before');
+      const lower = await positionNear(
+        q,
+        productId,
+        new Date(Date.parse(filter.receivedFrom) - RECEIVE_TO_COMMIT_SLACK_MS).toISOString(),
+        'before',
+      );
       if (lower !== undefined) bound('>', lower);
     }
     if (filter.receivedTo !== undefined) {
-      const upper = await positionNear(q, productId, new Date(Date.parse(filter.receivedTo) + RECEIVE_TO_COMMIT_SLACK_MS).toISOString(), 'after');
+      const upper = await positionNear(
+        q,
+        productId,
+        new Date(Date.parse(filter.receivedTo) + RECEIVE_TO_COMMIT_SLACK_MS).toISOString(),
+        'after',
+      );
       if (upper !== undefined) bound('<', upper);
     }
 
@@ -337,17 +401,28 @@ export function eventReads(db: Kysely<Database>, dialect: Dialect, rawSqlite?: B
     if (plan.kind === 'budget') {
       let window = base(q, productId, horizon).select(position.select.as('position'));
       for (const bound of bounds) window = window.where(bound);
-      const edge = await orderBy(window, order).offset(SCAN_BUDGET - 1).limit(1).executeTakeFirst();
+      const edge = await orderBy(window, order)
+        .offset(SCAN_BUDGET - 1)
+        .limit(1)
+        .executeTakeFirst();
       if (edge !== undefined) scanEnd = String(edge.position);
     }
 
     // node-postgres hands json back parsed unless it is cast to text; SQLite stores the text.
     const columns =
       query.jsonText === true && dialect === 'postgres'
-        ? [...EVENT_COLUMNS.filter((c) => c !== 'properties' && c !== 'context' && c !== 'original'), sql<string>`properties::text`.as('properties'), sql<string>`context::text`.as('context'), sql<string>`original::text`.as('original')]
+        ? [
+            ...EVENT_COLUMNS.filter((c) => c !== 'properties' && c !== 'context' && c !== 'original'),
+            sql<string>`properties::text`.as('properties'),
+            sql<string>`context::text`.as('context'),
+            sql<string>`original::text`.as('original'),
+          ]
         : [...EVENT_COLUMNS];
     const read = async (filter: EventFilter, only?: number[]): Promise<Row[]> => {
-      let select = (only === undefined ? base(q, productId, horizon) : byPositions(q, productId, only)).select([...columns, position.select.as('position')] as never);
+      let select = (only === undefined ? base(q, productId, horizon) : byPositions(q, productId, only)).select([
+        ...columns,
+        position.select.as('position'),
+      ] as never);
       for (const bound of bounds) select = select.where(bound);
       if (scanEnd !== undefined) select = select.where(position.compare(order === 'asc' ? '<=' : '>=', scanEnd));
       select = whereGiven(select, [
@@ -373,7 +448,11 @@ export function eventReads(db: Kysely<Database>, dialect: Dialect, rawSqlite?: B
       const rows: Row[] = [];
       const next = { ...range };
       for (;;) {
-        const positions = await subjects!.subjectPositions(productId, filter.subjectIds!, { ...next, order, limit: want });
+        const positions = await subjects!.subjectPositions(productId, filter.subjectIds!, {
+          ...next,
+          order,
+          limit: want,
+        });
         if (positions.length === 0) break;
         rows.push(...(await read(filter, positions)));
         if (rows.length >= want || positions.length < want) break;
@@ -383,7 +462,9 @@ export function eventReads(db: Kysely<Database>, dialect: Dialect, rawSqlite?: B
       return rows.slice(0, want);
     };
     const readOne = (filter: EventFilter): Promise<Row[]> =>
-      subjects !== undefined && plan.kind !== 'budget' && filter.subjectIds?.length === 1 ? readBySubject(filter) : read(filter);
+      subjects !== undefined && plan.kind !== 'budget' && filter.subjectIds?.length === 1
+        ? readBySubject(filter)
+        : read(filter);
     let rows: Row[];
     if (plan.kind === 'split') {
       const values = filter[plan.key]!;
@@ -407,7 +488,12 @@ export function eventReads(db: Kysely<Database>, dialect: Dialect, rawSqlite?: B
     isPosition: position.valid,
     comparePositions: position.order,
     async endPosition(productId: string): Promise<string | null> {
-      const row = await orderBy(base(db, productId, await horizonNow(db)).select(position.select.as('position')), 'desc').limit(1).executeTakeFirst();
+      const row = await orderBy(
+        base(db, productId, await horizonNow(db)).select(position.select.as('position')),
+        'desc',
+      )
+        .limit(1)
+        .executeTakeFirst();
       return row === undefined ? null : String(row.position);
     },
     async get(productId: string, id: string) {
@@ -429,7 +515,11 @@ export function eventReads(db: Kysely<Database>, dialect: Dialect, rawSqlite?: B
     },
     async listBySubjects(productId: string, subjectType: string, subjectIds: string[], limit: number) {
       if (subjectIds.length === 0) return [];
-      const rows = await (subjects === undefined ? base(db, productId, undefined) : byPositions(db, productId, await subjects.subjectPositions(productId, subjectIds, { order: 'asc' })))
+      const rows = await (
+        subjects === undefined
+          ? base(db, productId, undefined)
+          : byPositions(db, productId, await subjects.subjectPositions(productId, subjectIds, { order: 'asc' }))
+      )
         .select([...EVENT_COLUMNS, position.select.as('position')])
         .where('subject_type', '=', subjectType)
         .where('subject_id', 'in', subjectIds)

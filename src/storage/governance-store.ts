@@ -21,9 +21,27 @@ type Count = ColumnType<number | string, number, number>;
 type Json = ColumnType<string | Record<string, unknown> | unknown[], string, string>;
 
 interface GovernanceTables {
-  catalog_events: { product_id: string; canonical_name: string; event_type: string; action: string; count: Count; first_seen: Timestamp; last_seen: Timestamp; properties_overflow: Count };
+  catalog_events: {
+    product_id: string;
+    canonical_name: string;
+    event_type: string;
+    action: string;
+    count: Count;
+    first_seen: Timestamp;
+    last_seen: Timestamp;
+    properties_overflow: Count;
+  };
   catalog_event_origins: { product_id: string; canonical_name: string; kind: 'source' | 'key'; value: string };
-  catalog_properties: { product_id: string; scope: CatalogScope; canonical_name: string; path: string; json_type: string; count: Count; first_seen: Timestamp; last_seen: Timestamp };
+  catalog_properties: {
+    product_id: string;
+    scope: CatalogScope;
+    canonical_name: string;
+    path: string;
+    json_type: string;
+    count: Count;
+    first_seen: Timestamp;
+    last_seen: Timestamp;
+  };
   catalog_overflow: { product_id: string; scope: CatalogScope; count: Count };
   tracking_plans: { product_id: string; version: number; plan: Json; created_at: Timestamp };
   plan_violations: {
@@ -64,7 +82,10 @@ export function governanceStore(kysely: Kysely<Database>, dialect: Dialect): Gov
   const least = dialect === 'sqlite' ? 'min' : 'least';
   const greatest = dialect === 'sqlite' ? 'max' : 'greatest';
 
-  async function origins(productId: string, names: string[]): Promise<Map<string, { sources: string[]; keyIds: string[] }>> {
+  async function origins(
+    productId: string,
+    names: string[],
+  ): Promise<Map<string, { sources: string[]; keyIds: string[] }>> {
     const result = new Map<string, { sources: string[]; keyIds: string[] }>();
     for (const part of chunks(names)) {
       if (part.length === 0) continue;
@@ -84,7 +105,10 @@ export function governanceStore(kysely: Kysely<Database>, dialect: Dialect): Gov
     return result;
   }
 
-  function eventRecord(row: Selectable<GovernanceTables['catalog_events']>, extra: { sources: string[]; keyIds: string[] } | undefined): CatalogEventRecord {
+  function eventRecord(
+    row: Selectable<GovernanceTables['catalog_events']>,
+    extra: { sources: string[]; keyIds: string[] } | undefined,
+  ): CatalogEventRecord {
     return {
       canonicalName: row.canonical_name,
       eventType: row.event_type,
@@ -98,7 +122,11 @@ export function governanceStore(kysely: Kysely<Database>, dialect: Dialect): Gov
     };
   }
 
-  async function listProperties(productId: string, scope: CatalogScope, canonicalName: string): Promise<CatalogPropertyRecord[]> {
+  async function listProperties(
+    productId: string,
+    scope: CatalogScope,
+    canonicalName: string,
+  ): Promise<CatalogPropertyRecord[]> {
     const rows = await db
       .selectFrom('catalog_properties')
       .select(['path', 'json_type', 'count', 'first_seen', 'last_seen'])
@@ -114,7 +142,12 @@ export function governanceStore(kysely: Kysely<Database>, dialect: Dialect): Gov
       const last = toIso(row.last_seen);
       const entry = byPath.get(row.path);
       if (entry === undefined) {
-        byPath.set(row.path, { path: row.path, types: { [row.json_type as JsonType]: Number(row.count) }, firstSeen: first, lastSeen: last });
+        byPath.set(row.path, {
+          path: row.path,
+          types: { [row.json_type as JsonType]: Number(row.count) },
+          firstSeen: first,
+          lastSeen: last,
+        });
         continue;
       }
       entry.types[row.json_type as JsonType] = Number(row.count);
@@ -151,10 +184,19 @@ export function governanceStore(kysely: Kysely<Database>, dialect: Dialect): Gov
       const paths = new Map<string, Set<string>>();
       let totalNames = 0;
       if (scope === 'event') {
-        const total = await db.selectFrom('catalog_events').select((eb) => eb.fn.countAll().as('n')).where('product_id', '=', productId).executeTakeFirst();
+        const total = await db
+          .selectFrom('catalog_events')
+          .select((eb) => eb.fn.countAll().as('n'))
+          .where('product_id', '=', productId)
+          .executeTakeFirst();
         totalNames = Number(total?.n ?? 0);
         for (const part of chunks(names)) {
-          const rows = await db.selectFrom('catalog_events').select('canonical_name').where('product_id', '=', productId).where('canonical_name', 'in', part).execute();
+          const rows = await db
+            .selectFrom('catalog_events')
+            .select('canonical_name')
+            .where('product_id', '=', productId)
+            .where('canonical_name', 'in', part)
+            .execute();
           for (const row of rows) knownNames.add(row.canonical_name);
         }
       }
@@ -180,8 +222,11 @@ export function governanceStore(kysely: Kysely<Database>, dialect: Dialect): Gov
       const { productId } = write;
       // Rows in one fixed order: two instances upserting the same names lock them in the same order, so
       // their flushes wait for each other instead of deadlocking.
-      const events = [...write.events].sort((a, b) => (a.canonicalName < b.canonicalName ? -1 : a.canonicalName > b.canonicalName ? 1 : 0));
-      const key = (p: (typeof write.properties)[number]) => `${p.scope}\u0000${p.canonicalName}\u0000${p.path}\u0000${p.jsonType}`;
+      const events = [...write.events].sort((a, b) =>
+        a.canonicalName < b.canonicalName ? -1 : a.canonicalName > b.canonicalName ? 1 : 0,
+      );
+      const key = (p: (typeof write.properties)[number]) =>
+        `${p.scope}\u0000${p.canonicalName}\u0000${p.path}\u0000${p.jsonType}`;
       const properties = [...write.properties].sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
       await db.transaction().execute(async (trx) => {
         for (const part of chunks(events)) {
@@ -210,11 +255,25 @@ export function governanceStore(kysely: Kysely<Database>, dialect: Dialect): Gov
             .execute();
         }
         const originRows = events.flatMap((e) => [
-          ...e.sources.map((value) => ({ product_id: productId, canonical_name: e.canonicalName, kind: 'source' as const, value })),
-          ...e.keyIds.map((value) => ({ product_id: productId, canonical_name: e.canonicalName, kind: 'key' as const, value })),
+          ...e.sources.map((value) => ({
+            product_id: productId,
+            canonical_name: e.canonicalName,
+            kind: 'source' as const,
+            value,
+          })),
+          ...e.keyIds.map((value) => ({
+            product_id: productId,
+            canonical_name: e.canonicalName,
+            kind: 'key' as const,
+            value,
+          })),
         ]);
         for (const part of chunks(originRows)) {
-          await trx.insertInto('catalog_event_origins').values(part).onConflict((oc) => oc.doNothing()).execute();
+          await trx
+            .insertInto('catalog_event_origins')
+            .values(part)
+            .onConflict((oc) => oc.doNothing())
+            .execute();
         }
         for (const part of chunks(properties)) {
           await trx
@@ -246,7 +305,9 @@ export function governanceStore(kysely: Kysely<Database>, dialect: Dialect): Gov
           await trx
             .insertInto('catalog_overflow')
             .values({ product_id: productId, scope, count })
-            .onConflict((oc) => oc.columns(['product_id', 'scope']).doUpdateSet({ count: sql`catalog_overflow.count + excluded.count` }))
+            .onConflict((oc) =>
+              oc.columns(['product_id', 'scope']).doUpdateSet({ count: sql`catalog_overflow.count + excluded.count` }),
+            )
             .execute();
         }
       });
@@ -269,16 +330,28 @@ export function governanceStore(kysely: Kysely<Database>, dialect: Dialect): Gov
     },
 
     async getCatalogEvent(productId, canonicalName) {
-      const row = await db.selectFrom('catalog_events').selectAll().where('product_id', '=', productId).where('canonical_name', '=', canonicalName).executeTakeFirst();
+      const row = await db
+        .selectFrom('catalog_events')
+        .selectAll()
+        .where('product_id', '=', productId)
+        .where('canonical_name', '=', canonicalName)
+        .executeTakeFirst();
       if (row === undefined) return undefined;
       const extra = await origins(productId, [canonicalName]);
-      return { event: eventRecord(row, extra.get(canonicalName)), properties: await listProperties(productId, 'event', canonicalName) };
+      return {
+        event: eventRecord(row, extra.get(canonicalName)),
+        properties: await listProperties(productId, 'event', canonicalName),
+      };
     },
 
     listCatalogProperties: listProperties,
 
     async catalogOverflow(productId) {
-      const rows = await db.selectFrom('catalog_overflow').select(['scope', 'count']).where('product_id', '=', productId).execute();
+      const rows = await db
+        .selectFrom('catalog_overflow')
+        .select(['scope', 'count'])
+        .where('product_id', '=', productId)
+        .execute();
       const result: Record<CatalogScope, number> = { event: 0, trait: 0 };
       for (const row of rows) result[row.scope] = Number(row.count);
       return result;
@@ -287,10 +360,17 @@ export function governanceStore(kysely: Kysely<Database>, dialect: Dialect): Gov
     async putPlan(productId, plan, createdAt) {
       // Two instances storing a version at once: the primary key refuses the second, which retries with the next number.
       for (let attempt = 0; ; attempt++) {
-        const top = await db.selectFrom('tracking_plans').select((eb) => eb.fn.max('version').as('v')).where('product_id', '=', productId).executeTakeFirst();
+        const top = await db
+          .selectFrom('tracking_plans')
+          .select((eb) => eb.fn.max('version').as('v'))
+          .where('product_id', '=', productId)
+          .executeTakeFirst();
         const version = Number(top?.v ?? 0) + 1;
         try {
-          await db.insertInto('tracking_plans').values({ product_id: productId, version, plan: JSON.stringify(plan), created_at: createdAt }).execute();
+          await db
+            .insertInto('tracking_plans')
+            .values({ product_id: productId, version, plan: JSON.stringify(plan), created_at: createdAt })
+            .execute();
           return { version, plan, createdAt };
         } catch (error) {
           const code = (error as { code?: string }).code;
@@ -301,17 +381,34 @@ export function governanceStore(kysely: Kysely<Database>, dialect: Dialect): Gov
     },
 
     async currentPlan(productId) {
-      const row = await db.selectFrom('tracking_plans').select(['version', 'plan', 'created_at']).where('product_id', '=', productId).orderBy('version', 'desc').limit(1).executeTakeFirst();
+      const row = await db
+        .selectFrom('tracking_plans')
+        .select(['version', 'plan', 'created_at'])
+        .where('product_id', '=', productId)
+        .orderBy('version', 'desc')
+        .limit(1)
+        .executeTakeFirst();
       return row === undefined ? undefined : planFromRow(row);
     },
 
     async currentPlanVersion(productId) {
-      const row = await db.selectFrom('tracking_plans').select('version').where('product_id', '=', productId).orderBy('version', 'desc').limit(1).executeTakeFirst();
+      const row = await db
+        .selectFrom('tracking_plans')
+        .select('version')
+        .where('product_id', '=', productId)
+        .orderBy('version', 'desc')
+        .limit(1)
+        .executeTakeFirst();
       return row === undefined ? 0 : Number(row.version);
     },
 
     async listPlanVersions(productId) {
-      const rows = await db.selectFrom('tracking_plans').select(['version', 'plan', 'created_at']).where('product_id', '=', productId).orderBy('version', 'desc').execute();
+      const rows = await db
+        .selectFrom('tracking_plans')
+        .select(['version', 'plan', 'created_at'])
+        .where('product_id', '=', productId)
+        .orderBy('version', 'desc')
+        .execute();
       return rows.map(planFromRow);
     },
 

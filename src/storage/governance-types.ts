@@ -103,8 +103,15 @@ export interface GovernanceStore {
   /** Adds one flush's counts in one transaction (upserts: concurrent instances add up). */
   writeCatalog(write: CatalogWrite): Promise<void>;
   listCatalogEvents(productId: string, query: CatalogEventQuery): Promise<CatalogEventRecord[]>;
-  getCatalogEvent(productId: string, canonicalName: string): Promise<{ event: CatalogEventRecord; properties: CatalogPropertyRecord[] } | undefined>;
-  listCatalogProperties(productId: string, scope: CatalogScope, canonicalName: string): Promise<CatalogPropertyRecord[]>;
+  getCatalogEvent(
+    productId: string,
+    canonicalName: string,
+  ): Promise<{ event: CatalogEventRecord; properties: CatalogPropertyRecord[] } | undefined>;
+  listCatalogProperties(
+    productId: string,
+    scope: CatalogScope,
+    canonicalName: string,
+  ): Promise<CatalogPropertyRecord[]>;
   catalogOverflow(productId: string): Promise<Record<CatalogScope, number>>;
   /** Stores the plan as the product's next version; returns it. */
   putPlan(productId: string, plan: Record<string, unknown>, createdAt: string): Promise<TrackingPlanVersion>;

@@ -12,9 +12,15 @@ export interface HourCount {
   count: number;
 }
 
-export async function addHourCounts(db: QueryExecutorProvider, table: HourCountsTable, counts: readonly HourCount[]): Promise<void> {
+export async function addHourCounts(
+  db: QueryExecutorProvider,
+  table: HourCountsTable,
+  counts: readonly HourCount[],
+): Promise<void> {
   for (const { productId, hour, count } of counts) {
     await sql`INSERT INTO ${sql.table(table)} (product_id, hour, unrecorded) VALUES (${productId}, ${hour}, ${count})
-      ON CONFLICT (product_id, hour) DO UPDATE SET unrecorded = ${sql.ref(`${table}.unrecorded`)} + ${count}`.execute(db);
+      ON CONFLICT (product_id, hour) DO UPDATE SET unrecorded = ${sql.ref(`${table}.unrecorded`)} + ${count}`.execute(
+      db,
+    );
   }
 }

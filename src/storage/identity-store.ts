@@ -35,17 +35,42 @@ import {
   type Traits,
 } from '../domain/identity.js';
 import { prefixedId, uuidv7 } from '../domain/ids.js';
-import type { AliasOutcome, Dialect, IdentifyInput, IdentifyOutcome, IdentityStore, ResolvedUser, UserMergeRecord, UserRecord } from './types.js';
+import type {
+  AliasOutcome,
+  Dialect,
+  IdentifyInput,
+  IdentifyOutcome,
+  IdentityStore,
+  ResolvedUser,
+  UserMergeRecord,
+  UserRecord,
+} from './types.js';
 
 type Timestamp = ColumnType<Date | string, string, string>;
 
 /** The identity tables, added to the shared Database type here so this area owns its own schema. */
 export type IdentityTables = {
-  users: { product_id: string; id: string; external_id: string; traits: string; created_at: Timestamp; updated_at: Timestamp; identified_at: Timestamp | null };
+  users: {
+    product_id: string;
+    id: string;
+    external_id: string;
+    traits: string;
+    created_at: Timestamp;
+    updated_at: Timestamp;
+    identified_at: Timestamp | null;
+  };
   user_ids: { product_id: string; external_id: string; user_id: string };
   user_identifiers: { product_id: string; kind: string; value: string; user_id: string };
   /** Migration 500 (destinations.ts): the log destinations follow; position columns are the dialect's own. */
-  identity_messages: { product_id: string; id: string; type: string; created_at: string; data: string; after_event?: number; user_id?: string | null };
+  identity_messages: {
+    product_id: string;
+    id: string;
+    type: string;
+    created_at: string;
+    data: string;
+    after_event?: number;
+    user_id?: string | null;
+  };
   user_merges: {
     product_id: string;
     id: string;
@@ -82,7 +107,11 @@ function lockKey(...parts: string[]): bigint {
 
 type Lock = (keys: bigint[]) => Promise<void>;
 
-async function runLocked<R>(db: IdentityDb, dialect: Dialect, work: (q: IdentityDb, lock: Lock) => Promise<R>): Promise<R> {
+async function runLocked<R>(
+  db: IdentityDb,
+  dialect: Dialect,
+  work: (q: IdentityDb, lock: Lock) => Promise<R>,
+): Promise<R> {
   if (dialect === 'sqlite') {
     return db.connection().execute(async (conn) => {
       await sql`BEGIN IMMEDIATE`.execute(conn);
@@ -148,7 +177,12 @@ async function resolve(q: IdentityDb, productId: string, externalIds: string[]):
 }
 
 async function loadUser(q: IdentityDb, productId: string, userId: string): Promise<LoadedUser> {
-  const row = await q.selectFrom('users').selectAll().where('product_id', '=', productId).where('id', '=', userId).executeTakeFirstOrThrow();
+  const row = await q
+    .selectFrom('users')
+    .selectAll()
+    .where('product_id', '=', productId)
+    .where('id', '=', userId)
+    .executeTakeFirstOrThrow();
   const identifierRows = await q
     .selectFrom('user_identifiers')
     .select(['kind', 'value'])
@@ -181,27 +215,64 @@ async function holdersOf(q: IdentityDb, productId: string, patch: IdentifierPatc
   if (claimed.length === 0) return new Map();
   const rows = await q
     .selectFrom('user_identifiers')
-    .innerJoin('users', (join) => join.onRef('users.product_id', '=', 'user_identifiers.product_id').onRef('users.id', '=', 'user_identifiers.user_id'))
+    .innerJoin('users', (join) =>
+      join
+        .onRef('users.product_id', '=', 'user_identifiers.product_id')
+        .onRef('users.id', '=', 'user_identifiers.user_id'),
+    )
     .select(['user_identifiers.kind', 'user_identifiers.value', 'users.external_id'])
     .where('user_identifiers.product_id', '=', productId)
-    .where((eb) => eb.or(claimed.map(([kind, value]) => eb.and([eb('user_identifiers.kind', '=', kind), eb('user_identifiers.value', '=', value)]))))
+    .where((eb) =>
+      eb.or(
+        claimed.map(([kind, value]) =>
+          eb.and([eb('user_identifiers.kind', '=', kind), eb('user_identifiers.value', '=', value)]),
+        ),
+      ),
+    )
     .execute();
   return new Map(rows.map((row) => [`${row.kind}\u0000${row.value}`, row.external_id]));
 }
 
-async function createUser(q: IdentityDb, productId: string, externalId: string, traits: Traits, now: string): Promise<string> {
+async function createUser(
+  q: IdentityDb,
+  productId: string,
+  externalId: string,
+  traits: Traits,
+  now: string,
+): Promise<string> {
   const id = prefixedId('usr');
-  await q.insertInto('users').values({ product_id: productId, id, external_id: externalId, traits: JSON.stringify(traits), created_at: now, updated_at: now }).execute();
+  await q
+    .insertInto('users')
+    .values({
+      product_id: productId,
+      id,
+      external_id: externalId,
+      traits: JSON.stringify(traits),
+      created_at: now,
+      updated_at: now,
+    })
+    .execute();
   await q.insertInto('user_ids').values({ product_id: productId, external_id: externalId, user_id: id }).execute();
   return id;
 }
 
 /** Writes the difference between the stored identifiers and the wanted ones; returns whether anything changed. */
-async function writeIdentifiers(q: IdentityDb, productId: string, userId: string, stored: Identifiers, wanted: Identifiers): Promise<boolean> {
+async function writeIdentifiers(
+  q: IdentityDb,
+  productId: string,
+  userId: string,
+  stored: Identifiers,
+  wanted: Identifiers,
+): Promise<boolean> {
   let changed = false;
   for (const kind of Object.keys(stored)) {
     if (identifierOf(wanted, kind) === undefined) {
-      await q.deleteFrom('user_identifiers').where('product_id', '=', productId).where('user_id', '=', userId).where('kind', '=', kind).execute();
+      await q
+        .deleteFrom('user_identifiers')
+        .where('product_id', '=', productId)
+        .where('user_id', '=', userId)
+        .where('kind', '=', kind)
+        .execute();
       changed = true;
     }
   }
@@ -230,26 +301,48 @@ function identityMessageId(): string {
 }
 
 /** Appends one identity message (see the header): its position is drawn by the database. */
-async function writeIdentityMessage(q: IdentityDb, dialect: Dialect, productId: string, type: 'user.identified' | 'user.merged', data: { user: UserRecord; fromExternalId?: string }, now: string): Promise<void> {
+async function writeIdentityMessage(
+  q: IdentityDb,
+  dialect: Dialect,
+  productId: string,
+  type: 'user.identified' | 'user.merged',
+  data: { user: UserRecord; fromExternalId?: string },
+  now: string,
+): Promise<void> {
   // user_id (migration 700): an erasure finds the person's messages by index (governance.md §3).
-  const row = { product_id: productId, id: identityMessageId(), type, created_at: now, data: JSON.stringify(data), user_id: data.user.id };
+  const row = {
+    product_id: productId,
+    id: identityMessageId(),
+    type,
+    created_at: now,
+    data: JSON.stringify(data),
+    user_id: data.user.id,
+  };
   if (dialect === 'sqlite') {
     await sql`INSERT INTO identity_messages (after_event, product_id, id, type, created_at, data, user_id)
-              VALUES (COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0), ${row.product_id}, ${row.id}, ${row.type}, ${row.created_at}, ${row.data}, ${row.user_id})`.execute(q);
+              VALUES (COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0), ${row.product_id}, ${row.id}, ${row.type}, ${row.created_at}, ${row.data}, ${row.user_id})`.execute(
+      q,
+    );
     return;
   }
   await q.insertInto('identity_messages').values(row).execute();
 }
 
 const externalIdLock = (productId: string, externalId: string) => lockKey('external_id', productId, externalId);
-const identifierLock = (productId: string, kind: string, value: string) => lockKey('identifier', productId, kind, value);
+const identifierLock = (productId: string, kind: string, value: string) =>
+  lockKey('identifier', productId, kind, value);
 const userLock = (productId: string, userId: string) => lockKey('user', productId, userId);
 
 /**
  * Phase 2 of the locking: locks the users the external ids resolve to, then checks that the
  * resolutions still hold (else the transaction is retried).
  */
-async function lockResolvedUsers(q: IdentityDb, lock: Lock, productId: string, externalIds: string[]): Promise<Map<string, string>> {
+async function lockResolvedUsers(
+  q: IdentityDb,
+  lock: Lock,
+  productId: string,
+  externalIds: string[],
+): Promise<Map<string, string>> {
   const resolved = await resolve(q, productId, externalIds);
   if (resolved.size === 0) return resolved;
   await lock([...new Set(resolved.values())].map((userId) => userLock(productId, userId)));
@@ -265,22 +358,39 @@ export function identityStore(database: Kysely<Database>, dialect: Dialect): Ide
 
   return {
     async markIdentified(productId: string, externalId: string, now: string): Promise<void> {
-      const owner = await db.selectFrom('user_ids').select('user_id').where('product_id', '=', productId).where('external_id', '=', externalId).executeTakeFirst();
+      const owner = await db
+        .selectFrom('user_ids')
+        .select('user_id')
+        .where('product_id', '=', productId)
+        .where('external_id', '=', externalId)
+        .executeTakeFirst();
       if (owner === undefined) return;
-      await db.updateTable('users').set({ identified_at: now }).where('product_id', '=', productId).where('id', '=', owner.user_id).where('identified_at', 'is', null).execute();
+      await db
+        .updateTable('users')
+        .set({ identified_at: now })
+        .where('product_id', '=', productId)
+        .where('id', '=', owner.user_id)
+        .where('identified_at', 'is', null)
+        .execute();
     },
 
-    async identifiedStatus(productId: string, externalIds: string[]): Promise<Map<string, { userId: string; identified: boolean }>> {
+    async identifiedStatus(
+      productId: string,
+      externalIds: string[],
+    ): Promise<Map<string, { userId: string; identified: boolean }>> {
       const status = new Map<string, { userId: string; identified: boolean }>();
       if (externalIds.length === 0) return status;
       const rows = await db
         .selectFrom('user_ids')
-        .innerJoin('users', (join) => join.onRef('users.product_id', '=', 'user_ids.product_id').onRef('users.id', '=', 'user_ids.user_id'))
+        .innerJoin('users', (join) =>
+          join.onRef('users.product_id', '=', 'user_ids.product_id').onRef('users.id', '=', 'user_ids.user_id'),
+        )
         .select(['user_ids.external_id as external_id', 'users.id as user_id', 'users.identified_at as identified_at'])
         .where('user_ids.product_id', '=', productId)
         .where('user_ids.external_id', 'in', [...new Set(externalIds)])
         .execute();
-      for (const row of rows) status.set(row.external_id, { userId: row.user_id, identified: row.identified_at !== null });
+      for (const row of rows)
+        status.set(row.external_id, { userId: row.user_id, identified: row.identified_at !== null });
       return status;
     },
 
@@ -296,7 +406,11 @@ export function identityStore(database: Kysely<Database>, dialect: Dialect): Ide
         const current = userId === undefined ? undefined : await loadUser(q, productId, userId);
 
         const holders = await holdersOf(q, productId, input.identifiers);
-        const conflicts = identifyConflicts(input.identifiers, (kind, value) => holders.get(`${kind}\u0000${value}`), current?.externalId);
+        const conflicts = identifyConflicts(
+          input.identifiers,
+          (kind, value) => holders.get(`${kind}\u0000${value}`),
+          current?.externalId,
+        );
         if (conflicts.length > 0) return { status: 'identifier_conflict', conflicts };
 
         const identifiers = applyIdentifiers(current?.identifiers ?? {}, input.identifiers);
@@ -313,7 +427,12 @@ export function identityStore(database: Kysely<Database>, dialect: Dialect): Ide
         // updated_at moves only when something changed, so it tells when the profile last changed.
         const changed = identifiersChanged || traitsJson !== current.traitsJson;
         if (changed) {
-          await q.updateTable('users').set({ traits: traitsJson, updated_at: now }).where('product_id', '=', productId).where('id', '=', current.id).execute();
+          await q
+            .updateTable('users')
+            .set({ traits: traitsJson, updated_at: now })
+            .where('product_id', '=', productId)
+            .where('id', '=', current.id)
+            .execute();
         }
         const user = toRecord(await loadUser(q, productId, current.id));
         if (changed) await writeIdentityMessage(q, dialect, productId, 'user.identified', { user }, now);
@@ -348,12 +467,25 @@ export function identityStore(database: Kysely<Database>, dialect: Dialect): Ide
 
         const intoId = into?.id ?? (await createUser(q, productId, toExternalId, {}, now));
         if (from === undefined) {
-          await q.insertInto('user_ids').values({ product_id: productId, external_id: fromExternalId, user_id: intoId }).execute();
+          await q
+            .insertInto('user_ids')
+            .values({ product_id: productId, external_id: fromExternalId, user_id: intoId })
+            .execute();
         } else {
           // F's identifiers, external id and aliases move to T; F's row goes. No identifier can clash:
           // decideMerge refused a kind with two values, and one value has one holder.
-          await q.updateTable('user_identifiers').set({ user_id: intoId }).where('product_id', '=', productId).where('user_id', '=', from.id).execute();
-          await q.updateTable('user_ids').set({ user_id: intoId }).where('product_id', '=', productId).where('user_id', '=', from.id).execute();
+          await q
+            .updateTable('user_identifiers')
+            .set({ user_id: intoId })
+            .where('product_id', '=', productId)
+            .where('user_id', '=', from.id)
+            .execute();
+          await q
+            .updateTable('user_ids')
+            .set({ user_id: intoId })
+            .where('product_id', '=', productId)
+            .where('user_id', '=', from.id)
+            .execute();
           await q.deleteFrom('users').where('product_id', '=', productId).where('id', '=', from.id).execute();
         }
         await q
@@ -382,7 +514,8 @@ export function identityStore(database: Kysely<Database>, dialect: Dialect): Ide
 
     getUser(productId: string, externalId: string): Promise<ResolvedUser | undefined> {
       // One snapshot, so a merge committing in between cannot show half a user.
-      const transaction = dialect === 'postgres' ? db.transaction().setIsolationLevel('repeatable read') : db.transaction();
+      const transaction =
+        dialect === 'postgres' ? db.transaction().setIsolationLevel('repeatable read') : db.transaction();
       return transaction.execute((q) => readUser(q, productId, externalId));
     },
 

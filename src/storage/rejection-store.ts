@@ -34,10 +34,22 @@ export function rejectionStore(db: Kysely<Database>): RejectionStore {
             .execute();
         }
         // The ids each item names (governance.md §3: erasure finds its rejections without scanning items).
-        const subjects = rows.flatMap((r) => [...new Set(r.subjectIds ?? [])].map((externalId) => ({ product_id: r.productId, external_id: externalId, rejection_id: r.id })));
-        const withSubjects = trx.withTables<{ rejection_subjects: { product_id: string; external_id: string; rejection_id: string } }>();
+        const subjects = rows.flatMap((r) =>
+          [...new Set(r.subjectIds ?? [])].map((externalId) => ({
+            product_id: r.productId,
+            external_id: externalId,
+            rejection_id: r.id,
+          })),
+        );
+        const withSubjects = trx.withTables<{
+          rejection_subjects: { product_id: string; external_id: string; rejection_id: string };
+        }>();
         for (let at = 0; at < subjects.length; at += 500) {
-          await withSubjects.insertInto('rejection_subjects').values(subjects.slice(at, at + 500)).onConflict((oc) => oc.doNothing()).execute();
+          await withSubjects
+            .insertInto('rejection_subjects')
+            .values(subjects.slice(at, at + 500))
+            .onConflict((oc) => oc.doNothing())
+            .execute();
         }
       });
     },
@@ -54,25 +66,25 @@ export function rejectionStore(db: Kysely<Database>): RejectionStore {
         .orderBy('id', 'desc')
         .limit(query.limit)
         .execute();
-      return rows.map(
-        (row): RejectionRecord => ({
-          id: row.id,
-          productId: row.product_id,
-          receivedAt: toIso(row.received_at),
-          keyId: row.key_id,
-          route: row.route,
-          index: row.item_index,
-          messageId: row.message_id,
-          code: row.code,
-          detail: row.detail,
-          severity: row.severity,
-          item: row.item,
-        }),
-      );
+      return rows.map((row): RejectionRecord => ({
+        id: row.id,
+        productId: row.product_id,
+        receivedAt: toIso(row.received_at),
+        keyId: row.key_id,
+        route: row.route,
+        index: row.item_index,
+        messageId: row.message_id,
+        code: row.code,
+        detail: row.detail,
+        severity: row.severity,
+        item: row.item,
+      }));
     },
     async deleteOlderThan(at) {
       await db.deleteFrom('rejections').where('received_at', '<', at).execute();
-      await sql`DELETE FROM rejection_subjects WHERE NOT EXISTS (SELECT 1 FROM rejections r WHERE r.product_id = rejection_subjects.product_id AND r.id = rejection_subjects.rejection_id)`.execute(db);
+      await sql`DELETE FROM rejection_subjects WHERE NOT EXISTS (SELECT 1 FROM rejections r WHERE r.product_id = rejection_subjects.product_id AND r.id = rejection_subjects.rejection_id)`.execute(
+        db,
+      );
       await db.deleteFrom('rejection_hours').where('hour', '<', at.slice(0, 13)).execute();
     },
   };

@@ -173,7 +173,11 @@ export function trafficStore(database: Kysely<Database>, dialect: Dialect): Traf
     },
 
     async getSource(productId) {
-      const row = await db.selectFrom('traffic_sources').selectAll().where('product_id', '=', productId).executeTakeFirst();
+      const row = await db
+        .selectFrom('traffic_sources')
+        .selectAll()
+        .where('product_id', '=', productId)
+        .executeTakeFirst();
       return row && { ...summaryFromRow(row), secret: fromJson(row.secret) };
     },
 
@@ -210,7 +214,10 @@ export function trafficStore(database: Kysely<Database>, dialect: Dialect): Traf
             conversions: row.conversions,
           }));
           for (let start = 0; start < values.length; start += SQLITE_MAX_ROWS_PER_INSERT) {
-            await trx.insertInto('traffic_rows').values(values.slice(start, start + SQLITE_MAX_ROWS_PER_INSERT)).execute();
+            await trx
+              .insertInto('traffic_rows')
+              .values(values.slice(start, start + SQLITE_MAX_ROWS_PER_INSERT))
+              .execute();
           }
           inserted += values.length;
         }
@@ -231,7 +238,9 @@ export function trafficStore(database: Kysely<Database>, dialect: Dialect): Traf
 
     async report(productId, query): Promise<TrafficReportPage> {
       const where = whereFilters(productId, query);
-      const metricColumns = sql.join(TRAFFIC_METRICS.map((metric) => sql`${metricExpression(metric, dialect)} AS ${sql.ref(metric)}`));
+      const metricColumns = sql.join(
+        TRAFFIC_METRICS.map((metric) => sql`${metricExpression(metric, dialect)} AS ${sql.ref(metric)}`),
+      );
       const dimensions = sql.join(query.groupBy.map((dimension) => sql.ref(dimension)));
       const grouped = sql`SELECT ${dimensions}, ${metricColumns} FROM traffic_rows WHERE ${where} GROUP BY ${dimensions}`;
 
@@ -254,14 +263,20 @@ export function trafficStore(database: Kysely<Database>, dialect: Dialect): Traf
         }
       }
 
-      const pageResult = await sql<Record<string, unknown>>`SELECT * FROM (${grouped}) AS g WHERE ${keyset} ORDER BY ${order} LIMIT ${query.limit + 1}`.execute(db);
-      const totalsResult = await sql<Record<string, unknown>>`SELECT ${metricColumns} FROM traffic_rows WHERE ${where}`.execute(db);
+      const pageResult = await sql<
+        Record<string, unknown>
+      >`SELECT * FROM (${grouped}) AS g WHERE ${keyset} ORDER BY ${order} LIMIT ${query.limit + 1}`.execute(db);
+      const totalsResult = await sql<
+        Record<string, unknown>
+      >`SELECT ${metricColumns} FROM traffic_rows WHERE ${where}`.execute(db);
 
       const rows = pageResult.rows.map((row) => numericRow(row, query.groupBy));
       const hasMore = rows.length > query.limit;
       if (hasMore) rows.length = query.limit;
       const totalsRow = totalsResult.rows[0] ?? {};
-      const totals = Object.fromEntries(TRAFFIC_METRICS.map((m) => [m, toNumberOrNull(totalsRow[m])])) as TrafficReportPage['totals'];
+      const totals = Object.fromEntries(
+        TRAFFIC_METRICS.map((m) => [m, toNumberOrNull(totalsRow[m])]),
+      ) as TrafficReportPage['totals'];
       return { rows, hasMore, totals };
     },
 
@@ -312,10 +327,7 @@ export function trafficStore(database: Kysely<Database>, dialect: Dialect): Traf
         .where('product_id', '=', productId)
         .where('outcome', '=', 'succeeded');
       if (provider !== undefined) query = query.where('provider', '=', provider);
-      const row = await query
-        .orderBy('finished_at', 'desc')
-        .limit(1)
-        .executeTakeFirst();
+      const row = await query.orderBy('finished_at', 'desc').limit(1).executeTakeFirst();
       return row ? toIsoOrNull(row.finished_at) : null;
     },
 
@@ -333,7 +345,9 @@ export function trafficStore(database: Kysely<Database>, dialect: Dialect): Traf
       // connection ends, so a crashed instance never leaves the product locked.
       const key = syncLockKey(productId);
       return database.connection().execute(async (conn) => {
-        const { rows } = await sql<{ locked: boolean }>`SELECT pg_try_advisory_lock(CAST(${key} AS BIGINT)) AS locked`.execute(conn);
+        const { rows } = await sql<{
+          locked: boolean;
+        }>`SELECT pg_try_advisory_lock(CAST(${key} AS BIGINT)) AS locked`.execute(conn);
         if (rows[0]?.locked !== true) return { acquired: false as const };
         try {
           return { acquired: true as const, value: await fn() };
@@ -344,4 +358,3 @@ export function trafficStore(database: Kysely<Database>, dialect: Dialect): Traf
     },
   };
 }
-

@@ -232,12 +232,20 @@ export interface TrafficStore {
    * For each date of `rowsByDate`, deletes the product's rows of that date and inserts the given
    * ones, in one transaction (an empty list clears the date). Returns the number of rows inserted.
    */
-  replaceSlices(productId: string, provider: string, rowsByDate: ReadonlyMap<string, readonly TrafficRow[]>): Promise<number>;
+  replaceSlices(
+    productId: string,
+    provider: string,
+    rowsByDate: ReadonlyMap<string, readonly TrafficRow[]>,
+  ): Promise<number>;
   countRows(productId: string, from: string, to: string): Promise<number>;
   /** Aggregated in SQL by the rules of contract §8, one keyset page. */
   report(productId: string, query: TrafficReportQuery): Promise<TrafficReportPage>;
   startRun(run: SyncRunRecord): Promise<void>;
-  finishRun(productId: string, id: string, outcome: { finishedAt: string; rows: number | null; outcome: SyncRunOutcome; error: string | null }): Promise<void>;
+  finishRun(
+    productId: string,
+    id: string,
+    outcome: { finishedAt: string; rows: number | null; outcome: SyncRunOutcome; error: string | null },
+  ): Promise<void>;
   /** Most recent first. */
   listRuns(productId: string, limit: number): Promise<SyncRunRecord[]>;
   /** When the last successful sync or import of the product finished (of that provider, if given). */
@@ -423,7 +431,10 @@ export interface IdentityStore {
   /** Flags the user an external id resolves to as identified (clarifications §18); the first time stays. */
   markIdentified(productId: string, externalId: string, now: string): Promise<void>;
   /** For each external id that is known: its user and whether that user was identified. */
-  identifiedStatus(productId: string, externalIds: string[]): Promise<Map<string, { userId: string; identified: boolean }>>;
+  identifiedStatus(
+    productId: string,
+    externalIds: string[],
+  ): Promise<Map<string, { userId: string; identified: boolean }>>;
 }
 
 // Destinations (events-out §6): storage/destination-store.ts.
@@ -491,11 +502,19 @@ export interface DestinationRecord {
   leaseUntil: number;
 }
 
-export type IdentityMessageData = { user: UserRecord } | { fromExternalId: string; user: UserRecord } | { externalIds: string[]; erasureId: string };
+export type IdentityMessageData =
+  { user: UserRecord } | { fromExternalId: string; user: UserRecord } | { externalIds: string[]; erasureId: string };
 
 export type StoredMessage =
   | { kind: 'event'; position: string; event: EventRecord }
-  | { kind: 'identity'; position: string; id: string; type: 'user.identified' | 'user.merged' | 'user.erased'; createdAt: string; data: IdentityMessageData };
+  | {
+      kind: 'identity';
+      position: string;
+      id: string;
+      type: 'user.identified' | 'user.merged' | 'user.erased';
+      createdAt: string;
+      data: IdentityMessageData;
+    };
 
 export interface DeliveryRecord {
   id: string;
@@ -527,9 +546,23 @@ export interface DeliveryStatePatch {
 
 /** Editable by the admin API. */
 export type DestinationPatch = Partial<
-  Pick<DestinationRecord, 'name' | 'config' | 'filter' | 'batch' | 'status' | 'disabledReason' | 'secret' | 'previousSecret' | 'previousSecretUntil' | 'cursor' | 'consecutiveFailures' | 'failingSince' | 'nextAttemptAt'>
+  Pick<
+    DestinationRecord,
+    | 'name'
+    | 'config'
+    | 'filter'
+    | 'batch'
+    | 'status'
+    | 'disabledReason'
+    | 'secret'
+    | 'previousSecret'
+    | 'previousSecretUntil'
+    | 'cursor'
+    | 'consecutiveFailures'
+    | 'failingSince'
+    | 'nextAttemptAt'
+  >
 > & { updatedAt: string };
-
 
 /** Destinations (events-out §6): storage of destinations, their cursors and leases, the delivery log, and the messages they follow. */
 export interface DestinationStore {
@@ -553,7 +586,14 @@ export interface DestinationStore {
    * if `holder` still holds the lease and, when `from` is given, the stored cursor is still `from` (the cycle's
    * start; an admin replay may have moved it meanwhile). False when not written.
    */
-  writeState(id: string, holder: string, patch: DeliveryStatePatch, now: string, deliveries?: ReadonlyArray<Omit<DeliveryRecord, 'id'>>, from?: DestinationCursor): Promise<boolean>;
+  writeState(
+    id: string,
+    holder: string,
+    patch: DeliveryStatePatch,
+    now: string,
+    deliveries?: ReadonlyArray<Omit<DeliveryRecord, 'id'>>,
+    from?: DestinationCursor,
+  ): Promise<boolean>;
   /** Newest first; `before` is the id of the last row of the previous page. */
   listDeliveries(productId: string, destinationId: string, limit: number, before?: string): Promise<DeliveryRecord[]>;
   pruneDeliveries(olderThan: string): Promise<void>;

@@ -6,7 +6,12 @@ import type { Readable } from 'node:stream';
 import { AppError } from '../domain/errors.js';
 import { uuidv7 } from '../domain/ids.js';
 import { isCalendarDate } from '../domain/timestamps.js';
-import { MAX_DIMENSION_LENGTH, TRAFFIC_DIMENSIONS, TRAFFIC_METRICS, type TrafficRow } from '../domain/traffic-reports.js';
+import {
+  MAX_DIMENSION_LENGTH,
+  TRAFFIC_DIMENSIONS,
+  TRAFFIC_METRICS,
+  type TrafficRow,
+} from '../domain/traffic-reports.js';
 import type { Storage } from '../storage/types.js';
 
 export const CSV_COLUMNS = [...TRAFFIC_DIMENSIONS, ...TRAFFIC_METRICS] as const;
@@ -61,7 +66,11 @@ export function splitCsvLine(line: string, lineNumber: number): string[] {
       quoted = true;
       wasQuoted = true;
     } else if (wasQuoted) {
-      throw new CsvImportError(lineNumber, undefined, `unexpected character after a closing quote in field ${fields.length + 1}`);
+      throw new CsvImportError(
+        lineNumber,
+        undefined,
+        `unexpected character after a closing quote in field ${fields.length + 1}`,
+      );
     } else field += char;
   }
   if (quoted) throw new CsvImportError(lineNumber, undefined, 'a quoted field is not closed on this line');
@@ -72,7 +81,8 @@ export function splitCsvLine(line: string, lineNumber: number): string[] {
 function parseValue(column: string, raw: string, line: number): string | number | null {
   if ((TRAFFIC_DIMENSIONS as readonly string[]).includes(column)) {
     if (column === 'date') {
-      if (!isCalendarDate(raw)) throw new CsvImportError(line, column, `must be a calendar date YYYY-MM-DD, got "${raw}"`);
+      if (!isCalendarDate(raw))
+        throw new CsvImportError(line, column, `must be a calendar date YYYY-MM-DD, got "${raw}"`);
       return raw;
     }
     const max = MAX_DIMENSION_LENGTH[column as keyof typeof MAX_DIMENSION_LENGTH];
@@ -83,19 +93,24 @@ function parseValue(column: string, raw: string, line: number): string | number 
   const value = raw.trim();
   if (value === '') return null;
   if (INTEGER_METRICS.has(column)) {
-    if (!/^\d{1,15}$/.test(value)) throw new CsvImportError(line, column, `must be a whole number ≥ 0 or empty, got "${raw}"`);
+    if (!/^\d{1,15}$/.test(value))
+      throw new CsvImportError(line, column, `must be a whole number ≥ 0 or empty, got "${raw}"`);
     return Number(value);
   }
   const number = Number(value);
   if (!/^\d+(\.\d+)?([eE][-+]?\d+)?$/.test(value) || !Number.isFinite(number)) {
     throw new CsvImportError(line, column, `must be a number ≥ 0 or empty, got "${raw}"`);
   }
-  if (column === 'bounce_rate' && number > 1) throw new CsvImportError(line, column, `must be a fraction from 0 to 1 (0.35 = 35 %), got "${raw}"`);
+  if (column === 'bounce_rate' && number > 1)
+    throw new CsvImportError(line, column, `must be a fraction from 0 to 1 (0.35 = 35 %), got "${raw}"`);
   return number;
 }
 
 /** Reads and validates the whole CSV; throws CsvImportError naming the line and column of the first problem. */
-export async function parseTrafficCsv(input: Readable, options: CsvImportOptions = {}): Promise<{ rows: TrafficRow[]; lines: number }> {
+export async function parseTrafficCsv(
+  input: Readable,
+  options: CsvImportOptions = {},
+): Promise<{ rows: TrafficRow[]; lines: number }> {
   const every = options.progressEvery ?? 10_000;
   const reader = createInterface({ input, crlfDelay: Infinity });
   const rows: TrafficRow[] = [];
@@ -109,9 +124,15 @@ export async function parseTrafficCsv(input: Readable, options: CsvImportOptions
     if (columns === undefined) {
       columns = splitCsvLine(line, lineNumber).map((name) => name.trim());
       const unknown = columns.find((name) => !(CSV_COLUMNS as readonly string[]).includes(name));
-      if (unknown !== undefined) throw new CsvImportError(1, unknown, `is not a known column; the header must name these columns: ${CSV_COLUMNS.join(',')}`);
+      if (unknown !== undefined)
+        throw new CsvImportError(
+          1,
+          unknown,
+          `is not a known column; the header must name these columns: ${CSV_COLUMNS.join(',')}`,
+        );
       const missing = CSV_COLUMNS.find((name) => !columns!.includes(name));
-      if (missing !== undefined) throw new CsvImportError(1, missing, `is missing from the header; expected: ${CSV_COLUMNS.join(',')}`);
+      if (missing !== undefined)
+        throw new CsvImportError(1, missing, `is missing from the header; expected: ${CSV_COLUMNS.join(',')}`);
       const twice = columns.find((name, i) => columns!.indexOf(name) !== i);
       if (twice !== undefined) throw new CsvImportError(1, twice, 'appears twice in the header');
       continue;
@@ -128,20 +149,36 @@ export async function parseTrafficCsv(input: Readable, options: CsvImportOptions
     const typed = row as unknown as TrafficRow;
     const key = JSON.stringify([typed.date, typed.source, typed.medium, typed.campaign, typed.landing_page]);
     const earlier = firstLineOfKey.get(key);
-    if (earlier !== undefined) throw new CsvImportError(lineNumber, undefined, `repeats the date, source, medium, campaign and landing_page of line ${earlier}`);
+    if (earlier !== undefined)
+      throw new CsvImportError(
+        lineNumber,
+        undefined,
+        `repeats the date, source, medium, campaign and landing_page of line ${earlier}`,
+      );
     firstLineOfKey.set(key, lineNumber);
     rows.push(typed);
     dataLines++;
     if (dataLines % every === 0) options.onProgress?.(dataLines);
   }
-  if (columns === undefined) throw new CsvImportError(1, undefined, `the file is empty; the first line must be the header ${CSV_COLUMNS.join(',')}`);
+  if (columns === undefined)
+    throw new CsvImportError(
+      1,
+      undefined,
+      `the file is empty; the first line must be the header ${CSV_COLUMNS.join(',')}`,
+    );
   if (dataLines % every !== 0 || dataLines === 0) options.onProgress?.(dataLines);
   return { rows, lines: dataLines };
 }
 
 /** Validates the CSV, then replaces the product's rows of every date it contains (provider `csv`). */
-export async function importTrafficCsv(storage: Storage, productId: string, input: Readable, options: CsvImportOptions = {}): Promise<CsvImportResult> {
-  if ((await storage.products.get(productId)) === undefined) throw new AppError('not_found', `No product with id "${productId}".`);
+export async function importTrafficCsv(
+  storage: Storage,
+  productId: string,
+  input: Readable,
+  options: CsvImportOptions = {},
+): Promise<CsvImportResult> {
+  if ((await storage.products.get(productId)) === undefined)
+    throw new AppError('not_found', `No product with id "${productId}".`);
   const now = options.now ?? (() => new Date());
   const { rows, lines } = await parseTrafficCsv(input, options);
   const byDate = new Map<string, TrafficRow[]>();
@@ -156,13 +193,37 @@ export async function importTrafficCsv(storage: Storage, productId: string, inpu
   if (from === null || to === null) return { lines, rows: 0, dates: 0, from, to };
 
   const runId = uuidv7(); // time-ordered: runs started in the same millisecond still list in order
-  await storage.traffic.startRun({ id: runId, productId, provider: 'csv', kind: 'import', startedAt: now().toISOString(), finishedAt: null, from, to, rows: null, outcome: 'running', error: null });
+  await storage.traffic.startRun({
+    id: runId,
+    productId,
+    provider: 'csv',
+    kind: 'import',
+    startedAt: now().toISOString(),
+    finishedAt: null,
+    from,
+    to,
+    rows: null,
+    outcome: 'running',
+    error: null,
+  });
   try {
     const stored = await storage.traffic.replaceSlices(productId, 'csv', byDate);
-    await storage.traffic.finishRun(productId, runId, { finishedAt: now().toISOString(), rows: stored, outcome: 'succeeded', error: null });
+    await storage.traffic.finishRun(productId, runId, {
+      finishedAt: now().toISOString(),
+      rows: stored,
+      outcome: 'succeeded',
+      error: null,
+    });
     return { lines, rows: stored, dates: dates.length, from, to };
   } catch (error) {
-    await storage.traffic.finishRun(productId, runId, { finishedAt: now().toISOString(), rows: null, outcome: 'failed', error: 'internal error (details are in the server log)' }).catch(() => {});
+    await storage.traffic
+      .finishRun(productId, runId, {
+        finishedAt: now().toISOString(),
+        rows: null,
+        outcome: 'failed',
+        error: 'internal error (details are in the server log)',
+      })
+      .catch(() => {});
     throw error;
   }
 }

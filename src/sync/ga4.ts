@@ -2,7 +2,15 @@
 // RS256 JWT ourselves (jose) so the token URL can be configured, and cache the access token.
 import { SignJWT, importPKCS8 } from 'jose';
 import type { TrafficRow } from '../domain/traffic-reports.js';
-import { DEFAULT_RETRY_POLICY, ProviderError, errorReason, requestJson, type DateRange, type RetryPolicy, type TrafficProvider } from './provider.js';
+import {
+  DEFAULT_RETRY_POLICY,
+  ProviderError,
+  errorReason,
+  requestJson,
+  type DateRange,
+  type RetryPolicy,
+  type TrafficProvider,
+} from './provider.js';
 
 export const GA4_DEFAULT_BASE_URL = 'https://analyticsdata.googleapis.com';
 export const GA4_DEFAULT_TOKEN_URL = 'https://oauth2.googleapis.com/token';
@@ -154,7 +162,7 @@ export function ga4Provider(options: Ga4Options): TrafficProvider {
     name: 'ga4',
     async fetchRows(range) {
       const rows: TrafficRow[] = [];
-      for (let offset = 0; ; ) {
+      for (let offset = 0; ;) {
         const body = await runReport(range, offset);
         const pageRows = body.rows === undefined ? [] : body.rows;
         if (!Array.isArray(pageRows)) throw new ProviderError('ga4', 'the response rows are not a list');
@@ -168,15 +176,26 @@ export function ga4Provider(options: Ga4Options): TrafficProvider {
 }
 
 function mapPage(body: Record<string, unknown>, pageRows: unknown[]): TrafficRow[] {
-  const dimensionHeaders = (Array.isArray(body.dimensionHeaders) ? body.dimensionHeaders : []) as Array<{ name?: unknown }>;
-  const metricHeaders = (Array.isArray(body.metricHeaders) ? body.metricHeaders : []) as Array<{ name?: unknown; type?: unknown }>;
+  const dimensionHeaders = (Array.isArray(body.dimensionHeaders) ? body.dimensionHeaders : []) as Array<{
+    name?: unknown;
+  }>;
+  const metricHeaders = (Array.isArray(body.metricHeaders) ? body.metricHeaders : []) as Array<{
+    name?: unknown;
+    type?: unknown;
+  }>;
   const dimensionIndex = (name: string) => {
     const index = dimensionHeaders.findIndex((h) => h.name === name);
     if (index < 0) throw new ProviderError('ga4', `the response lacks dimension ${name}`);
     return index;
   };
   const metricIndex = new Map(metricHeaders.map((h, i) => [h.name, i]));
-  const [dateAt, sourceAt, mediumAt, campaignAt, pageAt] = DIMENSIONS.map(dimensionIndex) as [number, number, number, number, number];
+  const [dateAt, sourceAt, mediumAt, campaignAt, pageAt] = DIMENSIONS.map(dimensionIndex) as [
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
 
   return pageRows.map((raw) => {
     const row = raw as { dimensionValues?: Array<{ value?: string }>; metricValues?: Array<{ value?: string }> };
@@ -184,7 +203,8 @@ function mapPage(body: Record<string, unknown>, pageRows: unknown[]): TrafficRow
     const values = row.metricValues ?? [];
     const dimension = (at: number) => {
       const value = dims[at]?.value;
-      if (typeof value !== 'string') throw new ProviderError('ga4', `a row lacks a dimension value: ${JSON.stringify(raw).slice(0, 200)}`);
+      if (typeof value !== 'string')
+        throw new ProviderError('ga4', `a row lacks a dimension value: ${JSON.stringify(raw).slice(0, 200)}`);
       return value;
     };
     const metric = (name: string) => {
@@ -194,7 +214,9 @@ function mapPage(body: Record<string, unknown>, pageRows: unknown[]): TrafficRow
       return parseMetric(values[at]?.value, typeof header.type === 'string' ? header.type : undefined, name);
     };
     const compact = dimension(dateAt);
-    const date = /^\d{8}$/.exec(compact) ? `${compact.slice(0, 4)}-${compact.slice(4, 6)}-${compact.slice(6, 8)}` : undefined;
+    const date = /^\d{8}$/.exec(compact)
+      ? `${compact.slice(0, 4)}-${compact.slice(4, 6)}-${compact.slice(6, 8)}`
+      : undefined;
     if (date === undefined) throw new ProviderError('ga4', `unexpected date "${compact}"`);
     return {
       date,

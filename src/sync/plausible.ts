@@ -1,6 +1,14 @@
 // Plausible Stats API v2 (`POST {base}/api/v2/query`), one query per page of daily rows.
 import type { TrafficRow } from '../domain/traffic-reports.js';
-import { DEFAULT_RETRY_POLICY, ProviderError, errorReason, requestJson, type DateRange, type RetryPolicy, type TrafficProvider } from './provider.js';
+import {
+  DEFAULT_RETRY_POLICY,
+  ProviderError,
+  errorReason,
+  requestJson,
+  type DateRange,
+  type RetryPolicy,
+  type TrafficProvider,
+} from './provider.js';
 
 export const PLAUSIBLE_DEFAULT_BASE_URL = 'https://plausible.io';
 const METRICS = ['visitors', 'visits', 'pageviews', 'bounce_rate', 'visit_duration'] as const;
@@ -21,7 +29,11 @@ function count(value: unknown): number | null {
 
 function mapResult(result: unknown): TrafficRow {
   const { dimensions, metrics } = (result ?? {}) as { dimensions?: unknown; metrics?: unknown };
-  if (!Array.isArray(dimensions) || dimensions.length !== DIMENSIONS.length || !dimensions.every((d) => typeof d === 'string')) {
+  if (
+    !Array.isArray(dimensions) ||
+    dimensions.length !== DIMENSIONS.length ||
+    !dimensions.every((d) => typeof d === 'string')
+  ) {
     throw new ProviderError('plausible', `unexpected result row: ${JSON.stringify(result).slice(0, 200)}`);
   }
   if (!Array.isArray(metrics) || metrics.length !== METRICS.length) {
@@ -58,18 +70,25 @@ export function plausibleProvider(options: PlausibleOptions): TrafficProvider {
     name: 'plausible',
     async fetchRows(range: DateRange) {
       const rows: TrafficRow[] = [];
-      for (let offset = 0; ; ) {
+      for (let offset = 0; ;) {
         const body = (await requestJson({
           provider: 'plausible',
           url: `${baseUrl}/api/v2/query`,
-          headers: { authorization: `Bearer ${options.apiKey}`, 'content-type': 'application/json', accept: 'application/json' },
+          headers: {
+            authorization: `Bearer ${options.apiKey}`,
+            'content-type': 'application/json',
+            accept: 'application/json',
+          },
           body: JSON.stringify({
             site_id: options.siteId,
             metrics: METRICS,
             date_range: [range.from, range.to],
             dimensions: DIMENSIONS,
             filters: [],
-            order_by: [['time:day', 'asc'], ['visits', 'desc']],
+            order_by: [
+              ['time:day', 'asc'],
+              ['visits', 'desc'],
+            ],
             include: { total_rows: true },
             pagination: { limit: pageSize, offset },
           }),

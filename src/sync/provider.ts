@@ -24,9 +24,14 @@ export class ProviderError extends Error {
   readonly reason: string;
   readonly retryable: boolean;
 
-  constructor(provider: string, reason: string, options: { status?: number; retryable?: boolean; attempts?: number } = {}) {
+  constructor(
+    provider: string,
+    reason: string,
+    options: { status?: number; retryable?: boolean; attempts?: number } = {},
+  ) {
     const where = options.status === undefined ? '' : ` (HTTP ${options.status})`;
-    const gaveUp = options.attempts !== undefined && options.attempts > 1 ? `, gave up after ${options.attempts} attempts` : '';
+    const gaveUp =
+      options.attempts !== undefined && options.attempts > 1 ? `, gave up after ${options.attempts} attempts` : '';
     super(`${provider}${where}: ${reason}${gaveUp}`);
     this.name = 'ProviderError';
     this.provider = provider;
@@ -100,7 +105,8 @@ export async function requestJson(request: JsonRequest): Promise<unknown> {
         body = undefined;
       }
       if (response.ok) {
-        if (body === undefined) throw new ProviderError(request.provider, 'the response is not JSON', { status: response.status });
+        if (body === undefined)
+          throw new ProviderError(request.provider, 'the response is not JSON', { status: response.status });
         return body;
       }
       const retryable = response.status === 429 || response.status >= 500;
@@ -116,10 +122,14 @@ export async function requestJson(request: JsonRequest): Promise<unknown> {
       failure =
         error instanceof ProviderError
           ? error
-          : new ProviderError(request.provider, `request failed: ${error instanceof Error ? error.message : String(error)}`, {
-              retryable: true,
-              attempts: attempt,
-            });
+          : new ProviderError(
+              request.provider,
+              `request failed: ${error instanceof Error ? error.message : String(error)}`,
+              {
+                retryable: true,
+                attempts: attempt,
+              },
+            );
     }
     const backoff = Math.min(policy.maxDelayMs, policy.initialDelayMs * 2 ** (attempt - 1));
     // Jitter spreads out instances that failed together; Retry-After is a floor, never shortened.

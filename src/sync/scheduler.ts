@@ -35,7 +35,10 @@ export function createTrafficScheduler(
         outcomes.push({ productId: source.productId, result });
       } catch (error) {
         const message = error instanceof Error ? error.message : String(error);
-        logger?.warn({ productId: source.productId, provider: source.provider, reason: message }, 'scheduled traffic sync failed');
+        logger?.warn(
+          { productId: source.productId, provider: source.provider, reason: message },
+          'scheduled traffic sync failed',
+        );
         outcomes.push({ productId: source.productId, error: message });
       }
     }

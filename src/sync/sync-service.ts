@@ -5,11 +5,33 @@
 import { AppError, validationError, type FieldError } from '../domain/errors.js';
 import { uuidv7 } from '../domain/ids.js';
 import { isCalendarDate } from '../domain/timestamps.js';
-import { addDays, datesInRange, daysBetween, MAX_REPORT_DAYS, mergeDuplicateRows, truncateDimensions, utcDate, type TrafficRow } from '../domain/traffic-reports.js';
-import type { Storage, SyncRunKind, SyncRunRecord, TrafficProviderName, TrafficSourceRecord, TrafficSourceSummary } from '../storage/types.js';
+import {
+  addDays,
+  datesInRange,
+  daysBetween,
+  MAX_REPORT_DAYS,
+  mergeDuplicateRows,
+  truncateDimensions,
+  utcDate,
+  type TrafficRow,
+} from '../domain/traffic-reports.js';
+import type {
+  Storage,
+  SyncRunKind,
+  SyncRunRecord,
+  TrafficProviderName,
+  TrafficSourceRecord,
+  TrafficSourceSummary,
+} from '../storage/types.js';
 import { AccessTokenCache, checkServiceAccount, ga4Provider } from './ga4.js';
 import { plausibleProvider } from './plausible.js';
-import { DEFAULT_RETRY_POLICY, ProviderError, type DateRange, type RetryPolicy, type TrafficProvider } from './provider.js';
+import {
+  DEFAULT_RETRY_POLICY,
+  ProviderError,
+  type DateRange,
+  type RetryPolicy,
+  type TrafficProvider,
+} from './provider.js';
 
 /** Days re-synced on every scheduled run: today and the 3 days before it (providers revise recent days). */
 export const TRAILING_DAYS = 3;
@@ -73,7 +95,8 @@ function isHttpUrl(value: unknown): value is string {
 async function parseSourceInput(input: unknown): Promise<ParsedSource> {
   const errors: FieldError[] = [];
   const fail = (pointer: string, message: string) => errors.push({ pointer, message });
-  if (typeof input !== 'object' || input === null || Array.isArray(input)) throw validationError([{ pointer: '', message: 'must be a JSON object' }]);
+  if (typeof input !== 'object' || input === null || Array.isArray(input))
+    throw validationError([{ pointer: '', message: 'must be a JSON object' }]);
   const body = input as Record<string, unknown>;
   const text = (name: string, max: number, pattern?: RegExp, hint?: string): string | undefined => {
     const value = body[name];
@@ -91,7 +114,8 @@ async function parseSourceInput(input: unknown): Promise<ParsedSource> {
     return isHttpUrl(value) ? value : undefined;
   };
   const allowOnly = (allowed: string[]) => {
-    for (const key of Object.keys(body)) if (!allowed.includes(key)) fail(`/${key}`, `is not a known field (allowed: ${allowed.join(', ')})`);
+    for (const key of Object.keys(body))
+      if (!allowed.includes(key)) fail(`/${key}`, `is not a known field (allowed: ${allowed.join(', ')})`);
   };
 
   if (body.provider === 'plausible') {
@@ -100,11 +124,20 @@ async function parseSourceInput(input: unknown): Promise<ParsedSource> {
     const apiKey = text('api_key', 1024);
     const baseUrl = url('base_url');
     if (errors.length > 0) throw validationError(errors);
-    return { provider: 'plausible', config: { site_id: siteId, ...(baseUrl ? { base_url: baseUrl } : {}) }, secret: { api_key: apiKey } };
+    return {
+      provider: 'plausible',
+      config: { site_id: siteId, ...(baseUrl ? { base_url: baseUrl } : {}) },
+      secret: { api_key: apiKey },
+    };
   }
   if (body.provider === 'ga4') {
     allowOnly(['provider', 'property_id', 'credentials', 'base_url', 'token_url']);
-    const propertyId = text('property_id', 32, /^(properties\/)?\d+$/, 'must be the numeric GA4 property id, e.g. "123456789"');
+    const propertyId = text(
+      'property_id',
+      32,
+      /^(properties\/)?\d+$/,
+      'must be the numeric GA4 property id, e.g. "123456789"',
+    );
     const baseUrl = url('base_url');
     const tokenUrl = url('token_url');
     const credentials = body.credentials;
@@ -115,7 +148,8 @@ async function parseSourceInput(input: unknown): Promise<ParsedSource> {
     } else {
       const c = credentials as Record<string, unknown>;
       if (c.type !== undefined && c.type !== 'service_account') fail('/credentials/type', 'must be "service_account"');
-      if (typeof c.client_email !== 'string' || !c.client_email.includes('@')) fail('/credentials/client_email', 'must be the service account e-mail');
+      if (typeof c.client_email !== 'string' || !c.client_email.includes('@'))
+        fail('/credentials/client_email', 'must be the service account e-mail');
       else clientEmail = c.client_email;
       if (typeof c.private_key !== 'string') fail('/credentials/private_key', 'is required');
       else {
@@ -160,7 +194,13 @@ export function createTrafficSyncService(storage: Storage, options: TrafficSyncO
     const pageSize = options.pageSize === undefined ? {} : { pageSize: options.pageSize };
     if (source.provider === 'plausible') {
       const baseUrl = str(config.base_url);
-      return plausibleProvider({ siteId: String(config.site_id), apiKey: String(secret.api_key), retry, ...(baseUrl ? { baseUrl } : {}), ...pageSize });
+      return plausibleProvider({
+        siteId: String(config.site_id),
+        apiKey: String(secret.api_key),
+        retry,
+        ...(baseUrl ? { baseUrl } : {}),
+        ...pageSize,
+      });
     }
     const credentials = secret.credentials as { client_email: string; private_key: string };
     const baseUrl = str(config.base_url);
@@ -177,14 +217,21 @@ export function createTrafficSyncService(storage: Storage, options: TrafficSyncO
   }
 
   async function requireProduct(productId: string) {
-    if ((await storage.products.get(productId)) === undefined) throw new AppError('not_found', `No product with id "${productId}".`);
+    if ((await storage.products.get(productId)) === undefined)
+      throw new AppError('not_found', `No product with id "${productId}".`);
   }
 
-  async function rangeFor(source: TrafficSourceRecord, from: string | undefined, to: string | undefined): Promise<DateRange> {
+  async function rangeFor(
+    source: TrafficSourceRecord,
+    from: string | undefined,
+    to: string | undefined,
+  ): Promise<DateRange> {
     const today = utcDate(now());
     const errors: FieldError[] = [];
-    if (from !== undefined && !isCalendarDate(from)) errors.push({ pointer: '/from', message: 'must be a calendar date YYYY-MM-DD' });
-    if (to !== undefined && !isCalendarDate(to)) errors.push({ pointer: '/to', message: 'must be a calendar date YYYY-MM-DD' });
+    if (from !== undefined && !isCalendarDate(from))
+      errors.push({ pointer: '/from', message: 'must be a calendar date YYYY-MM-DD' });
+    if (to !== undefined && !isCalendarDate(to))
+      errors.push({ pointer: '/to', message: 'must be a calendar date YYYY-MM-DD' });
     if (errors.length > 0) throw validationError(errors);
     if (from === undefined && to === undefined) {
       const synced = await storage.traffic.lastSucceededAt(source.productId, source.provider);
@@ -195,7 +242,8 @@ export function createTrafficSyncService(storage: Storage, options: TrafficSyncO
     // Providers report in the property's time zone, which may already be "tomorrow" for UTC.
     if (end > addDays(today, 1)) errors.push({ pointer: '/to', message: 'must not be in the future' });
     if (start > end) errors.push({ pointer: '/from', message: `must not be after to (${end})` });
-    else if (daysBetween(start, end) > MAX_REPORT_DAYS) errors.push({ pointer: '/to', message: `a sync spans at most ${MAX_REPORT_DAYS} days` });
+    else if (daysBetween(start, end) > MAX_REPORT_DAYS)
+      errors.push({ pointer: '/to', message: `a sync spans at most ${MAX_REPORT_DAYS} days` });
     if (errors.length > 0) throw validationError(errors);
     return { from: start, to: end };
   }
@@ -221,7 +269,12 @@ export function createTrafficSyncService(storage: Storage, options: TrafficSyncO
       const byDate = new Map<string, TrafficRow[]>(datesInRange(range.from, range.to).map((date) => [date, []]));
       for (const row of mergeDuplicateRows(fetched.map(truncateDimensions))) byDate.get(row.date)?.push(row); // rows outside the range are ignored
       const rows = await storage.traffic.replaceSlices(productId, source.provider, byDate);
-      await storage.traffic.finishRun(productId, runId, { finishedAt: now().toISOString(), rows, outcome: 'succeeded', error: null });
+      await storage.traffic.finishRun(productId, runId, {
+        finishedAt: now().toISOString(),
+        rows,
+        outcome: 'succeeded',
+        error: null,
+      });
       logger.info({ productId, provider: source.provider, ...range, rows, kind }, 'traffic sync succeeded');
       return { status: 'succeeded', from: range.from, to: range.to, rows };
     } catch (error) {
@@ -233,7 +286,10 @@ export function createTrafficSyncService(storage: Storage, options: TrafficSyncO
         logger.warn({ productId, provider: source.provider, ...range, kind, reason }, 'traffic sync failed');
         throw new AppError('upstream_error', `The traffic provider failed: ${error.message}`, {
           cause: error,
-          extras: { provider: error.provider, ...(error.status === undefined ? {} : { provider_status: error.status }) },
+          extras: {
+            provider: error.provider,
+            ...(error.status === undefined ? {} : { provider_status: error.status }),
+          },
         });
       }
       logger.error({ productId, provider: source.provider, ...range, kind, err: error }, 'traffic sync failed');
@@ -263,7 +319,10 @@ export function createTrafficSyncService(storage: Storage, options: TrafficSyncO
       await requireProduct(productId);
       const source = await storage.traffic.getSource(productId);
       if (source === undefined) {
-        throw new AppError('not_found', `Product "${productId}" has no traffic source; connect one with PUT /admin/v1/products/${productId}/traffic_source.`);
+        throw new AppError(
+          'not_found',
+          `Product "${productId}" has no traffic source; connect one with PUT /admin/v1/products/${productId}/traffic_source.`,
+        );
       }
       const range = await rangeFor(source, request.from, request.to);
       const kind = request.kind ?? 'admin';

@@ -78,7 +78,10 @@ export async function startGa4Fake(options: {
       if (next) return next;
       const form = new URLSearchParams(request.body);
       if (form.get('grant_type') !== 'urn:ietf:params:oauth:grant-type:jwt-bearer') {
-        return json(400, { error: 'unsupported_grant_type', error_description: 'Invalid grant_type: ' + String(form.get('grant_type')) });
+        return json(400, {
+          error: 'unsupported_grant_type',
+          error_description: 'Invalid grant_type: ' + String(form.get('grant_type')),
+        });
       }
       try {
         const { payload, protectedHeader } = await jwtVerify(form.get('assertion') ?? '', options.publicKey, {
@@ -88,7 +91,8 @@ export async function startGa4Fake(options: {
         });
         if (protectedHeader.alg !== 'RS256') throw new Error('alg');
         if (payload.scope !== 'https://www.googleapis.com/auth/analytics.readonly') throw new Error('scope');
-        if (typeof payload.iat !== 'number' || typeof payload.exp !== 'number' || payload.exp - payload.iat > 3600) throw new Error('exp');
+        if (typeof payload.iat !== 'number' || typeof payload.exp !== 'number' || payload.exp - payload.iat > 3600)
+          throw new Error('exp');
       } catch {
         return json(400, { error: 'invalid_grant', error_description: 'Invalid JWT Signature.' });
       }
@@ -105,7 +109,11 @@ export async function startGa4Fake(options: {
     const token = /^Bearer (.+)$/.exec(String(request.headers.authorization ?? ''))?.[1];
     const expiry = token === undefined ? undefined : tokens.get(token);
     if (expiry === undefined || expiry < Date.now()) {
-      return googleError(401, 'UNAUTHENTICATED', 'Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential.');
+      return googleError(
+        401,
+        'UNAUTHENTICATED',
+        'Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential.',
+      );
     }
     if (decodeURIComponent(match[1]!) !== options.propertyId) {
       return googleError(403, 'PERMISSION_DENIED', 'User does not have sufficient permissions for this property.');
@@ -118,7 +126,12 @@ export async function startGa4Fake(options: {
     }
     const ranges = body.dateRanges as Array<{ startDate?: unknown; endDate?: unknown }> | undefined;
     const range = ranges?.[0];
-    if (!Array.isArray(ranges) || ranges.length !== 1 || !isCalendarDate(range?.startDate) || !isCalendarDate(range?.endDate)) {
+    if (
+      !Array.isArray(ranges) ||
+      ranges.length !== 1 ||
+      !isCalendarDate(range?.startDate) ||
+      !isCalendarDate(range?.endDate)
+    ) {
       return googleError(400, 'INVALID_ARGUMENT', 'Invalid date range.');
     }
     const dimensions = ((body.dimensions ?? []) as Array<{ name?: unknown }>).map((d) => String(d.name));
@@ -129,7 +142,8 @@ export async function startGa4Fake(options: {
     if (badMetric) return googleError(400, 'INVALID_ARGUMENT', `Field ${badMetric} is not a valid metric.`);
     const limit = integerParam(body.limit, 10_000);
     const offset = integerParam(body.offset, 0);
-    if (limit === undefined || limit < 1 || limit > 250_000) return googleError(400, 'INVALID_ARGUMENT', 'limit must be positive and at most 250000.');
+    if (limit === undefined || limit < 1 || limit > 250_000)
+      return googleError(400, 'INVALID_ARGUMENT', 'limit must be positive and at most 250000.');
     if (offset === undefined) return googleError(400, 'INVALID_ARGUMENT', 'offset must be non-negative.');
 
     const matching = fake.rows
@@ -156,7 +170,10 @@ export async function startGa4Fake(options: {
     }
     response.metadata = { currencyCode: 'USD', timeZone: 'America/Los_Angeles' };
     if (body.returnPropertyQuota === true) {
-      response.propertyQuota = { tokensPerDay: { consumed: 1, remaining: 199_999 }, tokensPerHour: { consumed: 1, remaining: 39_999 } };
+      response.propertyQuota = {
+        tokensPerDay: { consumed: 1, remaining: 199_999 },
+        tokensPerHour: { consumed: 1, remaining: 39_999 },
+      };
     }
     response.kind = 'analyticsData#runReport';
     return json(200, response);
@@ -171,6 +188,8 @@ export async function startGa4Fake(options: {
     scriptToken: (...responses: ScriptedResponse[]) => tokenScript.push(...responses),
     revokeTokens: () => tokens.clear(),
     reportBodies: () =>
-      server.requests.filter((r) => r.path.endsWith(':runReport')).map((r) => JSON.parse(r.body) as Record<string, unknown>),
+      server.requests
+        .filter((r) => r.path.endsWith(':runReport'))
+        .map((r) => JSON.parse(r.body) as Record<string, unknown>),
   });
 }

@@ -66,7 +66,12 @@ export async function startFakeServer(handler: Handler): Promise<FakeServer> {
 }
 
 function send(res: ServerResponse, response: ScriptedResponse) {
-  const body = response.body === undefined ? '' : typeof response.body === 'string' ? response.body : JSON.stringify(response.body);
+  const body =
+    response.body === undefined
+      ? ''
+      : typeof response.body === 'string'
+        ? response.body
+        : JSON.stringify(response.body);
   res.writeHead(response.status, { 'content-type': 'application/json; charset=utf-8', ...response.headers });
   res.end(body);
 }
@@ -76,5 +81,7 @@ export function json(status: number, body: unknown, headers?: Record<string, str
 }
 
 export function isCalendarDate(value: unknown): value is string {
-  return typeof value === 'string' && /^\d{4}-\d{2}-\d{2}$/.test(value) && !Number.isNaN(Date.parse(`${value}T00:00:00Z`));
+  return (
+    typeof value === 'string' && /^\d{4}-\d{2}-\d{2}$/.test(value) && !Number.isNaN(Date.parse(`${value}T00:00:00Z`))
+  );
 }

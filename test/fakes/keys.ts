@@ -7,7 +7,9 @@ export interface TestServiceAccount {
   publicKey: KeyObject;
 }
 
-export function makeServiceAccount(clientEmail = 'inlet-sync@test-project.iam.gserviceaccount.com'): TestServiceAccount {
+export function makeServiceAccount(
+  clientEmail = 'inlet-sync@test-project.iam.gserviceaccount.com',
+): TestServiceAccount {
   const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
   return {
     credentials: {

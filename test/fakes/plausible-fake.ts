@@ -33,7 +33,15 @@ export interface PlausibleFake extends FakeServer {
   queries(): Array<Record<string, unknown>>;
 }
 
-const METRICS = new Set(['visitors', 'visits', 'pageviews', 'bounce_rate', 'visit_duration', 'views_per_visit', 'events']);
+const METRICS = new Set([
+  'visitors',
+  'visits',
+  'pageviews',
+  'bounce_rate',
+  'visit_duration',
+  'views_per_visit',
+  'events',
+]);
 const DIMENSION_FIELDS: Record<string, keyof PlausibleFakeRow> = {
   'time:day': 'date',
   'visit:source': 'source',
@@ -42,10 +50,16 @@ const DIMENSION_FIELDS: Record<string, keyof PlausibleFakeRow> = {
   'visit:entry_page': 'entry_page',
 };
 
-export const PLAUSIBLE_401 = "Invalid API key or site ID. Please make sure you're using a valid API key with access to the site you've requested.";
-export const PLAUSIBLE_429 = 'Too many API requests. Your API key is limited to 600 requests per hour. Please contact us to request more capacity.';
+export const PLAUSIBLE_401 =
+  "Invalid API key or site ID. Please make sure you're using a valid API key with access to the site you've requested.";
+export const PLAUSIBLE_429 =
+  'Too many API requests. Your API key is limited to 600 requests per hour. Please contact us to request more capacity.';
 
-export async function startPlausibleFake(options: { siteId: string; apiKey: string; rows?: PlausibleFakeRow[] }): Promise<PlausibleFake> {
+export async function startPlausibleFake(options: {
+  siteId: string;
+  apiKey: string;
+  rows?: PlausibleFakeRow[];
+}): Promise<PlausibleFake> {
   const scripted: ScriptedResponse[] = [];
   const fake = {} as PlausibleFake;
   let held: Promise<void> | undefined;
@@ -64,12 +78,15 @@ export async function startPlausibleFake(options: { siteId: string; apiKey: stri
     }
     if (query.site_id !== options.siteId) return json(401, { error: PLAUSIBLE_401 });
     const metrics = query.metrics;
-    if (!Array.isArray(metrics) || metrics.length === 0) return json(400, { error: '#/metrics: Expected a minimum of 1 items' });
+    if (!Array.isArray(metrics) || metrics.length === 0)
+      return json(400, { error: '#/metrics: Expected a minimum of 1 items' });
     const unknownMetric = metrics.find((m) => typeof m !== 'string' || !METRICS.has(m));
-    if (unknownMetric !== undefined) return json(400, { error: `#/metrics/0: Invalid metric ${JSON.stringify(unknownMetric)}` });
+    if (unknownMetric !== undefined)
+      return json(400, { error: `#/metrics/0: Invalid metric ${JSON.stringify(unknownMetric)}` });
     const dimensions = Array.isArray(query.dimensions) ? query.dimensions : [];
     const unknownDimension = dimensions.find((d) => typeof d !== 'string' || !(d in DIMENSION_FIELDS));
-    if (unknownDimension !== undefined) return json(400, { error: `#/dimensions/0: Invalid dimension ${JSON.stringify(unknownDimension)}` });
+    if (unknownDimension !== undefined)
+      return json(400, { error: `#/dimensions/0: Invalid dimension ${JSON.stringify(unknownDimension)}` });
     const range = query.date_range;
     if (!Array.isArray(range) || range.length !== 2 || !isCalendarDate(range[0]) || !isCalendarDate(range[1])) {
       return json(400, { error: '#/date_range: Invalid date range' });
@@ -77,8 +94,10 @@ export async function startPlausibleFake(options: { siteId: string; apiKey: stri
     const pagination = (query.pagination ?? {}) as { limit?: unknown; offset?: unknown };
     const limit = pagination.limit ?? 10_000;
     const offset = pagination.offset ?? 0;
-    if (typeof limit !== 'number' || !Number.isInteger(limit) || limit < 1 || limit > 10_000) return json(400, { error: '#/pagination/limit: Invalid limit' });
-    if (typeof offset !== 'number' || !Number.isInteger(offset) || offset < 0) return json(400, { error: '#/pagination/offset: Invalid offset' });
+    if (typeof limit !== 'number' || !Number.isInteger(limit) || limit < 1 || limit > 10_000)
+      return json(400, { error: '#/pagination/limit: Invalid limit' });
+    if (typeof offset !== 'number' || !Number.isInteger(offset) || offset < 0)
+      return json(400, { error: '#/pagination/offset: Invalid offset' });
 
     const [from, to] = range as [string, string];
     const matching = fake.rows
@@ -114,6 +133,8 @@ export async function startPlausibleFake(options: { siteId: string; apiKey: stri
     script: (...responses: ScriptedResponse[]) => scripted.push(...responses),
     clearScript: () => scripted.splice(0),
     queries: () =>
-      server.requests.filter((r) => r.path === '/api/v2/query').map((r) => JSON.parse(r.body) as Record<string, unknown>),
+      server.requests
+        .filter((r) => r.path === '/api/v2/query')
+        .map((r) => JSON.parse(r.body) as Record<string, unknown>),
   });
 }

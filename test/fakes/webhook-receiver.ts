@@ -63,7 +63,11 @@ export async function startWebhookReceiver(port = 0): Promise<WebhookReceiver> {
     waitForAccepted(n, timeoutMs = 10_000) {
       if (receiver.accepted.length >= n) return Promise.resolve();
       return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`receiver: ${receiver.accepted.length} of ${n} messages accepted after ${timeoutMs} ms`)), timeoutMs);
+        const timer = setTimeout(
+          () =>
+            reject(new Error(`receiver: ${receiver.accepted.length} of ${n} messages accepted after ${timeoutMs} ms`)),
+          timeoutMs,
+        );
         waiters.push({
           n,
           resolve: () => {
@@ -102,7 +106,14 @@ export async function startWebhookReceiver(port = 0): Promise<WebhookReceiver> {
       }
       for (const m of messages) receiver.countById.set(m.id, (receiver.countById.get(m.id) ?? 0) + 1);
       const answer = receiver.script.shift() ?? receiver.fallback;
-      const request: ReceivedRequest = { webhookId: String(req.headers['webhook-id']), headers: req.headers, body, verifiedBy, messages, answered: answer === 'timeout' ? 'timeout' : answer.status };
+      const request: ReceivedRequest = {
+        webhookId: String(req.headers['webhook-id']),
+        headers: req.headers,
+        body,
+        verifiedBy,
+        messages,
+        answered: answer === 'timeout' ? 'timeout' : answer.status,
+      };
       receiver.requests.push(request);
       if (answer === 'timeout') return; // never answered; the socket is destroyed on close
       const headers: Record<string, string> = {};

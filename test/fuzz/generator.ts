@@ -9,7 +9,18 @@
 // ("header"), or several things at once ("chaos").
 import { gzipSync } from 'node:zlib';
 import { Random } from './random.js';
-import { deepNesting, JsonObject, keyOf, RawJson, removeAt, replaceAt, serialize, slotsOf, toTree, type JsonNode } from './json-tree.js';
+import {
+  deepNesting,
+  JsonObject,
+  keyOf,
+  RawJson,
+  removeAt,
+  replaceAt,
+  serialize,
+  slotsOf,
+  toTree,
+  type JsonNode,
+} from './json-tree.js';
 
 export type RouteAuth = 'events' | 'reports' | 'admin' | 'segment' | 'none';
 
@@ -85,7 +96,16 @@ const USER_IDS = ['user_1', 'user_2', 'user_3', 'anon_1', 'anon_2', 'anon_3'];
 const ENTITY_NAMES = ['project', 'user', 'invoice', 'session', 'a', 'report_export'];
 const ACTIONS = ['created', 'signed_up', 'paid', 'x1', 'deleted'];
 const DIMENSIONS = ['date', 'source', 'medium', 'campaign', 'landing_page'];
-const METRICS = ['sessions', 'users', 'new_users', 'pageviews', 'engaged_sessions', 'bounce_rate', 'avg_session_duration', 'conversions'];
+const METRICS = [
+  'sessions',
+  'users',
+  'new_users',
+  'pageviews',
+  'engaged_sessions',
+  'bounce_rate',
+  'avg_session_duration',
+  'conversions',
+];
 const BASE_TIME = Date.UTC(2026, 9, 15, 12, 0, 0);
 
 function isoTime(rng: Random): string {
@@ -121,7 +141,9 @@ function randomValue(rng: Random, depth: number): unknown {
 function randomProps(rng: Random, depth = 0): Record<string, unknown> {
   const props: Record<string, unknown> = {};
   const count = rng.int(0, 5);
-  for (let i = 0; i < count; i++) props[rng.pick(['plan', 'amount', 'seats', 'tags', 'meta', 'source', 'ok', rng.string(rng.int(1, 8))])] = randomValue(rng, depth);
+  for (let i = 0; i < count; i++)
+    props[rng.pick(['plan', 'amount', 'seats', 'tags', 'meta', 'source', 'ok', rng.string(rng.int(1, 8))])] =
+      randomValue(rng, depth);
   return props;
 }
 
@@ -175,7 +197,9 @@ function trafficSource(rng: Random, ctx: FuzzContext): Record<string, unknown> {
     credentials: {
       type: 'service_account',
       client_email: 'fuzz@test-project.iam.gserviceaccount.com',
-      private_key: rng.bool(0.5) ? '-----BEGIN PRIVATE KEY-----\nMIIBVQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n' : 'not a key',
+      private_key: rng.bool(0.5)
+        ? '-----BEGIN PRIVATE KEY-----\nMIIBVQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n'
+        : 'not a key',
     },
     base_url: ctx.closedUrl,
     token_url: ctx.closedUrl,
@@ -190,10 +214,18 @@ function trafficQuery(rng: Random): Array<[string, string]> {
     const dims = DIMENSIONS.filter(() => rng.bool(0.5));
     query.push(['group_by', (dims.length > 0 ? dims : ['source']).join(',')]);
   }
-  if (rng.bool(0.2)) query.push([rng.pick(['source', 'medium', 'campaign', 'landing_page']), encodeURIComponent(rng.pick(['google', '(direct)', 'organic', '/pricing', 'spring sale']))]);
+  if (rng.bool(0.2))
+    query.push([
+      rng.pick(['source', 'medium', 'campaign', 'landing_page']),
+      encodeURIComponent(rng.pick(['google', '(direct)', 'organic', '/pricing', 'spring sale'])),
+    ]);
   if (rng.bool(0.3)) query.push(['sort', `${rng.bool() ? '-' : ''}${rng.pick([...METRICS, 'source', 'date'])}`]);
   if (rng.bool(0.3)) query.push(['limit', String(rng.int(1, 1000))]);
-  if (rng.bool(0.05)) query.push(['cursor', rng.string(rng.int(4, 40), 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_')]);
+  if (rng.bool(0.05))
+    query.push([
+      'cursor',
+      rng.string(rng.int(4, 40), 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'),
+    ]);
   return query;
 }
 
@@ -205,7 +237,8 @@ function segmentMessage(rng: Random, type: string): Record<string, unknown> {
   if (rng.bool(0.7)) message.userId = rng.pick(USER_IDS);
   if (rng.bool(0.6) || message.userId === undefined) message.anonymousId = `anon-${rng.int(1, 9)}`;
   if (rng.bool(0.6)) message.timestamp = isoTime(rng);
-  if (type === 'track') message.event = rng.pick(['Order Completed', 'Step 2', '2fa enabled', 'signedUp', 'project.created']);
+  if (type === 'track')
+    message.event = rng.pick(['Order Completed', 'Step 2', '2fa enabled', 'signedUp', 'project.created']);
   if (type === 'alias') message.previousId = `anon-${rng.int(1, 9)}`;
   if (type === 'group') message.groupId = `g${rng.int(1, 5)}`;
   if (type === 'page' || type === 'screen') message.name = 'Pricing';
@@ -217,7 +250,10 @@ function segmentMessage(rng: Random, type: string): Record<string, unknown> {
 function segmentBody(rng: Random, path: string): Record<string, unknown> {
   const last = path.split('/').pop() ?? '';
   if (last === 'batch' || last === 'import' || last === 'b') {
-    return { batch: Array.from({ length: rng.int(1, 8) }, () => segmentMessage(rng, rng.pick(SEGMENT_TYPES))), ...(rng.bool(0.3) ? { sentAt: isoTime(rng) } : {}) };
+    return {
+      batch: Array.from({ length: rng.int(1, 8) }, () => segmentMessage(rng, rng.pick(SEGMENT_TYPES))),
+      ...(rng.bool(0.3) ? { sentAt: isoTime(rng) } : {}),
+    };
   }
   const type = SEGMENT_TYPES.find((t) => t === last || t[0] === last) ?? rng.pick(SEGMENT_TYPES);
   return segmentMessage(rng, type);
@@ -249,7 +285,11 @@ function validRequest(rng: Random, ctx: FuzzContext, route: RouteInfo): ValidReq
       const body: Record<string, unknown> = { external_id: rng.pick(USER_IDS) };
       if (rng.bool(0.6)) {
         const n = rng.int(1, 8);
-        body.identifiers = rng.pick([{ email: `u${n}@example.com` }, { stripe_customer: `cus_${n}` }, { email: `U${n}@Example.com `, stripe_customer: null }]);
+        body.identifiers = rng.pick([
+          { email: `u${n}@example.com` },
+          { stripe_customer: `cus_${n}` },
+          { email: `U${n}@Example.com `, stripe_customer: null },
+        ]);
       }
       if (rng.bool(0.6)) body.traits = randomProps(rng);
       return { body };
@@ -283,7 +323,8 @@ function validRequest(rng: Random, ctx: FuzzContext, route: RouteInfo): ValidReq
       return { query: rng.bool(0.5) ? [['events_limit', String(rng.int(0, 200))]] : [] };
     default:
       if (route.auth === 'segment' && route.method === 'POST') return { body: segmentBody(rng, route.path) };
-      if (route.method === 'POST' || route.method === 'PUT' || route.method === 'PATCH') return { body: randomProps(rng) };
+      if (route.method === 'POST' || route.method === 'PUT' || route.method === 'PATCH')
+        return { body: randomProps(rng) };
       return {};
   }
 }
@@ -307,7 +348,14 @@ function paramValue(rng: Random, ctx: FuzzContext, name: string): string {
         [1, ctx.keys.reports],
       ]);
     case '*':
-      return rng.pick(['swagger-ui.css', 'index.css', 'swagger-ui-bundle.js', 'favicon-32x32.png', 'nope.txt', 'static/nope']);
+      return rng.pick([
+        'swagger-ui.css',
+        'index.css',
+        'swagger-ui-bundle.js',
+        'favicon-32x32.png',
+        'nope.txt',
+        'static/nope',
+      ]);
     default:
       return rng.string(6);
   }
@@ -420,7 +468,8 @@ const UNKNOWN_PATHS = [
 ];
 
 function basePlan(rng: Random, ctx: FuzzContext, route: RouteInfo | undefined): Plan {
-  const valid: ValidRequest = route === undefined ? (rng.bool(0.5) ? { body: randomProps(rng) } : {}) : validRequest(rng, ctx, route);
+  const valid: ValidRequest =
+    route === undefined ? (rng.bool(0.5) ? { body: randomProps(rng) } : {}) : validRequest(rng, ctx, route);
   const method = route?.method ?? rng.pick(['GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'HEAD', 'OPTIONS']);
   const path =
     route === undefined
@@ -525,7 +574,7 @@ function hostileValue(rng: Random, ctx: FuzzContext): { value: JsonNode; label: 
     case 28:
       return { value: new RawJson('1.7976931348623157e309'), label: 'just over MAX_VALUE' };
     case 29:
-      return { value: new RawJson("9007199254740993"), label: '2^53+1' };
+      return { value: new RawJson('9007199254740993'), label: '2^53+1' };
     case 30:
       return { value: "'; DROP TABLE events; --", label: 'SQL text' };
     case 31:
@@ -589,7 +638,10 @@ function mutateBodyField(rng: Random, plan: Plan, ctx: FuzzContext): void {
       plan.mutations.push(`duplicate key "${key}" = ${hostile.label}`);
     } else {
       const { key, label } = hostileKey(rng);
-      const value = key === 'constructor' ? new JsonObject([['prototype', new JsonObject([['polluted', true]])]]) : hostileValue(rng, ctx).value;
+      const value =
+        key === 'constructor'
+          ? new JsonObject([['prototype', new JsonObject([['polluted', true]])]])
+          : hostileValue(rng, ctx).value;
       target.entries.splice(rng.int(0, target.entries.length), 0, [key, value]);
       plan.mutations.push(`added ${label}`);
     }
@@ -614,7 +666,10 @@ function mutateBodyBytes(rng: Random, plan: Plan, ctx: FuzzContext): void {
     case 1:
       return set(Buffer.alloc(0), 'empty');
     case 2:
-      return set(Buffer.from(rng.pick(['null', 'true', '[]', '"x"', '123', '{}', '[{}]', '-'])), 'JSON scalar or empty container');
+      return set(
+        Buffer.from(rng.pick(['null', 'true', '[]', '"x"', '123', '{}', '[{}]', '-'])),
+        'JSON scalar or empty container',
+      );
     case 3: {
       const depth = rng.pick([1000, 10_000, 100_000]);
       return set(Buffer.from(deepNesting(depth, rng.pick(['object', 'array'] as const)).text), `nested ${depth} deep`);
@@ -622,17 +677,29 @@ function mutateBodyBytes(rng: Random, plan: Plan, ctx: FuzzContext): void {
     case 4:
       return set(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), text]), 'UTF-8 BOM first');
     case 5:
-      return set(Buffer.concat([text, Buffer.from(rng.pick(['}', 'x', '{"a":1}', '\n\n', '\u0000']))]), 'trailing bytes');
+      return set(
+        Buffer.concat([text, Buffer.from(rng.pick(['}', 'x', '{"a":1}', '\n\n', '\u0000']))]),
+        'trailing bytes',
+      );
     case 6:
       return set(Buffer.from(`/* c */${text.toString()}`), 'comment');
     case 7:
-      return set(Buffer.from(rng.pick(['{"a":NaN}', '{"a":Infinity}', "{'a':1}", '{a:1}', '{"a":1,}', '[1,]', '{"a" 1}'])), 'JSON5-isms');
+      return set(
+        Buffer.from(rng.pick(['{"a":NaN}', '{"a":Infinity}', "{'a':1}", '{a:1}', '{"a":1,}', '[1,]', '{"a" 1}'])),
+        'JSON5-isms',
+      );
     case 8:
       return set(Buffer.from('{"subject_id":"a\u0000b","x":"\u0001"}'), 'raw control characters in strings');
     case 9:
-      return set(Buffer.concat([Buffer.from('{"subject_id":"'), Buffer.from([0xff, 0xfe, 0xc3, 0x28]), Buffer.from('"}')]), 'invalid UTF-8');
+      return set(
+        Buffer.concat([Buffer.from('{"subject_id":"'), Buffer.from([0xff, 0xfe, 0xc3, 0x28]), Buffer.from('"}')]),
+        'invalid UTF-8',
+      );
     case 10:
-      return set(Buffer.concat([Buffer.from('{"subject_id":"'), Buffer.from([0xed, 0xa0, 0x80]), Buffer.from('"}')]), 'surrogate encoded as UTF-8');
+      return set(
+        Buffer.concat([Buffer.from('{"subject_id":"'), Buffer.from([0xed, 0xa0, 0x80]), Buffer.from('"}')]),
+        'surrogate encoded as UTF-8',
+      );
     case 11:
       return set(Buffer.from(text.toString(), 'utf16le'), 'UTF-16LE');
     case 12:
@@ -640,10 +707,16 @@ function mutateBodyBytes(rng: Random, plan: Plan, ctx: FuzzContext): void {
     case 13:
       return set(Buffer.from('a=1&b=2&subject_id=u1'), 'form body');
     case 14:
-      return set(Buffer.from('--xyz\r\nContent-Disposition: form-data; name="a"\r\n\r\n1\r\n--xyz--\r\n'), 'multipart body');
+      return set(
+        Buffer.from('--xyz\r\nContent-Disposition: form-data; name="a"\r\n\r\n1\r\n--xyz--\r\n'),
+        'multipart body',
+      );
     case 15: {
       const size = ctx.maxBodyBytes + rng.int(1, 1024);
-      return set(Buffer.concat([Buffer.from('{"events":["'), Buffer.alloc(size, 'x'), Buffer.from('"]}')]), `${size} bytes (over the body limit)`);
+      return set(
+        Buffer.concat([Buffer.from('{"events":["'), Buffer.alloc(size, 'x'), Buffer.from('"]}')]),
+        `${size} bytes (over the body limit)`,
+      );
     }
     case 16:
       return set(Buffer.from(`{"events":[${'1,'.repeat(rng.pick([1000, 50_000]))}1]}`), 'many numbers');
@@ -652,7 +725,10 @@ function mutateBodyBytes(rng: Random, plan: Plan, ctx: FuzzContext): void {
     case 18:
       return set(Buffer.from(`{"a":"${'\\u0000'.repeat(1000)}"}`), 'many escaped NULs');
     case 19:
-      return set(Buffer.from(`{"__proto__":{"isAdmin":true},"constructor":{"prototype":{"x":1}}}`), '__proto__ and constructor.prototype');
+      return set(
+        Buffer.from(`{"__proto__":{"isAdmin":true},"constructor":{"prototype":{"x":1}}}`),
+        '__proto__ and constructor.prototype',
+      );
     case 20:
       return set(Buffer.from(`{"a":${'9'.repeat(5000)}}`), 'number of 5000 digits');
     default:
@@ -703,7 +779,9 @@ function mutateContentType(rng: Random, plan: Plan): void {
     plan.headers.push(['Content-Type', 'text/plain']);
     plan.mutations.push('two Content-Type headers');
   } else {
-    const value = Buffer.from(rng.bytes(rng.int(1, 40)).map((b) => (b < 0x20 || b === 0x7f ? 0x41 : b))).toString('latin1');
+    const value = Buffer.from(rng.bytes(rng.int(1, 40)).map((b) => (b < 0x20 || b === 0x7f ? 0x41 : b))).toString(
+      'latin1',
+    );
     setHeader(plan, 'Content-Type', value);
     plan.mutations.push('Content-Type of random bytes');
     plan.wellFormed = false;
@@ -724,9 +802,23 @@ function mutateEncoding(rng: Random, plan: Plan): void {
   ]);
   plan.encoding = encoding;
   if (encoding === 'other') {
-    plan.encodingHeader = rng.pick(['deflate', 'br', 'compress', 'zstd', 'x-unknown', '', 'gzip;q=1', 'identity, gzip', 'gzip, identity', 'GZIP ', 'x'.repeat(300)]);
+    plan.encodingHeader = rng.pick([
+      'deflate',
+      'br',
+      'compress',
+      'zstd',
+      'x-unknown',
+      '',
+      'gzip;q=1',
+      'identity, gzip',
+      'gzip, identity',
+      'GZIP ',
+      'x'.repeat(300),
+    ]);
   }
-  plan.mutations.push(`encoding ${encoding}${plan.encodingHeader === undefined ? '' : ` (${JSON.stringify(plan.encodingHeader.slice(0, 40))})`}`);
+  plan.mutations.push(
+    `encoding ${encoding}${plan.encodingHeader === undefined ? '' : ` (${JSON.stringify(plan.encodingHeader.slice(0, 40))})`}`,
+  );
 }
 
 function mutateAuth(rng: Random, plan: Plan, ctx: FuzzContext): void {
@@ -804,13 +896,21 @@ function mutateOtherHeader(rng: Random, plan: Plan): void {
       plan.wellFormed = false;
       return label('two Host headers');
     case 3:
-      setHeader(plan, 'X-Request-Id', rng.pick(['fuzz-req-1', 'r'.repeat(129), 'has space', 'ünïcode', '', '../../x', 'a'.repeat(128)]));
+      setHeader(
+        plan,
+        'X-Request-Id',
+        rng.pick(['fuzz-req-1', 'r'.repeat(129), 'has space', 'ünïcode', '', '../../x', 'a'.repeat(128)]),
+      );
       return label('X-Request-Id');
     case 4:
       plan.headers.push(['X-Request-Id', 'one'], ['X-Request-Id', 'two']);
       return label('two X-Request-Id headers');
     case 5:
-      setHeader(plan, 'Accept', rng.pick(['text/html', '*/*', 'application/xml', 'application/problem+json', ';;;', 'x'.repeat(2000)]));
+      setHeader(
+        plan,
+        'Accept',
+        rng.pick(['text/html', '*/*', 'application/xml', 'application/problem+json', ';;;', 'x'.repeat(2000)]),
+      );
       return label('Accept');
     case 6:
       setHeader(plan, 'Connection', rng.pick(['close', 'keep-alive', 'Keep-Alive, close', 'garbage']));
@@ -878,12 +978,24 @@ const QUERY_VALUES: Array<[string, string]> = [
   ['2026-02-30', 'impossible date'],
   ['9999-12-31', 'far date'],
   ['-', 'minus'],
-  ["%27%3B%20DROP%20TABLE%20traffic%3B--", 'SQL text'],
+  ['%27%3B%20DROP%20TABLE%20traffic%3B--', 'SQL text'],
   ['true', 'true'],
 ];
 
 function mutateQuery(rng: Random, plan: Plan): void {
-  const names = [...new Set([...plan.query.map(([n]) => n), 'source', 'limit', 'from', 'to', 'group_by', 'sort', 'cursor', 'events_limit'])];
+  const names = [
+    ...new Set([
+      ...plan.query.map(([n]) => n),
+      'source',
+      'limit',
+      'from',
+      'to',
+      'group_by',
+      'sort',
+      'cursor',
+      'events_limit',
+    ]),
+  ];
   const name = rng.pick(names);
   const choice = rng.int(0, 11);
   const replace = (value: string | undefined) => {
@@ -905,17 +1017,19 @@ function mutateQuery(rng: Random, plan: Plan): void {
     plan.query.push([rng.pick([`${name}[]`, `${name}[0]`, `${name}[a]`, `${name}.x`]), 'a']);
     plan.mutations.push(`query ${name} array-style`);
   } else if (choice === 8) {
-    plan.query.push(rng.pick<[string, string | undefined]>([
-      ['__proto__', 'x'],
-      ['__proto__[polluted]', '1'],
-      ['constructor[prototype][x]', '1'],
-      ['toString', '1'],
-      ['hasOwnProperty', 'x'],
-      ['', 'x'],
-      ['%00', 'x'],
-      ['unknown_param', '1'],
-      [name, undefined],
-    ]));
+    plan.query.push(
+      rng.pick<[string, string | undefined]>([
+        ['__proto__', 'x'],
+        ['__proto__[polluted]', '1'],
+        ['constructor[prototype][x]', '1'],
+        ['toString', '1'],
+        ['hasOwnProperty', 'x'],
+        ['', 'x'],
+        ['%00', 'x'],
+        ['unknown_param', '1'],
+        [name, undefined],
+      ]),
+    );
     plan.mutations.push('query odd name');
   } else if (choice === 9) {
     plan.query.push(...Array.from({ length: rng.pick([100, 1000]) }, (_, i): [string, string] => [`p${i}`, String(i)]));
@@ -951,7 +1065,8 @@ const PARAM_VALUES: Array<[string, string]> = [
 
 function mutateParam(rng: Random, plan: Plan, ctx: FuzzContext): void {
   const template = plan.route?.path;
-  const names = template === undefined ? [] : [...template.matchAll(/(?:^|\/)(?::([^/]+)|(\*))/g)].map((m) => m[1] ?? '*');
+  const names =
+    template === undefined ? [] : [...template.matchAll(/(?:^|\/)(?::([^/]+)|(\*))/g)].map((m) => m[1] ?? '*');
   if (template === undefined || names.length === 0) {
     mutatePath(rng, plan);
     return;
@@ -1103,9 +1218,11 @@ function queryString(query: Array<[string, string | undefined]>): string {
 }
 
 function assemble(rng: Random, plan: Plan, seed: number, index: number, mode: FuzzCase['mode']): FuzzCase {
-  const rawBody = plan.bodyBytes ?? (plan.body === undefined ? Buffer.alloc(0) : Buffer.from(serialize(plan.body), 'utf8'));
+  const rawBody =
+    plan.bodyBytes ?? (plan.body === undefined ? Buffer.alloc(0) : Buffer.from(serialize(plan.body), 'utf8'));
   const hasBody = rawBody.length > 0 || plan.bodyBytes !== undefined;
-  const encoded = hasBody || plan.encoding !== 'none' ? encodeBody(rng, plan, rawBody) : { body: rawBody, header: undefined };
+  const encoded =
+    hasBody || plan.encoding !== 'none' ? encodeBody(rng, plan, rawBody) : { body: rawBody, header: undefined };
   const body = encoded.body;
   if (encoded.header !== undefined) setHeader(plan, 'Content-Encoding', encoded.header);
 
@@ -1124,11 +1241,18 @@ function assemble(rng: Random, plan: Plan, seed: number, index: number, mode: Fu
       break;
     case 'chunked':
       setHeader(plan, 'Transfer-Encoding', 'chunked');
-      framedBody = Buffer.concat([chunked(rng, body), Buffer.from(rng.bool(0.8) ? '0\r\n\r\n' : '0\r\nX-Trailer: 1\r\n\r\n')]);
+      framedBody = Buffer.concat([
+        chunked(rng, body),
+        Buffer.from(rng.bool(0.8) ? '0\r\n\r\n' : '0\r\nX-Trailer: 1\r\n\r\n'),
+      ]);
       break;
     case 'chunked-bad-size':
       setHeader(plan, 'Transfer-Encoding', 'chunked');
-      framedBody = Buffer.concat([Buffer.from(`${rng.pick(['zz', '-1', 'fffffffffffffffff', '10;x=\u0000', ''])}\r\n`), body, Buffer.from('\r\n0\r\n\r\n')]);
+      framedBody = Buffer.concat([
+        Buffer.from(`${rng.pick(['zz', '-1', 'fffffffffffffffff', '10;x=\u0000', ''])}\r\n`),
+        body,
+        Buffer.from('\r\n0\r\n\r\n'),
+      ]);
       mustAnswer = false;
       after = { kind: 'half-close' };
       break;
@@ -1150,7 +1274,11 @@ function assemble(rng: Random, plan: Plan, seed: number, index: number, mode: Fu
       after = rng.bool(0.5) ? { kind: 'half-close' } : { kind: 'abort', afterMs: rng.int(20, 200) };
       break;
     case 'cl-bogus':
-      setHeader(plan, 'Content-Length', rng.pick(['-1', 'abc', '1e3', ' 10', '0x10', '99999999999999999999', '1,1', '']));
+      setHeader(
+        plan,
+        'Content-Length',
+        rng.pick(['-1', 'abc', '1e3', ' 10', '0x10', '99999999999999999999', '1,1', '']),
+      );
       mustAnswer = false;
       after = { kind: 'half-close' };
       break;

@@ -13,7 +13,14 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/http/app.js';
 import { ADMIN_TOKEN, createTestServices, dialect } from '../helpers.js';
 import { startPlausibleFake, type PlausibleFakeRow } from '../fakes/plausible-fake.js';
-import { describeCase, generateCase, type FuzzCase, type FuzzContext, type RouteAuth, type RouteInfo } from './generator.js';
+import {
+  describeCase,
+  generateCase,
+  type FuzzCase,
+  type FuzzContext,
+  type RouteAuth,
+  type RouteInfo,
+} from './generator.js';
 import { exchange, type Exchange } from './raw-client.js';
 
 export interface FuzzOptions {
@@ -91,7 +98,9 @@ export function routesOf(app: FastifyInstance): RouteInfo[] {
     stack.length = depth + 1;
     if (match[3] !== undefined) found.push({ path, methods: match[3].split(',').map((m) => m.trim()) });
   }
-  const doc = app.swagger() as { paths?: Record<string, Record<string, { security?: Array<Record<string, unknown>> }>> };
+  const doc = app.swagger() as {
+    paths?: Record<string, Record<string, { security?: Array<Record<string, unknown>> }>>;
+  };
   const authOf = (path: string, method: string): RouteAuth => {
     const openapiPath = path.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
     const scheme = Object.keys(doc.paths?.[openapiPath]?.[method.toLowerCase()]?.security?.[0] ?? {})[0];
@@ -101,7 +110,9 @@ export function routesOf(app: FastifyInstance): RouteInfo[] {
     if (scheme === 'writeKeyBasic') return 'segment';
     return 'none';
   };
-  const routes = found.flatMap(({ path, methods }) => methods.filter((m) => m !== 'HEAD').map((method) => ({ method, path, auth: authOf(path, method) })));
+  const routes = found.flatMap(({ path, methods }) =>
+    methods.filter((m) => m !== 'HEAD').map((method) => ({ method, path, auth: authOf(path, method) })),
+  );
   routes.sort((a, b) => (a.path === b.path ? a.method.localeCompare(b.method) : a.path.localeCompare(b.path)));
   return routes;
 }
@@ -118,7 +129,10 @@ function headerOf(response: { headers: Record<string, string[]> }, name: string)
  * built decides which answer the fuzz cases on /console meet, so both are right answers there; anywhere else
  * an HTML error is a failure.
  */
-function isConsolePage(c: FuzzCase, response: { status: number; headers: Record<string, string[]>; body: Buffer }): boolean {
+function isConsolePage(
+  c: FuzzCase,
+  response: { status: number; headers: Record<string, string[]>; body: Buffer },
+): boolean {
   if (response.status !== 404 || !c.route.startsWith('GET /console')) return false;
   if (!(headerOf(response, 'content-type') ?? '').startsWith('text/html')) return false;
   return c.headOnly || response.body.includes('<title>Inlet console: ');
@@ -129,7 +143,8 @@ export function judge(c: FuzzCase, result: Exchange, deadlineMs: number): string
   const problems: string[] = [];
   if (result.outcome === 'timeout') problems.push(`no answer and no close within ${deadlineMs} ms`);
   if (result.malformed !== undefined) problems.push(`malformed response: ${result.malformed}`);
-  if (c.mustAnswer && result.responses.length === 0 && result.outcome !== 'timeout') problems.push(`the connection was ${result.outcome} without an answer`);
+  if (c.mustAnswer && result.responses.length === 0 && result.outcome !== 'timeout')
+    problems.push(`the connection was ${result.outcome} without an answer`);
   result.responses.forEach((response, i) => {
     const which = result.responses.length > 1 ? `answer ${i + 1}: ` : '';
     const { status } = response;
@@ -139,7 +154,8 @@ export function judge(c: FuzzCase, result: Exchange, deadlineMs: number): string
       // A page for people, not an API error: the console's 404 saying why there is none here.
     } else if (status >= 400) {
       const type = headerOf(response, 'content-type') ?? '(none)';
-      if (!type.startsWith('application/problem+json')) problems.push(`${which}${status} with Content-Type ${type}, not application/problem+json`);
+      if (!type.startsWith('application/problem+json'))
+        problems.push(`${which}${status} with Content-Type ${type}, not application/problem+json`);
       if (!noBody) {
         try {
           body = JSON.parse(response.body.toString('utf8')) as Record<string, unknown>;
@@ -147,9 +163,12 @@ export function judge(c: FuzzCase, result: Exchange, deadlineMs: number): string
           problems.push(`${which}${status} body is not JSON`);
         }
         if (body !== undefined) {
-          const missing = ['type', 'title', 'detail', 'code', 'request_id'].filter((field) => typeof body![field] !== 'string' || body![field] === '');
+          const missing = ['type', 'title', 'detail', 'code', 'request_id'].filter(
+            (field) => typeof body![field] !== 'string' || body![field] === '',
+          );
           if (missing.length > 0) problems.push(`${which}${status} problem body without ${missing.join(', ')}`);
-          if (body.status !== status) problems.push(`${which}${status} problem body says status ${String(body.status)}`);
+          if (body.status !== status)
+            problems.push(`${which}${status} problem body says status ${String(body.status)}`);
           const header = headerOf(response, 'x-request-id');
           if (header !== undefined && typeof body.request_id === 'string' && header !== body.request_id) {
             problems.push(`${which}X-Request-Id ${header} differs from request_id ${body.request_id}`);
@@ -158,18 +177,25 @@ export function judge(c: FuzzCase, result: Exchange, deadlineMs: number): string
       }
     }
     if (status >= 500) {
-      const allowed = (status === 503 && (body === undefined || body.code === 'unavailable')) || (status === 502 && c.allow502 && (body === undefined || body.code === 'upstream_error'));
-      if (!allowed) problems.push(`${which}${status}${body?.code === undefined ? '' : ` ${String(body.code)}`}: a server error`);
+      const allowed =
+        (status === 503 && (body === undefined || body.code === 'unavailable')) ||
+        (status === 502 && c.allow502 && (body === undefined || body.code === 'upstream_error'));
+      if (!allowed)
+        problems.push(`${which}${status}${body?.code === undefined ? '' : ` ${String(body.code)}`}: a server error`);
     }
     for (const secret of SECRETS_ON_DISK) {
-      if (response.body.includes(secret)) problems.push(`${which}the body holds ${JSON.stringify(secret)}: a file outside the API was served`);
+      if (response.body.includes(secret))
+        problems.push(`${which}the body holds ${JSON.stringify(secret)}: a file outside the API was served`);
     }
   });
   return problems;
 }
 
 function summarise(result: Exchange): string[] {
-  const answers = result.responses.map((r) => `${r.status} ${headerOf(r, 'content-type') ?? ''} ${JSON.stringify(r.body.subarray(0, 400).toString('utf8'))}`);
+  const answers = result.responses.map(
+    (r) =>
+      `${r.status} ${headerOf(r, 'content-type') ?? ''} ${JSON.stringify(r.body.subarray(0, 400).toString('utf8'))}`,
+  );
   return [...answers, `(${result.outcome} after ${result.elapsedMs} ms)`];
 }
 
@@ -202,10 +228,15 @@ export async function startFuzzServer(): Promise<FuzzServer> {
   const realFetch = globalThis.fetch;
   globalThis.fetch = (input: string | URL | Request, init?: RequestInit) => {
     const url = new URL(typeof input === 'string' ? input : input instanceof URL ? input.href : input.url);
-    if (!['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname)) return Promise.reject(new TypeError(`fuzz: outbound request to ${url.host} refused`));
+    if (!['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname))
+      return Promise.reject(new TypeError(`fuzz: outbound request to ${url.host} refused`));
     return realFetch(input, init);
   };
-  const plausible = await startPlausibleFake({ siteId: 'acme.example', apiKey: 'fuzz-plausible-key', rows: PLAUSIBLE_ROWS });
+  const plausible = await startPlausibleFake({
+    siteId: 'acme.example',
+    apiKey: 'fuzz-plausible-key',
+    rows: PLAUSIBLE_ROWS,
+  });
   const { services, close } = await createTestServices({ trafficRetryMaxMs: 0 });
   const logLines: string[] = [];
   const app = await buildApp(services, {
@@ -233,10 +264,17 @@ export async function startFuzzServer(): Promise<FuzzServer> {
   const revoked = await key(product.id, 'events');
   await keys.revokeKey(revoked.record.id);
   const expired = await key(product.id, 'events', '2020-01-01T00:00:00.000Z');
-  const spare = await Promise.all(Array.from({ length: 4 }, (_, i) => key(product.id, i % 2 === 0 ? 'events' : 'reports')));
+  const spare = await Promise.all(
+    Array.from({ length: 4 }, (_, i) => key(product.id, i % 2 === 0 ? 'events' : 'reports')),
+  );
   const otherEvents = await key(other.id, 'events');
   const otherReports = await key(other.id, 'reports');
-  await services.traffic.sync.connectSource(product.id, { provider: 'plausible', site_id: 'acme.example', api_key: 'fuzz-plausible-key', base_url: plausible.url });
+  await services.traffic.sync.connectSource(product.id, {
+    provider: 'plausible',
+    site_id: 'acme.example',
+    api_key: 'fuzz-plausible-key',
+    base_url: plausible.url,
+  });
 
   const context: FuzzContext = {
     routes: routesOf(app),
@@ -273,7 +311,10 @@ export async function startFuzzServer(): Promise<FuzzServer> {
 }
 
 async function healthy(port: number, deadlineMs: number): Promise<string | undefined> {
-  const result = await exchange(port, Buffer.from('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n'), { after: { kind: 'read' }, deadlineMs });
+  const result = await exchange(port, Buffer.from('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n'), {
+    after: { kind: 'read' },
+    deadlineMs,
+  });
   const status = result.responses[0]?.status;
   return status === 200 ? undefined : `GET /healthz: ${status ?? result.outcome} after ${result.elapsedMs} ms`;
 }
@@ -296,7 +337,9 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
   const slow: string[] = [];
   const onProcessError = (kind: string) => (error: unknown) => {
     const cases = [...inFlight.values()].map((c) => describeCase(c, 600)).join('\n');
-    runProblems.push(`${kind} while these cases were in flight:\n${cases}\n${error instanceof Error ? error.stack ?? error.message : String(error)}`);
+    runProblems.push(
+      `${kind} while these cases were in flight:\n${cases}\n${error instanceof Error ? (error.stack ?? error.message) : String(error)}`,
+    );
   };
   const onUncaught = onProcessError('uncaught exception');
   const onUnhandled = onProcessError('unhandled rejection');
@@ -327,12 +370,17 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
           inFlight.delete(index);
           const cpu = process.cpuUsage(cpuBefore);
           const cpuMs = Math.round((cpu.user + cpu.system) / 1000);
-          if (cpuMs > 40) slow.push(`${cpuMs} ms CPU, ${result.elapsedMs} ms: ${c.route} [${c.mode}] ${c.mutations.join('; ')} ${c.after.kind}`);
+          if (cpuMs > 40)
+            slow.push(
+              `${cpuMs} ms CPU, ${result.elapsedMs} ms: ${c.route} [${c.mode}] ${c.mutations.join('; ')} ${c.after.kind}`,
+            );
           for (const response of result.responses) statuses[response.status] = (statuses[response.status] ?? 0) + 1;
           outcomes[result.outcome] = (outcomes[result.outcome] ?? 0) + 1;
           const problems = judge(c, result, deadlineMs);
           if (problems.length > 0) {
-            const ids = result.responses.map((r) => headerOf(r, 'x-request-id')).filter((id): id is string => id !== undefined);
+            const ids = result.responses
+              .map((r) => headerOf(r, 'x-request-id'))
+              .filter((id): id is string => id !== undefined);
             failures.push({
               case: describeCase(c),
               problems,
@@ -345,7 +393,8 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
       };
       await Promise.all(Array.from({ length: concurrency }, worker));
       const health = await healthy(server.port, deadlineMs);
-      if (health !== undefined) runProblems.push(`the server stopped answering after case ${batch[batch.length - 1]}: ${health}`);
+      if (health !== undefined)
+        runProblems.push(`the server stopped answering after case ${batch[batch.length - 1]}: ${health}`);
       if (batchStart === 0) before = memory();
       if (failures.length >= maxFailures || runProblems.length > 0) break;
       if (done - reported >= indexes.length / 10) {
@@ -356,8 +405,12 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
     after = memory();
     if (process.env.INLET_FUZZ_SLOW) for (const line of slow) log(`slow: ${line}`);
     if (indexes.length >= 2 * batchSize) {
-      if (after.heapMb - before.heapMb > HEAP_GROWTH_LIMIT_MB) runProblems.push(`heap grew by ${(after.heapMb - before.heapMb).toFixed(1)} MB after GC (limit ${HEAP_GROWTH_LIMIT_MB} MB)`);
-      if (after.rssMb - before.rssMb > RSS_GROWTH_LIMIT_MB) runProblems.push(`RSS grew by ${(after.rssMb - before.rssMb).toFixed(1)} MB (limit ${RSS_GROWTH_LIMIT_MB} MB)`);
+      if (after.heapMb - before.heapMb > HEAP_GROWTH_LIMIT_MB)
+        runProblems.push(
+          `heap grew by ${(after.heapMb - before.heapMb).toFixed(1)} MB after GC (limit ${HEAP_GROWTH_LIMIT_MB} MB)`,
+        );
+      if (after.rssMb - before.rssMb > RSS_GROWTH_LIMIT_MB)
+        runProblems.push(`RSS grew by ${(after.rssMb - before.rssMb).toFixed(1)} MB (limit ${RSS_GROWTH_LIMIT_MB} MB)`);
     }
   } finally {
     process.off('uncaughtException', onUncaught);
@@ -375,7 +428,12 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
     statuses,
     outcomes,
     routes: server.context.routes.map((r) => `${r.method} ${r.path} (${r.auth})`),
-    memory: { heapBeforeMb: round(before.heapMb), heapAfterMb: round(after.heapMb), rssBeforeMb: round(before.rssMb), rssAfterMb: round(after.rssMb) },
+    memory: {
+      heapBeforeMb: round(before.heapMb),
+      heapAfterMb: round(after.heapMb),
+      rssBeforeMb: round(before.rssMb),
+      rssAfterMb: round(after.rssMb),
+    },
   };
 }
 
@@ -391,7 +449,12 @@ export function formatReport(report: FuzzReport): string {
   for (const problem of report.runProblems) lines.push(`RUN PROBLEM: ${problem}`);
   for (const failure of report.failures) {
     const index = /^case (\d+)/.exec(failure.case)?.[1];
-    lines.push('', `FAILED ${failure.case}`, ...failure.problems.map((p) => `  ✗ ${p}`), ...failure.answers.map((a) => `  ← ${a}`));
+    lines.push(
+      '',
+      `FAILED ${failure.case}`,
+      ...failure.problems.map((p) => `  ✗ ${p}`),
+      ...failure.answers.map((a) => `  ← ${a}`),
+    );
     for (const line of failure.serverLog) lines.push(`  server log: ${line.trim().slice(0, 1200)}`);
     if (index !== undefined) lines.push(`  only this case: INLET_FUZZ_ONLY=${index} ${rerun}`);
   }

@@ -22,7 +22,9 @@ function integerEnv(name: string): number | undefined {
 
 const seed = integerEnv('INLET_FUZZ_SEED') ?? freshSeed();
 const cases = integerEnv('INLET_FUZZ_CASES') ?? 600;
-const only = process.env.INLET_FUZZ_ONLY?.split(',').map((s) => Number(s.trim())).filter((n) => Number.isInteger(n));
+const only = process.env.INLET_FUZZ_ONLY?.split(',')
+  .map((s) => Number(s.trim()))
+  .filter((n) => Number.isInteger(n));
 const concurrency = integerEnv('INLET_FUZZ_CONCURRENCY');
 const maxFailures = integerEnv('INLET_FUZZ_MAX_FAILURES');
 

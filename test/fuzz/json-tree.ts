@@ -14,16 +14,19 @@ export type JsonNode = null | boolean | number | string | RawJson | JsonObject |
 
 /** A plain value (as a route's valid body is written) as a tree. */
 export function toTree(value: unknown): JsonNode {
-  if (value === null || typeof value === 'boolean' || typeof value === 'number' || typeof value === 'string') return value;
+  if (value === null || typeof value === 'boolean' || typeof value === 'number' || typeof value === 'string')
+    return value;
   if (value instanceof RawJson || value instanceof JsonObject) return value;
   if (Array.isArray(value)) return value.map(toTree);
-  if (typeof value === 'object') return new JsonObject(Object.entries(value as Record<string, unknown>).map(([k, v]) => [k, toTree(v)]));
+  if (typeof value === 'object')
+    return new JsonObject(Object.entries(value as Record<string, unknown>).map(([k, v]) => [k, toTree(v)]));
   return null;
 }
 
 export function serialize(node: JsonNode): string {
   if (node instanceof RawJson) return node.text;
-  if (node instanceof JsonObject) return `{${node.entries.map(([k, v]) => `${JSON.stringify(k)}:${serialize(v)}`).join(',')}}`;
+  if (node instanceof JsonObject)
+    return `{${node.entries.map(([k, v]) => `${JSON.stringify(k)}:${serialize(v)}`).join(',')}}`;
   if (Array.isArray(node)) return `[${node.map(serialize).join(',')}]`;
   if (typeof node === 'number' && !Number.isFinite(node)) return 'null';
   return JSON.stringify(node);
@@ -76,5 +79,7 @@ export function keyOf(slot: NodeSlot): string | undefined {
 
 /** Nested objects ({"a":{"a":…}}) or arrays ([[…]]) `depth` levels deep, as raw text (cheap to build). */
 export function deepNesting(depth: number, kind: 'object' | 'array', leaf = '1'): RawJson {
-  return kind === 'object' ? new RawJson('{"a":'.repeat(depth) + leaf + '}'.repeat(depth)) : new RawJson('['.repeat(depth) + leaf + ']'.repeat(depth));
+  return kind === 'object'
+    ? new RawJson('{"a":'.repeat(depth) + leaf + '}'.repeat(depth))
+    : new RawJson('['.repeat(depth) + leaf + ']'.repeat(depth));
 }

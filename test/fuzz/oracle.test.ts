@@ -26,36 +26,70 @@ function caseOf(head: string): FuzzCase {
 }
 
 function bare(status: number): Exchange {
-  return { responses: [{ status, headers: { connection: ['close'] }, body: Buffer.alloc(0) }], outcome: 'closed', elapsedMs: 1 };
+  return {
+    responses: [{ status, headers: { connection: ['close'] }, body: Buffer.alloc(0) }],
+    outcome: 'closed',
+    elapsedMs: 1,
+  };
 }
 
 describe('fuzz oracle: no bare Node answers', () => {
   it('a bare 400 to a request without Host fails', () => {
     const problems = judge(caseOf('POST /api/v2/events HTTP/1.1\r\nContent-Length: 2'), bare(400), 1000);
-    assert.ok(problems.some((p) => /not application\/problem\+json/.test(p)), problems.join('; '));
+    assert.ok(
+      problems.some((p) => /not application\/problem\+json/.test(p)),
+      problems.join('; '),
+    );
   });
 
   it('a bare 417 to an unknown Expect fails', () => {
-    const problems = judge(caseOf('POST /api/v2/events HTTP/1.1\r\nHost: x\r\nExpect: something-else\r\nContent-Length: 2'), bare(417), 1000);
-    assert.ok(problems.some((p) => /not application\/problem\+json/.test(p)), problems.join('; '));
+    const problems = judge(
+      caseOf('POST /api/v2/events HTTP/1.1\r\nHost: x\r\nExpect: something-else\r\nContent-Length: 2'),
+      bare(417),
+      1000,
+    );
+    assert.ok(
+      problems.some((p) => /not application\/problem\+json/.test(p)),
+      problems.join('; '),
+    );
   });
 
   it('the same answers in problem+json with a request id pass', () => {
-    const body = Buffer.from(JSON.stringify({ type: 't', title: 'x', status: 417, detail: 'd', code: 'expectation_failed', request_id: 'r1' }));
+    const body = Buffer.from(
+      JSON.stringify({ type: 't', title: 'x', status: 417, detail: 'd', code: 'expectation_failed', request_id: 'r1' }),
+    );
     const answer: Exchange = {
-      responses: [{ status: 417, headers: { 'content-type': ['application/problem+json'], 'x-request-id': ['r1'] }, body }],
+      responses: [
+        { status: 417, headers: { 'content-type': ['application/problem+json'], 'x-request-id': ['r1'] }, body },
+      ],
       outcome: 'closed',
       elapsedMs: 1,
     };
-    assert.deepEqual(judge(caseOf('POST /api/v2/events HTTP/1.1\r\nHost: x\r\nExpect: something-else\r\nContent-Length: 2'), answer, 1000), []);
+    assert.deepEqual(
+      judge(
+        caseOf('POST /api/v2/events HTTP/1.1\r\nHost: x\r\nExpect: something-else\r\nContent-Length: 2'),
+        answer,
+        1000,
+      ),
+      [],
+    );
   });
 });
 
-describe('fuzz oracle: the console\'s explanatory page', () => {
+describe("fuzz oracle: the console's explanatory page", () => {
   const page = (route: string): [FuzzCase, Exchange] => {
     const c = { ...caseOf(`GET ${route.split(' ')[1]!.replace('*', 'x')} HTTP/1.1\r\nHost: x`), route, method: 'GET' };
-    const body = Buffer.from('<!doctype html><html><head><title>Inlet console: not built</title></head><body></body></html>');
-    return [c, { responses: [{ status: 404, headers: { 'content-type': ['text/html; charset=utf-8'] }, body }], outcome: 'closed', elapsedMs: 1 }];
+    const body = Buffer.from(
+      '<!doctype html><html><head><title>Inlet console: not built</title></head><body></body></html>',
+    );
+    return [
+      c,
+      {
+        responses: [{ status: 404, headers: { 'content-type': ['text/html; charset=utf-8'] }, body }],
+        outcome: 'closed',
+        elapsedMs: 1,
+      },
+    ];
   };
 
   it('a 404 HTML page on /console (not built, or the admin API off) passes', () => {
@@ -65,7 +99,10 @@ describe('fuzz oracle: the console\'s explanatory page', () => {
 
   it('the same HTML 404 on an API route fails', () => {
     const problems = judge(...page('GET /admin/v1/products'), 1000);
-    assert.ok(problems.some((p) => /not application\/problem\+json/.test(p)), problems.join('; '));
+    assert.ok(
+      problems.some((p) => /not application\/problem\+json/.test(p)),
+      problems.join('; '),
+    );
   });
 });
 
@@ -75,7 +112,9 @@ describe('the raw client reads a live stream as one answer', () => {
     const { exchange } = await import('./raw-client.js');
     const server = createServer((socket) => {
       socket.once('data', () => {
-        socket.write('HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\ntransfer-encoding: chunked\r\n\r\n');
+        socket.write(
+          'HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\ntransfer-encoding: chunked\r\n\r\n',
+        );
         const event = `id: c1\nevent: event\ndata: {"text":"${'x'.repeat(1000)}"}\n\n`;
         const chunk = `${Buffer.byteLength(event).toString(16)}\r\n${event}\r\n`;
         socket.write(chunk.repeat(200)); // about 200 KB right behind the head
@@ -84,9 +123,16 @@ describe('the raw client reads a live stream as one answer', () => {
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     try {
-      const result = await exchange((server.address() as { port: number }).port, Buffer.from('GET /stream HTTP/1.1\r\nhost: x\r\n\r\n'), { after: { kind: 'read' }, pipelined: true, deadlineMs: 5000, idleMs: 200 });
+      const result = await exchange(
+        (server.address() as { port: number }).port,
+        Buffer.from('GET /stream HTTP/1.1\r\nhost: x\r\n\r\n'),
+        { after: { kind: 'read' }, pipelined: true, deadlineMs: 5000, idleMs: 200 },
+      );
       assert.equal(result.malformed, undefined);
-      assert.deepEqual(result.responses.map((r) => r.status), [200]);
+      assert.deepEqual(
+        result.responses.map((r) => r.status),
+        [200],
+      );
     } finally {
       server.close();
     }

@@ -55,7 +55,8 @@ function parseChunked(buffer: Buffer, start: number): { body: Buffer; end: numbe
     if (size === 0) {
       // Trailers end with an empty line.
       const end = buffer.indexOf('\r\n\r\n', lineEnd);
-      if (buffer.subarray(lineEnd, lineEnd + 4).toString('latin1') === '\r\n\r\n') return { body: Buffer.concat(parts), end: lineEnd + 4 };
+      if (buffer.subarray(lineEnd, lineEnd + 4).toString('latin1') === '\r\n\r\n')
+        return { body: Buffer.concat(parts), end: lineEnd + 4 };
       if (end < 0) return undefined;
       return { body: Buffer.concat(parts), end: end + 4 };
     }
@@ -98,10 +99,14 @@ function parseResponse(buffer: Buffer, headOnly: boolean, closed: boolean): Pars
   }
   const lengths = headers['content-length'];
   if (lengths !== undefined) {
-    if (lengths.length !== 1 || !/^\d+$/.test(lengths[0]!)) return { consumed: 0, error: `bad Content-Length ${JSON.stringify(lengths)}` };
+    if (lengths.length !== 1 || !/^\d+$/.test(lengths[0]!))
+      return { consumed: 0, error: `bad Content-Length ${JSON.stringify(lengths)}` };
     const length = Number(lengths[0]);
     if (buffer.length < bodyStart + length) return { consumed: 0 };
-    return { response: { status, headers, body: buffer.subarray(bodyStart, bodyStart + length) }, consumed: bodyStart + length };
+    return {
+      response: { status, headers, body: buffer.subarray(bodyStart, bodyStart + length) },
+      consumed: bodyStart + length,
+    };
   }
   if (!closed) return { consumed: 0, untilClose: true };
   return { response: { status, headers, body: buffer.subarray(bodyStart) }, consumed: buffer.length };
@@ -126,7 +131,12 @@ export function exchange(port: number, bytes: Buffer, options: ExchangeOptions):
       clearTimeout(idleTimer);
       clearTimeout(abortTimer);
       socket.destroy();
-      resolve({ responses, outcome, ...(malformed === undefined ? {} : { malformed }), elapsedMs: Date.now() - started });
+      resolve({
+        responses,
+        outcome,
+        ...(malformed === undefined ? {} : { malformed }),
+        elapsedMs: Date.now() - started,
+      });
     };
 
     // After a live stream's head, every later byte on the connection is that stream's events (they are
@@ -145,14 +155,19 @@ export function exchange(port: number, bytes: Buffer, options: ExchangeOptions):
           // After an answer to HEAD, a server that could not parse the request (so did not know it was
           // HEAD) may have sent a body before closing: not a broken answer.
           const afterHead = options.headOnly === true && responses.length > 0;
-          if (closed && !parsed.untilClose && !afterHead) malformed = `the connection closed inside a response (${buffer.length} bytes pending)`;
+          if (closed && !parsed.untilClose && !afterHead)
+            malformed = `the connection closed inside a response (${buffer.length} bytes pending)`;
           return;
         }
         buffer = buffer.subarray(parsed.consumed);
         // 1xx answers (100 Continue) are interim: the final answer follows.
         if (parsed.response.status < 200 && parsed.response.status !== 101) continue;
         responses.push(parsed.response);
-        if (parsed.response.status < 300 && (parsed.response.headers['content-type'] ?? []).some((v) => /text\/event-stream/i.test(v))) streaming = true;
+        if (
+          parsed.response.status < 300 &&
+          (parsed.response.headers['content-type'] ?? []).some((v) => /text\/event-stream/i.test(v))
+        )
+          streaming = true;
       }
     };
 

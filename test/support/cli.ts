@@ -22,7 +22,12 @@ export function cliEnv(database: TestDatabase): CliEnv {
       ? databaseUrl
       : `${databaseUrl}${databaseUrl.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c search_path=${postgresSchema}`)}`;
   // The outbound guard as the test runner sets it: loopback only (the fake providers listen there).
-  return { INLET_DATABASE_URL: url, INLET_LOG_LEVEL: 'silent', INLET_OUTBOUND_ALLOW: '127.0.0.0/8,::1', INLET_DESTINATIONS_ALLOW_PRIVATE: 'true' };
+  return {
+    INLET_DATABASE_URL: url,
+    INLET_LOG_LEVEL: 'silent',
+    INLET_OUTBOUND_ALLOW: '127.0.0.0/8,::1',
+    INLET_DESTINATIONS_ALLOW_PRIVATE: 'true',
+  };
 }
 
 /** An empty database for tests that start with the CLI (reusableDatabase: on PostgreSQL a migrated schema), and the CLI's environment for it. */

@@ -26,6 +26,10 @@ export const CHROMIUM_ARGS = [
 
 export function ensureConsoleBuilt(): void {
   if (existsSync(`${ROOT}dist/console/index.html`)) return;
-  const built = spawnSync(process.execPath, [`${ROOT}node_modules/vite/bin/vite.js`, 'build', 'console', '--logLevel', 'warn'], { cwd: ROOT, stdio: 'inherit' });
+  const built = spawnSync(
+    process.execPath,
+    [`${ROOT}node_modules/vite/bin/vite.js`, 'build', 'console', '--logLevel', 'warn'],
+    { cwd: ROOT, stdio: 'inherit' },
+  );
   if (built.status !== 0) throw new Error('vite build console failed');
 }

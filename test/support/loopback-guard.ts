@@ -18,7 +18,9 @@ export function guardLoopback(): LoopbackGuard {
     const options = Array.isArray(first) ? first[0] : first;
     const host =
       typeof options === 'object' && options !== null
-        ? ((options as { host?: string; path?: string }).path !== undefined ? 'localhost' : ((options as { host?: string }).host ?? 'localhost'))
+        ? (options as { host?: string; path?: string }).path !== undefined
+          ? 'localhost'
+          : ((options as { host?: string }).host ?? 'localhost')
         : typeof args[1] === 'string'
           ? args[1]
           : 'localhost';

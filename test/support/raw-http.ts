@@ -58,12 +58,21 @@ export function rawRequest(port: number, chunks: Array<string | Buffer>, timeout
 }
 
 /** A request's bytes: request line, headers (Content-Length added when a body is given and none is set). */
-export function requestBytes(method: string, path: string, headers: Record<string, string>, body?: string | Buffer): Buffer {
+export function requestBytes(
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+  body?: string | Buffer,
+): Buffer {
   const all = { host: 'localhost', ...headers };
   const bodyBuffer = body === undefined ? undefined : Buffer.isBuffer(body) ? body : Buffer.from(body);
   if (bodyBuffer !== undefined && !Object.keys(all).some((h) => h.toLowerCase() === 'content-length')) {
     (all as Record<string, string>)['content-length'] = String(bodyBuffer.length);
   }
-  const head = `${method} ${path} HTTP/1.1\r\n${Object.entries(all).map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n`;
-  return bodyBuffer === undefined ? Buffer.from(head, 'latin1') : Buffer.concat([Buffer.from(head, 'latin1'), bodyBuffer]);
+  const head = `${method} ${path} HTTP/1.1\r\n${Object.entries(all)
+    .map(([k, v]) => `${k}: ${v}\r\n`)
+    .join('')}\r\n`;
+  return bodyBuffer === undefined
+    ? Buffer.from(head, 'latin1')
+    : Buffer.concat([Buffer.from(head, 'latin1'), bodyBuffer]);
 }

@@ -14,7 +14,11 @@ export interface SseClient {
   close(): void;
 }
 
-export function followStream(url: string, headers: Record<string, string>, options: { retryMs?: number } = {}): SseClient {
+export function followStream(
+  url: string,
+  headers: Record<string, string>,
+  options: { retryMs?: number } = {},
+): SseClient {
   const messages: EventSourceMessage[] = [];
   const endings: string[] = [];
   let reconnects = 0;
@@ -26,10 +30,15 @@ export function followStream(url: string, headers: Record<string, string>, optio
 
   async function connectOnce(): Promise<string> {
     const response = await fetch(url, {
-      headers: { ...headers, accept: 'text/event-stream', ...(lastEventId === undefined ? {} : { 'last-event-id': lastEventId }) },
+      headers: {
+        ...headers,
+        accept: 'text/event-stream',
+        ...(lastEventId === undefined ? {} : { 'last-event-id': lastEventId }),
+      },
       signal: abort.signal,
     });
-    if (response.status !== 200 || response.body === null) return `status ${response.status}: ${(await response.text()).slice(0, 200)}`;
+    if (response.status !== 200 || response.body === null)
+      return `status ${response.status}: ${(await response.text()).slice(0, 200)}`;
     const parser = createParser({
       onEvent(message) {
         if (message.id !== undefined) lastEventId = message.id;

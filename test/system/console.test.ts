@@ -17,7 +17,11 @@ import { startPlausibleFake, type PlausibleFake } from '../fakes/plausible-fake.
 import { CHROMIUM, CHROMIUM_ARGS, ensureConsoleBuilt } from '../support/console-browser.js';
 import { startWebhookReceiver } from '../fakes/webhook-receiver.js';
 
-const skip = !existsSync(CHROMIUM) ? `${CHROMIUM} is missing (apt-get install -y chromium)` : dialect === 'sqlite' ? false : 'the browser path is dialect-free: the SQLite pass runs it';
+const skip = !existsSync(CHROMIUM)
+  ? `${CHROMIUM} is missing (apt-get install -y chromium)`
+  : dialect === 'sqlite'
+    ? false
+    : 'the browser path is dialect-free: the SQLite pass runs it';
 
 /** axe-core (Deque's accessibility engine), injected into each page. */
 const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
@@ -40,7 +44,12 @@ describe('the console in Chromium', { skip }, () => {
   before(async () => {
     ensureConsoleBuilt();
     // The catalogue flushes and the erasure runner polls quickly, so the pages show their results at once.
-    ctx = await createTestApp({ browserRateLimitPerIp: 0, catalogFlushMs: 100, erasurePollMs: 50, suppressionRefreshMs: 50 });
+    ctx = await createTestApp({
+      browserRateLimitPerIp: 0,
+      catalogFlushMs: 100,
+      erasurePollMs: 50,
+      suppressionRefreshMs: 50,
+    });
     await ctx.app.listen({ port: 0, host: '127.0.0.1' });
     const port = (ctx.app.server.address() as AddressInfo).port;
     base = `http://127.0.0.1:${port}`;
@@ -48,16 +57,53 @@ describe('the console in Chromium', { skip }, () => {
       siteId: 'shop.example',
       apiKey: 'plausible-key-for-the-console',
       rows: [
-        { date: daysAgo(3), source: 'Google', utm_medium: 'organic', utm_campaign: '(not set)', entry_page: '/', visitors: 30, visits: 41, pageviews: 90, bounce_rate: 40, visit_duration: 70 },
-        { date: daysAgo(2), source: 'Google', utm_medium: 'organic', utm_campaign: '(not set)', entry_page: '/', visitors: 25, visits: 33, pageviews: 70, bounce_rate: 45, visit_duration: 65 },
-        { date: daysAgo(2), source: 'Newsletter', utm_medium: 'email', utm_campaign: 'autumn', entry_page: '/pricing', visitors: 12, visits: 14, pageviews: 30, bounce_rate: 20, visit_duration: 120 },
+        {
+          date: daysAgo(3),
+          source: 'Google',
+          utm_medium: 'organic',
+          utm_campaign: '(not set)',
+          entry_page: '/',
+          visitors: 30,
+          visits: 41,
+          pageviews: 90,
+          bounce_rate: 40,
+          visit_duration: 70,
+        },
+        {
+          date: daysAgo(2),
+          source: 'Google',
+          utm_medium: 'organic',
+          utm_campaign: '(not set)',
+          entry_page: '/',
+          visitors: 25,
+          visits: 33,
+          pageviews: 70,
+          bounce_rate: 45,
+          visit_duration: 65,
+        },
+        {
+          date: daysAgo(2),
+          source: 'Newsletter',
+          utm_medium: 'email',
+          utm_campaign: 'autumn',
+          entry_page: '/pricing',
+          visitors: 12,
+          visits: 14,
+          pageviews: 30,
+          bounce_rate: 20,
+          visit_duration: 120,
+        },
       ],
     });
     browser = await chromium.launch({
       executablePath: CHROMIUM,
       headless: true,
       // Everything but the app goes to a closed port: nothing the page or the browser tries leaves loopback.
-      args: [...CHROMIUM_ARGS, '--proxy-server=http://127.0.0.1:9', `--proxy-bypass-list=127.0.0.1:${port};127.0.0.1:${new URL(plausible.url).port}`],
+      args: [
+        ...CHROMIUM_ARGS,
+        '--proxy-server=http://127.0.0.1:9',
+        `--proxy-bypass-list=127.0.0.1:${port};127.0.0.1:${new URL(plausible.url).port}`,
+      ],
     });
     const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     page = await context.newPage();
@@ -71,7 +117,11 @@ describe('the console in Chromium', { skip }, () => {
   });
 
   const api = (path: string, key: string, body: unknown, headers: Record<string, string> = {}) =>
-    fetch(`${base}${path}`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+    fetch(`${base}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...headers },
+      body: JSON.stringify(body),
+    });
 
   it('sign-in: a wrong token is refused, the admin token lets in; the first screen is interactive in under 1 s', async (t) => {
     const started = Date.now();
@@ -79,8 +129,17 @@ describe('the console in Chromium', { skip }, () => {
     await page.getByLabel('Admin token').waitFor();
     const interactiveMs = Date.now() - started;
     // When the app had rendered and attached its handlers, by the page's own clock from the navigation's start.
-    const renderedMs = Math.round(await page.evaluate(() => (globalThis as unknown as { performance: { getEntriesByName(name: string): Array<{ startTime: number }> } }).performance.getEntriesByName('inlet:first-render')[0]?.startTime ?? Infinity));
-    t.diagnostic(`first screen (sign-in form) rendered ${renderedMs} ms after navigation started (page clock); seen by the test after ${interactiveMs} ms`);
+    const renderedMs = Math.round(
+      await page.evaluate(
+        () =>
+          (
+            globalThis as unknown as { performance: { getEntriesByName(name: string): Array<{ startTime: number }> } }
+          ).performance.getEntriesByName('inlet:first-render')[0]?.startTime ?? Infinity,
+      ),
+    );
+    t.diagnostic(
+      `first screen (sign-in form) rendered ${renderedMs} ms after navigation started (page clock); seen by the test after ${interactiveMs} ms`,
+    );
     assert.ok(renderedMs < 1000, `first screen rendered after ${renderedMs} ms`);
     await page.getByLabel('Admin token').fill('not-the-admin-token-0123456789');
     await page.getByRole('button', { name: 'Sign in' }).click();
@@ -89,7 +148,14 @@ describe('the console in Chromium', { skip }, () => {
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('heading', { name: 'Products', exact: true }).waitFor();
     // Kept for the tab only, never as a cookie.
-    assert.equal(await page.evaluate(() => (globalThis as unknown as { sessionStorage: { getItem(key: string): string | null } }).sessionStorage.getItem('inlet.admin_token')), ADMIN_TOKEN);
+    assert.equal(
+      await page.evaluate(() =>
+        (globalThis as unknown as { sessionStorage: { getItem(key: string): string | null } }).sessionStorage.getItem(
+          'inlet.admin_token',
+        ),
+      ),
+      ADMIN_TOKEN,
+    );
     assert.deepEqual(await page.context().cookies(), []);
   });
 
@@ -112,7 +178,13 @@ describe('the console in Chromium', { skip }, () => {
     assert.notEqual(browserKey, eventsKey);
     await page.getByRole('cell', { name: 'https://shop.example' }).waitFor();
 
-    const keys = (await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${productId}/keys`, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json().data;
+    const keys = (
+      await ctx.app.inject({
+        method: 'GET',
+        url: `/admin/v1/products/${productId}/keys`,
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+      })
+    ).json().data;
     assert.deepEqual(keys.map((k: { kind: string }) => k.kind).sort(), ['browser', 'events']);
   });
 
@@ -122,7 +194,13 @@ describe('the console in Chromium', { skip }, () => {
 
     const delays: number[] = [];
     for (let i = 0; i < 3; i++) {
-      const sent = await api('/api/v2/events', eventsKey, { event_type: 'order', action: 'completed', subject_type: 'user', subject_id: `user_${i}`, properties: { total: 42 + i, currency: 'EUR' } });
+      const sent = await api('/api/v2/events', eventsKey, {
+        event_type: 'order',
+        action: 'completed',
+        subject_type: 'user',
+        subject_id: `user_${i}`,
+        properties: { total: 42 + i, currency: 'EUR' },
+      });
       assert.equal(sent.status, 201);
       const acknowledged = Date.now();
       const uuid = ((await sent.json()) as { data: { uuid: string } }).data.uuid;
@@ -133,7 +211,19 @@ describe('the console in Chromium', { skip }, () => {
     assert.ok(Math.max(...delays) < 2000, `shown after ${delays.join(', ')} ms`);
 
     // The browser key, from its origin.
-    const fromPage = await api('/api/v2/events', browserKey, { event_type: 'page', action: 'viewed', subject_type: 'user', subject_id: 'anon_1', external_id: 'pv-0001', properties: { path: '/pricing' } }, { origin: 'https://shop.example' });
+    const fromPage = await api(
+      '/api/v2/events',
+      browserKey,
+      {
+        event_type: 'page',
+        action: 'viewed',
+        subject_type: 'user',
+        subject_id: 'anon_1',
+        external_id: 'pv-0001',
+        properties: { path: '/pricing' },
+      },
+      { origin: 'https://shop.example' },
+    );
     assert.equal(fromPage.status, 201, await fromPage.clone().text());
     const pageUuid = ((await fromPage.json()) as { data: { uuid: string } }).data.uuid;
     await page.locator(`[data-uuid="${pageUuid}"]`).click();
@@ -143,10 +233,23 @@ describe('the console in Chromium', { skip }, () => {
     assert.equal(JSON.parse(record!).properties.path, '/pricing');
     await detail.getByText('(web)').waitFor();
     await detail.getByText('pv-0001').first().waitFor();
-    assert.equal(await detail.getByRole('link', { name: 'open user' }).getAttribute('href'), `#/p/${productId}/users/id/anon_1`);
+    assert.equal(
+      await detail.getByRole('link', { name: 'open user' }).getAttribute('href'),
+      `#/p/${productId}/users/id/anon_1`,
+    );
 
     // A rejected item shows beside them, live, with its reason.
-    const batch = await api('/api/v2/events/batch', eventsKey, { events: [{ event_type: 'order', action: 'completed', subject_type: 'user', subject_id: 'u', occurred_at: 'last tuesday' }] });
+    const batch = await api('/api/v2/events/batch', eventsKey, {
+      events: [
+        {
+          event_type: 'order',
+          action: 'completed',
+          subject_type: 'user',
+          subject_id: 'u',
+          occurred_at: 'last tuesday',
+        },
+      ],
+    });
     assert.ok(batch.status < 500);
     const rejections = page.getByRole('region', { name: 'Recent rejections' });
     await rejections.getByRole('button').first().waitFor({ timeout: 5000 });
@@ -159,7 +262,12 @@ describe('the console in Chromium', { skip }, () => {
     // Every open connection is cut, the stream's included; the console waits `retry:` and resumes.
     ctx.app.server.closeAllConnections();
     // (sent in-process: the test's own keep-alive connection was cut too)
-    const sent = await ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: { authorization: `Bearer ${eventsKey}` }, payload: { event_type: 'order', action: 'refunded', subject_type: 'user', subject_id: 'user_0' } });
+    const sent = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/events',
+      headers: { authorization: `Bearer ${eventsKey}` },
+      payload: { event_type: 'order', action: 'refunded', subject_type: 'user', subject_id: 'user_0' },
+    });
     assert.equal(sent.statusCode, 201);
     const uuid = (sent.json() as { data: { uuid: string } }).data.uuid;
     await page.locator(`[data-uuid="${uuid}"]`).waitFor({ timeout: 10_000 });
@@ -172,7 +280,12 @@ describe('the console in Chromium', { skip }, () => {
     await page.getByRole('button', { name: 'Apply' }).click();
     await page.locator('.stream-state').getByText('live').waitFor();
     await page.getByRole('button', { name: 'Pause' }).click();
-    const sent = await api('/api/v2/events', eventsKey, { event_type: 'order', action: 'completed', subject_type: 'user', subject_id: 'user_9' });
+    const sent = await api('/api/v2/events', eventsKey, {
+      event_type: 'order',
+      action: 'completed',
+      subject_type: 'user',
+      subject_id: 'user_9',
+    });
     const uuid = ((await sent.json()) as { data: { uuid: string } }).data.uuid;
     await page.getByRole('button', { name: 'Resume (1 new)' }).waitFor({ timeout: 5000 });
     assert.equal(await page.locator(`[data-uuid="${uuid}"]`).count(), 0);
@@ -183,7 +296,11 @@ describe('the console in Chromium', { skip }, () => {
   });
 
   it('users: after an identify and an alias, the lookup by identifier and by the old id show the merge', async () => {
-    const identify = await api('/api/v2/identify', eventsKey, { external_id: 'user_1', identifiers: { email: 'ada@example.com' }, traits: { name: 'Ada', plan: 'pro' } });
+    const identify = await api('/api/v2/identify', eventsKey, {
+      external_id: 'user_1',
+      identifiers: { email: 'ada@example.com' },
+      traits: { name: 'Ada', plan: 'pro' },
+    });
     assert.ok(identify.ok);
     const alias = await api('/api/v2/alias', eventsKey, { from_external_id: 'anon_1', to_external_id: 'user_1' });
     assert.ok(alias.ok);
@@ -228,11 +345,22 @@ describe('the console in Chromium', { skip }, () => {
     assert.ok((await page.locator('svg.chart rect.bar').count()) >= 2);
 
     // The whole breakdown as CSV, in the table's order (sessions ascending now).
-    const [download] = await Promise.all([page.waitForEvent('download'), breakdown.getByRole('button', { name: 'Download CSV' }).click()]);
+    const [download] = await Promise.all([
+      page.waitForEvent('download'),
+      breakdown.getByRole('button', { name: 'Download CSV' }).click(),
+    ]);
     assert.match(download.suggestedFilename(), /^traffic-\d{4}-\d{2}-\d{2}-\d{4}-\d{2}-\d{2}-by-source\.csv$/);
-    const csv = readFileSync((await download.path())!, 'utf8').trim().split('\r\n');
+    const csv = readFileSync((await download.path())!, 'utf8')
+      .trim()
+      .split('\r\n');
     assert.equal(csv[0], 'source,sessions,users,pageviews,bounce_rate,avg_session_duration,conversions');
-    assert.deepEqual(csv.slice(1).map((line) => line.split(',').slice(0, 2)), [['Newsletter', '14'], ['Google', '74']]);
+    assert.deepEqual(
+      csv.slice(1).map((line) => line.split(',').slice(0, 2)),
+      [
+        ['Newsletter', '14'],
+        ['Google', '74'],
+      ],
+    );
     await breakdown.getByText('Downloaded 2 rows').waitFor();
   });
 
@@ -250,7 +378,10 @@ describe('the console in Chromium', { skip }, () => {
       await card.getByText('active').waitFor();
       await card.getByRole('button', { name: 'Show delivery log' }).click();
       // The page refreshes status and the open log every 3 s while the deliverer sends the backlog.
-      await card.getByRole('cell', { name: /success/ }).first().waitFor({ timeout: 15_000 });
+      await card
+        .getByRole('cell', { name: /success/ })
+        .first()
+        .waitFor({ timeout: 15_000 });
       await card.getByRole('button', { name: 'Pause' }).click();
       await card.getByText('paused').waitFor();
       await card.getByRole('button', { name: 'Resume' }).click();
@@ -268,15 +399,28 @@ describe('the console in Chromium', { skip }, () => {
     await row.getByRole('textbox').fill('https://shop.example\nhttps://beta.shop.example');
     await row.getByRole('button', { name: 'Save' }).click();
     await row.getByText('https://beta.shop.example').waitFor();
-    const fromBeta = await api('/api/v2/events', browserKey, { event_type: 'page', action: 'viewed', subject_type: 'user', subject_id: 'anon_3' }, { origin: 'https://beta.shop.example' });
+    const fromBeta = await api(
+      '/api/v2/events',
+      browserKey,
+      { event_type: 'page', action: 'viewed', subject_type: 'user', subject_id: 'anon_3' },
+      { origin: 'https://beta.shop.example' },
+    );
     assert.equal(fromBeta.status, 201);
     await row.getByRole('button', { name: 'Revoke' }).click();
     await row.getByRole('button', { name: /Revoke .* now/ }).click();
     await row.waitFor({ state: 'detached' });
-    const refused = await api('/api/v2/events', browserKey, { event_type: 'page', action: 'viewed', subject_type: 'user', subject_id: 'anon_2' }, { origin: 'https://shop.example' });
+    const refused = await api(
+      '/api/v2/events',
+      browserKey,
+      { event_type: 'page', action: 'viewed', subject_type: 'user', subject_id: 'anon_2' },
+      { origin: 'https://shop.example' },
+    );
     assert.equal(refused.status, 401);
     await page.getByLabel('show revoked').check();
-    await page.getByText(/revoked /).first().waitFor();
+    await page
+      .getByText(/revoked /)
+      .first()
+      .waitFor();
   });
 
   /** Clicks `refresh` until `target` shows (the catalogue and the violations are read when asked). */
@@ -294,12 +438,21 @@ describe('the console in Chromium', { skip }, () => {
   }
 
   it('catalogue: an event sent through the API is listed with its count, and its property paths with their JSON types', async () => {
-    const sent = await api('/api/v2/events', eventsKey, { event_type: 'signup', action: 'started', subject_type: 'user', subject_id: 'user_5', properties: { plan: 'pro', seats: 3, meta: { source: 'ad' } } });
+    const sent = await api('/api/v2/events', eventsKey, {
+      event_type: 'signup',
+      action: 'started',
+      subject_type: 'user',
+      subject_id: 'user_5',
+      properties: { plan: 'pro', seats: 3, meta: { source: 'ad' } },
+    });
     assert.equal(sent.status, 201);
     await page.getByRole('link', { name: 'Catalogue' }).click();
     await page.getByRole('heading', { name: 'Events catalogue · Shop' }).waitFor();
     const names = page.getByRole('region', { name: 'Event names' });
-    await refreshUntil(() => page.getByRole('button', { name: 'Refresh' }).click(), names.getByRole('link', { name: 'signup_started' }));
+    await refreshUntil(
+      () => page.getByRole('button', { name: 'Refresh' }).click(),
+      names.getByRole('link', { name: 'signup_started' }),
+    );
     await names.getByRole('link', { name: 'signup_started' }).click();
     const detail = page.getByRole('region', { name: 'Event signup_started' });
     const properties = detail.getByRole('table', { name: 'Properties of signup_started' });
@@ -308,7 +461,9 @@ describe('the console in Chromium', { skip }, () => {
     // No property value is shown (none is kept).
     assert.equal(await detail.getByText('pro', { exact: true }).count(), 0);
     // order_completed was sent four times through the API before this test.
-    const row = names.getByRole('row').filter({ has: page.getByRole('link', { name: 'order_completed', exact: true }) });
+    const row = names
+      .getByRole('row')
+      .filter({ has: page.getByRole('link', { name: 'order_completed', exact: true }) });
     assert.equal(await row.locator('td.num').textContent(), '4');
   });
 
@@ -317,7 +472,9 @@ describe('the console in Chromium', { skip }, () => {
     await page.getByRole('heading', { name: 'Tracking plan · Shop' }).waitFor();
     await page.getByText('No plan yet').waitFor();
     const editor = page.getByRole('region', { name: 'Edit the plan' });
-    await editor.getByLabel('Events (JSON)').fill(JSON.stringify({ order_completed: { properties: { type: 'objekt' } } }));
+    await editor
+      .getByLabel('Events (JSON)')
+      .fill(JSON.stringify({ order_completed: { properties: { type: 'objekt' } } }));
     await editor.getByRole('button', { name: 'Save as a new version' }).click();
     await editor.getByRole('alert').filter({ hasText: '/events/order_completed/properties/type' }).waitFor();
     // Not JSON at all: the field is named before anything is sent.
@@ -326,14 +483,32 @@ describe('the console in Chromium', { skip }, () => {
     await editor.getByRole('alert').filter({ hasText: 'Events (JSON): not JSON' }).waitFor();
 
     await editor.getByLabel('Mode').selectOption('enforce');
-    await editor.getByLabel('Events (JSON)').fill(JSON.stringify({ order_completed: { properties: { type: 'object', required: ['total'], properties: { total: { type: 'number' } } } } }));
+    await editor.getByLabel('Events (JSON)').fill(
+      JSON.stringify({
+        order_completed: {
+          properties: { type: 'object', required: ['total'], properties: { total: { type: 'number' } } },
+        },
+      }),
+    );
     await editor.getByRole('button', { name: 'Save as a new version' }).click();
     await editor.getByText('Saved as version 1 (mode enforce)').waitFor();
     await page.getByTestId('plan-version').getByText('1').waitFor();
-    const plan = (await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${productId}/tracking_plan`, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json().data;
+    const plan = (
+      await ctx.app.inject({
+        method: 'GET',
+        url: `/admin/v1/products/${productId}/tracking_plan`,
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+      })
+    ).json().data;
     assert.equal(plan.mode, 'enforce');
 
-    const refused = await api('/api/v2/events', eventsKey, { event_type: 'order', action: 'completed', subject_type: 'user', subject_id: 'user_7', properties: { total: 'lots' } });
+    const refused = await api('/api/v2/events', eventsKey, {
+      event_type: 'order',
+      action: 'completed',
+      subject_type: 'user',
+      subject_id: 'user_7',
+      properties: { total: 'lots' },
+    });
     assert.equal(refused.status, 400);
     assert.equal(((await refused.json()) as { code: string }).code, 'tracking_plan_violation');
     const violations = page.getByRole('region', { name: 'Violations' });
@@ -342,10 +517,19 @@ describe('the console in Chromium', { skip }, () => {
     await row.getByText('rejected').waitFor();
     await row.getByText('order_completed').waitFor();
     // A planned event that conforms is still stored.
-    const ok = await api('/api/v2/events', eventsKey, { event_type: 'order', action: 'completed', subject_type: 'user', subject_id: 'user_7', properties: { total: 12 } });
+    const ok = await api('/api/v2/events', eventsKey, {
+      event_type: 'order',
+      action: 'completed',
+      subject_type: 'user',
+      subject_id: 'user_7',
+      properties: { total: 12 },
+    });
     assert.equal(ok.status, 201);
     // Versions are listed; the draft from the catalogue fills the editor without saving.
-    await page.getByRole('region', { name: 'Versions' }).getByText(/Version 1 · enforce/).waitFor();
+    await page
+      .getByRole('region', { name: 'Versions' })
+      .getByText(/Version 1 · enforce/)
+      .waitFor();
     await editor.getByRole('button', { name: 'Start from a draft (catalogue)' }).click();
     await editor.getByText('Draft from the catalogue loaded').waitFor();
     assert.match(await editor.getByLabel('Events (JSON)').inputValue(), /signup_started/);
@@ -354,10 +538,31 @@ describe('the console in Chromium', { skip }, () => {
 
   it('erasure: a user erased from their page after typing the id, the job followed to done; the lookup then finds nothing, the audit lists the job; a suppression lifted after a confirmation', async () => {
     ctx.services.erasure.start();
-    assert.ok((await api('/api/v2/identify', eventsKey, { external_id: 'user_erase', identifiers: { email: 'grace@example.com' }, traits: { name: 'Grace' } })).ok);
-    assert.ok((await api('/api/v2/alias', eventsKey, { from_external_id: 'anon_erase', to_external_id: 'user_erase' })).ok);
+    assert.ok(
+      (
+        await api('/api/v2/identify', eventsKey, {
+          external_id: 'user_erase',
+          identifiers: { email: 'grace@example.com' },
+          traits: { name: 'Grace' },
+        })
+      ).ok,
+    );
+    assert.ok(
+      (await api('/api/v2/alias', eventsKey, { from_external_id: 'anon_erase', to_external_id: 'user_erase' })).ok,
+    );
     for (const subject of ['user_erase', 'anon_erase']) {
-      assert.equal((await api('/api/v2/events', eventsKey, { event_type: 'page', action: 'viewed', subject_type: 'user', subject_id: subject, properties: { path: '/' } })).status, 201);
+      assert.equal(
+        (
+          await api('/api/v2/events', eventsKey, {
+            event_type: 'page',
+            action: 'viewed',
+            subject_type: 'user',
+            subject_id: subject,
+            properties: { path: '/' },
+          })
+        ).status,
+        201,
+      );
     }
 
     await page.getByRole('link', { name: 'Users' }).click();
@@ -380,10 +585,19 @@ describe('the console in Chromium', { skip }, () => {
     // The lookup ran again: nothing is left, under either id.
     await page.getByRole('alert').filter({ hasText: 'No user with external id "anon_erase"' }).waitFor();
     for (const id of ['user_erase', 'anon_erase']) {
-      const lookup = await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${productId}/users/${id}`, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+      const lookup = await ctx.app.inject({
+        method: 'GET',
+        url: `/admin/v1/products/${productId}/users/${id}`,
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+      });
       assert.equal(lookup.statusCode, 404);
     }
-    const refused = await api('/api/v2/events', eventsKey, { event_type: 'page', action: 'viewed', subject_type: 'user', subject_id: 'anon_erase' });
+    const refused = await api('/api/v2/events', eventsKey, {
+      event_type: 'page',
+      action: 'viewed',
+      subject_type: 'user',
+      subject_id: 'anon_erase',
+    });
     assert.equal(refused.status, 409);
 
     await page.getByRole('link', { name: 'Privacy' }).click();
@@ -395,9 +609,24 @@ describe('the console in Chromium', { skip }, () => {
     await suppressions.getByRole('row').nth(2).waitFor();
     assert.equal(await suppressions.locator('tbody tr').count(), 2);
     await suppressions.locator('tbody tr').first().getByRole('button', { name: 'Lift…' }).click();
-    await suppressions.locator('tbody tr').first().getByRole('button', { name: 'Lift: accept this id\'s items again' }).click();
-    await page.waitForFunction(() => (globalThis as unknown as { document: { querySelectorAll(s: string): { length: number } } }).document.querySelectorAll('table[aria-label="Suppressions, newest first"] tbody tr').length === 1);
-    const left = (await ctx.app.inject({ method: 'GET', url: `/admin/v1/products/${productId}/suppressions`, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json().data;
+    await suppressions
+      .locator('tbody tr')
+      .first()
+      .getByRole('button', { name: "Lift: accept this id's items again" })
+      .click();
+    await page.waitForFunction(
+      () =>
+        (
+          globalThis as unknown as { document: { querySelectorAll(s: string): { length: number } } }
+        ).document.querySelectorAll('table[aria-label="Suppressions, newest first"] tbody tr').length === 1,
+    );
+    const left = (
+      await ctx.app.inject({
+        method: 'GET',
+        url: `/admin/v1/products/${productId}/suppressions`,
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+      })
+    ).json().data;
     assert.equal(left.length, 1);
   });
 
@@ -409,7 +638,16 @@ describe('the console in Chromium', { skip }, () => {
     await retention.getByRole('button', { name: 'Save retention' }).click();
     await retention.getByText('Saved: 30 days.').waitFor();
     await retention.getByTestId('retention-now').getByText('30 days').waitFor();
-    const product = async () => (await ctx.app.inject({ method: 'GET', url: `/admin/v1/products`, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json().data.find((p: { id: string }) => p.id === productId);
+    const product = async () =>
+      (
+        await ctx.app.inject({
+          method: 'GET',
+          url: `/admin/v1/products`,
+          headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+        })
+      )
+        .json()
+        .data.find((p: { id: string }) => p.id === productId);
     assert.deepEqual((await product()).retention, { events_days: 30 });
     await retention.getByLabel('Keep forever').check();
     await retention.getByRole('button', { name: 'Save retention' }).click();
@@ -420,11 +658,27 @@ describe('the console in Chromium', { skip }, () => {
   it('at a phone width (390 px) no page scrolls sideways', async () => {
     await page.setViewportSize({ width: 390, height: 844 });
     try {
-      for (const route of ['', `p/${productId}/events`, `p/${productId}/keys`, `p/${productId}/users/id/user_1`, `p/${productId}/traffic`, `p/${productId}/destinations`, `p/${productId}/legacy`, `p/${productId}/catalog/signup_started`, `p/${productId}/plan`, `p/${productId}/privacy`, 'health']) {
+      for (const route of [
+        '',
+        `p/${productId}/events`,
+        `p/${productId}/keys`,
+        `p/${productId}/users/id/user_1`,
+        `p/${productId}/traffic`,
+        `p/${productId}/destinations`,
+        `p/${productId}/legacy`,
+        `p/${productId}/catalog/signup_started`,
+        `p/${productId}/plan`,
+        `p/${productId}/privacy`,
+        'health',
+      ]) {
         await page.goto(`${base}/console/#/${route}`);
         await page.locator('main h1').waitFor();
         await page.waitForLoadState('networkidle').catch(() => {});
-        const width = await page.evaluate(() => (globalThis as unknown as { document: { documentElement: { scrollWidth: number } } }).document.documentElement.scrollWidth);
+        const width = await page.evaluate(
+          () =>
+            (globalThis as unknown as { document: { documentElement: { scrollWidth: number } } }).document
+              .documentElement.scrollWidth,
+        );
         assert.ok(width <= 390, `#/${route} is ${width} px wide`);
       }
     } finally {
@@ -435,20 +689,57 @@ describe('the console in Chromium', { skip }, () => {
   it('axe-core finds no serious or critical WCAG 2 A/AA violation on any page (labels, contrast, roles, names)', async (t) => {
     // A context of its own that bypasses the CSP only to inject axe; signed in through sessionStorage.
     const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, bypassCSP: true });
-    await context.addInitScript((token) => (globalThis as unknown as { sessionStorage: { setItem(k: string, v: string): void } }).sessionStorage.setItem('inlet.admin_token', token), ADMIN_TOKEN);
+    await context.addInitScript(
+      (token) =>
+        (globalThis as unknown as { sessionStorage: { setItem(k: string, v: string): void } }).sessionStorage.setItem(
+          'inlet.admin_token',
+          token,
+        ),
+      ADMIN_TOKEN,
+    );
     const tab = await context.newPage();
     const found: string[] = [];
     try {
-      for (const route of ['', `p/${productId}/events`, `p/${productId}/keys`, `p/${productId}/users/identifier/email%3Aada%40example.com`, `p/${productId}/traffic`, `p/${productId}/destinations`, `p/${productId}/legacy`, `p/${productId}/catalog`, `p/${productId}/catalog/signup_started`, `p/${productId}/plan`, `p/${productId}/privacy`, 'health']) {
+      for (const route of [
+        '',
+        `p/${productId}/events`,
+        `p/${productId}/keys`,
+        `p/${productId}/users/identifier/email%3Aada%40example.com`,
+        `p/${productId}/traffic`,
+        `p/${productId}/destinations`,
+        `p/${productId}/legacy`,
+        `p/${productId}/catalog`,
+        `p/${productId}/catalog/signup_started`,
+        `p/${productId}/plan`,
+        `p/${productId}/privacy`,
+        'health',
+      ]) {
         await tab.goto(`${base}/console/#/${route}`);
         await tab.locator('main h1').waitFor();
         await tab.waitForLoadState('networkidle').catch(() => {});
         if (route.endsWith('/events')) await tab.locator('[data-uuid]').first().click();
         await tab.addScriptTag({ content: AXE_SOURCE });
         const report = await tab.evaluate(async () => {
-          const axe = (globalThis as unknown as { axe: { run(options: object): Promise<{ violations: Array<{ id: string; impact: string | null; nodes: Array<{ target: unknown }> }> }> } }).axe;
-          const result = await axe.run({ runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] } });
-          return { passed: (result as unknown as { passes: unknown[] }).passes.length, violations: result.violations.map((v) => ({ id: v.id, impact: v.impact, targets: v.nodes.slice(0, 3).map((n) => JSON.stringify(n.target)) })) };
+          const axe = (
+            globalThis as unknown as {
+              axe: {
+                run(options: object): Promise<{
+                  violations: Array<{ id: string; impact: string | null; nodes: Array<{ target: unknown }> }>;
+                }>;
+              };
+            }
+          ).axe;
+          const result = await axe.run({
+            runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] },
+          });
+          return {
+            passed: (result as unknown as { passes: unknown[] }).passes.length,
+            violations: result.violations.map((v) => ({
+              id: v.id,
+              impact: v.impact,
+              targets: v.nodes.slice(0, 3).map((n) => JSON.stringify(n.target)),
+            })),
+          };
         });
         t.diagnostic(`#/${route}: ${report.passed} axe rules passed, ${report.violations.length} violated`);
         const violations = report.violations;
@@ -464,7 +755,7 @@ describe('the console in Chromium', { skip }, () => {
     assert.deepEqual(found, []);
   });
 
-  it('health shows the service\'s own figures; sign-out forgets the token', async () => {
+  it("health shows the service's own figures; sign-out forgets the token", async () => {
     await page.getByRole('link', { name: 'Health' }).click();
     await page.getByText('Ingest rate', { exact: true }).waitFor();
     await page.getByText('Commit latency').waitFor();
@@ -472,7 +763,14 @@ describe('the console in Chromium', { skip }, () => {
     await page.getByTestId('instance').getByText(String(process.pid), { exact: true }).waitFor();
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByLabel('Admin token').waitFor();
-    assert.equal(await page.evaluate(() => (globalThis as unknown as { sessionStorage: { getItem(key: string): string | null } }).sessionStorage.getItem('inlet.admin_token')), null);
+    assert.equal(
+      await page.evaluate(() =>
+        (globalThis as unknown as { sessionStorage: { getItem(key: string): string | null } }).sessionStorage.getItem(
+          'inlet.admin_token',
+        ),
+      ),
+      null,
+    );
     assert.deepEqual(pageErrors, []);
   });
 });

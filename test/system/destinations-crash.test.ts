@@ -13,18 +13,29 @@ import { startWebhookReceiver, type WebhookReceiver } from '../fakes/webhook-rec
 
 const GUARD = { INLET_OUTBOUND_ALLOW: '127.0.0.0/8,::1', INLET_DESTINATIONS_ALLOW_PRIVATE: 'true' };
 
-async function seed(database: TestDatabase, receiver: WebhookReceiver): Promise<{ productId: string; key: string; destinationId: string }> {
+async function seed(
+  database: TestDatabase,
+  receiver: WebhookReceiver,
+): Promise<{ productId: string; key: string; destinationId: string }> {
   const { services } = await createTestServices({}, database);
   const product = await services.keys.createProduct('Delivery');
   const created = await services.keys.createKey(product.id, { kind: 'events' });
-  const destination = await services.destinations.create(product.id, { type: 'webhook', name: 'crash', url: receiver.url, start: 'beginning' });
+  const destination = await services.destinations.create(product.id, {
+    type: 'webhook',
+    name: 'crash',
+    url: receiver.url,
+    start: 'beginning',
+  });
   receiver.secrets = [destination.secret!];
   await services.close();
   return { productId: product.id, key: created.key, destinationId: destination.destination.id };
 }
 
 function serverEnv(database: TestDatabase): Record<string, string> {
-  const url = database.postgresSchema === undefined ? database.databaseUrl : `${database.databaseUrl}?schema=${database.postgresSchema}`;
+  const url =
+    database.postgresSchema === undefined
+      ? database.databaseUrl
+      : `${database.databaseUrl}?schema=${database.postgresSchema}`;
   return { INLET_DATABASE_URL: url, INLET_LOG_LEVEL: 'info', INLET_DESTINATION_POLL_MS: '100', ...GUARD };
 }
 
@@ -65,12 +76,21 @@ async function until(check: () => boolean | Promise<boolean>, timeoutMs: number,
 
 /** The product's events in position order (their message ids). */
 async function positionOrder(database: TestDatabase, productId: string): Promise<string[]> {
-  const services = await createServices(testConfig(database.databaseUrl), { ...(database.postgresSchema === undefined ? {} : { postgresSchema: database.postgresSchema }), defaultMetrics: false });
+  const services = await createServices(testConfig(database.databaseUrl), {
+    ...(database.postgresSchema === undefined ? {} : { postgresSchema: database.postgresSchema }),
+    defaultMetrics: false,
+  });
   try {
     const ids: string[] = [];
     let after: string | undefined;
     for (;;) {
-      const page = await services.storage.events.page({ productId, filter: {}, order: 'asc', limit: 1000, ...(after === undefined ? {} : { after }) });
+      const page = await services.storage.events.page({
+        productId,
+        filter: {},
+        order: 'asc',
+        limit: 1000,
+        ...(after === undefined ? {} : { after }),
+      });
       ids.push(...page.events.map((e) => `evt_${e.id.replace(/-/g, '')}`));
       if (page.next === null) return ids;
       after = page.next;
@@ -103,7 +123,11 @@ describe(`destinations under crashes (${dialect})`, () => {
       const traffic = load(server, key, 8, acknowledged);
       const target = acknowledged.size + 300;
       // Killed while events arrive and are being delivered.
-      await until(() => acknowledged.size >= target && receiver.accepted.length > 0, 60_000, `${target} acknowledged events`);
+      await until(
+        () => acknowledged.size >= target && receiver.accepted.length > 0,
+        60_000,
+        `${target} acknowledged events`,
+      );
       server.child.kill('SIGKILL');
       await server.exited;
       await traffic.stop();
@@ -111,8 +135,13 @@ describe(`destinations under crashes (${dialect})`, () => {
     const server = await startServerProcess(serverEnv(database), 60_000);
     servers.push(server);
     const expected = await positionOrder(database, productId);
-    for (const uuid of acknowledged) assert.ok(expected.includes(`evt_${uuid.replace(/-/g, '')}`), 'every acknowledged event is stored');
-    await until(() => expected.every((id) => receiver.countById.has(id) && receiver.accepted.some((m) => m.id === id)), 90_000, `all ${expected.length} messages delivered`);
+    for (const uuid of acknowledged)
+      assert.ok(expected.includes(`evt_${uuid.replace(/-/g, '')}`), 'every acknowledged event is stored');
+    await until(
+      () => expected.every((id) => receiver.countById.has(id) && receiver.accepted.some((m) => m.id === id)),
+      90_000,
+      `all ${expected.length} messages delivered`,
+    );
     server.child.kill('SIGTERM');
     await server.exited;
 
@@ -128,53 +157,76 @@ describe(`destinations under crashes (${dialect})`, () => {
     }
     assert.deepEqual(firstArrivals, expected);
     // A message re-delivered carries the same webhook-id each time (one message per request: its own id).
-    for (const request of receiver.requests) assert.deepEqual([request.webhookId], request.messages.map((m) => m.id));
+    for (const request of receiver.requests)
+      assert.deepEqual(
+        [request.webhookId],
+        request.messages.map((m) => m.id),
+      );
     const redelivered = [...receiver.countById.values()].filter((n) => n > 1).length;
-    console.log(`${expected.length} messages, ${acknowledged.size} acknowledged, ${redelivered} delivered more than once`);
+    console.log(
+      `${expected.length} messages, ${acknowledged.size} acknowledged, ${redelivered} delivered more than once`,
+    );
   });
 
-  test('two instances on PostgreSQL: one deliverer; kill -9 of it and the other takes over within 30 s', { skip: dialect !== 'postgres' && 'PostgreSQL only' }, async () => {
-    const receiver = await startWebhookReceiver();
-    receivers.push(receiver);
-    const database = testDatabase();
-    databases.push(database);
-    const { productId, key, destinationId } = await seed(database, receiver);
-    const env = serverEnv(database);
-    const a = await startServerProcess(env, 60_000);
-    const b = await startServerProcess(env, 60_000);
-    servers.push(a, b);
-    const acknowledged = new Set<string>();
-    const traffic = load(a, key, 2, acknowledged);
-    await until(() => receiver.accepted.length >= 20, 30_000, 'deliveries');
-    await traffic.stop();
+  test(
+    'two instances on PostgreSQL: one deliverer; kill -9 of it and the other takes over within 30 s',
+    { skip: dialect !== 'postgres' && 'PostgreSQL only' },
+    async () => {
+      const receiver = await startWebhookReceiver();
+      receivers.push(receiver);
+      const database = testDatabase();
+      databases.push(database);
+      const { productId, key, destinationId } = await seed(database, receiver);
+      const env = serverEnv(database);
+      const a = await startServerProcess(env, 60_000);
+      const b = await startServerProcess(env, 60_000);
+      servers.push(a, b);
+      const acknowledged = new Set<string>();
+      const traffic = load(a, key, 2, acknowledged);
+      await until(() => receiver.accepted.length >= 20, 30_000, 'deliveries');
+      await traffic.stop();
 
-    const services = await createServices(testConfig(database.databaseUrl), { postgresSchema: database.postgresSchema!, defaultMetrics: false });
-    try {
-      const holderPid = async () => {
-        const d = await services.destinations.show(productId, destinationId);
-        return d.leaseHolder === null ? undefined : Number(d.leaseHolder.split(':')[1]);
-      };
-      const first = await holderPid();
-      assert.ok(first === a.child.pid || first === b.child.pid, `the lease is held by one of the two instances (${first})`);
-      const [holder, other] = first === a.child.pid ? [a, b] : [b, a];
-      // Only the holder delivers: both instances pass over the destination, yet each message went out once.
-      assert.ok([...receiver.countById.values()].every((n) => n === 1), 'one deliverer: no message twice');
+      const services = await createServices(testConfig(database.databaseUrl), {
+        postgresSchema: database.postgresSchema!,
+        defaultMetrics: false,
+      });
+      try {
+        const holderPid = async () => {
+          const d = await services.destinations.show(productId, destinationId);
+          return d.leaseHolder === null ? undefined : Number(d.leaseHolder.split(':')[1]);
+        };
+        const first = await holderPid();
+        assert.ok(
+          first === a.child.pid || first === b.child.pid,
+          `the lease is held by one of the two instances (${first})`,
+        );
+        const [holder, other] = first === a.child.pid ? [a, b] : [b, a];
+        // Only the holder delivers: both instances pass over the destination, yet each message went out once.
+        assert.ok(
+          [...receiver.countById.values()].every((n) => n === 1),
+          'one deliverer: no message twice',
+        );
 
-      holder.child.kill('SIGKILL');
-      await holder.exited;
-      const killedAt = Date.now();
-      const more = new Set<string>();
-      const after = load(other, key, 1, more);
-      await until(() => more.size >= 5, 10_000, 'ingest on the surviving instance');
-      await after.stop();
-      const wanted = [...more].map((uuid) => `evt_${uuid.replace(/-/g, '')}`);
-      await until(() => wanted.every((id) => receiver.countById.has(id)), 30_000, 'the surviving instance to deliver');
-      const takeoverMs = Date.now() - killedAt;
-      assert.equal(await holderPid(), other.child.pid);
-      assert.ok(takeoverMs < 30_000, `took over in ${takeoverMs} ms`);
-      console.log(`takeover after kill -9: ${takeoverMs} ms`);
-    } finally {
-      await services.close();
-    }
-  });
+        holder.child.kill('SIGKILL');
+        await holder.exited;
+        const killedAt = Date.now();
+        const more = new Set<string>();
+        const after = load(other, key, 1, more);
+        await until(() => more.size >= 5, 10_000, 'ingest on the surviving instance');
+        await after.stop();
+        const wanted = [...more].map((uuid) => `evt_${uuid.replace(/-/g, '')}`);
+        await until(
+          () => wanted.every((id) => receiver.countById.has(id)),
+          30_000,
+          'the surviving instance to deliver',
+        );
+        const takeoverMs = Date.now() - killedAt;
+        assert.equal(await holderPid(), other.child.pid);
+        assert.ok(takeoverMs < 30_000, `took over in ${takeoverMs} ms`);
+        console.log(`takeover after kill -9: ${takeoverMs} ms`);
+      } finally {
+        await services.close();
+      }
+    },
+  );
 });

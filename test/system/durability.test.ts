@@ -27,7 +27,12 @@ function load(server: ServerProcess, key: string, workers: number) {
         const response = await fetch(`${server.url}/api/v2/events`, {
           method: 'POST',
           headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-          body: JSON.stringify({ event: 'durability.checked', subject_type: 'user', subject_id: 'u1', external_id: externalId }),
+          body: JSON.stringify({
+            event: 'durability.checked',
+            subject_type: 'user',
+            subject_id: 'u1',
+            external_id: externalId,
+          }),
         });
         const body = (await response.json()) as { data?: { uuid: string } };
         if (response.status === 201 && body.data) acknowledged.set(externalId, body.data.uuid);
@@ -80,7 +85,10 @@ describe(`durability (${dialect})`, () => {
     const database = testDatabase();
     databases.push(database);
     const { productId, key } = await seed(database);
-    const url = database.postgresSchema === undefined ? database.databaseUrl : `${database.databaseUrl}?schema=${database.postgresSchema}`;
+    const url =
+      database.postgresSchema === undefined
+        ? database.databaseUrl
+        : `${database.databaseUrl}?schema=${database.postgresSchema}`;
     const server = await startServerProcess({ INLET_DATABASE_URL: url, INLET_LOG_LEVEL: 'info' });
     servers.push(server);
     return { database, productId, server, traffic: load(server, key, 16) };

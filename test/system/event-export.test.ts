@@ -33,7 +33,10 @@ let server: ServerProcess;
 
 before(async () => {
   database = testDatabase();
-  const storage = await openStorage(database.databaseUrl, { sqliteSynchronous: 'normal', ...(database.postgresSchema === undefined ? {} : { postgresSchema: database.postgresSchema }) });
+  const storage = await openStorage(database.databaseUrl, {
+    sqliteSynchronous: 'normal',
+    ...(database.postgresSchema === undefined ? {} : { postgresSchema: database.postgresSchema }),
+  });
   await storage.products.create({ id: PRODUCT, name: 'export', createdAt: new Date().toISOString() });
   await storage.products.create({ id: 'prod_other', name: 'other', createdAt: new Date().toISOString() });
   const properties = { plan: 'pro', note: 'comma, "quote"', nested: { a: [1, 2] } };
@@ -60,14 +63,17 @@ before(async () => {
       apiKeyId: null,
     };
   };
-  for (let left = EVENTS; left > 0; ) {
+  for (let left = EVENTS; left > 0;) {
     const size = Math.min(5000, left);
     left -= size;
     await storage.events.insertMany(Array.from({ length: size }, () => row(PRODUCT)));
   }
   await storage.events.insertMany(Array.from({ length: 10 }, () => row('prod_other')));
   await storage.close();
-  const url = database.postgresSchema === undefined ? database.databaseUrl : `${database.databaseUrl}?schema=${database.postgresSchema}`;
+  const url =
+    database.postgresSchema === undefined
+      ? database.databaseUrl
+      : `${database.databaseUrl}?schema=${database.postgresSchema}`;
   server = await startServerProcess({ INLET_DATABASE_URL: url, INLET_ADMIN_TOKEN: ADMIN_TOKEN }, 60_000);
 });
 
@@ -82,7 +88,10 @@ function rssOf(pid: number): number {
   return Number(match![1]) * 1024;
 }
 
-async function exportAll(format: 'ndjson' | 'csv', onLine: (line: string) => void): Promise<{ lines: number; rssStart: number; rssMax: number; seconds: number }> {
+async function exportAll(
+  format: 'ndjson' | 'csv',
+  onLine: (line: string) => void,
+): Promise<{ lines: number; rssStart: number; rssMax: number; seconds: number }> {
   const pid = server.child.pid!;
   let rssStart = rssOf(pid);
   let rssMax = rssStart;
@@ -99,7 +108,9 @@ async function exportAll(format: 'ndjson' | 'csv', onLine: (line: string) => voi
   }, 100);
   const started = Date.now();
   try {
-    const res = await fetch(`${server.url}/admin/v1/products/${PRODUCT}/events/export?format=${format}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    const res = await fetch(`${server.url}/admin/v1/products/${PRODUCT}/events/export?format=${format}`, {
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+    });
     assert.equal(res.status, 200);
     const decoder = new TextDecoder();
     let rest = '';
@@ -131,11 +142,16 @@ describe(`export of ${EVENTS.toLocaleString('en-US')} events`, () => {
       if (uuid <= previous) ordered = false; // UUIDv7 written in order by one process: same order as positions
       previous = uuid;
     });
-    console.log(`ndjson: ${result.lines} lines in ${result.seconds.toFixed(1)} s (${Math.round(result.lines / result.seconds)}/s); server RSS over the second half ${(result.rssStart / 1e6).toFixed(0)} → max ${(result.rssMax / 1e6).toFixed(0)} MB`);
+    console.log(
+      `ndjson: ${result.lines} lines in ${result.seconds.toFixed(1)} s (${Math.round(result.lines / result.seconds)}/s); server RSS over the second half ${(result.rssStart / 1e6).toFixed(0)} → max ${(result.rssMax / 1e6).toFixed(0)} MB`,
+    );
     assert.equal(result.lines, EVENTS);
     assert.equal(ids.size, EVENTS, 'no event twice, none of another product');
     assert.ok(ordered, 'oldest first');
-    assert.ok(result.rssMax - result.rssStart < RSS_GROWTH_LIMIT, `RSS grew by ${((result.rssMax - result.rssStart) / 1e6).toFixed(0)} MB`);
+    assert.ok(
+      result.rssMax - result.rssStart < RSS_GROWTH_LIMIT,
+      `RSS grew by ${((result.rssMax - result.rssStart) / 1e6).toFixed(0)} MB`,
+    );
   });
 
   it('CSV: a header and one row per event, flat server memory', async () => {
@@ -143,9 +159,14 @@ describe(`export of ${EVENTS.toLocaleString('en-US')} events`, () => {
     const result = await exportAll('csv', (line) => {
       if (header === '') header = line;
     });
-    console.log(`csv: ${result.lines} lines in ${result.seconds.toFixed(1)} s; server RSS ${(result.rssStart / 1e6).toFixed(0)} → max ${(result.rssMax / 1e6).toFixed(0)} MB`);
+    console.log(
+      `csv: ${result.lines} lines in ${result.seconds.toFixed(1)} s; server RSS ${(result.rssStart / 1e6).toFixed(0)} → max ${(result.rssMax / 1e6).toFixed(0)} MB`,
+    );
     assert.match(header, /^uuid,event_type,action,canonical_name,/);
     assert.equal(result.lines, EVENTS + 1);
-    assert.ok(result.rssMax - result.rssStart < RSS_GROWTH_LIMIT, `RSS grew by ${((result.rssMax - result.rssStart) / 1e6).toFixed(0)} MB`);
+    assert.ok(
+      result.rssMax - result.rssStart < RSS_GROWTH_LIMIT,
+      `RSS grew by ${((result.rssMax - result.rssStart) / 1e6).toFixed(0)} MB`,
+    );
   });
 });

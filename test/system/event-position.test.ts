@@ -53,9 +53,25 @@ function row(): EventInsert {
   };
 }
 
-const INSERT_COLUMNS = 'id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id, occurred_at, received_at, properties, api_key_id';
+const INSERT_COLUMNS =
+  'id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id, occurred_at, received_at, properties, api_key_id';
 function values(r: EventInsert): unknown[] {
-  return [r.id, r.productId, r.source, r.externalId, r.eventType, r.action, r.canonicalName, r.nameFormat, r.subjectType, r.subjectId, r.occurredAt, r.receivedAt, r.propertiesJson, r.apiKeyId];
+  return [
+    r.id,
+    r.productId,
+    r.source,
+    r.externalId,
+    r.eventType,
+    r.action,
+    r.canonicalName,
+    r.nameFormat,
+    r.subjectType,
+    r.subjectId,
+    r.occurredAt,
+    r.receivedAt,
+    r.propertiesJson,
+    r.apiKeyId,
+  ];
 }
 const PLACEHOLDERS_PG = Array.from({ length: 14 }, (_, i) => `$${i + 1}`).join(', ');
 
@@ -94,7 +110,10 @@ describe('the commit position never skips an event', () => {
     // Hand-written transactions that pause (the late committers that a naive "position > last" skips).
     let closeRaw: () => Promise<void> = async () => {};
     if (dialect === 'postgres') {
-      const pools = [0, 1].map(() => new pg.Pool({ connectionString: postgresUrl, max: 4, options: `-c search_path=${database.postgresSchema}` }));
+      const pools = [0, 1].map(
+        () =>
+          new pg.Pool({ connectionString: postgresUrl, max: 4, options: `-c search_path=${database.postgresSchema}` }),
+      );
       closeRaw = async () => {
         for (const pool of pools) await pool.end();
       };
@@ -137,7 +156,13 @@ describe('the commit position never skips an event', () => {
     let writing = true;
     const done = Promise.all(writers).finally(() => (writing = false));
     const readPage = async () => {
-      const page = await instanceA.events.page({ productId: PRODUCT, filter: {}, order: 'asc', limit: 37, ...(cursor === undefined ? {} : { after: cursor }) });
+      const page = await instanceA.events.page({
+        productId: PRODUCT,
+        filter: {},
+        order: 'asc',
+        limit: 37,
+        ...(cursor === undefined ? {} : { after: cursor }),
+      });
       for (const event of page.events) seen.push(event.id);
       if (page.events.length > 0) cursor = page.events[page.events.length - 1]!.position;
       return page;
@@ -148,7 +173,7 @@ describe('the commit position never skips an event', () => {
     }
     await done;
     await closeRaw();
-    for (let empty = 0; empty < 2; ) {
+    for (let empty = 0; empty < 2;) {
       const page = await readPage();
       if (page.events.length === 0) empty++;
     }

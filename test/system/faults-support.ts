@@ -30,14 +30,32 @@ export interface SimpleResponse {
  * server closes just as it is reused would fail the request for a reason that has nothing to do
  * with the fault under test.
  */
-export function send(url: string, options: { method?: string; headers?: Record<string, string>; body?: string; timeoutMs?: number } = {}): Promise<SimpleResponse> {
+export function send(
+  url: string,
+  options: { method?: string; headers?: Record<string, string>; body?: string; timeoutMs?: number } = {},
+): Promise<SimpleResponse> {
   return new Promise((resolve, reject) => {
-    const req = request(url, { method: options.method ?? 'GET', headers: { connection: 'close', ...options.headers }, agent: false, timeout: options.timeoutMs ?? 10_000 }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (chunk: Buffer) => chunks.push(chunk));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, contentType: String(res.headers['content-type'] ?? ''), text: Buffer.concat(chunks).toString('utf8') }));
-      res.on('error', reject);
-    });
+    const req = request(
+      url,
+      {
+        method: options.method ?? 'GET',
+        headers: { connection: 'close', ...options.headers },
+        agent: false,
+        timeout: options.timeoutMs ?? 10_000,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            contentType: String(res.headers['content-type'] ?? ''),
+            text: Buffer.concat(chunks).toString('utf8'),
+          }),
+        );
+        res.on('error', reject);
+      },
+    );
     req.on('timeout', () => req.destroy(new Error(`no answer within ${options.timeoutMs ?? 10_000} ms`)));
     req.on('error', reject);
     req.end(options.body);
@@ -54,7 +72,11 @@ export interface Load {
 }
 
 /** `workers` loops sending one event each, with a unique external_id, until stop(). */
-export function sustainedIngest(server: ServerProcess, key: string, options: { workers: number; propertyBytes?: number; prefix: string }): Load {
+export function sustainedIngest(
+  server: ServerProcess,
+  key: string,
+  options: { workers: number; propertyBytes?: number; prefix: string },
+): Load {
   const answers: Answer[] = [];
   const acknowledged = new Map<string, string>();
   const padding = 'p'.repeat(options.propertyBytes ?? 0);
@@ -68,7 +90,13 @@ export function sustainedIngest(server: ServerProcess, key: string, options: { w
         const response = await send(`${server.url}/api/v2/events`, {
           method: 'POST',
           headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-          body: JSON.stringify({ event: 'fault.checked', subject_type: 'user', subject_id: 'u1', external_id: externalId, properties: { padding } }),
+          body: JSON.stringify({
+            event: 'fault.checked',
+            subject_type: 'user',
+            subject_id: 'u1',
+            external_id: externalId,
+            properties: { padding },
+          }),
         });
         let body: { data?: { uuid?: string }; code?: string; request_id?: string } = {};
         try {
@@ -76,7 +104,12 @@ export function sustainedIngest(server: ServerProcess, key: string, options: { w
         } catch {
           // Recorded below: an answer that is not JSON fails the test's checks.
         }
-        const answer: Answer = { sentAt, answeredAt: Date.now(), status: response.status, contentType: response.contentType };
+        const answer: Answer = {
+          sentAt,
+          answeredAt: Date.now(),
+          status: response.status,
+          contentType: response.contentType,
+        };
         if (body.code !== undefined) answer.code = body.code;
         if (body.request_id !== undefined) answer.requestId = body.request_id;
         answers.push(answer);
@@ -96,7 +129,10 @@ export function sustainedIngest(server: ServerProcess, key: string, options: { w
       const target = acknowledged.size + count;
       const deadline = Date.now() + timeoutMs;
       while (acknowledged.size < target) {
-        if (Date.now() > deadline) throw new Error(`only ${acknowledged.size - (target - count)} of ${count} events acknowledged within ${timeoutMs} ms`);
+        if (Date.now() > deadline)
+          throw new Error(
+            `only ${acknowledged.size - (target - count)} of ${count} events acknowledged within ${timeoutMs} ms`,
+          );
         await new Promise((resolve) => setTimeout(resolve, 10));
       }
     },
@@ -112,7 +148,12 @@ export function unexpectedAnswers(answers: Answer[]): Answer[] {
   return answers.filter(
     (a) =>
       a.status !== 201 &&
-      !(a.status === 503 && a.contentType.startsWith('application/problem+json') && a.code === 'unavailable' && typeof a.requestId === 'string'),
+      !(
+        a.status === 503 &&
+        a.contentType.startsWith('application/problem+json') &&
+        a.code === 'unavailable' &&
+        typeof a.requestId === 'string'
+      ),
   );
 }
 
@@ -124,7 +165,11 @@ export function statusCounts(answers: Answer[]): Record<string, number> {
 }
 
 /** Opens the database after the server has stopped and checks that each acknowledged event is there. */
-export async function assertAllStored(databaseUrl: string, productId: string, acknowledged: Map<string, string>): Promise<void> {
+export async function assertAllStored(
+  databaseUrl: string,
+  productId: string,
+  acknowledged: Map<string, string>,
+): Promise<void> {
   const services = await createServices(testConfig(databaseUrl), { defaultMetrics: false });
   try {
     const missing: string[] = [];
@@ -132,7 +177,11 @@ export async function assertAllStored(databaseUrl: string, productId: string, ac
       const event = await services.storage.events.get(productId, uuid);
       if (event?.externalId !== externalId) missing.push(externalId);
     }
-    assert.deepEqual(missing.slice(0, 20), [], `${missing.length} of ${acknowledged.size} acknowledged events are missing`);
+    assert.deepEqual(
+      missing.slice(0, 20),
+      [],
+      `${missing.length} of ${acknowledged.size} acknowledged events are missing`,
+    );
   } finally {
     await services.close();
   }
@@ -149,7 +198,10 @@ export async function freePort(): Promise<number> {
 }
 
 /** Resolves with the process's exit once SIGTERM has stopped it (SIGKILL after timeoutMs). */
-export async function stopServer(server: ServerProcess, timeoutMs = 15_000): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+export async function stopServer(
+  server: ServerProcess,
+  timeoutMs = 15_000,
+): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
   server.child.kill('SIGTERM');
   const timer = setTimeout(() => server.child.kill('SIGKILL'), timeoutMs);
   try {

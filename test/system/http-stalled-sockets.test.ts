@@ -94,10 +94,15 @@ function openStalled(port: number, kind: Kind, key: string): Promise<Stalled> {
     socket.on('error', () => {});
     socket.once('connect', () => {
       clearTimeout(timer);
-      if (kind === 'partial-headers') socket.write('POST /api/v2/events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Slow: ');
+      if (kind === 'partial-headers')
+        socket.write('POST /api/v2/events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Slow: ');
       // With a valid key: a request without one is answered 401 at once and never waits for its body.
       if (kind === 'partial-body') {
-        const head = requestBytes('POST', '/api/v2/events', { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'content-length': '10000' });
+        const head = requestBytes('POST', '/api/v2/events', {
+          authorization: `Bearer ${key}`,
+          'content-type': 'application/json',
+          'content-length': '10000',
+        });
         socket.write(Buffer.concat([head, Buffer.from('{"subject_id":"')]));
       }
       if (kind === 'idle-keep-alive') socket.write(requestBytes('GET', '/healthz', {}));
@@ -108,8 +113,18 @@ function openStalled(port: number, kind: Kind, key: string): Promise<Stalled> {
 
 /** One ingest request on a fresh connection; resolves with its latency (ms) and status. */
 function ingestOnce(port: number, key: string, n: number): Promise<{ ms: number; status: number | undefined }> {
-  const body = JSON.stringify({ subject_type: 'user', subject_id: `normal-${n}`, event_type: 'page', action: 'viewed' });
-  const bytes = requestBytes('POST', '/api/v2/events', { authorization: `Bearer ${key}`, 'content-type': 'application/json', connection: 'close' }, body);
+  const body = JSON.stringify({
+    subject_type: 'user',
+    subject_id: `normal-${n}`,
+    event_type: 'page',
+    action: 'viewed',
+  });
+  const bytes = requestBytes(
+    'POST',
+    '/api/v2/events',
+    { authorization: `Bearer ${key}`, 'content-type': 'application/json', connection: 'close' },
+    body,
+  );
   return new Promise((resolve) => {
     const started = process.hrtime.bigint();
     const socket = connect(port, '127.0.0.1', () => socket.write(bytes));
@@ -129,7 +144,12 @@ function ingestOnce(port: number, key: string, n: number): Promise<{ ms: number;
   });
 }
 
-async function normalRequests(port: number, key: string, count: number, until: number): Promise<Array<{ ms: number; status: number | undefined }>> {
+async function normalRequests(
+  port: number,
+  key: string,
+  count: number,
+  until: number,
+): Promise<Array<{ ms: number; status: number | undefined }>> {
   const results: Array<{ ms: number; status: number | undefined }> = [];
   let next = 0;
   const worker = async () => {
@@ -151,69 +171,108 @@ async function until(what: string, condition: () => boolean, timeoutMs: number):
   }
 }
 
-it(`${STALLED} stalled sockets: normal ingest still answered with sane latency, server memory bounded, every stalled socket closed by the timeouts`, { skip, timeout: 120_000 }, async (t) => {
-  const { port, child } = server!;
-  const pid = child.pid!;
-  const admin = { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' };
-  const product = await fetch(`${server!.url}/admin/v1/products`, { method: 'POST', headers: admin, body: JSON.stringify({ name: 'stalled' }) });
-  const productId = ((await product.json()) as { data: { id: string } }).data.id;
-  const created = await fetch(`${server!.url}/admin/v1/products/${productId}/keys`, { method: 'POST', headers: admin, body: JSON.stringify({ kind: 'events' }) });
-  const key = ((await created.json()) as { data: { key: string } }).data.key;
+it(
+  `${STALLED} stalled sockets: normal ingest still answered with sane latency, server memory bounded, every stalled socket closed by the timeouts`,
+  { skip, timeout: 120_000 },
+  async (t) => {
+    const { port, child } = server!;
+    const pid = child.pid!;
+    const admin = { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' };
+    const product = await fetch(`${server!.url}/admin/v1/products`, {
+      method: 'POST',
+      headers: admin,
+      body: JSON.stringify({ name: 'stalled' }),
+    });
+    const productId = ((await product.json()) as { data: { id: string } }).data.id;
+    const created = await fetch(`${server!.url}/admin/v1/products/${productId}/keys`, {
+      method: 'POST',
+      headers: admin,
+      body: JSON.stringify({ kind: 'events' }),
+    });
+    const key = ((await created.json()) as { data: { key: string } }).data.key;
 
-  // Warm-up, then the baseline: the same normal requests with nothing stalled.
-  await normalRequests(port, key, 100, Date.now() + 20_000);
-  const baseline = await normalRequests(port, key, NORMAL_REQUESTS, Date.now() + 20_000);
-  const rssBefore = rssMb(pid);
-  const fdsBefore = openFds(pid);
+    // Warm-up, then the baseline: the same normal requests with nothing stalled.
+    await normalRequests(port, key, 100, Date.now() + 20_000);
+    const baseline = await normalRequests(port, key, NORMAL_REQUESTS, Date.now() + 20_000);
+    const rssBefore = rssMb(pid);
+    const fdsBefore = openFds(pid);
 
-  const started = Date.now();
-  const stalled: Stalled[] = [];
-  for (let i = 0; i < STALLED; i += BATCH) {
-    const batch = Array.from({ length: Math.min(BATCH, STALLED - i) }, (_, j) => openStalled(port, KINDS[(i + j) % KINDS.length]!, key));
-    stalled.push(...(await Promise.all(batch)));
-    // Stagger: let the server accept this batch before the next one arrives.
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  const openedMs = Date.now() - started;
-  // The keep-alive ones have had their answer; the others wait for a timeout.
-  await until('idle keep-alive answers', () => stalled.every((s) => s.kind !== 'idle-keep-alive' || parseResponse(s.received) !== undefined), 20_000);
-  const fdsStalled = openFds(pid);
+    const started = Date.now();
+    const stalled: Stalled[] = [];
+    for (let i = 0; i < STALLED; i += BATCH) {
+      const batch = Array.from({ length: Math.min(BATCH, STALLED - i) }, (_, j) =>
+        openStalled(port, KINDS[(i + j) % KINDS.length]!, key),
+      );
+      stalled.push(...(await Promise.all(batch)));
+      // Stagger: let the server accept this batch before the next one arrives.
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    const openedMs = Date.now() - started;
+    // The keep-alive ones have had their answer; the others wait for a timeout.
+    await until(
+      'idle keep-alive answers',
+      () => stalled.every((s) => s.kind !== 'idle-keep-alive' || parseResponse(s.received) !== undefined),
+      20_000,
+    );
+    const fdsStalled = openFds(pid);
 
-  const during = await normalRequests(port, key, NORMAL_REQUESTS, started + MEASURE_UNTIL_MS);
-  const rssStalled = rssMb(pid);
-  const stillOpen = stalled.filter((s) => s.closedAt === undefined).length;
+    const during = await normalRequests(port, key, NORMAL_REQUESTS, started + MEASURE_UNTIL_MS);
+    const rssStalled = rssMb(pid);
+    const stillOpen = stalled.filter((s) => s.closedAt === undefined).length;
 
-  await until('every stalled socket closed', () => stalled.every((s) => s.closedAt !== undefined), REQUEST_TIMEOUT_MS + 15_000);
-  const allClosedMs = Date.now() - started;
-  await until('server fds back to the baseline', () => openFds(pid) <= fdsBefore + 5, 10_000);
-  const rssAfter = rssMb(pid);
-  const afterwards = await ingestOnce(port, key, -1);
+    await until(
+      'every stalled socket closed',
+      () => stalled.every((s) => s.closedAt !== undefined),
+      REQUEST_TIMEOUT_MS + 15_000,
+    );
+    const allClosedMs = Date.now() - started;
+    await until('server fds back to the baseline', () => openFds(pid) <= fdsBefore + 5, 10_000);
+    const rssAfter = rssMb(pid);
+    const afterwards = await ingestOnce(port, key, -1);
 
-  const sorted = (rows: Array<{ ms: number }>) => rows.map((r) => r.ms).sort((a, b) => a - b);
-  const base = sorted(baseline);
-  const stall = sorted(during);
-  const answered408 = stalled.filter((s) => parseResponse(s.received)?.status === 408);
-  const byKind = Object.fromEntries(KINDS.map((kind) => [kind, stalled.filter((s) => s.kind === kind && parseResponse(s.received)?.status === 408).length]));
-  const figures = [
-    `stalled sockets: ${STALLED} (${STALLED / KINDS.length} each of ${KINDS.join(', ')}), opened in ${openedMs} ms; ${stillOpen} still open after the normal requests; server fds ${fdsBefore} → ${fdsStalled} → ${openFds(pid)}`,
-    `normal ingest (new connection each, ${NORMAL_CONCURRENCY} at a time): before ${base.length} requests p50 ${percentile(base, 50).toFixed(1)} ms p99 ${percentile(base, 99).toFixed(1)} ms; ` +
-      `during the stall ${stall.length} requests p50 ${percentile(stall, 50).toFixed(1)} ms p99 ${percentile(stall, 99).toFixed(1)} ms max ${stall.at(-1)!.toFixed(1)} ms`,
-    `server RSS: ${rssBefore.toFixed(1)} MB before, ${rssStalled.toFixed(1)} MB with every socket stalled (+${(rssStalled - rssBefore).toFixed(1)}), ${rssAfter.toFixed(1)} MB after all closed`,
-    `408 answers: ${JSON.stringify(byKind)}; all stalled sockets closed ${allClosedMs} ms after the first opened (timeouts ${HEADERS_TIMEOUT_MS}/${REQUEST_TIMEOUT_MS}/${KEEP_ALIVE_TIMEOUT_MS} ms)`,
-    `load average ${loadavg().map((n) => n.toFixed(2)).join(' ')}`,
-  ];
-  for (const line of figures) t.diagnostic(line);
-  console.log(figures.join('\n'));
+    const sorted = (rows: Array<{ ms: number }>) => rows.map((r) => r.ms).sort((a, b) => a - b);
+    const base = sorted(baseline);
+    const stall = sorted(during);
+    const answered408 = stalled.filter((s) => parseResponse(s.received)?.status === 408);
+    const byKind = Object.fromEntries(
+      KINDS.map((kind) => [
+        kind,
+        stalled.filter((s) => s.kind === kind && parseResponse(s.received)?.status === 408).length,
+      ]),
+    );
+    const figures = [
+      `stalled sockets: ${STALLED} (${STALLED / KINDS.length} each of ${KINDS.join(', ')}), opened in ${openedMs} ms; ${stillOpen} still open after the normal requests; server fds ${fdsBefore} → ${fdsStalled} → ${openFds(pid)}`,
+      `normal ingest (new connection each, ${NORMAL_CONCURRENCY} at a time): before ${base.length} requests p50 ${percentile(base, 50).toFixed(1)} ms p99 ${percentile(base, 99).toFixed(1)} ms; ` +
+        `during the stall ${stall.length} requests p50 ${percentile(stall, 50).toFixed(1)} ms p99 ${percentile(stall, 99).toFixed(1)} ms max ${stall.at(-1)!.toFixed(1)} ms`,
+      `server RSS: ${rssBefore.toFixed(1)} MB before, ${rssStalled.toFixed(1)} MB with every socket stalled (+${(rssStalled - rssBefore).toFixed(1)}), ${rssAfter.toFixed(1)} MB after all closed`,
+      `408 answers: ${JSON.stringify(byKind)}; all stalled sockets closed ${allClosedMs} ms after the first opened (timeouts ${HEADERS_TIMEOUT_MS}/${REQUEST_TIMEOUT_MS}/${KEEP_ALIVE_TIMEOUT_MS} ms)`,
+      `load average ${loadavg()
+        .map((n) => n.toFixed(2))
+        .join(' ')}`,
+    ];
+    for (const line of figures) t.diagnostic(line);
+    console.log(figures.join('\n'));
 
-  assert.equal(stillOpen, STALLED, 'every stalled socket was still open while the normal requests ran');
-  assert.ok(stall.length >= 100, `only ${stall.length} normal requests ran during the stall`);
-  assert.deepEqual([...new Set([...baseline, ...during].map((r) => r.status))], [201], 'every normal request was stored');
-  assert.ok(percentile(stall, 99) < 2000, `normal requests p99 ${percentile(stall, 99).toFixed(1)} ms during the stall`);
-  assert.ok(rssStalled - rssBefore < 200, `server RSS grew ${(rssStalled - rssBefore).toFixed(1)} MB with ${STALLED} stalled sockets`);
-  // Partial headers and partial bodies get their 408; silent and idle keep-alive sockets are closed without one.
-  assert.equal(byKind['partial-headers'], STALLED / KINDS.length);
-  assert.equal(byKind['partial-body'], STALLED / KINDS.length);
-  assert.equal(answered408.length, (STALLED / KINDS.length) * 2);
-  assert.ok(stalled.filter((s) => s.kind === 'silent').every((s) => s.received === ''));
-  assert.equal(afterwards.status, 201);
-});
+    assert.equal(stillOpen, STALLED, 'every stalled socket was still open while the normal requests ran');
+    assert.ok(stall.length >= 100, `only ${stall.length} normal requests ran during the stall`);
+    assert.deepEqual(
+      [...new Set([...baseline, ...during].map((r) => r.status))],
+      [201],
+      'every normal request was stored',
+    );
+    assert.ok(
+      percentile(stall, 99) < 2000,
+      `normal requests p99 ${percentile(stall, 99).toFixed(1)} ms during the stall`,
+    );
+    assert.ok(
+      rssStalled - rssBefore < 200,
+      `server RSS grew ${(rssStalled - rssBefore).toFixed(1)} MB with ${STALLED} stalled sockets`,
+    );
+    // Partial headers and partial bodies get their 408; silent and idle keep-alive sockets are closed without one.
+    assert.equal(byKind['partial-headers'], STALLED / KINDS.length);
+    assert.equal(byKind['partial-body'], STALLED / KINDS.length);
+    assert.equal(answered408.length, (STALLED / KINDS.length) * 2);
+    assert.ok(stalled.filter((s) => s.kind === 'silent').every((s) => s.received === ''));
+    assert.equal(afterwards.status, 201);
+  },
+);

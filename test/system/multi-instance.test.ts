@@ -8,7 +8,10 @@ import pg from 'pg';
 import { ADMIN_TOKEN, dialect, testDatabase, type TestDatabase } from '../helpers.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
 
-const skip = dialect === 'postgres' ? false : 'PostgreSQL only: several instances need a shared server database (SQLite is one process)';
+const skip =
+  dialect === 'postgres'
+    ? false
+    : 'PostgreSQL only: several instances need a shared server database (SQLite is one process)';
 
 /** The documented default of INLET_KEY_CACHE_TTL_MS, which the instances run with. */
 const KEY_CACHE_TTL_MS = 1000;
@@ -19,7 +22,10 @@ const REQUEST_TIMEOUT_MS = 10_000;
 async function stopInstance(instance: ServerProcess): Promise<void> {
   if (instance.child.exitCode !== null || instance.child.signalCode !== null) return;
   instance.child.kill('SIGTERM');
-  const stopped = await Promise.race([instance.exited.then(() => true), new Promise((resolve) => setTimeout(() => resolve(false), 10_000))]);
+  const stopped = await Promise.race([
+    instance.exited.then(() => true),
+    new Promise((resolve) => setTimeout(() => resolve(false), 10_000)),
+  ]);
   if (!stopped) {
     instance.child.kill('SIGKILL');
     await Promise.race([instance.exited, new Promise((resolve) => setTimeout(resolve, 5000))]);
@@ -32,10 +38,19 @@ interface Reply {
   body: any; // eslint-disable-line @typescript-eslint/no-explicit-any
 }
 
-async function call(instance: ServerProcess, method: string, path: string, token: string, body?: unknown): Promise<Reply> {
+async function call(
+  instance: ServerProcess,
+  method: string,
+  path: string,
+  token: string,
+  body?: unknown,
+): Promise<Reply> {
   const response = await fetch(`${instance.url}${path}`, {
     method,
-    headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    headers: {
+      authorization: `Bearer ${token}`,
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
   });
@@ -71,7 +86,10 @@ describe('several instances on one PostgreSQL database', { skip, timeout: 180_00
       INLET_PG_POOL_SIZE: '4',
     };
     // Each listens on a port of its own choosing (PORT=0), on 127.0.0.1.
-    const started = await Promise.allSettled([startServerProcess(env, START_TIMEOUT_MS), startServerProcess(env, START_TIMEOUT_MS)]);
+    const started = await Promise.allSettled([
+      startServerProcess(env, START_TIMEOUT_MS),
+      startServerProcess(env, START_TIMEOUT_MS),
+    ]);
     for (const result of started) if (result.status === 'fulfilled') instances.push(result.value);
     for (const result of started) if (result.status === 'rejected') throw result.reason;
     [a, b] = instances as [ServerProcess, ServerProcess];
@@ -79,7 +97,10 @@ describe('several instances on one PostgreSQL database', { skip, timeout: 180_00
       const ready = await fetch(`${instance.url}/readyz`, { signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
       assert.equal(ready.status, 200);
     }
-    client = new pg.Client({ connectionString: database.databaseUrl, options: `-c search_path=${database.postgresSchema}` });
+    client = new pg.Client({
+      connectionString: database.databaseUrl,
+      options: `-c search_path=${database.postgresSchema}`,
+    });
     await client.connect();
     const product = await call(a, 'POST', '/admin/v1/products', ADMIN_TOKEN, { name: 'Acme' });
     assert.equal(product.status, 201);
@@ -96,19 +117,45 @@ describe('several instances on one PostgreSQL database', { skip, timeout: 180_00
     const { key } = await createKey();
     for (let round = 0; round < 8; round++) {
       const externalId = `order-${round}`;
-      const body = { event_type: 'order', action: 'placed', subject_type: 'user', subject_id: `u${round}`, external_id: externalId, properties: { round } };
-      const replies = await Promise.all(Array.from({ length: 10 }, (_, i) => call(i % 2 === 0 ? a : b, 'POST', '/api/v2/events', key, body)));
+      const body = {
+        event_type: 'order',
+        action: 'placed',
+        subject_type: 'user',
+        subject_id: `u${round}`,
+        external_id: externalId,
+        properties: { round },
+      };
+      const replies = await Promise.all(
+        Array.from({ length: 10 }, (_, i) => call(i % 2 === 0 ? a : b, 'POST', '/api/v2/events', key, body)),
+      );
       const statuses = replies.map((r) => r.status).sort();
-      assert.deepEqual(statuses, [200, 200, 200, 200, 200, 200, 200, 200, 200, 201], `round ${round}: one 201, the rest replays`);
+      assert.deepEqual(
+        statuses,
+        [200, 200, 200, 200, 200, 200, 200, 200, 200, 201],
+        `round ${round}: one 201, the rest replays`,
+      );
       const original = replies.find((r) => r.status === 201)!.body.data;
       for (const reply of replies.filter((r) => r.status === 200)) {
         assert.equal(reply.headers.get('idempotent-replayed'), 'true');
         assert.deepEqual(reply.body.data, original, 'every replay answers the original record unchanged');
       }
-      const stored = await client.query('SELECT id FROM events WHERE product_id = $1 AND external_id = $2', [productId, externalId]);
-      assert.deepEqual(stored.rows.map((row) => row.id), [original.uuid], 'one stored event');
-      const keys = await client.query('SELECT event_id FROM event_dedup WHERE product_id = $1 AND external_id = $2', [productId, externalId]);
-      assert.deepEqual(keys.rows.map((row) => row.event_id), [original.uuid]);
+      const stored = await client.query('SELECT id FROM events WHERE product_id = $1 AND external_id = $2', [
+        productId,
+        externalId,
+      ]);
+      assert.deepEqual(
+        stored.rows.map((row) => row.id),
+        [original.uuid],
+        'one stored event',
+      );
+      const keys = await client.query('SELECT event_id FROM event_dedup WHERE product_id = $1 AND external_id = $2', [
+        productId,
+        externalId,
+      ]);
+      assert.deepEqual(
+        keys.rows.map((row) => row.event_id),
+        [original.uuid],
+      );
     }
   });
 
@@ -170,7 +217,10 @@ describe('several instances on one PostgreSQL database', { skip, timeout: 180_00
       const { key } = await createKey();
       const replies = await Promise.all(
         Array.from({ length: 10 }, (_, i) =>
-          call(i % 2 === 0 ? a : b, 'POST', '/api/v2/identify', key, { external_id: `claimant-${i}`, identifiers: { email: 'Shared@Example.com' } }),
+          call(i % 2 === 0 ? a : b, 'POST', '/api/v2/identify', key, {
+            external_id: `claimant-${i}`,
+            identifiers: { email: 'Shared@Example.com' },
+          }),
         ),
       );
       const winners = replies.filter((r) => r.status === 201);
@@ -181,23 +231,43 @@ describe('several instances on one PostgreSQL database', { skip, timeout: 180_00
         assert.equal(reply.body.code, 'identifier_conflict');
         assert.deepEqual(reply.body.conflicts, [{ kind: 'email', value: 'shared@example.com', external_id: owner }]);
       }
-      const holders = await client.query("SELECT user_id FROM user_identifiers WHERE product_id = $1 AND kind = 'email' AND value = 'shared@example.com'", [productId]);
-      assert.deepEqual(holders.rows.map((row) => row.user_id), [winners[0]!.body.data.id]);
-      const users = await client.query("SELECT external_id FROM users WHERE product_id = $1 AND external_id LIKE 'claimant-%'", [productId]);
-      assert.deepEqual(users.rows.map((row) => row.external_id), [owner], 'the refused identifies changed nothing');
+      const holders = await client.query(
+        "SELECT user_id FROM user_identifiers WHERE product_id = $1 AND kind = 'email' AND value = 'shared@example.com'",
+        [productId],
+      );
+      assert.deepEqual(
+        holders.rows.map((row) => row.user_id),
+        [winners[0]!.body.data.id],
+      );
+      const users = await client.query(
+        "SELECT external_id FROM users WHERE product_id = $1 AND external_id LIKE 'claimant-%'",
+        [productId],
+      );
+      assert.deepEqual(
+        users.rows.map((row) => row.external_id),
+        [owner],
+        'the refused identifies changed nothing',
+      );
     });
 
     it('concurrent identifies of one new external id on both instances create one user and lose no trait', async () => {
       const { key } = await createKey();
       const replies = await Promise.all(
-        Array.from({ length: 10 }, (_, i) => call(i % 2 === 0 ? a : b, 'POST', '/api/v2/identify', key, { external_id: 'newcomer', traits: { [`t${i}`]: i } })),
+        Array.from({ length: 10 }, (_, i) =>
+          call(i % 2 === 0 ? a : b, 'POST', '/api/v2/identify', key, {
+            external_id: 'newcomer',
+            traits: { [`t${i}`]: i },
+          }),
+        ),
       );
       assert.deepEqual(replies.map((r) => r.status).sort(), [200, 200, 200, 200, 200, 200, 200, 200, 200, 201]);
       assert.equal(new Set(replies.map((r) => r.body.data.id)).size, 1, 'every answer names one user');
       const final = await call(b, 'POST', '/api/v2/identify', key, { external_id: 'newcomer' });
       assert.equal(final.status, 200);
       assert.deepEqual(final.body.data.traits, Object.fromEntries(Array.from({ length: 10 }, (_, i) => [`t${i}`, i])));
-      const users = await client.query("SELECT id FROM users WHERE product_id = $1 AND external_id = 'newcomer'", [productId]);
+      const users = await client.query("SELECT id FROM users WHERE product_id = $1 AND external_id = 'newcomer'", [
+        productId,
+      ]);
       assert.equal(users.rows.length, 1);
     });
 
@@ -210,7 +280,10 @@ describe('several instances on one PostgreSQL database', { skip, timeout: 180_00
       assert.equal(left.status, 200, JSON.stringify(left.body));
       assert.equal(right.status, 200, JSON.stringify(right.body));
       assert.equal(left.body.data.id, right.body.data.id, 'both answers name the same user');
-      const mapped = await client.query("SELECT DISTINCT user_id FROM user_ids WHERE product_id = $1 AND external_id IN ('left', 'right')", [productId]);
+      const mapped = await client.query(
+        "SELECT DISTINCT user_id FROM user_ids WHERE product_id = $1 AND external_id IN ('left', 'right')",
+        [productId],
+      );
       assert.equal(mapped.rows.length, 1, 'both external ids resolve to one user');
     });
   });

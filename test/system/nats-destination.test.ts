@@ -31,7 +31,12 @@ async function manager(): Promise<JetStreamManager> {
 async function send(key: string, from: number, n: number, name = 'order'): Promise<string[]> {
   const uuids: string[] = [];
   for (let i = from; i < from + n; i++) {
-    const res = await ctx.app.inject({ method: 'POST', url: '/api/v2/events', headers: bearer(key), payload: { subject_type: 'user', subject_id: `u${i}`, event_type: name, action: 'placed', properties: { i } } });
+    const res = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/events',
+      headers: bearer(key),
+      payload: { subject_type: 'user', subject_id: `u${i}`, event_type: name, action: 'placed', properties: { i } },
+    });
     assert.equal(res.statusCode, 201, res.body);
     uuids.push(res.json().data.uuid as string);
   }
@@ -46,13 +51,20 @@ async function deliver(): Promise<void> {
 }
 
 /** Every message of the stream in order: its subject and Nats-Msg-Id. */
-async function streamContents(jsm: JetStreamManager, stream: string): Promise<Array<{ subject: string; id: string; type: string }>> {
+async function streamContents(
+  jsm: JetStreamManager,
+  stream: string,
+): Promise<Array<{ subject: string; id: string; type: string }>> {
   const info = await jsm.streams.info(stream);
   const out: Array<{ subject: string; id: string; type: string }> = [];
   for (let seq = info.state.first_seq; seq <= info.state.last_seq && info.state.messages > 0; seq++) {
     const message = await jsm.streams.getMessage(stream, { seq });
     if (message === null) continue;
-    out.push({ subject: message.subject, id: message.header.get('Nats-Msg-Id'), type: (message.json() as { type: string }).type });
+    out.push({
+      subject: message.subject,
+      id: message.header.get('Nats-Msg-Id'),
+      type: (message.json() as { type: string }).type,
+    });
   }
   return out;
 }
@@ -74,7 +86,10 @@ describe('NATS JetStream destination', () => {
     const first = await send(product.eventsKey, 0, 30);
     await deliver();
     let contents = await streamContents(jsm, 'INLET');
-    assert.deepEqual(contents.map((m) => m.id), first.map(evtId));
+    assert.deepEqual(
+      contents.map((m) => m.id),
+      first.map(evtId),
+    );
     assert.equal(contents[0]!.subject, `inlet.${product.id}.order_placed`);
     assert.equal(contents[0]!.type, 'event.created');
 
@@ -100,7 +115,10 @@ describe('NATS JetStream destination', () => {
     }
     assert.equal(shown.lag, 0, `lag after restart: ${shown.lag}, last error ${shown.lastError}`);
     contents = await streamContents(await manager(), 'INLET');
-    assert.deepEqual(contents.map((m) => m.id), [...first, ...second].map(evtId));
+    assert.deepEqual(
+      contents.map((m) => m.id),
+      [...first, ...second].map(evtId),
+    );
     assert.equal(new Set(contents.map((m) => m.id)).size, contents.length, 'each message exactly once');
 
     // A re-delivery of published messages (a replay) is dropped by JetStream's duplicate window.
@@ -113,8 +131,14 @@ describe('NATS JetStream destination', () => {
   it('refuses NATS servers outside the outbound guard at creation', async () => {
     const product = await ctx.product('nats-guard');
     await assert.rejects(
-      ctx.services.destinations.create(product.id, { type: 'nats', name: 'x', servers: ['nats://10.9.8.7:4222'], subject: 'inlet.x' }),
-      (error: Error & { errors?: Array<{ message: string }> }) => /outbound guard/.test(error.errors?.[0]?.message ?? ''),
+      ctx.services.destinations.create(product.id, {
+        type: 'nats',
+        name: 'x',
+        servers: ['nats://10.9.8.7:4222'],
+        subject: 'inlet.x',
+      }),
+      (error: Error & { errors?: Array<{ message: string }> }) =>
+        /outbound guard/.test(error.errors?.[0]?.message ?? ''),
     );
   });
 });

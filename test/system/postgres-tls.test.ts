@@ -21,10 +21,60 @@ function openssl(args: string[], cwd: string): void {
 
 /** A CA and a certificate it signed for `name` (subjectAltName DNS), in `dir`. */
 function certificates(dir: string, prefix: string, name: string): void {
-  openssl(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${prefix}ca.key`, '-out', `${prefix}ca.crt`, '-days', '2', '-subj', `/CN=${prefix}inlet-test-ca`], dir);
-  openssl(['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${prefix}server.key`, '-out', `${prefix}server.csr`, '-subj', `/CN=${name}`], dir);
+  openssl(
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      `${prefix}ca.key`,
+      '-out',
+      `${prefix}ca.crt`,
+      '-days',
+      '2',
+      '-subj',
+      `/CN=${prefix}inlet-test-ca`,
+    ],
+    dir,
+  );
+  openssl(
+    [
+      'req',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      `${prefix}server.key`,
+      '-out',
+      `${prefix}server.csr`,
+      '-subj',
+      `/CN=${name}`,
+    ],
+    dir,
+  );
   writeFileSync(join(dir, `${prefix}san.ext`), `subjectAltName=DNS:${name}\n`);
-  openssl(['x509', '-req', '-in', `${prefix}server.csr`, '-CA', `${prefix}ca.crt`, '-CAkey', `${prefix}ca.key`, '-CAcreateserial', '-out', `${prefix}server.crt`, '-days', '2', '-extfile', `${prefix}san.ext`], dir);
+  openssl(
+    [
+      'x509',
+      '-req',
+      '-in',
+      `${prefix}server.csr`,
+      '-CA',
+      `${prefix}ca.crt`,
+      '-CAkey',
+      `${prefix}ca.key`,
+      '-CAcreateserial',
+      '-out',
+      `${prefix}server.crt`,
+      '-days',
+      '2',
+      '-extfile',
+      `${prefix}san.ext`,
+    ],
+    dir,
+  );
 }
 
 describe('TLS to PostgreSQL: every sslmode against a server with TLS', { skip, timeout: 180_000 }, () => {
@@ -44,7 +94,22 @@ describe('TLS to PostgreSQL: every sslmode against a server with TLS', { skip, t
         chmodSync(certs, 0o755);
       },
     });
-    execFileSync('psql', ['-h', '127.0.0.1', '-p', String(cluster.port), '-U', 'postgres', '-d', 'postgres', '-c', 'CREATE ROLE tls_only LOGIN SUPERUSER'], { stdio: 'ignore' });
+    execFileSync(
+      'psql',
+      [
+        '-h',
+        '127.0.0.1',
+        '-p',
+        String(cluster.port),
+        '-U',
+        'postgres',
+        '-d',
+        'postgres',
+        '-c',
+        'CREATE ROLE tls_only LOGIN SUPERUSER',
+      ],
+      { stdio: 'ignore' },
+    );
   });
   after(() => {
     cluster?.remove();
@@ -53,9 +118,13 @@ describe('TLS to PostgreSQL: every sslmode against a server with TLS', { skip, t
 
   /** Opens Inlet's storage on the URL and returns whether its session runs over TLS. */
   async function sessionTls(query: string, { host = '127.0.0.1', user = 'postgres' } = {}): Promise<boolean> {
-    const storage = await openStorage(`postgres://${user}@${host}:${cluster!.port}/postgres?${query}`, { postgresPoolSize: 1 });
+    const storage = await openStorage(`postgres://${user}@${host}:${cluster!.port}/postgres?${query}`, {
+      postgresPoolSize: 1,
+    });
     try {
-      const { rows } = await sql<{ ssl: boolean }>`SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()`.execute(storage.db);
+      const { rows } = await sql<{ ssl: boolean }>`SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()`.execute(
+        storage.db,
+      );
       return rows[0]!.ssl;
     } finally {
       await storage.close();
@@ -77,22 +146,44 @@ describe('TLS to PostgreSQL: every sslmode against a server with TLS', { skip, t
     assert.equal(await sessionTls(''), true);
   });
   it('disable against a TLS-only role: refused, with the server’s reason', async () => {
-    await assert.rejects(sessionTls('sslmode=disable', { user: 'tls_only' }), /pg_hba\.conf rejects connection|no encryption/);
+    await assert.rejects(
+      sessionTls('sslmode=disable', { user: 'tls_only' }),
+      /pg_hba\.conf rejects connection|no encryption/,
+    );
   });
   it('require: TLS without checking the certificate (an unknown CA, a name that does not match)', async () => {
     assert.equal(await sessionTls('sslmode=require'), true);
   });
   it('require with sslrootcert acts as verify-ca (libpq): the right CA passes, another is refused', async () => {
     assert.equal(await sessionTls(`sslmode=require&sslrootcert=${encodeURIComponent(ca())}`), true);
-    await assert.rejects(sessionTls(`sslmode=require&sslrootcert=${encodeURIComponent(otherCa())}`), /certificate|self.signed|unable to verify/i);
+    await assert.rejects(
+      sessionTls(`sslmode=require&sslrootcert=${encodeURIComponent(otherCa())}`),
+      /certificate|self.signed|unable to verify/i,
+    );
   });
   it('verify-ca: the chain is checked, the name is not', async () => {
-    assert.equal(await sessionTls(`sslmode=verify-ca&sslrootcert=${encodeURIComponent(ca())}`), true, '127.0.0.1 is not the certificate’s name, and passes');
-    await assert.rejects(sessionTls(`sslmode=verify-ca&sslrootcert=${encodeURIComponent(otherCa())}`), /certificate|unable to verify/i);
+    assert.equal(
+      await sessionTls(`sslmode=verify-ca&sslrootcert=${encodeURIComponent(ca())}`),
+      true,
+      '127.0.0.1 is not the certificate’s name, and passes',
+    );
+    await assert.rejects(
+      sessionTls(`sslmode=verify-ca&sslrootcert=${encodeURIComponent(otherCa())}`),
+      /certificate|unable to verify/i,
+    );
   });
   it('verify-full: the chain and the name are checked', async () => {
-    assert.equal(await sessionTls(`sslmode=verify-full&sslrootcert=${encodeURIComponent(ca())}`, { host: 'localhost' }), true);
-    await assert.rejects(sessionTls(`sslmode=verify-full&sslrootcert=${encodeURIComponent(ca())}`), /Hostname\/IP does not match|altnames/i);
-    await assert.rejects(sessionTls(`sslmode=verify-full&sslrootcert=${encodeURIComponent(otherCa())}`, { host: 'localhost' }), /certificate|unable to verify/i);
+    assert.equal(
+      await sessionTls(`sslmode=verify-full&sslrootcert=${encodeURIComponent(ca())}`, { host: 'localhost' }),
+      true,
+    );
+    await assert.rejects(
+      sessionTls(`sslmode=verify-full&sslrootcert=${encodeURIComponent(ca())}`),
+      /Hostname\/IP does not match|altnames/i,
+    );
+    await assert.rejects(
+      sessionTls(`sslmode=verify-full&sslrootcert=${encodeURIComponent(otherCa())}`, { host: 'localhost' }),
+      /certificate|unable to verify/i,
+    );
   });
 });

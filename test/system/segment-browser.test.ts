@@ -13,14 +13,19 @@ import { adminHeaders, createTestApp, dialect, type TestContext } from '../helpe
 import { CHROMIUM, CHROMIUM_ARGS } from '../support/console-browser.js';
 import { snippet } from '../support/segment-snippet.js';
 
-const skip = !existsSync(CHROMIUM) ? `${CHROMIUM} is missing (apt-get install -y chromium)` : dialect === 'sqlite' ? false : 'the browser path is dialect-free: the SQLite pass runs it';
+const skip = !existsSync(CHROMIUM)
+  ? `${CHROMIUM} is missing (apt-get install -y chromium)`
+  : dialect === 'sqlite'
+    ? false
+    : 'the browser path is dialect-free: the SQLite pass runs it';
 
 /**
  * Chromium's own background services (component and extension updates, account sign-in) still try
  * Google hosts despite the flags above; they are refused like everything else, and kept apart from
  * what the page tried, which must be nothing.
  */
-const BROWSER_SERVICE_HOSTS = /^(CONNECT |[A-Z]+ http:\/\/)(update\.googleapis\.com|accounts\.google\.com|clients\d*\.google\.com|optimizationguide-pa\.googleapis\.com|safebrowsing\.googleapis\.com|content-autofill\.googleapis\.com|android\.clients\.google\.com|www\.google\.com)[:/]/;
+const BROWSER_SERVICE_HOSTS =
+  /^(CONNECT |[A-Z]+ http:\/\/)(update\.googleapis\.com|accounts\.google\.com|clients\d*\.google\.com|optimizationguide-pa\.googleapis\.com|safebrowsing\.googleapis\.com|content-autofill\.googleapis\.com|android\.clients\.google\.com|www\.google\.com)[:/]/;
 
 function fromThePage(attempts: string[]): string[] {
   return attempts.filter((line) => !BROWSER_SERVICE_HOSTS.test(line));
@@ -37,11 +42,17 @@ async function countingProxy() {
     socket.on('error', () => {});
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { port: (server.address() as AddressInfo).port, attempts, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+  return {
+    port: (server.address() as AddressInfo).port,
+    attempts,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
 }
 
 /** RudderStack's browser SDK, its bundled build (plugins inside, nothing loaded from a CDN), from npm. */
-const RUDDER_SDK = readFileSync(new URL('../../node_modules/@rudderstack/analytics-js/dist/npm/modern/bundled/umd/index.js', import.meta.url));
+const RUDDER_SDK = readFileSync(
+  new URL('../../node_modules/@rudderstack/analytics-js/dist/npm/modern/bundled/umd/index.js', import.meta.url),
+);
 
 async function pageServer(html: () => string) {
   const server = http.createServer((request, response) => {
@@ -54,9 +65,11 @@ async function pageServer(html: () => string) {
     response.end(html());
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { port: (server.address() as AddressInfo).port, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
 }
-
 
 describe('analytics.js in Chromium', { skip }, () => {
   let ctx: TestContext;
@@ -79,7 +92,12 @@ describe('analytics.js in Chromium', { skip }, () => {
     servers.push(page);
     const product = await ctx.product('browser');
     productId = product.id;
-    const created = await ctx.app.inject({ method: 'POST', url: `/admin/v1/products/${productId}/keys`, headers: adminHeaders(), payload: { kind: 'browser', allowed_origins: [`http://127.0.0.1:${page.port}`] } });
+    const created = await ctx.app.inject({
+      method: 'POST',
+      url: `/admin/v1/products/${productId}/keys`,
+      headers: adminHeaders(),
+      payload: { kind: 'browser', allowed_origins: [`http://127.0.0.1:${page.port}`] },
+    });
     key = created.json().data.key;
     proxy = await countingProxy();
     browser = await chromium.launch({
@@ -103,7 +121,12 @@ describe('analytics.js in Chromium', { skip }, () => {
   async function eventsOf(predicate: (rows: Array<Record<string, unknown>>) => boolean, timeoutMs = 20_000) {
     const started = Date.now();
     for (;;) {
-      const rows = (await ctx.services.storage.db.selectFrom('events').selectAll().where('product_id', '=', productId).where('source', '=', 'segment').execute()) as Array<Record<string, unknown>>;
+      const rows = (await ctx.services.storage.db
+        .selectFrom('events')
+        .selectAll()
+        .where('product_id', '=', productId)
+        .where('source', '=', 'segment')
+        .execute()) as Array<Record<string, unknown>>;
       if (predicate(rows) || Date.now() - started > timeoutMs) return rows;
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
@@ -116,9 +139,15 @@ describe('analytics.js in Chromium', { skip }, () => {
     const errors: string[] = [];
     tab.on('pageerror', (error) => errors.push(String(error)));
     await tab.goto(`http://127.0.0.1:${page.port}/`);
-    await tab.waitForFunction(() => (globalThis as unknown as { analytics?: { initialized?: boolean } }).analytics?.initialized === true, undefined, { timeout: 20_000 });
+    await tab.waitForFunction(
+      () => (globalThis as unknown as { analytics?: { initialized?: boolean } }).analytics?.initialized === true,
+      undefined,
+      { timeout: 20_000 },
+    );
     await tab.evaluate(async () => {
-      const analytics = (globalThis as unknown as { analytics: Record<string, (...args: unknown[]) => Promise<unknown>> }).analytics;
+      const analytics = (
+        globalThis as unknown as { analytics: Record<string, (...args: unknown[]) => Promise<unknown>> }
+      ).analytics;
       await analytics.identify!({ plan: 'trial' });
       await analytics.track!('Signup Clicked', { button: 'hero' });
       await analytics.identify!('user-b', { name: 'Bea' });
@@ -136,7 +165,14 @@ describe('analytics.js in Chromium', { skip }, () => {
     }
     assert.deepEqual(errors, []);
     const names = rows.map((r) => r.canonical_name).sort();
-    assert.deepEqual(names, ['group_identified', 'page_viewed', 'signup_clicked', 'user_aliased', 'user_identified', 'user_identified']);
+    assert.deepEqual(names, [
+      'group_identified',
+      'page_viewed',
+      'signup_clicked',
+      'user_aliased',
+      'user_identified',
+      'user_identified',
+    ]);
     for (const row of rows) assert.match(String(row.external_id), /^ajs-next-\d+-/);
     const anonymousId = String(rows.find((r) => r.canonical_name === 'page_viewed')!.subject_id);
     const user = await ctx.services.identity.getUser(productId, 'user-b', 20);
@@ -148,7 +184,10 @@ describe('analytics.js in Chromium', { skip }, () => {
     assert.equal(alias.subject_id, 'user-b');
     assert.ok(user.events.some((e) => e.eventType === 'page'));
     assert.deepEqual(fromThePage(proxy.attempts), [], 'no request of the page tried to leave loopback');
-    assert.ok(!proxy.attempts.some((line) => /segment|rudder/i.test(line)), 'nothing for a Segment or RudderStack host');
+    assert.ok(
+      !proxy.attempts.some((line) => /segment|rudder/i.test(line)),
+      'nothing for a Segment or RudderStack host',
+    );
   });
 
   it('a page reload re-sends a persisted event; it is stored once', async () => {
@@ -162,24 +201,33 @@ describe('analytics.js in Chromium', { skip }, () => {
     const posts: string[] = [];
     await tab.route(`${inlet}/v1/**`, async (route) => {
       const request = route.request();
-      if (request.method() !== 'POST' || !(request.postData() ?? '').includes('Reload Checked')) return route.continue();
+      if (request.method() !== 'POST' || !(request.postData() ?? '').includes('Reload Checked'))
+        return route.continue();
       posts.push(failing ? 'reset' : 'answered');
       if (!failing) return route.continue();
       await route.fetch();
       await route.abort('connectionreset');
     });
     await tab.goto(`http://127.0.0.1:${page.port}/`);
-    await tab.waitForFunction(() => (globalThis as unknown as { analytics?: { initialized?: boolean } }).analytics?.initialized === true, undefined, { timeout: 20_000 });
+    await tab.waitForFunction(
+      () => (globalThis as unknown as { analytics?: { initialized?: boolean } }).analytics?.initialized === true,
+      undefined,
+      { timeout: 20_000 },
+    );
     await tab.evaluate(() => {
-      void (globalThis as unknown as { analytics: { track(name: string, properties: object): Promise<unknown> } }).analytics.track('Reload Checked', { attempt: 'first' });
+      void (
+        globalThis as unknown as { analytics: { track(name: string, properties: object): Promise<unknown> } }
+      ).analytics.track('Reload Checked', { attempt: 'first' });
     });
-    for (const started = Date.now(); posts.length === 0 && Date.now() - started < 20_000; ) await new Promise((resolve) => setTimeout(resolve, 50));
+    for (const started = Date.now(); posts.length === 0 && Date.now() - started < 20_000;)
+      await new Promise((resolve) => setTimeout(resolve, 50));
     assert.deepEqual(posts.slice(0, 1), ['reset'], 'the first delivery reached Inlet and then failed for the browser');
     const stored = await eventsOf((rows) => rows.some((r) => r.canonical_name === 'reload_checked'));
     assert.equal(stored.filter((r) => r.canonical_name === 'reload_checked').length, 1, 'stored by the first delivery');
     failing = false;
     await tab.reload();
-    for (const started = Date.now(); !posts.includes('answered') && Date.now() - started < 30_000; ) await new Promise((resolve) => setTimeout(resolve, 100));
+    for (const started = Date.now(); !posts.includes('answered') && Date.now() - started < 30_000;)
+      await new Promise((resolve) => setTimeout(resolve, 100));
     assert.ok(posts.includes('answered'), `the persisted event was sent again after the reload (${posts.join(', ')})`);
     await new Promise((resolve) => setTimeout(resolve, 500));
     const rows = await eventsOf(() => true);
@@ -208,7 +256,11 @@ describe('analytics.js in Chromium', { skip }, () => {
         },
       });
     })`);
-    const rows = await eventsOf((r) => ['rudder_checked', 'user_identified'].every((name) => r.some((row) => row.canonical_name === name && row.subject_id === 'rudder-user')));
+    const rows = await eventsOf((r) =>
+      ['rudder_checked', 'user_identified'].every((name) =>
+        r.some((row) => row.canonical_name === name && row.subject_id === 'rudder-user'),
+      ),
+    );
     await context.close();
     assert.deepEqual(errors, []);
     const checked = rows.filter((r) => r.canonical_name === 'rudder_checked');
@@ -220,7 +272,7 @@ describe('analytics.js in Chromium', { skip }, () => {
     assert.deepEqual(fromThePage(proxy.attempts), [], 'no request of the page tried to leave loopback');
   });
 
-  it('a page on an origin not on the key\'s list is refused (the browser sees a CORS failure, nothing is stored)', async () => {
+  it("a page on an origin not on the key's list is refused (the browser sees a CORS failure, nothing is stored)", async () => {
     const before = (await eventsOf(() => true)).length;
     pageHtml = '<!doctype html><title>Other</title>';
     const context = await browser.newContext();
@@ -229,7 +281,11 @@ describe('analytics.js in Chromium', { skip }, () => {
     const outcome = await tab.evaluate(
       async ([url, writeKey]) => {
         try {
-          const res = await fetch(`${url}/v1/t`, { method: 'POST', headers: { 'content-type': 'text/plain', authorization: `Basic ${btoa(`${writeKey}:`)}` }, body: JSON.stringify({ event: 'Stolen', anonymousId: 'x', writeKey }) });
+          const res = await fetch(`${url}/v1/t`, {
+            method: 'POST',
+            headers: { 'content-type': 'text/plain', authorization: `Basic ${btoa(`${writeKey}:`)}` },
+            body: JSON.stringify({ event: 'Stolen', anonymousId: 'x', writeKey }),
+          });
           return `status ${res.status}`;
         } catch (error) {
           return `blocked: ${String(error)}`;

@@ -11,10 +11,14 @@ const skip = dialect === 'sqlite' ? false : 'dialect-free: the SQLite pass runs 
 
 describe('a bad value stops start-up with a clear message (contract §2)', () => {
   it('the server exits with code 2 naming the variable, before opening anything', { skip }, async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('../../src/main.ts', import.meta.url))], {
-      env: { ...process.env, PORT: 'eighty', INLET_DATABASE_URL: 'sqlite::memory:' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', fileURLToPath(new URL('../../src/main.ts', import.meta.url))],
+      {
+        env: { ...process.env, PORT: 'eighty', INLET_DATABASE_URL: 'sqlite::memory:' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let output = '';
     child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
     child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));

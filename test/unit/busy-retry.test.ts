@@ -49,12 +49,35 @@ describe('retryingBusy', () => {
         const id = 'dst_busy';
         const raw = new BetterSqlite3(join(dir, 'inlet.db'));
         raw.pragma('busy_timeout = 5000');
-        const columns = (raw.prepare('PRAGMA table_info(destinations)').all() as Array<{ name: string; notnull: number; dflt_value: unknown }>).filter((c) => c.notnull === 1 && c.dflt_value === null);
-        const values: Record<string, unknown> = { id, product_id: 'prod_busy', type: 'webhook', name: 'n', status: 'active', config: '{}', filter: '{}', batch: '{}', consecutive_failures: 0, delivered: 0, created_at: now, updated_at: now, lease_holder: 'me', lease_until: Date.now() + 60_000 };
+        const columns = (
+          raw.prepare('PRAGMA table_info(destinations)').all() as Array<{
+            name: string;
+            notnull: number;
+            dflt_value: unknown;
+          }>
+        ).filter((c) => c.notnull === 1 && c.dflt_value === null);
+        const values: Record<string, unknown> = {
+          id,
+          product_id: 'prod_busy',
+          type: 'webhook',
+          name: 'n',
+          status: 'active',
+          config: '{}',
+          filter: '{}',
+          batch: '{}',
+          consecutive_failures: 0,
+          delivered: 0,
+          created_at: now,
+          updated_at: now,
+          lease_holder: 'me',
+          lease_until: Date.now() + 60_000,
+        };
         for (const c of columns) if (!(c.name in values)) values[c.name] = '';
         const names = Object.keys(values);
         raw.pragma('foreign_keys = OFF');
-        raw.prepare(`INSERT INTO destinations (${names.join(', ')}) VALUES (${names.map(() => '?').join(', ')})`).run(...names.map((n) => values[n]));
+        raw
+          .prepare(`INSERT INTO destinations (${names.join(', ')}) VALUES (${names.map(() => '?').join(', ')})`)
+          .run(...names.map((n) => values[n]));
         // openStorage wraps the destination store of a busy_timeout 0 connection in retryingBusy itself.
         const store = worker.destinations;
         // Another connection holds the write lock for 150 ms.
@@ -70,19 +93,46 @@ describe('retryingBusy', () => {
         }, 150);
         const started = Date.now();
         const ok = await store.writeState(id, 'me', { cursor: { event: '7', identity: null }, deliveredAdd: 3 }, now, [
-          { productId: 'prod_busy', destinationId: id, attemptedAt: now, attempt: 1, webhookId: 'msg_1', messageIds: ['a', 'b', 'c'], outcome: 'success', status: 200, error: null, durationMs: 2 },
+          {
+            productId: 'prod_busy',
+            destinationId: id,
+            attemptedAt: now,
+            attempt: 1,
+            webhookId: 'msg_1',
+            messageIds: ['a', 'b', 'c'],
+            outcome: 'success',
+            status: 200,
+            error: null,
+            durationMs: 2,
+          },
         ]);
         const doneAt = Date.now();
         clearTimeout(release);
         assert.equal(ok, true);
         assert.ok(doneAt - started >= 140, 'the write waited for the lock');
-        assert.ok(committedAt > 0 && committedAt <= doneAt, 'the other connection committed (a timer on this event loop) while the write waited');
+        assert.ok(
+          committedAt > 0 && committedAt <= doneAt,
+          'the other connection committed (a timer on this event loop) while the write waited',
+        );
         // A first attempt that slept in SQLite's busy handler (busy_timeout 5 s, the server's) would end only then.
-        assert.ok(doneAt - started < 4000, `the write was done soon after the lock was free (${doneAt - started} ms), not after a busy_timeout`);
-        const row = raw.prepare('SELECT event_cursor, delivered FROM destinations WHERE id = ?').get(id) as { event_cursor: string; delivered: number };
+        assert.ok(
+          doneAt - started < 4000,
+          `the write was done soon after the lock was free (${doneAt - started} ms), not after a busy_timeout`,
+        );
+        const row = raw.prepare('SELECT event_cursor, delivered FROM destinations WHERE id = ?').get(id) as {
+          event_cursor: string;
+          delivered: number;
+        };
         assert.equal(String(row.event_cursor), '7');
         assert.equal(row.delivered, 3);
-        assert.equal((raw.prepare('SELECT count(*) AS n FROM destination_deliveries WHERE destination_id = ?').get(id) as { n: number }).n, 1);
+        assert.equal(
+          (
+            raw.prepare('SELECT count(*) AS n FROM destination_deliveries WHERE destination_id = ?').get(id) as {
+              n: number;
+            }
+          ).n,
+          1,
+        );
         raw.close();
       } finally {
         await worker.close();

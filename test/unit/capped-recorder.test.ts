@@ -37,7 +37,8 @@ function harness(maxPerHour: number) {
   return { recorder, stored, counts, sweeps, record, fail: (on: boolean) => (failing = on) };
 }
 
-const total = (counts: HourCount[], productId: string) => counts.filter((c) => c.productId === productId).reduce((sum, c) => sum + c.count, 0);
+const total = (counts: HourCount[], productId: string) =>
+  counts.filter((c) => c.productId === productId).reduce((sum, c) => sum + c.count, 0);
 
 describe('capped recorder', () => {
   it('records up to the hourly cap per product, counts the rest, and starts again the next hour', async () => {
@@ -46,7 +47,10 @@ describe('capped recorder', () => {
     h.record('b');
     h.record('a', '2026-11-23T13:00:00.000Z');
     await h.recorder.flush();
-    assert.deepEqual(h.stored.map((r) => r.productId), ['a', 'a', 'a', 'b', 'a']);
+    assert.deepEqual(
+      h.stored.map((r) => r.productId),
+      ['a', 'a', 'a', 'b', 'a'],
+    );
     assert.deepEqual(h.counts, [{ productId: 'a', hour: '2026-11-23T12', count: 2 }]);
     assert.deepEqual(h.sweeps, ['2026-11-09T12:00:00.000Z'], 'the first flush sweeps what is older than the retention');
   });
@@ -62,7 +66,10 @@ describe('capped recorder', () => {
     await assert.rejects(h.recorder.flush(), /connection refused/);
     h.fail(false);
     await h.recorder.flush();
-    assert.deepEqual(h.stored.map((r) => r.id), [0, 1, 2]);
+    assert.deepEqual(
+      h.stored.map((r) => r.id),
+      [0, 1, 2],
+    );
     assert.equal(total(h.counts, 'a'), 1);
   });
 

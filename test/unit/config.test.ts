@@ -77,7 +77,8 @@ describe('loadConfig errors name the variable and the bad value', () => {
         (error: unknown) => {
           assert.ok(error instanceof ConfigError, String(error));
           assert.match(error.message, new RegExp(name));
-          if (name !== 'INLET_ADMIN_TOKEN' && value !== 'sqlite:') assert.ok(error.message.includes(value), error.message);
+          if (name !== 'INLET_ADMIN_TOKEN' && value !== 'sqlite:')
+            assert.ok(error.message.includes(value), error.message);
           return true;
         },
       );
@@ -90,7 +91,16 @@ describe('every setting is documented (contract §2: "every one is listed in the
     const source = readFileSync(new URL('../../src/config.ts', import.meta.url), 'utf8');
     const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
     const names = new Set([...source.matchAll(/env(?:\.|, ')([A-Z][A-Z0-9_]+)/g)].map((m) => m[1]!));
-    for (const required of ['PORT', 'HOST', 'INLET_DATABASE_URL', 'INLET_ADMIN_TOKEN', 'INLET_LOG_LEVEL', 'INLET_LEGACY_FLAT', 'INLET_RATE_LIMIT_RPS', 'INLET_RATE_LIMIT_BURST']) {
+    for (const required of [
+      'PORT',
+      'HOST',
+      'INLET_DATABASE_URL',
+      'INLET_ADMIN_TOKEN',
+      'INLET_LOG_LEVEL',
+      'INLET_LEGACY_FLAT',
+      'INLET_RATE_LIMIT_RPS',
+      'INLET_RATE_LIMIT_BURST',
+    ]) {
       assert.ok(names.has(required), `loadConfig does not read ${required}`);
     }
     const missing = [...names].filter((name) => !new RegExp(`\\b${name}\\b`).test(readme));
@@ -121,7 +131,11 @@ describe('slow and idle clients: receive and keep-alive timeouts (issue 9, clari
   });
 
   it('each is a setting', () => {
-    const config = loadConfig({ INLET_HEADERS_TIMEOUT_MS: '2000', INLET_REQUEST_TIMEOUT_MS: '5000', INLET_KEEP_ALIVE_TIMEOUT_MS: '9000' });
+    const config = loadConfig({
+      INLET_HEADERS_TIMEOUT_MS: '2000',
+      INLET_REQUEST_TIMEOUT_MS: '5000',
+      INLET_KEEP_ALIVE_TIMEOUT_MS: '9000',
+    });
     assert.deepEqual([config.headersTimeoutMs, config.requestTimeoutMs, config.keepAliveTimeoutMs], [2000, 5000, 9000]);
   });
 
@@ -133,14 +147,20 @@ describe('slow and idle clients: receive and keep-alive timeouts (issue 9, clari
     ['INLET_REQUEST_TIMEOUT_MS', '99'],
   ] as const) {
     it(`${name}=${JSON.stringify(value)} stops start-up naming the variable`, () => {
-      assert.throws(() => loadConfig({ [name]: value }), (error: unknown) => error instanceof ConfigError && error.message.includes(name) && error.message.includes(value));
+      assert.throws(
+        () => loadConfig({ [name]: value }),
+        (error: unknown) =>
+          error instanceof ConfigError && error.message.includes(name) && error.message.includes(value),
+      );
     });
   }
 
   it('a request timeout shorter than the headers timeout stops start-up naming both', () => {
     assert.throws(
       () => loadConfig({ INLET_HEADERS_TIMEOUT_MS: '20000', INLET_REQUEST_TIMEOUT_MS: '15000' }),
-      (error: unknown) => error instanceof ConfigError && /INLET_REQUEST_TIMEOUT_MS \(15000\).*INLET_HEADERS_TIMEOUT_MS \(20000\)/.test(error.message),
+      (error: unknown) =>
+        error instanceof ConfigError &&
+        /INLET_REQUEST_TIMEOUT_MS \(15000\).*INLET_HEADERS_TIMEOUT_MS \(20000\)/.test(error.message),
     );
   });
 });

@@ -18,7 +18,8 @@ const identity = (type: 'user.identified' | 'user.merged' | 'user.erased'): Stor
 
 describe('destination filter', () => {
   it('no filter: every message', () => {
-    for (const m of [created, identity('user.identified'), identity('user.merged'), identity('user.erased')]) assert.equal(matches({}, m), true);
+    for (const m of [created, identity('user.identified'), identity('user.merged'), identity('user.erased')])
+      assert.equal(matches({}, m), true);
   });
 
   it('types narrow events and identity messages', () => {
@@ -38,6 +39,9 @@ describe('destination filter', () => {
 
   it('user.erased passes every filter: the erasure notice reaches every destination', () => {
     assert.equal(matches({ types: ['event.created'] }, identity('user.erased')), true);
-    assert.equal(matches({ types: ['user.identified'], canonicalNames: ['x'], sources: ['y'] }, identity('user.erased')), true);
+    assert.equal(
+      matches({ types: ['user.identified'], canonicalNames: ['x'], sources: ['y'] }, identity('user.erased')),
+      true,
+    );
   });
 });

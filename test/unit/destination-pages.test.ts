@@ -23,7 +23,15 @@ function fakeStore() {
     },
     add(n: number, random: () => number = Math.random) {
       for (let i = 0; i < n; i++) {
-        if (random() < 0.2) log.push({ kind: 'identity', position: pad(++identity), id: `idm_${identity}`, type: 'user.identified', createdAt: '', data: {} as never });
+        if (random() < 0.2)
+          log.push({
+            kind: 'identity',
+            position: pad(++identity),
+            id: `idm_${identity}`,
+            type: 'user.identified',
+            createdAt: '',
+            data: {} as never,
+          });
         else log.push({ kind: 'event', position: pad(++events), event: { id: `e${events}` } as never });
       }
     },
@@ -114,7 +122,10 @@ describe('shared page reads', () => {
             const expected = before.slice(0, limit);
             // What the store held at the start of the read is a prefix of the answer's source; nothing was skipped.
             assert.deepEqual(got.slice(0, expected.length), expected.slice(0, got.length), `seed ${seed} step ${step}`);
-            assert.ok(got.length >= Math.min(limit, before.length), `seed ${seed}: a short read (${got.length} of ${Math.min(limit, before.length)})`);
+            assert.ok(
+              got.length >= Math.min(limit, before.length),
+              `seed ${seed}: a short read (${got.length} of ${Math.min(limit, before.length)})`,
+            );
             assert.deepEqual(got, f.after(cursor).slice(0, got.length));
             let moved = cursor;
             for (const m of got.slice(0, Math.floor(random() * (got.length + 1)))) moved = cursorAfter(moved, m);

@@ -11,35 +11,128 @@ const long = (n: number) => 'a'.repeat(n);
 describe('splitV2Name: accepted names', () => {
   const cases: Array<{ input: NameInput; eventType: string; action: string; canonical: string; format: string }> = [
     // preferred: used as given
-    { input: { event_type: 'project', action: 'created' }, eventType: 'project', action: 'created', canonical: 'project_created', format: 'preferred' },
-    { input: { event_type: 'billing', action: 'invoice_paid' }, eventType: 'billing', action: 'invoice_paid', canonical: 'billing_invoice_paid', format: 'preferred' },
-    { input: { event_type: 'project_board', action: 'created' }, eventType: 'project_board', action: 'created', canonical: 'project_board_created', format: 'preferred' },
-    { input: { event_type: 'a1', action: 'b2' }, eventType: 'a1', action: 'b2', canonical: 'a1_b2', format: 'preferred' },
-    { input: { event_type: long(64), action: long(64) }, eventType: long(64), action: long(64), canonical: `${long(64)}_${long(64)}`, format: 'preferred' },
+    {
+      input: { event_type: 'project', action: 'created' },
+      eventType: 'project',
+      action: 'created',
+      canonical: 'project_created',
+      format: 'preferred',
+    },
+    {
+      input: { event_type: 'billing', action: 'invoice_paid' },
+      eventType: 'billing',
+      action: 'invoice_paid',
+      canonical: 'billing_invoice_paid',
+      format: 'preferred',
+    },
+    {
+      input: { event_type: 'project_board', action: 'created' },
+      eventType: 'project_board',
+      action: 'created',
+      canonical: 'project_board_created',
+      format: 'preferred',
+    },
+    {
+      input: { event_type: 'a1', action: 'b2' },
+      eventType: 'a1',
+      action: 'b2',
+      canonical: 'a1_b2',
+      format: 'preferred',
+    },
+    {
+      input: { event_type: long(64), action: long(64) },
+      eventType: long(64),
+      action: long(64),
+      canonical: `${long(64)}_${long(64)}`,
+      format: 'preferred',
+    },
     // unified: split at the leftmost of . : _
-    { input: { event: 'billing.invoice_paid' }, eventType: 'billing', action: 'invoice_paid', canonical: 'billing_invoice_paid', format: 'unified' },
-    { input: { event: 'project:created' }, eventType: 'project', action: 'created', canonical: 'project_created', format: 'unified' },
-    { input: { event: 'project.created' }, eventType: 'project', action: 'created', canonical: 'project_created', format: 'unified' },
-    { input: { event: 'user_signed_up' }, eventType: 'user', action: 'signed_up', canonical: 'user_signed_up', format: 'unified' },
-    { input: { event: 'user:signed_up' }, eventType: 'user', action: 'signed_up', canonical: 'user_signed_up', format: 'unified' },
-    { input: { event: `${long(64)}.${long(64)}` }, eventType: long(64), action: long(64), canonical: `${long(64)}_${long(64)}`, format: 'unified' },
+    {
+      input: { event: 'billing.invoice_paid' },
+      eventType: 'billing',
+      action: 'invoice_paid',
+      canonical: 'billing_invoice_paid',
+      format: 'unified',
+    },
+    {
+      input: { event: 'project:created' },
+      eventType: 'project',
+      action: 'created',
+      canonical: 'project_created',
+      format: 'unified',
+    },
+    {
+      input: { event: 'project.created' },
+      eventType: 'project',
+      action: 'created',
+      canonical: 'project_created',
+      format: 'unified',
+    },
+    {
+      input: { event: 'user_signed_up' },
+      eventType: 'user',
+      action: 'signed_up',
+      canonical: 'user_signed_up',
+      format: 'unified',
+    },
+    {
+      input: { event: 'user:signed_up' },
+      eventType: 'user',
+      action: 'signed_up',
+      canonical: 'user_signed_up',
+      format: 'unified',
+    },
+    {
+      input: { event: `${long(64)}.${long(64)}` },
+      eventType: long(64),
+      action: long(64),
+      canonical: `${long(64)}_${long(64)}`,
+      format: 'unified',
+    },
     // legacy flat: split at the first underscore, canonical_name is the original value
-    { input: { event_type: 'user_signed_up' }, eventType: 'user', action: 'signed_up', canonical: 'user_signed_up', format: 'legacy' },
-    { input: { event_type: 'billing_invoice_paid' }, eventType: 'billing', action: 'invoice_paid', canonical: 'billing_invoice_paid', format: 'legacy' },
-    { input: { event_type: `${long(31)}_${long(32)}` }, eventType: long(31), action: long(32), canonical: `${long(31)}_${long(32)}`, format: 'legacy' },
+    {
+      input: { event_type: 'user_signed_up' },
+      eventType: 'user',
+      action: 'signed_up',
+      canonical: 'user_signed_up',
+      format: 'legacy',
+    },
+    {
+      input: { event_type: 'billing_invoice_paid' },
+      eventType: 'billing',
+      action: 'invoice_paid',
+      canonical: 'billing_invoice_paid',
+      format: 'legacy',
+    },
+    {
+      input: { event_type: `${long(31)}_${long(32)}` },
+      eventType: long(31),
+      action: long(32),
+      canonical: `${long(31)}_${long(32)}`,
+      format: 'legacy',
+    },
   ];
   for (const c of cases) {
     it(`${JSON.stringify(c.input)} → ${c.eventType} / ${c.action} (${c.format})`, () => {
       const result = splitV2Name(c.input);
       assert.ok(result.ok, JSON.stringify(result));
-      assert.deepEqual(result.name, { eventType: c.eventType, action: c.action, canonicalName: c.canonical, nameFormat: c.format });
+      assert.deepEqual(result.name, {
+        eventType: c.eventType,
+        action: c.action,
+        canonicalName: c.canonical,
+        nameFormat: c.format,
+      });
     });
   }
 });
 
 describe('splitV2Name: rejected names', () => {
   const cases: Array<{ why: string; input: NameInput; pointer: string }> = [
-    { why: 'project_board.created: the action half "board.created" breaks the pattern', input: { event: 'project_board.created' }, pointer: '/event' },
+    {
+      why: 'project_board.created: the action half "board.created" breaks the pattern',
+      input: { event: 'project_board.created' },
+      pointer: '/event',
+    },
     { why: 'unified without separator', input: { event: 'signup' }, pointer: '/event' },
     { why: 'unified with empty type half', input: { event: '.created' }, pointer: '/event' },
     { why: 'unified with empty action half', input: { event: 'project.' }, pointer: '/event' },
@@ -48,16 +141,40 @@ describe('splitV2Name: rejected names', () => {
     { why: 'unified action with a hyphen', input: { event: 'project.was-created' }, pointer: '/event' },
     { why: 'unified action half over 64 characters', input: { event: `project.${long(65)}` }, pointer: '/event' },
     { why: 'unified type half over 64 characters', input: { event: `${long(65)}.created` }, pointer: '/event' },
-    { why: 'event together with event_type', input: { event: 'project.created', event_type: 'project' }, pointer: '/event' },
+    {
+      why: 'event together with event_type',
+      input: { event: 'project.created', event_type: 'project' },
+      pointer: '/event',
+    },
     { why: 'event together with action', input: { event: 'project.created', action: 'created' }, pointer: '/event' },
     { why: 'action without event_type', input: { action: 'created' }, pointer: '/event_type' },
     { why: 'no name at all', input: {}, pointer: '/event_type' },
-    { why: 'preferred event_type over 64 characters', input: { event_type: long(65), action: 'created' }, pointer: '/event_type' },
-    { why: 'preferred action over 64 characters', input: { event_type: 'project', action: long(65) }, pointer: '/action' },
-    { why: 'preferred action breaking the pattern', input: { event_type: 'project', action: 'Created' }, pointer: '/action' },
-    { why: 'preferred event_type breaking the pattern', input: { event_type: 'project.x', action: 'created' }, pointer: '/event_type' },
+    {
+      why: 'preferred event_type over 64 characters',
+      input: { event_type: long(65), action: 'created' },
+      pointer: '/event_type',
+    },
+    {
+      why: 'preferred action over 64 characters',
+      input: { event_type: 'project', action: long(65) },
+      pointer: '/action',
+    },
+    {
+      why: 'preferred action breaking the pattern',
+      input: { event_type: 'project', action: 'Created' },
+      pointer: '/action',
+    },
+    {
+      why: 'preferred event_type breaking the pattern',
+      input: { event_type: 'project.x', action: 'created' },
+      pointer: '/event_type',
+    },
     { why: 'legacy flat without underscore', input: { event_type: 'signup' }, pointer: '/action' },
-    { why: 'legacy flat ending in an underscore (empty action)', input: { event_type: 'user_' }, pointer: '/event_type' },
+    {
+      why: 'legacy flat ending in an underscore (empty action)',
+      input: { event_type: 'user_' },
+      pointer: '/event_type',
+    },
     { why: 'legacy flat over 64 characters', input: { event_type: `user_${long(60)}` }, pointer: '/event_type' },
     { why: 'legacy flat breaking the pattern', input: { event_type: 'user_Signed' }, pointer: '/event_type' },
   ];
@@ -100,7 +217,15 @@ describe('splitV1Name', () => {
       assert.deepEqual(result.name, { eventType, action, canonicalName: flat, nameFormat: 'v1' });
     });
   }
-  for (const flat of ['project_created', 'user_signed_in', 'USER_SIGNED_UP', 'user.signed_up', 'user_signed_up ', '', 'session']) {
+  for (const flat of [
+    'project_created',
+    'user_signed_in',
+    'USER_SIGNED_UP',
+    'user.signed_up',
+    'user_signed_up ',
+    '',
+    'session',
+  ]) {
     it(`rejects ${JSON.stringify(flat)} naming the allowed list`, () => {
       const result = splitV1Name(flat);
       assert.equal(result.ok, false);

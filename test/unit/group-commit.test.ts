@@ -22,14 +22,27 @@ describe('GroupCommitWriter', () => {
   it('answers each request with its own results, in order, and groups concurrent requests into few commits', async () => {
     const store = fakeStore();
     const reported: number[] = [];
-    const writer = new GroupCommitWriter(store.write, { maxItems: 1000, maxInFlight: 1 }, (items) => reported.push(items));
+    const writer = new GroupCommitWriter(store.write, { maxItems: 1000, maxInFlight: 1 }, (items) =>
+      reported.push(items),
+    );
     const requests = Array.from({ length: 20 }, (_, r) => Array.from({ length: (r % 3) + 1 }, (_, i) => `r${r}i${i}`));
     const results = await Promise.all(requests.map((items) => writer.submit(items)));
-    results.forEach((result, r) => assert.deepEqual(result, requests[r]!.map((item) => `ok:${item}`)));
-    assert.ok(store.commits.length < requests.length, `${store.commits.length} commits for ${requests.length} requests`);
+    results.forEach((result, r) =>
+      assert.deepEqual(
+        result,
+        requests[r]!.map((item) => `ok:${item}`),
+      ),
+    );
+    assert.ok(
+      store.commits.length < requests.length,
+      `${store.commits.length} commits for ${requests.length} requests`,
+    );
     assert.equal(store.stored.length, requests.flat().length);
     // Every commit is reported (the commit-size and commit-duration metrics), with its size.
-    assert.deepEqual(reported, store.commits.map((c) => c.length));
+    assert.deepEqual(
+      reported,
+      store.commits.map((c) => c.length),
+    );
   });
 
   it('never splits one request across commits, even over maxItems', async () => {
@@ -39,7 +52,10 @@ describe('GroupCommitWriter', () => {
     await Promise.all([writer.submit(['a']), writer.submit(big), writer.submit(['b', 'c'])]);
     const withBig = store.commits.filter((c) => c.some((item) => item.startsWith('big')));
     assert.equal(withBig.length, 1);
-    assert.deepEqual(withBig[0]!.filter((item) => item.startsWith('big')), big);
+    assert.deepEqual(
+      withBig[0]!.filter((item) => item.startsWith('big')),
+      big,
+    );
   });
 
   it('respects maxInFlight', async () => {
@@ -77,21 +93,34 @@ describe('GroupCommitWriter', () => {
     await new Promise((resolve) => setImmediate(resolve));
     const small = Array.from({ length: 5 }, (_, i) => writer.submit([i]));
     await Promise.all([first, ...small]);
-    assert.deepEqual(commits, [{ items: 1, overlapped: false }, { items: 5, overlapped: false }]);
+    assert.deepEqual(commits, [
+      { items: 1, overlapped: false },
+      { items: 5, overlapped: false },
+    ]);
     // Enough waiting items: the second commit starts beside the first.
     commits.length = 0;
     const lead = writer.submit([0]);
     await new Promise((resolve) => setImmediate(resolve));
     const big = writer.submit(Array.from({ length: 12 }, (_, i) => i));
     await Promise.all([lead, big]);
-    assert.deepEqual(commits, [{ items: 1, overlapped: false }, { items: 12, overlapped: true }]);
+    assert.deepEqual(commits, [
+      { items: 1, overlapped: false },
+      { items: 12, overlapped: true },
+    ]);
   });
 
   it('a request whose rows fail does not fail the other requests that shared its commit', async () => {
     const store = fakeStore();
     const writer = new GroupCommitWriter(store.write, { maxItems: 1000, maxInFlight: 1 });
-    const outcomes = await Promise.allSettled([writer.submit(['good1']), writer.submit(['bad']), writer.submit(['good2', 'good3'])]);
-    assert.deepEqual(outcomes.map((o) => o.status), ['fulfilled', 'rejected', 'fulfilled']);
+    const outcomes = await Promise.allSettled([
+      writer.submit(['good1']),
+      writer.submit(['bad']),
+      writer.submit(['good2', 'good3']),
+    ]);
+    assert.deepEqual(
+      outcomes.map((o) => o.status),
+      ['fulfilled', 'rejected', 'fulfilled'],
+    );
     assert.deepEqual((outcomes[2] as PromiseFulfilledResult<string[]>).value, ['ok:good2', 'ok:good3']);
     assert.deepEqual(store.stored.sort(), ['good1', 'good2', 'good3']);
     assert.match(String((outcomes[1] as PromiseRejectedResult).reason), /row rejected/);
@@ -125,13 +154,22 @@ describe('GroupCommitWriter', () => {
       else throw lost;
       return items.map((item) => `ok:${item}`);
     };
-    const writer = new GroupCommitWriter(write, { maxItems: 1000, maxInFlight: 1 }, undefined, (error) => (error as { code?: string }).code === '08006');
+    const writer = new GroupCommitWriter(
+      write,
+      { maxItems: 1000, maxInFlight: 1 },
+      undefined,
+      (error) => (error as { code?: string }).code === '08006',
+    );
     const first = writer.submit(['x']);
     await new Promise((resolve) => setImmediate(resolve));
     const group = [writer.submit(['a']), writer.submit(['b']), writer.submit(['c'])];
     blockFirst!();
     assert.deepEqual(await first, ['ok:x']);
     for (const request of group) await assert.rejects(request, /Connection terminated/);
-    assert.deepEqual(commits, [['x'], ['a', 'b', 'c']], 'no one-by-one retry: an event without external_id could be stored twice');
+    assert.deepEqual(
+      commits,
+      [['x'], ['a', 'b', 'c']],
+      'no one-by-one retry: an event without external_id could be stored twice',
+    );
   });
 });

@@ -60,10 +60,16 @@ describe('checkExternalId', () => {
   it('rejects every placeholder in any letter case with any surrounding whitespace', () => {
     const whitespace = fc.string({ unit: fc.constantFrom(' ', '\t', '\n'), maxLength: 3 });
     fc.assert(
-      fc.property(fc.constantFrom(...PLACEHOLDER_EXTERNAL_IDS), fc.array(fc.boolean(), { minLength: 40, maxLength: 40 }), whitespace, whitespace, (placeholder, upper, before, after) => {
-        const cased = [...placeholder].map((c, i) => (upper[i] ? c.toUpperCase() : c)).join('');
-        assert.ok(checkExternalId(`${before}${cased}${after}`, '/x'));
-      }),
+      fc.property(
+        fc.constantFrom(...PLACEHOLDER_EXTERNAL_IDS),
+        fc.array(fc.boolean(), { minLength: 40, maxLength: 40 }),
+        whitespace,
+        whitespace,
+        (placeholder, upper, before, after) => {
+          const cased = [...placeholder].map((c, i) => (upper[i] ? c.toUpperCase() : c)).join('');
+          assert.ok(checkExternalId(`${before}${cased}${after}`, '/x'));
+        },
+      ),
     );
   });
 });
@@ -86,7 +92,12 @@ describe('validateIdentifiers', () => {
 
   const rejected: Array<[string, unknown, string, RegExp]> = [
     ['not an object', ['a'], '/identifiers', /object/],
-    ['21 kinds', Object.fromEntries(Array.from({ length: 21 }, (_, i) => [`k${i}`, 'v'])), '/identifiers', /at most 20/],
+    [
+      '21 kinds',
+      Object.fromEntries(Array.from({ length: 21 }, (_, i) => [`k${i}`, 'v'])),
+      '/identifiers',
+      /at most 20/,
+    ],
     ['upper-case kind', { Email: 'a@b.c' }, '/identifiers/Email', /must match/],
     ['kind starting with a digit', { '1d': 'x' }, '/identifiers/1d', /must match/],
     ['kind with a slash (pointer escaped)', { 'a/b': 'x' }, '/identifiers/a~1b', /must match/],
@@ -109,14 +120,17 @@ describe('validateIdentifiers', () => {
 
   it('normalizes email idempotently and compares other kinds exactly (property)', () => {
     fc.assert(
-      fc.property(fc.string({ minLength: 1, maxLength: 40 }).filter((s) => s.trim() !== ''), (value) => {
-        const once = validateIdentifiers({ email: value, other: value });
-        if (!once.ok) return; // NUL or lone surrogates: refused, covered above
-        const email = once.value.email!;
-        assert.equal(email, value.trim().toLowerCase());
-        assert.deepEqual(validateIdentifiers({ email }), { ok: true, value: { email } });
-        assert.equal(once.value.other, value);
-      }),
+      fc.property(
+        fc.string({ minLength: 1, maxLength: 40 }).filter((s) => s.trim() !== ''),
+        (value) => {
+          const once = validateIdentifiers({ email: value, other: value });
+          if (!once.ok) return; // NUL or lone surrogates: refused, covered above
+          const email = once.value.email!;
+          assert.equal(email, value.trim().toLowerCase());
+          assert.deepEqual(validateIdentifiers({ email }), { ok: true, value: { email } });
+          assert.equal(once.value.other, value);
+        },
+      ),
     );
   });
 });
@@ -152,7 +166,10 @@ describe('validateTraits', () => {
       const result = validateTraits(traits);
       assert.equal(result.ok, false, pointer);
       if (!result.ok) {
-        assert.ok(result.errors.some((e) => e.pointer.startsWith(pointer) && message.test(e.message)), JSON.stringify(result.errors));
+        assert.ok(
+          result.errors.some((e) => e.pointer.startsWith(pointer) && message.test(e.message)),
+          JSON.stringify(result.errors),
+        );
       }
     }
     assert.equal(validateTraits({ plan: 'pro', seats: 3, tags: ['a'], nested: { ok: true } }).ok, true);
@@ -161,7 +178,10 @@ describe('validateTraits', () => {
 
 const traitValue = fc.oneof(fc.string({ maxLength: 5 }), fc.integer(), fc.boolean(), fc.constant(null));
 const traitKey = fc.constantFrom('plan', 'name', 'age', 'seats', 'country', 'beta');
-const storedTraits = fc.dictionary(traitKey, traitValue.filter((v) => v !== null));
+const storedTraits = fc.dictionary(
+  traitKey,
+  traitValue.filter((v) => v !== null),
+);
 const traitPatch = fc.dictionary(traitKey, traitValue);
 
 describe('mergeTraits', () => {
@@ -191,7 +211,10 @@ describe('mergeTraits', () => {
 
 describe('applyIdentifiers', () => {
   it('replaces a kind, removes with null, keeps the rest', () => {
-    assert.deepEqual(applyIdentifiers({ email: 'a@x', crm: '1' }, { email: 'b@x', crm: null, stripe: 's' }), { email: 'b@x', stripe: 's' });
+    assert.deepEqual(applyIdentifiers({ email: 'a@x', crm: '1' }, { email: 'b@x', crm: null, stripe: 's' }), {
+      email: 'b@x',
+      stripe: 's',
+    });
   });
 });
 
@@ -202,7 +225,11 @@ describe('identifyConflicts', () => {
       ['crm\u00001', 'me'],
       ['billing\u0000b', 'third'],
     ]);
-    const conflicts = identifyConflicts({ email: 'a@x', crm: '1', billing: 'b', phone: null }, (k, v) => holders.get(`${k}\u0000${v}`), 'me');
+    const conflicts = identifyConflicts(
+      { email: 'a@x', crm: '1', billing: 'b', phone: null },
+      (k, v) => holders.get(`${k}\u0000${v}`),
+      'me',
+    );
     assert.deepEqual(conflicts, [
       { kind: 'billing', value: 'b', externalId: 'third' },
       { kind: 'email', value: 'a@x', externalId: 'other' },
@@ -213,7 +240,9 @@ describe('identifyConflicts', () => {
 const identifierKind = fc.constantFrom('email', 'crm', 'stripe', 'phone');
 const identifiers = fc.dictionary(identifierKind, fc.constantFrom('1', '2', '3'));
 const state = (externalId: string) =>
-  fc.record({ identifiers, traits: storedTraits }).map((s) => ({ externalId, identifiers: s.identifiers, traits: s.traits }));
+  fc
+    .record({ identifiers, traits: storedTraits })
+    .map((s) => ({ externalId, identifiers: s.identifiers, traits: s.traits }));
 
 describe('decideMerge', () => {
   it('unites identifiers, lets T win traits, and conflicts exactly when one kind has two values (property)', () => {
@@ -242,7 +271,10 @@ describe('decideMerge', () => {
         for (const [key, value] of Object.entries(from.traits)) {
           if (!(key in into.traits)) assert.deepEqual(decision.traits[key], value);
         }
-        assert.equal(Object.keys(decision.traits).length, new Set([...Object.keys(from.traits), ...Object.keys(into.traits)]).size);
+        assert.equal(
+          Object.keys(decision.traits).length,
+          new Set([...Object.keys(from.traits), ...Object.keys(into.traits)]).size,
+        );
       }),
     );
   });
@@ -252,25 +284,47 @@ describe('decideMerge', () => {
       { externalId: 'anon', identifiers: { device: 'd1' }, traits: { plan: 'free', utm: 'ad' } },
       { externalId: 'u1', identifiers: { email: 'a@x' }, traits: { plan: 'pro' } },
     );
-    assert.deepEqual(decision, { status: 'merge', identifiers: { device: 'd1', email: 'a@x' }, traits: { plan: 'pro', utm: 'ad' } });
+    assert.deepEqual(decision, {
+      status: 'merge',
+      identifiers: { device: 'd1', email: 'a@x' },
+      traits: { plan: 'pro', utm: 'ad' },
+    });
   });
 
   it('table: a kind named like an Object.prototype member is an ordinary kind', () => {
-    assert.deepEqual(decideMerge({ externalId: 'a', identifiers: { constructor: 'x' }, traits: {} }, { externalId: 'b', identifiers: {}, traits: {} }), {
-      status: 'merge',
-      identifiers: { constructor: 'x' },
-      traits: {},
-    });
+    assert.deepEqual(
+      decideMerge(
+        { externalId: 'a', identifiers: { constructor: 'x' }, traits: {} },
+        { externalId: 'b', identifiers: {}, traits: {} },
+      ),
+      {
+        status: 'merge',
+        identifiers: { constructor: 'x' },
+        traits: {},
+      },
+    );
   });
 
   it('table: same value for a kind is no conflict; different values list both holders', () => {
-    assert.equal(decideMerge({ externalId: 'a', identifiers: { email: 'x' }, traits: {} }, { externalId: 'b', identifiers: { email: 'x' }, traits: {} }).status, 'merge');
-    assert.deepEqual(decideMerge({ externalId: 'a', identifiers: { email: 'x' }, traits: {} }, { externalId: 'b', identifiers: { email: 'y' }, traits: {} }), {
-      status: 'identifier_conflict',
-      conflicts: [
-        { kind: 'email', value: 'x', externalId: 'a' },
-        { kind: 'email', value: 'y', externalId: 'b' },
-      ],
-    });
+    assert.equal(
+      decideMerge(
+        { externalId: 'a', identifiers: { email: 'x' }, traits: {} },
+        { externalId: 'b', identifiers: { email: 'x' }, traits: {} },
+      ).status,
+      'merge',
+    );
+    assert.deepEqual(
+      decideMerge(
+        { externalId: 'a', identifiers: { email: 'x' }, traits: {} },
+        { externalId: 'b', identifiers: { email: 'y' }, traits: {} },
+      ),
+      {
+        status: 'identifier_conflict',
+        conflicts: [
+          { kind: 'email', value: 'x', externalId: 'a' },
+          { kind: 'email', value: 'y', externalId: 'b' },
+        ],
+      },
+    );
   });
 });

@@ -5,7 +5,10 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { pubAckError } from '../../src/services/destination-nats.js';
 
-const msg = (text: string, code?: number) => ({ data: new TextEncoder().encode(text), headers: code === undefined ? undefined : ({ code } as never) });
+const msg = (text: string, code?: number) => ({
+  data: new TextEncoder().encode(text),
+  headers: code === undefined ? undefined : ({ code } as never),
+});
 
 describe('pubAckError', () => {
   it('a stored message, and a duplicate JetStream dropped, are acknowledged', () => {
@@ -16,9 +19,13 @@ describe('pubAckError', () => {
     assert.match(pubAckError(msg('', 503))!, /no JetStream stream/);
   });
   it('a refusal names its description', () => {
-    assert.match(pubAckError(msg('{"error":{"code":503,"err_code":10077,"description":"maximum messages exceeded"}}'))!, /maximum messages exceeded/);
+    assert.match(
+      pubAckError(msg('{"error":{"code":503,"err_code":10077,"description":"maximum messages exceeded"}}'))!,
+      /maximum messages exceeded/,
+    );
   });
   it('anything that is not a PubAck with a stream is a failure', () => {
-    for (const text of ['not json', '{}', '{"stream":""}', '{"seq":1}', '[]']) assert.ok(pubAckError(msg(text)) !== undefined, text);
+    for (const text of ['not json', '{}', '{"stream":""}', '{"seq":1}', '[]'])
+      assert.ok(pubAckError(msg(text)) !== undefined, text);
   });
 });

@@ -4,7 +4,11 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { Registry } from 'prom-client';
-import { checkpointAdvice, createCheckpointWatch, registerWalMetrics } from '../../src/services/postgres-checkpoints.js';
+import {
+  checkpointAdvice,
+  createCheckpointWatch,
+  registerWalMetrics,
+} from '../../src/services/postgres-checkpoints.js';
 import type { PostgresWalStats } from '../../src/storage/types.js';
 
 const base: PostgresWalStats = {
@@ -25,10 +29,18 @@ describe('checkpoint advice', () => {
   });
 
   it('two or more requested: names the counts, the WAL written, max_wal_size and where the docs say what to do', () => {
-    const after = { ...base, requestedCheckpoints: 16, walBytes: base.walBytes! + 12 * 1024 ** 3, walFullPageImages: 2_500_000 };
+    const after = {
+      ...base,
+      requestedCheckpoints: 16,
+      walBytes: base.walBytes! + 12 * 1024 ** 3,
+      walFullPageImages: 2_500_000,
+    };
     const advice = checkpointAdvice(base, after, FIVE_MIN)!;
     assert.ok(advice !== undefined);
-    assert.match(advice.message, /^PostgreSQL made 12 requested checkpoints in the last 5 min, against 0 by checkpoint_timeout \(5min\)/);
+    assert.match(
+      advice.message,
+      /^PostgreSQL made 12 requested checkpoints in the last 5 min, against 0 by checkpoint_timeout \(5min\)/,
+    );
     assert.match(advice.message, /it wrote 12\.0 GB of WAL meanwhile, with 1,500,000 whole pages in it/);
     assert.match(advice.message, /max_wal_size \(1GB\)/);
     assert.match(advice.message, /docs\/scaling-out\.md, "PostgreSQL settings for sustained ingest"/);
@@ -51,8 +63,14 @@ describe('checkpoint advice', () => {
   });
 
   it("none when the counters are another server's (after a failover) or went back (a statistics reset)", () => {
-    assert.equal(checkpointAdvice(base, { ...base, server: '10.0.0.6:5432', requestedCheckpoints: 90 }, FIVE_MIN), undefined);
-    assert.equal(checkpointAdvice(base, { ...base, timedCheckpoints: 0, requestedCheckpoints: 9 }, FIVE_MIN), undefined);
+    assert.equal(
+      checkpointAdvice(base, { ...base, server: '10.0.0.6:5432', requestedCheckpoints: 90 }, FIVE_MIN),
+      undefined,
+    );
+    assert.equal(
+      checkpointAdvice(base, { ...base, timedCheckpoints: 0, requestedCheckpoints: 9 }, FIVE_MIN),
+      undefined,
+    );
     assert.equal(checkpointAdvice(base, { ...base, requestedCheckpoints: 1 }, FIVE_MIN), undefined);
   });
 });
@@ -105,7 +123,10 @@ describe('checkpoint and WAL counters', () => {
     assert.equal(reads, 1);
     assert.match(text, /^inlet_postgres_checkpoints_total\{server="10.0.0.5:5432",kind="timed"\} 10$/m);
     assert.match(text, /^inlet_postgres_checkpoints_total\{server="10.0.0.5:5432",kind="requested"\} 4$/m);
-    assert.match(text, new RegExp(`^inlet_postgres_wal_bytes_total\\{server="10.0.0.5:5432"\\} ${50 * 1024 ** 3}$`, 'm'));
+    assert.match(
+      text,
+      new RegExp(`^inlet_postgres_wal_bytes_total\\{server="10.0.0.5:5432"\\} ${50 * 1024 ** 3}$`, 'm'),
+    );
     assert.match(text, /^inlet_postgres_wal_full_page_images_total\{server="10.0.0.5:5432"\} 1000000$/m);
 
     const failing = new Registry();

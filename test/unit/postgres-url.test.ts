@@ -11,7 +11,9 @@ import { openStorage } from '../../src/storage/connect.js';
 
 describe('PostgreSQL URL parsing (libpq form)', () => {
   it('reads the URL pg_autoctl show uri prints', () => {
-    const settings = parsePostgresUrl('postgres://postgres@127.0.0.1:6101,127.0.0.1:6102/events?target_session_attrs=read-write&sslmode=prefer');
+    const settings = parsePostgresUrl(
+      'postgres://postgres@127.0.0.1:6101,127.0.0.1:6102/events?target_session_attrs=read-write&sslmode=prefer',
+    );
     assert.deepEqual(settings.hosts, [
       { host: '127.0.0.1', port: 6101 },
       { host: '127.0.0.1', port: 6102 },
@@ -35,14 +37,51 @@ describe('PostgreSQL URL parsing (libpq form)', () => {
     const cases: Array<[string, Array<{ host: string; port: number }>]> = [
       ['postgres://u@[::1]:5433/db', [{ host: '::1', port: 5433 }]],
       ['postgres://u@[::1]/db', [{ host: '::1', port: 5432 }]],
-      ['postgres://u@[2001:db8::7],[fe80::1%25eth0]:6000/db', [{ host: '2001:db8::7', port: 5432 }, { host: 'fe80::1%25eth0', port: 6000 }]],
-      ['postgres://u@a,b:6000,c/db', [{ host: 'a', port: 5432 }, { host: 'b', port: 6000 }, { host: 'c', port: 5432 }]],
-      ['postgres://u@a:,b/db', [{ host: 'a', port: 5432 }, { host: 'b', port: 5432 }]],
+      [
+        'postgres://u@[2001:db8::7],[fe80::1%25eth0]:6000/db',
+        [
+          { host: '2001:db8::7', port: 5432 },
+          { host: 'fe80::1%25eth0', port: 6000 },
+        ],
+      ],
+      [
+        'postgres://u@a,b:6000,c/db',
+        [
+          { host: 'a', port: 5432 },
+          { host: 'b', port: 6000 },
+          { host: 'c', port: 5432 },
+        ],
+      ],
+      [
+        'postgres://u@a:,b/db',
+        [
+          { host: 'a', port: 5432 },
+          { host: 'b', port: 5432 },
+        ],
+      ],
       ['postgres://u@/db', [{ host: 'localhost', port: 5432 }]],
-      ['postgres://u@a,b/db?port=7000', [{ host: 'a', port: 7000 }, { host: 'b', port: 7000 }]],
-      ['postgres://u@a,b/db?port=7000,7001', [{ host: 'a', port: 7000 }, { host: 'b', port: 7001 }]],
+      [
+        'postgres://u@a,b/db?port=7000',
+        [
+          { host: 'a', port: 7000 },
+          { host: 'b', port: 7000 },
+        ],
+      ],
+      [
+        'postgres://u@a,b/db?port=7000,7001',
+        [
+          { host: 'a', port: 7000 },
+          { host: 'b', port: 7001 },
+        ],
+      ],
       ['postgres:///db?host=%2Fvar%2Frun%2Fpostgresql', [{ host: '/var/run/postgresql', port: 5432 }]],
-      ['postgres://u@ignored/db?host=x,y&port=1,2', [{ host: 'x', port: 1 }, { host: 'y', port: 2 }]],
+      [
+        'postgres://u@ignored/db?host=x,y&port=1,2',
+        [
+          { host: 'x', port: 1 },
+          { host: 'y', port: 2 },
+        ],
+      ],
     ];
     for (const [url, hosts] of cases) assert.deepEqual(parsePostgresUrl(url).hosts, hosts, url);
   });
@@ -102,7 +141,8 @@ describe('PostgreSQL URL parsing (libpq form)', () => {
     for (const url of bad) {
       assert.throws(
         () => loadConfig({ INLET_DATABASE_URL: url }),
-        (error: unknown) => error instanceof ConfigError && /INLET_DATABASE_URL/.test(error.message) && !error.message.includes('s3cret'),
+        (error: unknown) =>
+          error instanceof ConfigError && /INLET_DATABASE_URL/.test(error.message) && !error.message.includes('s3cret'),
         url,
       );
     }
@@ -111,7 +151,10 @@ describe('PostgreSQL URL parsing (libpq form)', () => {
   });
 
   it('openStorage refuses a read-only target with a message naming INLET_DATABASE_URL', async () => {
-    await assert.rejects(openStorage('postgres://h/db?target_session_attrs=standby'), /INLET_DATABASE_URL: target_session_attrs=standby selects a read-only session/);
+    await assert.rejects(
+      openStorage('postgres://h/db?target_session_attrs=standby'),
+      /INLET_DATABASE_URL: target_session_attrs=standby selects a read-only session/,
+    );
   });
 
   it('the schema option and ?schema= must agree', () => {
@@ -133,7 +176,11 @@ describe('host ring: which host and transport the next connection tries', () => 
     assert.equal(new HostRing(parsePostgresUrl('postgres://a/db?sslmode=allow')).candidate().ssl, false);
     const require = new HostRing(parsePostgresUrl('postgres://a/db?sslmode=require'));
     assert.deepEqual(require.candidate().ssl, { rejectUnauthorized: false });
-    assert.equal(require.failed(0, new Error('The server does not support SSL connections')), false, 'require never falls back');
+    assert.equal(
+      require.failed(0, new Error('The server does not support SSL connections')),
+      false,
+      'require never falls back',
+    );
     const full = new HostRing(parsePostgresUrl('postgres://a/db?sslmode=verify-full')).candidate().ssl;
     assert.deepEqual(full, { rejectUnauthorized: true });
     const ca = new HostRing(parsePostgresUrl('postgres://a/db?sslmode=verify-ca')).candidate().ssl;
@@ -155,16 +202,34 @@ describe('host ring: which host and transport the next connection tries', () => 
 describe('which errors mean "unavailable, retry" (503)', () => {
   it('table', () => {
     const unavailable = [
-      { code: '25006' }, { code: '57P01' }, { code: '57P02' }, { code: '57P03' }, { code: '08006' }, { code: '08001' },
-      { code: 'ECONNRESET' }, { code: 'ECONNREFUSED' }, { code: '53300' }, { code: '40P01' },
-      new Error('Connection terminated unexpectedly'), new Error('Client has encountered a connection error and is not queryable'),
-      new Error('timeout exceeded when trying to connect'), new Error('Query read timeout'),
+      { code: '25006' },
+      { code: '57P01' },
+      { code: '57P02' },
+      { code: '57P03' },
+      { code: '08006' },
+      { code: '08001' },
+      { code: 'ECONNRESET' },
+      { code: 'ECONNREFUSED' },
+      { code: '53300' },
+      { code: '40P01' },
+      new Error('Connection terminated unexpectedly'),
+      new Error('Client has encountered a connection error and is not queryable'),
+      new Error('timeout exceeded when trying to connect'),
+      new Error('Query read timeout'),
       Object.assign(new Error('wrapped'), { cause: { code: '57P01' } }),
     ];
-    for (const error of unavailable) assert.equal(isPostgresUnavailable(error), true, JSON.stringify(error) + String(error));
-    const bugs = [{ code: '23505' }, { code: '42P01' }, { code: '22P02' }, new Error('boom'), null, undefined, 'string'];
+    for (const error of unavailable)
+      assert.equal(isPostgresUnavailable(error), true, JSON.stringify(error) + String(error));
+    const bugs = [
+      { code: '23505' },
+      { code: '42P01' },
+      { code: '22P02' },
+      new Error('boom'),
+      null,
+      undefined,
+      'string',
+    ];
     for (const error of bugs) assert.equal(isPostgresUnavailable(error), false, String(error));
     assert.equal(isConnectionLost({ code: '53300' }), false, 'too many connections: the connection itself is fine');
   });
 });
-

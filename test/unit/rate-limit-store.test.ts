@@ -4,7 +4,13 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { RateLimiterMemory } from 'rate-limiter-flexible';
-import { createInMemoryRateLimiter, leasedLimiter, leaseSize, windowFor, type RateLimiter } from '../../src/services/rate-limiter.js';
+import {
+  createInMemoryRateLimiter,
+  leasedLimiter,
+  leaseSize,
+  windowFor,
+  type RateLimiter,
+} from '../../src/services/rate-limiter.js';
 
 const RATE = 20;
 
@@ -12,9 +18,18 @@ describe('rate limit store setting', () => {
   it('defaults: memory on SQLite, postgres on PostgreSQL; misuse stops start-up', () => {
     assert.equal(loadConfig({}).rateLimitStore, 'memory');
     assert.equal(loadConfig({ INLET_DATABASE_URL: 'postgres://h/db' }).rateLimitStore, 'postgres');
-    assert.equal(loadConfig({ INLET_DATABASE_URL: 'postgres://h/db', INLET_RATE_LIMIT_STORE: 'memory' }).rateLimitStore, 'memory');
-    assert.throws(() => loadConfig({ INLET_RATE_LIMIT_STORE: 'postgres' }), (e: unknown) => e instanceof ConfigError && /needs a PostgreSQL/.test(e.message));
-    assert.throws(() => loadConfig({ INLET_RATE_LIMIT_STORE: 'redis' }), (e: unknown) => e instanceof ConfigError && /INLET_REDIS_URL/.test(e.message));
+    assert.equal(
+      loadConfig({ INLET_DATABASE_URL: 'postgres://h/db', INLET_RATE_LIMIT_STORE: 'memory' }).rateLimitStore,
+      'memory',
+    );
+    assert.throws(
+      () => loadConfig({ INLET_RATE_LIMIT_STORE: 'postgres' }),
+      (e: unknown) => e instanceof ConfigError && /needs a PostgreSQL/.test(e.message),
+    );
+    assert.throws(
+      () => loadConfig({ INLET_RATE_LIMIT_STORE: 'redis' }),
+      (e: unknown) => e instanceof ConfigError && /INLET_REDIS_URL/.test(e.message),
+    );
     assert.throws(() => loadConfig({ INLET_RATE_LIMIT_STORE: 'etcd' }), /must be one of memory, postgres, redis/);
   });
 
@@ -29,11 +44,11 @@ describe('rate limit store setting', () => {
     const instances = [createInMemoryRateLimiter(RATE, RATE), createInMemoryRateLimiter(RATE, RATE)];
     let allowed = 0;
     // Three seconds of an injected clock, both instances asked every 10 ms.
-    for (let now = 0; now < 3000; now += 10) for (const limiter of instances) for (let i = 0; i < 5; i++) if (limiter.take('k', now).allowed) allowed++;
+    for (let now = 0; now < 3000; now += 10)
+      for (const limiter of instances) for (let i = 0; i < 5; i++) if (limiter.take('k', now).allowed) allowed++;
     assert.ok(allowed >= 2 * RATE * 3, `${allowed}: each instance grants the key its own rate`);
   });
 });
-
 
 /** The library's in-process window limiter as the shared store, with its calls counted. */
 function countedStore(points: number, durationSeconds: number) {
@@ -87,7 +102,11 @@ describe('shared limits spent in leases', () => {
     const decisions = await Promise.all(Array.from({ length: 150 }, () => limiter.take('k')));
     assert.ok(decisions.every((d) => d.allowed));
     assert.equal(store.calls.consume, 1, 'one lease of 200 serves all 150');
-    assert.equal(decisions.at(-1)!.remaining, 10_000 - 200 + 50, 'remaining: the store’s, plus what is left of the lease');
+    assert.equal(
+      decisions.at(-1)!.remaining,
+      10_000 - 200 + 50,
+      'remaining: the store’s, plus what is left of the lease',
+    );
   });
 
   it('two instances on one store: together no more than the window, and at most one lease each short of it', async () => {

@@ -21,7 +21,10 @@ describe('INLET_TRUST_PROXY', () => {
   it('is off by default; takes a hop count or addresses/CIDRs; refuses anything else', () => {
     assert.equal(loadConfig({}).trustProxy, false);
     assert.equal(loadConfig({ INLET_TRUST_PROXY: '1' }).trustProxy, 1);
-    assert.deepEqual(loadConfig({ INLET_TRUST_PROXY: '10.0.0.0/8, 127.0.0.1' }).trustProxy, ['10.0.0.0/8', '127.0.0.1']);
+    assert.deepEqual(loadConfig({ INLET_TRUST_PROXY: '10.0.0.0/8, 127.0.0.1' }).trustProxy, [
+      '10.0.0.0/8',
+      '127.0.0.1',
+    ]);
     assert.throws(() => loadConfig({ INLET_TRUST_PROXY: 'yes please' }), ConfigError);
   });
 });

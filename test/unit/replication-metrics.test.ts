@@ -25,7 +25,11 @@ describe('replication gauges', () => {
       ['  ', 'on', 0],
     ];
     for (const [names, commit, expected] of cases) {
-      const text = await scrape(async () => ({ synchronousStandbyNames: names, synchronousCommit: commit, standbys: [] }));
+      const text = await scrape(async () => ({
+        synchronousStandbyNames: names,
+        synchronousCommit: commit,
+        standbys: [],
+      }));
       const line = `inlet_postgres_synchronous_commit{synchronous_standby_names=${JSON.stringify(names)},synchronous_commit="${commit}"} ${expected}`;
       assert.ok(text.split('\n').includes(line), `${line} in:\n${text}`);
     }
@@ -33,11 +37,16 @@ describe('replication gauges', () => {
 
   it('counts the standbys by sync_state, unknown where the role may not see it; one status read per scrape', async () => {
     let reads = 0;
-    const text = await scrape(async () => (reads++, {
-      synchronousStandbyNames: 'ANY 1 (a, b)',
-      synchronousCommit: 'on',
-      standbys: [{ syncState: 'quorum' }, { syncState: 'quorum' }, { syncState: 'async' }, { syncState: null }],
-    }));
+    const text = await scrape(
+      async () => (
+        reads++,
+        {
+          synchronousStandbyNames: 'ANY 1 (a, b)',
+          synchronousCommit: 'on',
+          standbys: [{ syncState: 'quorum' }, { syncState: 'quorum' }, { syncState: 'async' }, { syncState: null }],
+        }
+      ),
+    );
     assert.match(text, /^inlet_postgres_standbys\{sync_state="quorum"\} 2$/m);
     assert.match(text, /^inlet_postgres_standbys\{sync_state="async"\} 1$/m);
     assert.match(text, /^inlet_postgres_standbys\{sync_state="unknown"\} 1$/m);

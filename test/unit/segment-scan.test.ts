@@ -33,9 +33,13 @@ test('tooDeep agrees with jsonNestsDeeperThan, on JSON and on any text', () => {
     { numRuns: 1000, seed: 10 },
   );
   fc.assert(
-    fc.property(fc.string({ unit: fc.constantFrom('{', '[', '}', ']', '"', '\\', 'a', ':', ',', '1', 'e') }), fc.integer({ min: 0, max: 6 }), (text, max) => {
-      assert.equal(scanSegmentBody(text, max).tooDeep, jsonNestsDeeperThan(text, max));
-    }),
+    fc.property(
+      fc.string({ unit: fc.constantFrom('{', '[', '}', ']', '"', '\\', 'a', ':', ',', '1', 'e') }),
+      fc.integer({ min: 0, max: 6 }),
+      (text, max) => {
+        assert.equal(scanSegmentBody(text, max).tooDeep, jsonNestsDeeperThan(text, max));
+      },
+    ),
     { numRuns: 2000, seed: 10 },
   );
   assert.equal(scanSegmentBody('['.repeat(100_000), 128).tooDeep, true);
@@ -59,29 +63,49 @@ test('a plain body holds nothing the storability walk refuses', () => {
   );
   assert.ok(plainSeen > 100 && notPlainSeen > 100, `${plainSeen} plain, ${notPlainSeen} not`);
   // Each way to an unstorable value makes a body not plain.
-  for (const text of ['{"a":"\\u0000"}', '{"a":"\\ud800"}', '{"\\u0000":1}', '{"a":1e400}', '{"a":-1E309}', `{"a":${'9'.repeat(400)}}`, `${'{"a":'.repeat(65)}1${'}'.repeat(65)}`]) {
+  for (const text of [
+    '{"a":"\\u0000"}',
+    '{"a":"\\ud800"}',
+    '{"\\u0000":1}',
+    '{"a":1e400}',
+    '{"a":-1E309}',
+    `{"a":${'9'.repeat(400)}}`,
+    `${'{"a":'.repeat(65)}1${'}'.repeat(65)}`,
+  ]) {
     assert.equal(scanSegmentBody(text, 128).plain, false, text);
   }
-  assert.equal(scanSegmentBody('{"batch":[{"a":"x\\\\u0000","n":-12.5e","t":"1e400"}]}', 128).plain, false, 'a \\u anywhere, even escaped, is looked at closely');
+  assert.equal(
+    scanSegmentBody('{"batch":[{"a":"x\\\\u0000","n":-12.5e","t":"1e400"}]}', 128).plain,
+    false,
+    'a \\u anywhere, even escaped, is looked at closely',
+  );
   assert.equal(scanSegmentBody('{"batch":[{"a":"1e400 \\" [[[","n":-12.5,"t":true}]}', 128).plain, true);
 });
 
 test('the items of the batch array are found, and their text bounds their JSON bytes', () => {
   fc.assert(
-    fc.property(fc.array(fc.dictionary(fc.string({ maxLength: 5 }), hostileJson, { maxKeys: 4 }), { maxLength: 5 }), hostileJson, (items, other) => {
-      for (const text of texts({ before: other, batch: items, after: { batch: other } })) {
-        const scan = scanSegmentBody(text, 128);
-        assert.equal(scan.items?.length, items.length, text);
-        scan.items!.forEach((span, index) => {
-          assert.deepEqual(JSON.parse(text.slice(span[0], span[1])), JSON.parse(JSON.stringify(items[index])));
-          if (scan.plain) assert.ok(itemBytesBound(text, span, 1 << 30) >= Buffer.byteLength(JSON.stringify(items[index])));
-        });
-      }
-    }),
+    fc.property(
+      fc.array(fc.dictionary(fc.string({ maxLength: 5 }), hostileJson, { maxKeys: 4 }), { maxLength: 5 }),
+      hostileJson,
+      (items, other) => {
+        for (const text of texts({ before: other, batch: items, after: { batch: other } })) {
+          const scan = scanSegmentBody(text, 128);
+          assert.equal(scan.items?.length, items.length, text);
+          scan.items!.forEach((span, index) => {
+            assert.deepEqual(JSON.parse(text.slice(span[0], span[1])), JSON.parse(JSON.stringify(items[index])));
+            if (scan.plain)
+              assert.ok(itemBytesBound(text, span, 1 << 30) >= Buffer.byteLength(JSON.stringify(items[index])));
+          });
+        }
+      },
+    ),
     { numRuns: 1000, seed: 10 },
   );
   // The last `batch` key counts, as JSON.parse keeps the last; a batch of non-objects yields fewer spans.
-  assert.deepEqual(scanSegmentBody('{"batch":[{"a":1}],"batch":[{"b":2},{"c":3}]}', 128).items, [[28, 35], [36, 43]]);
+  assert.deepEqual(scanSegmentBody('{"batch":[{"a":1}],"batch":[{"b":2},{"c":3}]}', 128).items, [
+    [28, 35],
+    [36, 43],
+  ]);
   assert.deepEqual(scanSegmentBody('{"batch":[1,{"b":2},[{"c":3}]]}', 128).items, [[12, 19]]);
   assert.equal(scanSegmentBody('{"event":"x","userId":"u"}', 128).items, undefined);
   assert.equal(itemBytesBound('{"a":"é"}', [0, 9], 100), 27);
@@ -90,7 +114,10 @@ test('the items of the batch array are found, and their text bounds their JSON b
 
 test("each item's properties and context are found as sent, only from plain compact bodies", () => {
   const objectOrNot = fc.oneof(fc.dictionary(fc.string({ maxLength: 5 }), hostileJson, { maxKeys: 3 }), hostileJson);
-  const item = fc.record({ type: fc.constant('track'), properties: objectOrNot, context: objectOrNot, other: hostileJson }, { requiredKeys: ['type'] });
+  const item = fc.record(
+    { type: fc.constant('track'), properties: objectOrNot, context: objectOrNot, other: hostileJson },
+    { requiredKeys: ['type'] },
+  );
   let used = 0;
   fc.assert(
     fc.property(fc.array(item, { maxLength: 4 }), (items) => {

@@ -20,8 +20,14 @@ test('the same schema gives the same compiled serializer to a later app; another
 
 test('a schema that references a shared schema is compiled per set of shared schemas', () => {
   const schema = { type: 'object', properties: { item: { $ref: 'Item#' } } };
-  const withA = cachedSerializerFactory({ Item: { $id: 'Item', type: 'object', properties: { a: { type: 'integer' } } } }, {})(route(schema));
-  const withB = cachedSerializerFactory({ Item: { $id: 'Item', type: 'object', properties: { b: { type: 'integer' } } } }, {})(route(schema));
+  const withA = cachedSerializerFactory(
+    { Item: { $id: 'Item', type: 'object', properties: { a: { type: 'integer' } } } },
+    {},
+  )(route(schema));
+  const withB = cachedSerializerFactory(
+    { Item: { $id: 'Item', type: 'object', properties: { b: { type: 'integer' } } } },
+    {},
+  )(route(schema));
   assert.equal(withA({ item: { a: 1, b: 2 } }), '{"item":{"a":1}}');
   assert.equal(withB({ item: { a: 1, b: 2 } }), '{"item":{"b":2}}');
 });

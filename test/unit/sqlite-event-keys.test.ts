@@ -79,20 +79,31 @@ describe('SQLite idempotency keys', () => {
       }
       // The same ids in another product and under another source are other events.
       const other = await storage.events.insertMany([row(b, 'ext-1'), row(a, 'ext-1', { source: 'segment' })]);
-      assert.deepEqual(other.map((o) => o.status), ['created', 'created']);
+      assert.deepEqual(
+        other.map((o) => o.status),
+        ['created', 'created'],
+      );
       // Events without an external_id are never duplicates.
       const plain = await storage.events.insertMany([row(a, null), row(a, null)]);
-      assert.deepEqual(plain.map((o) => o.status), ['created', 'created']);
+      assert.deepEqual(
+        plain.map((o) => o.status),
+        ['created', 'created'],
+      );
       assert.equal(await count(storage, 'events'), 304);
       await storage.close();
 
       // After a restart (the tail rebuilt from the rows after merged_through) every id is still known.
       storage = await openStorage(url, { sqliteEventKeysTail: 40 });
-      const merged = (await sql<{ through: number }>`SELECT merged_through AS through FROM event_keys_state`.execute(storage.db)).rows[0]!.through;
+      const merged = (
+        await sql<{ through: number }>`SELECT merged_through AS through FROM event_keys_state`.execute(storage.db)
+      ).rows[0]!.through;
       assert.ok(merged > 0 && merged < 304, `some events merged (through ${merged}), some in the tail`);
       const again = await storage.events.insertMany(ids.map((id) => row(a, id)));
       assert.ok(again.every((o) => o.status === 'duplicate'));
-      assert.deepEqual(again.map((o) => o.event.id), ids.map((id) => firstIds.get(id)));
+      assert.deepEqual(
+        again.map((o) => o.event.id),
+        ids.map((id) => firstIds.get(id)),
+      );
       assert.equal(await count(storage, 'events'), 304);
       await storage.close();
     }));
@@ -129,10 +140,14 @@ describe('SQLite idempotency keys', () => {
       const first = await writerOnProduct(dir, { tailKeys: 40 });
       const a = first.a;
       const ids = Array.from({ length: 300 }, (_, i) => `f${i}`);
-      for (let i = 0; i < ids.length; i += 10) await first.writer.insertMany(ids.slice(i, i + 10).map((id) => row(a, id)));
+      for (let i = 0; i < ids.length; i += 10)
+        await first.writer.insertMany(ids.slice(i, i + 10).map((id) => row(a, id)));
       await first.keys.mergeNow();
       // The merges' transactions count as time the background work held the connection.
-      assert.ok(first.keys.merges > 0 && first.keys.busySeconds > 0, `merges ${first.keys.merges}, busy ${first.keys.busySeconds} s`);
+      assert.ok(
+        first.keys.merges > 0 && first.keys.busySeconds > 0,
+        `merges ${first.keys.merges}, busy ${first.keys.busySeconds} s`,
+      );
       await first.close();
 
       const { keys, writer, close } = sqliteDirectWriter(join(dir, 'inlet.db'), { tailKeys: 40 });
@@ -174,16 +189,29 @@ describe('SQLite idempotency keys', () => {
       }
       const recent = tableCount(first.raw, 'event_keys_recent');
       const big = tableCount(first.raw, 'event_keys');
-      assert.ok(first.keys.moves >= 2, `moves ${first.keys.moves}, merges ${first.keys.merges}, recent ${recent}, big ${big}`);
+      assert.ok(
+        first.keys.moves >= 2,
+        `moves ${first.keys.moves}, merges ${first.keys.merges}, recent ${recent}, big ${big}`,
+      );
       assert.ok(recent > 0 && big > 0, `recent ${recent}, big ${big}`);
-      assert.ok(recent < moveThreshold(big, tailKeys), `the recent level (${recent}) stays below its threshold (${moveThreshold(big, tailKeys)})`);
+      assert.ok(
+        recent < moveThreshold(big, tailKeys),
+        `the recent level (${recent}) stays below its threshold (${moveThreshold(big, tailKeys)})`,
+      );
       assert.equal(recent + big, all.length);
-      assert.equal(tableCount(first.raw, 'event_keys_recent r JOIN event_keys k USING (h, position)'), 0, 'no entry in both levels');
+      assert.equal(
+        tableCount(first.raw, 'event_keys_recent r JOIN event_keys k USING (h, position)'),
+        0,
+        'no entry in both levels',
+      );
       await first.close();
 
       // A restart: the filter is built from both levels; every stored id is a duplicate, new ids mostly skip both.
       // (A tail large enough that this writer neither merges nor moves before the sweep below.)
-      const { raw, keys, writer, close } = sqliteDirectWriter(join(dir, 'inlet.db'), { tailKeys: 10_000, sweepMin: 10 });
+      const { raw, keys, writer, close } = sqliteDirectWriter(join(dir, 'inlet.db'), {
+        tailKeys: 10_000,
+        sweepMin: 10,
+      });
       await writer.insertMany([row(a, 'lv-after-restart')]);
       await keys.filtered();
       const before = keys.probes;
@@ -197,12 +225,20 @@ describe('SQLite idempotency keys', () => {
       );
 
       // Rows deleted from both levels: a sweep takes their keys out of whichever holds them.
-      const inRecent = raw.prepare(`SELECT e.external_id FROM event_keys_recent r JOIN events e ON e.position = r.position LIMIT 5`).pluck().all() as string[];
-      const inBig = raw.prepare(`SELECT e.external_id FROM event_keys k JOIN events e ON e.position = k.position LIMIT 5`).pluck().all() as string[];
+      const inRecent = raw
+        .prepare(`SELECT e.external_id FROM event_keys_recent r JOIN events e ON e.position = r.position LIMIT 5`)
+        .pluck()
+        .all() as string[];
+      const inBig = raw
+        .prepare(`SELECT e.external_id FROM event_keys k JOIN events e ON e.position = k.position LIMIT 5`)
+        .pluck()
+        .all() as string[];
       assert.equal(inRecent.length + inBig.length, 10);
       const other = new BetterSqlite3(join(dir, 'inlet.db'));
       const gone = [...inRecent, ...inBig];
-      other.prepare(`DELETE FROM events WHERE external_id IN (SELECT value FROM json_each(?))`).run(JSON.stringify(gone));
+      other
+        .prepare(`DELETE FROM events WHERE external_id IN (SELECT value FROM json_each(?))`)
+        .run(JSON.stringify(gone));
       other.close();
       await keys.sweepIfMany();
       assert.equal(keys.swept, 10);
@@ -210,7 +246,10 @@ describe('SQLite idempotency keys', () => {
       await keys.mergeNow();
       const stored = tableCount(raw, 'events');
       assert.equal(keysOnDisk(raw), stored);
-      assert.equal(raw.prepare(`SELECT count(*) FROM ${ON_DISK} k JOIN events e ON e.position = k.position`).pluck().get(), stored);
+      assert.equal(
+        raw.prepare(`SELECT count(*) FROM ${ON_DISK} k JOIN events e ON e.position = k.position`).pluck().get(),
+        stored,
+      );
       const kept = all.filter((id) => !gone.includes(id)).slice(0, 3);
       const outcomes = await writer.insertMany([...gone, ...kept].map((id) => row(a, id)));
       assert.deepEqual(
@@ -272,7 +311,8 @@ describe('SQLite idempotency keys', () => {
     withDir(async (dir) => {
       const { a, keys, writer, close } = await writerOnProduct(dir);
       const ids = Array.from({ length: 3000 }, (_, i) => `g${i}`);
-      const groups = (list: string[]) => Array.from({ length: Math.ceil(list.length / 400) }, (_, i) => list.slice(i * 400, i * 400 + 400));
+      const groups = (list: string[]) =>
+        Array.from({ length: Math.ceil(list.length / 400) }, (_, i) => list.slice(i * 400, i * 400 + 400));
       const first: string[] = [];
       for (const group of groups(ids)) {
         const outcomes = await writer.insertMany(group.map((id) => row(a, id)));
@@ -283,7 +323,10 @@ describe('SQLite idempotency keys', () => {
         const again: string[] = [];
         for (const group of groups(ids)) {
           const outcomes = await writer.insertMany(group.map((id) => row(a, id)));
-          assert.ok(outcomes.every((o) => o.status === 'duplicate'), phase);
+          assert.ok(
+            outcomes.every((o) => o.status === 'duplicate'),
+            phase,
+          );
           again.push(...outcomes.map((o) => o.event.id));
         }
         assert.deepEqual(again, first, phase);
@@ -315,7 +358,10 @@ describe('SQLite idempotency keys', () => {
       assert.equal(tableCount(bulk, 'event_subjects'), 510);
       bulk.close();
       const outcomes = await writer.insertMany([row(a, 'bulk7'), row(a, 'mine3'), row(a, 'new')]);
-      assert.deepEqual(outcomes.map((o) => o.status), ['duplicate', 'duplicate', 'created']);
+      assert.deepEqual(
+        outcomes.map((o) => o.status),
+        ['duplicate', 'duplicate', 'created'],
+      );
       assert.equal(keys.held, 11, 'the bulk rows are found in event_keys, not copied into memory');
       await close();
     }));
@@ -328,12 +374,17 @@ describe('SQLite idempotency keys', () => {
       await storage.close();
       const first = sqliteDirectWriter(file, { tailKeys: 4000 });
       const ids = Array.from({ length: 4400 }, (_, i) => `cut${i}`);
-      for (let i = 0; i < ids.length; i += 400) await first.writer.insertMany(ids.slice(i, i + 400).map((id) => row(a, id)));
+      for (let i = 0; i < ids.length; i += 400)
+        await first.writer.insertMany(ids.slice(i, i + 400).map((id) => row(a, id)));
       // Stop once the merge has written part of its keys and before it moved merged_through.
       const written = () => first.raw.prepare('SELECT count(*) FROM event_keys_recent').pluck().get() as number;
       while (written() === 0) await new Promise((resolve) => setImmediate(resolve));
       await first.keys.stop();
-      assert.equal(first.raw.prepare('SELECT merged_through FROM event_keys_state').pluck().get(), 0, 'cut off before its end');
+      assert.equal(
+        first.raw.prepare('SELECT merged_through FROM event_keys_state').pluck().get(),
+        0,
+        'cut off before its end',
+      );
       await first.close();
 
       const second = sqliteDirectWriter(file, {});
@@ -348,15 +399,24 @@ describe('SQLite idempotency keys', () => {
   it('tells colliding keys apart by reading the rows back (every key hashed to one of three values)', () =>
     withDir(async (dir) => {
       // The writer with a hash that collides nearly always, over the same file.
-      const { a, keys, writer, close } = await writerOnProduct(dir, { tailKeys: 25, hash: (_seed, _p, _s, externalId) => externalId.length % 3 });
+      const { a, keys, writer, close } = await writerOnProduct(dir, {
+        tailKeys: 25,
+        hash: (_seed, _p, _s, externalId) => externalId.length % 3,
+      });
       const ids = Array.from({ length: 120 }, (_, i) => `c${'x'.repeat(i % 5)}${i}`);
       const created = await writer.insertMany(ids.map((id) => row(a, id)));
-      assert.ok(created.every((o) => o.status === 'created'), 'no false duplicate under collisions');
+      assert.ok(
+        created.every((o) => o.status === 'created'),
+        'no false duplicate under collisions',
+      );
       await keys.idle();
       await keys.mergeNow();
       const again = await writer.insertMany(ids.map((id) => row(a, id)));
       assert.ok(again.every((o) => o.status === 'duplicate'));
-      assert.deepEqual(again.map((o) => o.event.id), created.map((o) => o.event.id));
+      assert.deepEqual(
+        again.map((o) => o.event.id),
+        created.map((o) => o.event.id),
+      );
       await close();
     }));
 
@@ -378,13 +438,19 @@ describe('SQLite idempotency keys', () => {
       assert.equal(keysOnDisk(raw), 12);
       assert.equal(tableCount(raw, 'event_keys_gone'), 2);
       const outcomes = await writer.insertMany([row(a, 'd0'), row(a, 'd24'), row(a, 'd5'), row(a, 'd20')]);
-      assert.deepEqual(outcomes.map((o) => o.status), ['created', 'created', 'duplicate', 'duplicate']);
+      assert.deepEqual(
+        outcomes.map((o) => o.status),
+        ['created', 'created', 'duplicate', 'duplicate'],
+      );
       // The merge writes the tail, d24's stale position included, and ends with a sweep: the old keys of d0 (merged
       // before its row went) and of d24 (merged now, its note kept until then) go; the new positions of both stay.
       await keys.mergeNow();
       assert.equal(keysOnDisk(raw), 25);
       assert.equal(tableCount(raw, 'event_keys_gone'), 0);
-      assert.equal(raw.prepare(`SELECT count(*) FROM ${ON_DISK} k JOIN events e ON e.position = k.position`).pluck().get(), 25);
+      assert.equal(
+        raw.prepare(`SELECT count(*) FROM ${ON_DISK} k JOIN events e ON e.position = k.position`).pluck().get(),
+        25,
+      );
       assert.equal(keys.swept, 2, 'the keys of both deleted rows removed');
       await close();
     }));
@@ -394,11 +460,15 @@ describe('SQLite idempotency keys', () => {
       const sweepMin = 3000;
       const { a, raw, keys, writer, close } = await writerOnProduct(dir, { sweepMin });
       const ids = Array.from({ length: sweepMin + 500 }, (_, i) => `s${i}`);
-      for (let from = 0; from < ids.length; from += 1000) await writer.insertMany(ids.slice(from, from + 1000).map((id) => row(a, id)));
+      for (let from = 0; from < ids.length; from += 1000)
+        await writer.insertMany(ids.slice(from, from + 1000).map((id) => row(a, id)));
       await keys.mergeNow();
       assert.equal(keysOnDisk(raw), ids.length);
       const other = new BetterSqlite3(join(dir, 'inlet.db'));
-      const remove = (count: number) => other.prepare(`DELETE FROM events WHERE position IN (SELECT position FROM events ORDER BY position LIMIT ?)`).run(count);
+      const remove = (count: number) =>
+        other
+          .prepare(`DELETE FROM events WHERE position IN (SELECT position FROM events ORDER BY position LIMIT ?)`)
+          .run(count);
       remove(10);
       await keys.sweepIfMany();
       assert.equal(keysOnDisk(raw), ids.length, 'ten deleted rows wait for the next merge');
@@ -408,10 +478,21 @@ describe('SQLite idempotency keys', () => {
       assert.equal(keys.swept, sweepMin + 10);
       assert.equal(keysOnDisk(raw), 490);
       assert.equal(tableCount(raw, 'event_keys_gone'), 0);
-      assert.equal(raw.prepare(`SELECT count(*) FROM ${ON_DISK} k JOIN events e ON e.position = k.position`).pluck().get(), 490);
+      assert.equal(
+        raw.prepare(`SELECT count(*) FROM ${ON_DISK} k JOIN events e ON e.position = k.position`).pluck().get(),
+        490,
+      );
       // Every remaining id is still a duplicate, every deleted one can be stored again.
-      const outcomes = await writer.insertMany([row(a, ids[0]!), row(a, ids[sweepMin + 9]!), row(a, ids[sweepMin + 10]!), row(a, ids.at(-1)!)]);
-      assert.deepEqual(outcomes.map((o) => o.status), ['created', 'created', 'duplicate', 'duplicate']);
+      const outcomes = await writer.insertMany([
+        row(a, ids[0]!),
+        row(a, ids[sweepMin + 9]!),
+        row(a, ids[sweepMin + 10]!),
+        row(a, ids.at(-1)!),
+      ]);
+      assert.deepEqual(
+        outcomes.map((o) => o.status),
+        ['created', 'created', 'duplicate', 'duplicate'],
+      );
       await close();
     }));
 
@@ -421,7 +502,9 @@ describe('SQLite idempotency keys', () => {
       await writer.insertMany(Array.from({ length: 40 }, (_, i) => row(a, `w${i}`)));
       await keys.mergeNow();
       const other = new BetterSqlite3(join(dir, 'inlet.db'));
-      other.prepare(`DELETE FROM events WHERE position IN (SELECT position FROM events ORDER BY position LIMIT 20)`).run();
+      other
+        .prepare(`DELETE FROM events WHERE position IN (SELECT position FROM events ORDER BY position LIMIT 20)`)
+        .run();
       other.close();
       const sweeping = keys.mergeNow(); // nothing in the tail: a sweep
       await writer.insertMany(Array.from({ length: 60 }, (_, i) => row(a, `v${i}`))); // fills the tail meanwhile
@@ -431,7 +514,10 @@ describe('SQLite idempotency keys', () => {
       assert.equal(keys.swept, 20);
       assert.equal(keysOnDisk(raw), 80);
       assert.equal(tableCount(raw, 'event_keys_gone'), 0);
-      assert.equal(raw.prepare(`SELECT count(*) FROM ${ON_DISK} k JOIN events e ON e.position = k.position`).pluck().get(), 80);
+      assert.equal(
+        raw.prepare(`SELECT count(*) FROM ${ON_DISK} k JOIN events e ON e.position = k.position`).pluck().get(),
+        80,
+      );
       await close();
     }));
 
@@ -448,40 +534,75 @@ describe('SQLite idempotency keys', () => {
       assert.equal(tableCount(raw, 'event_keys_gone'), 2);
       await migrateAll();
       const seed = raw.prepare('SELECT seed FROM event_keys_state').pluck().get() as number;
-      assert.deepEqual(raw.prepare('SELECT h FROM event_keys_gone ORDER BY position').pluck().all(), [keyHash(seed, productId, 'api', 'm3'), keyHash(seed, productId, 'api', 'm4')]);
-      // The rows after the last merge got their hashes; the older ones have theirs by position.
-      assert.deepEqual(raw.prepare(`SELECT external_id, key_hash, subject_hash FROM events WHERE key_hash IS NOT NULL ORDER BY position`).all(), [
-        { external_id: 'm20', key_hash: keyHash(seed, productId, 'api', 'm20'), subject_hash: subjectHash(keyHash, seed, productId, 'u1') },
-        { external_id: 'm21', key_hash: keyHash(seed, productId, 'api', 'm21'), subject_hash: subjectHash(keyHash, seed, productId, 'u1') },
+      assert.deepEqual(raw.prepare('SELECT h FROM event_keys_gone ORDER BY position').pluck().all(), [
+        keyHash(seed, productId, 'api', 'm3'),
+        keyHash(seed, productId, 'api', 'm4'),
       ]);
+      // The rows after the last merge got their hashes; the older ones have theirs by position.
+      assert.deepEqual(
+        raw
+          .prepare(
+            `SELECT external_id, key_hash, subject_hash FROM events WHERE key_hash IS NOT NULL ORDER BY position`,
+          )
+          .all(),
+        [
+          {
+            external_id: 'm20',
+            key_hash: keyHash(seed, productId, 'api', 'm20'),
+            subject_hash: subjectHash(keyHash, seed, productId, 'u1'),
+          },
+          {
+            external_id: 'm21',
+            key_hash: keyHash(seed, productId, 'api', 'm21'),
+            subject_hash: subjectHash(keyHash, seed, productId, 'u1'),
+          },
+        ],
+      );
       // An older row deleted after the migration: its note finds the hash by position.
       raw.prepare(`DELETE FROM events WHERE external_id = 'm5'`).run();
-      assert.equal(raw.prepare(`SELECT h FROM event_keys_gone ORDER BY position DESC LIMIT 1`).pluck().get(), keyHash(seed, productId, 'api', 'm5'));
+      assert.equal(
+        raw.prepare(`SELECT h FROM event_keys_gone ORDER BY position DESC LIMIT 1`).pluck().get(),
+        keyHash(seed, productId, 'api', 'm5'),
+      );
       await db.destroy();
 
       const { keys, subjects, writer, close, raw: own } = sqliteDirectWriter(file, { sweepMin: 1 });
       const [fresh] = await writer.insertMany([row(productId, 'fresh')]);
       // A row the writer stores carries its hashes, and so does its note once it is deleted.
-      const stored = own.prepare(`SELECT position, key_hash, subject_hash FROM events WHERE id = ?`).get(fresh!.event.id) as { position: number; key_hash: number; subject_hash: number };
+      const stored = own
+        .prepare(`SELECT position, key_hash, subject_hash FROM events WHERE id = ?`)
+        .get(fresh!.event.id) as { position: number; key_hash: number; subject_hash: number };
       assert.equal(stored.key_hash, keyHash(seed, productId, 'api', 'fresh'));
       assert.equal(stored.subject_hash, subjectHash(keyHash, seed, productId, 'u1'));
       await keys.mergeNow();
       await subjects.mergeNow();
       own.prepare(`DELETE FROM events WHERE external_id IN ('fresh', 'm21')`).run();
-      assert.deepEqual(own.prepare(`SELECT h FROM event_keys_gone WHERE position >= ? ORDER BY position`).pluck().all(stored.position - 1), [
-        keyHash(seed, productId, 'api', 'm21'),
-        keyHash(seed, productId, 'api', 'fresh'),
-      ]);
+      assert.deepEqual(
+        own
+          .prepare(`SELECT h FROM event_keys_gone WHERE position >= ? ORDER BY position`)
+          .pluck()
+          .all(stored.position - 1),
+        [keyHash(seed, productId, 'api', 'm21'), keyHash(seed, productId, 'api', 'fresh')],
+      );
       await keys.sweepIfMany();
       await subjects.sweepIfMany();
-      assert.equal(keys.swept, 5, 'the keys of m3 and m4 (hash kept by the migration), m5 (by position), m21 and fresh (from the row)');
+      assert.equal(
+        keys.swept,
+        5,
+        'the keys of m3 and m4 (hash kept by the migration), m5 (by position), m21 and fresh (from the row)',
+      );
       assert.equal(subjects.swept, 5);
       assert.equal(tableCount(own, 'event_keys_gone'), 0);
       assert.equal(tableCount(own, 'event_subjects_gone'), 0);
       assert.equal(tableCount(own, ON_DISK), 18);
       assert.equal(tableCount(own, 'event_keys_by_position'), 17, 'the swept older rows leave it too');
-      const outcomes = await writer.insertMany(['m3', 'm5', 'm21', 'fresh', 'm6', 'm20'].map((id) => row(productId, id)));
-      assert.deepEqual(outcomes.map((o) => o.status), ['created', 'created', 'created', 'created', 'duplicate', 'duplicate']);
+      const outcomes = await writer.insertMany(
+        ['m3', 'm5', 'm21', 'fresh', 'm6', 'm20'].map((id) => row(productId, id)),
+      );
+      assert.deepEqual(
+        outcomes.map((o) => o.status),
+        ['created', 'created', 'created', 'created', 'duplicate', 'duplicate'],
+      );
       await close();
     }));
 
@@ -490,17 +611,30 @@ describe('SQLite idempotency keys', () => {
       const { raw, db, productId, insert, migrateAll } = await fileBefore(join(dir, 'inlet.db'), 800);
       for (let i = 0; i < 50; i++) insert(i % 10 === 0 ? null : `old-${i}`);
       await migrateAll();
-      const state = raw.prepare('SELECT seed, merged_through FROM event_keys_state').get() as { seed: number; merged_through: number };
+      const state = raw.prepare('SELECT seed, merged_through FROM event_keys_state').get() as {
+        seed: number;
+        merged_through: number;
+      };
       assert.equal(state.merged_through, 50);
-      const stored = raw.prepare('SELECT h, position FROM event_keys ORDER BY position').all() as Array<{ h: number; position: number }>;
+      const stored = raw.prepare('SELECT h, position FROM event_keys ORDER BY position').all() as Array<{
+        h: number;
+        position: number;
+      }>;
       assert.equal(stored.length, 45);
-      assert.equal(stored[0]!.h, keyHash(state.seed, productId, 'api', 'old-1'), 'the hash of the SQL function is the writer’s');
+      assert.equal(
+        stored[0]!.h,
+        keyHash(state.seed, productId, 'api', 'old-1'),
+        'the hash of the SQL function is the writer’s',
+      );
       assert.equal(raw.prepare(`SELECT count(*) AS n FROM sqlite_master WHERE name = 'events_dedup'`).pluck().get(), 0);
       await db.destroy();
 
       const storage = await openStorage(`sqlite:${join(dir, 'inlet.db')}`);
       const outcomes = await storage.events.insertMany([row(productId, 'old-7'), row(productId, 'new-1')]);
-      assert.deepEqual(outcomes.map((o) => o.status), ['duplicate', 'created']);
+      assert.deepEqual(
+        outcomes.map((o) => o.status),
+        ['duplicate', 'created'],
+      );
       await storage.close();
     }));
 });

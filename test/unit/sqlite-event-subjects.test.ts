@@ -36,7 +36,8 @@ function random(seed: number): () => number {
 const SUBJECTS = ['s0', 's1', 's2', 's3', 's4', 's5', 's6'];
 
 /** Every entry on disk: both levels (event_subjects_recent, which merges write, and event_subjects). */
-const SUBJECTS_ON_DISK = '(SELECT h, position FROM event_subjects_recent UNION ALL SELECT h, position FROM event_subjects)';
+const SUBJECTS_ON_DISK =
+  '(SELECT h, position FROM event_subjects_recent UNION ALL SELECT h, position FROM event_subjects)';
 
 function subjectRow(productId: string, subjectType: string, subjectId: string): EventInsert {
   return { ...eventRow(productId, null), subjectType, subjectId };
@@ -45,7 +46,13 @@ function subjectRow(productId: string, subjectType: string, subjectId: string): 
 type Reads = Pick<OpenedStorage['events'], 'page'>;
 
 /** Every event the filter's subject ids and type match, paged `limit` at a time in `order`: their positions. */
-async function pagedPositions(reads: Reads, productId: string, filter: EventFilter, order: 'asc' | 'desc', limit: number): Promise<number[]> {
+async function pagedPositions(
+  reads: Reads,
+  productId: string,
+  filter: EventFilter,
+  order: 'asc' | 'desc',
+  limit: number,
+): Promise<number[]> {
   const positions: number[] = [];
   let after: string | undefined;
   for (let pages = 0; pages < 1000; pages++) {
@@ -63,9 +70,21 @@ async function pagedPositions(reads: Reads, productId: string, filter: EventFilt
 }
 
 /** What the reads must return: every row of the product with these subjects, from events itself. */
-function expectedPositions(raw: BetterSqlite3.Database, productId: string, subjectIds: string[], subjectType: string | undefined, order: 'asc' | 'desc'): number[] {
-  const rows = raw.prepare('SELECT position, subject_type AS type, subject_id AS id FROM events WHERE product_id = ? ORDER BY position').all(productId) as Array<{ position: number; type: string; id: string }>;
-  const matching = rows.filter((r) => subjectIds.includes(r.id) && (subjectType === undefined || r.type === subjectType)).map((r) => r.position);
+function expectedPositions(
+  raw: BetterSqlite3.Database,
+  productId: string,
+  subjectIds: string[],
+  subjectType: string | undefined,
+  order: 'asc' | 'desc',
+): number[] {
+  const rows = raw
+    .prepare(
+      'SELECT position, subject_type AS type, subject_id AS id FROM events WHERE product_id = ? ORDER BY position',
+    )
+    .all(productId) as Array<{ position: number; type: string; id: string }>;
+  const matching = rows
+    .filter((r) => subjectIds.includes(r.id) && (subjectType === undefined || r.type === subjectType))
+    .map((r) => r.position);
   return order === 'asc' ? matching : matching.reverse();
 }
 
@@ -75,7 +94,11 @@ async function checkAll(reads: Reads, raw: BetterSqlite3.Database, productId: st
     for (const order of ['asc', 'desc'] as const) {
       for (const ids of [...SUBJECTS.map((s) => [s]), ['s1', 's2'], ['s0', 'nobody']]) {
         const filter: EventFilter = { subjectIds: ids, ...(subjectType === undefined ? {} : { subjectType }) };
-        assert.deepEqual(await pagedPositions(reads, productId, filter, order, limit), expectedPositions(raw, productId, ids, subjectType, order), `${ids} ${subjectType} ${order}`);
+        assert.deepEqual(
+          await pagedPositions(reads, productId, filter, order, limit),
+          expectedPositions(raw, productId, ids, subjectType, order),
+          `${ids} ${subjectType} ${order}`,
+        );
       }
     }
   }
@@ -100,13 +123,21 @@ describe('SQLite subject index', () => {
       const next = random(11);
       for (let group = 0; group < 60; group++) {
         const rows = Array.from({ length: 1 + Math.floor(next() * 12) }, () =>
-          subjectRow(next() < 0.7 ? a : b, next() < 0.75 ? 'user' : 'anonymous', SUBJECTS[Math.floor(next() * SUBJECTS.length)]!),
+          subjectRow(
+            next() < 0.7 ? a : b,
+            next() < 0.75 ? 'user' : 'anonymous',
+            SUBJECTS[Math.floor(next() * SUBJECTS.length)]!,
+          ),
         );
         await storage.events.insertMany(rows);
         // Read while merges run (they yield between their transactions): nothing is missed or doubled.
         if (group % 6 === 5) {
           const ids = [SUBJECTS[group % SUBJECTS.length]!];
-          assert.deepEqual(await pagedPositions(storage.events, a, { subjectIds: ids }, 'asc', 4), expectedPositions(raw, a, ids, undefined, 'asc'), `group ${group}`);
+          assert.deepEqual(
+            await pagedPositions(storage.events, a, { subjectIds: ids }, 'asc', 4),
+            expectedPositions(raw, a, ids, undefined, 'asc'),
+            `group ${group}`,
+          );
         }
       }
       await checkAll(storage.events, raw, a, 5);
@@ -116,13 +147,21 @@ describe('SQLite subject index', () => {
       await storage.close();
 
       storage = await openStorage(url, { sqliteEventKeysTail: 40 });
-      const state = raw.prepare('SELECT subjects_merged_through AS merged FROM event_keys_state').get() as { merged: number };
+      const state = raw.prepare('SELECT subjects_merged_through AS merged FROM event_keys_state').get() as {
+        merged: number;
+      };
       const last = raw.prepare('SELECT max(position) FROM events').pluck().get() as number;
-      assert.ok(state.merged > 0 && state.merged < last, `some entries merged (through ${state.merged} of ${last}), some only in the tail`);
+      assert.ok(
+        state.merged > 0 && state.merged < last,
+        `some entries merged (through ${state.merged} of ${last}), some only in the tail`,
+      );
       await checkAll(storage.events, raw, a, 7);
       // The user's events (identity reads): newest first by occurred_at, across the tail and the table.
       const listed = await storage.events.listBySubjects(a, 'user', ['s1', 's3'], 1000);
-      assert.deepEqual(listed.map((e) => Number(e.position)).sort((x, y) => x - y), expectedPositions(raw, a, ['s1', 's3'], 'user', 'asc'));
+      assert.deepEqual(
+        listed.map((e) => Number(e.position)).sort((x, y) => x - y),
+        expectedPositions(raw, a, ['s1', 's3'], 'user', 'asc'),
+      );
       raw.close();
       await storage.close();
     }));
@@ -135,11 +174,22 @@ describe('SQLite subject index', () => {
       await writer.events.insertMany(SUBJECTS.map((s) => subjectRow(a, 'user', s)));
       const reader = await openStorage(url);
       const first = await reader.events.page({ productId: a, filter: { subjectIds: ['s3'] }, order: 'asc', limit: 10 });
-      assert.deepEqual(first.events.map((e) => e.subjectId), ['s3']);
+      assert.deepEqual(
+        first.events.map((e) => e.subjectId),
+        ['s3'],
+      );
       // Written after the reader took in the writer's rows: found at its next read.
       await writer.events.insertMany([subjectRow(a, 'user', 's3'), subjectRow(a, 'user', 's4')]);
-      const second = await reader.events.page({ productId: a, filter: { subjectIds: ['s3'] }, order: 'desc', limit: 10 });
-      assert.deepEqual(second.events.map((e) => Number(e.position)), [8, 4]);
+      const second = await reader.events.page({
+        productId: a,
+        filter: { subjectIds: ['s3'] },
+        order: 'desc',
+        limit: 10,
+      });
+      assert.deepEqual(
+        second.events.map((e) => Number(e.position)),
+        [8, 4],
+      );
       await reader.close();
       await writer.close();
     }));
@@ -155,7 +205,11 @@ describe('SQLite subject index', () => {
       const reads = eventReads(db, 'sqlite', raw, subjects);
       const next = random(5);
       for (let group = 0; group < 20; group++) {
-        await writer.insertMany(Array.from({ length: 7 }, () => subjectRow(a, next() < 0.5 ? 'user' : 'anonymous', SUBJECTS[Math.floor(next() * SUBJECTS.length)]!)));
+        await writer.insertMany(
+          Array.from({ length: 7 }, () =>
+            subjectRow(a, next() < 0.5 ? 'user' : 'anonymous', SUBJECTS[Math.floor(next() * SUBJECTS.length)]!),
+          ),
+        );
       }
       await subjects.mergeNow();
       assert.equal(raw.prepare(`SELECT count(DISTINCT h) FROM ${SUBJECTS_ON_DISK}`).pluck().get(), 2);
@@ -175,7 +229,12 @@ describe('SQLite subject index', () => {
       // s1 as an anonymous subject first (not the person: an erasure takes the user's events), then as the user,
       // the user's events partly merged into the table and partly in the tail.
       await writer.insertMany(Array.from({ length: 12 }, () => subjectRow(a, 'anonymous', 's1')));
-      for (let i = 0; i < 5; i++) await writer.insertMany([subjectRow(a, 'user', 's1'), subjectRow(a, 'user', 's2'), subjectRow(a, 'user', 's1')]);
+      for (let i = 0; i < 5; i++)
+        await writer.insertMany([
+          subjectRow(a, 'user', 's1'),
+          subjectRow(a, 'user', 's2'),
+          subjectRow(a, 'user', 's1'),
+        ]);
       await subjects.mergeNow();
       await writer.insertMany([subjectRow(a, 'user', 's1'), subjectRow(a, 'anonymous', 's1')]);
       let batches = 0;
@@ -186,19 +245,32 @@ describe('SQLite subject index', () => {
       }
       assert.equal(deleted, 11);
       assert.ok(batches >= 3, `batches of at most 4 (${batches})`);
-      const left = raw.prepare(`SELECT subject_type || ':' || subject_id AS s, count(*) AS n FROM events GROUP BY 1 ORDER BY 1`).all();
+      const left = raw
+        .prepare(`SELECT subject_type || ':' || subject_id AS s, count(*) AS n FROM events GROUP BY 1 ORDER BY 1`)
+        .all();
       assert.deepEqual(left, [
         { s: 'anonymous:s1', n: 13 },
         { s: 'user:s2', n: 5 },
       ]);
       // The erased rows' entries left the table at once; the sweep takes their notes.
       const h = subjects.hashSubject(a, 's1');
-      assert.equal(raw.prepare(`SELECT count(*) FROM ${SUBJECTS_ON_DISK} s LEFT JOIN events e ON e.position = s.position WHERE s.h = ? AND e.position IS NULL`).pluck().get(h), 0);
+      assert.equal(
+        raw
+          .prepare(
+            `SELECT count(*) FROM ${SUBJECTS_ON_DISK} s LEFT JOIN events e ON e.position = s.position WHERE s.h = ? AND e.position IS NULL`,
+          )
+          .pluck()
+          .get(h),
+        0,
+      );
       await subjects.mergeNow();
       assert.equal(raw.prepare(`SELECT count(*) FROM ${SUBJECTS_ON_DISK}`).pluck().get(), 18);
       assert.equal(raw.prepare('SELECT count(*) FROM event_subjects_gone').pluck().get(), 0);
       const reads = eventReads(db, 'sqlite', raw, subjects);
-      assert.deepEqual(await pagedPositions(reads, a, { subjectIds: ['s1'] }, 'asc', 5), expectedPositions(raw, a, ['s1'], undefined, 'asc'));
+      assert.deepEqual(
+        await pagedPositions(reads, a, { subjectIds: ['s1'] }, 'asc', 5),
+        expectedPositions(raw, a, ['s1'], undefined, 'asc'),
+      );
       await close();
     }));
 
@@ -208,11 +280,18 @@ describe('SQLite subject index', () => {
       const { raw, db, productId, insert, migrateAll } = await fileBefore(file, 802);
       for (let i = 0; i < 50; i++) insert(null, SUBJECTS[i % SUBJECTS.length]);
       await migrateAll();
-      const state = raw.prepare('SELECT seed, subjects_merged_through AS merged FROM event_keys_state').get() as { seed: number; merged: number };
+      const state = raw.prepare('SELECT seed, subjects_merged_through AS merged FROM event_keys_state').get() as {
+        seed: number;
+        merged: number;
+      };
       assert.equal(state.merged, 50);
       assert.equal(raw.prepare('SELECT count(*) FROM event_subjects').pluck().get(), 50);
       const first = raw.prepare('SELECT h FROM event_subjects WHERE position = 1').pluck().get();
-      assert.equal(first, subjectHash(keyHash, state.seed, productId, 's0'), 'the hash of the SQL function is the writer’s');
+      assert.equal(
+        first,
+        subjectHash(keyHash, state.seed, productId, 's0'),
+        'the hash of the SQL function is the writer’s',
+      );
       assert.equal(raw.prepare(`SELECT count(*) FROM sqlite_master WHERE name = 'events_by_subject'`).pluck().get(), 0);
       await db.destroy();
 

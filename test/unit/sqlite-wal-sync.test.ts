@@ -61,7 +61,9 @@ describe('WAL sync off the event loop', () => {
       await storage.close();
       // A sync that finishes when the test says so.
       const pending: Array<{ resolve: () => void; reject: (error: Error) => void }> = [];
-      const walSync = { sync: () => new Promise<void>((resolve, reject) => pending.push({ resolve, reject })) } as unknown as WalSync;
+      const walSync = {
+        sync: () => new Promise<void>((resolve, reject) => pending.push({ resolve, reject })),
+      } as unknown as WalSync;
       const { writer, close } = sqliteDirectWriter(file, { walSync });
       const settled = (promise: Promise<unknown>) => {
         const state = { done: false };
@@ -74,7 +76,10 @@ describe('WAL sync off the event loop', () => {
       const turns = async () => {
         for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
       };
-      for (const [label, externalId] of [['created', 'a'], ['duplicate', 'a']] as const) {
+      for (const [label, externalId] of [
+        ['created', 'a'],
+        ['duplicate', 'a'],
+      ] as const) {
         const write = writer.insertMany([eventRow(productId, externalId)]);
         const state = settled(write);
         await turns();
@@ -98,9 +103,15 @@ describe('WAL sync off the event loop', () => {
         await storage.products.create({ id: product.id, name: 'wal-sync', createdAt: new Date().toISOString() });
         const row = (externalId: string) => eventRow(product.id, externalId);
         const first = await storage.events.insertMany([row('a'), row('b')]);
-        assert.deepEqual(first.map((o) => o.status), ['created', 'created']);
+        assert.deepEqual(
+          first.map((o) => o.status),
+          ['created', 'created'],
+        );
         const again = await storage.events.insertMany([row('b'), row('c')]);
-        assert.deepEqual(again.map((o) => o.status), ['duplicate', 'created']);
+        assert.deepEqual(
+          again.map((o) => o.status),
+          ['duplicate', 'created'],
+        );
         assert.equal(again[0]!.event.id, first[1]!.event.id);
         const level = await sql<{ synchronous: number }>`PRAGMA synchronous`.execute(storage.db);
         assert.equal(level.rows[0]!.synchronous, 2, 'FULL for every write that is not an event commit');

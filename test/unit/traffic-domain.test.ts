@@ -44,7 +44,17 @@ describe('parseTrafficReportQuery: defaults', () => {
 
   it('accepts every valid parameter', () => {
     const q = parseTrafficReportQuery(
-      { from: '2025-01-01', to: '2026-01-01', group_by: 'date,source', source: 'google', medium: 'cpc', campaign: 'x', landing_page: '/a', sort: 'date', limit: '1000' },
+      {
+        from: '2025-01-01',
+        to: '2026-01-01',
+        group_by: 'date,source',
+        source: 'google',
+        medium: 'cpc',
+        campaign: 'x',
+        landing_page: '/a',
+        sort: 'date',
+        limit: '1000',
+      },
       NOW,
     );
     assert.equal(q.from, '2025-01-01');
@@ -56,7 +66,10 @@ describe('parseTrafficReportQuery: defaults', () => {
   });
 
   it('sorts by any metric, descending with "-"', () => {
-    assert.deepEqual(parseTrafficReportQuery({ sort: '-bounce_rate' }, NOW).sort, { field: 'bounce_rate', direction: 'desc' });
+    assert.deepEqual(parseTrafficReportQuery({ sort: '-bounce_rate' }, NOW).sort, {
+      field: 'bounce_rate',
+      direction: 'desc',
+    });
     assert.deepEqual(parseTrafficReportQuery({ sort: 'users' }, NOW).sort, { field: 'users', direction: 'asc' });
   });
 
@@ -90,12 +103,17 @@ describe('parseTrafficReportQuery: rejected input names the parameter', () => {
   for (const [name, query, pointer] of cases) {
     it(name, () => {
       const errors = errorsOf(query);
-      assert.ok(errors.some((e) => e.pointer === pointer && e.message.length > 0), JSON.stringify(errors));
+      assert.ok(
+        errors.some((e) => e.pointer === pointer && e.message.length > 0),
+        JSON.stringify(errors),
+      );
     });
   }
 
   it('reports every bad parameter at once', () => {
-    const pointers = errorsOf({ limit: '0', sort: 'nope', bogus: 'x' }).map((e) => e.pointer).sort();
+    const pointers = errorsOf({ limit: '0', sort: 'nope', bogus: 'x' })
+      .map((e) => e.pointer)
+      .sort();
     assert.deepEqual(pointers, ['/bogus', '/limit', '/sort']);
   });
 
@@ -111,15 +129,24 @@ describe('cursor', () => {
     const next = parseTrafficReportQuery({ from: '2026-01-01', to: '2026-01-31', group_by: 'source', cursor }, NOW);
     assert.deepEqual(next.cursor, { value: 42, key: ['google'] });
     const errors = errorsOf({ from: '2026-01-02', to: '2026-01-31', group_by: 'source', cursor });
-    assert.deepEqual(errors.map((e) => e.pointer), ['/cursor']);
+    assert.deepEqual(
+      errors.map((e) => e.pointer),
+      ['/cursor'],
+    );
     // A different limit is fine: the cursor belongs to the rows, not the page size.
-    assert.ok(parseTrafficReportQuery({ from: '2026-01-01', to: '2026-01-31', group_by: 'source', cursor, limit: '5' }, NOW).cursor);
+    assert.ok(
+      parseTrafficReportQuery({ from: '2026-01-01', to: '2026-01-31', group_by: 'source', cursor, limit: '5' }, NOW)
+        .cursor,
+    );
   });
 
   it('carries a null sort value (rows whose metric the provider cannot supply)', () => {
     const base = parseTrafficReportQuery({ group_by: 'source', sort: 'new_users' }, NOW);
     const cursor = cursorAfter(base, { source: 'x', new_users: null });
-    assert.deepEqual(parseTrafficReportQuery({ group_by: 'source', sort: 'new_users', cursor }, NOW).cursor, { value: null, key: ['x'] });
+    assert.deepEqual(parseTrafficReportQuery({ group_by: 'source', sort: 'new_users', cursor }, NOW).cursor, {
+      value: null,
+      key: ['x'],
+    });
   });
 });
 
@@ -136,7 +163,16 @@ describe('aggregateMetrics', () => {
         metrics({ sessions: 100, users: 90, pageviews: 300, bounce_rate: 0.5, avg_session_duration: 60 }),
         metrics({ sessions: 300, users: 250, pageviews: 500, bounce_rate: 0.1, avg_session_duration: 20 }),
       ],
-      { sessions: 400, users: 340, pageviews: 800, bounce_rate: 0.2, avg_session_duration: 30, new_users: null, engaged_sessions: null, conversions: null },
+      {
+        sessions: 400,
+        users: 340,
+        pageviews: 800,
+        bounce_rate: 0.2,
+        avg_session_duration: 30,
+        new_users: null,
+        engaged_sessions: null,
+        conversions: null,
+      },
     ],
     [
       'a metric no row supplies stays null; a partly supplied one sums what is there',
@@ -148,14 +184,19 @@ describe('aggregateMetrics', () => {
       [metrics({ sessions: 10, bounce_rate: 0.3 }), metrics({ sessions: 1000, bounce_rate: null })],
       { sessions: 1010, bounce_rate: 0.3 },
     ],
-    ['zero sessions: averages null, not NaN', [metrics({ sessions: 0, bounce_rate: 0.5 })], { sessions: 0, bounce_rate: null }],
+    [
+      'zero sessions: averages null, not NaN',
+      [metrics({ sessions: 0, bounce_rate: 0.5 })],
+      { sessions: 0, bounce_rate: null },
+    ],
   ];
   for (const [name, rows, expected] of cases) {
     it(name, () => {
       const out = aggregateMetrics(rows);
       for (const [key, value] of Object.entries(expected)) {
         const actual = out[key as keyof TrafficMetrics];
-        if (typeof value === 'number') assert.ok(actual !== null && Math.abs(actual - value) < 1e-9, `${key}: ${actual} ≠ ${value}`);
+        if (typeof value === 'number')
+          assert.ok(actual !== null && Math.abs(actual - value) < 1e-9, `${key}: ${actual} ≠ ${value}`);
         else assert.equal(actual, value, key);
       }
     });
@@ -192,14 +233,18 @@ describe('properties (fast-check)', () => {
 
   it('aggregating parts then the parts gives the aggregate of the whole (rows supplying every metric)', () => {
     fc.assert(
-      fc.property(fc.array(fullRow, { minLength: 1, maxLength: 20 }), fc.array(fullRow, { minLength: 1, maxLength: 20 }), (a, b) => {
-        const whole = aggregateMetrics([...a, ...b]);
-        const parts = aggregateMetrics([aggregateMetrics(a), aggregateMetrics(b)]);
-        for (const key of Object.keys(whole) as Array<keyof TrafficMetrics>) {
-          const [x, y] = [whole[key]!, parts[key]!];
-          assert.ok(Math.abs(x - y) <= 1e-9 * Math.max(1, Math.abs(x)), `${key}: ${x} vs ${y}`);
-        }
-      }),
+      fc.property(
+        fc.array(fullRow, { minLength: 1, maxLength: 20 }),
+        fc.array(fullRow, { minLength: 1, maxLength: 20 }),
+        (a, b) => {
+          const whole = aggregateMetrics([...a, ...b]);
+          const parts = aggregateMetrics([aggregateMetrics(a), aggregateMetrics(b)]);
+          for (const key of Object.keys(whole) as Array<keyof TrafficMetrics>) {
+            const [x, y] = [whole[key]!, parts[key]!];
+            assert.ok(Math.abs(x - y) <= 1e-9 * Math.max(1, Math.abs(x)), `${key}: ${x} vs ${y}`);
+          }
+        },
+      ),
     );
   });
 
@@ -216,12 +261,17 @@ describe('properties (fast-check)', () => {
   it('a cursor made for a query is accepted by that query and carries the same key', () => {
     const text = fc.string({ minLength: 1, maxLength: 40 });
     fc.assert(
-      fc.property(text, text, fc.option(fc.double({ noNaN: true, noDefaultInfinity: true }), { nil: null }), (source, medium, value) => {
-        const q = parseTrafficReportQuery({ group_by: 'source,medium', sort: '-bounce_rate' }, NOW);
-        const cursor = cursorAfter(q, { source, medium, bounce_rate: value });
-        const again = parseTrafficReportQuery({ group_by: 'source,medium', sort: '-bounce_rate', cursor }, NOW);
-        assert.deepEqual(again.cursor, { value: Object.is(value, -0) ? 0 : value, key: [source, medium] });
-      }),
+      fc.property(
+        text,
+        text,
+        fc.option(fc.double({ noNaN: true, noDefaultInfinity: true }), { nil: null }),
+        (source, medium, value) => {
+          const q = parseTrafficReportQuery({ group_by: 'source,medium', sort: '-bounce_rate' }, NOW);
+          const cursor = cursorAfter(q, { source, medium, bounce_rate: value });
+          const again = parseTrafficReportQuery({ group_by: 'source,medium', sort: '-bounce_rate', cursor }, NOW);
+          assert.deepEqual(again.cursor, { value: Object.is(value, -0) ? 0 : value, key: [source, medium] });
+        },
+      ),
     );
   });
 });

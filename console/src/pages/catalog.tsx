@@ -32,7 +32,10 @@ export function CatalogPage({ product, initial }: { product: Product; initial: s
   const [prefix, setPrefix] = useState('');
   const [cursors, setCursors] = useState<Array<string | null>>([null]);
   const cursor = cursors[cursors.length - 1] ?? null;
-  const list = useLoad(() => get<CatalogPage>(productPath(product.id, '/catalog/events'), { sort, prefix, cursor, limit: 50 }), [product.id, sort, prefix, cursor]);
+  const list = useLoad(
+    () => get<CatalogPage>(productPath(product.id, '/catalog/events'), { sort, prefix, cursor, limit: 50 }),
+    [product.id, sort, prefix, cursor],
+  );
   const rows = list.data?.data ?? [];
   const overflow = list.data?.meta.overflow ?? 0;
 
@@ -67,17 +70,23 @@ export function CatalogPage({ product, initial }: { product: Product; initial: s
           Refresh
         </button>
       </form>
-      <p class="hint">Every event name stored in this product, built off the request path: counts lag ingest by a few seconds. Property values are never kept, only their JSON types.</p>
+      <p class="hint">
+        Every event name stored in this product, built off the request path: counts lag ingest by a few seconds.
+        Property values are never kept, only their JSON types.
+      </p>
       <div class="columns">
         <Section title="Event names">
           <ErrorLine error={list.error} />
           {overflow > 0 && (
             <p class="error" role="status">
-              {overflow.toLocaleString()} events were not catalogued: the product reached the catalogue's limit of names (INLET_CATALOG_MAX_EVENTS).
+              {overflow.toLocaleString()} events were not catalogued: the product reached the catalogue's limit of names
+              (INLET_CATALOG_MAX_EVENTS).
             </p>
           )}
           {rows.length === 0 ? (
-            <p class="hint">{list.loading ? 'Loading…' : prefix === '' ? 'No event stored yet.' : `No name starts with “${prefix}”.`}</p>
+            <p class="hint">
+              {list.loading ? 'Loading…' : prefix === '' ? 'No event stored yet.' : `No name starts with “${prefix}”.`}
+            </p>
           ) : (
             <div class="scroll">
               <table>
@@ -96,7 +105,10 @@ export function CatalogPage({ product, initial }: { product: Product; initial: s
                   {rows.map((e) => (
                     <tr key={e.canonical_name} class={e.canonical_name === selected ? 'selected' : undefined}>
                       <td>
-                        <a href={`#/p/${product.id}/catalog/${encodeURIComponent(e.canonical_name)}`} aria-current={e.canonical_name === selected ? 'true' : undefined}>
+                        <a
+                          href={`#/p/${product.id}/catalog/${encodeURIComponent(e.canonical_name)}`}
+                          aria-current={e.canonical_name === selected ? 'true' : undefined}
+                        >
                           {e.canonical_name}
                         </a>
                       </td>
@@ -114,12 +126,20 @@ export function CatalogPage({ product, initial }: { product: Product; initial: s
             <button type="button" disabled={cursors.length === 1} onClick={() => setCursors(cursors.slice(0, -1))}>
               Previous 50
             </button>
-            <button type="button" disabled={list.data?.meta.next_cursor == null} onClick={() => setCursors([...cursors, list.data!.meta.next_cursor])}>
+            <button
+              type="button"
+              disabled={list.data?.meta.next_cursor == null}
+              onClick={() => setCursors([...cursors, list.data!.meta.next_cursor])}
+            >
               Next 50
             </button>
           </div>
         </Section>
-        {selected === undefined ? <TraitsSection product={product} /> : <EventDetail product={product} name={selected} />}
+        {selected === undefined ? (
+          <TraitsSection product={product} />
+        ) : (
+          <EventDetail product={product} name={selected} />
+        )}
       </div>
     </>
   );
@@ -162,11 +182,17 @@ function PropertiesTable({ properties, label }: { properties: CatalogProperty[];
 
 function EventDetail({ product, name }: { product: Product; name: string }) {
   const detail = useLoad(
-    () => get<Envelope<CatalogEvent & { properties: CatalogProperty[]; properties_overflow: number }>>(productPath(product.id, `/catalog/events/${encodeURIComponent(name)}`)),
+    () =>
+      get<Envelope<CatalogEvent & { properties: CatalogProperty[]; properties_overflow: number }>>(
+        productPath(product.id, `/catalog/events/${encodeURIComponent(name)}`),
+      ),
     [product.id, name],
   );
   // Key ids named as the keys page names them (prefix and name), when the key is still listed.
-  const keys = useLoad(() => get<Envelope<ApiKey[]>>(productPath(product.id, '/keys')).catch(() => ({ data: [] as ApiKey[] })), [product.id]);
+  const keys = useLoad(
+    () => get<Envelope<ApiKey[]>>(productPath(product.id, '/keys')).catch(() => ({ data: [] as ApiKey[] })),
+    [product.id],
+  );
   const keyLabel = (id: string) => {
     const key = keys.data?.data.find((k) => k.id === id);
     return key === undefined ? id : `${key.prefix}…${key.name === null ? '' : ` (${key.name})`}`;
@@ -209,7 +235,12 @@ function EventDetail({ product, name }: { product: Product; name: string }) {
             </dd>
           </dl>
           <h3>Properties</h3>
-          {d.properties_overflow > 0 && <p class="hint">{d.properties_overflow.toLocaleString()} observations past the limit of paths per name (INLET_CATALOG_MAX_PROPERTIES).</p>}
+          {d.properties_overflow > 0 && (
+            <p class="hint">
+              {d.properties_overflow.toLocaleString()} observations past the limit of paths per name
+              (INLET_CATALOG_MAX_PROPERTIES).
+            </p>
+          )}
           <PropertiesTable properties={d.properties} label={`Properties of ${name}`} />
           <p class="actions">
             <a href={`#/p/${product.id}/plan`}>Plan this event (tracking plan)</a>
@@ -221,7 +252,10 @@ function EventDetail({ product, name }: { product: Product; name: string }) {
 }
 
 function TraitsSection({ product }: { product: Product }) {
-  const traits = useLoad(() => get<{ data: CatalogProperty[]; meta: { overflow: number } }>(productPath(product.id, '/catalog/traits')), [product.id]);
+  const traits = useLoad(
+    () => get<{ data: CatalogProperty[]; meta: { overflow: number } }>(productPath(product.id, '/catalog/traits')),
+    [product.id],
+  );
   return (
     <Section title="Identify traits">
       <ErrorLine error={traits.error} />

@@ -44,7 +44,10 @@ export function DestinationsPage({ product }: { product: Product }) {
     const timer = setInterval(() => setTick((t) => t + 1), REFRESH_MS);
     return () => clearInterval(timer);
   }, []);
-  const list = useLoad(() => get<Envelope<Destination[]>>(productPath(product.id, '/destinations')), [product.id, tick]);
+  const list = useLoad(
+    () => get<Envelope<Destination[]>>(productPath(product.id, '/destinations')),
+    [product.id, tick],
+  );
   const [type, setType] = useState<'webhook' | 'nats'>('webhook');
   const [secret, setSecret] = useState<{ name: string; secret: string }>();
   const [error, setError] = useState<unknown>();
@@ -66,7 +69,14 @@ export function DestinationsPage({ product }: { product: Product }) {
                 type,
                 name: text('name'),
                 start: text('start') || 'now',
-                ...(type === 'webhook' ? { url: text('url') } : { servers: text('servers').split(/[\s,]+/).filter(Boolean), subject: text('subject') }),
+                ...(type === 'webhook'
+                  ? { url: text('url') }
+                  : {
+                      servers: text('servers')
+                        .split(/[\s,]+/)
+                        .filter(Boolean),
+                      subject: text('subject'),
+                    }),
                 ...(text('batch') === '' ? {} : { batch: { max_messages: Number(text('batch')) } }),
               });
               if (answer.data.secret !== undefined) setSecret({ name: answer.data.name, secret: answer.data.secret });
@@ -80,10 +90,12 @@ export function DestinationsPage({ product }: { product: Product }) {
           <fieldset>
             <legend>Type</legend>
             <label class="choice">
-              <input type="radio" name="type" checked={type === 'webhook'} onChange={() => setType('webhook')} /> Webhook (Standard Webhooks, signed)
+              <input type="radio" name="type" checked={type === 'webhook'} onChange={() => setType('webhook')} />{' '}
+              Webhook (Standard Webhooks, signed)
             </label>
             <label class="choice">
-              <input type="radio" name="type" checked={type === 'nats'} onChange={() => setType('nats')} /> NATS JetStream
+              <input type="radio" name="type" checked={type === 'nats'} onChange={() => setType('nats')} /> NATS
+              JetStream
             </label>
           </fieldset>
           <label for="dest-name">Name</label>
@@ -120,7 +132,14 @@ export function DestinationsPage({ product }: { product: Product }) {
       <ErrorLine error={list.error} />
       {(list.data?.data ?? []).length === 0 && !list.loading && <p class="hint">No destination yet.</p>}
       {(list.data?.data ?? []).map((d) => (
-        <DestinationCard key={d.id} product={product} destination={d} tick={tick} onChanged={list.reload} onSecret={(s) => setSecret({ name: d.name, secret: s })} />
+        <DestinationCard
+          key={d.id}
+          product={product}
+          destination={d}
+          tick={tick}
+          onChanged={list.reload}
+          onSecret={(s) => setSecret({ name: d.name, secret: s })}
+        />
       ))}
     </>
   );
@@ -142,7 +161,19 @@ function SecretNotice({ name, secret, onDone }: { name: string; secret: string; 
   );
 }
 
-function DestinationCard({ product, destination: d, tick, onChanged, onSecret }: { product: Product; destination: Destination; tick: number; onChanged: () => void; onSecret: (secret: string) => void }) {
+function DestinationCard({
+  product,
+  destination: d,
+  tick,
+  onChanged,
+  onSecret,
+}: {
+  product: Product;
+  destination: Destination;
+  tick: number;
+  onChanged: () => void;
+  onSecret: (secret: string) => void;
+}) {
   const path = productPath(product.id, `/destinations/${d.id}`);
   const [error, setError] = useState<unknown>();
   const [showLog, setShowLog] = useState(false);
@@ -176,7 +207,9 @@ function DestinationCard({ product, destination: d, tick, onChanged, onSecret }:
         <dd>{time(d.last_success_at)}</dd>
         <dt>Last error</dt>
         <dd>
-          {d.last_error === null ? '—' : `${d.last_error} (${time(d.last_error_at)}; ${d.consecutive_failures} failures in a row${d.next_attempt_at ? `, next attempt ${time(d.next_attempt_at)}` : ''})`}
+          {d.last_error === null
+            ? '—'
+            : `${d.last_error} (${time(d.last_error_at)}; ${d.consecutive_failures} failures in a row${d.next_attempt_at ? `, next attempt ${time(d.next_attempt_at)}` : ''})`}
         </dd>
       </dl>
       <div class="actions">
@@ -255,10 +288,16 @@ function DeliveryLog({ path, tick }: { path: string; tick: number }) {
             <thead>
               <tr>
                 <th scope="col">Time</th>
-                <th scope="col" class="num">Attempt</th>
-                <th scope="col" class="num">Messages</th>
+                <th scope="col" class="num">
+                  Attempt
+                </th>
+                <th scope="col" class="num">
+                  Messages
+                </th>
                 <th scope="col">Outcome</th>
-                <th scope="col" class="num">Duration</th>
+                <th scope="col" class="num">
+                  Duration
+                </th>
               </tr>
             </thead>
             <tbody>
@@ -268,7 +307,10 @@ function DeliveryLog({ path, tick }: { path: string; tick: number }) {
                   <td class="num">{r.attempt}</td>
                   <td class="num">{r.message_ids.length}</td>
                   <td>
-                    <Badge tone={r.outcome === 'success' || r.outcome === 'delivered' ? 'ok' : 'bad'}>{r.outcome}</Badge> {r.status ?? ''} {r.error ?? ''}
+                    <Badge tone={r.outcome === 'success' || r.outcome === 'delivered' ? 'ok' : 'bad'}>
+                      {r.outcome}
+                    </Badge>{' '}
+                    {r.status ?? ''} {r.error ?? ''}
                   </td>
                   <td class="num">{r.duration_ms} ms</td>
                 </tr>

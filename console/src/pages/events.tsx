@@ -2,7 +2,16 @@
 // name, subject and key, pause, and a detail panel with the full record; beside it the recent rejections
 // (the durable list, then the live ones from the same stream).
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { get, productPath, type ApiKey, type Envelope, type InletEvent, type Page, type Product, type Rejection } from '../api';
+import {
+  get,
+  productPath,
+  type ApiKey,
+  type Envelope,
+  type InletEvent,
+  type Page,
+  type Product,
+  type Rejection,
+} from '../api';
 import { openEventStream, type StreamState } from '../stream';
 import { Badge, clock, ErrorLine, Json, time } from '../ui';
 
@@ -38,14 +47,19 @@ export function EventsPage({ product }: { product: Product }) {
   const [paused, setPaused] = useState(false);
   const [held, setHeld] = useState<InletEvent[]>([]);
   const [state, setState] = useState<{ state: StreamState; detail?: string }>({ state: 'connecting' });
-  const [selected, setSelected] = useState<{ kind: 'event'; value: InletEvent } | { kind: 'rejection'; value: Rejection }>();
+  const [selected, setSelected] = useState<
+    { kind: 'event'; value: InletEvent } | { kind: 'rejection'; value: Rejection }
+  >();
   const [error, setError] = useState<unknown>();
   const [keys, setKeys] = useState<ApiKey[]>([]);
   const [older, setOlder] = useState<string | null>(null);
   const pausedRef = useRef(paused);
   pausedRef.current = paused;
   const query = useMemo(() => queryOf(filters), [filters]);
-  const keyPrefix = useMemo(() => new Map(keys.map((k) => [k.id, `${k.prefix}…${k.name ? ` (${k.name})` : ''}`])), [keys]);
+  const keyPrefix = useMemo(
+    () => new Map(keys.map((k) => [k.id, `${k.prefix}…${k.name ? ` (${k.name})` : ''}`])),
+    [keys],
+  );
 
   useEffect(() => {
     get<Envelope<ApiKey[]>>(productPath(product.id, '/keys')).then((answer) => setKeys(answer.data), setError);
@@ -76,7 +90,10 @@ export function EventsPage({ product }: { product: Product }) {
       setOlder(page.meta.next_cursor);
     }, setError);
     get<Page<Rejection>>(productPath(product.id, '/rejections'), { limit: 50, key_id: query.key_id }).then(
-      (page) => setRejections((current) => [...current, ...page.data.filter((r) => !current.some((c) => c.id === r.id))].slice(0, 100)),
+      (page) =>
+        setRejections((current) =>
+          [...current, ...page.data.filter((r) => !current.some((c) => c.id === r.id))].slice(0, 100),
+        ),
       setError,
     );
     return close;
@@ -85,7 +102,11 @@ export function EventsPage({ product }: { product: Product }) {
   const loadOlder = async () => {
     if (older === null) return;
     try {
-      const page = await get<Page<InletEvent>>(productPath(product.id, '/events'), { ...query, limit: 50, cursor: older });
+      const page = await get<Page<InletEvent>>(productPath(product.id, '/events'), {
+        ...query,
+        limit: 50,
+        cursor: older,
+      });
       setEvents((current) => {
         const seen = new Set(current.map((e) => e.uuid));
         return [...current, ...page.data.filter((e) => !seen.has(e.uuid))];
@@ -111,7 +132,11 @@ export function EventsPage({ product }: { product: Product }) {
         onSubmit={(e) => {
           e.preventDefault();
           const data = new FormData(e.currentTarget);
-          setFilters({ canonical_name: String(data.get('name') ?? ''), subject: String(data.get('subject') ?? ''), key_id: String(data.get('key') ?? '') });
+          setFilters({
+            canonical_name: String(data.get('name') ?? ''),
+            subject: String(data.get('subject') ?? ''),
+            key_id: String(data.get('key') ?? ''),
+          });
         }}
       >
         <label>
@@ -137,7 +162,13 @@ export function EventsPage({ product }: { product: Product }) {
         <button type="submit">Apply</button>
         <span class="spacer" />
         <span role="status" class="stream-state">
-          {state.state === 'live' ? <Badge tone="ok">live</Badge> : state.state === 'reconnecting' ? <Badge tone="warn">reconnecting: {state.detail}</Badge> : <Badge tone="muted">{state.state}</Badge>}
+          {state.state === 'live' ? (
+            <Badge tone="ok">live</Badge>
+          ) : state.state === 'reconnecting' ? (
+            <Badge tone="warn">reconnecting: {state.detail}</Badge>
+          ) : (
+            <Badge tone="muted">{state.state}</Badge>
+          )}
         </span>
         {paused ? (
           <button type="button" class="primary" onClick={resume}>
@@ -154,12 +185,20 @@ export function EventsPage({ product }: { product: Product }) {
         <section class="card" aria-label="Events">
           <h2>Events</h2>
           {events.length === 0 ? (
-            <p class="hint">Waiting for events. Send one with an events key (the Keys page shows a curl command); it shows here within a second or two.</p>
+            <p class="hint">
+              Waiting for events. Send one with an events key (the Keys page shows a curl command); it shows here within
+              a second or two.
+            </p>
           ) : (
             <ol class="feed" aria-live="polite" aria-relevant="additions">
               {events.map((e) => (
                 <li key={e.uuid}>
-                  <button type="button" class={`row ${selected?.kind === 'event' && selected.value.uuid === e.uuid ? 'selected' : ''}`} onClick={() => setSelected({ kind: 'event', value: e })} data-uuid={e.uuid}>
+                  <button
+                    type="button"
+                    class={`row ${selected?.kind === 'event' && selected.value.uuid === e.uuid ? 'selected' : ''}`}
+                    onClick={() => setSelected({ kind: 'event', value: e })}
+                    data-uuid={e.uuid}
+                  >
                     <time dateTime={e.received_at}>{clock(e.received_at)}</time>
                     <strong>{e.canonical_name}</strong>
                     <span>
@@ -182,7 +221,13 @@ export function EventsPage({ product }: { product: Product }) {
           {selected === undefined ? (
             <p class="hint">Select an event or a rejection to see the full record.</p>
           ) : selected.kind === 'event' ? (
-            <EventDetail productId={product.id} event={selected.value} keyLabel={selected.value.key_id === null ? null : (keyPrefix.get(selected.value.key_id) ?? selected.value.key_id)} />
+            <EventDetail
+              productId={product.id}
+              event={selected.value}
+              keyLabel={
+                selected.value.key_id === null ? null : (keyPrefix.get(selected.value.key_id) ?? selected.value.key_id)
+              }
+            />
           ) : (
             <>
               <dl class="facts">
@@ -227,7 +272,15 @@ export function EventsPage({ product }: { product: Product }) {
   );
 }
 
-function EventDetail({ event, keyLabel, productId }: { event: InletEvent; keyLabel: string | null; productId: string }) {
+function EventDetail({
+  event,
+  keyLabel,
+  productId,
+}: {
+  event: InletEvent;
+  keyLabel: string | null;
+  productId: string;
+}) {
   return (
     <>
       <dl class="facts">

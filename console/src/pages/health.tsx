@@ -9,9 +9,20 @@ interface Stats {
   instance: { hostname?: string; pid?: number; started_at: string; uptime_seconds: number };
   ingest: { events_total: Record<string, number>; events_per_second: number; rate_window_seconds: number };
   rejections: { total: number; by_code: Array<{ code: string; severity: string; count: number }> };
-  commit: { count: number; mean_ms: number | null; p50_ms: number | null; p99_ms: number | null; mean_events: number | null };
+  commit: {
+    count: number;
+    mean_ms: number | null;
+    p50_ms: number | null;
+    p99_ms: number | null;
+    mean_events: number | null;
+  };
   pool: { max: number; open: number; idle: number; waiting: number } | null;
-  destinations: { active: number; paused: number; disabled: number; disabled_destinations: Array<{ id: string; product_id: string; name: string; reason: string | null }> };
+  destinations: {
+    active: number;
+    paused: number;
+    disabled: number;
+    disabled_destinations: Array<{ id: string; product_id: string; name: string; reason: string | null }>;
+  };
 }
 
 const ms = (value: number | null) => (value === null ? '—' : value < 1 ? `${value.toFixed(2)} ms` : `≤ ${value} ms`);
@@ -27,7 +38,15 @@ export function HealthPage() {
   const [history, setHistory] = useState<Array<{ x: string; y: number }>>([]);
   useEffect(() => {
     if (s === undefined) return;
-    setHistory((h) => [...h, { x: new Date().toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit' }), y: s.ingest.events_per_second }].slice(-60));
+    setHistory((h) =>
+      [
+        ...h,
+        {
+          x: new Date().toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit' }),
+          y: s.ingest.events_per_second,
+        },
+      ].slice(-60),
+    );
   }, [s]);
   return (
     <>
@@ -36,7 +55,16 @@ export function HealthPage() {
       {s !== undefined && (
         <>
           <p class="note" data-testid="instance">
-            These figures are <strong>this instance's own</strong>: the process that answered ({s.instance.hostname === undefined ? 'this process' : <>host <code>{s.instance.hostname}</code>, pid <code>{s.instance.pid}</code></>}, up since {time(s.instance.started_at)}). Behind a load balancer each instance counts only what it served; only the destinations are counted across every instance.
+            These figures are <strong>this instance's own</strong>: the process that answered (
+            {s.instance.hostname === undefined ? (
+              'this process'
+            ) : (
+              <>
+                host <code>{s.instance.hostname}</code>, pid <code>{s.instance.pid}</code>
+              </>
+            )}
+            , up since {time(s.instance.started_at)}). Behind a load balancer each instance counts only what it served;
+            only the destinations are counted across every instance.
           </p>
           <div class="tiles">
             <div class="tile">
@@ -50,25 +78,32 @@ export function HealthPage() {
               <span class="tile-label">Events since start</span>
               <span class="tile-value">{(s.ingest.events_total.created ?? 0).toLocaleString()}</span>
               <span class="hint">
-                {(s.ingest.events_total.duplicate ?? 0).toLocaleString()} duplicates, {(s.ingest.events_total.rejected ?? 0).toLocaleString()} rejected
+                {(s.ingest.events_total.duplicate ?? 0).toLocaleString()} duplicates,{' '}
+                {(s.ingest.events_total.rejected ?? 0).toLocaleString()} rejected
               </span>
             </div>
             <div class="tile">
               <span class="tile-label">Commit latency</span>
               <span class="tile-value">{s.commit.mean_ms === null ? '—' : `${s.commit.mean_ms} ms`}</span>
               <span class="hint">
-                mean; p50 {ms(s.commit.p50_ms)}, p99 {ms(s.commit.p99_ms)}; events per commit: {s.commit.mean_events ?? '—'}
+                mean; p50 {ms(s.commit.p50_ms)}, p99 {ms(s.commit.p99_ms)}; events per commit:{' '}
+                {s.commit.mean_events ?? '—'}
               </span>
             </div>
             <div class="tile">
               <span class="tile-label">Database pool</span>
-              <span class="tile-value">{s.pool === null ? 'SQLite' : `${s.pool.open - s.pool.idle} / ${s.pool.max} busy`}</span>
-              <span class="hint">{s.pool === null ? 'one connection, no pool' : `${s.pool.waiting} waiting, ${s.pool.idle} idle`}</span>
+              <span class="tile-value">
+                {s.pool === null ? 'SQLite' : `${s.pool.open - s.pool.idle} / ${s.pool.max} busy`}
+              </span>
+              <span class="hint">
+                {s.pool === null ? 'one connection, no pool' : `${s.pool.waiting} waiting, ${s.pool.idle} idle`}
+              </span>
             </div>
             <div class="tile">
               <span class="tile-label">Destinations</span>
               <span class="tile-value">
-                <Badge tone="ok">{s.destinations.active} active</Badge> <Badge tone="muted">{s.destinations.paused} paused</Badge>{' '}
+                <Badge tone="ok">{s.destinations.active} active</Badge>{' '}
+                <Badge tone="muted">{s.destinations.paused} paused</Badge>{' '}
                 <Badge tone={s.destinations.disabled > 0 ? 'bad' : 'muted'}>{s.destinations.disabled} disabled</Badge>
               </span>
             </div>
@@ -92,31 +127,34 @@ export function HealthPage() {
               <p class="hint">None.</p>
             ) : (
               <div class="scroll">
-<table>
-                <thead>
-                  <tr>
-                    <th scope="col">Code</th>
-                    <th scope="col">Severity</th>
-                    <th scope="col" class="num">Count</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {s.rejections.by_code.map((r) => (
-                    <tr key={`${r.code}${r.severity}`}>
-                      <td>
-                        <code>{r.code}</code>
-                      </td>
-                      <td>{r.severity}</td>
-                      <td class="num">{r.count.toLocaleString()}</td>
+                <table>
+                  <thead>
+                    <tr>
+                      <th scope="col">Code</th>
+                      <th scope="col">Severity</th>
+                      <th scope="col" class="num">
+                        Count
+                      </th>
                     </tr>
-                  ))}
-                </tbody>
-              </table>
-</div>
+                  </thead>
+                  <tbody>
+                    {s.rejections.by_code.map((r) => (
+                      <tr key={`${r.code}${r.severity}`}>
+                        <td>
+                          <code>{r.code}</code>
+                        </td>
+                        <td>{r.severity}</td>
+                        <td class="num">{r.count.toLocaleString()}</td>
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+              </div>
             )}
           </Section>
           <p class="hint">
-            This instance started {time(s.instance.started_at)}. Refreshed every 5 s. Prometheus metrics: <a href="/metrics">/metrics</a>.
+            This instance started {time(s.instance.started_at)}. Refreshed every 5 s. Prometheus metrics:{' '}
+            <a href="/metrics">/metrics</a>.
           </p>
         </>
       )}

@@ -72,7 +72,9 @@ function OriginsEditor({ apiKey, onSaved }: { apiKey: ApiKey; onSaved: () => voi
       onSubmit={async (e) => {
         e.preventDefault();
         try {
-          await patch(`keys/${apiKey.id}`, { allowed_origins: originsOf(String(new FormData(e.currentTarget).get('origins') ?? '')) });
+          await patch(`keys/${apiKey.id}`, {
+            allowed_origins: originsOf(String(new FormData(e.currentTarget).get('origins') ?? '')),
+          });
           setEditing(false);
           onSaved();
         } catch (failure) {
@@ -81,7 +83,12 @@ function OriginsEditor({ apiKey, onSaved }: { apiKey: ApiKey; onSaved: () => voi
       }}
     >
       <label for={`origins-${apiKey.id}`}>Allowed origins of {apiKey.prefix}…, one a line</label>
-      <textarea id={`origins-${apiKey.id}`} name="origins" rows={3} defaultValue={(apiKey.allowed_origins ?? []).join('\n')} />
+      <textarea
+        id={`origins-${apiKey.id}`}
+        name="origins"
+        rows={3}
+        defaultValue={(apiKey.allowed_origins ?? []).join('\n')}
+      />
       <button type="submit" class="small primary">
         Save
       </button>{' '}
@@ -175,7 +182,13 @@ export function KeysPage({ product }: { product: Product }) {
           {kind === 'browser' && (
             <>
               <label for="key-origins">Allowed origins, one a line</label>
-              <textarea id="key-origins" name="origins" rows={3} required placeholder={'https://www.example.com\nhttps://*.example.com'} />
+              <textarea
+                id="key-origins"
+                name="origins"
+                rows={3}
+                required
+                placeholder={'https://www.example.com\nhttps://*.example.com'}
+              />
             </>
           )}
           <div>
@@ -191,7 +204,8 @@ export function KeysPage({ product }: { product: Product }) {
         title="Keys"
         actions={
           <label class="choice">
-            <input type="checkbox" checked={showRevoked} onChange={(e) => setShowRevoked(e.currentTarget.checked)} /> show revoked
+            <input type="checkbox" checked={showRevoked} onChange={(e) => setShowRevoked(e.currentTarget.checked)} />{' '}
+            show revoked
           </label>
         }
       >

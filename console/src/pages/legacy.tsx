@@ -29,7 +29,9 @@ export function LegacyPage({ product }: { product: Product }) {
                 <tr>
                   <th scope="col">Key</th>
                   <th scope="col">Legacy name</th>
-                  <th scope="col" class="num">Count</th>
+                  <th scope="col" class="num">
+                    Count
+                  </th>
                   <th scope="col">First seen</th>
                   <th scope="col">Last seen</th>
                 </tr>

@@ -41,7 +41,15 @@ const UNPLANNED: Array<[Unplanned, string]> = [
   ['warn', 'warn: stored, recorded as unplanned_event'],
   ['reject', 'reject: refused as unplanned_event'],
 ];
-const EXAMPLE = { order_completed: { properties: { type: 'object', required: ['total'], properties: { total: { type: 'number' }, currency: { type: 'string' } } } } };
+const EXAMPLE = {
+  order_completed: {
+    properties: {
+      type: 'object',
+      required: ['total'],
+      properties: { total: { type: 'number' }, currency: { type: 'string' } },
+    },
+  },
+};
 
 const pretty = (value: unknown) => JSON.stringify(value, null, 2);
 
@@ -65,7 +73,10 @@ export function PlanPage({ product }: { product: Product }) {
       }),
     [product.id],
   );
-  const versions = useLoad(() => get<Envelope<PlanVersion[]>>(productPath(product.id, '/tracking_plan/versions')), [product.id]);
+  const versions = useLoad(
+    () => get<Envelope<PlanVersion[]>>(productPath(product.id, '/tracking_plan/versions')),
+    [product.id],
+  );
   const plan = current.data?.data;
   const [mode, setMode] = useState<Mode>('warn');
   const [unplanned, setUnplanned] = useState<Unplanned>('allow');
@@ -111,7 +122,11 @@ export function PlanPage({ product }: { product: Product }) {
       <Section title="Current plan">
         <ErrorLine error={current.error} />
         {plan === undefined ? (
-          <p class="hint">{current.loading ? 'Loading…' : 'No plan yet: every event is accepted. Write one below, or start from a draft built from the catalogue.'}</p>
+          <p class="hint">
+            {current.loading
+              ? 'Loading…'
+              : 'No plan yet: every event is accepted. Write one below, or start from a draft built from the catalogue.'}
+          </p>
         ) : (
           <dl class="facts">
             <dt>Version</dt>
@@ -120,12 +135,20 @@ export function PlanPage({ product }: { product: Product }) {
             <dd>{time(plan.created_at)}</dd>
             <dt>Mode</dt>
             <dd>
-              <Badge tone={plan.mode === 'enforce' ? 'bad' : plan.mode === 'warn' ? 'warn' : 'muted'}>{plan.mode}</Badge>
+              <Badge tone={plan.mode === 'enforce' ? 'bad' : plan.mode === 'warn' ? 'warn' : 'muted'}>
+                {plan.mode}
+              </Badge>
             </dd>
             <dt>Unplanned events</dt>
             <dd>{plan.unplanned ?? 'allow'}</dd>
             <dt>Events planned</dt>
-            <dd>{Object.keys(plan.events ?? {}).map((name) => <code key={name} class="chip">{name}</code>)}</dd>
+            <dd>
+              {Object.keys(plan.events ?? {}).map((name) => (
+                <code key={name} class="chip">
+                  {name}
+                </code>
+              ))}
+            </dd>
           </dl>
         )}
       </Section>
@@ -146,7 +169,11 @@ export function PlanPage({ product }: { product: Product }) {
             ))}
           </select>
           <label for="plan-unplanned">Events the plan does not name</label>
-          <select id="plan-unplanned" value={unplanned} onChange={(e) => setUnplanned(e.currentTarget.value as Unplanned)}>
+          <select
+            id="plan-unplanned"
+            value={unplanned}
+            onChange={(e) => setUnplanned(e.currentTarget.value as Unplanned)}
+          >
             {UNPLANNED.map(([value, label]) => (
               <option value={value} key={value}>
                 {label}
@@ -155,11 +182,26 @@ export function PlanPage({ product }: { product: Product }) {
           </select>
           <label for="plan-events">Events (JSON)</label>
           <p class="hint" id="plan-events-hint">
-            An object by canonical name: <code>{'{"order_completed": {"properties": <JSON Schema 2020-12>, "mode"?: "warn"}}'}</code>
+            An object by canonical name:{' '}
+            <code>{'{"order_completed": {"properties": <JSON Schema 2020-12>, "mode"?: "warn"}}'}</code>
           </p>
-          <textarea id="plan-events" aria-describedby="plan-events-hint" rows={14} spellcheck={false} value={events} onInput={(e) => setEvents(e.currentTarget.value)} />
+          <textarea
+            id="plan-events"
+            aria-describedby="plan-events-hint"
+            rows={14}
+            spellcheck={false}
+            value={events}
+            onInput={(e) => setEvents(e.currentTarget.value)}
+          />
           <label for="plan-traits">Traits schema (JSON, optional)</label>
-          <textarea id="plan-traits" rows={4} spellcheck={false} value={traits} onInput={(e) => setTraits(e.currentTarget.value)} placeholder='{"type": "object", "properties": {"email": {"type": "string"}}}' />
+          <textarea
+            id="plan-traits"
+            rows={4}
+            spellcheck={false}
+            value={traits}
+            onInput={(e) => setTraits(e.currentTarget.value)}
+            placeholder='{"type": "object", "properties": {"email": {"type": "string"}}}'
+          />
           <div class="actions">
             <button type="submit" class="primary" disabled={busy}>
               Save as a new version
@@ -173,7 +215,9 @@ export function PlanPage({ product }: { product: Product }) {
                   const draft = await post<Envelope<PlanBody>>(productPath(product.id, '/tracking_plan/draft'));
                   setEvents(pretty(draft.data.events ?? {}));
                   setTraits(draft.data.traits === undefined ? '' : pretty(draft.data.traits));
-                  setStatus('Draft from the catalogue loaded into the editor (not saved): review it, choose a mode, then save.');
+                  setStatus(
+                    'Draft from the catalogue loaded into the editor (not saved): review it, choose a mode, then save.',
+                  );
                 } catch (failure) {
                   setError(failure);
                 }
@@ -223,7 +267,10 @@ function ViolationsSection({ product }: { product: Product }) {
   const load = async (after: string | null) => {
     setError(undefined);
     try {
-      const page = await get<{ data: Violation[]; meta: { next_cursor: string | null } }>(productPath(product.id, '/violations'), { ...filters, limit: 50, cursor: after });
+      const page = await get<{ data: Violation[]; meta: { next_cursor: string | null } }>(
+        productPath(product.id, '/violations'),
+        { ...filters, limit: 50, cursor: after },
+      );
       setRows((current) => (after === null ? page.data : [...current, ...page.data]));
       setCursor(page.meta.next_cursor);
     } catch (failure) {
@@ -251,7 +298,10 @@ function ViolationsSection({ product }: { product: Product }) {
         onSubmit={(e) => {
           e.preventDefault();
           const data = new FormData(e.currentTarget);
-          setFilters({ canonical_name: String(data.get('canonical_name') ?? '').trim(), code: String(data.get('code') ?? '') });
+          setFilters({
+            canonical_name: String(data.get('canonical_name') ?? '').trim(),
+            code: String(data.get('code') ?? ''),
+          });
         }}
       >
         <label>
@@ -292,13 +342,20 @@ function ViolationsSection({ product }: { product: Product }) {
                     <code>{v.canonical_name}</code>
                   </td>
                   <td>
-                    <Badge tone={v.severity === 'rejected' ? 'bad' : 'warn'}>{v.severity}</Badge> <span class="muted">{v.code}</span>
+                    <Badge tone={v.severity === 'rejected' ? 'bad' : 'warn'}>{v.severity}</Badge>{' '}
+                    <span class="muted">{v.code}</span>
                   </td>
                   <td>
                     <ul class="plain">
                       {v.errors.map((e) => (
                         <li key={`${e.pointer}${e.message}`}>
-                          {e.pointer === '' ? '' : <><code>{e.pointer}</code>: </>}
+                          {e.pointer === '' ? (
+                            ''
+                          ) : (
+                            <>
+                              <code>{e.pointer}</code>:{' '}
+                            </>
+                          )}
                           {e.message}
                         </li>
                       ))}

@@ -33,11 +33,25 @@ const short = (hmac: string) => `${hmac.slice(0, 12)}…`;
 /** The counts that are not zero ("events 3 · ids 2"), or "nothing". */
 function Counts({ counts }: { counts: Record<string, number> }) {
   const some = Object.entries(counts).filter(([, n]) => n > 0);
-  return <>{some.length === 0 ? 'nothing' : some.map(([name, n]) => `${name.replace('_', ' ')} ${n.toLocaleString()}`).join(' · ')}</>;
+  return (
+    <>
+      {some.length === 0
+        ? 'nothing'
+        : some.map(([name, n]) => `${name.replace('_', ' ')} ${n.toLocaleString()}`).join(' · ')}
+    </>
+  );
 }
 
 /** Follows one job until it is done or failed (every second), and says where it is. */
-export function ErasureProgress({ product, job: first, onFinished }: { product: Product; job: Erasure; onFinished?: (job: Erasure) => void }) {
+export function ErasureProgress({
+  product,
+  job: first,
+  onFinished,
+}: {
+  product: Product;
+  job: Erasure;
+  onFinished?: (job: Erasure) => void;
+}) {
   const [job, setJob] = useState(first);
   const [error, setError] = useState<unknown>();
   useEffect(() => {
@@ -72,14 +86,25 @@ export function ErasureProgress({ product, job: first, onFinished }: { product: 
         <Counts counts={job.counts} />.
       </p>
       {job.error !== null && <p class="error">{job.error}</p>}
-      <p class="hint">Every id linked to this person is suppressed: ingest refuses them (409 subject_suppressed) until the suppression is lifted on the Privacy page.</p>
+      <p class="hint">
+        Every id linked to this person is suppressed: ingest refuses them (409 subject_suppressed) until the suppression
+        is lifted on the Privacy page.
+      </p>
       <ErrorLine error={error} />
     </div>
   );
 }
 
 /** The erase form: the id must be typed again to confirm; a reason is optional (no personal data in it). */
-export function EraseForm({ product, externalId, onRequested }: { product: Product; externalId?: string; onRequested: (job: Erasure) => void }) {
+export function EraseForm({
+  product,
+  externalId,
+  onRequested,
+}: {
+  product: Product;
+  externalId?: string;
+  onRequested: (job: Erasure) => void;
+}) {
   const [typed, setTyped] = useState('');
   const [target, setTarget] = useState(externalId ?? '');
   const [error, setError] = useState<unknown>();
@@ -96,7 +121,10 @@ export function EraseForm({ product, externalId, onRequested }: { product: Produ
         setBusy(true);
         setError(undefined);
         try {
-          const job = await post<Envelope<Erasure>>(productPath(product.id, '/erasures'), { external_id: target, reason: reason === '' ? null : reason });
+          const job = await post<Envelope<Erasure>>(productPath(product.id, '/erasures'), {
+            external_id: target,
+            reason: reason === '' ? null : reason,
+          });
           setTyped('');
           onRequested(job.data);
         } catch (failure) {
@@ -113,14 +141,21 @@ export function EraseForm({ product, externalId, onRequested }: { product: Produ
         </>
       )}
       <p class="hint">
-        Deletes every event, identifier, trait, merge, rejection and violation of this person, under every id linked to them, and suppresses those ids. This cannot be undone.
+        Deletes every event, identifier, trait, merge, rejection and violation of this person, under every id linked to
+        them, and suppresses those ids. This cannot be undone.
       </p>
       <label for="erase-reason">Reason (optional, kept in the audit: no personal data)</label>
       <input id="erase-reason" name="reason" maxLength={500} placeholder="GDPR request #1234" />
       <label for="erase-confirm">
         Type <code>{target === '' ? 'the id' : target}</code> to confirm
       </label>
-      <input id="erase-confirm" value={typed} onInput={(e) => setTyped(e.currentTarget.value)} autocomplete="off" spellcheck={false} />
+      <input
+        id="erase-confirm"
+        value={typed}
+        onInput={(e) => setTyped(e.currentTarget.value)}
+        autocomplete="off"
+        spellcheck={false}
+      />
       <div class="actions">
         <button type="submit" class="danger" disabled={!confirmed || busy}>
           {busy ? 'Erasing…' : `Erase ${target === '' ? 'this person' : target}`}
@@ -134,7 +169,10 @@ export function EraseForm({ product, externalId, onRequested }: { product: Produ
 export function PrivacyPage({ product, onChanged }: { product: Product; onChanged: () => void }) {
   const [latest, setLatest] = useState<Erasure>();
   const erasures = useLoad(() => get<Page<Erasure>>(productPath(product.id, '/erasures'), { limit: 50 }), [product.id]);
-  const suppressions = useLoad(() => get<Page<Suppression>>(productPath(product.id, '/suppressions'), { limit: 100 }), [product.id]);
+  const suppressions = useLoad(
+    () => get<Page<Suppression>>(productPath(product.id, '/suppressions'), { limit: 100 }),
+    [product.id],
+  );
   const reload = () => {
     erasures.reload();
     suppressions.reload();
@@ -145,7 +183,8 @@ export function PrivacyPage({ product, onChanged }: { product: Product; onChange
       <RetentionSection product={product} onChanged={onChanged} />
       <Section title="Erase a person">
         <p class="hint">
-          Usually done from the user's page (<a href={`#/p/${product.id}/users`}>Users</a>). Here for an id that resolves to nobody: it is suppressed all the same.
+          Usually done from the user's page (<a href={`#/p/${product.id}/users`}>Users</a>). Here for an id that
+          resolves to nobody: it is suppressed all the same.
         </p>
         <EraseForm
           product={product}
@@ -164,7 +203,10 @@ export function PrivacyPage({ product, onChanged }: { product: Product; onChange
           </button>
         }
       >
-        <p class="hint">The audit keeps an HMAC of the id under the installation secret, never the id: hash it again to answer “was this id erased?”.</p>
+        <p class="hint">
+          The audit keeps an HMAC of the id under the installation secret, never the id: hash it again to answer “was
+          this id erased?”.
+        </p>
         <ErrorLine error={erasures.error} />
         {(erasures.data?.data ?? []).length === 0 ? (
           <p class="hint">{erasures.loading ? 'Loading…' : 'No erasure yet.'}</p>
@@ -209,7 +251,10 @@ export function PrivacyPage({ product, onChanged }: { product: Product; onChange
         )}
       </Section>
       <Section title="Suppressions">
-        <p class="hint">Ids whose items ingest refuses (409 subject_suppressed). Lifting one lets that id's items in again, on every instance within a second or so.</p>
+        <p class="hint">
+          Ids whose items ingest refuses (409 subject_suppressed). Lifting one lets that id's items in again, on every
+          instance within a second or so.
+        </p>
         <ErrorLine error={suppressions.error} />
         {(suppressions.data?.data ?? []).length === 0 ? (
           <p class="hint">{suppressions.loading ? 'Loading…' : 'None.'}</p>
@@ -237,7 +282,15 @@ export function PrivacyPage({ product, onChanged }: { product: Product; onChange
   );
 }
 
-function SuppressionRow({ product, suppression: s, onLifted }: { product: Product; suppression: Suppression; onLifted: () => void }) {
+function SuppressionRow({
+  product,
+  suppression: s,
+  onLifted,
+}: {
+  product: Product;
+  suppression: Suppression;
+  onLifted: () => void;
+}) {
   const [confirming, setConfirming] = useState(false);
   const [error, setError] = useState<unknown>();
   return (
@@ -288,7 +341,9 @@ function RetentionSection({ product, onChanged }: { product: Product; onChanged:
   return (
     <Section title="Retention of events">
       <p>
-        Now: <strong data-testid="retention-now">{days === null ? 'kept forever' : `${days} days`}</strong>. Events received longer ago are deleted in the background. Rejections, violations and delivery logs keep their own settings.
+        Now: <strong data-testid="retention-now">{days === null ? 'kept forever' : `${days} days`}</strong>. Events
+        received longer ago are deleted in the background. Rejections, violations and delivery logs keep their own
+        settings.
       </p>
       <form
         class="inline"
@@ -298,8 +353,12 @@ function RetentionSection({ product, onChanged }: { product: Product; onChanged:
           setStatus(undefined);
           const value = keepForever ? null : Number(new FormData(e.currentTarget).get('events_days'));
           try {
-            const saved = await patch<Envelope<Product>>(productPath(product.id), { retention: { events_days: value } });
-            setStatus(`Saved: ${saved.data.retention?.events_days == null ? 'kept forever' : `${saved.data.retention.events_days} days`}.`);
+            const saved = await patch<Envelope<Product>>(productPath(product.id), {
+              retention: { events_days: value },
+            });
+            setStatus(
+              `Saved: ${saved.data.retention?.events_days == null ? 'kept forever' : `${saved.data.retention.events_days} days`}.`,
+            );
             onChanged();
           } catch (failure) {
             setError(failure);
@@ -311,7 +370,18 @@ function RetentionSection({ product, onChanged }: { product: Product; onChanged:
           Keep forever
         </label>
         <label for="events-days">Keep events for (days)</label>
-        <input id="events-days" name="events_days" type="number" min={1} max={36500} step={1} disabled={keepForever} defaultValue={days === null ? '' : String(days)} key={`${product.id}${days}`} class="narrow" />
+        <input
+          id="events-days"
+          name="events_days"
+          type="number"
+          min={1}
+          max={36500}
+          step={1}
+          disabled={keepForever}
+          defaultValue={days === null ? '' : String(days)}
+          key={`${product.id}${days}`}
+          class="narrow"
+        />
         <button type="submit" class="primary">
           Save retention
         </button>

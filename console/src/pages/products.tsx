@@ -17,7 +17,9 @@ export function ProductsPage({ products, onCreated }: { products: Product[]; onC
             const form = e.currentTarget;
             setError(undefined);
             try {
-              const created = await post<Envelope<Product>>('products', { name: String(new FormData(form).get('name') ?? '') });
+              const created = await post<Envelope<Product>>('products', {
+                name: String(new FormData(form).get('name') ?? ''),
+              });
               form.reset();
               onCreated();
               navigate(`/p/${created.data.id}/keys`);
@@ -39,37 +41,40 @@ export function ProductsPage({ products, onCreated }: { products: Product[]; onC
           <p>No product yet: create one above, then a key to send events with.</p>
         ) : (
           <div class="scroll">
-<table>
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">Id</th>
-                <th scope="col">Created</th>
-                <th scope="col">Events kept</th>
-                <th scope="col">Open</th>
-              </tr>
-            </thead>
-            <tbody>
-              {products.map((p) => (
-                <tr key={p.id}>
-                  <td>
-                    <a href={`#/p/${p.id}/events`}>{p.name}</a>
-                  </td>
-                  <td>
-                    <code>{p.id}</code>
-                  </td>
-                  <td>{time(p.created_at)}</td>
-                  <td>
-                    <a href={`#/p/${p.id}/privacy`}>{p.retention?.events_days == null ? 'forever' : `${p.retention.events_days} days`}</a>
-                  </td>
-                  <td class="links">
-                    <a href={`#/p/${p.id}/keys`}>Keys</a> <a href={`#/p/${p.id}/users`}>Users</a> <a href={`#/p/${p.id}/traffic`}>Traffic</a>
-                  </td>
+            <table>
+              <thead>
+                <tr>
+                  <th scope="col">Name</th>
+                  <th scope="col">Id</th>
+                  <th scope="col">Created</th>
+                  <th scope="col">Events kept</th>
+                  <th scope="col">Open</th>
                 </tr>
-              ))}
-            </tbody>
-          </table>
-</div>
+              </thead>
+              <tbody>
+                {products.map((p) => (
+                  <tr key={p.id}>
+                    <td>
+                      <a href={`#/p/${p.id}/events`}>{p.name}</a>
+                    </td>
+                    <td>
+                      <code>{p.id}</code>
+                    </td>
+                    <td>{time(p.created_at)}</td>
+                    <td>
+                      <a href={`#/p/${p.id}/privacy`}>
+                        {p.retention?.events_days == null ? 'forever' : `${p.retention.events_days} days`}
+                      </a>
+                    </td>
+                    <td class="links">
+                      <a href={`#/p/${p.id}/keys`}>Keys</a> <a href={`#/p/${p.id}/users`}>Users</a>{' '}
+                      <a href={`#/p/${p.id}/traffic`}>Traffic</a>
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
         )}
       </Section>
     </>

@@ -24,7 +24,14 @@ interface ReportRow {
 }
 interface Report {
   data: ReportRow[];
-  meta: { from: string; to: string; totals: ReportRow; provider: string | null; last_synced_at: string | null; next_cursor: string | null };
+  meta: {
+    from: string;
+    to: string;
+    totals: ReportRow;
+    provider: string | null;
+    last_synced_at: string | null;
+    next_cursor: string | null;
+  };
 }
 interface Source {
   provider: 'plausible' | 'ga4';
@@ -57,7 +64,19 @@ const COLUMNS: Array<[string, string]> = [
   ['conversions', 'Conversions'],
 ];
 
-function SortHeader({ field, label, sort, onSort, numeric = true }: { field: string; label: string; sort: string; onSort: (sort: string) => void; numeric?: boolean }) {
+function SortHeader({
+  field,
+  label,
+  sort,
+  onSort,
+  numeric = true,
+}: {
+  field: string;
+  label: string;
+  sort: string;
+  onSort: (sort: string) => void;
+  numeric?: boolean;
+}) {
   const direction = sort === field ? 'ascending' : sort === `-${field}` ? 'descending' : 'none';
   return (
     <th scope="col" class={numeric ? 'num' : ''} aria-sort={direction}>
@@ -69,7 +88,8 @@ function SortHeader({ field, label, sort, onSort, numeric = true }: { field: str
   );
 }
 
-const num = (value: number | null | undefined, digits = 0) => (value === null || value === undefined ? '—' : value.toLocaleString(undefined, { maximumFractionDigits: digits }));
+const num = (value: number | null | undefined, digits = 0) =>
+  value === null || value === undefined ? '—' : value.toLocaleString(undefined, { maximumFractionDigits: digits });
 
 /** A CSV field (RFC 4180): quoted when it holds a comma, a quote or a line break. */
 function csvField(value: unknown): string {
@@ -109,7 +129,10 @@ export function TrafficPage({ product }: { product: Product }) {
   const [filters, setFilters] = useState<Partial<Record<Dimension, string>>>({});
   const [generation, setGeneration] = useState(0);
   const base = productPath(product.id, '/traffic_reports');
-  const daily = useLoad(() => get<Report>(base, { ...range, ...filters, group_by: 'date', sort: 'date', limit: 1000 }), [product.id, range, filters, generation]);
+  const daily = useLoad(
+    () => get<Report>(base, { ...range, ...filters, group_by: 'date', sort: 'date', limit: 1000 }),
+    [product.id, range, filters, generation],
+  );
   // The table sorts by any column (the report's `sort`, "-" for descending) and pages with its cursor.
   const [sort, setSort] = useState('-sessions');
   const [pages, setPages] = useState<Array<string | null>>([null]);
@@ -161,8 +184,10 @@ export function TrafficPage({ product }: { product: Product }) {
       <ErrorLine error={daily.error ?? breakdown.error} />
       <Section title="Sessions and users by day">
         <p class="hint">
-          {daily.data?.meta.provider ? `From ${daily.data.meta.provider}, last synced ${time(daily.data.meta.last_synced_at)}.` : 'No traffic source connected yet (below).'} Totals: {num(totals?.sessions)} sessions,{' '}
-          {num(totals?.users)} users, {num(totals?.pageviews)} page views.
+          {daily.data?.meta.provider
+            ? `From ${daily.data.meta.provider}, last synced ${time(daily.data.meta.last_synced_at)}.`
+            : 'No traffic source connected yet (below).'}{' '}
+          Totals: {num(totals?.sessions)} sessions, {num(totals?.users)} users, {num(totals?.pageviews)} page views.
         </p>
         <div class="columns">
           <figure>
@@ -201,9 +226,21 @@ export function TrafficPage({ product }: { product: Product }) {
           <table>
             <thead>
               <tr>
-                <SortHeader field={dimension} label={dimension.replace('_', ' ')} sort={sort} numeric={false} onSort={(next) => (setSort(next), resetPaging())} />
+                <SortHeader
+                  field={dimension}
+                  label={dimension.replace('_', ' ')}
+                  sort={sort}
+                  numeric={false}
+                  onSort={(next) => (setSort(next), resetPaging())}
+                />
                 {COLUMNS.map(([field, label]) => (
-                  <SortHeader key={field} field={field} label={label} sort={sort} onSort={(next) => (setSort(next), resetPaging())} />
+                  <SortHeader
+                    key={field}
+                    field={field}
+                    label={label}
+                    sort={sort}
+                    onSort={(next) => (setSort(next), resetPaging())}
+                  />
                 ))}
               </tr>
             </thead>
@@ -226,7 +263,11 @@ export function TrafficPage({ product }: { product: Product }) {
           <button type="button" disabled={pages.length === 1} onClick={() => setPages(pages.slice(0, -1))}>
             Previous {PAGE_ROWS}
           </button>
-          <button type="button" disabled={breakdown.data?.meta.next_cursor == null} onClick={() => setPages([...pages, breakdown.data!.meta.next_cursor])}>
+          <button
+            type="button"
+            disabled={breakdown.data?.meta.next_cursor == null}
+            onClick={() => setPages([...pages, breakdown.data!.meta.next_cursor])}
+          >
             Next {PAGE_ROWS}
           </button>
           <span class="hint">Page {pages.length}</span>
@@ -268,7 +309,10 @@ function SourceSection({ product, onSynced }: { product: Product; onSynced: () =
       }),
     [product.id],
   );
-  const runs = useLoad(() => get<Envelope<SyncRun[]>>(productPath(product.id, '/traffic_source/runs'), { limit: 20 }), [product.id]);
+  const runs = useLoad(
+    () => get<Envelope<SyncRun[]>>(productPath(product.id, '/traffic_source/runs'), { limit: 20 }),
+    [product.id],
+  );
   const [syncing, setSyncing] = useState(false);
   const [result, setResult] = useState<string>();
   const [error, setError] = useState<unknown>();
@@ -291,8 +335,12 @@ function SourceSection({ product, onSynced }: { product: Product; onSynced: () =
                 setError(undefined);
                 setResult(undefined);
                 try {
-                  const answer = await post<Envelope<{ status: string; from: string; to: string; rows: number }>>(productPath(product.id, '/traffic_source/sync'));
-                  setResult(`Sync ${answer.data.status}: ${answer.data.rows} rows for ${answer.data.from} – ${answer.data.to}.`);
+                  const answer = await post<Envelope<{ status: string; from: string; to: string; rows: number }>>(
+                    productPath(product.id, '/traffic_source/sync'),
+                  );
+                  setResult(
+                    `Sync ${answer.data.status}: ${answer.data.rows} rows for ${answer.data.from} – ${answer.data.to}.`,
+                  );
                   onSynced();
                 } catch (failure) {
                   setError(failure);
@@ -321,7 +369,12 @@ function SourceSection({ product, onSynced }: { product: Product; onSynced: () =
                 const body =
                   provider === 'plausible'
                     ? { provider, site_id: text('site_id'), api_key: text('api_key'), base_url: text('base_url') }
-                    : { provider, property_id: text('property_id'), credentials: JSON.parse(text('credentials') ?? '{}') as unknown, base_url: text('base_url') };
+                    : {
+                        provider,
+                        property_id: text('property_id'),
+                        credentials: JSON.parse(text('credentials') ?? '{}') as unknown,
+                        base_url: text('base_url'),
+                      };
                 await put(productPath(product.id, '/traffic_source'), body);
                 setEditing(false);
                 source.reload();
@@ -330,9 +383,17 @@ function SourceSection({ product, onSynced }: { product: Product; onSynced: () =
               }
             }}
           >
-            <p class="hint">{current === undefined ? 'No source is connected.' : 'Replace the source (secrets are stored, never shown again).'}</p>
+            <p class="hint">
+              {current === undefined
+                ? 'No source is connected.'
+                : 'Replace the source (secrets are stored, never shown again).'}
+            </p>
             <label for="provider">Provider</label>
-            <select id="provider" value={provider} onChange={(e) => setProvider(e.currentTarget.value as 'plausible' | 'ga4')}>
+            <select
+              id="provider"
+              value={provider}
+              onChange={(e) => setProvider(e.currentTarget.value as 'plausible' | 'ga4')}
+            >
               <option value="plausible">Plausible</option>
               <option value="ga4">Google Analytics 4</option>
             </select>
@@ -416,7 +477,9 @@ function SourceSection({ product, onSynced }: { product: Product; onSynced: () =
                   <th scope="col">Started</th>
                   <th scope="col">Kind</th>
                   <th scope="col">Range</th>
-                  <th scope="col" class="num">Rows</th>
+                  <th scope="col" class="num">
+                    Rows
+                  </th>
                   <th scope="col">Outcome</th>
                 </tr>
               </thead>
@@ -432,7 +495,10 @@ function SourceSection({ product, onSynced }: { product: Product; onSynced: () =
                     </td>
                     <td class="num">{num(run.rows)}</td>
                     <td>
-                      <Badge tone={run.outcome === 'succeeded' ? 'ok' : run.outcome === 'failed' ? 'bad' : 'muted'}>{run.outcome}</Badge> {run.error}
+                      <Badge tone={run.outcome === 'succeeded' ? 'ok' : run.outcome === 'failed' ? 'bad' : 'muted'}>
+                        {run.outcome}
+                      </Badge>{' '}
+                      {run.error}
                     </td>
                   </tr>
                 ))}

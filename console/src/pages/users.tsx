@@ -32,7 +32,9 @@ export function UsersPage({ product, initial }: { product: Product; initial: str
     if (lookup === undefined) return;
     const request =
       lookup.by === 'id'
-        ? get<Envelope<UserDetails>>(productPath(product.id, `/users/${encodeURIComponent(lookup.value)}`), { events_limit: 0 })
+        ? get<Envelope<UserDetails>>(productPath(product.id, `/users/${encodeURIComponent(lookup.value)}`), {
+            events_limit: 0,
+          })
         : get<Envelope<UserDetails>>(productPath(product.id, '/users'), { identifier: lookup.value, events_limit: 0 });
     request.then((answer) => setUser(answer.data), setError);
   }, [product.id, lookup?.by, lookup?.value, generation]);
@@ -57,20 +59,37 @@ export function UsersPage({ product, initial }: { product: Product; initial: str
           <label for="lookup-value" class="visually-hidden">
             {by === 'id' ? 'External id' : 'Identifier'}
           </label>
-          <input id="lookup-value" name="value" required defaultValue={lookup?.value ?? ''} key={initial} placeholder={by === 'id' ? 'user_42' : 'email:ada@example.com'} />
+          <input
+            id="lookup-value"
+            name="value"
+            required
+            defaultValue={lookup?.value ?? ''}
+            key={initial}
+            placeholder={by === 'id' ? 'user_42' : 'email:ada@example.com'}
+          />
           <button type="submit" class="primary">
             Look up
           </button>
         </form>
         <ErrorLine error={error} />
-        {erasure !== undefined && <ErasureProgress product={product} job={erasure} onFinished={() => setGeneration((g) => g + 1)} />}
+        {erasure !== undefined && (
+          <ErasureProgress product={product} job={erasure} onFinished={() => setGeneration((g) => g + 1)} />
+        )}
       </Section>
       {user !== undefined && <UserView product={product} user={user} onErasure={setErasure} />}
     </>
   );
 }
 
-function UserView({ product, user, onErasure }: { product: Product; user: UserDetails; onErasure: (job: Erasure) => void }) {
+function UserView({
+  product,
+  user,
+  onErasure,
+}: {
+  product: Product;
+  user: UserDetails;
+  onErasure: (job: Erasure) => void;
+}) {
   const identifiers = Object.entries(user.identifiers);
   return (
     <>
@@ -83,7 +102,9 @@ function UserView({ product, user, onErasure }: { product: Product; user: UserDe
           {user.identified !== undefined && (
             <>
               <dt>Identified</dt>
-              <dd data-testid="identified">{user.identified ? 'yes: named by an identify' : 'no: anonymous only (never named by an identify)'}</dd>
+              <dd data-testid="identified">
+                {user.identified ? 'yes: named by an identify' : 'no: anonymous only (never named by an identify)'}
+              </dd>
             </>
           )}
           <dt>Created</dt>
@@ -91,7 +112,15 @@ function UserView({ product, user, onErasure }: { product: Product; user: UserDe
           <dt>Updated</dt>
           <dd>{time(user.updated_at)}</dd>
           <dt>Aliases</dt>
-          <dd>{user.aliases.length === 0 ? 'none' : user.aliases.map((a) => <code key={a} class="chip">{a}</code>)}</dd>
+          <dd>
+            {user.aliases.length === 0
+              ? 'none'
+              : user.aliases.map((a) => (
+                  <code key={a} class="chip">
+                    {a}
+                  </code>
+                ))}
+          </dd>
         </dl>
         <div class="columns">
           <div>
@@ -100,25 +129,25 @@ function UserView({ product, user, onErasure }: { product: Product; user: UserDe
               <p class="hint">None.</p>
             ) : (
               <div class="scroll">
-<table>
-                <thead>
-                  <tr>
-                    <th scope="col">Kind</th>
-                    <th scope="col">Value</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {identifiers.map(([kind, value]) => (
-                    <tr key={kind}>
-                      <td>{kind}</td>
-                      <td>
-                        <code>{value}</code>
-                      </td>
+                <table>
+                  <thead>
+                    <tr>
+                      <th scope="col">Kind</th>
+                      <th scope="col">Value</th>
                     </tr>
-                  ))}
-                </tbody>
-              </table>
-</div>
+                  </thead>
+                  <tbody>
+                    {identifiers.map(([kind, value]) => (
+                      <tr key={kind}>
+                        <td>{kind}</td>
+                        <td>
+                          <code>{value}</code>
+                        </td>
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+              </div>
             )}
           </div>
           <div>
@@ -137,7 +166,8 @@ function UserView({ product, user, onErasure }: { product: Product; user: UserDe
             </li>
             {user.merges.map((m) => (
               <li key={`${m.from_external_id}${m.merged_at}`}>
-                <time dateTime={m.merged_at}>{time(m.merged_at)}</time> <code>{m.from_external_id}</code> merged into <code>{m.into_external_id}</code>
+                <time dateTime={m.merged_at}>{time(m.merged_at)}</time> <code>{m.from_external_id}</code> merged into{' '}
+                <code>{m.into_external_id}</code>
                 {m.from_user_id === null ? ' (it had no user of its own)' : ''}
               </li>
             ))}
@@ -169,7 +199,11 @@ function UserEvents({ product, externalId }: { product: Product; externalId: str
   const [open, setOpen] = useState<string>();
   const load = async (after: string | null) => {
     try {
-      const page = await get<Page<InletEvent>>(productPath(product.id, '/events'), { user: externalId, limit: 25, cursor: after });
+      const page = await get<Page<InletEvent>>(productPath(product.id, '/events'), {
+        user: externalId,
+        limit: 25,
+        cursor: after,
+      });
       setEvents((current) => (after === null ? page.data : [...current, ...page.data]));
       setCursor(page.meta.next_cursor);
     } catch (failure) {
@@ -190,7 +224,12 @@ function UserEvents({ product, externalId }: { product: Product; externalId: str
         <ol class="feed">
           {events.map((e) => (
             <li key={e.uuid}>
-              <button type="button" class="row" aria-expanded={open === e.uuid} onClick={() => setOpen(open === e.uuid ? undefined : e.uuid)}>
+              <button
+                type="button"
+                class="row"
+                aria-expanded={open === e.uuid}
+                onClick={() => setOpen(open === e.uuid ? undefined : e.uuid)}
+              >
                 <time dateTime={e.received_at}>{time(e.received_at)}</time>
                 <strong>{e.canonical_name}</strong>
                 <span>

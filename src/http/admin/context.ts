@@ -28,7 +28,7 @@ export function withAdminDefaults(route: RouteOptions, lookupProduct: preHandler
   schema.params ??= ProductIdParams;
   response[404] ??= problemResponse('No such product');
   // Fastify runs onRoute again for the HEAD twin of a GET route, with these options copied: add once.
-  const preHandler = route.preHandler === undefined ? [] : Array.isArray(route.preHandler) ? route.preHandler : [route.preHandler];
+  const preHandler =
+    route.preHandler === undefined ? [] : Array.isArray(route.preHandler) ? route.preHandler : [route.preHandler];
   if (!preHandler.includes(lookupProduct)) route.preHandler = [lookupProduct, ...preHandler];
 }
-

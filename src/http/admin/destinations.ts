@@ -17,8 +17,21 @@ const Strings = Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { minI
 
 const Filter = Type.Object(
   {
-    types: Type.Optional(Type.Array(Type.Union([Type.Literal('event.created'), Type.Literal('user.identified'), Type.Literal('user.merged'), Type.Literal('user.erased')]), { minItems: 1 })),
-    canonical_names: Type.Optional({ ...Strings, description: 'Only events with these canonical names (identity messages are not narrowed by it)' }),
+    types: Type.Optional(
+      Type.Array(
+        Type.Union([
+          Type.Literal('event.created'),
+          Type.Literal('user.identified'),
+          Type.Literal('user.merged'),
+          Type.Literal('user.erased'),
+        ]),
+        { minItems: 1 },
+      ),
+    ),
+    canonical_names: Type.Optional({
+      ...Strings,
+      description: 'Only events with these canonical names (identity messages are not narrowed by it)',
+    }),
     sources: Type.Optional({ ...Strings, description: 'Only events from these sources (api, segment, …)' }),
   },
   { additionalProperties: false, description: 'Which messages to deliver; all when absent' },
@@ -26,8 +39,12 @@ const Filter = Type.Object(
 
 const Batch = Type.Object(
   {
-    max_messages: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, description: 'Messages per delivery (default 1: no batching)' })),
-    max_wait_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 60_000, description: 'How long to wait for a fuller batch (default 0)' })),
+    max_messages: Type.Optional(
+      Type.Integer({ minimum: 1, maximum: 1000, description: 'Messages per delivery (default 1: no batching)' }),
+    ),
+    max_wait_ms: Type.Optional(
+      Type.Integer({ minimum: 0, maximum: 60_000, description: 'How long to wait for a fuller batch (default 0)' }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -43,7 +60,11 @@ const Destination = Type.Object({
   servers: Type.Optional(Type.Array(Type.String())),
   subject: Type.Optional(Type.String()),
   has_credentials: Type.Optional(Type.Boolean()),
-  filter: Type.Object({ types: Type.Optional(Type.Array(Type.String())), canonical_names: Type.Optional(Type.Array(Type.String())), sources: Type.Optional(Type.Array(Type.String())) }),
+  filter: Type.Object({
+    types: Type.Optional(Type.Array(Type.String())),
+    canonical_names: Type.Optional(Type.Array(Type.String())),
+    sources: Type.Optional(Type.Array(Type.String())),
+  }),
   batch: Type.Object({ max_messages: Type.Integer(), max_wait_ms: Type.Integer() }),
   cursor: Type.String({ description: 'Opaque: everything up to here was accepted (or passed over by the filter)' }),
   lag: Type.Integer({ description: 'Messages after the cursor (before the filter)' }),
@@ -53,14 +74,18 @@ const Destination = Type.Object({
   last_success_at: Type.Union([Type.String(), Type.Null()]),
   last_error: Type.Union([Type.String(), Type.Null()]),
   last_error_at: Type.Union([Type.String(), Type.Null()]),
-  previous_secret_until: Type.Union([Type.String(), Type.Null()], { description: 'Until then the rotated-out secret signs too' }),
+  previous_secret_until: Type.Union([Type.String(), Type.Null()], {
+    description: 'Until then the rotated-out secret signs too',
+  }),
   created_at: Type.String(),
   updated_at: Type.String(),
 });
 
 const WithSecret = Type.Intersect([
   Destination,
-  Type.Object({ secret: Type.Optional(Type.String({ description: 'The signing secret (whsec_…): in this answer only' })) }),
+  Type.Object({
+    secret: Type.Optional(Type.String({ description: 'The signing secret (whsec_…): in this answer only' })),
+  }),
 ]);
 
 const Delivery = Type.Object({
@@ -70,13 +95,18 @@ const Delivery = Type.Object({
   webhook_id: Type.String(),
   message_ids: Type.Array(Type.String()),
   outcome: Type.Union([Type.Literal('success'), Type.Literal('failure')]),
-  status: Type.Union([Type.Integer(), Type.Null()], { description: 'HTTP status, null for NATS or when there was no answer' }),
+  status: Type.Union([Type.Integer(), Type.Null()], {
+    description: 'HTTP status, null for NATS or when there was no answer',
+  }),
   error: Type.Union([Type.String(), Type.Null()]),
   duration_ms: Type.Integer(),
 });
 
 const DestinationParams = Type.Object(
-  { product_id: Type.String({ minLength: 1, maxLength: 64 }), destination_id: Type.String({ minLength: 1, maxLength: 64 }) },
+  {
+    product_id: Type.String({ minLength: 1, maxLength: 64 }),
+    destination_id: Type.String({ minLength: 1, maxLength: 64 }),
+  },
   { additionalProperties: false },
 );
 
@@ -86,12 +116,37 @@ const CreateBody = Type.Object(
     name: Type.String({ minLength: 1, maxLength: 200 }),
     filter: Type.Optional(Filter),
     batch: Type.Optional(Batch),
-    start: Type.Optional(Type.String({ description: '"now" (default), "beginning", or a cursor (a destination\'s, or meta.next_cursor of the event reads)' })),
-    url: Type.Optional(Type.String({ maxLength: 2000, description: 'webhook: http(s) URL; refused when it resolves to a private address unless INLET_DESTINATIONS_ALLOW_PRIVATE' })),
-    servers: Type.Optional(Type.Array(Type.String({ maxLength: 300 }), { minItems: 1, maxItems: 20, description: 'nats: server URLs (nats://host:4222)' })),
-    subject: Type.Optional(Type.String({ maxLength: 255, description: 'nats: subject template with {product_id}, {canonical_name}, {type}' })),
+    start: Type.Optional(
+      Type.String({
+        description:
+          '"now" (default), "beginning", or a cursor (a destination\'s, or meta.next_cursor of the event reads)',
+      }),
+    ),
+    url: Type.Optional(
+      Type.String({
+        maxLength: 2000,
+        description:
+          'webhook: http(s) URL; refused when it resolves to a private address unless INLET_DESTINATIONS_ALLOW_PRIVATE',
+      }),
+    ),
+    servers: Type.Optional(
+      Type.Array(Type.String({ maxLength: 300 }), {
+        minItems: 1,
+        maxItems: 20,
+        description: 'nats: server URLs (nats://host:4222)',
+      }),
+    ),
+    subject: Type.Optional(
+      Type.String({
+        maxLength: 255,
+        description: 'nats: subject template with {product_id}, {canonical_name}, {type}',
+      }),
+    ),
     credentials: Type.Optional(
-      Type.Object({ user: Type.Optional(Type.String()), pass: Type.Optional(Type.String()), token: Type.Optional(Type.String()) }, { additionalProperties: false, description: 'nats: stored, never echoed' }),
+      Type.Object(
+        { user: Type.Optional(Type.String()), pass: Type.Optional(Type.String()), token: Type.Optional(Type.String()) },
+        { additionalProperties: false, description: 'nats: stored, never echoed' },
+      ),
     ),
   },
   { additionalProperties: false },
@@ -103,7 +158,11 @@ const PatchBody = Type.Object(
     url: Type.Optional(Type.String({ maxLength: 2000 })),
     filter: Type.Optional(Filter),
     batch: Type.Optional(Batch),
-    status: Type.Optional(Type.Union([Type.Literal('paused'), Type.Literal('active')], { description: 'paused; or active: resume, or re-enable a disabled destination (from its cursor)' })),
+    status: Type.Optional(
+      Type.Union([Type.Literal('paused'), Type.Literal('active')], {
+        description: 'paused; or active: resume, or re-enable a disabled destination (from its cursor)',
+      }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -117,28 +176,49 @@ export function adminDestinationRoutes(app: FastifyInstance, services: Services)
     '/products/:product_id/destinations',
     {
       schema: {
-        summary: 'Create a destination (webhook or NATS JetStream); a webhook\'s signing secret is in this answer only',
+        summary: "Create a destination (webhook or NATS JetStream); a webhook's signing secret is in this answer only",
         body: CreateBody,
-        response: { 201: dataEnvelope(WithSecret), 400: problemResponse('Invalid body, or a URL refused by the outbound guard') },
+        response: {
+          201: dataEnvelope(WithSecret),
+          400: problemResponse('Invalid body, or a URL refused by the outbound guard'),
+        },
       },
     },
     async (request, reply) => {
       const created = await destinations.create(productOf(request).id, request.body);
       reply.code(201);
-      return { data: { ...destinationResource(created.destination), ...(created.secret === null ? {} : { secret: created.secret }) } };
+      return {
+        data: {
+          ...destinationResource(created.destination),
+          ...(created.secret === null ? {} : { secret: created.secret }),
+        },
+      };
     },
   );
 
   r.get(
     '/products/:product_id/destinations',
-    { schema: { summary: "List a product's destinations with status, lag, last success and last error", response: { 200: dataEnvelope(Type.Array(Destination)) } } },
+    {
+      schema: {
+        summary: "List a product's destinations with status, lag, last success and last error",
+        response: { 200: dataEnvelope(Type.Array(Destination)) },
+      },
+    },
     async (request) => ({ data: (await destinations.list(productOf(request).id)).map(destinationResource) }),
   );
 
   r.get(
     '/products/:product_id/destinations/:destination_id',
-    { schema: { summary: 'One destination: status, lag, last success, last error, failures, cursor', params: DestinationParams, response: { 200: dataEnvelope(Destination), 404: notFound } } },
-    async (request) => ({ data: destinationResource(await destinations.show(productOf(request).id, request.params.destination_id)) }),
+    {
+      schema: {
+        summary: 'One destination: status, lag, last success, last error, failures, cursor',
+        params: DestinationParams,
+        response: { 200: dataEnvelope(Destination), 404: notFound },
+      },
+    },
+    async (request) => ({
+      data: destinationResource(await destinations.show(productOf(request).id, request.params.destination_id)),
+    }),
   );
 
   r.patch(
@@ -151,12 +231,22 @@ export function adminDestinationRoutes(app: FastifyInstance, services: Services)
         response: { 200: dataEnvelope(Destination), 400: problemResponse('Invalid body'), 404: notFound },
       },
     },
-    async (request) => ({ data: destinationResource(await destinations.update(productOf(request).id, request.params.destination_id, request.body)) }),
+    async (request) => ({
+      data: destinationResource(
+        await destinations.update(productOf(request).id, request.params.destination_id, request.body),
+      ),
+    }),
   );
 
   r.delete(
     '/products/:product_id/destinations/:destination_id',
-    { schema: { summary: 'Delete a destination and its delivery log', params: DestinationParams, response: { 204: Type.Null({ description: 'Deleted' }), 404: notFound } } },
+    {
+      schema: {
+        summary: 'Delete a destination and its delivery log',
+        params: DestinationParams,
+        response: { 204: Type.Null({ description: 'Deleted' }), 404: notFound },
+      },
+    },
     async (request, reply) => {
       await destinations.delete(productOf(request).id, request.params.destination_id);
       reply.code(204);
@@ -170,11 +260,24 @@ export function adminDestinationRoutes(app: FastifyInstance, services: Services)
       schema: {
         summary: 'Move the cursor: re-deliver from a cursor or from a received time (RFC 3339)',
         params: DestinationParams,
-        body: Type.Object({ from: Type.String({ minLength: 1, maxLength: 300, description: 'A cursor, "beginning", or an RFC 3339 received time' }) }, { additionalProperties: false }),
+        body: Type.Object(
+          {
+            from: Type.String({
+              minLength: 1,
+              maxLength: 300,
+              description: 'A cursor, "beginning", or an RFC 3339 received time',
+            }),
+          },
+          { additionalProperties: false },
+        ),
         response: { 200: dataEnvelope(Destination), 400: problemResponse('Invalid from'), 404: notFound },
       },
     },
-    async (request) => ({ data: destinationResource(await destinations.replay(productOf(request).id, request.params.destination_id, request.body.from)) }),
+    async (request) => ({
+      data: destinationResource(
+        await destinations.replay(productOf(request).id, request.params.destination_id, request.body.from),
+      ),
+    }),
   );
 
   r.post(
@@ -205,19 +308,37 @@ export function adminDestinationRoutes(app: FastifyInstance, services: Services)
           },
           { additionalProperties: false },
         ),
-        response: { 200: Type.Object({ data: Type.Array(Delivery), meta: Type.Object({ next_cursor: Type.Union([Type.String(), Type.Null()]) }) }), 400: problemResponse('Invalid limit or cursor'), 404: notFound },
+        response: {
+          200: Type.Object({
+            data: Type.Array(Delivery),
+            meta: Type.Object({ next_cursor: Type.Union([Type.String(), Type.Null()]) }),
+          }),
+          400: problemResponse('Invalid limit or cursor'),
+          404: notFound,
+        },
       },
     },
     async (request) => {
       const q = request.query;
       const limit = q.limit === undefined ? DEFAULT_LIMIT : Number(q.limit);
-      if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) throw validationError([{ pointer: '/limit', message: `query parameter limit must be a whole number from 1 to ${MAX_LIMIT}` }]);
+      if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT)
+        throw validationError([
+          { pointer: '/limit', message: `query parameter limit must be a whole number from 1 to ${MAX_LIMIT}` },
+        ]);
       let before: string | undefined;
       if (q.cursor !== undefined) {
         before = Buffer.from(q.cursor, 'base64url').toString('utf8');
-        if (!/^[0-9a-f-]{36}$/.test(before)) throw validationError([{ pointer: '/cursor', message: 'query parameter cursor is not one this API gave out' }]);
+        if (!/^[0-9a-f-]{36}$/.test(before))
+          throw validationError([
+            { pointer: '/cursor', message: 'query parameter cursor is not one this API gave out' },
+          ]);
       }
-      const rows = await destinations.deliveries(productOf(request).id, request.params.destination_id, limit + 1, before);
+      const rows = await destinations.deliveries(
+        productOf(request).id,
+        request.params.destination_id,
+        limit + 1,
+        before,
+      );
       const page = rows.slice(0, limit);
       const next = rows.length > limit ? Buffer.from(page.at(-1)!.id).toString('base64url') : null;
       return { data: page.map(deliveryResource), meta: { next_cursor: next } };

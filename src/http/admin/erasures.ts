@@ -29,7 +29,10 @@ const Erasure = Type.Object({
   status: Type.Union([Type.Literal('pending'), Type.Literal('running'), Type.Literal('done'), Type.Literal('failed')]),
   phase: Type.String({ description: 'events, identity, records, finish, done' }),
   reason: Type.Union([Type.String(), Type.Null()]),
-  external_id_hmac: Type.String({ description: 'HMAC-SHA256 of product_id NUL external_id under the installation secret: the audit never holds the id' }),
+  external_id_hmac: Type.String({
+    description:
+      'HMAC-SHA256 of product_id NUL external_id under the installation secret: the audit never holds the id',
+  }),
   requested_at: Type.String(),
   started_at: Type.Union([Type.String(), Type.Null()]),
   finished_at: Type.Union([Type.String(), Type.Null()]),
@@ -50,19 +53,27 @@ const ListQuery = Type.Object(
   {
     limit: Type.Optional(Type.String({ description: '1–500, default 50' })),
     cursor: Type.Optional(Type.String({ description: 'meta.next_cursor of the previous page' })),
-    external_id: Type.Optional(Type.String({ minLength: 1, maxLength: EXTERNAL_ID_MAX_LENGTH, description: 'Only the rows of this id (matched by its HMAC; the id is not stored)' })),
+    external_id: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: EXTERNAL_ID_MAX_LENGTH,
+        description: 'Only the rows of this id (matched by its HMAC; the id is not stored)',
+      }),
+    ),
   },
   { additionalProperties: false },
 );
 
-const Page = <T extends ReturnType<typeof Type.Object>>(item: T) => Type.Object({ data: Type.Array(item), meta: Type.Object({ next_cursor: Type.Union([Type.String(), Type.Null()]) }) });
+const Page = <T extends ReturnType<typeof Type.Object>>(item: T) =>
+  Type.Object({ data: Type.Array(item), meta: Type.Object({ next_cursor: Type.Union([Type.String(), Type.Null()]) }) });
 
 function pageQuery(query: { limit?: string | undefined; cursor?: string | undefined }, prefix: 'era' | 'sup') {
   const limit = pageLimit(query.limit);
   let beforeId: string | undefined;
   if (query.cursor !== undefined) {
     beforeId = Buffer.from(query.cursor, 'base64url').toString('utf8');
-    if (!new RegExp(`^${prefix}_[0-9a-f]{32}$`).test(beforeId)) throw validationError([{ pointer: '/cursor', message: 'query parameter cursor is not one this API gave out' }]);
+    if (!new RegExp(`^${prefix}_[0-9a-f]{32}$`).test(beforeId))
+      throw validationError([{ pointer: '/cursor', message: 'query parameter cursor is not one this API gave out' }]);
   }
   return { limit, beforeId };
 }
@@ -84,16 +95,32 @@ export function adminErasureRoutes(app: FastifyInstance, services: Services): vo
           'Resolves the person from the id (aliases, anonymous ids), suppresses every linked id (from this answer on, ingest refuses their items with subject_suppressed), queues the deletion of their events, identity, rejections, violations and identity messages, and sends `user.erased` to destinations. Answers 202 once every instance refuses the ids (INLET_SUPPRESSION_REFRESH_MS after the commit). An id that resolves to nobody is suppressed too (counts zero). See docs/privacy.md.',
         body: Type.Object(
           {
-            external_id: Type.String({ minLength: 1, maxLength: EXTERNAL_ID_MAX_LENGTH, description: 'Any external id of the person: canonical, alias or anonymous' }),
-            reason: Type.Optional(Type.Union([Type.String({ maxLength: 500, description: 'Kept in the audit: write no personal data here' }), Type.Null()])),
+            external_id: Type.String({
+              minLength: 1,
+              maxLength: EXTERNAL_ID_MAX_LENGTH,
+              description: 'Any external id of the person: canonical, alias or anonymous',
+            }),
+            reason: Type.Optional(
+              Type.Union([
+                Type.String({ maxLength: 500, description: 'Kept in the audit: write no personal data here' }),
+                Type.Null(),
+              ]),
+            ),
           },
           { additionalProperties: false },
         ),
-        response: { 202: dataEnvelope(Erasure, 'The job, queued'), 400: problemResponse('Invalid body (the pointer names the field)') },
+        response: {
+          202: dataEnvelope(Erasure, 'The job, queued'),
+          400: problemResponse('Invalid body (the pointer names the field)'),
+        },
       },
     },
     async (request, reply) => {
-      const job = await services.erasure.request(productOf(request).id, request.body.external_id, request.body.reason ?? null);
+      const job = await services.erasure.request(
+        productOf(request).id,
+        request.body.external_id,
+        request.body.reason ?? null,
+      );
       reply.code(202);
       return { data: erasureResource(job) };
     },
@@ -110,7 +137,11 @@ export function adminErasureRoutes(app: FastifyInstance, services: Services): vo
     },
     async (request) => {
       const { limit, beforeId } = pageQuery(request.query, 'era');
-      const rows = await services.erasure.list(productOf(request).id, { limit: limit + 1, beforeId, externalId: request.query.external_id });
+      const rows = await services.erasure.list(productOf(request).id, {
+        limit: limit + 1,
+        beforeId,
+        externalId: request.query.external_id,
+      });
       const { page: slice, nextCursor } = page(rows, limit);
       return { data: slice.map(erasureResource), meta: { next_cursor: nextCursor } };
     },
@@ -121,11 +152,16 @@ export function adminErasureRoutes(app: FastifyInstance, services: Services): vo
     {
       schema: {
         summary: 'One erasure job: status, phase and counts so far',
-        params: Type.Object({ ...ProductParams, erasure_id: Type.String({ minLength: 1, maxLength: 64 }) }, { additionalProperties: false }),
+        params: Type.Object(
+          { ...ProductParams, erasure_id: Type.String({ minLength: 1, maxLength: 64 }) },
+          { additionalProperties: false },
+        ),
         response: { 200: dataEnvelope(Erasure), 404: problemResponse('No such product or erasure') },
       },
     },
-    async (request) => ({ data: erasureResource(await services.erasure.get(productOf(request).id, request.params.erasure_id)) }),
+    async (request) => ({
+      data: erasureResource(await services.erasure.get(productOf(request).id, request.params.erasure_id)),
+    }),
   );
 
   r.get(
@@ -139,7 +175,11 @@ export function adminErasureRoutes(app: FastifyInstance, services: Services): vo
     },
     async (request) => {
       const { limit, beforeId } = pageQuery(request.query, 'sup');
-      const rows = await services.erasure.suppressions(productOf(request).id, { limit: limit + 1, beforeId, externalId: request.query.external_id });
+      const rows = await services.erasure.suppressions(productOf(request).id, {
+        limit: limit + 1,
+        beforeId,
+        externalId: request.query.external_id,
+      });
       const { page: slice, nextCursor } = page(rows, limit);
       return { data: slice.map(suppressionResource), meta: { next_cursor: nextCursor } };
     },
@@ -149,8 +189,12 @@ export function adminErasureRoutes(app: FastifyInstance, services: Services): vo
     '/products/:product_id/suppressions/:suppression_id',
     {
       schema: {
-        summary: 'Lift a suppression: items for that id are accepted again (within INLET_SUPPRESSION_REFRESH_MS on every instance)',
-        params: Type.Object({ ...ProductParams, suppression_id: Type.String({ minLength: 1, maxLength: 64 }) }, { additionalProperties: false }),
+        summary:
+          'Lift a suppression: items for that id are accepted again (within INLET_SUPPRESSION_REFRESH_MS on every instance)',
+        params: Type.Object(
+          { ...ProductParams, suppression_id: Type.String({ minLength: 1, maxLength: 64 }) },
+          { additionalProperties: false },
+        ),
         response: { 204: Type.Null({ description: 'Lifted' }), 404: problemResponse('No such product or suppression') },
       },
     },
@@ -171,7 +215,8 @@ export function adminErasureRoutes(app: FastifyInstance, services: Services): vo
             retention: Type.Object(
               {
                 events_days: Type.Union([Type.Integer({ minimum: 1, maximum: 36_500 }), Type.Null()], {
-                  description: 'Events whose received_at is older are deleted in the background; null keeps them forever',
+                  description:
+                    'Events whose received_at is older are deleted in the background; null keeps them forever',
                 }),
               },
               { additionalProperties: false },
@@ -182,6 +227,10 @@ export function adminErasureRoutes(app: FastifyInstance, services: Services): vo
         response: { 200: dataEnvelope(Product), 400: problemResponse('Invalid body (the pointer names the field)') },
       },
     },
-    async (request) => ({ data: productResource(await services.retention.setEventsDays(productOf(request).id, request.body.retention.events_days)) }),
+    async (request) => ({
+      data: productResource(
+        await services.retention.setEventsDays(productOf(request).id, request.body.retention.events_days),
+      ),
+    }),
   );
 }

@@ -25,18 +25,35 @@ export const STREAM_RETRY_MS = 2000;
 export const STREAM_HEARTBEAT_MS = 10_000;
 
 const Timestamp = (description: string) =>
-  Type.String({ pattern: RFC3339_PATTERN_SOURCE, description, errorMessage: 'must be an RFC 3339 timestamp with an offset, for example 2026-03-01T12:00:00Z' });
+  Type.String({
+    pattern: RFC3339_PATTERN_SOURCE,
+    description,
+    errorMessage: 'must be an RFC 3339 timestamp with an offset, for example 2026-03-01T12:00:00Z',
+  });
 
 const filterProperties = {
-  canonical_name: Type.Optional(Type.String({ minLength: 1, maxLength: 4000, description: 'One or more canonical names, comma-separated (e.g. project.created,user.signed_up)' })),
+  canonical_name: Type.Optional(
+    Type.String({
+      minLength: 1,
+      maxLength: 4000,
+      description: 'One or more canonical names, comma-separated (e.g. project.created,user.signed_up)',
+    }),
+  ),
   event_type: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'Entity noun' })),
   action: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'Verb' })),
   source: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: '"api" for the HTTP API' })),
   key_id: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'The API key that sent the event' })),
-  subject_type: Type.Optional(Type.String({ minLength: 1, maxLength: 32, description: 'user, account or subscription (with subject_id)' })),
+  subject_type: Type.Optional(
+    Type.String({ minLength: 1, maxLength: 32, description: 'user, account or subscription (with subject_id)' }),
+  ),
   subject_id: Type.Optional(Type.String({ minLength: 1, maxLength: 255, description: 'With subject_type' })),
   user: Type.Optional(
-    Type.String({ minLength: 1, maxLength: 255, description: 'An external id: every event of that user, including ids merged into it by alias and linked anonymous ids' }),
+    Type.String({
+      minLength: 1,
+      maxLength: 255,
+      description:
+        'An external id: every event of that user, including ids merged into it by alias and linked anonymous ids',
+    }),
   ),
   received_from: Type.Optional(Timestamp('Received at or after (RFC 3339)')),
   received_to: Type.Optional(Timestamp('Received before (RFC 3339, exclusive)')),
@@ -45,11 +62,21 @@ const filterProperties = {
 const ListQuery = Type.Object(
   {
     ...filterProperties,
-    order: Type.Optional(Type.Union([Type.Literal('desc'), Type.Literal('asc')], { description: 'desc (default): newest first; asc: oldest first' })),
-    limit: Type.Optional(
-      Type.String({ pattern: '^[0-9]{1,4}$', description: `1–${EVENTS_MAX_LIMIT} (default ${EVENTS_DEFAULT_LIMIT})`, errorMessage: `must be a whole number from 1 to ${EVENTS_MAX_LIMIT}` }),
+    order: Type.Optional(
+      Type.Union([Type.Literal('desc'), Type.Literal('asc')], {
+        description: 'desc (default): newest first; asc: oldest first',
+      }),
     ),
-    cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'Opaque: meta.next_cursor of the previous page' })),
+    limit: Type.Optional(
+      Type.String({
+        pattern: '^[0-9]{1,4}$',
+        description: `1–${EVENTS_MAX_LIMIT} (default ${EVENTS_DEFAULT_LIMIT})`,
+        errorMessage: `must be a whole number from 1 to ${EVENTS_MAX_LIMIT}`,
+      }),
+    ),
+    cursor: Type.Optional(
+      Type.String({ minLength: 1, maxLength: 200, description: 'Opaque: meta.next_cursor of the previous page' }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -57,7 +84,13 @@ const ListQuery = Type.Object(
 const StreamQuery = Type.Object(
   {
     ...filterProperties,
-    after: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'Resume after this event id (same as the Last-Event-ID header)' })),
+    after: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 200,
+        description: 'Resume after this event id (same as the Last-Event-ID header)',
+      }),
+    ),
     include: Type.Optional(
       Type.Literal('rejections', {
         description:
@@ -70,21 +103,53 @@ const StreamQuery = Type.Object(
 );
 
 const ExportQuery = Type.Object(
-  { ...filterProperties, format: Type.Optional(Type.Union([Type.Literal('ndjson'), Type.Literal('csv')], { description: 'ndjson (default) or csv' })) },
+  {
+    ...filterProperties,
+    format: Type.Optional(
+      Type.Union([Type.Literal('ndjson'), Type.Literal('csv')], { description: 'ndjson (default) or csv' }),
+    ),
+  },
   { additionalProperties: false },
 );
 
 const EventParams = Type.Object(
-  { product_id: Type.String({ minLength: 1, maxLength: 64 }), uuid: Type.String({ minLength: 1, maxLength: 64, description: 'The event uuid' }) },
+  {
+    product_id: Type.String({ minLength: 1, maxLength: 64 }),
+    uuid: Type.String({ minLength: 1, maxLength: 64, description: 'The event uuid' }),
+  },
   { additionalProperties: false },
 );
 
 /** Beside the plugin's 401 and 404 (no such product). */
 const adminErrors = { 400: problemResponse('Unknown or invalid parameter') };
 
-function filterParamsOf(query: Static<typeof StreamQuery> | Static<typeof ExportQuery> | Static<typeof ListQuery>): EventFilterParams {
-  const { canonical_name, event_type, action, source, key_id, subject_type, subject_id, user, received_from, received_to } = query;
-  return { canonical_name, event_type, action, source, key_id, subject_type, subject_id, user, received_from, received_to };
+function filterParamsOf(
+  query: Static<typeof StreamQuery> | Static<typeof ExportQuery> | Static<typeof ListQuery>,
+): EventFilterParams {
+  const {
+    canonical_name,
+    event_type,
+    action,
+    source,
+    key_id,
+    subject_type,
+    subject_id,
+    user,
+    received_from,
+    received_to,
+  } = query;
+  return {
+    canonical_name,
+    event_type,
+    action,
+    source,
+    key_id,
+    subject_type,
+    subject_id,
+    user,
+    received_from,
+    received_to,
+  };
 }
 
 function acceptsGzip(header: string | undefined): boolean {
@@ -126,7 +191,8 @@ export function adminEventRoutes(app: FastifyInstance, services: Services): void
             data: Type.Array(Type.Ref(EventRecordSchema)),
             meta: Type.Object({
               next_cursor: Type.Union([Type.String(), Type.Null()], {
-                description: 'Pass as cursor for the next page; null when nothing more matches now. A page may be short and still have a cursor.',
+                description:
+                  'Pass as cursor for the next page; null when nothing more matches now. A page may be short and still have a cursor.',
               }),
             }),
           }),
@@ -157,7 +223,11 @@ export function adminEventRoutes(app: FastifyInstance, services: Services): void
           '`Last-Event-ID` (or `after`) resumes exactly after that event, also after a restart. A comment line comes at least every 15 s. ' +
           'A consumer that falls too far behind is disconnected and resumes with Last-Event-ID. Over the per-instance cap of open streams: 503 with Retry-After.',
         querystring: StreamQuery,
-        headers: Type.Object({ 'last-event-id': Type.Optional(Type.String({ maxLength: 200, description: 'The id of the last event received' })) }),
+        headers: Type.Object({
+          'last-event-id': Type.Optional(
+            Type.String({ maxLength: 200, description: 'The id of the last event received' }),
+          ),
+        }),
         response: {
           200: { description: 'text/event-stream', content: { 'text/event-stream': { schema: { type: 'string' } } } },
           ...adminErrors,
@@ -169,18 +239,31 @@ export function adminEventRoutes(app: FastifyInstance, services: Services): void
       const productId = productOf(request).id;
       const filter = await reads.resolveFilter(productId, filterParamsOf(request.query));
       const lastEventId = request.headers['last-event-id'];
-      const resumeFrom = typeof lastEventId === 'string' && lastEventId !== '' ? { cursor: lastEventId, pointer: '/headers/last-event-id' } : request.query.after === undefined ? undefined : { cursor: request.query.after, pointer: '/after' };
+      const resumeFrom =
+        typeof lastEventId === 'string' && lastEventId !== ''
+          ? { cursor: lastEventId, pointer: '/headers/last-event-id' }
+          : request.query.after === undefined
+            ? undefined
+            : { cursor: request.query.after, pointer: '/after' };
       const after = resumeFrom === undefined ? undefined : reads.positionOf(resumeFrom.cursor, resumeFrom.pointer);
       if (streams.full) {
-        throw new AppError('unavailable', `This instance already serves ${services.config.eventStreamsMax} live streams; retry later or on another instance.`, {
-          headers: { 'retry-after': '5' },
-        });
+        throw new AppError(
+          'unavailable',
+          `This instance already serves ${services.config.eventStreamsMax} live streams; retry later or on another instance.`,
+          {
+            headers: { 'retry-after': '5' },
+          },
+        );
       }
 
       if (request.method === 'HEAD') {
         // HEAD (Fastify answers it for every GET): the stream's headers, and no stream (Node sends no body
         // to a HEAD, so a held-open answer would never even send its headers).
-        return reply.code(200).header('content-type', 'text/event-stream; charset=utf-8').header('cache-control', 'no-cache, no-transform').send();
+        return reply
+          .code(200)
+          .header('content-type', 'text/event-stream; charset=utf-8')
+          .header('cache-control', 'no-cache, no-transform')
+          .send();
       }
       reply.hijack();
       const res = reply.raw;
@@ -211,36 +294,42 @@ export function adminEventRoutes(app: FastifyInstance, services: Services): void
         stop?.();
       });
       try {
-        stop = await streams.open(productId, filter, after, {
-          send(event) {
-            if (!ended) res.write(streamMessage(event));
+        stop = await streams.open(
+          productId,
+          filter,
+          after,
+          {
+            send(event) {
+              if (!ended) res.write(streamMessage(event));
+            },
+            sendRejection(rejection) {
+              if (!ended) res.write(rejectionMessage(rejection));
+            },
+            lagging: () => res.writableLength > bound,
+            ready() {
+              if (ended) return Promise.resolve(false);
+              if (res.writableLength <= bound / 2) return Promise.resolve(true);
+              return new Promise((resolve) => {
+                const timeout = setTimeout(() => resolve(false), 30_000);
+                const done = (ok: boolean) => {
+                  clearTimeout(timeout);
+                  res.off('drain', onDrain);
+                  res.off('close', onClose);
+                  resolve(ok);
+                };
+                const onDrain = () => done(true);
+                const onClose = () => done(false);
+                res.once('drain', onDrain);
+                res.once('close', onClose);
+              });
+            },
+            close(reason) {
+              if (reason === 'slow') request.log.warn({ productId }, 'live stream cut off: the consumer is too slow');
+              end(reason !== 'shutdown');
+            },
           },
-          sendRejection(rejection) {
-            if (!ended) res.write(rejectionMessage(rejection));
-          },
-          lagging: () => res.writableLength > bound,
-          ready() {
-            if (ended) return Promise.resolve(false);
-            if (res.writableLength <= bound / 2) return Promise.resolve(true);
-            return new Promise((resolve) => {
-              const timeout = setTimeout(() => resolve(false), 30_000);
-              const done = (ok: boolean) => {
-                clearTimeout(timeout);
-                res.off('drain', onDrain);
-                res.off('close', onClose);
-                resolve(ok);
-              };
-              const onDrain = () => done(true);
-              const onClose = () => done(false);
-              res.once('drain', onDrain);
-              res.once('close', onClose);
-            });
-          },
-          close(reason) {
-            if (reason === 'slow') request.log.warn({ productId }, 'live stream cut off: the consumer is too slow');
-            end(reason !== 'shutdown');
-          },
-        }, { includeRejections: request.query.include === 'rejections' });
+          { includeRejections: request.query.include === 'rejections' },
+        );
         if (ended) stop();
         // The stream has joined: every event committed from now on will be sent (tests and tools wait for this).
         else res.write(': open\n\n');
@@ -262,7 +351,10 @@ export function adminEventRoutes(app: FastifyInstance, services: Services): void
         response: {
           200: {
             description: 'The events',
-            content: { 'application/x-ndjson': { schema: { type: 'string' } }, 'text/csv': { schema: { type: 'string' } } },
+            content: {
+              'application/x-ndjson': { schema: { type: 'string' } },
+              'text/csv': { schema: { type: 'string' } },
+            },
           },
           ...adminErrors,
         },
@@ -276,7 +368,10 @@ export function adminEventRoutes(app: FastifyInstance, services: Services): void
       const gzip = acceptsGzip(request.headers['accept-encoding']);
       reply
         .type(EXPORT_CONTENT_TYPES[format])
-        .header('content-disposition', `attachment; filename="events-${productId.replace(/[^A-Za-z0-9_-]/g, '_')}.${format}"`)
+        .header(
+          'content-disposition',
+          `attachment; filename="events-${productId.replace(/[^A-Za-z0-9_-]/g, '_')}.${format}"`,
+        )
         .header('vary', 'accept-encoding');
       // HEAD: the headers only; the export itself is not run.
       if (request.method === 'HEAD') return reply.send();
@@ -297,7 +392,11 @@ export function adminEventRoutes(app: FastifyInstance, services: Services): void
       schema: {
         summary: 'One event by uuid',
         params: EventParams,
-        response: { 200: dataEnvelope(Type.Ref(EventRecordSchema)), ...adminErrors, 404: problemResponse('No such product, or no such event in it') },
+        response: {
+          200: dataEnvelope(Type.Ref(EventRecordSchema)),
+          ...adminErrors,
+          404: problemResponse('No such product, or no such event in it'),
+        },
       },
     },
     async (request) => {

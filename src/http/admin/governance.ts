@@ -6,19 +6,28 @@ import type { FastifyInstance } from 'fastify';
 import { AppError, validationError } from '../../domain/errors.js';
 import { PLAN_MODES, UNPLANNED_RULES } from '../../domain/tracking-plan.js';
 import type { Services } from '../../services.js';
-import { catalogEventDetailResource, catalogEventResource, catalogPropertyResource, trackingPlanResource, violationResource } from '../../resources/governance.js';
+import {
+  catalogEventDetailResource,
+  catalogEventResource,
+  catalogPropertyResource,
+  trackingPlanResource,
+  violationResource,
+} from '../../resources/governance.js';
 import { problemResponse } from '../schemas/common.js';
 import { productOf } from './context.js';
 import { idPage, idPageParameters, idPageQuery, pageLimit } from './paging.js';
 
-
-const JsonTypes = Type.Record(Type.String(), Type.Integer(), { description: 'Observations per JSON type: string, integer, number, boolean, object, array, null' });
+const JsonTypes = Type.Record(Type.String(), Type.Integer(), {
+  description: 'Observations per JSON type: string, integer, number, boolean, object, array, null',
+});
 
 const CatalogEvent = Type.Object({
   canonical_name: Type.String(),
   event_type: Type.String(),
   action: Type.String(),
-  count: Type.Integer({ description: 'Events stored under this name (lags ingest by the flush interval, at most 10 s)' }),
+  count: Type.Integer({
+    description: 'Events stored under this name (lags ingest by the flush interval, at most 10 s)',
+  }),
   first_seen: Type.String(),
   last_seen: Type.String(),
   sources: Type.Array(Type.String(), { description: 'Event sources seen: api, segment, …' }),
@@ -37,13 +46,18 @@ const PlanMode = Type.Union(PLAN_MODES.map((m) => Type.Literal(m)));
 const TrackingPlanBody = Type.Object(
   {
     mode: PlanMode,
-    unplanned: Type.Optional(Type.Union(UNPLANNED_RULES.map((m) => Type.Literal(m)), { description: 'Events the plan does not name: allow (default), warn, reject' })),
+    unplanned: Type.Optional(
+      Type.Union(
+        UNPLANNED_RULES.map((m) => Type.Literal(m)),
+        { description: 'Events the plan does not name: allow (default), warn, reject' },
+      ),
+    ),
     events: Type.Optional(
       Type.Record(
         Type.String(),
         Type.Object(
           {
-            properties: Type.Unknown({ description: 'JSON Schema 2020-12 of the event\'s properties' }),
+            properties: Type.Unknown({ description: "JSON Schema 2020-12 of the event's properties" }),
             mode: Type.Optional(PlanMode),
           },
           { additionalProperties: false },
@@ -78,12 +92,22 @@ const Violation = Type.Object({
   severity: Type.Union([Type.Literal('warning'), Type.Literal('rejected')]),
   plan_version: Type.Integer(),
   message_id: Type.Union([Type.String(), Type.Null()]),
-  errors: Type.Array(Type.Object({ pointer: Type.String({ description: 'Into the item as received: /properties/plan' }), message: Type.String() }), { description: 'Never the values' }),
+  errors: Type.Array(
+    Type.Object({
+      pointer: Type.String({ description: 'Into the item as received: /properties/plan' }),
+      message: Type.String(),
+    }),
+    { description: 'Never the values' },
+  ),
 });
 
 const CatalogQuery = Type.Object(
   {
-    sort: Type.Optional(Type.Union([Type.Literal('last_seen'), Type.Literal('count'), Type.Literal('name')], { description: 'last_seen (default, newest first), count (largest first) or name' })),
+    sort: Type.Optional(
+      Type.Union([Type.Literal('last_seen'), Type.Literal('count'), Type.Literal('name')], {
+        description: 'last_seen (default, newest first), count (largest first) or name',
+      }),
+    ),
     prefix: Type.Optional(Type.String({ maxLength: 256, description: 'Only names starting with this' })),
     limit: idPageParameters.limit,
     cursor: idPageParameters.cursor,
@@ -115,10 +139,14 @@ export function adminGovernanceRoutes(app: FastifyInstance, services: Services):
     {
       schema: {
         summary: 'The event catalogue: every name stored, with counts, first/last seen, sources and keys',
-        description: 'Built from the events as they are stored, off the request path (counts lag by at most the flush interval). `meta.overflow` counts events whose name was not catalogued because the product reached INLET_CATALOG_MAX_EVENTS names.',
+        description:
+          'Built from the events as they are stored, off the request path (counts lag by at most the flush interval). `meta.overflow` counts events whose name was not catalogued because the product reached INLET_CATALOG_MAX_EVENTS names.',
         querystring: CatalogQuery,
         response: {
-          200: Type.Object({ data: Type.Array(CatalogEvent), meta: Type.Object({ next_cursor: Type.Union([Type.String(), Type.Null()]), overflow: Type.Integer() }) }),
+          200: Type.Object({
+            data: Type.Array(CatalogEvent),
+            meta: Type.Object({ next_cursor: Type.Union([Type.String(), Type.Null()]), overflow: Type.Integer() }),
+          }),
           ...adminErrors,
         },
       },
@@ -129,7 +157,10 @@ export function adminGovernanceRoutes(app: FastifyInstance, services: Services):
       let offset = 0;
       if (q.cursor !== undefined) {
         offset = Number(Buffer.from(q.cursor, 'base64url').toString('utf8'));
-        if (!Number.isInteger(offset) || offset < 0) throw validationError([{ pointer: '/cursor', message: 'query parameter cursor is not one this API gave out' }]);
+        if (!Number.isInteger(offset) || offset < 0)
+          throw validationError([
+            { pointer: '/cursor', message: 'query parameter cursor is not one this API gave out' },
+          ]);
       }
       const { events, overflow } = await catalog.listEvents(productOf(request).id, {
         sort: q.sort ?? 'last_seen',
@@ -148,10 +179,23 @@ export function adminGovernanceRoutes(app: FastifyInstance, services: Services):
     {
       schema: {
         summary: 'One catalogued event name with its property paths and their observed JSON types',
-        description: '`properties_overflow` counts property observations not catalogued because the name reached INLET_CATALOG_MAX_PROPERTIES paths. No value is ever kept.',
-        params: Type.Object({ product_id: Type.String({ minLength: 1, maxLength: 64 }), canonical_name: Type.String({ minLength: 1, maxLength: 256 }) }, { additionalProperties: false }),
+        description:
+          '`properties_overflow` counts property observations not catalogued because the name reached INLET_CATALOG_MAX_PROPERTIES paths. No value is ever kept.',
+        params: Type.Object(
+          {
+            product_id: Type.String({ minLength: 1, maxLength: 64 }),
+            canonical_name: Type.String({ minLength: 1, maxLength: 256 }),
+          },
+          { additionalProperties: false },
+        ),
         response: {
-          200: Type.Object({ data: Type.Object({ ...CatalogEvent.properties, properties: Type.Array(CatalogProperty), properties_overflow: Type.Integer() }) }),
+          200: Type.Object({
+            data: Type.Object({
+              ...CatalogEvent.properties,
+              properties: Type.Array(CatalogProperty),
+              properties_overflow: Type.Integer(),
+            }),
+          }),
           ...adminErrors,
           404: problemResponse('No such product, or a name never seen'),
         },
@@ -161,7 +205,11 @@ export function adminGovernanceRoutes(app: FastifyInstance, services: Services):
       const productId = productOf(request).id;
       const name = request.params.canonical_name;
       const detail = await catalog.getEvent(productId, name);
-      if (detail === undefined) throw new AppError('not_found', `The event "${name}" was never seen in product "${productId}" (or is past the catalogue's name limit).`);
+      if (detail === undefined)
+        throw new AppError(
+          'not_found',
+          `The event "${name}" was never seen in product "${productId}" (or is past the catalogue's name limit).`,
+        );
       return { data: catalogEventDetailResource(detail) };
     },
   );
@@ -171,7 +219,15 @@ export function adminGovernanceRoutes(app: FastifyInstance, services: Services):
     {
       schema: {
         summary: 'The identify trait paths of a product with their observed JSON types',
-        response: { 200: Type.Object({ data: Type.Array(CatalogProperty), meta: Type.Object({ overflow: Type.Integer({ description: 'Trait observations past INLET_CATALOG_MAX_PROPERTIES paths' }) }) }), ...adminErrors },
+        response: {
+          200: Type.Object({
+            data: Type.Array(CatalogProperty),
+            meta: Type.Object({
+              overflow: Type.Integer({ description: 'Trait observations past INLET_CATALOG_MAX_PROPERTIES paths' }),
+            }),
+          }),
+          ...adminErrors,
+        },
       },
     },
     async (request) => {
@@ -185,12 +241,20 @@ export function adminGovernanceRoutes(app: FastifyInstance, services: Services):
     {
       schema: {
         summary: 'The current tracking plan (404 when the product has none)',
-        response: { 200: Type.Object({ data: TrackingPlanVersion }), ...adminErrors, 404: problemResponse('No such product, or no plan yet') },
+        response: {
+          200: Type.Object({ data: TrackingPlanVersion }),
+          ...adminErrors,
+          404: problemResponse('No such product, or no plan yet'),
+        },
       },
     },
     async (request) => {
       const current = await plans.get(productOf(request).id);
-      if (current === undefined) throw new AppError('not_found', `Product "${productOf(request).id}" has no tracking plan yet: PUT one (POST …/tracking_plan/draft gives a start).`);
+      if (current === undefined)
+        throw new AppError(
+          'not_found',
+          `Product "${productOf(request).id}" has no tracking plan yet: PUT one (POST …/tracking_plan/draft gives a start).`,
+        );
       return { data: trackingPlanResource(current) };
     },
   );
@@ -203,7 +267,13 @@ export function adminGovernanceRoutes(app: FastifyInstance, services: Services):
         description:
           'Every PUT is a new version (the old ones stay listed). Each schema is JSON Schema 2020-12, compiled once (Ajv, strict: unknown keywords are refused). An invalid plan is 400 with pointers into it. Applied at once on this instance, and by other instances within INLET_TRACKING_PLAN_REFRESH_MS.',
         body: TrackingPlanBody,
-        response: { 200: Type.Object({ data: TrackingPlanVersion }), ...adminErrors, 400: problemResponse('Not a valid plan: `errors[].pointer` into the plan, e.g. /events/order_completed/properties/type') },
+        response: {
+          200: Type.Object({ data: TrackingPlanVersion }),
+          ...adminErrors,
+          400: problemResponse(
+            'Not a valid plan: `errors[].pointer` into the plan, e.g. /events/order_completed/properties/type',
+          ),
+        },
       },
     },
     async (request) => {
@@ -229,7 +299,8 @@ export function adminGovernanceRoutes(app: FastifyInstance, services: Services):
     {
       schema: {
         summary: 'A draft plan from the catalogue (mode off), for review; never applied by itself',
-        description: 'Each schema has the observed JSON types per property, and `required` lists the properties present in every event of that name. Edit it, then PUT it.',
+        description:
+          'Each schema has the observed JSON types per property, and `required` lists the properties present in every event of that name. Edit it, then PUT it.',
         response: { 200: Type.Object({ data: TrackingPlanBody }), ...adminErrors },
       },
     },
@@ -243,15 +314,28 @@ export function adminGovernanceRoutes(app: FastifyInstance, services: Services):
     {
       schema: {
         summary: 'Tracking plan violations (warnings and refusals), newest first',
-        description: 'Kept INLET_VIOLATIONS_RETENTION_DAYS; at most INLET_VIOLATIONS_MAX_PER_HOUR recorded per product and hour (the rest are counted in metrics).',
+        description:
+          'Kept INLET_VIOLATIONS_RETENTION_DAYS; at most INLET_VIOLATIONS_MAX_PER_HOUR recorded per product and hour (the rest are counted in metrics).',
         querystring: ViolationQuery,
-        response: { 200: Type.Object({ data: Type.Array(Violation), meta: Type.Object({ next_cursor: Type.Union([Type.String(), Type.Null()]) }) }), ...adminErrors },
+        response: {
+          200: Type.Object({
+            data: Type.Array(Violation),
+            meta: Type.Object({ next_cursor: Type.Union([Type.String(), Type.Null()]) }),
+          }),
+          ...adminErrors,
+        },
       },
     },
     async (request) => {
       const q = request.query;
       const { limit, ...paging } = idPageQuery(q);
-      const rows = await plans.listViolations(productOf(request).id, { ...paging, limit: limit + 1, canonicalName: q.canonical_name, code: q.code, keyId: q.key_id });
+      const rows = await plans.listViolations(productOf(request).id, {
+        ...paging,
+        limit: limit + 1,
+        canonicalName: q.canonical_name,
+        code: q.code,
+        keyId: q.key_id,
+      });
       const { page, nextCursor } = idPage(rows, limit);
       return { data: page.map(violationResource), meta: { next_cursor: nextCursor } };
     },

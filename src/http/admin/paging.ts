@@ -21,7 +21,9 @@ export const idPageParameters = {
 export function pageLimit(value: string | undefined): number {
   const limit = value === undefined ? PAGE_DEFAULT_LIMIT : Number(value);
   if (!Number.isInteger(limit) || limit < 1 || limit > PAGE_MAX_LIMIT) {
-    throw validationError([{ pointer: '/limit', message: `query parameter limit must be a whole number from 1 to ${PAGE_MAX_LIMIT}` }]);
+    throw validationError([
+      { pointer: '/limit', message: `query parameter limit must be a whole number from 1 to ${PAGE_MAX_LIMIT}` },
+    ]);
   }
   return limit;
 }
@@ -29,7 +31,8 @@ export function pageLimit(value: string | undefined): number {
 function queryTime(value: string | undefined, name: string): string | undefined {
   if (value === undefined) return undefined;
   const parsed = parseRfc3339(value);
-  if (parsed === undefined) throw validationError([{ pointer: `/${name}`, message: `query parameter ${name} must be an RFC 3339 timestamp` }]);
+  if (parsed === undefined)
+    throw validationError([{ pointer: `/${name}`, message: `query parameter ${name} must be an RFC 3339 timestamp` }]);
   return parsed;
 }
 
@@ -41,14 +44,25 @@ export interface IdPageQuery {
 }
 
 /** The shared parameters, checked in this order: limit, cursor, received_from, received_to (first error wins). */
-export function idPageQuery(query: { limit?: string; cursor?: string; received_from?: string; received_to?: string }): IdPageQuery {
+export function idPageQuery(query: {
+  limit?: string;
+  cursor?: string;
+  received_from?: string;
+  received_to?: string;
+}): IdPageQuery {
   const limit = pageLimit(query.limit);
   let beforeId: string | undefined;
   if (query.cursor !== undefined) {
     beforeId = Buffer.from(query.cursor, 'base64url').toString('utf8');
-    if (!/^[0-9a-f-]{36}$/.test(beforeId)) throw validationError([{ pointer: '/cursor', message: 'query parameter cursor is not one this API gave out' }]);
+    if (!/^[0-9a-f-]{36}$/.test(beforeId))
+      throw validationError([{ pointer: '/cursor', message: 'query parameter cursor is not one this API gave out' }]);
   }
-  return { limit, beforeId, receivedFrom: queryTime(query.received_from, 'received_from'), receivedTo: queryTime(query.received_to, 'received_to') };
+  return {
+    limit,
+    beforeId,
+    receivedFrom: queryTime(query.received_from, 'received_from'),
+    receivedTo: queryTime(query.received_to, 'received_to'),
+  };
 }
 
 /** The page of `rows` (read with limit + 1) and the cursor of the next one, null on the last page. */

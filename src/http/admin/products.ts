@@ -18,7 +18,11 @@ export const Product = Type.Object({
   name: Type.String(),
   created_at: Type.String(),
   retention: Type.Object(
-    { events_days: Type.Union([Type.Integer(), Type.Null()], { description: 'Events received longer ago than this are deleted in the background; null keeps them forever' }) },
+    {
+      events_days: Type.Union([Type.Integer(), Type.Null()], {
+        description: 'Events received longer ago than this are deleted in the background; null keeps them forever',
+      }),
+    },
     { description: 'governance.md §4' },
   ),
 });
@@ -50,8 +54,6 @@ const CreatedApiKey = Type.Object({
   expires_at: Type.Union([Type.String(), Type.Null()]),
   allowed_origins: AllowedOrigins,
 });
-
-
 
 export function adminProductRoutes(app: FastifyInstance, services: Services): void {
   const r = app.withTypeProvider<TypeBoxTypeProvider>();
@@ -86,8 +88,19 @@ export function adminProductRoutes(app: FastifyInstance, services: Services): vo
         summary: 'Create an API key (the secret is in this response only)',
         body: Type.Object(
           {
-            kind: Type.Union(KEY_KINDS.map((k) => Type.Literal(k)), { description: 'events: write events and identities (secret, servers); reports: read traffic reports; browser: publishable, ingest only, from its allowed origins' }),
-            allowed_origins: Type.Optional(Type.Array(Type.String({ maxLength: 300 }), { maxItems: 100, description: 'browser keys only, required: exact scheme://host[:port] or https://*.example.com' })),
+            kind: Type.Union(
+              KEY_KINDS.map((k) => Type.Literal(k)),
+              {
+                description:
+                  'events: write events and identities (secret, servers); reports: read traffic reports; browser: publishable, ingest only, from its allowed origins',
+              },
+            ),
+            allowed_origins: Type.Optional(
+              Type.Array(Type.String({ maxLength: 300 }), {
+                maxItems: 100,
+                description: 'browser keys only, required: exact scheme://host[:port] or https://*.example.com',
+              }),
+            ),
             name: Type.Optional(Type.Union([Type.String({ minLength: 1, maxLength: 200 }), Type.Null()])),
             expires_at: Type.Optional(Type.Union([Type.String({ pattern: RFC3339_PATTERN_SOURCE }), Type.Null()])),
           },
@@ -155,11 +168,20 @@ export function adminProductRoutes(app: FastifyInstance, services: Services): vo
       schema: {
         summary: "Change a browser key's allowed origins",
         params: Type.Object({ key_id: Type.String({ minLength: 1, maxLength: 64 }) }, { additionalProperties: false }),
-        body: Type.Object({ allowed_origins: Type.Array(Type.String({ maxLength: 300 }), { maxItems: 100 }) }, { additionalProperties: false }),
-        response: { 200: dataEnvelope(ApiKey), 400: problemResponse('Invalid origins, or not a browser key'), 404: problemResponse('No such key') },
+        body: Type.Object(
+          { allowed_origins: Type.Array(Type.String({ maxLength: 300 }), { maxItems: 100 }) },
+          { additionalProperties: false },
+        ),
+        response: {
+          200: dataEnvelope(ApiKey),
+          400: problemResponse('Invalid origins, or not a browser key'),
+          404: problemResponse('No such key'),
+        },
       },
     },
-    async (request) => ({ data: apiKeyResource(await services.keys.setAllowedOrigins(request.params.key_id, request.body.allowed_origins)) }),
+    async (request) => ({
+      data: apiKeyResource(await services.keys.setAllowedOrigins(request.params.key_id, request.body.allowed_origins)),
+    }),
   );
 
   r.get(
@@ -200,4 +222,3 @@ export function adminProductRoutes(app: FastifyInstance, services: Services): vo
     },
   );
 }
-

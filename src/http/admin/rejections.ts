@@ -16,10 +16,15 @@ const Rejection = Type.Object({
   route: Type.String(),
   index: Type.Integer({ description: 'Position of the item in its request' }),
   message_id: Type.Union([Type.String(), Type.Null()]),
-  code: Type.String({ description: 'missing_identity, invalid_timestamp, invalid_event_name, identified_merge_forbidden, payload_too_large, validation_error, legacy_format_removed, subject_suppressed (recorded without the item and message id); warning: identity_conflict' }),
+  code: Type.String({
+    description:
+      'missing_identity, invalid_timestamp, invalid_event_name, identified_merge_forbidden, payload_too_large, validation_error, legacy_format_removed, subject_suppressed (recorded without the item and message id); warning: identity_conflict',
+  }),
   detail: Type.String(),
   severity: Type.Union([Type.Literal('rejected'), Type.Literal('warning')]),
-  item: Type.Unknown({ description: 'The item as received (at most 32 KiB of its JSON; a longer one is returned as its truncated text)' }),
+  item: Type.Unknown({
+    description: 'The item as received (at most 32 KiB of its JSON; a longer one is returned as its truncated text)',
+  }),
 });
 
 const Query = Type.Object(
@@ -43,7 +48,10 @@ export function adminRejectionRoutes(app: FastifyInstance, services: Services): 
         summary: 'Rejected items and warnings of a product, newest first (SDKs never read answers: look here)',
         querystring: Query,
         response: {
-          200: Type.Object({ data: Type.Array(Rejection), meta: Type.Object({ next_cursor: Type.Union([Type.String(), Type.Null()]) }) }),
+          200: Type.Object({
+            data: Type.Array(Rejection),
+            meta: Type.Object({ next_cursor: Type.Union([Type.String(), Type.Null()]) }),
+          }),
           400: problemResponse('Invalid filter'),
         },
       },
@@ -51,7 +59,13 @@ export function adminRejectionRoutes(app: FastifyInstance, services: Services): 
     async (request) => {
       const q = request.query;
       const { limit, ...paging } = idPageQuery(q);
-      const rows = await services.rejections.list(productOf(request).id, { ...paging, limit: limit + 1, code: q.code, keyId: q.key_id, severity: q.severity });
+      const rows = await services.rejections.list(productOf(request).id, {
+        ...paging,
+        limit: limit + 1,
+        code: q.code,
+        keyId: q.key_id,
+        severity: q.severity,
+      });
       const { page, nextCursor } = idPage(rows, limit);
       return { data: page.map(rejectionResource), meta: { next_cursor: nextCursor } };
     },

@@ -28,9 +28,16 @@ const TrafficSourceInput = Type.Object(
     site_id: Type.Optional(Type.String({ description: 'plausible: the site domain as registered in Plausible' })),
     api_key: Type.Optional(Type.String({ description: 'plausible: a Stats API key (stored, never shown again)' })),
     property_id: Type.Optional(Type.String({ description: 'ga4: the numeric property id' })),
-    credentials: Type.Optional(Type.Object({}, { additionalProperties: true, description: 'ga4: the service-account key JSON (stored, never shown again)' })),
+    credentials: Type.Optional(
+      Type.Object(
+        {},
+        { additionalProperties: true, description: 'ga4: the service-account key JSON (stored, never shown again)' },
+      ),
+    ),
     base_url: Type.Optional(Type.String({ description: 'API base URL (self-hosted Plausible, or a proxy)' })),
-    token_url: Type.Optional(Type.String({ description: 'ga4: OAuth token URL (default https://oauth2.googleapis.com/token)' })),
+    token_url: Type.Optional(
+      Type.String({ description: 'ga4: OAuth token URL (default https://oauth2.googleapis.com/token)' }),
+    ),
   },
   // The service checks the fields of each provider and names every unknown one.
   { additionalProperties: true },
@@ -50,12 +57,13 @@ const SyncRun = Type.Object({
 });
 
 const SyncResult = Type.Object({
-  status: Type.String({ description: 'succeeded, or already_running when another sync of this product holds the lock (nothing fetched)' }),
+  status: Type.String({
+    description: 'succeeded, or already_running when another sync of this product holds the lock (nothing fetched)',
+  }),
   from: Type.String(),
   to: Type.String(),
   rows: Type.Integer({ description: 'Rows stored for the range' }),
 });
-
 
 export function adminTrafficRoutes(app: FastifyInstance, services: Services): void {
   const r = app.withTypeProvider<TypeBoxTypeProvider>();
@@ -67,7 +75,8 @@ export function adminTrafficRoutes(app: FastifyInstance, services: Services): vo
     {
       schema: {
         tags: ['traffic'],
-        summary: "Connect (or replace) the product's traffic source: Plausible or GA4. Secrets are stored, never echoed.",
+        summary:
+          "Connect (or replace) the product's traffic source: Plausible or GA4. Secrets are stored, never echoed.",
         body: TrafficSourceInput,
         response: { 200: dataEnvelope(TrafficSource), 400: problemResponse('Invalid source'), ...common },
       },
@@ -78,7 +87,11 @@ export function adminTrafficRoutes(app: FastifyInstance, services: Services): vo
   r.get(
     '/products/:product_id/traffic_source',
     {
-      schema: { tags: ['traffic'], summary: "The product's traffic source (without secrets)", response: { 200: dataEnvelope(TrafficSource), ...common } },
+      schema: {
+        tags: ['traffic'],
+        summary: "The product's traffic source (without secrets)",
+        response: { 200: dataEnvelope(TrafficSource), ...common },
+      },
     },
     async (request) => {
       const productId = productOf(request).id;
@@ -97,15 +110,19 @@ export function adminTrafficRoutes(app: FastifyInstance, services: Services): vo
       },
       schema: {
         tags: ['traffic'],
-        summary: 'Sync now and answer when done. Default range: the trailing 3 days and today (90 days on the first sync).',
+        summary:
+          'Sync now and answer when done. Default range: the trailing 3 days and today (90 days on the first sync).',
         body: Type.Object(
-          { from: Type.Optional(Type.String({ description: 'YYYY-MM-DD' })), to: Type.Optional(Type.String({ description: 'YYYY-MM-DD' })) },
+          {
+            from: Type.Optional(Type.String({ description: 'YYYY-MM-DD' })),
+            to: Type.Optional(Type.String({ description: 'YYYY-MM-DD' })),
+          },
           { additionalProperties: false, description: 'Optional; without it, the default range' },
         ),
         response: {
           200: dataEnvelope(SyncResult),
           400: problemResponse('Invalid range'),
-          502: problemResponse("The provider failed (its reason is in detail); 429/5xx were retried first"),
+          502: problemResponse('The provider failed (its reason is in detail); 429/5xx were retried first'),
           ...common,
         },
       },
@@ -127,7 +144,8 @@ export function adminTrafficRoutes(app: FastifyInstance, services: Services): vo
     {
       schema: {
         tags: ['traffic'],
-        summary: 'Traffic report of the product: the parameters and answer of GET /api/v2/traffic_reports, with the admin token',
+        summary:
+          'Traffic report of the product: the parameters and answer of GET /api/v2/traffic_reports, with the admin token',
         querystring: TrafficReportQuerySchema,
         response: { 200: TrafficReportResponse, 400: problemResponse('A query parameter is unknown or invalid') },
       },
@@ -141,7 +159,17 @@ export function adminTrafficRoutes(app: FastifyInstance, services: Services): vo
       schema: {
         tags: ['traffic'],
         summary: 'Past syncs and imports of the product, newest first',
-        querystring: Type.Object({ limit: Type.Optional(Type.String({ pattern: '^(?:[1-9]\\d{0,2}|1000)$', errorMessage: 'must be a whole number from 1 to 1000' })) }, { additionalProperties: false }),
+        querystring: Type.Object(
+          {
+            limit: Type.Optional(
+              Type.String({
+                pattern: '^(?:[1-9]\\d{0,2}|1000)$',
+                errorMessage: 'must be a whole number from 1 to 1000',
+              }),
+            ),
+          },
+          { additionalProperties: false },
+        ),
         response: { 200: dataEnvelope(Type.Array(SyncRun)), 400: problemResponse('Invalid limit'), ...common },
       },
     },

@@ -5,14 +5,17 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { validationError } from '../../domain/errors.js';
-import { EXTERNAL_ID_MAX_LENGTH, IDENTIFIER_KIND_MAX_LENGTH, IDENTIFIER_VALUE_MAX_LENGTH } from '../../domain/identity.js';
+import {
+  EXTERNAL_ID_MAX_LENGTH,
+  IDENTIFIER_KIND_MAX_LENGTH,
+  IDENTIFIER_VALUE_MAX_LENGTH,
+} from '../../domain/identity.js';
 import type { Services } from '../../services.js';
 import { dataEnvelope, problemResponse } from '../schemas/common.js';
 import { EventRecordSchema } from '../schemas/events.js';
 import { UserCustomer, UserMerge } from '../schemas/identity.js';
 import { USER_EVENTS_DEFAULT_LIMIT, USER_EVENTS_MAX_LIMIT, userDetailsResource } from '../../resources/identity.js';
 import { productOf } from './context.js';
-
 
 const EventsLimit = Type.Optional(
   Type.String({
@@ -26,9 +29,16 @@ const UserDetails = dataEnvelope(
   Type.Composite([
     UserCustomer,
     Type.Object({
-      identified: Type.Boolean({ description: 'Named by a native identify or a Segment identify with a userId (clarifications §18); false for an anonymous-only user' }),
-      merges: Type.Array(UserMerge, { description: 'Merges into this user (directly or through a user merged into it), oldest first' }),
-      events: Type.Array(Type.Ref(EventRecordSchema), { description: 'Most recent first; subject_type "user" and subject_id the external id or any alias' }),
+      identified: Type.Boolean({
+        description:
+          'Named by a native identify or a Segment identify with a userId (clarifications §18); false for an anonymous-only user',
+      }),
+      merges: Type.Array(UserMerge, {
+        description: 'Merges into this user (directly or through a user merged into it), oldest first',
+      }),
+      events: Type.Array(Type.Ref(EventRecordSchema), {
+        description: 'Most recent first; subject_type "user" and subject_id the external id or any alias',
+      }),
     }),
   ]),
 );
@@ -36,7 +46,9 @@ const UserDetails = dataEnvelope(
 function eventsLimitOf(raw: string | undefined): number {
   const limit = raw === undefined ? USER_EVENTS_DEFAULT_LIMIT : Number(raw);
   if (limit > USER_EVENTS_MAX_LIMIT) {
-    throw validationError([{ pointer: '/events_limit', message: `query parameter events_limit must be at most ${USER_EVENTS_MAX_LIMIT}` }]);
+    throw validationError([
+      { pointer: '/events_limit', message: `query parameter events_limit must be at most ${USER_EVENTS_MAX_LIMIT}` },
+    ]);
   }
   return limit;
 }
@@ -51,7 +63,11 @@ export function adminUserRoutes(app: FastifyInstance, services: Services): void 
         params: Type.Object(
           {
             product_id: Type.String({ minLength: 1, maxLength: 64 }),
-            external_id: Type.String({ minLength: 1, maxLength: EXTERNAL_ID_MAX_LENGTH, description: 'Canonical or merged external id (URL-encoded)' }),
+            external_id: Type.String({
+              minLength: 1,
+              maxLength: EXTERNAL_ID_MAX_LENGTH,
+              description: 'Canonical or merged external id (URL-encoded)',
+            }),
           },
           { additionalProperties: false },
         ),
@@ -64,7 +80,13 @@ export function adminUserRoutes(app: FastifyInstance, services: Services): void 
       },
     },
     async (request) => ({
-      data: userDetailsResource(await services.identity.getUser(productOf(request).id, request.params.external_id, eventsLimitOf(request.query.events_limit))),
+      data: userDetailsResource(
+        await services.identity.getUser(
+          productOf(request).id,
+          request.params.external_id,
+          eventsLimitOf(request.query.events_limit),
+        ),
+      ),
     }),
   );
 
@@ -80,7 +102,8 @@ export function adminUserRoutes(app: FastifyInstance, services: Services): void 
             identifier: Type.Optional(
               Type.String({
                 maxLength: IDENTIFIER_KIND_MAX_LENGTH + 1 + IDENTIFIER_VALUE_MAX_LENGTH,
-                description: 'Required. kind:value, split at the first colon, e.g. email:ada@example.com (an email is compared trimmed and lower-cased, as stored)',
+                description:
+                  'Required. kind:value, split at the first colon, e.g. email:ada@example.com (an email is compared trimmed and lower-cased, as stored)',
               }),
             ),
             events_limit: EventsLimit,
@@ -97,8 +120,15 @@ export function adminUserRoutes(app: FastifyInstance, services: Services): void 
     async (request) => {
       const productId = productOf(request).id;
       const { identifier } = request.query;
-      if (identifier === undefined) throw validationError([{ pointer: '/identifier', message: 'query parameter identifier is required (kind:value)' }]);
-      return { data: userDetailsResource(await services.identity.getUserByIdentifier(productId, identifier, eventsLimitOf(request.query.events_limit))) };
+      if (identifier === undefined)
+        throw validationError([
+          { pointer: '/identifier', message: 'query parameter identifier is required (kind:value)' },
+        ]);
+      return {
+        data: userDetailsResource(
+          await services.identity.getUserByIdentifier(productId, identifier, eventsLimitOf(request.query.events_limit)),
+        ),
+      };
     },
   );
 }

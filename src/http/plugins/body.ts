@@ -26,7 +26,10 @@ export function parseJsonBody(contentType: string | undefined, body: string): un
   } catch (error) {
     const message = (error as Error).message;
     if (/prototype/i.test(message)) {
-      throw new AppError('validation_error', 'The body uses "__proto__" or "constructor.prototype" as a key; those keys are refused.');
+      throw new AppError(
+        'validation_error',
+        'The body uses "__proto__" or "constructor.prototype" as a key; those keys are refused.',
+      );
     }
     throw new AppError('invalid_json', `The body is not valid JSON: ${message}.`);
   }
@@ -129,7 +132,12 @@ export const bodyPlugin = fp(
         return;
       }
       if (encoding !== 'gzip') {
-        done(new AppError('unsupported_media_type', `Content-Encoding "${encoding}" is not supported; send gzip or no encoding.`));
+        done(
+          new AppError(
+            'unsupported_media_type',
+            `Content-Encoding "${encoding}" is not supported; send gzip or no encoding.`,
+          ),
+        );
         return;
       }
       done(null, inflate(request.raw));

@@ -31,29 +31,41 @@ export interface ErrorsOptions {
 }
 
 function unavailable(cause: unknown): AppError {
-  return new AppError('unavailable', 'Storage is unavailable; nothing from this request was stored. Retry later.', { cause });
+  return new AppError('unavailable', 'Storage is unavailable; nothing from this request was stored. Retry later.', {
+    cause,
+  });
 }
 
-export function toAppError(error: FastifyError | Error, bodyLimit: number | undefined, options: ErrorsOptions): AppError {
+export function toAppError(
+  error: FastifyError | Error,
+  bodyLimit: number | undefined,
+  options: ErrorsOptions,
+): AppError {
   if (error instanceof AppError) return error;
   const code = (error as FastifyError).code;
   if (code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
     return new AppError(
       'payload_too_large',
-      bodyLimit === undefined ? 'The body is too large.' : `The body is larger than ${bodyLimit} bytes (after decompression), the limit of this endpoint.`,
+      bodyLimit === undefined
+        ? 'The body is too large.'
+        : `The body is larger than ${bodyLimit} bytes (after decompression), the limit of this endpoint.`,
     );
   }
   const known = code === undefined ? undefined : FASTIFY_ERRORS[code];
   if (known !== undefined) return new AppError(known.code, known.detail);
-  if (error instanceof SyntaxError && (error as FastifyError).statusCode === 400) return new AppError('invalid_json', `The body is not valid JSON: ${error.message}`);
-  if (options.isUnavailable(error) || options.isUnavailable((error as { cause?: unknown }).cause ?? {})) return unavailable(error);
+  if (error instanceof SyntaxError && (error as FastifyError).statusCode === 400)
+    return new AppError('invalid_json', `The body is not valid JSON: ${error.message}`);
+  if (options.isUnavailable(error) || options.isUnavailable((error as { cause?: unknown }).cause ?? {}))
+    return unavailable(error);
   const status = (error as FastifyError).statusCode;
   if (status === 404) return new AppError('not_found', error.message);
   if (status === 415) return new AppError('unsupported_media_type', error.message);
   if (status === 413) return new AppError('payload_too_large', error.message);
   if (status !== undefined && status >= 400 && status < 500) return new AppError('validation_error', error.message);
   if (options.storageClosed()) return unavailable(error);
-  return new AppError('internal', 'An unexpected error occurred. It has been logged with this request id.', { cause: error });
+  return new AppError('internal', 'An unexpected error occurred. It has been logged with this request id.', {
+    cause: error,
+  });
 }
 
 function sendProblem(reply: FastifyReply, requestId: string, error: AppError): void {
@@ -62,19 +74,28 @@ function sendProblem(reply: FastifyReply, requestId: string, error: AppError): v
   // unless the commit's outcome was unknown, and then the retry is answered as a duplicate.
   if (error.code === 'unavailable' && error.headers['retry-after'] === undefined) reply.header('retry-after', '1');
   if (error.code === 'unauthorized') reply.header('www-authenticate', 'Bearer');
-  void reply.code(error.status).type('application/problem+json').serializer(JSON.stringify).send(error.toProblem(requestId));
+  void reply
+    .code(error.status)
+    .type('application/problem+json')
+    .serializer(JSON.stringify)
+    .send(error.toProblem(requestId));
 }
 
 export const errorsPlugin = fp<ErrorsOptions>(
   async (app: FastifyInstance, options) => {
     app.setErrorHandler((error: FastifyError, request, reply) => {
       const appError = toAppError(error, request.routeOptions.bodyLimit, options);
-      if (appError.status >= 500) request.log.error({ err: appError.cause ?? error, code: appError.code }, 'request failed');
+      if (appError.status >= 500)
+        request.log.error({ err: appError.cause ?? error, code: appError.code }, 'request failed');
       sendProblem(reply, request.id, appError);
     });
 
     app.setNotFoundHandler((request, reply) => {
-      sendProblem(reply, request.id, new AppError('not_found', `No route ${request.method} ${request.url.split('?')[0]}.`));
+      sendProblem(
+        reply,
+        request.id,
+        new AppError('not_found', `No route ${request.method} ${request.url.split('?')[0]}.`),
+      );
     });
   },
   { name: 'inlet-errors' },
@@ -96,12 +117,21 @@ export const frameworkErrors: NonNullable<FastifyServerOptions['frameworkErrors'
 /** What Node's HTTP parser refused, as the problem we answer (nothing reached Fastify: no route, no hooks). */
 function clientProblem(error: NodeJS.ErrnoException): AppError {
   if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
-    return new AppError('request_timeout', 'The request (headers and body) was not received within the time allowed (INLET_HEADERS_TIMEOUT_MS, INLET_REQUEST_TIMEOUT_MS); send it faster.');
+    return new AppError(
+      'request_timeout',
+      'The request (headers and body) was not received within the time allowed (INLET_HEADERS_TIMEOUT_MS, INLET_REQUEST_TIMEOUT_MS); send it faster.',
+    );
   }
   if (error.code === 'HPE_HEADER_OVERFLOW') {
-    return new AppError('header_too_large', 'The request headers are larger than the server accepts (INLET_MAX_HEADER_BYTES).');
+    return new AppError(
+      'header_too_large',
+      'The request headers are larger than the server accepts (INLET_MAX_HEADER_BYTES).',
+    );
   }
-  return new AppError('validation_error', 'The request is not valid HTTP/1.1 (request line, headers or framing such as Content-Length).');
+  return new AppError(
+    'validation_error',
+    'The request is not valid HTTP/1.1 (request line, headers or framing such as Content-Length).',
+  );
 }
 
 /** Node's in-flight response on a socket (a request whose headers were parsed and not yet answered in full). */
@@ -163,7 +193,10 @@ export function clientErrorHandler(this: FastifyInstance, error: NodeJS.ErrnoExc
   };
   afterAnswersUnderWay(socket, (pending) => {
     if (socket.destroyed) return;
-    if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT' && (isLingering(socket) || (pending === undefined && socket.bytesRead === 0))) {
+    if (
+      error.code === 'ERR_HTTP_REQUEST_TIMEOUT' &&
+      (isLingering(socket) || (pending === undefined && socket.bytesRead === 0))
+    ) {
       socket.destroy();
       return;
     }

@@ -5,7 +5,13 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerOptions, ServerResponse } from 'node:http';
 import fp from 'fastify-plugin';
-import { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest, type RawRequestDefaultExpression } from 'fastify';
+import {
+  LogController,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  type RawRequestDefaultExpression,
+} from 'fastify';
 import type { Config } from '../../config.js';
 import { AppError } from '../../domain/errors.js';
 import type { Metrics } from '../../services/metrics.js';
@@ -23,7 +29,9 @@ import { redactUrl } from '../redact.js';
  * carry the same value (Fastify sets it on the server after creating it). Idle keep-alive connections
  * are Node's `keepAliveTimeout`. `requireHostHeader: false`: Inlet answers a missing Host itself (below).
  */
-export function httpServerOptions(config: Pick<Config, 'headersTimeoutMs' | 'requestTimeoutMs' | 'maxHeaderBytes'>): ServerOptions {
+export function httpServerOptions(
+  config: Pick<Config, 'headersTimeoutMs' | 'requestTimeoutMs' | 'maxHeaderBytes'>,
+): ServerOptions {
   return {
     maxHeaderSize: config.maxHeaderBytes,
     headersTimeout: config.headersTimeoutMs,
@@ -71,7 +79,12 @@ export class AccessLogController extends LogController {
   override incomingRequest(): void {}
 
   override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
-    const line = { method: request.method, url: redactUrl(request.url), status: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100 };
+    const line = {
+      method: request.method,
+      url: redactUrl(request.url),
+      status: reply.statusCode,
+      ms: Math.round(reply.elapsedTime * 100) / 100,
+    };
     if (error) reply.log.error({ ...line, err: error }, 'request errored');
     else reply.log.info(line, 'request');
   }
@@ -89,9 +102,17 @@ export const lifecyclePlugin = fp<{ metrics: Metrics }>(
     app.server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
       const id = requestId(req);
       app.log.debug({ request_id: id, expect: req.headers.expect }, 'unsupported Expect');
-      answerRaw(res, id, new AppError('expectation_failed', `Expect "${String(req.headers.expect).slice(0, 100)}" is not supported; only "100-continue" is.`, {
-        errors: [{ pointer: '/headers/expect', message: 'only 100-continue is supported' }],
-      }));
+      answerRaw(
+        res,
+        id,
+        new AppError(
+          'expectation_failed',
+          `Expect "${String(req.headers.expect).slice(0, 100)}" is not supported; only "100-continue" is.`,
+          {
+            errors: [{ pointer: '/headers/expect', message: 'only 100-continue is supported' }],
+          },
+        ),
+      );
     });
 
     app.addHook('onRequest', (request, reply, done) => {
@@ -99,13 +120,25 @@ export const lifecyclePlugin = fp<{ metrics: Metrics }>(
       reply.header('x-request-id', request.id);
       if (closing) {
         reply.header('connection', 'close');
-        done(new AppError('unavailable', 'Inlet is shutting down; retry on another instance or in a moment.', { headers: { 'retry-after': '1' } }));
+        done(
+          new AppError('unavailable', 'Inlet is shutting down; retry on another instance or in a moment.', {
+            headers: { 'retry-after': '1' },
+          }),
+        );
         return;
       }
       // HTTP/1.1 requires Host (RFC 9112 §3.2); Node's own check would answer a bare 400 without an id.
-      if (request.headers.host === undefined && request.raw.httpVersionMajor === 1 && request.raw.httpVersionMinor === 1) {
+      if (
+        request.headers.host === undefined &&
+        request.raw.httpVersionMajor === 1 &&
+        request.raw.httpVersionMinor === 1
+      ) {
         reply.header('connection', 'close');
-        done(new AppError('validation_error', 'An HTTP/1.1 request must carry a Host header.', { errors: [{ pointer: '/headers/host', message: 'required' }] }));
+        done(
+          new AppError('validation_error', 'An HTTP/1.1 request must carry a Host header.', {
+            errors: [{ pointer: '/headers/host', message: 'required' }],
+          }),
+        );
         return;
       }
       done();

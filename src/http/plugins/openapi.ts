@@ -20,7 +20,12 @@ export const openapiPlugin = fp(
             eventsKey: { type: 'http', scheme: 'bearer', description: 'Events API key (inlet_ev_…)' },
             reportsKey: { type: 'http', scheme: 'bearer', description: 'Reports API key (inlet_rp_…)' },
             adminToken: { type: 'http', scheme: 'bearer', description: 'INLET_ADMIN_TOKEN' },
-            writeKeyBasic: { type: 'http', scheme: 'basic', description: 'Segment write key (an events key) as the Basic user name; also X-Write-Key, "writeKey" in the body or ?writeKey=' },
+            writeKeyBasic: {
+              type: 'http',
+              scheme: 'basic',
+              description:
+                'Segment write key (an events key) as the Basic user name; also X-Write-Key, "writeKey" in the body or ?writeKey=',
+            },
           },
         },
         tags: [
@@ -32,7 +37,9 @@ export const openapiPlugin = fp(
           { name: 'segment', description: 'Segment- and RudderStack-compatible ingestion (their SDKs, unchanged)' },
         ],
       },
-      refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
+      refResolver: {
+        buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`),
+      },
     });
     await app.register(swaggerUi, { routePrefix: '/docs' });
     app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());

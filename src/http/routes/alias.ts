@@ -20,12 +20,15 @@ export function aliasRoute(app: FastifyInstance, services: Services): void {
         tags: ['identity'],
         summary: 'Merge one identity into another',
         description:
-          'Merges the user `from_external_id` resolves to into the user `to_external_id` resolves to (created empty if unknown): identifiers are united, the target\'s traits win and the source\'s fill the gaps, and `from` with all its aliases becomes an alias of the target. Idempotent: if both already resolve to one user, nothing changes. Chains resolve transitively.',
+          "Merges the user `from_external_id` resolves to into the user `to_external_id` resolves to (created empty if unknown): identifiers are united, the target's traits win and the source's fill the gaps, and `from` with all its aliases becomes an alias of the target. Idempotent: if both already resolve to one user, nothing changes. Chains resolve transitively.",
         security: [{ eventsKey: [] }],
         body: AliasRequest,
         response: {
           200: dataEnvelope(UserCustomer, 'The user both ids resolve to now'),
-          ...keyedWriteErrors({ 400: 'Invalid JSON or invalid field, or from and to are equal', 413: 'Body too large' }),
+          ...keyedWriteErrors({
+            400: 'Invalid JSON or invalid field, or from and to are equal',
+            413: 'Body too large',
+          }),
           409: problemResponse(
             'alias_conflict (`from_external_id`, `merged_into`, `to_external_id`): from is already merged into another user; or identifier_conflict (`conflicts`): both users hold different values of one identifier kind; or subject_suppressed: an id belongs to an erased person',
           ),
@@ -35,10 +38,24 @@ export function aliasRoute(app: FastifyInstance, services: Services): void {
     async (request) => {
       const auth = authOf(request);
       // Erasure (governance.md §3): a suppressed id is refused before anything of it is kept.
-      await services.erasure.refuseSuppressed(auth, [request.body.from_external_id, request.body.to_external_id], '/api/v2/alias');
+      await services.erasure.refuseSuppressed(
+        auth,
+        [request.body.from_external_id, request.body.to_external_id],
+        '/api/v2/alias',
+      );
       // A public key never merges two users that were each identified (clarifications §18).
-      if (auth.kind === 'browser' && (await services.identity.mergesTwoIdentified(auth.productId, request.body.from_external_id, request.body.to_external_id))) {
-        throw new AppError('identified_merge_forbidden', 'Both ids belong to users that were identified: a browser key may not merge them; do it from your server with an events key.');
+      if (
+        auth.kind === 'browser' &&
+        (await services.identity.mergesTwoIdentified(
+          auth.productId,
+          request.body.from_external_id,
+          request.body.to_external_id,
+        ))
+      ) {
+        throw new AppError(
+          'identified_merge_forbidden',
+          'Both ids belong to users that were identified: a browser key may not merge them; do it from your server with an events key.',
+        );
       }
       return { data: userResource(await services.identity.alias(auth.productId, request.body)) };
     },

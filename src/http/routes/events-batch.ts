@@ -26,11 +26,13 @@ export function eventsBatchRoute(app: FastifyInstance, services: Services): void
       bodyLimit: services.config.maxBodyBytes,
       // The documented body schema describes each element; validation here only checks the envelope,
       // because a bad element must be rejected on its own while the rest are stored.
-      validatorCompiler: ({ httpPart }) => (value: unknown) => {
-        if (httpPart !== 'body') return { value };
-        if (envelopeCheck.Check(value)) return { value };
-        return { error: validationError(schemaErrors(BatchEnvelope, value)) };
-      },
+      validatorCompiler:
+        ({ httpPart }) =>
+        (value: unknown) => {
+          if (httpPart !== 'body') return { value };
+          if (envelopeCheck.Check(value)) return { value };
+          return { error: validationError(schemaErrors(BatchEnvelope, value)) };
+        },
       schema: {
         tags: ['events'],
         summary: 'Ingest up to 1000 events in one request',
@@ -49,7 +51,10 @@ export function eventsBatchRoute(app: FastifyInstance, services: Services): void
       const auth = authOf(request);
       const events = (request.body as { events: unknown[] }).events;
       if (events.length > maxBatchEvents) {
-        throw new AppError('payload_too_large', `A batch holds at most ${maxBatchEvents} events; this one has ${events.length}.`);
+        throw new AppError(
+          'payload_too_large',
+          `A batch holds at most ${maxBatchEvents} events; this one has ${events.length}.`,
+        );
       }
       const receivedAt = new Date().toISOString();
       const candidates = events.map((element, index) => batchCandidate(element, index, receivedAt, maxEventBytes));
@@ -98,9 +103,13 @@ function batchCandidate(element: unknown, index: number, receivedAt: string, max
   if (bytes > maxEventBytes) {
     return {
       ok: false,
-      error: new AppError('payload_too_large', `Event ${index} is ${bytes} bytes of JSON; one event may be at most ${maxEventBytes}.`, {
-        errors: [{ pointer: base, message: `larger than ${maxEventBytes} bytes` }],
-      }),
+      error: new AppError(
+        'payload_too_large',
+        `Event ${index} is ${bytes} bytes of JSON; one event may be at most ${maxEventBytes}.`,
+        {
+          errors: [{ pointer: base, message: `larger than ${maxEventBytes} bytes` }],
+        },
+      ),
     };
   }
   return draft;

@@ -30,7 +30,11 @@ export function eventsV1Route(app: FastifyInstance, services: Services): void {
     async (request, reply) => {
       const receivedAt = new Date().toISOString();
       const candidate = singleCandidate(request.validationError, () => draftV1(request.body, receivedAt), 'v1');
-      const { outcomes } = await services.ingest.accept(authOf(request), [candidate], { endpoint: 'v1', receivedAt, record: singleRecord('/api/v1/events', request.body) });
+      const { outcomes } = await services.ingest.accept(authOf(request), [candidate], {
+        endpoint: 'v1',
+        receivedAt,
+        record: singleRecord('/api/v1/events', request.body),
+      });
       return answerOutcome(reply, outcomes[0]!);
     },
   );
@@ -43,7 +47,11 @@ export function singleCandidate(
   format: Exclude<Candidate, { ok: true }>['format'],
 ): Candidate {
   if (schemaError !== undefined) {
-    return { ok: false, error: schemaError instanceof AppError ? schemaError : new AppError('validation_error', schemaError.message), format };
+    return {
+      ok: false,
+      error: schemaError instanceof AppError ? schemaError : new AppError('validation_error', schemaError.message),
+      format,
+    };
   }
   const result = draft();
   return result.ok ? result : { ok: false, error: validationError(result.errors), format };

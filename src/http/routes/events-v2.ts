@@ -31,7 +31,11 @@ export function eventsV2Route(app: FastifyInstance, services: Services): void {
     async (request, reply) => {
       const receivedAt = new Date().toISOString();
       const candidate = singleCandidate(request.validationError, () => draftV2(request.body, receivedAt), 'unknown');
-      const { outcomes, legacySeen } = await services.ingest.accept(authOf(request), [candidate], { endpoint: 'v2', receivedAt, record: singleRecord('/api/v2/events', request.body) });
+      const { outcomes, legacySeen } = await services.ingest.accept(authOf(request), [candidate], {
+        endpoint: 'v2',
+        receivedAt,
+        record: singleRecord('/api/v2/events', request.body),
+      });
       if (legacySeen) reply.headers(DEPRECATION_HEADERS);
       return answerOutcome(reply, outcomes[0]!);
     },

@@ -29,26 +29,43 @@ export function identifyRoute(app: FastifyInstance, services: Services): void {
           201: dataEnvelope(UserCustomer, 'User created'),
           200: dataEnvelope(UserCustomer, 'User updated'),
           ...keyedWriteErrors({
-            400: 'Invalid JSON or invalid field; tracking_plan_violation: the traits break the product\'s tracking plan in enforce (`errors[].pointer` such as /traits/email)',
+            400: "Invalid JSON or invalid field; tracking_plan_violation: the traits break the product's tracking plan in enforce (`errors[].pointer` such as /traits/email)",
             413: 'Body too large',
           }),
-          409: problemResponse('identifier_conflict: an identifier belongs to another user; `conflicts: [{ kind, value, external_id }]`; subject_suppressed: the id belongs to an erased person'),
+          409: problemResponse(
+            'identifier_conflict: an identifier belongs to another user; `conflicts: [{ kind, value, external_id }]`; subject_suppressed: the id belongs to an erased person',
+          ),
         },
       },
     },
     async (request, reply) => {
       const auth = authOf(request);
       // A public key must not claim identifiers: anyone could squat another person's e-mail (clarifications §19).
-      if (auth.kind === 'browser' && request.body.identifiers !== undefined && Object.keys(request.body.identifiers).length > 0) {
-        throw new AppError('forbidden', 'A browser key cannot set identifiers ("identifiers"): send them from your server with an events key; traits are fine.', {
-          errors: [{ pointer: '/identifiers', message: 'not allowed with a browser key' }],
-        });
+      if (
+        auth.kind === 'browser' &&
+        request.body.identifiers !== undefined &&
+        Object.keys(request.body.identifiers).length > 0
+      ) {
+        throw new AppError(
+          'forbidden',
+          'A browser key cannot set identifiers ("identifiers"): send them from your server with an events key; traits are fine.',
+          {
+            errors: [{ pointer: '/identifiers', message: 'not allowed with a browser key' }],
+          },
+        );
       }
       // Erasure (governance.md §3): a suppressed id is refused before anything of it is kept.
       await services.erasure.refuseSuppressed(auth, [request.body.external_id], '/api/v2/identify');
       const receivedAt = new Date().toISOString();
       // The tracking plan's `traits` schema (governance.md §2): 400 tracking_plan_violation in enforce.
-      await services.ingest.checkIdentify(auth, request.body.traits, request.body.external_id, request.body, '/api/v2/identify', receivedAt);
+      await services.ingest.checkIdentify(
+        auth,
+        request.body.traits,
+        request.body.external_id,
+        request.body,
+        '/api/v2/identify',
+        receivedAt,
+      );
       const { created, user } = await services.identity.identify(auth.productId, request.body);
       services.ingest.observeTraits(auth, request.body.traits, receivedAt);
       reply.code(created ? 201 : 200);

@@ -35,7 +35,14 @@ export function operationsRoutes(app: FastifyInstance, services: Services): void
                   active: Type.Integer(),
                   paused: Type.Integer(),
                   disabled: Type.Integer(),
-                  disabled_destinations: Type.Array(Type.Object({ id: Type.String(), product_id: Type.String(), name: Type.String(), reason: Type.Union([Type.String(), Type.Null()]) })),
+                  disabled_destinations: Type.Array(
+                    Type.Object({
+                      id: Type.String(),
+                      product_id: Type.String(),
+                      name: Type.String(),
+                      reason: Type.Union([Type.String(), Type.Null()]),
+                    }),
+                  ),
                 },
                 { description: 'Disabled destinations are shown here, not as a failed check (clarifications §28)' },
               ),
@@ -54,12 +61,22 @@ export function operationsRoutes(app: FastifyInstance, services: Services): void
         throw new AppError('unavailable', `Storage (${services.storage.dialect}) is not reachable.`, { cause: error });
       }
       const { byStatus, disabled } = summary;
-      return { data: { status: 'ready' as const, storage: services.storage.dialect, destinations: { ...byStatus, disabled_destinations: disabled } } };
+      return {
+        data: {
+          status: 'ready' as const,
+          storage: services.storage.dialect,
+          destinations: { ...byStatus, disabled_destinations: disabled },
+        },
+      };
     },
   );
 
-  app.get('/metrics', { schema: { tags: ['operations'], summary: 'Prometheus metrics (text format)' } }, async (_request, reply) => {
-    reply.header('content-type', services.metrics.registry.contentType);
-    return services.metrics.registry.metrics();
-  });
+  app.get(
+    '/metrics',
+    { schema: { tags: ['operations'], summary: 'Prometheus metrics (text format)' } },
+    async (_request, reply) => {
+      reply.header('content-type', services.metrics.registry.contentType);
+      return services.metrics.registry.metrics();
+    },
+  );
 }

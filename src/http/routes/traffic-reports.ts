@@ -4,7 +4,13 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import { DEFAULT_LIMIT, MAX_LIMIT, MAX_REPORT_DAYS, TRAFFIC_DIMENSIONS, TRAFFIC_METRICS } from '../../domain/traffic-reports.js';
+import {
+  DEFAULT_LIMIT,
+  MAX_LIMIT,
+  MAX_REPORT_DAYS,
+  TRAFFIC_DIMENSIONS,
+  TRAFFIC_METRICS,
+} from '../../domain/traffic-reports.js';
 import type { Services } from '../../services.js';
 import { authOf, requireKey } from '../auth.js';
 import { problemResponse } from '../schemas/common.js';
@@ -13,7 +19,9 @@ const nullableNumber = (description: string) => Type.Union([Type.Number(), Type.
 
 export const TrafficMetricsSchema = Type.Object({
   sessions: nullableNumber('Sessions (GA4 sessions, Plausible visits)'),
-  users: nullableNumber('Users, summed over the rows: across several days an upper bound (one person on two days counts twice)'),
+  users: nullableNumber(
+    'Users, summed over the rows: across several days an upper bound (one person on two days counts twice)',
+  ),
   new_users: nullableNumber('New users (GA4 only; null for Plausible)'),
   pageviews: nullableNumber('Page views'),
   engaged_sessions: nullableNumber('Engaged sessions (GA4 only)'),
@@ -34,18 +42,25 @@ const TrafficReportRow = Type.Object({
   ...TrafficMetricsSchema.properties,
 });
 
-const queryString = (description: string, extra: Record<string, unknown> = {}) => Type.Optional(Type.String({ description, ...extra }));
+const queryString = (description: string, extra: Record<string, unknown> = {}) =>
+  Type.Optional(Type.String({ description, ...extra }));
 
 export const TrafficReportQuerySchema = Type.Object(
   {
-    from: queryString(`First day, YYYY-MM-DD (UTC), inclusive. Default: 27 days before \`to\`. At most ${MAX_REPORT_DAYS} days in all.`),
+    from: queryString(
+      `First day, YYYY-MM-DD (UTC), inclusive. Default: 27 days before \`to\`. At most ${MAX_REPORT_DAYS} days in all.`,
+    ),
     to: queryString('Last day, YYYY-MM-DD, inclusive. Default: yesterday (UTC).'),
-    group_by: queryString(`Comma list of ${TRAFFIC_DIMENSIONS.join(', ')}. Default source,medium,campaign,landing_page.`),
+    group_by: queryString(
+      `Comma list of ${TRAFFIC_DIMENSIONS.join(', ')}. Default source,medium,campaign,landing_page.`,
+    ),
     source: queryString('Only rows with exactly this source'),
     medium: queryString('Only rows with exactly this medium'),
     campaign: queryString('Only rows with exactly this campaign'),
     landing_page: queryString('Only rows with exactly this landing page'),
-    sort: queryString(`A metric (${TRAFFIC_METRICS.join(', ')}) or a grouped dimension; "-" prefix for descending. Default -sessions. Nulls sort last.`),
+    sort: queryString(
+      `A metric (${TRAFFIC_METRICS.join(', ')}) or a grouped dimension; "-" prefix for descending. Default -sessions. Nulls sort last.`,
+    ),
     limit: queryString(`Rows per page, 1–${MAX_LIMIT}. Default ${DEFAULT_LIMIT}.`),
     cursor: queryString('meta.next_cursor of the previous page (with the same other parameters)'),
   },
@@ -59,9 +74,15 @@ export const TrafficReportResponse = Type.Object({
     to: Type.String(),
     group_by: Type.Array(Type.String()),
     totals: TrafficMetricsSchema,
-    provider: Type.Union([Type.String(), Type.Null()], { description: 'plausible or ga4: the connected source; null when none is connected' }),
-    last_synced_at: Type.Union([Type.String(), Type.Null()], { description: 'When the last successful sync or CSV import finished' }),
-    next_cursor: Type.Union([Type.String(), Type.Null()], { description: 'Pass as cursor for the next page; null on the last page' }),
+    provider: Type.Union([Type.String(), Type.Null()], {
+      description: 'plausible or ga4: the connected source; null when none is connected',
+    }),
+    last_synced_at: Type.Union([Type.String(), Type.Null()], {
+      description: 'When the last successful sync or CSV import finished',
+    }),
+    next_cursor: Type.Union([Type.String(), Type.Null()], {
+      description: 'Pass as cursor for the next page; null on the last page',
+    }),
   }),
 });
 
@@ -84,6 +105,7 @@ export function trafficReportsRoute(app: FastifyInstance, services: Services): v
         },
       },
     },
-    async (request) => services.traffic.reports.report(authOf(request).productId, request.query as Record<string, unknown>),
+    async (request) =>
+      services.traffic.reports.report(authOf(request).productId, request.query as Record<string, unknown>),
   );
 }

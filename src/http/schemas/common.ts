@@ -12,7 +12,9 @@ export const ProblemSchema = Type.Object(
     errors: Type.Optional(
       Type.Array(
         Type.Object({
-          pointer: Type.String({ description: 'JSON pointer (RFC 6901) to the offending field, e.g. /events/3/action' }),
+          pointer: Type.String({
+            description: 'JSON pointer (RFC 6901) to the offending field, e.g. /events/3/action',
+          }),
           message: Type.String(),
         }),
       ),
@@ -43,4 +45,7 @@ export function dataEnvelope<T extends TSchema>(schema: T, description?: string)
   return Type.Object({ data: schema }, description === undefined ? {} : { description });
 }
 
-export const ProductIdParams = Type.Object({ product_id: Type.String({ minLength: 1, maxLength: 64 }) }, { additionalProperties: false });
+export const ProductIdParams = Type.Object(
+  { product_id: Type.String({ minLength: 1, maxLength: 64 }) },
+  { additionalProperties: false },
+);

@@ -7,7 +7,13 @@ import { RFC3339_PATTERN_SOURCE } from '../../domain/timestamps.js';
 const nameMessage = `must match ${NAME_PATTERN_SOURCE} (lower-case letters, digits and underscores, starting with a letter)`;
 
 const Name = (description: string) =>
-  Type.String({ pattern: NAME_PATTERN_SOURCE, maxLength: NAME_MAX_LENGTH, minLength: 1, description, errorMessage: nameMessage });
+  Type.String({
+    pattern: NAME_PATTERN_SOURCE,
+    maxLength: NAME_MAX_LENGTH,
+    minLength: 1,
+    description,
+    errorMessage: nameMessage,
+  });
 
 const SubjectType = Type.Union([Type.Literal('user'), Type.Literal('account'), Type.Literal('subscription')], {
   description: 'Kind of subject the event is about',
@@ -50,14 +56,20 @@ export const EventV2Request = Type.Object(
       Type.String({
         minLength: 1,
         maxLength: 2 * NAME_MAX_LENGTH + 1,
-        description: 'Unified name "<event_type><sep><action>", split at the first ".", ":" or "_" (e.g. "project.created")',
+        description:
+          'Unified name "<event_type><sep><action>", split at the first ".", ":" or "_" (e.g. "project.created")',
       }),
     ),
-    event_type: Type.Optional(Name('Entity noun (preferred format, with `action`); alone, a deprecated legacy flat name')),
+    event_type: Type.Optional(
+      Name('Entity noun (preferred format, with `action`); alone, a deprecated legacy flat name'),
+    ),
     action: Type.Optional(Name('Verb (preferred format)')),
     subject_type: SubjectType,
     subject_id: SubjectId,
-    occurred_at: Type.Optional({ ...OccurredAt, description: `${OccurredAt.description}; defaults to the receive time` }),
+    occurred_at: Type.Optional({
+      ...OccurredAt,
+      description: `${OccurredAt.description}; defaults to the receive time`,
+    }),
     properties: Type.Optional(Properties('Free-form event properties')),
     metadata: Type.Optional(Properties('Alias of `properties` (send one of the two)')),
     external_id: Type.Optional(ExternalId),
@@ -79,15 +91,36 @@ export const EventRecordSchema = Type.Object(
     received_at: Type.String(),
     external_id: Type.Union([Type.String(), Type.Null()]),
     properties: Type.Object({}, { additionalProperties: true }),
-    key_id: Type.Union([Type.String(), Type.Null()], { description: 'The API key that sent the event (null when no key did, e.g. an import)' }),
-    context: Type.Optional(Type.Object({}, { additionalProperties: true, description: 'Segment routes only: the item\'s context' })),
-    original: Type.Optional(Type.Object({}, { additionalProperties: true, description: 'Segment routes only: what else the item carried (type, name, ids, raw timestamps, integrations)' })),
+    key_id: Type.Union([Type.String(), Type.Null()], {
+      description: 'The API key that sent the event (null when no key did, e.g. an import)',
+    }),
+    context: Type.Optional(
+      Type.Object({}, { additionalProperties: true, description: "Segment routes only: the item's context" }),
+    ),
+    original: Type.Optional(
+      Type.Object(
+        {},
+        {
+          additionalProperties: true,
+          description:
+            'Segment routes only: what else the item carried (type, name, ids, raw timestamps, integrations)',
+        },
+      ),
+    ),
   },
-  { $id: 'Event', description: 'One stored event: the same shape in ingest answers, admin reads, the live stream and NDJSON exports' },
+  {
+    $id: 'Event',
+    description: 'One stored event: the same shape in ingest answers, admin reads, the live stream and NDJSON exports',
+  },
 );
 
 export const BatchRequest = Type.Object(
-  { events: Type.Array(Type.Ref(EventV2Request), { minItems: 1, description: 'Each element is validated and stored on its own' }) },
+  {
+    events: Type.Array(Type.Ref(EventV2Request), {
+      minItems: 1,
+      description: 'Each element is validated and stored on its own',
+    }),
+  },
   { additionalProperties: false },
 );
 
@@ -101,7 +134,9 @@ export const BatchItemResult = Type.Object({
   index: Type.Integer(),
   status: Type.Union([Type.Literal('created'), Type.Literal('duplicate'), Type.Literal('rejected')]),
   event: Type.Optional(Type.Ref(EventRecordSchema)),
-  error: Type.Optional(Type.Object({}, { additionalProperties: true, description: 'Problem details of the rejected element' })),
+  error: Type.Optional(
+    Type.Object({}, { additionalProperties: true, description: 'Problem details of the rejected element' }),
+  ),
 });
 
 export const BatchResponse = Type.Object({

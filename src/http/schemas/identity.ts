@@ -22,7 +22,9 @@ const ExternalId = (description: string) =>
 
 export const IdentifyRequest = Type.Object(
   {
-    external_id: ExternalId('Stable user id in your app; an id merged away by alias resolves to the user it was merged into'),
+    external_id: ExternalId(
+      'Stable user id in your app; an id merged away by alias resolves to the user it was merged into',
+    ),
     identifiers: Type.Optional(
       Type.Object(
         {},
@@ -51,7 +53,9 @@ export type IdentifyRequest = Static<typeof IdentifyRequest>;
 export const AliasRequest = Type.Object(
   {
     from_external_id: ExternalId('The id to merge away, typically an anonymous id'),
-    to_external_id: ExternalId('The id that stays, typically the signed-up user id; created empty if unknown. Must differ from from_external_id'),
+    to_external_id: ExternalId(
+      'The id that stays, typically the signed-up user id; created empty if unknown. Must differ from from_external_id',
+    ),
   },
   { additionalProperties: false },
 );
@@ -77,4 +81,3 @@ export const UserMerge = Type.Object({
   into_external_id: Type.String(),
   merged_at: Type.String(),
 });
-

@@ -30,7 +30,8 @@ export function analyticsJsRoutes(app: FastifyInstance): void {
     return file;
   };
   const serve = async (name: string, maxAge: number) => {
-    if (dist === undefined) throw new AppError('not_found', 'The analytics.js build (@segment/analytics-next) is not installed.');
+    if (dist === undefined)
+      throw new AppError('not_found', 'The analytics.js build (@segment/analytics-next) is not installed.');
     try {
       return { body: await load(name), maxAge };
     } catch {
@@ -40,10 +41,18 @@ export function analyticsJsRoutes(app: FastifyInstance): void {
 
   app.get<{ Params: { key: string } }>(
     '/analytics.js/v1/:key/analytics.min.js',
-    { schema: { tags: ['segment'], summary: "Segment's standalone analytics.js (from @segment/analytics-next); set analytics._cdn to this server" } },
+    {
+      schema: {
+        tags: ['segment'],
+        summary: "Segment's standalone analytics.js (from @segment/analytics-next); set analytics._cdn to this server",
+      },
+    },
     async (_request, reply) => {
       const { body, maxAge } = await serve('standalone.js', 3600);
-      return reply.type('application/javascript; charset=utf-8').header('cache-control', `public, max-age=${maxAge}`).send(body);
+      return reply
+        .type('application/javascript; charset=utf-8')
+        .header('cache-control', `public, max-age=${maxAge}`)
+        .send(body);
     },
   );
   app.get<{ Params: { file: string } }>(
@@ -52,7 +61,10 @@ export function analyticsJsRoutes(app: FastifyInstance): void {
     async (request, reply) => {
       if (!BUNDLE_NAME.test(request.params.file)) throw new AppError('not_found', `No bundle ${request.params.file}.`);
       const { body, maxAge } = await serve(request.params.file, 31_536_000);
-      return reply.type('application/javascript; charset=utf-8').header('cache-control', `public, max-age=${maxAge}, immutable`).send(body);
+      return reply
+        .type('application/javascript; charset=utf-8')
+        .header('cache-control', `public, max-age=${maxAge}, immutable`)
+        .send(body);
     },
   );
 }

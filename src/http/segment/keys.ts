@@ -22,7 +22,8 @@ export function presentedKey(request: FastifyRequest): string | undefined {
   const header2 = request.headers['x-write-key'];
   if (typeof header2 === 'string' && header2.trim() !== '') return header2.trim();
   const body = request.body as { writeKey?: unknown } | null | undefined;
-  if (typeof body === 'object' && body !== null && typeof body.writeKey === 'string' && body.writeKey !== '') return body.writeKey;
+  if (typeof body === 'object' && body !== null && typeof body.writeKey === 'string' && body.writeKey !== '')
+    return body.writeKey;
   const query = (request.query as { writeKey?: unknown } | undefined)?.writeKey;
   if (typeof query === 'string' && query !== '') return query;
   return undefined;
@@ -32,9 +33,17 @@ export function presentedKey(request: FastifyRequest): string | undefined {
  * Authenticates the write key (events or browser key) into `request.auth`, then the key policy:
  * origins, CORS, rate limits.
  */
-export async function segmentAuth(services: Services, request: FastifyRequest, reply: FastifyReply, key: string | undefined): Promise<void> {
+export async function segmentAuth(
+  services: Services,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  key: string | undefined,
+): Promise<void> {
   if (key === undefined) {
-    throw new AppError('unauthorized', 'Send your write key as Basic auth (the key as user name), X-Write-Key, "writeKey" in the body or ?writeKey=.');
+    throw new AppError(
+      'unauthorized',
+      'Send your write key as Basic auth (the key as user name), X-Write-Key, "writeKey" in the body or ?writeKey=.',
+    );
   }
   const auth = await services.keys.authenticateKey(key, ['events', 'browser']);
   request.auth = auth;

@@ -12,20 +12,29 @@ export function publicBase(services: Services, request: FastifyRequest): { proto
   const configured = services.config.publicUrl;
   if (configured !== undefined) {
     const url = new URL(configured);
-    return { protocol: url.protocol === 'https:' ? 'https' : 'http', host: url.host + url.pathname.replace(/\/+$/, '') };
+    return {
+      protocol: url.protocol === 'https:' ? 'https' : 'http',
+      host: url.host + url.pathname.replace(/\/+$/, ''),
+    };
   }
   const host = request.host.startsWith('0.0.0.0') ? request.host.replace('0.0.0.0', '127.0.0.1') : request.host;
   return { protocol: request.protocol === 'https' ? 'https' : 'http', host };
 }
 
 /** The write key of a settings request into `request.auth`; an unknown key is 404, as Segment's CDN answers. */
-async function settingsKey(services: Services, request: FastifyRequest, reply: FastifyReply, key: string | undefined): Promise<void> {
+async function settingsKey(
+  services: Services,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  key: string | undefined,
+): Promise<void> {
   if (key === undefined) throw new AppError('not_found', 'No such write key.');
   let auth;
   try {
     auth = await services.keys.authenticateKey(key, ['events', 'browser']);
   } catch (error) {
-    if (error instanceof AppError && (error.code === 'unauthorized' || error.code === 'forbidden')) throw new AppError('not_found', 'No such write key.');
+    if (error instanceof AppError && (error.code === 'unauthorized' || error.code === 'forbidden'))
+      throw new AppError('not_found', 'No such write key.');
     throw error;
   }
   request.auth = auth;
@@ -35,7 +44,12 @@ async function settingsKey(services: Services, request: FastifyRequest, reply: F
 export function settingsRoutes(app: FastifyInstance, services: Services): void {
   app.get<{ Params: { key: string } }>(
     '/v1/projects/:key/settings',
-    { schema: { tags: ['segment'], summary: "analytics.js settings for a write key (points the SDK's Segment.io integration here)" } },
+    {
+      schema: {
+        tags: ['segment'],
+        summary: "analytics.js settings for a write key (points the SDK's Segment.io integration here)",
+      },
+    },
     async (request, reply) => {
       const key = request.params.key;
       await settingsKey(services, request, reply, key);
@@ -49,10 +63,23 @@ export function settingsRoutes(app: FastifyInstance, services: Services): void {
       };
     },
   );
-  app.get('/sourceConfig', { schema: { tags: ['segment'], summary: 'RudderStack source config for a write key' } }, async (request, reply) => {
-    await settingsKey(services, request, reply, presentedKey(request));
-    const auth = authOf(request);
-    reply.header('cache-control', 'public, max-age=300');
-    return { source: { id: auth.productId, name: auth.productId, enabled: true, config: {}, destinations: [], workspaceId: auth.productId } };
-  });
+  app.get(
+    '/sourceConfig',
+    { schema: { tags: ['segment'], summary: 'RudderStack source config for a write key' } },
+    async (request, reply) => {
+      await settingsKey(services, request, reply, presentedKey(request));
+      const auth = authOf(request);
+      reply.header('cache-control', 'public, max-age=300');
+      return {
+        source: {
+          id: auth.productId,
+          name: auth.productId,
+          enabled: true,
+          config: {},
+          destinations: [],
+          workspaceId: auth.productId,
+        },
+      };
+    },
+  );
 }

@@ -67,7 +67,7 @@ export const destinationMigrations: Migration[] = [
            duration_ms INTEGER NOT NULL,
            PRIMARY KEY (product_id, destination_id, id)
          )`,
-                `CREATE INDEX destination_deliveries_by_time ON destination_deliveries (attempted_at)`,
+        `CREATE INDEX destination_deliveries_by_time ON destination_deliveries (attempted_at)`,
         `CREATE TABLE identity_messages (
            position INTEGER PRIMARY KEY AUTOINCREMENT,
            after_event INTEGER NOT NULL,
@@ -124,7 +124,7 @@ export const destinationMigrations: Migration[] = [
            duration_ms INTEGER NOT NULL,
            PRIMARY KEY (product_id, destination_id, id)
          )`,
-                `CREATE INDEX destination_deliveries_by_time ON destination_deliveries (attempted_at)`,
+        `CREATE INDEX destination_deliveries_by_time ON destination_deliveries (attempted_at)`,
         `CREATE TABLE identity_messages (
            tx xid8 NOT NULL DEFAULT pg_current_xact_id(),
            seq bigint NOT NULL DEFAULT nextval('event_seq'),

@@ -21,4 +21,15 @@ export interface Migration {
   statements: Record<Dialect, string[]>;
 }
 
-export const migrations: Migration[] = [...coreMigrations, ...identityMigrations, ...trafficMigrations, ...segmentMigrations, ...eventPositionMigrations, ...eventKeyMigrations, ...eventJsonMigrations, ...destinationMigrations, ...governanceMigrations, ...erasureMigrations].sort((a, b) => a.version - b.version);
+export const migrations: Migration[] = [
+  ...coreMigrations,
+  ...identityMigrations,
+  ...trafficMigrations,
+  ...segmentMigrations,
+  ...eventPositionMigrations,
+  ...eventKeyMigrations,
+  ...eventJsonMigrations,
+  ...destinationMigrations,
+  ...governanceMigrations,
+  ...erasureMigrations,
+].sort((a, b) => a.version - b.version);

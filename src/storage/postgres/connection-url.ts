@@ -132,7 +132,8 @@ export function parsePostgresUrl(url: string): PostgresConnectionSettings {
   if (scheme === null) throw new DatabaseUrlError('a PostgreSQL URL starts with postgres:// or postgresql://');
   let rest = url.slice(scheme[0].length);
   const hashAt = rest.indexOf('#');
-  if (hashAt >= 0) throw new DatabaseUrlError('a PostgreSQL URL has no "#fragment" (percent-encode "#" in a password as %23)');
+  if (hashAt >= 0)
+    throw new DatabaseUrlError('a PostgreSQL URL has no "#fragment" (percent-encode "#" in a password as %23)');
   const queryAt = rest.indexOf('?');
   const query = queryAt < 0 ? '' : rest.slice(queryAt + 1);
   if (queryAt >= 0) rest = rest.slice(0, queryAt);
@@ -153,7 +154,8 @@ export function parsePostgresUrl(url: string): PostgresConnectionSettings {
   const pathAt = rest.indexOf('/');
   const hostPart = pathAt < 0 ? rest : rest.slice(0, pathAt);
   let database = pathAt < 0 ? undefined : decode(rest.slice(pathAt + 1), 'the database name');
-  if (database !== undefined && database.includes('/')) throw new DatabaseUrlError(`database name "${database}" contains "/"`);
+  if (database !== undefined && database.includes('/'))
+    throw new DatabaseUrlError(`database name "${database}" contains "/"`);
   if (database === '') database = undefined;
 
   const params = new Map<string, string>();
@@ -183,7 +185,9 @@ export function parsePostgresUrl(url: string): PostgresConnectionSettings {
   if (portParam !== undefined) {
     const ports = portParam.split(',');
     if (ports.length !== 1 && ports.length !== listed.length) {
-      throw new DatabaseUrlError(`?port= lists ${ports.length} ports for ${listed.length} hosts (give one port, or one per host)`);
+      throw new DatabaseUrlError(
+        `?port= lists ${ports.length} ports for ${listed.length} hosts (give one port, or one per host)`,
+      );
     }
     listed.forEach((entry, i) => (entry.port = ports.length === 1 ? ports[0] : ports[i]));
   }
@@ -194,10 +198,13 @@ export function parsePostgresUrl(url: string): PostgresConnectionSettings {
 
   const targetSessionAttrs = (params.get('target_session_attrs') ?? 'any') as TargetSessionAttrs;
   if (!TARGET_SESSION_ATTRS.includes(targetSessionAttrs)) {
-    throw new DatabaseUrlError(`target_session_attrs "${targetSessionAttrs}" is not one of ${TARGET_SESSION_ATTRS.join(', ')}`);
+    throw new DatabaseUrlError(
+      `target_session_attrs "${targetSessionAttrs}" is not one of ${TARGET_SESSION_ATTRS.join(', ')}`,
+    );
   }
   const sslMode = (params.get('sslmode') ?? 'prefer') as SslMode;
-  if (!SSL_MODES.includes(sslMode)) throw new DatabaseUrlError(`sslmode "${sslMode}" is not one of ${SSL_MODES.join(', ')}`);
+  if (!SSL_MODES.includes(sslMode))
+    throw new DatabaseUrlError(`sslmode "${sslMode}" is not one of ${SSL_MODES.join(', ')}`);
   const loadBalanceHosts = params.get('load_balance_hosts') ?? 'disable';
   if (loadBalanceHosts !== 'disable' && loadBalanceHosts !== 'random') {
     throw new DatabaseUrlError(`load_balance_hosts "${loadBalanceHosts}" is not one of disable, random`);
@@ -205,14 +212,17 @@ export function parsePostgresUrl(url: string): PostgresConnectionSettings {
   let connectTimeoutMs: number | undefined;
   const connectTimeout = params.get('connect_timeout');
   if (connectTimeout !== undefined) {
-    if (!/^\d{1,6}$/.test(connectTimeout)) throw new DatabaseUrlError(`connect_timeout "${connectTimeout}" is not a whole number of seconds`);
+    if (!/^\d{1,6}$/.test(connectTimeout))
+      throw new DatabaseUrlError(`connect_timeout "${connectTimeout}" is not a whole number of seconds`);
     // libpq: 0 means wait forever, and values below 2 are taken as 2.
     const seconds = Number(connectTimeout);
     connectTimeoutMs = seconds === 0 ? undefined : Math.max(2, seconds) * 1000;
   }
   const schema = params.get('schema');
   if (schema !== undefined && !SCHEMA_NAME.test(schema)) {
-    throw new DatabaseUrlError(`invalid PostgreSQL schema name "${schema}" (lower-case letters, digits and _; not starting with a digit)`);
+    throw new DatabaseUrlError(
+      `invalid PostgreSQL schema name "${schema}" (lower-case letters, digits and _; not starting with a digit)`,
+    );
   }
   return {
     hosts,
@@ -236,11 +246,15 @@ export function parsePostgresUrl(url: string): PostgresConnectionSettings {
 export function postgresSettings(url: string, schemaOption?: string): PostgresConnectionSettings {
   const settings = parsePostgresUrl(url);
   if (settings.schema !== undefined && schemaOption !== undefined && settings.schema !== schemaOption) {
-    throw new DatabaseUrlError(`two PostgreSQL schemas requested: "${settings.schema}" in the URL and "${schemaOption}"`);
+    throw new DatabaseUrlError(
+      `two PostgreSQL schemas requested: "${settings.schema}" in the URL and "${schemaOption}"`,
+    );
   }
   const schema = schemaOption ?? settings.schema;
   if (schema !== undefined && !SCHEMA_NAME.test(schema)) {
-    throw new DatabaseUrlError(`invalid PostgreSQL schema name "${schema}" (lower-case letters, digits and _; not starting with a digit)`);
+    throw new DatabaseUrlError(
+      `invalid PostgreSQL schema name "${schema}" (lower-case letters, digits and _; not starting with a digit)`,
+    );
   }
   return { ...settings, schema };
 }

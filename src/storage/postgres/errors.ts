@@ -1,7 +1,17 @@
 // Which PostgreSQL / node-postgres errors mean "the database is not there (or not the primary) right
 // now" — answered 503 with Retry-After, never 500 — as opposed to a bug or a bad row.
 
-const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'EHOSTDOWN', 'ENOTFOUND', 'EAI_AGAIN']);
+const NETWORK_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EHOSTDOWN',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+]);
 
 // node-postgres reports these without a code.
 const LOST_MESSAGES = [
@@ -29,7 +39,8 @@ export function isConnectionLost(error: unknown): boolean {
   if (error === null || typeof error !== 'object') return false;
   const code = codeOf(error);
   if (code !== undefined) {
-    if (code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03' || code === '25006') return true;
+    if (code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03' || code === '25006')
+      return true;
     if (NETWORK_CODES.has(code)) return true;
   }
   const message = (error as { message?: unknown }).message;

@@ -16,8 +16,13 @@ export const PARTITION_MAINTENANCE_INTERVAL_MS = 6 * 3_600_000;
  * any of their rows out of the default partition). Idempotent; safe from several instances at once.
  * Returns how many partitions were created.
  */
-export async function ensureEventPartitions(db: Kysely<Database>, monthsAhead = PARTITION_MONTHS_AHEAD): Promise<number> {
-  const result = await sql<{ created: number }>`SELECT inlet_ensure_event_partitions(${monthsAhead}::integer) AS created`.execute(db);
+export async function ensureEventPartitions(
+  db: Kysely<Database>,
+  monthsAhead = PARTITION_MONTHS_AHEAD,
+): Promise<number> {
+  const result = await sql<{
+    created: number;
+  }>`SELECT inlet_ensure_event_partitions(${monthsAhead}::integer) AS created`.execute(db);
   return Number(result.rows[0]?.created ?? 0);
 }
 
@@ -28,7 +33,9 @@ export async function ensureEventPartitions(db: Kysely<Database>, monthsAhead = 
  */
 export async function dropEventPartitionsBefore(db: Kysely<Database>, cutoff: Date | string): Promise<string[]> {
   const at = typeof cutoff === 'string' ? cutoff : cutoff.toISOString();
-  const result = await sql<{ name: string }>`SELECT name FROM inlet_drop_event_partitions_before(${at}::timestamptz) AS name`.execute(db);
+  const result = await sql<{
+    name: string;
+  }>`SELECT name FROM inlet_drop_event_partitions_before(${at}::timestamptz) AS name`.execute(db);
   return result.rows.map((row) => row.name);
 }
 

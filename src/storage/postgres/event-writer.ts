@@ -138,7 +138,10 @@ export function postgresEventWriter(db: Kysely<Database>) {
       .selectAll('events')
       .execute();
     for (const stored of found) {
-      originals.set(dedupKey({ productId: stored.product_id, source: stored.source, externalId: stored.external_id }), eventFromRow(stored));
+      originals.set(
+        dedupKey({ productId: stored.product_id, source: stored.source, externalId: stored.external_id }),
+        eventFromRow(stored),
+      );
     }
     return originals;
   }
@@ -165,7 +168,8 @@ export function postgresEventWriter(db: Kysely<Database>) {
     return rows.map((row): InsertOutcome => {
       if (insertedIds.has(row.id)) return { status: 'created', event: row };
       const first = firstByKey.get(dedupKey(row));
-      if (first !== undefined && first !== row && insertedIds.has(first.id)) return { status: 'duplicate', event: first };
+      if (first !== undefined && first !== row && insertedIds.has(first.id))
+        return { status: 'duplicate', event: first };
       const stored = originals.get(dedupKey(row));
       if (stored === undefined) throw new Error(`event ${row.id} was neither inserted nor found as a duplicate`);
       return { status: 'duplicate', event: stored };

@@ -71,7 +71,9 @@ export class HostRing {
     // allow: plain unless this host refused plain; prefer: TLS unless this host said it has none.
     const mode = this.settings.sslMode;
     const useTls =
-      !host.host.startsWith('/') && mode !== 'disable' && (mode === 'allow' ? fellBack : mode === 'prefer' ? !fellBack : true);
+      !host.host.startsWith('/') &&
+      mode !== 'disable' &&
+      (mode === 'allow' ? fellBack : mode === 'prefer' ? !fellBack : true);
     return { index, host, ssl: useTls ? (this.tls ?? {}) : false };
   }
 
@@ -186,7 +188,10 @@ export interface FailoverPoolOptions {
  * a TLS fallback) before failing, so during a failover a request fails fast with a connection error
  * and the first request after it lands on the new primary.
  */
-export function createFailoverPool(settings: PostgresConnectionSettings, poolOptions: FailoverPoolOptions): { pool: pg.Pool; ring: HostRing } {
+export function createFailoverPool(
+  settings: PostgresConnectionSettings,
+  poolOptions: FailoverPoolOptions,
+): { pool: pg.Pool; ring: HostRing } {
   const ring = new HostRing(settings);
   const sessionOptions = [settings.options, poolOptions.options].filter((o) => o !== undefined && o !== '').join(' ');
 
@@ -233,7 +238,12 @@ export function createFailoverPool(settings: PostgresConnectionSettings, poolOpt
         async () => {
           try {
             const mismatch = await sessionMismatch(this as unknown as pg.Client, settings.targetSessionAttrs);
-            if (mismatch !== undefined) throw new WrongServerError(ring.settings.hosts[this.inletHostIndex]!, settings.targetSessionAttrs, mismatch);
+            if (mismatch !== undefined)
+              throw new WrongServerError(
+                ring.settings.hosts[this.inletHostIndex]!,
+                settings.targetSessionAttrs,
+                mismatch,
+              );
           } catch (error) {
             await this.end().catch(() => {});
             throw tag(error);
@@ -254,7 +264,8 @@ export function createFailoverPool(settings: PostgresConnectionSettings, poolOpt
     // eslint-disable-next-line @typescript-eslint/no-explicit-any -- pg's overloaded signatures (promise or callback)
     override query(...args: any[]): any {
       // pg reads its query_timeout from the connection parameters at every query.
-      (this as unknown as { connectionParameters: { query_timeout?: number } }).connectionParameters.query_timeout = poolOptions.queryTimeoutMs?.() || undefined;
+      (this as unknown as { connectionParameters: { query_timeout?: number } }).connectionParameters.query_timeout =
+        poolOptions.queryTimeoutMs?.() || undefined;
       if (typeof args[0] === 'string' && Array.isArray(args[1])) {
         const mark = PREPARED_MARK.exec(args[0]);
         if (mark !== null) args = [{ name: `inlet_${mark[1]!}`, text: args[0], values: args[1] }, ...args.slice(2)];
@@ -278,8 +289,11 @@ export function createFailoverPool(settings: PostgresConnectionSettings, poolOpt
   }
 
   class RingPool extends pg.Pool {
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- pg's overloaded signatures (promise or callback)
-    override connect(callback?: (error: Error | undefined, client: pg.PoolClient | undefined, done: (release?: any) => void) => void): any {
+    /* eslint-disable @typescript-eslint/no-explicit-any -- pg's overloaded signatures (promise or callback) */
+    override connect(
+      callback?: (error: Error | undefined, client: pg.PoolClient | undefined, done: (release?: any) => void) => void,
+    ): any {
+      /* eslint-enable @typescript-eslint/no-explicit-any */
       const connected = this.connectToRing();
       if (callback === undefined) return connected;
       // pool.query() uses the callback form.
@@ -302,7 +316,8 @@ export function createFailoverPool(settings: PostgresConnectionSettings, poolOpt
               continue;
             }
             const release = client.release;
-            client.release = (error?: Error | boolean) => release(error ?? (client.inletDiscard ? new Error('server lost or read-only') : undefined));
+            client.release = (error?: Error | boolean) =>
+              release(error ?? (client.inletDiscard ? new Error('server lost or read-only') : undefined));
             return client;
           } catch (error) {
             const index = (error as Tagged | undefined)?.inletHostIndex;
@@ -317,6 +332,10 @@ export function createFailoverPool(settings: PostgresConnectionSettings, poolOpt
     }
   }
 
-  const pool = new RingPool({ max: poolOptions.max, connectionTimeoutMillis: ACQUIRE_TIMEOUT_MS, Client: RingClient as unknown as typeof pg.Client });
+  const pool = new RingPool({
+    max: poolOptions.max,
+    connectionTimeoutMillis: ACQUIRE_TIMEOUT_MS,
+    Client: RingClient as unknown as typeof pg.Client,
+  });
   return { pool, ring };
 }

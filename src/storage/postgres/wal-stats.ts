@@ -16,7 +16,9 @@ interface Row {
 
 /** Two queries: the server's version (which views hold the figures), then the figures and the settings (as SHOW prints them). */
 export async function readWalStats(pool: pg.Pool): Promise<PostgresWalStats> {
-  const version = Number((await pool.query<{ v: string }>("SELECT current_setting('server_version_num') AS v")).rows[0]!.v);
+  const version = Number(
+    (await pool.query<{ v: string }>("SELECT current_setting('server_version_num') AS v")).rows[0]!.v,
+  );
   const checkpoints =
     version >= 170000
       ? 'SELECT num_timed AS timed, num_requested AS requested FROM pg_stat_checkpointer'

@@ -137,7 +137,18 @@ export function startCheckpointer(
   syncWal?: () => Promise<void>,
 ): Checkpointer {
   const driver = createRequire(import.meta.url).resolve('better-sqlite3');
-  const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { driver, path, synchronous, intervalMs, restartFrames, catchUpFrames, maxFailures: Math.ceil(10_000 / intervalMs) } });
+  const worker = new Worker(WORKER_SOURCE, {
+    eval: true,
+    workerData: {
+      driver,
+      path,
+      synchronous,
+      intervalMs,
+      restartFrames,
+      catchUpFrames,
+      maxFailures: Math.ceil(10_000 / intervalMs),
+    },
+  });
   leaveCheckpointsToThread(writer);
   let alive = true;
   const listeners: Array<(event: CheckpointEvent) => void> = [];
@@ -175,16 +186,24 @@ export function startCheckpointer(
     // The writer checkpoints itself again, as SQLite does by default.
     if (writer.open) writer.pragma('wal_autocheckpoint = 1000');
   };
-  worker.on('message', (message: { error?: string; restart?: boolean; pass?: { ms: number; log: number; checkpointed: number } }) => {
-    if (message.pass !== undefined) {
-      emit({ by: 'thread', seconds: message.pass.ms / 1000, walFrames: message.pass.log, backfilled: message.pass.checkpointed });
-    }
-    if (message.restart === true && alive && writer.open) void restart();
-    if (message.error !== undefined) {
-      fallBack();
-      void worker.terminate();
-    }
-  });
+  worker.on(
+    'message',
+    (message: { error?: string; restart?: boolean; pass?: { ms: number; log: number; checkpointed: number } }) => {
+      if (message.pass !== undefined) {
+        emit({
+          by: 'thread',
+          seconds: message.pass.ms / 1000,
+          walFrames: message.pass.log,
+          backfilled: message.pass.checkpointed,
+        });
+      }
+      if (message.restart === true && alive && writer.open) void restart();
+      if (message.error !== undefined) {
+        fallBack();
+        void worker.terminate();
+      }
+    },
+  );
   async function restart(): Promise<void> {
     // The WAL synced first, off the event loop: the checkpoint below syncs it again before it copies, and that
     // sync would otherwise write out, on the event loop, every commit not yet synced (an erasure batch's pages).
@@ -199,7 +218,12 @@ export function startCheckpointer(
     } catch {
       // busy or full: the next request comes with the next pass
     }
-    emit({ by: 'writer', seconds: (performance.now() - started) / 1000, walFrames: result.log, backfilled: result.checkpointed });
+    emit({
+      by: 'writer',
+      seconds: (performance.now() - started) / 1000,
+      walFrames: result.log,
+      backfilled: result.checkpointed,
+    });
     worker.postMessage('restarted');
   }
   worker.on('error', fallBack);
@@ -268,7 +292,15 @@ export function startCheckpointerOnDemand(
   let stopped = false;
   const listeners: Array<(event: CheckpointEvent) => void> = [];
   const start = () => {
-    running = startCheckpointer(writer, path, synchronous, intervalMs, CHECKPOINT_RESTART_FRAMES, CHECKPOINT_CATCH_UP_FRAMES, syncWal);
+    running = startCheckpointer(
+      writer,
+      path,
+      synchronous,
+      intervalMs,
+      CHECKPOINT_RESTART_FRAMES,
+      CHECKPOINT_CATCH_UP_FRAMES,
+      syncWal,
+    );
     for (const listener of listeners) running.observe(listener);
   };
   const poll = setInterval(() => {

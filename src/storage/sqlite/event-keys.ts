@@ -78,8 +78,11 @@ export function keyHash(seed: number, productId: string, source: string, externa
 /** Registers `inlet_event_key(seed, product_id, source, external_id)` on a connection: the migration that
  *  introduced event_keys computes the keys of the events stored before it with it. */
 export function registerEventKeyFunction(raw: BetterSqlite3.Database): void {
-  raw.function('inlet_event_key', { deterministic: true, varargs: false }, (seed: unknown, productId: unknown, source: unknown, externalId: unknown) =>
-    externalId === null ? null : keyHash(Number(seed), String(productId), String(source), String(externalId)),
+  raw.function(
+    'inlet_event_key',
+    { deterministic: true, varargs: false },
+    (seed: unknown, productId: unknown, source: unknown, externalId: unknown) =>
+      externalId === null ? null : keyHash(Number(seed), String(productId), String(source), String(externalId)),
   );
 }
 
@@ -97,7 +100,9 @@ export function mergeAllEventKeys(raw: BetterSqlite3.Database): void {
     for (const t of Object.values(KINDS)) {
       const merged = raw.prepare(`SELECT ${t.merged} FROM event_keys_state WHERE id = 1`).pluck().get() as number;
       raw
-        .prepare(`INSERT OR IGNORE INTO ${t.byPosition} (position, h) SELECT position, inlet_event_key(?, ${t.hashed.join(', ')}) FROM events WHERE position > ? AND ${t.rowHash} IS NULL AND ${t.where} ORDER BY position`)
+        .prepare(
+          `INSERT OR IGNORE INTO ${t.byPosition} (position, h) SELECT position, inlet_event_key(?, ${t.hashed.join(', ')}) FROM events WHERE position > ? AND ${t.rowHash} IS NULL AND ${t.where} ORDER BY position`,
+        )
         .run(seed, merged);
       raw
         .prepare(
@@ -107,7 +112,11 @@ export function mergeAllEventKeys(raw: BetterSqlite3.Database): void {
              ORDER BY h, position`,
         )
         .run({ merged });
-      raw.prepare(`UPDATE event_keys_state SET ${t.merged} = (SELECT coalesce(max(position), 0) FROM events) WHERE id = 1`).run();
+      raw
+        .prepare(
+          `UPDATE event_keys_state SET ${t.merged} = (SELECT coalesce(max(position), 0) FROM events) WHERE id = 1`,
+        )
+        .run();
     }
   })();
 }
@@ -157,7 +166,8 @@ class Generation {
 
   /** The positions under `h`, newest first, pushed onto `into` (each position is in a generation once). */
   positionsOf(h: number, into: number[]): void {
-    for (let entry = this.heads[this.slotOf(h)]!; entry !== 0; entry = this.prev[entry - 1]!) into.push(this.log[2 * (entry - 1) + 1]!);
+    for (let entry = this.heads[this.slotOf(h)]!; entry !== 0; entry = this.prev[entry - 1]!)
+      into.push(this.log[2 * (entry - 1) + 1]!);
   }
 
   /** The slot of `h`, or the empty slot where it would go. */
@@ -210,7 +220,7 @@ class HashFilter {
       part = this.parts[this.parts.length - 1]!;
     }
     part.count++;
-    const a = h % 4294967296 | 0;
+    const a = (h % 4294967296) | 0;
     const b = HashFilter.step(h, a);
     for (let i = 0; i < FILTER_PROBES; i++) {
       const bit = ((a + Math.imul(i, b)) >>> 0) % part.size;
@@ -219,7 +229,7 @@ class HashFilter {
   }
 
   has(h: number): boolean {
-    const a = h % 4294967296 | 0;
+    const a = (h % 4294967296) | 0;
     const b = HashFilter.step(h, a);
     for (const part of this.parts) {
       let all = true;
@@ -300,7 +310,12 @@ const KINDS: Record<HashIndexKind, KindTables> = {
 
 /** The hash of a subject: (product_id, subject_id), whatever its subject_type, so that a read by subject id
  *  without a type finds it too (the rows read back are compared on every column asked for). */
-export function subjectHash(hash: (seed: number, a: string, b: string, c: string) => number, seed: number, productId: string, subjectId: string): number {
+export function subjectHash(
+  hash: (seed: number, a: string, b: string, c: string) => number,
+  seed: number,
+  productId: string,
+  subjectId: string,
+): number {
   return hash(seed, productId, '', subjectId);
 }
 
@@ -379,7 +394,9 @@ function* hashBuckets(pairs: Float64Array, count: number): Generator<number[]> {
   const next = starts.slice(0, buckets);
   for (let pair = 0; pair < count; pair++) order[next[bucketOf(pair)]!++] = pair;
   for (let b = 0; b < buckets; b++) {
-    yield Array.from(order.subarray(starts[b]!, starts[b + 1]!)).sort((x, y) => pairs[2 * x]! - pairs[2 * y]! || pairs[2 * x + 1]! - pairs[2 * y + 1]!);
+    yield Array.from(order.subarray(starts[b]!, starts[b + 1]!)).sort(
+      (x, y) => pairs[2 * x]! - pairs[2 * y]! || pairs[2 * x + 1]! - pairs[2 * y + 1]!,
+    );
   }
 }
 
@@ -451,10 +468,20 @@ export class EventKeys {
     this.hashOf = options.hash ?? keyHash;
     const t = KINDS[options.kind ?? 'keys'];
     this.tables = t;
-    this.probe = raw.prepare(`SELECT position FROM ${t.recent} WHERE h = ? UNION ALL SELECT position FROM ${t.table} WHERE h = ?`).pluck();
+    this.probe = raw
+      .prepare(`SELECT position FROM ${t.recent} WHERE h = ? UNION ALL SELECT position FROM ${t.table} WHERE h = ?`)
+      .pluck();
     this.levels = [t.recent, t.table].map((table) => ({
-      rangeAsc: raw.prepare(`SELECT position FROM ${table} WHERE h = ? AND position > ? AND position < ? ORDER BY position LIMIT ?`).pluck(),
-      rangeDesc: raw.prepare(`SELECT position FROM ${table} WHERE h = ? AND position > ? AND position < ? ORDER BY position DESC LIMIT ?`).pluck(),
+      rangeAsc: raw
+        .prepare(
+          `SELECT position FROM ${table} WHERE h = ? AND position > ? AND position < ? ORDER BY position LIMIT ?`,
+        )
+        .pluck(),
+      rangeDesc: raw
+        .prepare(
+          `SELECT position FROM ${table} WHERE h = ? AND position > ? AND position < ? ORDER BY position DESC LIMIT ?`,
+        )
+        .pluck(),
       filterScan: raw.prepare(`SELECT h FROM ${table} WHERE h > ? ORDER BY h LIMIT ?`).pluck(),
       deleteKey: raw.prepare(`DELETE FROM ${table} WHERE h = ? AND position = ?`),
       deleteKeys: raw.prepare(`DELETE FROM ${table} WHERE h = ? AND position IN (SELECT value FROM json_each(?))`),
@@ -465,7 +492,9 @@ export class EventKeys {
     this.recentEdge = raw.prepare(`SELECT h, position FROM ${t.recent} ORDER BY h, position LIMIT 1 OFFSET ?`).raw();
     this.recentLast = raw.prepare(`SELECT h, position FROM ${t.recent} ORDER BY h DESC, position DESC LIMIT 1`).raw();
     this.countRecent = raw.prepare(`SELECT count(*) FROM ${t.recent}`).pluck();
-    this.moveUpTo = raw.prepare(`INSERT OR IGNORE INTO ${t.table} (h, position) SELECT h, position FROM ${t.recent} WHERE (h, position) <= (?, ?) ORDER BY h, position`);
+    this.moveUpTo = raw.prepare(
+      `INSERT OR IGNORE INTO ${t.table} (h, position) SELECT h, position FROM ${t.recent} WHERE (h, position) <= (?, ?) ORDER BY h, position`,
+    );
     this.dropUpTo = raw.prepare(`DELETE FROM ${t.recent} WHERE (h, position) <= (?, ?)`);
     // Every pair of a generation, its row deleted meanwhile or not: the row's note takes the key out again (sweep).
     this.insertKey = raw.prepare(`INSERT OR IGNORE INTO ${t.recent} (h, position) VALUES (?, ?)`);
@@ -473,17 +502,25 @@ export class EventKeys {
     this.setMerged = raw.prepare(`UPDATE event_keys_state SET ${t.merged} = max(${t.merged}, ?) WHERE id = 1`);
     this.mergedThrough = raw.prepare(`SELECT ${t.merged} FROM event_keys_state WHERE id = 1`).pluck();
     // AUTOINCREMENT's counter: the last position ever given, even if that row was deleted since.
-    this.lastPosition = raw.prepare(`SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)`).pluck();
+    this.lastPosition = raw
+      .prepare(`SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)`)
+      .pluck();
     this.unsynced = withoutCommitSync(raw, options.synchronous);
     const [a, b, c] = t.hashed;
-    this.keyedAfter = raw.prepare(`SELECT position, ${a} AS a, ${b} AS b, ${c} AS c FROM events WHERE position > ? AND position <= ? AND ${t.where} ORDER BY position`);
+    this.keyedAfter = raw.prepare(
+      `SELECT position, ${a} AS a, ${b} AS b, ${c} AS c FROM events WHERE position > ? AND position <= ? AND ${t.where} ORDER BY position`,
+    );
     // Notes of deleted rows at merged positions only: a row deleted while its key was in memory (the tail, or a
     // generation being merged) still has that key merged, so its note waits until the merge has moved
     // merged_through past it. `h` NULL: a row from before migration 804 whose key was never merged.
     const merged = `(SELECT ${t.merged} FROM event_keys_state WHERE id = 1)`;
-    this.goneAfter = raw.prepare(`SELECT position, h FROM ${t.gone} WHERE position > ? AND position <= ${merged} ORDER BY position LIMIT ?`);
+    this.goneAfter = raw.prepare(
+      `SELECT position, h FROM ${t.gone} WHERE position > ? AND position <= ${merged} ORDER BY position LIMIT ?`,
+    );
     this.deleteByPosition = raw.prepare(`DELETE FROM ${t.byPosition} WHERE position = ?`);
-    this.goneWaiting = raw.prepare(`SELECT count(*) FROM (SELECT 1 FROM ${t.gone} WHERE position <= ${merged} LIMIT ?)`).pluck();
+    this.goneWaiting = raw
+      .prepare(`SELECT count(*) FROM (SELECT 1 FROM ${t.gone} WHERE position <= ${merged} LIMIT ?)`)
+      .pluck();
     this.deleteGone = raw.prepare(`DELETE FROM ${t.gone} WHERE position = ?`);
   }
 
@@ -496,13 +533,16 @@ export class EventKeys {
    */
   catchUp(last: number = this.lastPosition.get() as number): number {
     if (!this.loaded) {
-      const state = this.raw.prepare(`SELECT seed, ${this.tables.merged} AS merged FROM event_keys_state WHERE id = 1`).get() as { seed: number; merged: number };
+      const state = this.raw
+        .prepare(`SELECT seed, ${this.tables.merged} AS merged FROM event_keys_state WHERE id = 1`)
+        .get() as { seed: number; merged: number };
       this.seed = state.seed;
       this.tail.through = state.merged;
       this.seen = state.merged;
       this.loaded = true;
       // Before the tail is rebuilt below: every key added from here on is in the filter too.
-      if ((this.options.kind ?? 'keys') === 'keys' && this.options.filter !== false) this.startFilterBuild(state.merged);
+      if ((this.options.kind ?? 'keys') === 'keys' && this.options.filter !== false)
+        this.startFilterBuild(state.merged);
       this.sweepTimer = setInterval(() => void this.sweepIfMany(), SWEEP_CHECK_MS);
       this.sweepTimer.unref();
     }
@@ -514,7 +554,12 @@ export class EventKeys {
     // Those another writer merged before this one saw them are in the table only, not in the filter: until it is
     // built again from the table (in the background), every lookup probes.
     if (this.filter !== undefined && merged > this.seen) this.startFilterBuild(merged);
-    for (const row of this.keyedAfter.iterate(Math.max(this.seen, merged), last) as IterableIterator<{ position: number; a: string; b: string; c: string }>) {
+    for (const row of this.keyedAfter.iterate(Math.max(this.seen, merged), last) as IterableIterator<{
+      position: number;
+      a: string;
+      b: string;
+      c: string;
+    }>) {
       this.add(this.hashOf(this.seed, row.a, row.b, row.c), row.position);
     }
     this.seen = last;
@@ -587,7 +632,7 @@ export class EventKeys {
       this.filterAgain = false;
       await pause();
       for (const level of this.levels) {
-        for (let after = -1; ; ) {
+        for (let after = -1; ;) {
           if (this.stopped) return;
           const hs = await this.background(() => level.filterScan.all(after, FILTER_SCAN_CHUNK) as number[]);
           for (const h of hs) this.filter!.add(h);
@@ -664,7 +709,8 @@ export class EventKeys {
 
   /** Starts a merge once the tail is full and no merge or sweep runs (one that does starts it when it ends). */
   private mergeIfFull(): void {
-    if (this.tail.count >= this.tailKeys && this.mergeRun === undefined && !this.stopped) this.startMerge().catch((error: unknown) => this.options.onMergeError?.(error));
+    if (this.tail.count >= this.tailKeys && this.mergeRun === undefined && !this.stopped)
+      this.startMerge().catch((error: unknown) => this.options.onMergeError?.(error));
   }
 
   /** Waits for a merge in progress to end (close, tests). */
@@ -779,7 +825,8 @@ export class EventKeys {
       await pause();
       // Counted once per process (a few milliseconds: the level is small), then kept by what merges, moves and
       // sweeps change. Another writer's merges are not counted: they only move the next move earlier or later.
-      if (this.recentEntries === undefined) this.recentEntries = await this.background(() => this.countRecent.get() as number);
+      if (this.recentEntries === undefined)
+        this.recentEntries = await this.background(() => this.countRecent.get() as number);
       const log = merging.log;
       for (const bucket of hashBuckets(log, merging.count)) {
         if (this.stopped) throw new Error('stopped');
@@ -824,7 +871,7 @@ export class EventKeys {
     const recent = this.recentEntries ?? 0;
     if (recent < moveThreshold(this.tail.through - recent, this.tailKeys)) return;
     const started = performance.now();
-    for (let last = false; !last; ) {
+    for (let last = false; !last;) {
       if (this.stopped) return;
       let taken = 0;
       await this.transaction(() => {
@@ -857,9 +904,11 @@ export class EventKeys {
     let pairs = new Float64Array(2 * MERGE_CHUNK);
     let count = 0;
     const positions: number[] = [];
-    for (let after = 0; positions.length < SWEEP_MAX; ) {
+    for (let after = 0; positions.length < SWEEP_MAX;) {
       if (this.stopped) return;
-      const rows = await this.background(() => this.goneAfter.all(after, MERGE_CHUNK) as Array<{ position: number; h: number | null }>);
+      const rows = await this.background(
+        () => this.goneAfter.all(after, MERGE_CHUNK) as Array<{ position: number; h: number | null }>,
+      );
       for (const { position, h } of rows) {
         positions.push(position);
         if (h === null) continue;

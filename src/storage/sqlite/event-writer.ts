@@ -17,10 +17,17 @@ const COLUMNS =
  * pool (wal-sync.ts), so the event loop never waits for the disk; without it, the connection's own
  * synchronous setting applies (FULL syncs inside COMMIT, on the event loop).
  */
-export function sqliteEventWriter(db: Kysely<Database>, raw: BetterSqlite3.Database, indexes: { keys: EventKeys; subjects: EventKeys }, walSync?: WalSync) {
+export function sqliteEventWriter(
+  db: Kysely<Database>,
+  raw: BetterSqlite3.Database,
+  indexes: { keys: EventKeys; subjects: EventKeys },
+  walSync?: WalSync,
+) {
   const { keys, subjects } = indexes;
   // With the row's two hashes (event-keys.ts): a deleted row's note takes them from it, for the sweep.
-  const insert = raw.prepare(`INSERT INTO events (${COLUMNS}, key_hash, subject_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+  const insert = raw.prepare(
+    `INSERT INTO events (${COLUMNS}, key_hash, subject_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  );
   const byPosition = raw.prepare(`SELECT ${COLUMNS} FROM events WHERE position = ?`);
   type StoredRow = Parameters<typeof eventFromRow>[0];
 
@@ -29,54 +36,67 @@ export function sqliteEventWriter(db: Kysely<Database>, raw: BetterSqlite3.Datab
   const original = (row: EventInsert, candidates: number[]): StoredRow | undefined => {
     for (const position of candidates) {
       const stored = byPosition.get(position) as StoredRow | undefined;
-      if (stored !== undefined && stored.external_id === row.externalId && stored.source === row.source && stored.product_id === row.productId) return stored;
+      if (
+        stored !== undefined &&
+        stored.external_id === row.externalId &&
+        stored.source === row.source &&
+        stored.product_id === row.productId
+      )
+        return stored;
     }
     return undefined;
   };
 
-  const writeAll = raw.transaction((rows: EventInsert[], added: Array<[number, number]>, addedSubjects: Array<[number, number]>, last: { position: number }): InsertOutcome[] => {
-    subjects.catchUp(keys.catchUp());
-    const mine = new Map<number, number[]>();
-    return rows.map((row): InsertOutcome => {
-      let h: number | undefined;
-      const subjectHash = subjects.hashSubject(row.productId, row.subjectId);
-      if (row.externalId !== null) {
-        h = keys.hash(row.productId, row.source, row.externalId);
-        const stored = original(row, keys.candidates(h, mine.get(h)?.slice()));
-        if (stored !== undefined) return { status: 'duplicate', event: eventFromRow(stored) };
-      }
-      const result = insert.run(
-        row.id,
-        row.productId,
-        row.source,
-        row.externalId,
-        row.eventType,
-        row.action,
-        row.canonicalName,
-        row.nameFormat,
-        row.subjectType,
-        row.subjectId,
-        row.occurredAt,
-        row.receivedAt,
-        row.propertiesJson,
-        row.apiKeyId,
-        row.contextJson ?? null,
-        row.originalJson ?? null,
-        h ?? null,
-        subjectHash,
-      );
-      const position = Number(result.lastInsertRowid);
-      last.position = position;
-      addedSubjects.push([subjectHash, position]);
-      if (h !== undefined) {
-        added.push([h, position]);
-        const same = mine.get(h);
-        if (same === undefined) mine.set(h, [position]);
-        else same.push(position);
-      }
-      return { status: 'created', event: row };
-    });
-  });
+  const writeAll = raw.transaction(
+    (
+      rows: EventInsert[],
+      added: Array<[number, number]>,
+      addedSubjects: Array<[number, number]>,
+      last: { position: number },
+    ): InsertOutcome[] => {
+      subjects.catchUp(keys.catchUp());
+      const mine = new Map<number, number[]>();
+      return rows.map((row): InsertOutcome => {
+        let h: number | undefined;
+        const subjectHash = subjects.hashSubject(row.productId, row.subjectId);
+        if (row.externalId !== null) {
+          h = keys.hash(row.productId, row.source, row.externalId);
+          const stored = original(row, keys.candidates(h, mine.get(h)?.slice()));
+          if (stored !== undefined) return { status: 'duplicate', event: eventFromRow(stored) };
+        }
+        const result = insert.run(
+          row.id,
+          row.productId,
+          row.source,
+          row.externalId,
+          row.eventType,
+          row.action,
+          row.canonicalName,
+          row.nameFormat,
+          row.subjectType,
+          row.subjectId,
+          row.occurredAt,
+          row.receivedAt,
+          row.propertiesJson,
+          row.apiKeyId,
+          row.contextJson ?? null,
+          row.originalJson ?? null,
+          h ?? null,
+          subjectHash,
+        );
+        const position = Number(result.lastInsertRowid);
+        last.position = position;
+        addedSubjects.push([subjectHash, position]);
+        if (h !== undefined) {
+          added.push([h, position]);
+          const same = mine.get(h);
+          if (same === undefined) mine.set(h, [position]);
+          else same.push(position);
+        }
+        return { status: 'created', event: row };
+      });
+    },
+  );
 
   /** One transaction, holding the write lock from its start (so that catchUp sees every other writer's rows);
    *  the keys and subjects it stored reach the tails only once it committed, in the same turn of the connection's
@@ -97,7 +117,9 @@ export function sqliteEventWriter(db: Kysely<Database>, raw: BetterSqlite3.Datab
   return {
     async insertMany(rows: EventInsert[]): Promise<InsertOutcome[]> {
       if (rows.length === 0) return [];
-      const outcomes = await db.connection().execute(async () => (unsynced === undefined ? write(rows) : unsynced(() => write(rows))));
+      const outcomes = await db
+        .connection()
+        .execute(async () => (unsynced === undefined ? write(rows) : unsynced(() => write(rows))));
       // Also when every row was a duplicate: the row found may be another request's, committed a moment ago
       // and not yet synced, and "already stored" must be true when it is said.
       await walSync?.sync();

@@ -113,7 +113,10 @@ export class WalSync {
     } catch (error) {
       // A sync asked for after close fails without poisoning anything: the storage is going away.
       if (this.closed) throw error;
-      this.failed ??= new WalSyncError(`fdatasync of the SQLite WAL (${this.walPath}) failed: ${(error as Error).message}`, { cause: error });
+      this.failed ??= new WalSyncError(
+        `fdatasync of the SQLite WAL (${this.walPath}) failed: ${(error as Error).message}`,
+        { cause: error },
+      );
       throw this.failed;
     } finally {
       this.running = undefined;

@@ -37,7 +37,9 @@ export async function startNatsServer(): Promise<TestNatsServer> {
     port,
     async start() {
       output = '';
-      const started = spawn(NATS_SERVER, ['-js', '-sd', dir, '-a', '127.0.0.1', '-p', String(port)], { stdio: ['ignore', 'pipe', 'pipe'] });
+      const started = spawn(NATS_SERVER, ['-js', '-sd', dir, '-a', '127.0.0.1', '-p', String(port)], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
       child = started;
       await new Promise<void>((resolve, reject) => {
         const timer = setTimeout(() => reject(new Error(`nats-server did not start:\n${output}`)), 15_000);

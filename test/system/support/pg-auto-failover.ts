@@ -17,9 +17,14 @@ const PG_BIN = '/usr/lib/postgresql/15/bin';
 export function failoverToolsProblem(): string | undefined {
   const has = () => spawnSync('sh', ['-c', 'command -v pg_autoctl'], { encoding: 'utf8' }).status === 0;
   if (!has()) {
-    if (process.getuid?.() !== 0) return 'pg_autoctl is not installed (apt-get install postgresql-15-auto-failover) and this is not root';
-    const install = spawnSync('apt-get', ['install', '-y', '-q', 'postgresql-15-auto-failover'], { encoding: 'utf8', timeout: 300_000 });
-    if (!has()) return `could not install postgresql-15-auto-failover: ${install.stderr?.slice(-500) ?? install.error?.message}`;
+    if (process.getuid?.() !== 0)
+      return 'pg_autoctl is not installed (apt-get install postgresql-15-auto-failover) and this is not root';
+    const install = spawnSync('apt-get', ['install', '-y', '-q', 'postgresql-15-auto-failover'], {
+      encoding: 'utf8',
+      timeout: 300_000,
+    });
+    if (!has())
+      return `could not install postgresql-15-auto-failover: ${install.stderr?.slice(-500) ?? install.error?.message}`;
   }
   if (!existsSync(join(PG_BIN, 'postgres'))) return `PostgreSQL 15 binaries not found in ${PG_BIN}`;
   if (spawnSync('id', ['postgres']).status !== 0) return 'no "postgres" system user to run pg_autoctl as';
@@ -115,8 +120,15 @@ export async function startFormation(): Promise<Formation> {
   const chown = () => execFileSync('chown', ['-R', 'postgres:', dir]);
   chown();
   const asPostgres = (args: string[], timeoutMs = 120_000) => {
-    const result = spawnSync('runuser', ['-u', 'postgres', '--', ...env, ...args], { encoding: 'utf8', timeout: timeoutMs, cwd: dir });
-    if (result.status !== 0) throw new Error(`${args.join(' ')} failed (${result.status ?? result.error?.message}):\n${result.stdout}\n${result.stderr}`);
+    const result = spawnSync('runuser', ['-u', 'postgres', '--', ...env, ...args], {
+      encoding: 'utf8',
+      timeout: timeoutMs,
+      cwd: dir,
+    });
+    if (result.status !== 0)
+      throw new Error(
+        `${args.join(' ')} failed (${result.status ?? result.error?.message}):\n${result.stdout}\n${result.stderr}`,
+      );
     return result.stdout;
   };
   const run = (name: string) => {
@@ -186,20 +198,64 @@ export async function startFormation(): Promise<Formation> {
       }
       await new Promise((resolve) => setTimeout(resolve, 250));
     }
-    throw new Error(`formation: not ${what} within ${timeoutMs} ms; last state ${JSON.stringify(last)} ${lastError ?? ''}`);
+    throw new Error(
+      `formation: not ${what} within ${timeoutMs} ms; last state ${JSON.stringify(last)} ${lastError ?? ''}`,
+    );
   };
-  const is = (s: NodeState[], name: string, state: string) => s.some((n) => n.name === name && n.assigned === state && n.reported === state);
+  const is = (s: NodeState[], name: string, state: string) =>
+    s.some((n) => n.name === name && n.assigned === state && n.reported === state);
 
   try {
-    asPostgres(['pg_autoctl', 'create', 'monitor', '--pgdata', join(dir, 'monitor'), '--pgport', String(monitorPort), '--listen', '127.0.0.1', '--hostname', '127.0.0.1', '--auth', 'trust', '--no-ssl']);
+    asPostgres([
+      'pg_autoctl',
+      'create',
+      'monitor',
+      '--pgdata',
+      join(dir, 'monitor'),
+      '--pgport',
+      String(monitorPort),
+      '--listen',
+      '127.0.0.1',
+      '--hostname',
+      '127.0.0.1',
+      '--auth',
+      'trust',
+      '--no-ssl',
+    ]);
     appendFileSync(join(dir, 'monitor', 'postgresql.conf'), SHORT_TIMEOUTS);
     run('monitor');
     const createNode = (name: 'node1' | 'node2') => {
       asPostgres([
-        'pg_autoctl', 'create', 'postgres', '--pgdata', join(dir, name), '--pgport', String(ports[name]), '--listen', '127.0.0.1',
-        '--hostname', '127.0.0.1', '--name', name, '--auth', 'trust', '--no-ssl', '--dbname', 'events', '--monitor', monitorUri,
+        'pg_autoctl',
+        'create',
+        'postgres',
+        '--pgdata',
+        join(dir, name),
+        '--pgport',
+        String(ports[name]),
+        '--listen',
+        '127.0.0.1',
+        '--hostname',
+        '127.0.0.1',
+        '--name',
+        name,
+        '--auth',
+        'trust',
+        '--no-ssl',
+        '--dbname',
+        'events',
+        '--monitor',
+        monitorUri,
       ]);
-      asPostgres(['pg_autoctl', 'config', 'set', '--pgdata', join(dir, name), 'timeout.network_partition_timeout', '4']);
+      asPostgres([
+        'pg_autoctl',
+        'config',
+        'set',
+        '--pgdata',
+        join(dir, name),
+        'timeout.network_partition_timeout',
+        '4',
+      ]);
       appendFileSync(join(dir, name, 'postgresql.conf'), "shared_buffers = '128MB'\n");
       chown();
       run(name);
@@ -217,14 +273,26 @@ export async function startFormation(): Promise<Formation> {
     }
     await waitFor((s) => is(s, 'node1', 'single'), 'node1 single', 60_000);
     createNode('node2');
-    await waitFor((s) => is(s, 'node1', 'primary') && is(s, 'node2', 'secondary'), 'node1 primary and node2 secondary', 90_000);
+    await waitFor(
+      (s) => is(s, 'node1', 'primary') && is(s, 'node2', 'secondary'),
+      'node1 primary and node2 secondary',
+      90_000,
+    );
   } catch (error) {
     const detail = [...logs].map(([name, log]) => `--- ${name}\n${log.slice(-3000)}`).join('\n');
     destroy();
     process.removeListener('exit', onExit);
     throw new Error(`${(error as Error).message}\n${detail}`);
   }
-  const shown = asPostgres(['pg_autoctl', 'show', 'uri', '--pgdata', join(dir, 'monitor'), '--formation', 'default']).trim();
+  const shown = asPostgres([
+    'pg_autoctl',
+    'show',
+    'uri',
+    '--pgdata',
+    join(dir, 'monitor'),
+    '--formation',
+    'default',
+  ]).trim();
   const uri = shown.replace(/^postgres(ql)?:\/\//, 'postgres://postgres@');
 
   return {
@@ -243,10 +311,26 @@ export async function startFormation(): Promise<Formation> {
     waitFor,
     async switchover() {
       // Asynchronous: the test's load and probes keep running meanwhile.
-      const child = spawn('runuser', ['-u', 'postgres', '--', ...env, 'pg_autoctl', 'perform', 'switchover', '--pgdata', join(dir, 'monitor'), '--wait', '90'], {
-        stdio: ['ignore', 'pipe', 'pipe'],
-        cwd: dir,
-      });
+      const child = spawn(
+        'runuser',
+        [
+          '-u',
+          'postgres',
+          '--',
+          ...env,
+          'pg_autoctl',
+          'perform',
+          'switchover',
+          '--pgdata',
+          join(dir, 'monitor'),
+          '--wait',
+          '90',
+        ],
+        {
+          stdio: ['ignore', 'pipe', 'pipe'],
+          cwd: dir,
+        },
+      );
       let output = '';
       child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
       child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
@@ -255,10 +339,24 @@ export async function startFormation(): Promise<Formation> {
     },
     log: (name) => logs.get(name) ?? '',
     async events(since) {
-      const client = new pg.Client({ host: '127.0.0.1', port: monitorPort, user: 'autoctl_node', database: 'pg_auto_failover', connectionTimeoutMillis: 5000 });
+      const client = new pg.Client({
+        host: '127.0.0.1',
+        port: monitorPort,
+        user: 'autoctl_node',
+        database: 'pg_auto_failover',
+        connectionTimeoutMillis: 5000,
+      });
       await client.connect();
       try {
-        const { rows } = await client.query<{ at: Date; node: string; reported: string; goal: string; replication: string | null; lsn: string; description: string }>(
+        const { rows } = await client.query<{
+          at: Date;
+          node: string;
+          reported: string;
+          goal: string;
+          replication: string | null;
+          lsn: string;
+          description: string;
+        }>(
           'SELECT eventtime AS at, nodename AS node, reportedstate::text AS reported, goalstate::text AS goal, reportedrepstate AS replication, ' +
             'reportedlsn::text AS lsn, description FROM pgautofailover.event WHERE eventtime >= $1 ORDER BY eventid',
           [since],
@@ -272,10 +370,18 @@ export async function startFormation(): Promise<Formation> {
       asPostgres(['pg_autoctl', 'set', 'node', 'replication-quorum', 'true', '--pgdata', join(dir, standby)], 60_000);
     },
     async replication(port) {
-      const client = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', database: 'postgres', connectionTimeoutMillis: 5000 });
+      const client = new pg.Client({
+        host: '127.0.0.1',
+        port,
+        user: 'postgres',
+        database: 'postgres',
+        connectionTimeoutMillis: 5000,
+      });
       await client.connect();
       try {
-        const names = await client.query<{ value: string }>("SELECT current_setting('synchronous_standby_names') AS value");
+        const names = await client.query<{ value: string }>(
+          "SELECT current_setting('synchronous_standby_names') AS value",
+        );
         const standbys = await client.query<{ name: string; state: string; sync_state: string }>(
           'SELECT application_name AS name, state, sync_state FROM pg_stat_replication ORDER BY application_name',
         );

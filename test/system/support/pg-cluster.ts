@@ -18,7 +18,9 @@ export function clusterProblem(): string | false {
 /** Runs a PostgreSQL binary as the postgres user when we are root (initdb refuses root). */
 function pgCommand(binary: string, args: string[]): { command: string; args: string[] } {
   const path = join(BIN, binary);
-  return userInfo().uid === 0 ? { command: 'runuser', args: ['-u', 'postgres', '--', path, ...args] } : { command: path, args };
+  return userInfo().uid === 0
+    ? { command: 'runuser', args: ['-u', 'postgres', '--', path, ...args] }
+    : { command: path, args };
 }
 
 function run(binary: string, args: string[]): string {
@@ -70,7 +72,14 @@ export async function createCluster(options: ClusterOptions = {}): Promise<Clust
   }
   options.prepare?.(dir);
   const extra = Object.entries(options.settings ?? {}).map(([name, value]) => `-c ${name}=${value}`);
-  const serverOptions = [`-p ${port}`, `-k ${dir}`, '-c listen_addresses=127.0.0.1', '-c max_connections=50', '-c shared_buffers=16MB', ...extra].join(' ');
+  const serverOptions = [
+    `-p ${port}`,
+    `-k ${dir}`,
+    '-c listen_addresses=127.0.0.1',
+    '-c max_connections=50',
+    '-c shared_buffers=16MB',
+    ...extra,
+  ].join(' ');
   const cluster: Cluster = {
     dir,
     port,
