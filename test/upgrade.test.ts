@@ -1,0 +1,154 @@
+// Upgrades keep data (issue 36): a database file written by an earlier release (test/fixtures/README.md) opens
+// with the current code, whose migrations run at start, and its products, keys, events and users read back
+// through the API as that release wrote them; its keys still authenticate and its idempotency keys still
+// deduplicate. A SQLite file: the PostgreSQL pass skips it.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../src/http/app.js';
+import { adminHeaders, bearer, createTestServices, dialect, testTempDir } from './helpers.js';
+
+type StoredEvent = Record<string, unknown> & { uuid: string; external_id: string | null };
+interface Manifest {
+  commit: string;
+  products: Array<{ id: string; name: string }>;
+  keys: Record<'events' | 'reports' | 'revoked' | 'other', { id: string; key: string }>;
+  events: StoredEvent[];
+  users: Record<string, Record<string, unknown> & { id: string; event_uuids: string[] }>;
+}
+
+const FIXTURES = ['35f7c80', 'ccc5108'];
+const skip = dialect === 'sqlite' ? false : 'the fixtures are SQLite files: the SQLite pass runs them';
+
+for (const commit of FIXTURES) {
+  const manifest = JSON.parse(
+    readFileSync(new URL(`./fixtures/upgrade-${commit}.json`, import.meta.url), 'utf8'),
+  ) as Manifest;
+  const [product, other] = manifest.products as [Manifest['products'][number], Manifest['products'][number]];
+
+  describe(`a database written by ${commit} opens with this release`, { skip }, () => {
+    let app: FastifyInstance;
+    let close: () => Promise<void>;
+    let applied: number[];
+    before(async () => {
+      const dir = mkdtempSync(join(testTempDir(), 'inlet-upgrade-'));
+      const file = join(dir, 'inlet.db');
+      copyFileSync(new URL(`./fixtures/upgrade-${commit}.db`, import.meta.url), file);
+      const opened = await createTestServices(
+        {},
+        { databaseUrl: `sqlite:${file}`, drop: async () => rmSync(dir, { recursive: true, force: true }) },
+      );
+      applied = opened.services.storage.migration?.applied.map((m) => m.version) ?? [];
+      app = await buildApp(opened.services, { logger: false });
+      await app.ready();
+      close = async () => {
+        await app.close();
+        await opened.close();
+      };
+    });
+    after(async () => close?.());
+
+    const admin = (url: string) => app.inject({ method: 'GET', url, headers: adminHeaders() });
+
+    it('migrations ran on it', () => {
+      assert.ok(applied.length > 0, 'the fixture predates at least one migration');
+    });
+
+    it('keeps its products', async () => {
+      const res = await admin('/admin/v1/products');
+      assert.equal(res.statusCode, 200, res.body);
+      const listed = (res.json().data as Array<{ id: string; name: string }>).map(({ id, name }) => ({ id, name }));
+      assert.deepEqual(
+        listed.sort((a, b) => a.id.localeCompare(b.id)),
+        [...manifest.products].sort((a, b) => a.id.localeCompare(b.id)),
+      );
+    });
+
+    it('keeps its keys: listed as they were, and they still authenticate (a revoked one still does not)', async () => {
+      const res = await admin(`/admin/v1/products/${product.id}/keys`);
+      assert.equal(res.statusCode, 200, res.body);
+      const keys = res.json().data as Array<{ id: string; kind: string; revoked_at: string | null }>;
+      const byId = new Map(keys.map((key) => [key.id, key]));
+      assert.equal(byId.get(manifest.keys.events.id)?.kind, 'events');
+      assert.equal(byId.get(manifest.keys.reports.id)?.kind, 'reports');
+      assert.equal(byId.get(manifest.keys.events.id)?.revoked_at, null);
+      assert.ok(byId.get(manifest.keys.revoked.id)?.revoked_at, 'the revoked key stays revoked');
+
+      const send = (key: string, externalId: string) =>
+        app.inject({
+          method: 'POST',
+          url: '/api/v2/events',
+          headers: bearer(key),
+          payload: {
+            event_type: 'upgrade',
+            action: 'checked',
+            subject_type: 'user',
+            subject_id: 'user_42',
+            external_id: externalId,
+          },
+        });
+      assert.equal((await send(manifest.keys.events.key, `after-upgrade-${commit}`)).statusCode, 201);
+      assert.equal((await send(manifest.keys.revoked.key, `revoked-${commit}`)).statusCode, 401);
+      const reports = await app.inject({
+        method: 'GET',
+        url: '/api/v2/traffic_reports?from=2026-11-01&to=2026-11-02',
+        headers: bearer(manifest.keys.reports.key),
+      });
+      assert.notEqual(reports.statusCode, 401, reports.body);
+    });
+
+    it('keeps every event as it was stored, and their idempotency keys still deduplicate', async () => {
+      for (const stored of manifest.events) {
+        const res = await admin(`/admin/v1/products/${product.id}/events/${stored.uuid}`);
+        assert.equal(res.statusCode, 200, `${stored.uuid}: ${res.body}`);
+        const read = res.json().data as Record<string, unknown>;
+        for (const [field, value] of Object.entries(stored))
+          assert.deepEqual(read[field], value, `${stored.uuid}.${field}`);
+      }
+      const replayed = manifest.events.find((event) => event.external_id?.startsWith('fixture-v2-'))!;
+      const again = await app.inject({
+        method: 'POST',
+        url: '/api/v2/events',
+        headers: bearer(manifest.keys.events.key),
+        payload: {
+          event_type: replayed.event_type,
+          action: replayed.action,
+          subject_type: replayed.subject_type,
+          subject_id: replayed.subject_id,
+          external_id: replayed.external_id,
+        },
+      });
+      assert.equal(again.statusCode, 200, again.body);
+      assert.equal(again.headers['idempotent-replayed'], 'true');
+      assert.equal(again.json().data.uuid, replayed.uuid);
+    });
+
+    it('keeps its users: identifiers, traits, aliases, merges and their events', async () => {
+      for (const [externalId, before] of Object.entries(manifest.users)) {
+        const res = await admin(`/admin/v1/products/${product.id}/users/${externalId}`);
+        assert.equal(res.statusCode, 200, res.body);
+        const user = res.json().data as Record<string, unknown> & { events: Array<{ uuid: string }> };
+        const { event_uuids: uuids, ...fields } = before;
+        for (const [field, value] of Object.entries(fields))
+          assert.deepEqual(user[field], value, `${externalId}.${field}`);
+        const now = new Set(user.events.map((event) => event.uuid));
+        assert.deepEqual(
+          uuids.filter((uuid) => !now.has(uuid)),
+          [],
+          `${externalId}'s events`,
+        );
+      }
+    });
+
+    it("keeps products apart: the second product's event is its own", async () => {
+      const res = await admin(`/admin/v1/products/${other.id}/events`);
+      assert.equal(res.statusCode, 200, res.body);
+      assert.deepEqual(
+        (res.json().data as Array<{ external_id: string }>).map((event) => event.external_id),
+        ['fixture-other-0001'],
+      );
+    });
+  });
+}
