@@ -31,6 +31,7 @@ import { destinationMessage } from './resources/destination-messages.js';
 import { createErasureService, KeyChangedError, type ErasureService } from './services/erasure-service.js';
 import { createRetentionService, type RetentionService } from './services/retention-service.js';
 import { createCheckpointWatch, registerWalMetrics, type CheckpointWatch } from './services/postgres-checkpoints.js';
+import { createBackupService, type BackupService } from './services/backup-service.js';
 
 export interface Services {
   config: Config;
@@ -60,6 +61,8 @@ export interface Services {
   erasure: ErasureService;
   /** Retention of events per product (governance.md §4); the background task is started by main. */
   retention: RetentionService;
+  /** Backups (docs/operations.md): `inlet backup`. */
+  backups: BackupService;
   /** PostgreSQL: warns in the log when the server keeps checkpointing because its WAL reaches max_wal_size (started by main). */
   checkpointWatch?: CheckpointWatch;
   /** Flushes pending writes and closes storage. */
@@ -83,6 +86,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
     ...(options.postgresSchema === undefined ? {} : { postgresSchema: options.postgresSchema }),
   });
   const metrics = createMetrics({ defaultMetrics: options.defaultMetrics ?? true });
+  const backups = createBackupService(storage.backup);
   if (storage.poolStats !== undefined) registerPoolMetrics(metrics.registry, storage.poolStats);
   if (storage.replicationStatus !== undefined) registerReplicationMetrics(metrics.registry, storage.replicationStatus);
   if (storage.walStats !== undefined) registerWalMetrics(metrics.registry, storage.walStats);
@@ -185,10 +189,12 @@ export async function createServices(config: Config, options: CreateServicesOpti
     stats,
     erasure,
     retention,
+    backups,
     ...(checkpointWatch === undefined ? {} : { checkpointWatch }),
     close() {
       closed ??= (async () => {
         checkpointWatch?.stop();
+        await backups.close();
         await destinations.close();
         await erasure.close();
         await retention.close();

@@ -5,6 +5,8 @@ import type { Services } from '../services.js';
 export interface CliIo {
   out: (line: string) => void;
   err: (line: string) => void;
+  /** Rewrites one status line on stderr; set only when stderr is a terminal ('' clears it). */
+  progress?: (text: string) => void;
 }
 
 export interface Command {

@@ -12,6 +12,7 @@ import { trafficCommands } from './traffic-commands.js';
 import { destinationCommands } from './destination-commands.js';
 import { governanceCommands } from './governance-commands.js';
 import { erasureCommands } from './erasure-commands.js';
+import { backupCommands } from './backup-command.js';
 
 export const commands: Command[] = [
   ...coreCommands,
@@ -22,6 +23,7 @@ export const commands: Command[] = [
   ...destinationCommands,
   ...governanceCommands,
   ...erasureCommands,
+  ...backupCommands,
 ];
 
 function help(io: CliIo): void {
@@ -35,7 +37,11 @@ function help(io: CliIo): void {
 
 export async function runCli(
   argv: string[],
-  io: CliIo = { out: (l) => process.stdout.write(`${l}\n`), err: (l) => process.stderr.write(`${l}\n`) },
+  io: CliIo = {
+    out: (l) => process.stdout.write(`${l}\n`),
+    err: (l) => process.stderr.write(`${l}\n`),
+    ...(process.stderr.isTTY ? { progress: (text: string) => process.stderr.write(`\r\x1b[K${text}`) } : {}),
+  },
   env = process.env,
 ): Promise<number> {
   if (argv.length === 0 || argv[0] === 'help' || argv[0] === '--help' || argv[0] === '-h') {

@@ -19,6 +19,8 @@ import { postgresEventWriter } from './postgres/event-writer.js';
 import { trafficStore } from './traffic-store.js';
 import { destinationStore } from './destination-store.js';
 import { erasureStore } from './erasure-store.js';
+import { sqliteBackup } from './sqlite/backup.js';
+import { postgresBackup } from './postgres/backup.js';
 import {
   checkWritableTarget,
   DatabaseUrlError,
@@ -388,6 +390,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
         : destinationStore(db, dialect, rawSqlite),
     governance: governanceStore(db, dialect),
     erasure: erasureStore(db, dialect, vacuum, maintenanceDatabase, checkpointer?.roomInWal, eventSubjects),
+    backup: dialect === 'sqlite' ? sqliteBackup(sqlitePath(url)) : postgresBackup,
     async ping() {
       if (dialect === 'sqlite') {
         await sql`SELECT 1`.execute(db);

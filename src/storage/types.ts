@@ -8,10 +8,12 @@ export type Dialect = 'sqlite' | 'postgres';
 import type { KeyKind } from '../domain/api-keys.js';
 import type { GovernanceStore } from './governance-types.js';
 import type { ErasureStore } from './erasure-types.js';
+import type { DatabaseBackup } from './backup-types.js';
 
 // The governance part of the port lives in its own file; services and resources see it through this one.
 export type * from './governance-types.js';
 export type * from './erasure-types.js';
+export type * from './backup-types.js';
 
 export type ApiKeyKind = KeyKind;
 
@@ -360,6 +362,8 @@ export interface Storage {
   readonly governance: GovernanceStore;
   /** Erasure jobs, suppressions and retention (governance.md §3–4). */
   readonly erasure: ErasureStore;
+  /** Online backups of the database (issue 36), or why Inlet leaves them to the database's own tools. */
+  readonly backup?: DatabaseBackup;
   /** Throws when the database cannot be reached. */
   ping(): Promise<void>;
   /** True when `error` means "storage unreachable (or not the primary) right now, retry later": 503, not 500. */
