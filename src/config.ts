@@ -1,8 +1,10 @@
 // The only module that reads process.env. Every setting is validated once, at start-up;
 // a bad value stops the process with a message that names the variable.
+import { resolve } from 'node:path';
 import type { LegacyFlatMode } from './domain/legacy-policy.js';
 import { checkDatabaseUrl } from './storage/connect.js';
 import { parseAllowList } from './services/outbound-guard.js';
+import { parseInterval } from './domain/backups.js';
 
 export type { LegacyFlatMode };
 export type SqliteSynchronous = 'full' | 'normal';
@@ -96,6 +98,8 @@ export interface Config {
   erasureMessageKeepDays: number;
   /** How often the retention task runs (governance.md §4); 0: never. */
   retentionIntervalMs: number;
+  /** Scheduled backups (docs/operations.md): INLET_BACKUP_DIR (made absolute), INLET_BACKUP_INTERVAL, INLET_BACKUP_KEEP; off by default. */
+  backupSchedule: { dir: string; intervalMs: number; keep: number } | undefined;
 }
 
 export class ConfigError extends Error {
@@ -297,6 +301,7 @@ export function loadConfig(env: Env = process.env): Config {
     erasurePollMs: integer(env, 'INLET_ERASURE_POLL_MS', 1000, 10, 60_000),
     erasureMessageKeepDays: integer(env, 'INLET_ERASURE_MESSAGE_KEEP_DAYS', 30, 1, 3650),
     retentionIntervalMs: integer(env, 'INLET_RETENTION_INTERVAL_MS', 600_000, 0, 86_400_000),
+    backupSchedule: backupSchedule(env),
   };
 }
 
@@ -308,4 +313,24 @@ function installationSecret(env: Env): string | undefined {
       'INLET_INSTALLATION_SECRET must be at least 32 characters long (use a random secret, e.g. openssl rand -base64 32)',
     );
   return raw;
+}
+
+function backupSchedule(env: Env): Config['backupSchedule'] {
+  let intervalMs: number | undefined;
+  try {
+    intervalMs = parseInterval(env.INLET_BACKUP_INTERVAL);
+  } catch (error) {
+    throw new ConfigError(`INLET_BACKUP_INTERVAL ${(error as Error).message}`);
+  }
+  if (intervalMs !== undefined && (intervalMs < 1000 || intervalMs > 366 * 86_400_000))
+    throw new ConfigError(`INLET_BACKUP_INTERVAL must be between 1s and 366d, got "${env.INLET_BACKUP_INTERVAL}"`);
+  const keep = integer(env, 'INLET_BACKUP_KEEP', 7, 1, 100_000);
+  const dir = env.INLET_BACKUP_DIR?.trim() || undefined;
+  if (intervalMs !== undefined && dir === undefined)
+    throw new ConfigError('INLET_BACKUP_INTERVAL is set but INLET_BACKUP_DIR is not: set where the backups go');
+  if (intervalMs === undefined && dir !== undefined)
+    throw new ConfigError(
+      'INLET_BACKUP_DIR is set but INLET_BACKUP_INTERVAL is not: set how often to back up, e.g. 6h',
+    );
+  return intervalMs === undefined || dir === undefined ? undefined : { dir: resolve(dir), intervalMs, keep };
 }

@@ -71,6 +71,8 @@ async function start(config: Config): Promise<void> {
   // Runs erasure jobs (pending ones, and those whose instance died) and the retention task.
   services.erasure.start();
   services.retention.start();
+  // SQLite: a verified backup into INLET_BACKUP_DIR every INLET_BACKUP_INTERVAL (off by default), in a worker thread.
+  services.backups.start(app.log);
   // PostgreSQL: a warning when the server checkpoints because its WAL keeps reaching max_wal_size (every 5 min).
   services.checkpointWatch?.start(app.log);
 }

@@ -31,7 +31,7 @@ import { destinationMessage } from './resources/destination-messages.js';
 import { createErasureService, KeyChangedError, type ErasureService } from './services/erasure-service.js';
 import { createRetentionService, type RetentionService } from './services/retention-service.js';
 import { createCheckpointWatch, registerWalMetrics, type CheckpointWatch } from './services/postgres-checkpoints.js';
-import { createBackupService, type BackupService } from './services/backup-service.js';
+import { createBackupService, scheduleRefusal, type BackupService } from './services/backup-service.js';
 
 export interface Services {
   config: Config;
@@ -61,7 +61,7 @@ export interface Services {
   erasure: ErasureService;
   /** Retention of events per product (governance.md §4); the background task is started by main. */
   retention: RetentionService;
-  /** Backups (docs/operations.md): `inlet backup`. */
+  /** Backups (docs/operations.md): `inlet backup`, and the schedule of INLET_BACKUP_* (started by main). */
   backups: BackupService;
   /** PostgreSQL: warns in the log when the server keeps checkpointing because its WAL reaches max_wal_size (started by main). */
   checkpointWatch?: CheckpointWatch;
@@ -85,8 +85,13 @@ export async function createServices(config: Config, options: CreateServicesOpti
     queryTimeoutMs: config.databaseQueryTimeoutMs,
     ...(options.postgresSchema === undefined ? {} : { postgresSchema: options.postgresSchema }),
   });
+  const backupRefusal = scheduleRefusal(storage.backup, config.backupSchedule);
+  if (backupRefusal !== undefined) {
+    await storage.close();
+    throw new ConfigError(backupRefusal);
+  }
   const metrics = createMetrics({ defaultMetrics: options.defaultMetrics ?? true });
-  const backups = createBackupService(storage.backup);
+  const backups = createBackupService(storage.backup, metrics, config.backupSchedule);
   if (storage.poolStats !== undefined) registerPoolMetrics(metrics.registry, storage.poolStats);
   if (storage.replicationStatus !== undefined) registerReplicationMetrics(metrics.registry, storage.replicationStatus);
   if (storage.walStats !== undefined) registerWalMetrics(metrics.registry, storage.walStats);

@@ -1,19 +1,23 @@
 // Backups (issue 36; docs/operations.md): `inlet backup <file>` writes a verified copy of the live SQLite database
 // (what was acknowledged before it began is in it, and a server opened on it has the events: the restore), refuses
-// bad targets without leaving anything behind, and on PostgreSQL exits 2 pointing to PostgreSQL's own tools.
+// bad targets without leaving anything behind, and on PostgreSQL exits 2 pointing to PostgreSQL's own tools. The
+// server's scheduled backups are named by time, rotated, counted in metrics, and a failure never stops ingest.
 // The real server under ingest, full disks and read-only directories: test/system/backup.test.ts.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { chmodSync, copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { buildApp } from '../src/http/app.js';
+import { backupTimeOf } from '../src/domain/backups.js';
+import { ConfigError } from '../src/config.js';
 import {
   adminHeaders,
   bearer,
   createTestApp,
   createTestServices,
   dialect,
+  testDatabase,
   testTempDir,
   type TestContext,
 } from './helpers.js';
@@ -21,6 +25,7 @@ import { cliEnv, inlet } from './support/cli.js';
 
 const sqliteOnly = dialect === 'sqlite' ? false : 'SQLite only: PostgreSQL is backed up with its own tools';
 const postgresOnly = dialect === 'postgres' ? false : 'PostgreSQL only';
+const HOUR = 3_600_000;
 
 function tempDir(): string {
   return mkdtempSync(join(testTempDir(), 'inlet-backups-'));
@@ -234,6 +239,68 @@ describe('inlet backup on PostgreSQL', { skip: postgresOnly }, () => {
       assert.match(res.err, /docs\/operations\.md, "Backing up PostgreSQL"/);
     } finally {
       await ctx.close();
+    }
+  });
+
+  it('the server refuses a backup schedule, naming INLET_BACKUP_INTERVAL', async () => {
+    const database = testDatabase();
+    try {
+      await assert.rejects(
+        createTestServices({ backupSchedule: { dir: tempDir(), intervalMs: HOUR, keep: 7 } }, database),
+        (error: unknown) =>
+          error instanceof ConfigError && /^INLET_BACKUP_INTERVAL is set, but .*pg_dump/.test(error.message),
+      );
+    } finally {
+      await database.drop();
+    }
+  });
+});
+
+describe('scheduled backups', { skip: sqliteOnly }, () => {
+  it('each run writes a verified backup named by time, keeps the newest KEEP and reports metrics', async () => {
+    const dir = tempDir();
+    const opened = await createTestServices({ backupSchedule: { dir, intervalMs: HOUR, keep: 2 } });
+    try {
+      writeFileSync(join(dir, 'notes.txt'), 'not ours');
+      writeFileSync(join(dir, '.inlet-20261101T000000.000Z.db.0a1b2c3d.partial'), 'left by a crash');
+      const runs = [];
+      for (let i = 0; i < 3; i++) runs.push(await opened.services.backups.runScheduled());
+      const names = readdirSync(dir).sort();
+      // The two newest kept, the oldest removed, the crashed run's partial file cleaned up, other files left alone.
+      assert.deepEqual(names, [...runs.slice(1).map((run) => basename(run.file)), 'notes.txt'].sort());
+      assert.equal(names.filter((name) => backupTimeOf(name) !== undefined).length, 2);
+      assert.deepEqual(runs[2]!.removed, [basename(runs[0]!.file)]);
+      for (const run of runs.slice(1)) assert.deepEqual(inspect(run.file).integrity, ['ok']);
+      const text = await opened.services.metrics.registry.metrics();
+      assert.match(text, /^inlet_backups_total\{outcome="success"\} 3$/m);
+      const last = Number(/^inlet_backup_last_success_timestamp_seconds (\S+)$/m.exec(text)?.[1]);
+      assert.ok(Math.abs(last - Date.now() / 1000) < 60, text);
+      assert.ok(Number(/^inlet_backup_last_duration_seconds (\S+)$/m.exec(text)?.[1]) > 0, text);
+    } finally {
+      await opened.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a failed run is logged and counted, and ingest goes on', async () => {
+    const parent = tempDir();
+    const notADirectory = join(parent, 'file');
+    writeFileSync(notADirectory, '');
+    const ctx = await createTestApp({ backupSchedule: { dir: notADirectory, intervalMs: HOUR, keep: 2 } });
+    try {
+      const errors: Array<{ details: object; message: string }> = [];
+      ctx.services.backups.start({ info() {}, error: (details, message) => errors.push({ details, message }) });
+      const deadline = Date.now() + 10_000;
+      while (errors.length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+      assert.equal(errors.length, 1);
+      assert.match(errors[0]!.message, /^backup failed: /);
+      assert.equal((errors[0]!.details as { retryInSeconds: number }).retryInSeconds, 60);
+      assert.match(await ctx.services.metrics.registry.metrics(), /^inlet_backups_total\{outcome="failure"\} 1$/m);
+      const { eventsKey } = await ctx.product('Still ingesting');
+      assert.equal((await sendEvents(ctx, eventsKey, 'after-failure', 3)).length, 3);
+    } finally {
+      await ctx.close();
+      rmSync(parent, { recursive: true, force: true });
     }
   });
 });

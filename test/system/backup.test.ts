@@ -3,8 +3,9 @@
 //   - `inlet backup` (the CLI as its own process) while events stream in: the copy holds every event acknowledged
 //     before it began and passes integrity_check; ingest answers only 201, p99 within 3× of before;
 //   - the documented restore: stop, copy the backup over the file, remove -wal/-shm, start: the events are there;
-//   - a full disk (RLIMIT_FSIZE, and a small tmpfs where mounting is allowed) and a read-only directory fail with a
-//     clear message and leave no file behind.
+//   - scheduled backups on the server: rotated to INLET_BACKUP_KEEP, each verified, metrics;
+//   - bad settings stop the server naming them; a full disk (RLIMIT_FSIZE, and a small tmpfs where mounting is
+//     allowed) and a read-only directory fail with a clear message and leave no file behind.
 // INLET_BACKUP_TEST_EVENTS=N prefills N events first (default 100,000); the figures are printed.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -16,6 +17,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import BetterSqlite3 from 'better-sqlite3';
 import { prefillSqlite } from '../../bench/prefill.js';
+import { backupTimeOf } from '../../src/domain/backups.js';
 import { createServices } from '../../src/services.js';
 import { ADMIN_TOKEN, dialect, testConfig } from '../helpers.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
@@ -24,6 +26,7 @@ import { send, statusCounts, stopServer, sustainedIngest, type Answer } from './
 const skip = dialect === 'sqlite' ? false : 'SQLite only: PostgreSQL is backed up with its own tools';
 const PREFILL = Number(process.env.INLET_BACKUP_TEST_EVENTS ?? 100_000);
 const binPath = fileURLToPath(new URL('../../src/cli/bin.ts', import.meta.url));
+const mainPath = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
 
 interface Run {
   code: number | null;
@@ -216,6 +219,47 @@ describe('backups of a live SQLite server', { skip }, () => {
     assert.equal((await stopServer(server)).code, 0);
   });
 
+  it('scheduled backups: one per interval, each verified, the newest INLET_BACKUP_KEEP kept; after a restart the next one waits for its time', async () => {
+    const backups = join(dir, 'scheduled');
+    server = await startServerProcess({
+      ...env,
+      INLET_BACKUP_DIR: backups,
+      INLET_BACKUP_INTERVAL: '1s',
+      INLET_BACKUP_KEEP: '2',
+    });
+    const load = sustainedIngest(server, key, { workers: 2, prefix: 'scheduled' });
+    const successes = async () => {
+      const text = (await send(`${server!.url}/metrics`)).text;
+      return Number(/^inlet_backups_total\{outcome="success"\} (\d+)$/m.exec(text)?.[1] ?? 0);
+    };
+    try {
+      const deadline = Date.now() + 240_000;
+      while ((await successes()) < 4) {
+        assert.ok(Date.now() < deadline, `fewer than 4 scheduled backups in 240 s:\n${server.output().slice(-3000)}`);
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+    } finally {
+      await load.stop();
+    }
+    assert.equal((await stopServer(server)).code, 0, server.output().slice(-2000));
+    assert.match(server.output(), /backup written and verified/);
+    assert.doesNotMatch(server.output(), /backup failed/);
+    const names = readdirSync(backups).sort();
+    assert.equal(names.length, 2, `only the newest 2 kept, nothing else left: ${names.join(', ')}`);
+    for (const name of names) {
+      assert.ok(backupTimeOf(name) !== undefined, name);
+      assert.deepEqual(inspect(join(backups, name)).integrity, ['ok']);
+    }
+
+    server = await startServerProcess({ ...env, INLET_BACKUP_DIR: backups, INLET_BACKUP_INTERVAL: '1h' });
+    const text = (await send(`${server.url}/metrics`)).text;
+    const last = Number(/^inlet_backup_last_success_timestamp_seconds (\S+)$/m.exec(text)?.[1]);
+    assert.equal(last * 1000, backupTimeOf(names[1]!), 'the last success is the newest backup kept');
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    assert.deepEqual(readdirSync(backups).sort(), names, 'not due for an hour');
+    assert.equal((await stopServer(server)).code, 0);
+  });
+
   it('a write refused in the middle of the copy (RLIMIT_FSIZE, no root needed): a clear message, no file left', async () => {
     const target = join(dir, 'limited', 'x.db');
     mkdirSync(join(dir, 'limited'));
@@ -276,4 +320,29 @@ describe('backups of a live SQLite server', { skip }, () => {
       unmount(mounted);
     }
   });
+});
+
+describe('bad backup settings stop the server, naming the setting', { skip }, () => {
+  for (const [env, name] of [
+    [{ INLET_BACKUP_DIR: '/tmp/inlet-never', INLET_BACKUP_INTERVAL: 'often' }, 'INLET_BACKUP_INTERVAL'],
+    [
+      { INLET_BACKUP_DIR: '/tmp/inlet-never', INLET_BACKUP_INTERVAL: '6h', INLET_BACKUP_KEEP: '0' },
+      'INLET_BACKUP_KEEP',
+    ],
+    [{ INLET_BACKUP_INTERVAL: '6h' }, 'INLET_BACKUP_DIR'],
+  ] as const) {
+    it(`${JSON.stringify(env)}: exit 2 naming ${name}`, async () => {
+      const child = spawn(process.execPath, ['--import', 'tsx', mainPath], {
+        env: { ...process.env, INLET_DATABASE_URL: 'sqlite::memory:', PORT: '0', ...env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let output = '';
+      child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      const [code] = await once(child, 'exit');
+      assert.equal(code, 2, output);
+      assert.match(output, new RegExp(`configuration error: .*${name}`));
+      assert.doesNotMatch(output, /\n\s+at /, 'no stack trace');
+    });
+  }
 });
