@@ -6,10 +6,11 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { chmodSync, copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { getEventListeners } from 'node:events';
 import { basename, join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { buildApp } from '../src/http/app.js';
-import { backupTimeOf } from '../src/domain/backups.js';
+import { BackupError, backupTimeOf } from '../src/domain/backups.js';
 import { ConfigError } from '../src/config.js';
 import {
   adminHeaders,
@@ -220,6 +221,32 @@ describe('inlet backup on SQLite', { skip: sqliteOnly }, () => {
       }
     },
   );
+
+  it('a cancelled backup rejects and leaves nothing behind; a finished one leaves no listener on the signal', async () => {
+    const backup = ctx.services.storage.backup;
+    assert.ok(backup?.supported === true);
+    const cancelled = tempDir();
+    try {
+      const controller = new AbortController();
+      await backup.write(join(cancelled, 'done.db'), { signal: controller.signal });
+      assert.equal(getEventListeners(controller.signal, 'abort').length, 0);
+      await assert.rejects(
+        backup.write(join(cancelled, 'cancelled.db'), {
+          signal: controller.signal,
+          progressMs: 1,
+          onProgress: () => controller.abort(),
+        }),
+        (error: unknown) => error instanceof BackupError && error.reason === 'aborted',
+      );
+      const deadline = Date.now() + 10_000;
+      while (readdirSync(cancelled).length > 1 && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      assert.deepEqual(readdirSync(cancelled), ['done.db']);
+    } finally {
+      rmSync(cancelled, { recursive: true, force: true });
+    }
+  });
 
   it('needs exactly one file (usage error, exit 2)', async () => {
     const res = await cli('backup');

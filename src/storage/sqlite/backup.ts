@@ -198,8 +198,9 @@ function runWorker(source: string, temp: string, totalBytes: number, options: Ba
     );
   }, progressMs);
   progress.unref();
+  let abort = () => {};
   return new Promise<WorkerOutcome>((resolvePromise, reject) => {
-    const abort = () => {
+    abort = () => {
       void worker.terminate();
       // The worker may still be inside the copy's one step: what it writes after this goes nowhere (the file is
       // removed now and again once it has exited).
@@ -207,6 +208,7 @@ function runWorker(source: string, temp: string, totalBytes: number, options: Ba
       reject(new BackupError('aborted', 'the backup was cancelled'));
     };
     signal?.addEventListener('abort', abort, { once: true });
+    onProgress?.({ phase: 'copy', copiedBytes: 0, totalBytes });
     worker.on('message', (message: WorkerMessage) => {
       if ('copied' in message) {
         verifyingSince = performance.now();
@@ -217,6 +219,8 @@ function runWorker(source: string, temp: string, totalBytes: number, options: Ba
     worker.on('error', reject);
     worker.on('exit', (code) => reject(new BackupError('failed', `the backup thread stopped (exit code ${code})`)));
   }).finally(() => {
+    // The signal outlives this backup (the service's, for every scheduled one): no listener may stay on it.
+    signal?.removeEventListener('abort', abort);
     clearInterval(progress);
     void worker.terminate();
   });
