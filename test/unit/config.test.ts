@@ -87,10 +87,11 @@ describe('loadConfig errors name the variable and the bad value', () => {
 });
 
 describe('every setting is documented (contract §2: "every one is listed in the README")', () => {
+  const source = readFileSync(new URL('../../src/config.ts', import.meta.url), 'utf8');
+  const names = new Set([...source.matchAll(/env(?:\.|, ')([A-Z][A-Z0-9_]+)/g)].map((m) => m[1]!));
+
   it('each environment variable read by loadConfig appears in the README', async () => {
-    const source = readFileSync(new URL('../../src/config.ts', import.meta.url), 'utf8');
     const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
-    const names = new Set([...source.matchAll(/env(?:\.|, ')([A-Z][A-Z0-9_]+)/g)].map((m) => m[1]!));
     for (const required of [
       'PORT',
       'HOST',
@@ -104,6 +105,14 @@ describe('every setting is documented (contract §2: "every one is listed in the
       assert.ok(names.has(required), `loadConfig does not read ${required}`);
     }
     const missing = [...names].filter((name) => !new RegExp(`\\b${name}\\b`).test(readme));
+    assert.deepEqual(missing, []);
+  });
+
+  it('each one has a row, with its default and meaning, in docs/configuration.md', () => {
+    const reference = readFileSync(new URL('../../docs/configuration.md', import.meta.url), 'utf8');
+    const missing = [...names].filter(
+      (name) => !new RegExp(`^\\| \`${name}\` \\| [^|]+ \\| [^|]`, 'm').test(reference),
+    );
     assert.deepEqual(missing, []);
   });
 });
