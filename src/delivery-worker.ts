@@ -1,4 +1,4 @@
-// The delivery worker's thread (src/delivery.ts and services/destination-worker.ts start it): "another
+// The delivery worker's thread (src/delivery.ts and services/destinations/worker.ts start it): "another
 // instance that only delivers", and the composition root of that thread.
 // It opens storage on a connection of its own (no migrations: the main thread ran them), builds the
 // deliverers with the main thread's lease holder name, and runs them until the main thread says stop.
@@ -11,8 +11,8 @@ import { sql } from 'kysely';
 import type { DeliverySettings } from './delivery.js';
 import { destinationMessage } from './resources/destination-messages.js';
 import { openStorage } from './storage/connect.js';
-import { createDestinationService, type DeliveryMetrics } from './services/destination-service.js';
-import type { MetricReport, ToWorker, WorkerData } from './services/destination-worker.js';
+import { createDestinationService, type DeliveryMetrics } from './services/destinations/service.js';
+import type { MetricReport, ToWorker, WorkerData } from './services/destinations/worker.js';
 import { createMetrics } from './services/metrics.js';
 import { createOutboundGuard } from './services/outbound-guard.js';
 

@@ -25,7 +25,7 @@ import { createTrafficSyncService, type TrafficSyncService } from './sync/sync-s
 import { createTrafficScheduler, type TrafficScheduler } from './sync/scheduler.js';
 import { DEFAULT_RETRY_POLICY } from './sync/provider.js';
 import { createOutboundGuard } from './services/outbound-guard.js';
-import { createDestinationService, type DestinationService } from './services/destination-service.js';
+import { createDestinationService, type DestinationService } from './services/destinations/service.js';
 import { createStatsService, type StatsService } from './services/stats-service.js';
 import { destinationMessage } from './resources/destination-messages.js';
 import { createErasureService, KeyChangedError, type ErasureService } from './services/erasure-service.js';

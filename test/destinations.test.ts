@@ -6,7 +6,7 @@ import { strict as assert } from 'node:assert';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { createDestinationService, RETRY_DELAYS_MS } from '../src/services/destination-service.js';
+import { createDestinationService, RETRY_DELAYS_MS } from '../src/services/destinations/service.js';
 import { createOutboundGuard } from '../src/services/outbound-guard.js';
 import { destinationMessage } from '../src/resources/destination-messages.js';
 import { createMetrics } from '../src/services/metrics.js';

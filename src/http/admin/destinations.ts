@@ -1,6 +1,6 @@
 // Destinations (events-out §6): create, list, show, edit (pause / resume / re-enable), delete, replay,
 // rotate the signing secret, and the delivery log. Semantics and validation live in
-// services/destination-service.ts; these routes state the shapes for OpenAPI.
+// services/destinations/; these routes state the shapes for OpenAPI.
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';

@@ -18,10 +18,10 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { Counter, Gauge, Histogram } from 'prom-client';
-import { AppError, validationError, type FieldError } from '../domain/errors.js';
-import { decodeCursor } from '../domain/event-cursor.js';
-import { decodeDestinationCursor } from '../domain/destinations.js';
-import { prefixedId, randomBase62 } from '../domain/ids.js';
+import { AppError, validationError, type FieldError } from '../../domain/errors.js';
+import { decodeCursor } from '../../domain/event-cursor.js';
+import { decodeDestinationCursor } from '../../domain/destinations.js';
+import { prefixedId, randomBase62 } from '../../domain/ids.js';
 import type {
   DestinationBatch,
   DestinationCredentials,
@@ -35,7 +35,7 @@ import type {
   DeliveryStatePatch,
   MessageType,
   StoredMessage,
-} from '../storage/types.js';
+} from '../../storage/types.js';
 import {
   bodyOf,
   bytesOf,
@@ -46,12 +46,12 @@ import {
   type BodyScratch,
   type MessageFormatter,
   type WireMessage,
-} from './destination-messages.js';
-import { createNatsSender, natsHosts, type NatsSender } from './destination-nats.js';
-import { createPageReader } from './destination-pages.js';
-import { sendWebhook, type SendOutcome } from './destination-webhook.js';
-import { outboundGuard, OutboundRefused, type OutboundGuard } from './outbound-guard.js';
-import { scrapeRead, type Metrics } from './metrics.js';
+} from './messages.js';
+import { createNatsSender, natsHosts, type NatsSender } from './nats.js';
+import { createPageReader } from './pages.js';
+import { sendWebhook, type SendOutcome } from './webhook.js';
+import { outboundGuard, OutboundRefused, type OutboundGuard } from '../outbound-guard.js';
+import { scrapeRead, type Metrics } from '../metrics.js';
 
 /** The retry schedule before jitter: ~5 s, 30 s, 2 min, 10 min, 30 min, 1 h, then hourly. */
 export const RETRY_DELAYS_MS = [5_000, 30_000, 120_000, 600_000, 1_800_000, 3_600_000];
@@ -85,7 +85,7 @@ export interface DestinationServiceOptions {
   format: MessageFormatter;
   /**
    * Where the deliverer reports deliveries, failures and latencies. Default: this service's own
-   * prom-client metrics. The delivery worker (destination-worker.ts) passes a sink that forwards them
+   * prom-client metrics. The delivery worker (worker.ts) passes a sink that forwards them
    * by message to the main thread, which applies them to its metrics (`deliveryMetrics` there).
    */
   deliveryMetrics?: DeliveryMetrics;
@@ -263,7 +263,7 @@ export function createDestinationService(
   const holder = options.holder ?? `${hostname()}:${process.pid}:${randomBase62(6)}`;
   const outbound = options.guard ?? outboundGuard();
   const nats: NatsSender = createNatsSender({ timeoutMs: options.timeoutMs, guard: outbound });
-  // One page read (and one formatting) shared by the destinations of a product (destination-pages.ts).
+  // One page read (and one formatting) shared by the destinations of a product (pages.ts).
   const pages = createPageReader(store, options.format);
   const subjects = subjectCache();
   /** Per webhook destination: the memory its bodies are written into (bodyOf), kept while it delivers. */
@@ -310,7 +310,7 @@ export function createDestinationService(
   const report = options.deliveryMetrics ?? promMetrics;
   const workerRestarts = new Counter({
     name: 'inlet_destination_worker_restarts_total',
-    help: 'Times the delivery worker thread died and was started again (services/destination-worker.ts)',
+    help: 'Times the delivery worker thread died and was started again (services/destinations/worker.ts)',
     registers: [metrics.registry],
   });
   new Gauge({

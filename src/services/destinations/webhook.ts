@@ -10,7 +10,7 @@
 import { createHmac } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { request } from 'undici';
-import type { OutboundGuard } from './outbound-guard.js';
+import type { OutboundGuard } from '../outbound-guard.js';
 
 export interface SendOutcome {
   ok: boolean;
@@ -22,8 +22,8 @@ export interface SendOutcome {
   gone?: boolean;
 }
 
-// package.json is two levels up from both src/services and dist/services.
-const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
+// package.json is three levels up from both src/services/destinations and dist/services/destinations.
+const { version } = createRequire(import.meta.url)('../../../package.json') as { version: string };
 export const USER_AGENT = `Inlet/${version}`;
 
 /** `v1,<sig>` for each secret, space-separated (both while a rotated secret is still honoured). */
@@ -32,7 +32,7 @@ export function signatureHeader(secrets: string[], id: string, timestamp: Date, 
   return secrets
     .map((secret) => {
       const hmac = createHmac('sha256', signingKey(secret));
-      // A body already in bytes is hashed as it is (no large string made of it: destination-messages.ts bodyOf).
+      // A body already in bytes is hashed as it is (no large string made of it: messages.ts bodyOf).
       if (typeof body === 'string') hmac.update(`${id}.${seconds}.${body}`);
       else hmac.update(`${id}.${seconds}.`).update(body);
       return `v1,${hmac.digest('base64')}`;

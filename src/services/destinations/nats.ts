@@ -10,9 +10,9 @@
 // acknowledgement it resolves (nats-core's RequestOne.cancel): that alone was 15 % of the deliverer's CPU
 // (tmp profile of 100,000 messages, see bench/README.md "Destinations").
 import { connect, createInbox, headers, type Msg, type NatsConnection } from '@nats-io/transport-node';
-import type { DestinationCredentials } from '../storage/types.js';
-import type { OutboundGuard } from './outbound-guard.js';
-import type { SendOutcome } from './destination-webhook.js';
+import type { DestinationCredentials } from '../../storage/types.js';
+import type { OutboundGuard } from '../outbound-guard.js';
+import type { SendOutcome } from './webhook.js';
 
 export interface NatsPublish {
   subject: string;
