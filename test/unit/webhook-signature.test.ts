@@ -5,8 +5,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { Webhook } from 'standardwebhooks';
-import { newSecret } from '../../src/services/destinations/service.js';
-import { signatureHeader } from '../../src/services/destinations/webhook.js';
+import { newSecret, signatureHeader } from '../../src/services/destinations/webhook.js';
 import { bodyOf, bytesOf } from '../../src/services/destinations/messages.js';
 
 describe('webhook signature', () => {

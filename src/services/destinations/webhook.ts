@@ -1,30 +1,37 @@
-// Webhook delivery per Standard Webhooks (events-out §6), sent with undici through the outbound guard
-// (outbound-guard.ts): a time limit on the whole request, redirects never followed (undici's request()
-// does not follow them; a 3xx is a failure).
+// The webhook type (events-out §6): its admin field (`url`), and delivery per Standard Webhooks, sent with
+// undici through the outbound guard (outbound-guard.ts): a time limit on the whole request, redirects never
+// followed (undici's request() does not follow them; a 3xx is a failure). A destination's messages go in
+// batches of max_messages, one request each, each only after the previous one was accepted.
 //
 // Signing: the scheme is one HMAC-SHA256 (`v1,` + base64 of HMAC(key, "id.timestamp.body"), the key the
 // base64 after `whsec_`). The official `standardwebhooks` package computes it with a SHA-256 written in
 // JavaScript, which was 12.6 % of the deliverer's CPU (bench/README.md "Destinations"); node:crypto's
 // native HMAC gives the same bytes. test/unit/webhook-signature.test.ts holds the two equal on random
 // ids, times, secrets and bodies, and every test receiver verifies with the official package.
-import { createHmac } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
+import { performance } from 'node:perf_hooks';
 import { request } from 'undici';
+import type { FieldError } from '../../domain/errors.js';
+import type { DestinationRecord, StoredMessage } from '../../storage/types.js';
 import type { OutboundGuard } from '../outbound-guard.js';
-
-export interface SendOutcome {
-  ok: boolean;
-  status: number | null;
-  error: string | null;
-  /** From Retry-After on 429 and 503. */
-  retryAfterMs?: number;
-  /** 410 Gone: the receiver asks to stop. */
-  gone?: boolean;
-}
+import {
+  refusedAs,
+  type Delivered,
+  type DeliveryContext,
+  type DestinationKind,
+  type DriverOptions,
+  type SendOutcome,
+} from './kind.js';
+import { bodyOf, webhookIdOf, type BodyScratch } from './messages.js';
 
 // package.json is three levels up from both src/services/destinations and dist/services/destinations.
 const { version } = createRequire(import.meta.url)('../../../package.json') as { version: string };
 export const USER_AGENT = `Inlet/${version}`;
+
+export function newSecret(): string {
+  return `whsec_${randomBytes(32).toString('base64')}`;
+}
 
 /** `v1,<sig>` for each secret, space-separated (both while a rotated secret is still honoured). */
 export function signatureHeader(secrets: string[], id: string, timestamp: Date, body: string | Uint8Array): string {
@@ -123,3 +130,102 @@ export async function sendWebhook(options: {
     return { ok: false, status: null, error: `${name}${cause}`.slice(0, 500) };
   }
 }
+
+function parseUrl(value: unknown, errors: FieldError[]): string | undefined {
+  if (typeof value !== 'string' || value.length > 2000) {
+    errors.push({ pointer: '/url', message: 'must be an http or https URL' });
+    return undefined;
+  }
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    errors.push({ pointer: '/url', message: 'must be an absolute http or https URL' });
+    return undefined;
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    errors.push({ pointer: '/url', message: 'must use http or https' });
+  if (url.username !== '' || url.password !== '')
+    errors.push({ pointer: '/url', message: 'must not carry credentials' });
+  return url.toString();
+}
+
+/** The secrets that sign now: the destination's, and a rotated-out one until its overlap ends. */
+function secretsOf(d: DestinationRecord, nowMs: number): string[] {
+  const secrets = [d.secret!];
+  if (d.previousSecret !== null && d.previousSecretUntil !== null && d.previousSecretUntil > nowMs)
+    secrets.push(d.previousSecret);
+  return secrets;
+}
+
+/**
+ * Sends `messages` in batches of max_messages, each only after the previous one was accepted. Each batch is
+ * formatted before it is sent, the next one while this one is on its way.
+ */
+async function deliverBatches(
+  d: DestinationRecord,
+  messages: StoredMessage[],
+  context: DeliveryContext,
+  options: DriverOptions & { scratch: BodyScratch },
+): Promise<Delivered> {
+  const size = d.batch.maxMessages;
+  const batches: StoredMessage[][] = [];
+  for (let i = 0; i < messages.length; i += size) batches.push(messages.slice(i, i + size));
+  let accepted = 0;
+  let next = batches[0]!.map(context.format);
+  for (const [i, batch] of batches.entries()) {
+    const wire = next;
+    const started = performance.now();
+    const sending = sendWebhook({
+      url: d.config.url!,
+      secrets: secretsOf(d, options.now()),
+      webhookId: webhookIdOf(wire),
+      body: bodyOf(wire, size > 1, new Date().toISOString(), options.scratch),
+      timeoutMs: options.timeoutMs,
+      guard: options.guard,
+      signal: context.signal,
+    });
+    if (i + 1 < batches.length) next = batches[i + 1]!.map(context.format);
+    const outcome = await sending;
+    context.sent(wire, outcome, performance.now() - started);
+    if (!outcome.ok) return { accepted, failure: outcome };
+    accepted += batch.length;
+    if (!context.goOn()) break;
+  }
+  return { accepted };
+}
+
+export const webhookKind: DestinationKind = {
+  label: 'webhook',
+  fields: ['url'],
+  editable: ['url'],
+  newSecret,
+  parse(input, errors) {
+    const url = parseUrl(input.url, errors);
+    return { config: url === undefined ? {} : { url }, credentials: null };
+  },
+  edit(current, input, errors) {
+    if (input.url === undefined) return undefined;
+    const url = parseUrl(input.url, errors);
+    return url === undefined ? undefined : { ...current, url };
+  },
+  check: (config, guard) => refusedAs('/url', () => guard.checkUrl(config.url!)),
+  driver(options) {
+    /** Per destination: the memory its bodies are written into (bodyOf), kept while it delivers here. */
+    const scratches = new Map<string, BodyScratch>();
+    const scratchOf = (id: string): BodyScratch => {
+      let scratch = scratches.get(id);
+      if (scratch === undefined) scratches.set(id, (scratch = { buffer: Buffer.alloc(0) }));
+      return scratch;
+    };
+    return {
+      batchSize: (d) => d.batch.maxMessages,
+      deliver: (d, messages, context) => deliverBatches(d, messages, context, { ...options, scratch: scratchOf(d.id) }),
+      async prune(_present, held) {
+        for (const id of scratches.keys()) if (!held.has(id)) scratches.delete(id);
+      },
+      async forget() {},
+      async close() {},
+    };
+  },
+};

@@ -20,7 +20,8 @@
 // The composition root decides whether delivery runs here (src/delivery.ts) and names the thread's entry
 // (src/delivery-worker.ts, which builds storage and the deliverers from the settings it is given).
 import { Worker } from 'node:worker_threads';
-import type { DeliveryMetrics, DestinationService } from './service.js';
+import type { DeliveryMetrics } from './metrics.js';
+import type { DestinationService } from './service.js';
 
 /** [what, destination, value]: a delivery report from the worker (DeliveryMetrics, flattened). */
 export type MetricReport = ['delivered' | 'failed' | 'latency' | 'attempt', string, number];
