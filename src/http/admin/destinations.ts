@@ -254,6 +254,15 @@ export function adminDestinationRoutes(app: FastifyInstance, services: Services)
     },
   );
 
+  destinationDeliveryRoutes(app, services);
+}
+
+/** The routes of a destination's delivery: replay, the signing secret, the delivery log. */
+function destinationDeliveryRoutes(app: FastifyInstance, services: Services): void {
+  const r = app.withTypeProvider<TypeBoxTypeProvider>();
+  const destinations = services.destinations;
+  const notFound = problemResponse('No such product or destination');
+
   r.post(
     '/products/:product_id/destinations/:destination_id/replay',
     {
