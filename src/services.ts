@@ -28,7 +28,7 @@ import { createOutboundGuard } from './services/outbound-guard.js';
 import { createDestinationService, type DestinationService } from './services/destinations/service.js';
 import { createStatsService, type StatsService } from './services/stats-service.js';
 import { destinationMessage } from './resources/destination-messages.js';
-import { createErasureService, KeyChangedError, type ErasureService } from './services/erasure-service.js';
+import { createErasureService, KeyChangedError, type ErasureService } from './services/erasure/service.js';
 import { createRetentionService, type RetentionService } from './services/retention-service.js';
 import { createCheckpointWatch, registerWalMetrics, type CheckpointWatch } from './services/postgres-checkpoints.js';
 

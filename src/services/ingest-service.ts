@@ -14,7 +14,7 @@ import type { Metrics } from './metrics.js';
 import type { RejectionEntry, RejectionService } from './rejection-service.js';
 import type { CatalogService } from './catalog-service.js';
 import { planRefusal, type TrackingPlanService, type ViolationEntry } from './tracking-plan-service.js';
-import { SUPPRESSED_DETAIL } from './erasure-service.js';
+import { SUPPRESSED_DETAIL } from './erasure/suppression.js';
 
 /** Events sent through the HTTP API carry this source (contract §4). */
 export const API_SOURCE = 'api';
