@@ -27,7 +27,7 @@ import { createDeliveryRunner } from './runner.js';
 import { webhookKind } from './webhook.js';
 
 /** The destination types, each a module (kind.ts). */
-const DESTINATION_KINDS: DestinationKinds = { webhook: webhookKind, nats: natsKind };
+export const DESTINATION_KINDS: DestinationKinds = { webhook: webhookKind, nats: natsKind };
 
 export interface DestinationClock {
   now(): number;
@@ -53,6 +53,8 @@ export interface DestinationServiceOptions {
    * by message to the main thread, which applies them to its metrics (`deliveryMetrics` there).
    */
   deliveryMetrics?: DeliveryMetrics;
+  /** The destination types (tests: a type of their own); default: webhook and NATS. */
+  kinds?: DestinationKinds;
 }
 
 /** Delivery run elsewhere (the delivery worker): admin changes poke it, close stops it. */
@@ -70,7 +72,7 @@ export function createDestinationService(
   const now = () => clock.now();
   const holder = options.holder ?? `${hostname()}:${process.pid}:${randomBase62(6)}`;
   const guard = options.guard ?? outboundGuard();
-  const kinds = DESTINATION_KINDS;
+  const kinds = options.kinds ?? DESTINATION_KINDS;
   const drivers = Object.fromEntries(
     Object.entries(kinds).map(([type, kind]) => [type, kind.driver({ timeoutMs: options.timeoutMs, guard, now })]),
   ) as Record<DestinationType, DestinationDriver>;
