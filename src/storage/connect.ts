@@ -19,6 +19,8 @@ import { postgresEventWriter } from './postgres/event-writer.js';
 import { trafficStore } from './traffic-store.js';
 import { destinationStore } from './destination-store.js';
 import { erasureStore } from './erasure-store.js';
+import { sqliteStoreDialect } from './sqlite/store-dialect.js';
+import { postgresStoreDialect } from './postgres/store-dialect.js';
 import {
   checkWritableTarget,
   DatabaseUrlError,
@@ -346,6 +348,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
   // The writer prepares its statements against the migrated schema.
   const insertMany = makeWriter();
   const reads = eventReads(db, dialect, rawSqlite, eventSubjects);
+  const storeDialect = dialect === 'sqlite' ? sqliteStoreDialect() : postgresStoreDialect();
 
   return {
     dialect,
@@ -386,7 +389,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
       dialect === 'sqlite' && options.sqliteBusyTimeoutMs === 0
         ? retryingBusy(destinationStore(db, dialect, rawSqlite))
         : destinationStore(db, dialect, rawSqlite),
-    governance: governanceStore(db, dialect),
+    governance: governanceStore(db, storeDialect),
     erasure: erasureStore(db, dialect, vacuum, maintenanceDatabase, checkpointer?.roomInWal, eventSubjects),
     async ping() {
       if (dialect === 'sqlite') {
