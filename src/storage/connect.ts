@@ -384,7 +384,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     legacyUsage: legacyUsageStore(db),
     rejections: rejectionStore(db),
     identity: identityStore(db, dialect),
-    traffic: trafficStore(db, dialect),
+    traffic: trafficStore(db, storeDialect),
     destinations:
       dialect === 'sqlite' && options.sqliteBusyTimeoutMs === 0
         ? retryingBusy(destinationStore(db, dialect, rawSqlite))
