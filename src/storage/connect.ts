@@ -383,7 +383,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     events: { insertMany, ...reads },
     legacyUsage: legacyUsageStore(db),
     rejections: rejectionStore(db),
-    identity: identityStore(db, dialect),
+    identity: identityStore(db, storeDialect),
     traffic: trafficStore(db, storeDialect),
     destinations:
       dialect === 'sqlite' && options.sqliteBusyTimeoutMs === 0
