@@ -21,6 +21,8 @@ import { destinationStore } from './destination-store.js';
 import { erasureStore } from './erasure-store.js';
 import { sqliteStoreDialect } from './sqlite/store-dialect.js';
 import { postgresStoreDialect } from './postgres/store-dialect.js';
+import { sqliteEventDeletes } from './sqlite/event-deletes.js';
+import { postgresEventDeletes } from './postgres/event-deletes.js';
 import {
   checkWritableTarget,
   DatabaseUrlError,
@@ -180,7 +182,6 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
   let rateLimitPool: (() => pg.Pool) | undefined;
   let limiterPool: pg.Pool | undefined;
   let maintenancePool: pg.Pool | undefined;
-  let vacuum: ((tables: string[]) => Promise<void>) | undefined;
   let maintenanceDatabase: (() => Kysely<Database>) | undefined;
   let maintenanceDb: Kysely<Database> | undefined;
   let postgresHosts = '';
@@ -281,9 +282,6 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
         maintenanceDb = new Kysely<Database>({ dialect: new PostgresDialect({ pool: maintenancePool }) });
       }
       return maintenanceDb;
-    };
-    vacuum = async (tables) => {
-      for (const table of tables) await sql.raw(`VACUUM ${table}`).execute(maintenanceDatabase!());
     };
     if (schema !== undefined) {
       try {
@@ -390,7 +388,13 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
         ? retryingBusy(destinationStore(db, dialect, rawSqlite))
         : destinationStore(db, dialect, rawSqlite),
     governance: governanceStore(db, storeDialect),
-    erasure: erasureStore(db, dialect, vacuum, maintenanceDatabase, checkpointer?.roomInWal, eventSubjects),
+    erasure: erasureStore(
+      db,
+      storeDialect,
+      dialect === 'sqlite'
+        ? sqliteEventDeletes(db, eventSubjects!, checkpointer?.roomInWal)
+        : postgresEventDeletes(db, maintenanceDatabase),
+    ),
     async ping() {
       if (dialect === 'sqlite') {
         await sql`SELECT 1`.execute(db);
