@@ -7,7 +7,6 @@
 // webhook batch, ~3 % of the worker's busy time in a drain, and as many messages for the request loop.)
 import { readlinkSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
-import { sql } from 'kysely';
 import type { DeliverySettings } from './delivery.js';
 import { destinationMessage } from './resources/destination-messages.js';
 import { openStorage } from './storage/connect.js';
@@ -66,7 +65,7 @@ const storage = await openStorage(config.databaseUrl, {
   queryTimeoutMs: config.databaseQueryTimeoutMs,
   ...(postgresSchema === undefined ? {} : { postgresSchema }),
 });
-if (storage.dialect === 'sqlite') await sql`PRAGMA wal_autocheckpoint = 0`.execute(storage.db);
+await storage.capabilities.prepareDeliveryWorker();
 const service = createDestinationService(storage.destinations, createMetrics({ defaultMetrics: false }), {
   timeoutMs: config.destinationTimeoutMs,
   disableAfterMs: config.destinationDisableAfterMs,

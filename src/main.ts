@@ -9,8 +9,8 @@ async function start(config: Config): Promise<void> {
   const app = await buildApp(services);
   // SQLite: the key and subject tails rebuilt before the first request, the key filter built in the background
   // (until then the writer probes event_keys for every key: slower, never wrong).
-  services.storage
-    .warmEventIndexes?.()
+  services.storage.capabilities.eventIndexes
+    ?.warm()
     .catch((error: unknown) =>
       app.log.warn(
         { err: error },
@@ -54,7 +54,7 @@ async function start(config: Config): Promise<void> {
   app.log.info(
     {
       port,
-      storage: services.storage.dialect,
+      storage: services.storage.name,
       admin_api: config.adminToken !== undefined,
       // Where a newcomer opens the web console (issue 14), when the admin API is on.
       console:

@@ -12,12 +12,7 @@ import { createRejectionService, type RejectionService } from './services/reject
 import { createCatalogService, type CatalogService } from './services/catalog-service.js';
 import { createTrackingPlanService, type TrackingPlanService } from './services/tracking-plan-service.js';
 import { createMetrics, type Metrics } from './services/metrics.js';
-import { registerPoolMetrics, registerReplicationMetrics } from './services/pool-metrics.js';
-import {
-  registerCheckpointMetrics,
-  registerEventKeyMetrics,
-  registerEventSubjectMetrics,
-} from './services/checkpoint-metrics.js';
+import { registerStorageMetrics } from './services/storage-metrics.js';
 import { createRateLimiter } from './services/rate-limiter-store.js';
 import { createInMemoryRateLimiter, type InMemoryRateLimiter, type RateLimiter } from './services/rate-limiter.js';
 import { createTrafficReportService, type TrafficReportService } from './services/traffic-report-service.js';
@@ -30,7 +25,7 @@ import { createStatsService, type StatsService } from './services/stats-service.
 import { destinationMessage } from './resources/destination-messages.js';
 import { createErasureService, KeyChangedError, type ErasureService } from './services/erasure/service.js';
 import { createRetentionService, type RetentionService } from './services/retention-service.js';
-import { createCheckpointWatch, registerWalMetrics, type CheckpointWatch } from './services/postgres-checkpoints.js';
+import { createCheckpointWatch, type CheckpointWatch } from './services/postgres-checkpoints.js';
 
 export interface Services {
   config: Config;
@@ -83,13 +78,9 @@ export async function createServices(config: Config, options: CreateServicesOpti
     ...(options.postgresSchema === undefined ? {} : { postgresSchema: options.postgresSchema }),
   });
   const metrics = createMetrics({ defaultMetrics: options.defaultMetrics ?? true });
-  if (storage.poolStats !== undefined) registerPoolMetrics(metrics.registry, storage.poolStats);
-  if (storage.replicationStatus !== undefined) registerReplicationMetrics(metrics.registry, storage.replicationStatus);
-  if (storage.walStats !== undefined) registerWalMetrics(metrics.registry, storage.walStats);
-  const checkpointWatch = storage.walStats === undefined ? undefined : createCheckpointWatch(storage.walStats);
-  if (storage.observeCheckpoints !== undefined) registerCheckpointMetrics(metrics.registry, storage.observeCheckpoints);
-  if (storage.eventKeyStats !== undefined) registerEventKeyMetrics(metrics.registry, storage.eventKeyStats);
-  if (storage.eventSubjectStats !== undefined) registerEventSubjectMetrics(metrics.registry, storage.eventSubjectStats);
+  const { telemetry } = storage.capabilities;
+  registerStorageMetrics(metrics.registry, telemetry);
+  const checkpointWatch = telemetry.walStats === undefined ? undefined : createCheckpointWatch(telemetry.walStats);
   const keys = createKeyService(storage, { cacheTtlMs: config.keyCacheTtlMs, now: options.now });
   const rejections = createRejectionService(storage, metrics, {
     maxPerHour: config.rejectionsMaxPerHour,
@@ -122,7 +113,6 @@ export async function createServices(config: Config, options: CreateServicesOpti
   const retention = createRetentionService(storage, metrics, { intervalMs: config.retentionIntervalMs });
   const ingest = createIngestService(storage, metrics, {
     legacyFlat: config.legacyFlat,
-    postgresPoolSize: config.postgresPoolSize,
     rejections,
     governance,
     suppressions: erasure,
@@ -138,7 +128,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
     rps: config.rateLimitRps,
     burst: config.rateLimitBurst,
     redisUrl: config.redisUrl,
-    postgresPool: storage.rateLimitPool,
+    postgresPool: storage.capabilities.rateLimitPool,
   });
   // Per client IP on the browser routes: a guard against one abusive address, kept in each process.
   const browserIpLimiter = createInMemoryRateLimiter(config.browserRateLimitPerIp, config.browserRateLimitPerIp * 2);
@@ -162,7 +152,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
   });
   const stats = createStatsService({
     metrics,
-    poolStats: storage.poolStats,
+    poolStats: telemetry.poolStats,
     destinationSummary: () => destinations.summary(),
     ...(options.now === undefined ? {} : { now: options.now }),
   });

@@ -57,7 +57,7 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
 
 /**
  * PostgreSQL text cannot hold U+0000, and a lone surrogate would be stored as U+FFFD (a different id
- * than the one sent). Both are refused on every dialect, so the two adapters accept the same input.
+ * than the one sent). Both are refused on every database, so the two adapters accept the same input.
  */
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 

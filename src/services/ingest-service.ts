@@ -22,38 +22,6 @@ export const API_SOURCE = 'api';
 const LEGACY_FLUSH_MS = 1000;
 
 /**
- * A SQLite commit runs on the event loop, so a huge group stalls every other request while it lasts.
- * Measured with `npm run bench -- --scenario batch` (batches of 100, 50 connections): groups capped at
- * 5000 events gave ~2,470-event commits of ~100 ms and a batch p99 of 3.2 s; capped at 400, commits of
- * ~14 ms and a p99 of 0.6–1.1 s at the same or better throughput (see bench/README.md).
- */
-const SQLITE_MAX_COMMIT_EVENTS = 400;
-
-/**
- * SQLite commits in flight: the writes themselves run one after another on the event loop, but a commit's
- * WAL sync runs on the thread pool (storage/sqlite/wal-sync.ts), and meanwhile the next group may be written,
- * so that one sync covers both; it is, once a quarter of a full group waits. Measured (`npx tsx bench/ingest.ts
- * --scenario single|batch`, empty table, two runs each): two in flight at once gave batches 23,037–23,503
- * events/s against 21,152–21,211 with one, but single events 7,535–7,757 req/s against 8,144–8,180 (more,
- * smaller commits); the threshold keeps single events in one larger commit.
- */
-const SQLITE_COMMITS_IN_FLIGHT = 2;
-const SQLITE_MIN_ITEMS_TO_OVERLAP = SQLITE_MAX_COMMIT_EVENTS / 4;
-
-/**
- * PostgreSQL commits in flight at once, given the pool's size: 8 with the default pool of 10, leaving two
- * connections for reads and the duplicates' originals; never fewer than the 4 of before. Measured with the
- * scaling bench (`npm run bench -- --backend postgres --instances …`, 2 cores shared with other load): with 8
- * in flight instead of 4 the best N stored 8-43 % more events/s in 6 of 6 alternating pairs (× 1 alone: 5 of 6).
- * A commit waits on its WAL flush and on the other processes, so more in flight keeps the instance parsing
- * meanwhile; 2 was no better than 4.
- * See bench/README.md, "Scaling on PostgreSQL: where the CPU goes (h16)".
- */
-export function postgresCommitsInFlight(poolSize: number): number {
-  return Math.min(8, Math.max(4, poolSize - 2));
-}
-
-/**
  * One item handed to `accept`, already translated by its entry point: a draft, or the reason it
  * could not become one (schema, name or size). `format` labels the metrics of a refused item.
  */
@@ -100,8 +68,6 @@ function personIdsOf(draft: EventDraft): string[] {
 
 export interface IngestOptions {
   legacyFlat: LegacyFlatMode;
-  /** PostgreSQL: the pool's size (INLET_PG_POOL_SIZE), which bounds the commits in flight; 10 when absent. */
-  postgresPoolSize?: number;
   rejections?: RejectionService;
   suppressions?: SuppressionCheck;
   governance?: { catalog: CatalogService; plans: TrackingPlanService };
@@ -150,16 +116,10 @@ export function createIngestService(
   metrics: Metrics,
   options: IngestOptions = { legacyFlat: 'accept' },
 ) {
+  // How many events a commit takes and how many commits run at once: the backend's commit policy.
   const writer = new GroupCommitWriter<EventInsert, InsertOutcome>(
     (rows) => storage.events.insertMany(rows),
-    {
-      maxItems: storage.dialect === 'sqlite' ? SQLITE_MAX_COMMIT_EVENTS : 5000,
-      minItemsToOverlap: storage.dialect === 'sqlite' ? SQLITE_MIN_ITEMS_TO_OVERLAP : 0,
-      maxInFlight:
-        storage.dialect === 'sqlite'
-          ? SQLITE_COMMITS_IN_FLIGHT
-          : postgresCommitsInFlight(options.postgresPoolSize ?? 10),
-    },
+    storage.capabilities.commits,
     (items, seconds) => {
       metrics.commitDuration.observe(seconds);
       metrics.commitSize.observe(items);

@@ -3,7 +3,6 @@
 // and the parts the backend gives.
 import { resolve } from 'node:path';
 import type { Kysely } from 'kysely';
-import type pg from 'pg';
 import type { Backend } from './backend.js';
 import type { Database } from './database.js';
 import { apiKeyStore, legacyUsageStore, productStore } from './core-stores.js';
@@ -16,15 +15,7 @@ import { erasureStore } from './erasure-store.js';
 import { checkWritableTarget, postgresSettings } from './postgres/connection-url.js';
 import { openSqliteBackend, type SqliteOptions } from './sqlite/backend.js';
 import { openPostgresBackend, type PostgresOptions } from './postgres/backend.js';
-import type {
-  CheckpointEvent,
-  Dialect,
-  EventKeyStats,
-  PoolStats,
-  PostgresWalStats,
-  ReplicationStatus,
-  Storage,
-} from './types.js';
+import type { Dialect, Storage } from './types.js';
 
 export interface OpenStorageOptions extends SqliteOptions, PostgresOptions {
   /** Apply pending migrations before returning (default true). */
@@ -36,24 +27,6 @@ export interface OpenedStorage extends Storage {
   readonly migration: MigrationReport | undefined;
   /** True once close() was called: every later query fails, and that means "unavailable", not a bug. */
   readonly closed: boolean;
-  /** PostgreSQL only: the connection pool's state, for metrics. */
-  readonly poolStats?: () => PoolStats;
-  /** PostgreSQL only: how the primary replicates, as this pool's sessions see it (metrics). */
-  readonly replicationStatus?: () => Promise<ReplicationStatus>;
-  /** PostgreSQL only: the server's checkpoints and WAL written (metrics, and the checkpoint advice in the log). */
-  readonly walStats?: () => Promise<PostgresWalStats>;
-  /** PostgreSQL only: a small pool of its own for the shared rate limiter. */
-  readonly rateLimitPool?: () => pg.Pool;
-  /** SQLite file with the checkpoint thread: calls `listener` after each WAL checkpoint (metrics). */
-  readonly observeCheckpoints?: (listener: (event: CheckpointEvent) => void) => void;
-  /** SQLite: the idempotency keys held in memory and the merges so far (sqlite/event-keys.ts). */
-  readonly eventKeyStats?: () => EventKeyStats;
-  /** SQLite: the subject index's entries in memory, merges and sweeps (the same figures). */
-  readonly eventSubjectStats?: () => EventKeyStats;
-  /** SQLite, for the server at start: warms the key and subject indexes. */
-  readonly warmEventIndexes?: () => Promise<void>;
-  /** SQLite: resolves once no merge (move, sweep) of either index runs or is due (benches). */
-  readonly settleEventIndexes?: () => Promise<void>;
 }
 
 export function dialectOf(url: string): Dialect {
@@ -88,19 +61,10 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
   const { capabilities, storeDialect } = ready;
   let closed = false;
   return {
-    dialect: backend.dialect,
     name: ready.name,
     capabilities,
     db,
     migration,
-    ...capabilities.telemetry,
-    ...(capabilities.rateLimitPool === undefined ? {} : { rateLimitPool: capabilities.rateLimitPool }),
-    ...(capabilities.eventIndexes === undefined
-      ? {}
-      : {
-          warmEventIndexes: () => capabilities.eventIndexes!.warm(),
-          settleEventIndexes: () => capabilities.eventIndexes!.settle(),
-        }),
     isUnavailable: ready.isUnavailable,
     get closed() {
       return closed;

@@ -5,6 +5,7 @@ import type { IdentifierConflict, IdentifierPatch, Identifiers, TraitPatch, Trai
 import type { TrafficReportQuery, TrafficReportRow, TrafficRow } from '../domain/traffic-reports.js';
 import type pg from 'pg';
 
+/** Which SQL the storage's own modules speak; outside storage, capabilities say what differs. */
 export type Dialect = 'sqlite' | 'postgres';
 import type { KeyKind } from '../domain/api-keys.js';
 import type { GovernanceStore } from './governance-types.js';
@@ -419,7 +420,6 @@ export interface StorageCapabilities {
 }
 
 export interface Storage {
-  readonly dialect: Dialect;
   /**
    * What /readyz and the start-up log call the database (`sqlite`, `postgres`): a description for people, never
    * something to branch on (capabilities say what differs).

@@ -145,7 +145,10 @@ describe('SQLite subject index', () => {
       await checkAll(storage.events, raw, a, 5);
       await checkAll(storage.events, raw, b, 3);
       // Some merges moved the recent level into event_subjects (moveThreshold), so the reads above read both levels.
-      assert.ok(storage.eventSubjectStats!().moves > 0, `moves ${storage.eventSubjectStats!().moves}`);
+      assert.ok(
+        storage.capabilities.telemetry.eventSubjectStats!().moves > 0,
+        `moves ${storage.capabilities.telemetry.eventSubjectStats!().moves}`,
+      );
       await storage.close();
 
       storage = await openStorage(url, { sqliteEventKeysTail: 40 });

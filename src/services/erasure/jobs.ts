@@ -6,7 +6,7 @@ import { performance } from 'node:perf_hooks';
 import { Counter, Histogram } from 'prom-client';
 import { AppError } from '../../domain/errors.js';
 import type { ErasureCounts, ErasureRecord, Storage } from '../../storage/types.js';
-import { gentleBatches, gentleOptions } from '../gentle-batches.js';
+import { gentleBatches } from '../gentle-batches.js';
 import type { Metrics } from '../metrics.js';
 
 const LEASE_MS = 30_000;
@@ -214,7 +214,7 @@ async function runJob(jobs: Jobs, job: ErasureRecord, onProgress?: Progress): Pr
     await store.roomToWrite();
     phaseSeconds.inc({ phase: 'waiting_for_wal' }, (performance.now() - started) / 1000);
   };
-  const batches = gentleBatches(gentleOptions(storage.dialect), {
+  const batches = gentleBatches(storage.capabilities.deletePacing, {
     before: roomToWrite,
     onBatch: (seconds) => batchSeconds.observe(seconds),
   });
