@@ -117,7 +117,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
     governance,
     suppressions: erasure,
   });
-  const identity = createIdentityService(storage);
+  const identity = createIdentityService(storage, { suppressions: erasure, plans, catalog, rejections });
   const events = {
     reads: createEventReadService(storage),
     streams: createEventStreams(storage, { pollMs: config.eventStreamPollMs, maxStreams: config.eventStreamsMax }),
