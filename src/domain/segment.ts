@@ -4,6 +4,7 @@ import { createHash } from 'node:crypto';
 import { AppError, type ErrorCode, type FieldError } from './errors.js';
 import { NAME_MAX_LENGTH, type SplitName } from './event-names.js';
 import type { EventDraft } from './events.js';
+import type { IdentityOperation } from './identity.js';
 import { rejectUnstorable } from './json-values.js';
 
 export const SEGMENT_CALLS = ['track', 'identify', 'alias', 'page', 'screen', 'group'] as const;
@@ -278,17 +279,6 @@ export function itemBytesBound(text: string, [start, end]: [number, number], lim
   return units * 3 <= limit ? units * 3 : Buffer.byteLength(text.slice(start, end));
 }
 
-/** An identity side effect of an item, performed after the item was stored. */
-export type IdentityOp =
-  | {
-      kind: 'identify';
-      externalId: string;
-      traits: Record<string, unknown>;
-      email: string | undefined;
-      identifiesUser: boolean;
-    }
-  | { kind: 'link'; from: string; to: string; explicit: boolean };
-
 export interface SegmentItemOptions {
   /** The call implied by the route (`/v1/track`), or undefined for a batch, where each item says its `type`. */
   call: SegmentCall | undefined;
@@ -296,7 +286,7 @@ export interface SegmentItemOptions {
   base: string;
   receivedAt: string;
   keyId: string;
-  /** Sent with a browser key: `traits.email` stays a trait (clarifications §19), `context.ip` is filled in. */
+  /** Sent with a browser key: `context.ip` is filled in from `clientIp`. */
   browser?: boolean;
   clientIp?: string;
   batch?: { sentAt?: unknown; context?: unknown; integrations?: unknown };
@@ -307,7 +297,7 @@ export interface SegmentItemOptions {
 }
 
 export type SegmentTranslation =
-  | { ok: true; call: SegmentCall; draft: EventDraft; identity: IdentityOp[]; messageId: string }
+  | { ok: true; call: SegmentCall; draft: EventDraft; identity: IdentityOperation[]; messageId: string }
   | { ok: false; error: AppError; messageId: string | undefined };
 
 function isObject(value: unknown): value is Record<string, unknown> {
@@ -340,7 +330,10 @@ function optionalObject(
 
 const MAPPED_FIELDS = new Set(['properties', 'traits', 'context']);
 
-/** One Segment item → an event draft plus its identity side effects, or the per-item rejection. */
+/**
+ * One Segment item → an event draft plus its identity side effects (performed through the identity pipeline once
+ * the item is stored), or the per-item rejection.
+ */
 export function translateSegmentItem(raw: unknown, options: SegmentItemOptions): SegmentTranslation {
   const { base, receivedAt } = options;
   if (!isObject(raw))
@@ -412,7 +405,7 @@ export function translateSegmentItem(raw: unknown, options: SegmentItemOptions):
   let subjectType = 'user';
   let subjectId = subject ?? '';
   let eventProperties: Record<string, unknown> = properties ?? {};
-  const identity: IdentityOp[] = [];
+  const identity: IdentityOperation[] = [];
   // Properties filled from elsewhere in the item: tracking-plan errors point where the sender put them.
   const moved: Record<string, string> = {};
   switch (call) {
@@ -472,15 +465,13 @@ export function translateSegmentItem(raw: unknown, options: SegmentItemOptions):
       const contextTraits = isObject(itemContext?.traits) ? itemContext.traits : undefined;
       const userTraits = contextTraits === undefined ? (traits ?? {}) : { ...contextTraits, ...traits };
       eventProperties = userTraits;
-      const email =
-        typeof userTraits.email === 'string' && userId !== undefined && options.browser !== true
-          ? userTraits.email
-          : undefined;
+      // `traits.email` of a user is their e-mail identifier too (the identity pipeline keeps a browser key's a trait).
+      const email = typeof userTraits.email === 'string' && userId !== undefined ? userTraits.email : undefined;
       identity.push({
         kind: 'identify',
         externalId: subjectId,
         traits: userTraits,
-        email,
+        impliedIdentifiers: email === undefined ? undefined : { email },
         identifiesUser: userId !== undefined,
       });
       break;
@@ -496,13 +487,13 @@ export function translateSegmentItem(raw: unknown, options: SegmentItemOptions):
       subjectId = userId;
       eventProperties = { ...eventProperties, previous_id: previousId };
       moved.previous_id = '/previousId';
-      if (previousId !== userId) identity.push({ kind: 'link', from: previousId, to: userId, explicit: true });
+      if (previousId !== userId) identity.push({ kind: 'alias', from: previousId, to: userId });
       break;
     }
   }
   // Any call carrying both ids links them (Segment and RudderStack alike).
   if (userId !== undefined && anonymousId !== undefined && anonymousId !== userId) {
-    identity.push({ kind: 'link', from: anonymousId, to: userId, explicit: false });
+    identity.push({ kind: 'alias', from: anonymousId, to: userId });
   }
 
   const original: Record<string, unknown> = {};

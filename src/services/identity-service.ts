@@ -46,7 +46,6 @@ export function createIdentityService(storage: Storage, dependencies: Omit<Ident
     /** The change alone, without the stages before it: for callers that are the product's own server code (tests, tools). */
     identify: changes.identify,
     alias: changes.alias,
-    mergesTwoIdentified: changes.mergesTwoIdentified,
 
     /** The user an external id resolves to, its merge history and its most recent events; not_found if unknown. */
     getUser: userDetails,
