@@ -335,58 +335,6 @@ export function createIngestService(
       await writer.drain();
       await flushLegacyUsage();
     },
-
-    /**
-     * Native identify (governance.md §2): checks the traits against the plan before the identity change.
-     * Throws the 400 in enforce (pointers `/traits/...`); records a warning in warn.
-     */
-    async checkIdentify(
-      auth: AuthContext,
-      traits: Record<string, unknown> | undefined,
-      externalId: string,
-      item: unknown,
-      route: string,
-      receivedAt: string,
-    ): Promise<void> {
-      if (options.governance === undefined || traits === undefined) return;
-      const plan = await options.governance.plans.planFor(auth.productId);
-      if (plan === undefined || plan.mode === 'off') return;
-      const finding = checkTraits(plan, traits);
-      if (finding === undefined) return;
-      const errors = finding.errors.map((e) => ({ pointer: `/traits${e.pointer}`, message: e.message }));
-      options.governance.plans.record(
-        auth,
-        route,
-        [
-          {
-            canonicalName: 'user_identified',
-            code: finding.code,
-            severity: finding.severity,
-            planVersion: plan.version,
-            messageId: null,
-            subjectId: externalId,
-            errors,
-          },
-        ],
-        receivedAt,
-        plan,
-      );
-      if (finding.severity === 'rejected') {
-        const refusal = planRefusal(finding.code, 'user_identified', errors, true);
-        options.rejections?.record(
-          auth,
-          route,
-          [{ index: 0, messageId: null, code: refusal.code, detail: refusal.message, severity: 'rejected', item }],
-          receivedAt,
-        );
-        throw refusal;
-      }
-    },
-
-    /** Native identify stored its traits: count their paths into the catalogue. */
-    observeTraits(auth: AuthContext, traits: Record<string, unknown> | undefined, at: string): void {
-      options.governance?.catalog.observeTraits(auth.productId, traits, at);
-    },
   };
 }
 
