@@ -176,7 +176,8 @@ export function createIdentityPipeline(dependencies: IdentityPipelineDependencie
     { name: 'browser key: identifiers', run: browserKeyIdentifiers },
     { name: 'suppression', inAccept: true, run: suppression(dependencies.suppressions) },
     // The product's transformation (transformations.md §1) goes here: after suppression, on the ids as received,
-    // and before the plan, so that the plan, the store and the catalogue all see the transformed traits.
+    // and before the plan, so that the plan, the store and the catalogue all see the transformed traits. Marked
+    // inAccept: accept transforms a Segment item, whose identify must then take its traits from the stored draft.
     { name: 'browser key: merges', run: browserKeyMerges(changes) },
     { name: 'tracking plan', inAccept: true, run: trackingPlan(dependencies.plans, dependencies.rejections) },
   ];
