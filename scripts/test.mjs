@@ -140,7 +140,7 @@ function run(job, live) {
         ...process.env,
         INLET_TEST_POSTGRES_URL: postgresUrl,
         INLET_OUTBOUND_ALLOW: '127.0.0.0/8,::1',
-        INLET_DESTINATIONS_ALLOW_PRIVATE: 'true',
+        INLET_OUTBOUND_ALLOW_PRIVATE: 'true',
         ...job.env,
       },
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -73,7 +73,7 @@ const service = createDestinationService(storage.destinations, createMetrics({ d
   leaseMs: config.destinationLeaseMs,
   logRetentionMs: config.destinationLogRetentionDays * 86_400_000,
   // The SSRF guard applies here exactly as in the main thread: built from the same settings.
-  guard: createOutboundGuard({ allow: config.outboundAllow, allowPrivate: config.destinationsAllowPrivate }),
+  guard: createOutboundGuard({ allow: config.outboundAllow, allowPrivate: config.outboundAllowPrivate }),
   format: destinationMessage,
   holder,
   deliveryMetrics: forward,

@@ -7,6 +7,7 @@ import { startDelivery } from './delivery.js';
 async function start(config: Config): Promise<void> {
   const services = await createServices(config);
   const app = await buildApp(services);
+  for (const deprecation of config.deprecations) app.log.warn(deprecation);
   // SQLite: the key and subject tails rebuilt before the first request, the key filter built in the background
   // (until then the writer probes event_keys for every key: slower, never wrong).
   services.storage.capabilities.eventIndexes

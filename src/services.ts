@@ -70,7 +70,7 @@ export interface CreateServicesOptions {
 
 export async function createServices(config: Config, options: CreateServicesOptions = {}): Promise<Services> {
   // Every outbound connection (webhooks, NATS, traffic providers) passes this one guard.
-  const guard = createOutboundGuard({ allow: config.outboundAllow, allowPrivate: config.destinationsAllowPrivate });
+  const guard = createOutboundGuard({ allow: config.outboundAllow, allowPrivate: config.outboundAllowPrivate });
   const storage = await openStorage(config.databaseUrl, {
     sqliteSynchronous: config.sqliteSynchronous,
     postgresPoolSize: config.postgresPoolSize,

@@ -220,7 +220,7 @@ describe('destinations: the outbound guard in the delivery worker', () => {
       const schema = local.database.postgresSchema;
       startDelivery(
         local.services.destinations,
-        { ...local.services.config, destinationsAllowPrivate: false, outboundAllow: undefined },
+        { ...local.services.config, outboundAllowPrivate: false, outboundAllow: undefined },
         log,
         schema === undefined ? {} : { postgresSchema: schema },
       );

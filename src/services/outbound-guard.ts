@@ -6,7 +6,7 @@
 // - INLET_OUTBOUND_ALLOW set (a comma list of host names, addresses and CIDRs): the host name or the
 //   address must be on it. Unset: any public address.
 // - Loopback, private, link-local, unique-local, CGNAT, unspecified and multicast addresses are refused
-//   unless INLET_DESTINATIONS_ALLOW_PRIVATE is on (and, with an allow list, the address is on it too).
+//   unless INLET_OUTBOUND_ALLOW_PRIVATE is on (and, with an allow list, the address is on it too).
 // - Cloud metadata addresses (169.254.169.254, fd00:ec2::254, 100.100.100.200) are refused even then,
 //   unless INLET_OUTBOUND_ALLOW names them explicitly.
 // The check runs when a destination is created or edited (`checkUrl`/`checkHost`: resolves the name)
@@ -20,7 +20,7 @@ import { Agent, buildConnector, type Dispatcher } from 'undici';
 export interface OutboundPolicy {
   /** INLET_OUTBOUND_ALLOW: host names, addresses and CIDRs; undefined: any public address. */
   allow: string[] | undefined;
-  /** INLET_DESTINATIONS_ALLOW_PRIVATE. */
+  /** INLET_OUTBOUND_ALLOW_PRIVATE (formerly INLET_DESTINATIONS_ALLOW_PRIVATE). */
   allowPrivate: boolean;
 }
 
@@ -111,7 +111,7 @@ export function createOutboundGuard(policy: OutboundPolicy) {
     if (METADATA.has(address.toLowerCase()) && !listed)
       return `${host} resolves to ${address}, a cloud metadata address`;
     if (PRIVATE.check(address, family) && !policy.allowPrivate) {
-      return `${host} resolves to ${address}, a loopback, private or link-local address (INLET_DESTINATIONS_ALLOW_PRIVATE is off)`;
+      return `${host} resolves to ${address}, a loopback, private or link-local address (INLET_OUTBOUND_ALLOW_PRIVATE is off)`;
     }
     return undefined;
   }
@@ -191,7 +191,7 @@ export type OutboundGuard = ReturnType<typeof createOutboundGuard>;
 
 /**
  * The guard of code that was handed none: public addresses only. Everything services.ts builds gets a
- * guard made from the config instead (INLET_OUTBOUND_ALLOW, INLET_DESTINATIONS_ALLOW_PRIVATE).
+ * guard made from the config instead (INLET_OUTBOUND_ALLOW, INLET_OUTBOUND_ALLOW_PRIVATE).
  */
 const strictGuard = createOutboundGuard({ allow: undefined, allowPrivate: false });
 

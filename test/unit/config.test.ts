@@ -173,3 +173,49 @@ describe('slow and idle clients: receive and keep-alive timeouts (issue 9, clari
     );
   });
 });
+
+describe('INLET_OUTBOUND_ALLOW_PRIVATE and its old name (clarifications §33)', () => {
+  it('is off by default, with nothing to warn about', () => {
+    const config = loadConfig({});
+    assert.equal(config.outboundAllowPrivate, false);
+    assert.deepEqual(config.deprecations, []);
+  });
+
+  it('INLET_OUTBOUND_ALLOW_PRIVATE sets it', () => {
+    for (const [value, expected] of [
+      ['true', true],
+      ['on', true],
+      ['false', false],
+    ] as const) {
+      const config = loadConfig({ INLET_OUTBOUND_ALLOW_PRIVATE: value });
+      assert.equal(config.outboundAllowPrivate, expected, value);
+      assert.deepEqual(config.deprecations, []);
+    }
+    assert.throws(() => loadConfig({ INLET_OUTBOUND_ALLOW_PRIVATE: 'maybe' }), /INLET_OUTBOUND_ALLOW_PRIVATE.*maybe/);
+  });
+
+  it('INLET_DESTINATIONS_ALLOW_PRIVATE still sets it, with a deprecation warning naming the new name', () => {
+    const config = loadConfig({ INLET_DESTINATIONS_ALLOW_PRIVATE: 'true' });
+    assert.equal(config.outboundAllowPrivate, true);
+    assert.equal(config.deprecations.length, 1);
+    assert.match(
+      config.deprecations[0]!,
+      /INLET_DESTINATIONS_ALLOW_PRIVATE is deprecated: set INLET_OUTBOUND_ALLOW_PRIVATE/,
+    );
+    assert.equal(loadConfig({ INLET_DESTINATIONS_ALLOW_PRIVATE: 'false' }).outboundAllowPrivate, false);
+  });
+
+  it('both names: the same value warns that the old one is not needed; different values stop start-up', () => {
+    const same = loadConfig({ INLET_OUTBOUND_ALLOW_PRIVATE: 'true', INLET_DESTINATIONS_ALLOW_PRIVATE: 'yes' });
+    assert.equal(same.outboundAllowPrivate, true);
+    assert.match(same.deprecations.join('\n'), /INLET_DESTINATIONS_ALLOW_PRIVATE is deprecated.*remove it/);
+    assert.throws(
+      () => loadConfig({ INLET_OUTBOUND_ALLOW_PRIVATE: 'false', INLET_DESTINATIONS_ALLOW_PRIVATE: 'true' }),
+      (error: unknown) =>
+        error instanceof ConfigError &&
+        /INLET_OUTBOUND_ALLOW_PRIVATE=false and its deprecated name INLET_DESTINATIONS_ALLOW_PRIVATE=true disagree/.test(
+          error.message,
+        ),
+    );
+  });
+});

@@ -126,7 +126,7 @@ const CreateBody = Type.Object(
       Type.String({
         maxLength: 2000,
         description:
-          'webhook: http(s) URL; refused when it resolves to a private address unless INLET_DESTINATIONS_ALLOW_PRIVATE',
+          'webhook: http(s) URL; refused when it resolves to a private address unless INLET_OUTBOUND_ALLOW_PRIVATE',
       }),
     ),
     servers: Type.Optional(
