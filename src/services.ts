@@ -133,7 +133,8 @@ export async function createServices(config: Config, options: CreateServicesOpti
   // Per client IP on the browser routes: a guard against one abusive address, kept in each process.
   const browserIpLimiter = createInMemoryRateLimiter(config.browserRateLimitPerIp, config.browserRateLimitPerIp * 2);
   const trafficSync = createTrafficSyncService(storage, {
-    retry: { ...DEFAULT_RETRY_POLICY, maxTotalMs: config.trafficRetryMaxMs, dispatcher: guard.dispatcher() },
+    retry: { ...DEFAULT_RETRY_POLICY, maxTotalMs: config.trafficRetryMaxMs },
+    guard,
   });
   const traffic = {
     reports: createTrafficReportService(storage),
