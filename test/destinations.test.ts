@@ -493,6 +493,12 @@ describe('destinations: the outbound guard', () => {
     const shown = await strict.show(product.id, destination.id);
     assert.match(shown.lastError ?? '', /not on INLET_OUTBOUND_ALLOW/);
     assert.equal(receiver.connections, connections, 'no connection was attempted');
+    // A refusal is not retried: the destination is disabled at once with the guard's reason.
+    assert.equal(shown.status, 'disabled');
+    assert.match(shown.disabledReason ?? '', /refused by the outbound guard: .*INLET_OUTBOUND_ALLOW/);
+    await strict.tick();
+    await strict.idle();
+    assert.equal((await strict.deliveries(product.id, destination.id, 10)).length, 1, 'one attempt, no retry');
     await store.update(product.id, destination.id, { status: 'paused', updatedAt: new Date().toISOString() });
   });
 });

@@ -1,8 +1,11 @@
 // The outbound guard explains itself (issue 32): a refusal names its reason and the setting that would
-// allow the target, and is found under the errors HTTP clients wrap it in.
+// allow the target, is found under the errors HTTP clients wrap it in, and is never retried by the
+// senders that meet it (webhooks, NATS). Only loopback targets, refused before any connection.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { createOutboundGuard, guardRefusal, OutboundRefused } from '../../src/services/outbound-guard.js';
+import { sendWebhook } from '../../src/services/destinations/webhook.js';
+import { createNatsSender } from '../../src/services/destinations/nats.js';
 
 const strict = createOutboundGuard({ allow: undefined, allowPrivate: false });
 const loopbackOnly = createOutboundGuard({ allow: ['127.0.0.0/8', '::1'], allowPrivate: true });
@@ -67,5 +70,38 @@ describe('guardRefusal', () => {
     assert.equal(guardRefusal(new OutboundRefused('x does not resolve', { byPolicy: false })), undefined);
     assert.equal(guardRefusal(new TypeError('fetch failed', { cause: new Error('connect ECONNREFUSED') })), undefined);
     assert.equal(guardRefusal('not an error'), undefined);
+  });
+});
+
+describe('the senders report a refusal as one, never as a failure to retry', () => {
+  it('webhook', async () => {
+    const outcome = await sendWebhook({
+      url: 'http://127.0.0.1:3999/hook',
+      secrets: ['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'],
+      webhookId: 'msg_1',
+      body: new TextEncoder().encode('{}'),
+      timeoutMs: 1000,
+      guard: strict,
+    });
+    assert.equal(outcome.ok, false);
+    assert.equal(outcome.refused, true);
+    assert.match(outcome.error ?? '', /^refused by the outbound guard: .*INLET_OUTBOUND_ALLOW_PRIVATE=true/);
+  });
+
+  it('NATS', async () => {
+    const sender = createNatsSender({ timeoutMs: 1000, guard: strict });
+    try {
+      const outcome = await sender.send('dst_1', ['nats://127.0.0.1:3999'], null, 1, () => ({
+        subject: 's',
+        id: 'm1',
+        body: new Uint8Array(),
+      }));
+      assert.equal(outcome.ok, false);
+      assert.equal(outcome.refused, true);
+      assert.match(outcome.error ?? '', /^NATS: refused by the outbound guard: .*INLET_OUTBOUND_ALLOW_PRIVATE=true/);
+      assert.deepEqual(sender.linked(), [], 'no connection was opened');
+    } finally {
+      await sender.close();
+    }
   });
 });

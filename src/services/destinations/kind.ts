@@ -29,6 +29,8 @@ export interface SendOutcome {
   retryAfterMs?: number;
   /** 410 Gone: the receiver asks to stop. */
   gone?: boolean;
+  /** The outbound guard refused the target: nothing was sent, and retrying cannot help until the settings change. */
+  refused?: boolean;
 }
 
 /** What the deliverer gives a driver along with the messages of one delivery. */

@@ -14,7 +14,7 @@ import { performance } from 'node:perf_hooks';
 import { connect, createInbox, headers, type Msg, type NatsConnection } from '@nats-io/transport-node';
 import type { FieldError } from '../../domain/errors.js';
 import type { DestinationCredentials } from '../../storage/types.js';
-import type { OutboundGuard } from '../outbound-guard.js';
+import { guardRefusal, type OutboundGuard } from '../outbound-guard.js';
 import { stringList } from './input.js';
 import {
   refusedAs,
@@ -187,6 +187,14 @@ export function createNatsSender(options: { timeoutMs: number; guard: OutboundGu
         await Promise.race([acked, timeout]);
         return { ok: true, status: null, error: null };
       } catch (error) {
+        const refused = guardRefusal(error);
+        if (refused !== undefined)
+          return {
+            ok: false,
+            status: null,
+            error: `NATS: refused by the outbound guard: ${refused.message}`.slice(0, 500),
+            refused: true,
+          };
         return { ok: false, status: null, error: `NATS: ${(error as Error).message}`.slice(0, 500) };
       } finally {
         clearTimeout(timer);

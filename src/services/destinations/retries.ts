@@ -1,7 +1,7 @@
 // What a delivery cycle's outcome does to its destination's state (events-out §6): a success moves the cursor
 // and clears the failures; a failure holds the destination back (no dead-lettering) until the next attempt,
-// scheduled with exponential backoff and full jitter, or after Retry-After on 429/503. 410 disables at once;
-// `disableAfterMs` without a success disables too.
+// scheduled with exponential backoff and full jitter, or after Retry-After on 429/503. 410, and a target the
+// outbound guard refuses, disable at once; `disableAfterMs` without a success disables too.
 import type { DeliveryStatePatch, DestinationCursor, DestinationRecord } from '../../storage/types.js';
 import type { SendOutcome } from './kind.js';
 
@@ -49,6 +49,9 @@ export function stateAfter(
     if (failure.gone) {
       patch.status = 'disabled';
       patch.disabledReason = 'the receiver answered 410 Gone';
+    } else if (failure.refused) {
+      patch.status = 'disabled';
+      patch.disabledReason = failure.error;
     } else if (nowMs - failingSince >= options.disableAfterMs) {
       patch.status = 'disabled';
       patch.disabledReason = `no successful delivery for ${Math.round(options.disableAfterMs / 3_600_000)} h (last error: ${failure.error ?? 'unknown'})`;

@@ -14,7 +14,7 @@ import { performance } from 'node:perf_hooks';
 import { request } from 'undici';
 import type { FieldError } from '../../domain/errors.js';
 import type { DestinationRecord, StoredMessage } from '../../storage/types.js';
-import type { OutboundGuard } from '../outbound-guard.js';
+import { guardRefusal, type OutboundGuard } from '../outbound-guard.js';
 import {
   refusedAs,
   type Delivered,
@@ -121,6 +121,14 @@ export async function sendWebhook(options: {
     if (status >= 300 && status < 400) outcome.error = `HTTP ${status} (redirects are not followed)`;
     return outcome;
   } catch (error) {
+    const refused = guardRefusal(error);
+    if (refused !== undefined)
+      return {
+        ok: false,
+        status: null,
+        error: `refused by the outbound guard: ${refused.message}`.slice(0, 500),
+        refused: true,
+      };
     const err = error as Error & { code?: string; cause?: Error & { code?: string } };
     const name =
       err.name === 'TimeoutError' || err.code === 'UND_ERR_HEADERS_TIMEOUT' || err.code === 'UND_ERR_BODY_TIMEOUT'
