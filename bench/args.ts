@@ -3,7 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { availableParallelism } from 'node:os';
 import { parseArgs } from 'node:util';
 
-/** The V8 flag `npm start` gives the server (README, Operations); every bench's server runs with it. */
+/** The V8 flag `npm start` gives the server (docs/operations.md); every bench's server runs with it. */
 export const SERVER_NODE_FLAG = '--max-semi-space-size=64';
 
 export type Scenario = 'single' | 'batch' | 'segment';

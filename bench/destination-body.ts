@@ -4,7 +4,7 @@
 // bytes copied into memory reused per destination, signed as bytes). CPU µs per message, process.cpuUsage.
 // `node --import tsx bench/destination-body.ts`
 import { createHmac, randomBytes, randomUUID } from 'node:crypto';
-import { bodyOf, bytesOf, type BodyScratch, type WireMessage } from '../src/services/destination-messages.js';
+import { bodyOf, bytesOf, type BodyScratch, type WireMessage } from '../src/services/destinations/messages.js';
 import { SEGMENT_CONTEXT_JSON, randomProperties } from './workload.js';
 
 const key = randomBytes(32);

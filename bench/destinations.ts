@@ -313,7 +313,7 @@ export async function destinationsMain(argv: string[]): Promise<number> {
       INLET_LOG_LEVEL: 'info',
       INLET_RATE_LIMIT_RPS: '10000000',
       // The receiver and NATS are on loopback: allowed here, as an operator with local targets would set it.
-      INLET_DESTINATIONS_ALLOW_PRIVATE: 'true',
+      INLET_OUTBOUND_ALLOW_PRIVATE: 'true',
       INLET_OUTBOUND_ALLOW: '127.0.0.0/8,::1',
       INLET_DESTINATIONS_WORKER: args.inProcess ? 'false' : 'true',
     },

@@ -9,14 +9,11 @@
 //   `--prefill-indexes keep` fills with the indexes in place (slow, organic).
 // - PostgreSQL: INSERT … SELECT FROM generate_series in the server, 50,000 rows a statement, into
 //   event_dedup and events in one statement (as the writer does).
-// Received times are spread over the day before the run, in insertion order. Event ids are UUIDv7 of their receive
-// time, as the service makes them (random v4 ids, as this prefill wrote on PostgreSQL before 2026-11-27, land all over
-// the primary key instead of at its end and left its pages about two thirds full: 101 bytes an event instead of ~65).
-// PostgreSQL, a table that already holds events (`--compare-empty` runs the empty phase first): the times are spread
-// from just after the newest stored event to now instead, so the prefill's ids and times still go at the end of the
-// primary key and of `events_by_time`, as the service's would. Times from the day before went in *before* the empty
-// phase's rows, splitting those indexes' pages in half all the way: 133 and 92 B an event at 10 M instead of ~70 and
-// ~45 (2026-11-27 09:00 run, bench/README.md "Where the targets stand").
+// Received times are spread over the day before the run, in insertion order, and event ids are UUIDv7 of their
+// receive time, as the service makes them; on a PostgreSQL table that already holds events (`--compare-empty`) the
+// times run from just after the newest stored event to now instead. Either way the prefill's rows go at the end of the
+// primary key and of `events_by_time`, as the service's would, so the bytes per event it leaves are the service's
+// (docs/design.md, "How the benches are set up", has what the other choices cost).
 // Postgres: event ids built in SQL (48 bits of milliseconds, version 7, 12 bits of the time within the millisecond,
 // the rest from a random uuid, its variant bits included); v7 external ids as bench/workload.ts's.
 import BetterSqlite3 from 'better-sqlite3';

@@ -211,7 +211,7 @@ await storage.close();
 if (!values.keep) await cleanup();
 
 console.log(
-  `database: ${storage.dialect}, ${total.toLocaleString('en-US')} events in one product (prefill ${fillSeconds.toFixed(0)} s${size === undefined ? '' : `, file ${(size / 1e6).toFixed(0)} MB`})`,
+  `database: ${storage.name}, ${total.toLocaleString('en-US')} events in one product (prefill ${fillSeconds.toFixed(0)} s${size === undefined ? '' : `, file ${(size / 1e6).toFixed(0)} MB`})`,
 );
 console.log('list, newest first unless stated, limit 100, through the read service (no HTTP); ms');
 console.log(

@@ -11,10 +11,9 @@
 //   with the official package, whose own signature of the request must be byte-equal to node:crypto's, and
 //   parsed with JSON.parse, whose ids must equal the scanner's. A request the official package refuses, or
 //   where either differs, counts in `officialFailed` / `mismatched`, and the bench fails on either.
-//   Why: the official package hashes with a SHA-256 written in JavaScript, and both it and JSON.parse need the
-//   body as one string; a batch of 100 events is ~130 KB, and a string of 128 KB or more costs V8 about 1 ms
-//   to make on this machine (large-object space). Verifying every request that way cost the receiver ~35 µs
-//   of CPU per message, on the same two cores as the server it measures (bench/README.md, "Destinations").
+//   Why: the receiver shares the cores with the server it measures, and the official package's JavaScript
+//   SHA-256 over a body made one string costs several times the native check (docs/design.md, "How the benches
+//   are set up").
 // - `official`: every request with the official package, and JSON.parse (the bench's `--verify-official`).
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer } from 'node:http';

@@ -23,7 +23,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { uuidv7 } from '../src/domain/ids.js';
-import { openStorage } from '../src/storage/connect.js';
+import { dialectOf, openStorage } from '../src/storage/connect.js';
 import type { EventInsert } from '../src/storage/types.js';
 import BetterSqlite3 from 'better-sqlite3';
 import { prefillSqlite } from './prefill.js';
@@ -120,7 +120,7 @@ function row(): EventInsert {
 async function write(count: number): Promise<void> {
   // SQLite: two groups in flight, as the service allows (one is written while the other's WAL sync runs, off
   // the event loop); PostgreSQL gets `concurrency`.
-  const lanes = storage.dialect === 'sqlite' ? 2 : Number(values.concurrency);
+  const lanes = dialectOf(url) === 'sqlite' ? 2 : Number(values.concurrency);
   let left = count;
   await Promise.all(
     Array.from({ length: lanes }, async () => {
@@ -211,7 +211,7 @@ for (let round = 1; round <= Number(values.rounds); round++) {
     }
     // SQLite: the key and subject tails rebuilt and the key filter built before the clock starts, as the server
     // does at start-up (a build takes seconds at 10 M keys).
-    await storage.warmEventIndexes?.();
+    await storage.capabilities.eventIndexes?.warm();
     const cpu = process.cpuUsage();
     const ioBefore = processIo();
     const indexesBefore = indexWork();
@@ -219,7 +219,7 @@ for (let round = 1; round <= Number(values.rounds); round++) {
     const started = process.hrtime.bigint();
     await write(total);
     // `--settle`: the clock stops once the index merges started by these writes have ended too (SQLite).
-    if (values.settle) await storage.settleEventIndexes?.();
+    if (values.settle) await storage.capabilities.eventIndexes?.settle();
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     const used = process.cpuUsage(cpu);
     const main = mainThreadCpuSeconds() - mainBefore;
@@ -244,7 +244,7 @@ for (let round = 1; round <= Number(values.rounds); round++) {
     };
     results.set(variant, [...(results.get(variant) ?? []), figures]);
     process.stdout.write(
-      `${JSON.stringify({ database: storage.dialect, ids, round, variant, events: total, group, prefill, ...figures })}\n`,
+      `${JSON.stringify({ database: storage.name, ids, round, variant, events: total, group, prefill, ...figures })}\n`,
     );
   }
 }
@@ -265,7 +265,8 @@ function processIo(): { wchar: number; writeBytes: number } {
 
 /** Both SQLite hash indexes together (zeros on PostgreSQL); `moves` is 0 where the storage has no levels. */
 function indexWork(): { merges: number; moves: number; busySeconds: number } {
-  const all = [storage.eventKeyStats?.(), storage.eventSubjectStats?.()];
+  const { telemetry } = storage.capabilities;
+  const all = [telemetry.eventKeyStats?.(), telemetry.eventSubjectStats?.()];
   const sum = (pick: (stats: NonNullable<(typeof all)[number]>) => number | undefined) =>
     all.reduce((total, stats) => total + (stats === undefined ? 0 : (pick(stats) ?? 0)), 0);
   return {

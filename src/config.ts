@@ -60,8 +60,13 @@ export interface Config {
   trustProxy: false | number | string[];
   /** INLET_OUTBOUND_ALLOW: hosts, addresses and CIDRs outbound connections may reach; undefined: any public address. */
   outboundAllow: string[] | undefined;
-  /** INLET_DESTINATIONS_ALLOW_PRIVATE: allow loopback, private and link-local targets (outbound-guard.ts). */
-  destinationsAllowPrivate: boolean;
+  /**
+   * INLET_OUTBOUND_ALLOW_PRIVATE: allow loopback, private and link-local targets for every outbound connection
+   * (webhooks, NATS, traffic providers; outbound-guard.ts). Its old name INLET_DESTINATIONS_ALLOW_PRIVATE still works.
+   */
+  outboundAllowPrivate: boolean;
+  /** Settings given under a deprecated name (still honoured): what the process warns about at start. */
+  deprecations: string[];
   /** A delivery attempt's time limit (webhook request, NATS publish acknowledgements). */
   destinationTimeoutMs: number;
   /** A destination failing for this long without one success is disabled. */
@@ -195,6 +200,32 @@ function outboundAllow(env: Env): string[] | undefined {
   return entries;
 }
 
+/**
+ * INLET_OUTBOUND_ALLOW_PRIVATE, or its old name INLET_DESTINATIONS_ALLOW_PRIVATE (clarifications §33), which
+ * still works with a warning at start; both given and disagreeing stops start-up.
+ */
+function outboundAllowPrivate(env: Env, deprecations: string[]): boolean {
+  const value = flag(env, 'INLET_OUTBOUND_ALLOW_PRIVATE');
+  const old = env.INLET_DESTINATIONS_ALLOW_PRIVATE?.trim() ?? '';
+  if (old === '') return value;
+  const oldValue = flag(env, 'INLET_DESTINATIONS_ALLOW_PRIVATE');
+  if ((env.INLET_OUTBOUND_ALLOW_PRIVATE?.trim() ?? '') === '') {
+    deprecations.push(
+      'INLET_DESTINATIONS_ALLOW_PRIVATE is deprecated: set INLET_OUTBOUND_ALLOW_PRIVATE instead (it covers webhooks, NATS and traffic providers)',
+    );
+    return oldValue;
+  }
+  if (value !== oldValue) {
+    throw new ConfigError(
+      `INLET_OUTBOUND_ALLOW_PRIVATE=${env.INLET_OUTBOUND_ALLOW_PRIVATE} and its deprecated name INLET_DESTINATIONS_ALLOW_PRIVATE=${old} disagree: remove INLET_DESTINATIONS_ALLOW_PRIVATE`,
+    );
+  }
+  deprecations.push(
+    'INLET_DESTINATIONS_ALLOW_PRIVATE is deprecated and not needed with INLET_OUTBOUND_ALLOW_PRIVATE set: remove it',
+  );
+  return value;
+}
+
 function publicUrl(env: Env): string | undefined {
   const raw = env.INLET_PUBLIC_URL?.trim();
   if (raw === undefined || raw === '') return undefined;
@@ -230,6 +261,7 @@ export function loadConfig(env: Env = process.env): Config {
     );
   }
   const url = databaseUrl(env);
+  const deprecations: string[] = [];
   // Several instances share one PostgreSQL: by default they share the buckets too.
   const rateLimitStore = oneOf(
     env,
@@ -280,7 +312,7 @@ export function loadConfig(env: Env = process.env): Config {
     trustProxy: trustProxy(env),
     rejectionsMaxPerHour: integer(env, 'INLET_REJECTIONS_MAX_PER_HOUR', 10_000, 0, 10_000_000),
     outboundAllow: outboundAllow(env),
-    destinationsAllowPrivate: flag(env, 'INLET_DESTINATIONS_ALLOW_PRIVATE'),
+    outboundAllowPrivate: outboundAllowPrivate(env, deprecations),
     destinationTimeoutMs: integer(env, 'INLET_DESTINATION_TIMEOUT_MS', 15_000, 100, 120_000),
     destinationDisableAfterMs: integer(env, 'INLET_DESTINATION_DISABLE_AFTER_HOURS', 24, 1, 24 * 365) * 3_600_000,
     destinationPollMs: integer(env, 'INLET_DESTINATION_POLL_MS', 500, 10, 10_000),
@@ -302,6 +334,7 @@ export function loadConfig(env: Env = process.env): Config {
     erasureMessageKeepDays: integer(env, 'INLET_ERASURE_MESSAGE_KEEP_DAYS', 30, 1, 3650),
     retentionIntervalMs: integer(env, 'INLET_RETENTION_INTERVAL_MS', 600_000, 0, 86_400_000),
     backupSchedule: backupSchedule(env),
+    deprecations,
   };
 }
 

@@ -1,4 +1,4 @@
-// The delivery worker's thread (src/delivery.ts and services/destination-worker.ts start it): "another
+// The delivery worker's thread (src/delivery.ts and services/destinations/worker.ts start it): "another
 // instance that only delivers", and the composition root of that thread.
 // It opens storage on a connection of its own (no migrations: the main thread ran them), builds the
 // deliverers with the main thread's lease holder name, and runs them until the main thread says stop.
@@ -7,12 +7,12 @@
 // webhook batch, ~3 % of the worker's busy time in a drain, and as many messages for the request loop.)
 import { readlinkSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
-import { sql } from 'kysely';
 import type { DeliverySettings } from './delivery.js';
 import { destinationMessage } from './resources/destination-messages.js';
 import { openStorage } from './storage/connect.js';
-import { createDestinationService, type DeliveryMetrics } from './services/destination-service.js';
-import type { MetricReport, ToWorker, WorkerData } from './services/destination-worker.js';
+import type { DeliveryMetrics } from './services/destinations/metrics.js';
+import { createDestinationService } from './services/destinations/service.js';
+import type { MetricReport, ToWorker, WorkerData } from './services/destinations/worker.js';
 import { createMetrics } from './services/metrics.js';
 import { createOutboundGuard } from './services/outbound-guard.js';
 
@@ -65,7 +65,7 @@ const storage = await openStorage(config.databaseUrl, {
   queryTimeoutMs: config.databaseQueryTimeoutMs,
   ...(postgresSchema === undefined ? {} : { postgresSchema }),
 });
-if (storage.dialect === 'sqlite') await sql`PRAGMA wal_autocheckpoint = 0`.execute(storage.db);
+await storage.capabilities.prepareDeliveryWorker();
 const service = createDestinationService(storage.destinations, createMetrics({ defaultMetrics: false }), {
   timeoutMs: config.destinationTimeoutMs,
   disableAfterMs: config.destinationDisableAfterMs,
@@ -73,7 +73,7 @@ const service = createDestinationService(storage.destinations, createMetrics({ d
   leaseMs: config.destinationLeaseMs,
   logRetentionMs: config.destinationLogRetentionDays * 86_400_000,
   // The SSRF guard applies here exactly as in the main thread: built from the same settings.
-  guard: createOutboundGuard({ allow: config.outboundAllow, allowPrivate: config.destinationsAllowPrivate }),
+  guard: createOutboundGuard({ allow: config.outboundAllow, allowPrivate: config.outboundAllowPrivate }),
   format: destinationMessage,
   holder,
   deliveryMetrics: forward,

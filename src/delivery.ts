@@ -1,10 +1,10 @@
 // Composition root of destination delivery (events-out §6): where the deliverers run in this process.
 // By default in a worker thread with its own storage connection (src/delivery-worker.ts, managed by
-// services/destination-worker.ts), off the event loop that serves requests; INLET_DESTINATIONS_WORKER=false,
+// services/destinations/worker.ts), off the event loop that serves requests; INLET_DESTINATIONS_WORKER=false,
 // or an in-memory SQLite database (which a second connection cannot open), keeps them on the main thread.
 import type { Config } from './config.js';
-import type { DestinationService } from './services/destination-service.js';
-import { startDeliveryWorker, type DestinationWorker, type WorkerLog } from './services/destination-worker.js';
+import type { DestinationService } from './services/destinations/service.js';
+import { startDeliveryWorker, type DestinationWorker, type WorkerLog } from './services/destinations/worker.js';
 import { sqlitePath } from './storage/connect.js';
 
 /** What the worker thread builds its storage and deliverers from. */

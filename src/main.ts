@@ -7,10 +7,11 @@ import { startDelivery } from './delivery.js';
 async function start(config: Config): Promise<void> {
   const services = await createServices(config);
   const app = await buildApp(services);
+  for (const deprecation of config.deprecations) app.log.warn(deprecation);
   // SQLite: the key and subject tails rebuilt before the first request, the key filter built in the background
   // (until then the writer probes event_keys for every key: slower, never wrong).
-  services.storage
-    .warmEventIndexes?.()
+  services.storage.capabilities.eventIndexes
+    ?.warm()
     .catch((error: unknown) =>
       app.log.warn(
         { err: error },
@@ -54,7 +55,7 @@ async function start(config: Config): Promise<void> {
   app.log.info(
     {
       port,
-      storage: services.storage.dialect,
+      storage: services.storage.name,
       admin_api: config.adminToken !== undefined,
       // Where a newcomer opens the web console (issue 14), when the admin API is on.
       console:

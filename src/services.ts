@@ -12,12 +12,7 @@ import { createRejectionService, type RejectionService } from './services/reject
 import { createCatalogService, type CatalogService } from './services/catalog-service.js';
 import { createTrackingPlanService, type TrackingPlanService } from './services/tracking-plan-service.js';
 import { createMetrics, type Metrics } from './services/metrics.js';
-import { registerPoolMetrics, registerReplicationMetrics } from './services/pool-metrics.js';
-import {
-  registerCheckpointMetrics,
-  registerEventKeyMetrics,
-  registerEventSubjectMetrics,
-} from './services/checkpoint-metrics.js';
+import { registerStorageMetrics } from './services/storage-metrics.js';
 import { createRateLimiter } from './services/rate-limiter-store.js';
 import { createInMemoryRateLimiter, type InMemoryRateLimiter, type RateLimiter } from './services/rate-limiter.js';
 import { createTrafficReportService, type TrafficReportService } from './services/traffic-report-service.js';
@@ -25,12 +20,12 @@ import { createTrafficSyncService, type TrafficSyncService } from './sync/sync-s
 import { createTrafficScheduler, type TrafficScheduler } from './sync/scheduler.js';
 import { DEFAULT_RETRY_POLICY } from './sync/provider.js';
 import { createOutboundGuard } from './services/outbound-guard.js';
-import { createDestinationService, type DestinationService } from './services/destination-service.js';
+import { createDestinationService, type DestinationService } from './services/destinations/service.js';
 import { createStatsService, type StatsService } from './services/stats-service.js';
 import { destinationMessage } from './resources/destination-messages.js';
-import { createErasureService, KeyChangedError, type ErasureService } from './services/erasure-service.js';
+import { createErasureService, KeyChangedError, type ErasureService } from './services/erasure/service.js';
 import { createRetentionService, type RetentionService } from './services/retention-service.js';
-import { createCheckpointWatch, registerWalMetrics, type CheckpointWatch } from './services/postgres-checkpoints.js';
+import { createCheckpointWatch, type CheckpointWatch } from './services/postgres-checkpoints.js';
 import { createBackupService, scheduleRefusal, type BackupService } from './services/backup-service.js';
 
 export interface Services {
@@ -78,27 +73,23 @@ export interface CreateServicesOptions {
 
 export async function createServices(config: Config, options: CreateServicesOptions = {}): Promise<Services> {
   // Every outbound connection (webhooks, NATS, traffic providers) passes this one guard.
-  const guard = createOutboundGuard({ allow: config.outboundAllow, allowPrivate: config.destinationsAllowPrivate });
+  const guard = createOutboundGuard({ allow: config.outboundAllow, allowPrivate: config.outboundAllowPrivate });
   const storage = await openStorage(config.databaseUrl, {
     sqliteSynchronous: config.sqliteSynchronous,
     postgresPoolSize: config.postgresPoolSize,
     queryTimeoutMs: config.databaseQueryTimeoutMs,
     ...(options.postgresSchema === undefined ? {} : { postgresSchema: options.postgresSchema }),
   });
-  const backupRefusal = scheduleRefusal(storage.backup, config.backupSchedule);
+  const backupRefusal = scheduleRefusal(storage.capabilities.backup, config.backupSchedule);
   if (backupRefusal !== undefined) {
     await storage.close();
     throw new ConfigError(backupRefusal);
   }
   const metrics = createMetrics({ defaultMetrics: options.defaultMetrics ?? true });
-  const backups = createBackupService(storage.backup, metrics, config.backupSchedule);
-  if (storage.poolStats !== undefined) registerPoolMetrics(metrics.registry, storage.poolStats);
-  if (storage.replicationStatus !== undefined) registerReplicationMetrics(metrics.registry, storage.replicationStatus);
-  if (storage.walStats !== undefined) registerWalMetrics(metrics.registry, storage.walStats);
-  const checkpointWatch = storage.walStats === undefined ? undefined : createCheckpointWatch(storage.walStats);
-  if (storage.observeCheckpoints !== undefined) registerCheckpointMetrics(metrics.registry, storage.observeCheckpoints);
-  if (storage.eventKeyStats !== undefined) registerEventKeyMetrics(metrics.registry, storage.eventKeyStats);
-  if (storage.eventSubjectStats !== undefined) registerEventSubjectMetrics(metrics.registry, storage.eventSubjectStats);
+  const backups = createBackupService(storage.capabilities.backup, metrics, config.backupSchedule);
+  const { telemetry } = storage.capabilities;
+  registerStorageMetrics(metrics.registry, telemetry);
+  const checkpointWatch = telemetry.walStats === undefined ? undefined : createCheckpointWatch(telemetry.walStats);
   const keys = createKeyService(storage, { cacheTtlMs: config.keyCacheTtlMs, now: options.now });
   const rejections = createRejectionService(storage, metrics, {
     maxPerHour: config.rejectionsMaxPerHour,
@@ -131,12 +122,11 @@ export async function createServices(config: Config, options: CreateServicesOpti
   const retention = createRetentionService(storage, metrics, { intervalMs: config.retentionIntervalMs });
   const ingest = createIngestService(storage, metrics, {
     legacyFlat: config.legacyFlat,
-    postgresPoolSize: config.postgresPoolSize,
     rejections,
     governance,
     suppressions: erasure,
   });
-  const identity = createIdentityService(storage);
+  const identity = createIdentityService(storage, { suppressions: erasure, plans, catalog, rejections });
   const events = {
     reads: createEventReadService(storage),
     streams: createEventStreams(storage, { pollMs: config.eventStreamPollMs, maxStreams: config.eventStreamsMax }),
@@ -147,12 +137,13 @@ export async function createServices(config: Config, options: CreateServicesOpti
     rps: config.rateLimitRps,
     burst: config.rateLimitBurst,
     redisUrl: config.redisUrl,
-    postgresPool: storage.rateLimitPool,
+    postgresPool: storage.capabilities.rateLimitPool,
   });
   // Per client IP on the browser routes: a guard against one abusive address, kept in each process.
   const browserIpLimiter = createInMemoryRateLimiter(config.browserRateLimitPerIp, config.browserRateLimitPerIp * 2);
   const trafficSync = createTrafficSyncService(storage, {
-    retry: { ...DEFAULT_RETRY_POLICY, maxTotalMs: config.trafficRetryMaxMs, dispatcher: guard.dispatcher() },
+    retry: { ...DEFAULT_RETRY_POLICY, maxTotalMs: config.trafficRetryMaxMs },
+    guard,
   });
   const traffic = {
     reports: createTrafficReportService(storage),
@@ -171,7 +162,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
   });
   const stats = createStatsService({
     metrics,
-    poolStats: storage.poolStats,
+    poolStats: telemetry.poolStats,
     destinationSummary: () => destinations.summary(),
     ...(options.now === undefined ? {} : { now: options.now }),
   });

@@ -223,7 +223,7 @@ describe('inlet backup on SQLite', { skip: sqliteOnly }, () => {
   );
 
   it('a cancelled backup rejects and leaves nothing behind; a finished one leaves no listener on the signal', async () => {
-    const backup = ctx.services.storage.backup;
+    const backup = ctx.services.storage.capabilities.backup;
     assert.ok(backup?.supported === true);
     const cancelled = tempDir();
     try {

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { hostname } from 'node:os';
 import { after, before, describe, it } from 'node:test';
-import { adminHeaders, bearer, createTestApp, problemOf, type TestContext } from './helpers.js';
+import { adminHeaders, bearer, createTestApp, dialect, problemOf, type TestContext } from './helpers.js';
 import { startPlausibleFake, type PlausibleFake } from './fakes/plausible-fake.js';
 
 function daysAgo(n: number): string {
@@ -210,7 +210,7 @@ describe('admin reads for the console', () => {
     assert.ok(stats.commit.count >= 1);
     assert.equal(typeof stats.commit.p99_ms, 'number');
     assert.ok(stats.rejections.total >= 1, JSON.stringify(stats.rejections));
-    assert.equal(stats.pool === null, ctx.services.storage.dialect === 'sqlite');
+    assert.equal(stats.pool === null, dialect === 'sqlite');
     assert.deepEqual(
       { active: stats.destinations.active, paused: stats.destinations.paused, disabled: stats.destinations.disabled },
       { active: 0, paused: 0, disabled: 0 },

@@ -1,4 +1,4 @@
-// The delivery worker (src/delivery.ts, src/delivery-worker.ts, services/destination-worker.ts) on the backend under test: delivery runs in a worker
+// The delivery worker (src/delivery.ts, src/delivery-worker.ts, services/destinations/worker.ts) on the backend under test: delivery runs in a worker
 // thread with its own storage connection while the main thread ingests; admin changes poke it; its metrics
 // appear in the main thread's /metrics; a worker that dies is logged and restarted and continues from the
 // cursor; close() stops it and releases its leases; the outbound guard applies inside it; the thread starts only
@@ -6,7 +6,7 @@
 import { strict as assert } from 'node:assert';
 import { after, before, describe, it } from 'node:test';
 import { startDelivery } from '../src/delivery.js';
-import type { DestinationWorker, WorkerLog } from '../src/services/destination-worker.js';
+import type { DestinationWorker, WorkerLog } from '../src/services/destinations/worker.js';
 import { adminHeaders, bearer, createTestApp, type TestContext } from './helpers.js';
 import { cliEnv, inlet } from './support/cli.js';
 import { startWebhookReceiver, type WebhookReceiver } from './fakes/webhook-receiver.js';
@@ -220,7 +220,7 @@ describe('destinations: the outbound guard in the delivery worker', () => {
       const schema = local.database.postgresSchema;
       startDelivery(
         local.services.destinations,
-        { ...local.services.config, destinationsAllowPrivate: false, outboundAllow: undefined },
+        { ...local.services.config, outboundAllowPrivate: false, outboundAllow: undefined },
         log,
         schema === undefined ? {} : { postgresSchema: schema },
       );

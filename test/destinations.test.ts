@@ -6,7 +6,9 @@ import { strict as assert } from 'node:assert';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { createDestinationService, RETRY_DELAYS_MS } from '../src/services/destination-service.js';
+import type { DestinationKind, SendOutcome } from '../src/services/destinations/kind.js';
+import { RETRY_DELAYS_MS } from '../src/services/destinations/retries.js';
+import { createDestinationService, DESTINATION_KINDS } from '../src/services/destinations/service.js';
 import { createOutboundGuard } from '../src/services/outbound-guard.js';
 import { destinationMessage } from '../src/resources/destination-messages.js';
 import { createMetrics } from '../src/services/metrics.js';
@@ -491,6 +493,96 @@ describe('destinations: the outbound guard', () => {
     const shown = await strict.show(product.id, destination.id);
     assert.match(shown.lastError ?? '', /not on INLET_OUTBOUND_ALLOW/);
     assert.equal(receiver.connections, connections, 'no connection was attempted');
+    // A refusal is not retried: the destination is disabled at once with the guard's reason.
+    assert.equal(shown.status, 'disabled');
+    assert.match(shown.disabledReason ?? '', /refused by the outbound guard: .*INLET_OUTBOUND_ALLOW/);
+    await strict.tick();
+    await strict.idle();
+    assert.equal((await strict.deliveries(product.id, destination.id, 10)).length, 1, 'one attempt, no retry');
     await store.update(product.id, destination.id, { status: 'paused', updatedAt: new Date().toISOString() });
+  });
+});
+
+describe("destinations: a type's driver (services/destinations/kind.ts)", () => {
+  it('moves the cursor past the prefix it accepted, logs its sends, and is handed the rest in order', async () => {
+    const product = await ctx.product('driver');
+    const handed: string[][] = [];
+    /** How many messages of the next delivery the type's receiver accepts. */
+    let accepts = 3;
+    const refused: SendOutcome = { ok: false, status: null, error: 'the test type refused' };
+    const testType: DestinationKind = {
+      ...DESTINATION_KINDS.webhook,
+      check: async () => {},
+      driver: () => ({
+        batchSize: () => undefined,
+        async deliver(_d, messages, context) {
+          const wire = messages.map(context.format);
+          handed.push(wire.map((m) => m.id));
+          const accepted = Math.min(accepts, messages.length);
+          if (accepted > 0) context.sent(wire.slice(0, accepted), { ok: true, status: null, error: null }, 1);
+          if (accepted === messages.length) return { accepted };
+          context.sent(wire.slice(accepted), refused, 1);
+          return { accepted, failure: refused };
+        },
+        prune: async () => {},
+        forget: async () => {},
+        close: async () => {},
+      }),
+    };
+    const service = createDestinationService(
+      ctx.services.storage.destinations,
+      createMetrics({ defaultMetrics: false }),
+      {
+        timeoutMs: 1000,
+        disableAfterMs: 86_400_000,
+        pollMs: 1000,
+        leaseMs: 15_000,
+        logRetentionMs: 86_400_000,
+        format: destinationMessage,
+        clock: ctx.clock,
+        random: () => 0,
+        kinds: { ...DESTINATION_KINDS, webhook: testType },
+      },
+    );
+    cleanups.push(() => service.close());
+    const { destination } = await service.create(product.id, {
+      type: 'webhook',
+      name: 'test type',
+      url: 'https://receiver.invalid/',
+      start: 'beginning',
+    });
+    const ids = (await send(product.eventsKey, 5, 'driver')).map(evtId);
+    const pass = async () => {
+      await service.tick();
+      await service.idle();
+    };
+
+    await pass();
+    assert.deepEqual(handed, [ids]);
+    let shown = await service.show(product.id, destination.id);
+    assert.equal(shown.delivered, 3);
+    assert.equal(shown.lag, 2, 'the cursor is just after the third message');
+    assert.equal(shown.consecutiveFailures, 1);
+    assert.equal(shown.lastError, 'the test type refused');
+    assert.equal(shown.nextAttemptAt, ctx.clock.now() + 1000, 'retried after the shortest delay (random 0)');
+    const log = await service.deliveries(product.id, destination.id, 10);
+    assert.deepEqual(
+      log.map((d) => [d.outcome, d.messageIds, d.attempt]),
+      [
+        ['failure', ids.slice(3), 1],
+        ['success', ids.slice(0, 3), 1],
+      ],
+    );
+
+    accepts = Infinity;
+    await pass();
+    assert.equal(handed.length, 1, 'nothing is handed before the retry is due');
+    ctx.clock.advance(1000);
+    await pass();
+    assert.deepEqual(handed, [ids, ids.slice(3)]);
+    shown = await service.show(product.id, destination.id);
+    assert.equal(shown.delivered, 5);
+    assert.equal(shown.lag, 0);
+    assert.equal(shown.consecutiveFailures, 0);
   });
 });

@@ -1,5 +1,5 @@
 // The erasure job's event batches at the storage level (storage/erasure-store.ts, deleteEvents), on the backend
-// under test: a person with several ids, each with more events than a batch. The job (services/erasure-service.ts)
+// under test: a person with several ids, each with more events than a batch. The job (services/erasure/jobs.ts)
 // stops at the first batch smaller than its limit, so a batch may be short only when every id is done: on
 // PostgreSQL each id is read on its own in the subject index's order, and the next id fills the rest of a batch.
 import { after, before, describe, it } from 'node:test';

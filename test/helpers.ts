@@ -256,7 +256,7 @@ export function testConfig(databaseUrl: string, overrides: Partial<Config> = {})
     // The outbound guard's settings come from the test runner (scripts/test.mjs: loopback only).
     ...loadConfig({
       INLET_OUTBOUND_ALLOW: process.env.INLET_OUTBOUND_ALLOW ?? '127.0.0.0/8,::1',
-      INLET_DESTINATIONS_ALLOW_PRIVATE: process.env.INLET_DESTINATIONS_ALLOW_PRIVATE ?? 'true',
+      INLET_OUTBOUND_ALLOW_PRIVATE: process.env.INLET_OUTBOUND_ALLOW_PRIVATE ?? 'true',
     }),
     databaseUrl,
     adminToken: ADMIN_TOKEN,

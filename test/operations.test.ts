@@ -2,7 +2,10 @@
 // schemas, and the docs page.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { bearer, createTestApp, dialect, problemOf, type TestContext } from './helpers.js';
+import Fastify from 'fastify';
+import { adminHeaders, bearer, createTestApp, dialect, problemOf, type TestContext } from './helpers.js';
+import { PROBLEM_MEDIA_TYPE, ProblemSchema, problemResponse } from '../src/http/schemas/common.js';
+import { cachedSerializerFactory } from '../src/http/serializer-cache.js';
 
 let ctx: TestContext;
 
@@ -229,6 +232,116 @@ describe('OpenAPI and docs', () => {
       assert.match(ref, /^#\/components\/schemas\//);
       assert.ok(doc.components.schemas[ref.replace('#/components/schemas/', '')], `dangling ${ref}`);
     }
+  });
+
+  type Operation = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+  /** Every operation of the document: [method, path, operation]. */
+  function operations(): Array<[string, string, Operation]> {
+    const all: Array<[string, string, Operation]> = [];
+    for (const [path, item] of Object.entries(doc.paths as Record<string, Record<string, Operation>>))
+      for (const [method, operation] of Object.entries(item))
+        if (['get', 'put', 'post', 'delete', 'patch', 'head', 'options'].includes(method))
+          all.push([method, path, operation]);
+    return all;
+  }
+
+  it('documents every 4xx and 5xx answer as application/problem+json with the Problem schema, as the wire has it', () => {
+    const wrong: string[] = [];
+    let errors = 0;
+    for (const [method, path, operation] of operations()) {
+      for (const [status, response] of Object.entries(operation.responses ?? {})) {
+        if (!/^[45]/.test(status)) continue;
+        errors++;
+        const content = (response as { content?: Record<string, { schema?: { $ref?: string } }> }).content ?? {};
+        const types = Object.keys(content);
+        if (types.length !== 1 || types[0] !== PROBLEM_MEDIA_TYPE)
+          wrong.push(`${method.toUpperCase()} ${path} ${status}: ${types.join(', ') || 'no content'}`);
+        else if (content[PROBLEM_MEDIA_TYPE]?.schema?.$ref !== '#/components/schemas/Problem')
+          wrong.push(`${method.toUpperCase()} ${path} ${status}: not the Problem schema`);
+      }
+    }
+    assert.ok(errors > 200, `only ${errors} error answers documented`);
+    assert.deepEqual(wrong, []);
+  });
+
+  it("documents the Segment extras' 404 and every path parameter's 400", () => {
+    for (const [method, path] of [
+      ['get', '/v1/projects/{key}/settings'],
+      ['get', '/sourceConfig'],
+      ['get', '/analytics-next/bundles/{file}'],
+      ['get', '/analytics.js/v1/{key}/analytics.min.js'],
+    ] as const) {
+      const responses = doc.paths[path]?.[method]?.responses ?? {};
+      assert.ok(responses['404'], `${method} ${path} documents no 404`);
+      assert.ok(responses['200'], `${method} ${path} documents no 200`);
+    }
+    const without = operations()
+      .filter(([, path, operation]) => path.includes('{') && operation.responses?.['400'] === undefined)
+      .map(([method, path]) => `${method.toUpperCase()} ${path}`);
+    assert.deepEqual(without, [], 'operations with a path parameter but no documented 400');
+  });
+
+  it('an over-long path parameter is answered 400 problem+json, a documented answer of every such operation', async () => {
+    const checked: string[] = [];
+    for (const [method, path, operation] of operations()) {
+      if (!path.includes('{')) continue;
+      // 65 is over the admin ids' maxLength (64), 300 over the router's limit for any parameter.
+      for (const length of [65, 300]) {
+        const url = path.replace(/\{[^}]+\}/g, 'x'.repeat(length));
+        const res = await ctx.app.inject({ method: method.toUpperCase() as 'GET', url, headers: adminHeaders() });
+        const where = `${method.toUpperCase()} ${path} with ${length} characters`;
+        assert.ok(operation.responses[String(res.statusCode)], `${where}: an undocumented ${res.statusCode}`);
+        if (length === 300) assert.equal(res.statusCode, 400, where);
+        if (res.statusCode >= 400) problemOf(res);
+      }
+      checked.push(path);
+    }
+    assert.ok(checked.length > 30, `only ${checked.length} operations with a path parameter`);
+  });
+
+  it('the response schemas still serialise: success bodies by their schema, problem bodies whole', async () => {
+    // The same compiler and shapes as the app: a success schema next to problem+json answers.
+    const app = Fastify({ schemaController: { compilersFactory: { buildSerializer: cachedSerializerFactory } } });
+    app.addSchema(ProblemSchema);
+    const schema = {
+      response: {
+        200: { type: 'object', properties: { data: { type: 'string' } } },
+        400: problemResponse('Invalid'),
+      },
+    };
+    app.get('/ok', { schema }, async () => ({ data: 'kept', secret: 'dropped by the 200 schema' }));
+    app.get('/problem', { schema }, async (_request, reply) =>
+      reply
+        .code(400)
+        .type(PROBLEM_MEDIA_TYPE)
+        .send({ type: 'urn:x', title: 't', status: 400, detail: 'd', code: 'validation_error', extra: [1] }),
+    );
+    try {
+      const ok = await app.inject({ method: 'GET', url: '/ok' });
+      assert.equal(ok.body, '{"data":"kept"}');
+      const problem = await app.inject({ method: 'GET', url: '/problem' });
+      assert.equal(problem.statusCode, 400);
+      assert.match(String(problem.headers['content-type']), /^application\/problem\+json/);
+      assert.deepEqual(problem.json(), {
+        type: 'urn:x',
+        title: 't',
+        status: 400,
+        detail: 'd',
+        code: 'validation_error',
+        extra: [1],
+      });
+    } finally {
+      await app.close();
+    }
+    // And in the app: a validation problem keeps its field errors.
+    const res = await ctx.app.inject({
+      method: 'POST',
+      url: '/admin/v1/products',
+      headers: adminHeaders(),
+      payload: { name: 7 },
+    });
+    assert.equal(res.statusCode, 400);
+    assert.ok((problemOf(res).errors ?? []).length > 0, res.body);
   });
 
   it('GET /docs serves an HTML page', async () => {

@@ -46,7 +46,7 @@ describe(`connection pool metrics (${dialect})`, () => {
         assert.doesNotMatch(text, /inlet_postgres_/);
         return;
       }
-      const status = await ctx.services.storage.replicationStatus!();
+      const status = await ctx.services.storage.capabilities.telemetry.replicationStatus!();
       assert.equal(status.synchronousStandbyNames, '');
       assert.match(
         text,
@@ -87,7 +87,7 @@ describe(`connection pool metrics (${dialect})`, () => {
     async () => {
       const warnings: Array<{ details: Record<string, unknown>; message: string }> = [];
       // The timer off: the test runs the checks (the first read is the baseline).
-      const watch = createCheckpointWatch(ctx.services.storage.walStats!, { intervalMs: 0 });
+      const watch = createCheckpointWatch(ctx.services.storage.capabilities.telemetry.walStats!, { intervalMs: 0 });
       watch.start({ warn: (details, message) => warnings.push({ details, message }) });
       await watch.check();
       await watch.check();
@@ -116,7 +116,7 @@ describe(`connection pool metrics (${dialect})`, () => {
       const busy = Array.from({ length: 4 }, () => sql`SELECT pg_sleep(0.5)`.execute(db));
       const deadline = Date.now() + 2000;
       const saturated = () => {
-        const stats = ctx.services.storage.poolStats!();
+        const stats = ctx.services.storage.capabilities.telemetry.poolStats!();
         return stats.open === 3 && stats.idle === 0 && stats.waiting > 0;
       };
       while (!saturated() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));

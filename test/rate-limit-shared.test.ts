@@ -56,7 +56,7 @@ describe('shared in PostgreSQL: two instances', { skip: dialect !== 'postgres' }
     // Before the retry in createSharedRateLimiter, one of two concurrent creations failed now and then with
     // 'type "inlet_rate_limits" already exists' (42710): npm test on PostgreSQL, 22:01 UTC.
     const limiters = Array.from({ length: 8 }, (_, i) =>
-      createSharedRateLimiter(RATE, RATE, { kind: 'postgres', pool: storages[i % 2]!.rateLimitPool!() }),
+      createSharedRateLimiter(RATE, RATE, { kind: 'postgres', pool: storages[i % 2]!.capabilities.rateLimitPool!() }),
     );
     await Promise.all(limiters.map((l) => l.ready));
     assert.ok((await limiters[0]!.take('fresh')).allowed);
@@ -64,7 +64,7 @@ describe('shared in PostgreSQL: two instances', { skip: dialect !== 'postgres' }
 
   it('a key limited to R/s gets about R in total through both, not 2R', async () => {
     const limiters = storages.map((storage) =>
-      createSharedRateLimiter(RATE, RATE, { kind: 'postgres', pool: storage.rateLimitPool!() }),
+      createSharedRateLimiter(RATE, RATE, { kind: 'postgres', pool: storage.capabilities.rateLimitPool!() }),
     );
     await Promise.all(limiters.map((l) => l.ready));
     const { allowed, seconds } = await hammer(limiters, 'key-shared');
@@ -73,7 +73,7 @@ describe('shared in PostgreSQL: two instances', { skip: dialect !== 'postgres' }
 
   it('a refusal carries Retry-After seconds and the limit; keys are separate', async () => {
     const [a, b] = storages.map((storage) =>
-      createSharedRateLimiter(1, 3, { kind: 'postgres', pool: storage.rateLimitPool!() }),
+      createSharedRateLimiter(1, 3, { kind: 'postgres', pool: storage.capabilities.rateLimitPool!() }),
     );
     await Promise.all([a!.ready, b!.ready]);
     const first = await a!.take('key-small');

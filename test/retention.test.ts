@@ -11,7 +11,6 @@ import pg from 'pg';
 import { uuidv7 } from '../src/domain/ids.js';
 import { createMetrics } from '../src/services/metrics.js';
 import { createRetentionService } from '../src/services/retention-service.js';
-import { gentleOptions } from '../src/services/gentle-batches.js';
 import type { EventInsert } from '../src/storage/types.js';
 import { eventRow } from './event-rows.js';
 import { adminHeaders, bearer, createTestApp, dialect, postgresUrl, problemOf, type TestContext } from './helpers.js';
@@ -95,7 +94,7 @@ describe('retention: exactly the older events removed while ingest runs', () => 
     const now = Date.now();
     const old = new Date(now - 40 * DAY).toISOString();
     const recent = new Date(now - 29 * DAY).toISOString();
-    const oldCount = gentleOptions(dialect).max * 2 + 345; // several batches whatever their size
+    const oldCount = ctx.services.storage.capabilities.deletePacing.max * 2 + 345; // several batches whatever their size
     await seed(limited.id, oldCount, old, 'old');
     await seed(limited.id, 300, recent, 'recent');
     await seed(unlimited.id, 100, old, 'other');
@@ -286,7 +285,12 @@ describe('retention drops whole monthly partitions (PostgreSQL)', { skip: postgr
   }
 
   it("drops a month whose rows are past every present product's limit, counts its rows, keeps a month another product keeps", async () => {
-    await seedIn(limited.id, gentleOptions(dialect).max + 700, '2021-01-10T10:00:00.000Z', 'jan');
+    await seedIn(
+      limited.id,
+      ctx.services.storage.capabilities.deletePacing.max + 700,
+      '2021-01-10T10:00:00.000Z',
+      'jan',
+    );
     await seedIn(longer.id, 300, '2021-01-20T10:00:00.000Z', 'jan-longer');
     await seedIn(limited.id, 50, '2021-03-05T10:00:00.000Z', 'mar');
     await seedIn(keeper.id, 5, '2021-03-06T10:00:00.000Z', 'mar-keeper');
@@ -313,7 +317,10 @@ describe('retention drops whole monthly partitions (PostgreSQL)', { skip: postgr
     );
     assert.equal(await partitionExists('events_p2021_01'), false, 'the partition table is gone');
     assert.equal(await partitionExists('events_p2021_03'), true, 'March holds rows of a product without a limit');
-    assert.deepEqual(pass.deleted, { [limited.id]: gentleOptions(dialect).max + 700 + 50, [longer.id]: 300 });
+    assert.deepEqual(pass.deleted, {
+      [limited.id]: ctx.services.storage.capabilities.deletePacing.max + 700 + 50,
+      [longer.id]: 300,
+    });
 
     // March: the limited product's rows went in batches, the other product's stayed.
     assert.equal(await rowsOf(limited.id, undefined, new Date(Date.now() - 30 * DAY).toISOString()), 0);
@@ -322,7 +329,10 @@ describe('retention drops whole monthly partitions (PostgreSQL)', { skip: postgr
     assert.equal(await rowsOf(longer.id), 3);
 
     const deleted = await metrics.registry.getSingleMetricAsString('inlet_retention_deleted_events_total');
-    assert.match(deleted, new RegExp(`product_id="${limited.id}"} ${gentleOptions(dialect).max + 750}\\b`));
+    assert.match(
+      deleted,
+      new RegExp(`product_id="${limited.id}"} ${ctx.services.storage.capabilities.deletePacing.max + 750}\\b`),
+    );
     assert.match(deleted, new RegExp(`product_id="${longer.id}"} 300\\b`));
     const oldest = await metrics.registry.getSingleMetricAsString('inlet_retention_oldest_event_timestamp_seconds');
     assert.match(oldest, new RegExp(`product_id="${limited.id}"} ${Date.parse(recent) / 1000}\\b`));

@@ -21,14 +21,14 @@ import {
 } from './fakes/plausible-fake.js';
 import { DIALECTS, openTestStorage, type TestStorage } from './traffic-support.js';
 
-// Through an outbound guard that allows loopback only (the fakes listen there), as the test runner sets it.
 const FAST: RetryPolicy = {
   maxTotalMs: 3_000,
   initialDelayMs: 20,
   maxDelayMs: 100,
   requestTimeoutMs: 3_000,
-  dispatcher: createOutboundGuard({ allow: ['127.0.0.0/8', '::1'], allowPrivate: true }).dispatcher(),
 };
+// An outbound guard that allows loopback only (the fakes listen there), as the test runner sets it.
+const LOOPBACK = createOutboundGuard({ allow: ['127.0.0.0/8', '::1'], allowPrivate: true });
 const TODAY = '2026-03-15';
 const now = () => new Date(`${TODAY}T09:30:00Z`);
 
@@ -87,7 +87,7 @@ for (const dialect of DIALECTS) {
     });
 
     const service = (s: OpenedStorage = storage, logger?: SyncLogger) =>
-      createTrafficSyncService(s, { retry: FAST, now, pageSize: 3, ...(logger ? { logger } : {}) });
+      createTrafficSyncService(s, { retry: FAST, guard: LOOPBACK, now, pageSize: 3, ...(logger ? { logger } : {}) });
 
     it('validates the source and never answers its secret', async () => {
       const sync = service();
@@ -267,6 +267,78 @@ for (const dialect of DIALECTS) {
       assert.equal(result.status, 'succeeded');
     });
 
+    it('refuses to connect a source whose URLs the outbound guard refuses, naming the field, the reason and the setting', async () => {
+      const strict = createTrafficSyncService(storage, {
+        retry: FAST,
+        guard: createOutboundGuard({ allow: undefined, allowPrivate: false }),
+        now,
+      });
+      const before = await storage.traffic.getSource('prod_x');
+      await assert.rejects(
+        strict.connectSource('prod_x', {
+          provider: 'plausible',
+          site_id: 'example.com',
+          api_key: 'pk',
+          base_url: plausible.url,
+        }),
+        expectAppError('validation_error', (e) => {
+          assert.deepEqual(
+            e.errors?.map((x) => x.pointer),
+            ['/base_url'],
+          );
+          assert.match(
+            e.errors?.[0]?.message ?? '',
+            /^refused by the outbound guard: .*loopback.*INLET_OUTBOUND_ALLOW_PRIVATE=true would allow it$/,
+          );
+        }),
+      );
+      // With the test runner's allow list (loopback only), a private address elsewhere is not on it.
+      await assert.rejects(
+        service().connectSource('prod_x', {
+          provider: 'ga4',
+          property_id: '42',
+          credentials: account.credentials,
+          base_url: ga4.url,
+          token_url: 'http://10.1.2.3/token',
+        }),
+        expectAppError('validation_error', (e) => {
+          assert.deepEqual(
+            e.errors?.map((x) => x.pointer),
+            ['/token_url'],
+          );
+          assert.match(e.errors?.[0]?.message ?? '', /not on INLET_OUTBOUND_ALLOW; listing it there would allow it/);
+        }),
+      );
+      assert.deepEqual(await storage.traffic.getSource('prod_x'), before, 'nothing stored');
+    });
+
+    it('a sync the outbound guard refuses fails at once with its reason: no retry, nothing sent, the run recorded', async () => {
+      // prod_p's source is on 127.0.0.1 (connected above); this instance allows no private targets. A retry
+      // would wait at least 2.5 s within a 60 s budget (today's default answered after 57 s).
+      const strict = createTrafficSyncService(storage, {
+        retry: { ...FAST, maxTotalMs: 60_000, initialDelayMs: 5_000 },
+        guard: createOutboundGuard({ allow: undefined, allowPrivate: false }),
+        now,
+      });
+      const queries = plausible.queries().length;
+      const started = Date.now();
+      await assert.rejects(
+        strict.syncProduct('prod_p', { from: '2026-03-14', to: TODAY }),
+        expectAppError('upstream_error', (e) => {
+          assert.match(
+            e.message,
+            /^The traffic provider was not contacted: plausible: refused by the outbound guard: .*INLET_OUTBOUND_ALLOW_PRIVATE=true would allow it$/,
+          );
+          assert.doesNotMatch(e.message, /attempts/);
+        }),
+      );
+      assert.ok(Date.now() - started < 1_000, `took ${Date.now() - started} ms`);
+      assert.equal(plausible.queries().length, queries, 'nothing reached the provider');
+      const [run] = await strict.listRuns('prod_p', 1);
+      assert.equal(run?.outcome, 'failed');
+      assert.match(run?.error ?? '', /refused by the outbound guard: .*INLET_OUTBOUND_ALLOW_PRIVATE=true/);
+    });
+
     it('syncs GA4 end to end (service-account token, string values)', async () => {
       ga4.rows = [
         {
@@ -316,6 +388,7 @@ for (const dialect of DIALECTS) {
         // seconds on a loaded machine: a request timeout longer than FAST's keeps the first sync alive.
         const sync = createTrafficSyncService(storage, {
           retry: { ...FAST, requestTimeoutMs: 60_000, maxTotalMs: 60_000 },
+          guard: LOOPBACK,
           now,
           pageSize: 3,
         });

@@ -445,3 +445,98 @@ describe('traffic reports over HTTP', () => {
     assert.equal(report.meta.provider, 'ga4');
   });
 });
+
+describe('traffic sources and the outbound guard over HTTP', () => {
+  let ctx: TestContext;
+  let strict: TestContext;
+  let plausible: PlausibleFake;
+
+  before(async () => {
+    ctx = await createTestApp();
+    // An instance with the defaults of a real one: public addresses only, no private targets.
+    strict = await createTestApp({ outboundAllow: undefined, outboundAllowPrivate: false });
+    plausible = await startPlausibleFake({ siteId: 'acme.example', apiKey: 'plausible-secret-key' });
+  });
+  after(async () => {
+    await ctx.close();
+    await strict.close();
+    await plausible.close();
+  });
+
+  const connect = (app: TestContext, productId: string, baseUrl: string) =>
+    app.app.inject({
+      method: 'PUT',
+      url: `/admin/v1/products/${productId}/traffic_source`,
+      headers: adminHeaders(),
+      payload: { provider: 'plausible', site_id: 'acme.example', api_key: 'plausible-secret-key', base_url: baseUrl },
+    });
+
+  it('connecting a source whose base_url the guard refuses is 400 naming the field, the reason and the setting', async () => {
+    const product = await strict.product('Private');
+    const res = await connect(strict, product.id, plausible.url);
+    assert.equal(res.statusCode, 400);
+    const problem = problemOf(res);
+    assert.equal(problem.code, 'validation_error');
+    assert.equal(problem.errors?.[0]?.pointer, '/base_url');
+    assert.match(
+      problem.errors?.[0]?.message ?? '',
+      /^refused by the outbound guard: 127\.0\.0\.1 resolves to 127\.0\.0\.1, a loopback, private or link-local address .*INLET_OUTBOUND_ALLOW_PRIVATE=true would allow it$/,
+    );
+    assert.match(problem.detail, /\/base_url: refused by the outbound guard/);
+    const shown = await strict.app.inject({
+      method: 'GET',
+      url: `/admin/v1/products/${product.id}/traffic_source`,
+      headers: adminHeaders(),
+    });
+    assert.equal(shown.statusCode, 404, 'nothing was connected');
+
+    // The test runner's allow list (loopback only): another address is not on it.
+    const listed = await ctx.product('Listed');
+    const other = await connect(ctx, listed.id, 'http://10.0.0.1:8000');
+    assert.equal(other.statusCode, 400);
+    assert.match(problemOf(other).errors?.[0]?.message ?? '', /is not on INLET_OUTBOUND_ALLOW; listing it there/);
+  });
+
+  it('a sync the guard refuses answers 502 at once with the reason and the setting, without retrying', async () => {
+    // A source stored while the setting allowed it (written straight to storage: connecting is refused now).
+    const product = await strict.product('Stored');
+    const at = new Date().toISOString();
+    await strict.services.storage.traffic.putSource({
+      productId: product.id,
+      provider: 'plausible',
+      config: { site_id: 'acme.example', base_url: plausible.url },
+      secret: { api_key: 'plausible-secret-key' },
+      createdAt: at,
+      updatedAt: at,
+    });
+    const queries = plausible.queries().length;
+    const started = Date.now();
+    const res = await strict.app.inject({
+      method: 'POST',
+      url: `/admin/v1/products/${product.id}/traffic_source/sync`,
+      headers: adminHeaders(),
+      payload: {},
+    });
+    const took = Date.now() - started;
+    assert.equal(res.statusCode, 502);
+    const problem = problemOf(res);
+    assert.equal(problem.code, 'upstream_error');
+    assert.match(
+      problem.detail,
+      /^The traffic provider was not contacted: plausible: refused by the outbound guard: .*loopback.*INLET_OUTBOUND_ALLOW_PRIVATE=true would allow it$/,
+    );
+    assert.ok(
+      took < 1_000,
+      `answered after ${took} ms (INLET_TRAFFIC_RETRY_MAX_MS is ${strict.services.config.trafficRetryMaxMs})`,
+    );
+    assert.equal(plausible.queries().length, queries, 'nothing reached the provider');
+    const runs = await strict.app.inject({
+      method: 'GET',
+      url: `/admin/v1/products/${product.id}/traffic_source/runs`,
+      headers: adminHeaders(),
+    });
+    const [run] = runs.json().data;
+    assert.equal(run.outcome, 'failed');
+    assert.match(run.error, /refused by the outbound guard/);
+  });
+});

@@ -68,7 +68,9 @@ export async function runCli(
   }
   let services;
   try {
-    services = await createServices(loadConfig(env), { defaultMetrics: false });
+    const config = loadConfig(env);
+    for (const deprecation of config.deprecations) io.err(`inlet: warning: ${deprecation}`);
+    services = await createServices(config, { defaultMetrics: false });
   } catch (error) {
     io.err(
       `inlet: ${error instanceof ConfigError ? `configuration error: ${error.message}` : `cannot open the database: ${(error as Error).message}`}`,

@@ -35,6 +35,25 @@ export type IdentifierPatch = Record<string, string | null>;
 /** A requested change of traits: a value sets the trait, `null` removes it. */
 export type TraitPatch = Record<string, unknown>;
 
+/**
+ * One identity change, as every entry point asks it of the identity pipeline (services/identity-service.ts):
+ * the native identify and alias routes, and the side effects of Segment items.
+ */
+export type IdentityOperation =
+  | {
+      kind: 'identify';
+      externalId: string;
+      /** Identifiers the request sets (native identify), validated by the pipeline. */
+      identifiers?: Record<string, unknown> | undefined;
+      /** Identifiers the traits imply (a Segment identify's `traits.email`): through a browser key they stay traits. */
+      impliedIdentifiers?: Record<string, string> | undefined;
+      traits?: Record<string, unknown> | undefined;
+      /** Whether the user becomes identified (clarifications §18); true unless said otherwise. */
+      identifiesUser?: boolean;
+    }
+  /** Merge the user `from` resolves to into the one `to` resolves to (Segment: alias, or a call carrying both ids). */
+  | { kind: 'alias'; from: string; to: string };
+
 export interface IdentifierConflict {
   kind: string;
   value: string;
@@ -57,7 +76,7 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
 
 /**
  * PostgreSQL text cannot hold U+0000, and a lone surrogate would be stored as U+FFFD (a different id
- * than the one sent). Both are refused on every dialect, so the two adapters accept the same input.
+ * than the one sent). Both are refused on every database, so the two adapters accept the same input.
  */
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 

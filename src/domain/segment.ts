@@ -4,6 +4,7 @@ import { createHash } from 'node:crypto';
 import { AppError, type ErrorCode, type FieldError } from './errors.js';
 import { NAME_MAX_LENGTH, type SplitName } from './event-names.js';
 import type { EventDraft } from './events.js';
+import type { IdentityOperation } from './identity.js';
 import { rejectUnstorable } from './json-values.js';
 
 export const SEGMENT_CALLS = ['track', 'identify', 'alias', 'page', 'screen', 'group'] as const;
@@ -278,17 +279,6 @@ export function itemBytesBound(text: string, [start, end]: [number, number], lim
   return units * 3 <= limit ? units * 3 : Buffer.byteLength(text.slice(start, end));
 }
 
-/** An identity side effect of an item, performed after the item was stored. */
-export type IdentityOp =
-  | {
-      kind: 'identify';
-      externalId: string;
-      traits: Record<string, unknown>;
-      email: string | undefined;
-      identifiesUser: boolean;
-    }
-  | { kind: 'link'; from: string; to: string; explicit: boolean };
-
 export interface SegmentItemOptions {
   /** The call implied by the route (`/v1/track`), or undefined for a batch, where each item says its `type`. */
   call: SegmentCall | undefined;
@@ -296,7 +286,7 @@ export interface SegmentItemOptions {
   base: string;
   receivedAt: string;
   keyId: string;
-  /** Sent with a browser key: `traits.email` stays a trait (clarifications §19), `context.ip` is filled in. */
+  /** Sent with a browser key: `context.ip` is filled in from `clientIp`. */
   browser?: boolean;
   clientIp?: string;
   batch?: { sentAt?: unknown; context?: unknown; integrations?: unknown };
@@ -307,7 +297,7 @@ export interface SegmentItemOptions {
 }
 
 export type SegmentTranslation =
-  | { ok: true; call: SegmentCall; draft: EventDraft; identity: IdentityOp[]; messageId: string }
+  | { ok: true; call: SegmentCall; draft: EventDraft; identity: IdentityOperation[]; messageId: string }
   | { ok: false; error: AppError; messageId: string | undefined };
 
 function isObject(value: unknown): value is Record<string, unknown> {
@@ -319,7 +309,7 @@ function refuse(
   detail: string,
   messageId: string | undefined,
   errors?: FieldError[],
-): SegmentTranslation {
+): Extract<SegmentTranslation, { ok: false }> {
   return { ok: false, error: new AppError(code, detail, errors === undefined ? {} : { errors }), messageId };
 }
 
@@ -340,38 +330,41 @@ function optionalObject(
 
 const MAPPED_FIELDS = new Set(['properties', 'traits', 'context']);
 
-/** One Segment item → an event draft plus its identity side effects, or the per-item rejection. */
-export function translateSegmentItem(raw: unknown, options: SegmentItemOptions): SegmentTranslation {
-  const { base, receivedAt } = options;
-  if (!isObject(raw))
-    return refuse('validation_error', `${base || 'body'}: an item must be a JSON object`, undefined, [
-      { pointer: base, message: 'must be an object' },
-    ]);
-  const sentMessageId =
+type Refusal = Extract<SegmentTranslation, { ok: false }>;
+
+function isRefusal(value: object): value is Refusal {
+  return 'ok' in value && value.ok === false;
+}
+
+/** `messageId` as sent (trimmed, at most 255 characters), or one derived from the key and the item. */
+function messageIdOf(raw: Record<string, unknown>, base: string, keyId: string): { messageId: string } | Refusal {
+  const sent =
     typeof raw.messageId === 'number'
       ? String(raw.messageId)
       : typeof raw.messageId === 'string'
         ? raw.messageId.trim()
         : undefined;
-  if (sentMessageId !== undefined && sentMessageId.length > MESSAGE_ID_MAX) {
+  if (sent !== undefined && sent.length > MESSAGE_ID_MAX) {
     return refuse(
       'validation_error',
       `messageId is longer than ${MESSAGE_ID_MAX} characters`,
-      sentMessageId.slice(0, MESSAGE_ID_MAX),
+      sent.slice(0, MESSAGE_ID_MAX),
       [{ pointer: `${base}/messageId`, message: `must be at most ${MESSAGE_ID_MAX} characters` }],
     );
   }
-  const messageId =
-    sentMessageId === undefined || sentMessageId === '' ? derivedMessageId(options.keyId, raw) : sentMessageId;
+  return { messageId: sent === undefined || sent === '' ? derivedMessageId(keyId, raw) : sent };
+}
 
-  const type = options.call ?? raw.type;
-  if (typeof type !== 'string' || !(SEGMENT_CALLS as readonly string[]).includes(type)) {
-    return refuse('validation_error', `type must be one of ${SEGMENT_CALLS.join(', ')}`, messageId, [
-      { pointer: `${base}/type`, message: `must be one of ${SEGMENT_CALLS.join(', ')}` },
-    ]);
-  }
-  const call = type as SegmentCall;
+/** The objects an item carries: its own `properties`, `traits` and `context`, and the context stored (the batch's under the item's). */
+interface ItemFields {
+  properties: Record<string, unknown> | undefined;
+  traits: Record<string, unknown> | undefined;
+  itemContext: Record<string, unknown> | undefined;
+  context: Record<string, unknown> | undefined;
+}
 
+function fieldsOf(raw: Record<string, unknown>, options: SegmentItemOptions, messageId: string): ItemFields | Refusal {
+  const { base } = options;
   const errors: FieldError[] = [];
   const properties = optionalObject(raw, 'properties', base, errors);
   const traits = optionalObject(raw, 'traits', base, errors);
@@ -382,6 +375,232 @@ export function translateSegmentItem(raw: unknown, options: SegmentItemOptions):
     context = { ...context, ip: options.clientIp };
   if (errors.length > 0)
     return refuse('validation_error', `${errors[0]!.pointer}: ${errors[0]!.message}`, messageId, errors);
+  return { properties, traits, itemContext, context };
+}
+
+/** What one call becomes: the event's name, subject and properties, and its identity side effects. */
+interface CallMapping {
+  name: SplitName;
+  subjectType: string;
+  subjectId: string;
+  properties: Record<string, unknown>;
+  identity: IdentityOperation[];
+  /** Properties filled from elsewhere in the item: tracking-plan errors point where the sender put them. */
+  moved: Record<string, string>;
+}
+
+/** What the per-call mappings read of an item. */
+interface CallInput {
+  raw: Record<string, unknown>;
+  base: string;
+  messageId: string;
+  fields: ItemFields;
+  userId: string | undefined;
+  /** userId, else anonymousId; undefined only for an alias. */
+  subject: string | undefined;
+}
+
+function segmentName(eventType: string, action: string): SplitName {
+  return { eventType, action, canonicalName: `${eventType}_${action}`, nameFormat: 'segment' };
+}
+
+function mapTrack({ raw, base, messageId, fields, subject }: CallInput): CallMapping | Refusal {
+  const event = typeof raw.event === 'string' ? raw.event : typeof raw.event === 'number' ? String(raw.event) : '';
+  const normalised = normaliseTrackName(event);
+  if (normalised === '')
+    return refuse(
+      'invalid_event_name',
+      `The event name ${JSON.stringify(raw.event ?? null)} has no letter or digit to name it by.`,
+      messageId,
+      [{ pointer: `${base}/event`, message: 'empty after normalisation' }],
+    );
+  const split = splitTrackName(normalised);
+  if (split.eventType.length > NAME_MAX_LENGTH || split.action.length > NAME_MAX_LENGTH) {
+    return refuse(
+      'invalid_event_name',
+      `The event name normalises to "${normalised}", whose parts may be at most ${NAME_MAX_LENGTH} characters each.`,
+      messageId,
+      [{ pointer: `${base}/event`, message: 'too long' }],
+    );
+  }
+  return {
+    name: { ...split, canonicalName: normalised, nameFormat: 'segment' },
+    subjectType: 'user',
+    subjectId: subject ?? '',
+    properties: fields.properties ?? {},
+    identity: [],
+    moved: {},
+  };
+}
+
+/** `page` and `screen`: `name` and `category` join the properties. */
+function mapView(call: 'page' | 'screen', { raw, fields, subject }: CallInput): CallMapping {
+  const properties = { ...(fields.properties ?? {}) };
+  const moved: Record<string, string> = {};
+  if (raw.name !== undefined) {
+    properties.name = raw.name;
+    moved.name = '/name';
+  }
+  if (raw.category !== undefined) {
+    properties.category = raw.category;
+    moved.category = '/category';
+  }
+  return {
+    name: segmentName(call, 'viewed'),
+    subjectType: 'user',
+    subjectId: subject ?? '',
+    properties,
+    identity: [],
+    moved,
+  };
+}
+
+/** `group`: an event of the account, its traits as properties with the calling user's id. */
+function mapGroup({ raw, base, messageId, fields, userId, subject }: CallInput): CallMapping | Refusal {
+  const groupId = segmentId(raw.groupId);
+  if (groupId === undefined)
+    return refuse('validation_error', 'A group call needs a groupId.', messageId, [
+      { pointer: `${base}/groupId`, message: 'is required' },
+    ]);
+  return {
+    name: segmentName('group', 'identified'),
+    subjectType: 'account',
+    subjectId: groupId,
+    properties: { ...(fields.traits ?? {}), user_id: subject },
+    identity: [],
+    moved: { user_id: userId === undefined ? '/anonymousId' : '/userId' },
+  };
+}
+
+function mapIdentify({ fields, userId, subject }: CallInput): CallMapping {
+  // RudderStack's browser SDK sends an identify's traits only in context.traits (Segment's at the top
+  // level): both count, the top-level ones winning.
+  const { traits, itemContext } = fields;
+  const contextTraits = isObject(itemContext?.traits) ? itemContext.traits : undefined;
+  const userTraits = contextTraits === undefined ? (traits ?? {}) : { ...contextTraits, ...traits };
+  // `traits.email` of a user is their e-mail identifier too (the identity pipeline keeps a browser key's a trait).
+  const email = typeof userTraits.email === 'string' && userId !== undefined ? userTraits.email : undefined;
+  const subjectId = subject ?? '';
+  return {
+    name: segmentName('user', 'identified'),
+    subjectType: 'user',
+    subjectId,
+    properties: userTraits,
+    identity: [
+      {
+        kind: 'identify',
+        externalId: subjectId,
+        traits: userTraits,
+        impliedIdentifiers: email === undefined ? undefined : { email },
+        identifiesUser: userId !== undefined,
+      },
+    ],
+    moved: {},
+  };
+}
+
+function mapAlias({ raw, base, messageId, fields, userId }: CallInput): CallMapping | Refusal {
+  const previousId = segmentId(raw.previousId);
+  if (userId === undefined || previousId === undefined) {
+    return refuse('missing_identity', 'An alias call needs both previousId and userId.', messageId, [
+      { pointer: `${base}/${userId === undefined ? 'userId' : 'previousId'}`, message: 'is required' },
+    ]);
+  }
+  return {
+    name: segmentName('user', 'aliased'),
+    subjectType: 'user',
+    subjectId: userId,
+    properties: { ...(fields.properties ?? {}), previous_id: previousId },
+    identity: previousId === userId ? [] : [{ kind: 'alias', from: previousId, to: userId }],
+    moved: { previous_id: '/previousId' },
+  };
+}
+
+function mapCall(call: SegmentCall, input: CallInput): CallMapping | Refusal {
+  switch (call) {
+    case 'track':
+      return mapTrack(input);
+    case 'page':
+    case 'screen':
+      return mapView(call, input);
+    case 'group':
+      return mapGroup(input);
+    case 'identify':
+      return mapIdentify(input);
+    case 'alias':
+      return mapAlias(input);
+  }
+}
+
+/** Everything the item carries besides the mapped fields, with the batch's `integrations` under the item's. */
+function originalOf(
+  raw: Record<string, unknown>,
+  call: SegmentCall,
+  batch: SegmentItemOptions['batch'],
+): Record<string, unknown> {
+  const original: Record<string, unknown> = {};
+  for (const field in raw) if (!MAPPED_FIELDS.has(field)) original[field] = raw[field];
+  if (original.integrations === undefined && batch?.integrations !== undefined)
+    original.integrations = batch.integrations;
+  else if (isObject(original.integrations) && isObject(batch?.integrations))
+    original.integrations = { ...batch.integrations, ...original.integrations };
+  if (original.type === undefined) original.type = call;
+  return original;
+}
+
+/**
+ * The walk of every value, unless the body's text already showed them all storable. `context.ip` filled in
+ * from the request is not from the body: checked on its own.
+ */
+function unstorableValues(
+  call: SegmentCall,
+  messageId: string,
+  mapping: CallMapping,
+  context: Record<string, unknown> | undefined,
+  original: Record<string, unknown>,
+  options: SegmentItemOptions,
+): FieldError[] {
+  const { base } = options;
+  const unstorable: FieldError[] = [];
+  if (options.storable !== true) {
+    rejectUnstorable(mapping.subjectId, `${base}/userId`, unstorable);
+    rejectUnstorable(messageId, `${base}/messageId`, unstorable);
+    rejectUnstorable(
+      mapping.properties,
+      `${base}/${call === 'identify' || call === 'group' ? 'traits' : 'properties'}`,
+      unstorable,
+    );
+    rejectUnstorable(context, `${base}/context`, unstorable);
+    rejectUnstorable(original, base, unstorable);
+  } else if (options.browser === true && options.clientIp !== undefined)
+    rejectUnstorable(options.clientIp, `${base}/context/ip`, unstorable);
+  return unstorable;
+}
+
+/**
+ * One Segment item → an event draft plus its identity side effects (performed through the identity pipeline once
+ * the item is stored), or the per-item rejection.
+ */
+export function translateSegmentItem(raw: unknown, options: SegmentItemOptions): SegmentTranslation {
+  const { base, receivedAt } = options;
+  if (!isObject(raw))
+    return refuse('validation_error', `${base || 'body'}: an item must be a JSON object`, undefined, [
+      { pointer: base, message: 'must be an object' },
+    ]);
+  const id = messageIdOf(raw, base, options.keyId);
+  if (isRefusal(id)) return id;
+  const { messageId } = id;
+
+  const type = options.call ?? raw.type;
+  if (typeof type !== 'string' || !(SEGMENT_CALLS as readonly string[]).includes(type)) {
+    return refuse('validation_error', `type must be one of ${SEGMENT_CALLS.join(', ')}`, messageId, [
+      { pointer: `${base}/type`, message: `must be one of ${SEGMENT_CALLS.join(', ')}` },
+    ]);
+  }
+  const call = type as SegmentCall;
+
+  const fields = fieldsOf(raw, options, messageId);
+  if (isRefusal(fields)) return fields;
 
   const userId = segmentId(raw.userId);
   const anonymousId = segmentId(raw.anonymousId);
@@ -408,149 +627,39 @@ export function translateSegmentItem(raw: unknown, options: SegmentItemOptions):
     );
   }
 
-  let name: SplitName;
-  let subjectType = 'user';
-  let subjectId = subject ?? '';
-  let eventProperties: Record<string, unknown> = properties ?? {};
-  const identity: IdentityOp[] = [];
-  // Properties filled from elsewhere in the item: tracking-plan errors point where the sender put them.
-  const moved: Record<string, string> = {};
-  switch (call) {
-    case 'track': {
-      const event = typeof raw.event === 'string' ? raw.event : typeof raw.event === 'number' ? String(raw.event) : '';
-      const normalised = normaliseTrackName(event);
-      if (normalised === '')
-        return refuse(
-          'invalid_event_name',
-          `The event name ${JSON.stringify(raw.event ?? null)} has no letter or digit to name it by.`,
-          messageId,
-          [{ pointer: `${base}/event`, message: 'empty after normalisation' }],
-        );
-      const split = splitTrackName(normalised);
-      if (split.eventType.length > NAME_MAX_LENGTH || split.action.length > NAME_MAX_LENGTH) {
-        return refuse(
-          'invalid_event_name',
-          `The event name normalises to "${normalised}", whose parts may be at most ${NAME_MAX_LENGTH} characters each.`,
-          messageId,
-          [{ pointer: `${base}/event`, message: 'too long' }],
-        );
-      }
-      name = { ...split, canonicalName: normalised, nameFormat: 'segment' };
-      break;
-    }
-    case 'page':
-    case 'screen': {
-      name = { eventType: call, action: 'viewed', canonicalName: `${call}_viewed`, nameFormat: 'segment' };
-      eventProperties = { ...eventProperties };
-      if (raw.name !== undefined) {
-        eventProperties.name = raw.name;
-        moved.name = '/name';
-      }
-      if (raw.category !== undefined) {
-        eventProperties.category = raw.category;
-        moved.category = '/category';
-      }
-      break;
-    }
-    case 'group': {
-      const groupId = segmentId(raw.groupId);
-      if (groupId === undefined)
-        return refuse('validation_error', 'A group call needs a groupId.', messageId, [
-          { pointer: `${base}/groupId`, message: 'is required' },
-        ]);
-      name = { eventType: 'group', action: 'identified', canonicalName: 'group_identified', nameFormat: 'segment' };
-      subjectType = 'account';
-      subjectId = groupId;
-      eventProperties = { ...(traits ?? {}), user_id: subject };
-      moved.user_id = userId === undefined ? '/anonymousId' : '/userId';
-      break;
-    }
-    case 'identify': {
-      name = { eventType: 'user', action: 'identified', canonicalName: 'user_identified', nameFormat: 'segment' };
-      // RudderStack's browser SDK sends an identify's traits only in context.traits (Segment's at the top
-      // level): both count, the top-level ones winning.
-      const contextTraits = isObject(itemContext?.traits) ? itemContext.traits : undefined;
-      const userTraits = contextTraits === undefined ? (traits ?? {}) : { ...contextTraits, ...traits };
-      eventProperties = userTraits;
-      const email =
-        typeof userTraits.email === 'string' && userId !== undefined && options.browser !== true
-          ? userTraits.email
-          : undefined;
-      identity.push({
-        kind: 'identify',
-        externalId: subjectId,
-        traits: userTraits,
-        email,
-        identifiesUser: userId !== undefined,
-      });
-      break;
-    }
-    case 'alias': {
-      const previousId = segmentId(raw.previousId);
-      if (userId === undefined || previousId === undefined) {
-        return refuse('missing_identity', 'An alias call needs both previousId and userId.', messageId, [
-          { pointer: `${base}/${userId === undefined ? 'userId' : 'previousId'}`, message: 'is required' },
-        ]);
-      }
-      name = { eventType: 'user', action: 'aliased', canonicalName: 'user_aliased', nameFormat: 'segment' };
-      subjectId = userId;
-      eventProperties = { ...eventProperties, previous_id: previousId };
-      moved.previous_id = '/previousId';
-      if (previousId !== userId) identity.push({ kind: 'link', from: previousId, to: userId, explicit: true });
-      break;
-    }
-  }
+  const mapping = mapCall(call, { raw, base, messageId, fields, userId, subject });
+  if (isRefusal(mapping)) return mapping;
   // Any call carrying both ids links them (Segment and RudderStack alike).
-  if (userId !== undefined && anonymousId !== undefined && anonymousId !== userId) {
-    identity.push({ kind: 'link', from: anonymousId, to: userId, explicit: false });
-  }
+  if (userId !== undefined && anonymousId !== undefined && anonymousId !== userId)
+    mapping.identity.push({ kind: 'alias', from: anonymousId, to: userId });
 
-  const original: Record<string, unknown> = {};
-  for (const field in raw) if (!MAPPED_FIELDS.has(field)) original[field] = raw[field];
-  if (original.integrations === undefined && options.batch?.integrations !== undefined)
-    original.integrations = options.batch.integrations;
-  else if (isObject(original.integrations) && isObject(options.batch?.integrations))
-    original.integrations = { ...options.batch.integrations, ...original.integrations };
-  if (original.type === undefined) original.type = call;
-  // The walk of every value, unless the body's text already showed them all storable. `context.ip`
-  // filled in from the request is not from the body: checked on its own.
-  const unstorable: FieldError[] = [];
-  if (options.storable !== true) {
-    rejectUnstorable(subjectId, `${base}/userId`, unstorable);
-    rejectUnstorable(messageId, `${base}/messageId`, unstorable);
-    rejectUnstorable(
-      eventProperties,
-      `${base}/${call === 'identify' || call === 'group' ? 'traits' : 'properties'}`,
-      unstorable,
-    );
-    rejectUnstorable(context, `${base}/context`, unstorable);
-    rejectUnstorable(original, base, unstorable);
-  } else if (options.browser === true && options.clientIp !== undefined)
-    rejectUnstorable(options.clientIp, `${base}/context/ip`, unstorable);
+  const original = originalOf(raw, call, options.batch);
+  const { context } = fields;
+  const unstorable = unstorableValues(call, messageId, mapping, context, original, options);
   if (unstorable.length > 0)
     return refuse('validation_error', `${unstorable[0]!.pointer}: ${unstorable[0]!.message}`, messageId, unstorable);
 
   // Stored as sent when the stored value is the one that arrived (a track's properties, an item's own context).
   const sent = options.sentJson;
   const propertiesJson =
-    sent?.properties !== undefined && eventProperties === properties
+    sent?.properties !== undefined && mapping.properties === fields.properties
       ? sent.properties
-      : JSON.stringify(eventProperties);
+      : JSON.stringify(mapping.properties);
   const contextJson =
-    sent?.context !== undefined && context !== undefined && context === itemContext ? sent.context : undefined;
+    sent?.context !== undefined && context !== undefined && context === fields.itemContext ? sent.context : undefined;
   return {
     ok: true,
     call,
     messageId,
-    identity,
+    identity: mapping.identity,
     draft: {
-      name,
-      subjectType,
-      subjectId,
+      name: mapping.name,
+      subjectType: mapping.subjectType,
+      subjectId: mapping.subjectId,
       personIds: [userId, anonymousId, segmentId(raw.previousId)].filter((id): id is string => id !== undefined),
       occurredAt,
       externalId: messageId,
-      properties: eventProperties,
+      properties: mapping.properties,
       propertiesJson,
       context: context ?? null,
       ...(contextJson === undefined ? {} : { contextJson }),
@@ -559,7 +668,7 @@ export function translateSegmentItem(raw: unknown, options: SegmentItemOptions):
         base,
         field: call === 'identify' || call === 'group' ? 'traits' : 'properties',
         ...(call === 'identify' ? { identify: true } : {}),
-        ...(Object.keys(moved).length === 0 ? {} : { moved }),
+        ...(Object.keys(mapping.moved).length === 0 ? {} : { moved: mapping.moved }),
       },
     },
   };

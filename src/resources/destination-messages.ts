@@ -1,7 +1,7 @@
 // The public JSON of destination messages (events-out §6): `data` in the same shapes as the reads. The
 // composition root hands this formatter to the destination service, which sends what it returns.
 import { messageIdOfEvent } from '../domain/destinations.js';
-import type { WireMessage } from '../services/destination-messages.js';
+import type { WireMessage } from '../services/destinations/messages.js';
 import type { StoredMessage, UserRecord } from '../storage/types.js';
 import { eventJsonFromText } from './event-export.js';
 import { eventResource } from './events.js';

@@ -2,7 +2,7 @@
 // API and the CLI. Credentials and secrets are never part of them (a new secret is added by the routes
 // that make one, in that answer only).
 import { encodeDestinationCursor } from '../domain/destinations.js';
-import type { DestinationView } from '../services/destination-service.js';
+import type { DestinationView } from '../services/destinations/admin.js';
 import type { DeliveryRecord } from '../storage/types.js';
 
 export function destinationResource(d: DestinationView) {

@@ -1,29 +1,10 @@
-// Identity (contract §6): validates with the domain rules, asks the identity store, and turns its
-// outcomes into answers. Conflicts come back from storage as values; here they become the 409 errors
-// of the contract, with their details as extra members of the problem body.
-import { AppError, validationError, type FieldError } from '../domain/errors.js';
-import {
-  checkExternalId,
-  IDENTIFIER_KIND_PATTERN_SOURCE,
-  normalizeIdentifierValue,
-  validateIdentifiers,
-  validateTraits,
-  type IdentifierConflict,
-  type IdentifierPatch,
-  type TraitPatch,
-} from '../domain/identity.js';
-import type { EventRecord, ResolvedUser, Storage, UserRecord } from '../storage/types.js';
-
-export interface IdentifyRequest {
-  external_id: string;
-  identifiers?: Record<string, unknown> | undefined;
-  traits?: Record<string, unknown> | undefined;
-}
-
-export interface AliasRequest {
-  from_external_id: string;
-  to_external_id: string;
-}
+// Identity (contract §6): the one entry every identify and alias goes through (`apply`, the pipeline of
+// identity-pipeline.ts, whose change stage is identity-changes.ts), and the reads of users.
+import { AppError, validationError } from '../domain/errors.js';
+import { IDENTIFIER_KIND_PATTERN_SOURCE, normalizeIdentifierValue } from '../domain/identity.js';
+import type { EventRecord, ResolvedUser, Storage } from '../storage/types.js';
+import { createIdentityChanges } from './identity-changes.js';
+import { createIdentityPipeline, type IdentityPipelineDependencies } from './identity-pipeline.js';
 
 export interface UserDetails extends ResolvedUser {
   /** Most recent first: events whose subject is this user under its external id or any alias. */
@@ -32,28 +13,11 @@ export interface UserDetails extends ResolvedUser {
   identified: boolean;
 }
 
-export function identifierConflictError(conflicts: IdentifierConflict[]): AppError {
-  const first = conflicts[0];
-  const detail =
-    first === undefined
-      ? 'An identifier belongs to another user.'
-      : `Identifier ${first.kind} "${first.value}" belongs to the user "${first.externalId}"${conflicts.length > 1 ? ` (and ${conflicts.length - 1} more conflicts)` : ''}; nothing was changed.`;
-  return new AppError('identifier_conflict', detail, {
-    extras: { conflicts: conflicts.map((c) => ({ kind: c.kind, value: c.value, external_id: c.externalId })) },
-  });
-}
+/** `dependencies`: what the pipeline's stages use besides the identity store (erasure, governance, rejections). */
+export function createIdentityService(storage: Storage, dependencies: Omit<IdentityPipelineDependencies, 'changes'>) {
+  const changes = createIdentityChanges(storage.identity);
+  const pipeline = createIdentityPipeline({ ...dependencies, changes });
 
-export function aliasConflictError(from: string, to: string, mergedInto: string): AppError {
-  return new AppError(
-    'alias_conflict',
-    `"${from}" is already merged into the user "${mergedInto}", so it cannot become an alias of "${to}"; nothing was changed.`,
-    {
-      extras: { from_external_id: from, merged_into: mergedInto, to_external_id: to },
-    },
-  );
-}
-
-export function createIdentityService(storage: Storage) {
   async function userDetails(productId: string, externalId: string, eventsLimit: number): Promise<UserDetails> {
     const resolved = await storage.identity.getUser(productId, externalId);
     if (resolved === undefined)
@@ -70,84 +34,18 @@ export function createIdentityService(storage: Storage) {
   }
 
   return {
-    /** Creates or updates a user; `created` tells which. Throws validation_error or identifier_conflict. */
     /**
-     * `identifies` (default true) flags the user as identified (clarifications §18): every native identify
-     * does, a Segment identify only when it carries a userId.
+     * Every identify and alias of the routes and of Segment items: browser-key rule, suppression, tracking plan,
+     * the change and the catalogue, in the pipeline's order. Throws the refusal as an AppError.
      */
-    async identify(
-      productId: string,
-      request: IdentifyRequest,
-      options: { identifies?: boolean } = {},
-    ): Promise<{ created: boolean; user: UserRecord }> {
-      const errors: FieldError[] = [];
-      const externalIdError = checkExternalId(request.external_id, '/external_id');
-      if (externalIdError) errors.push(externalIdError);
-      let identifiers: IdentifierPatch = {};
-      if (request.identifiers !== undefined) {
-        const checked = validateIdentifiers(request.identifiers);
-        if (checked.ok) identifiers = checked.value;
-        else errors.push(...checked.errors);
-      }
-      let traits: TraitPatch = {};
-      if (request.traits !== undefined) {
-        const checked = validateTraits(request.traits);
-        if (checked.ok) traits = checked.value;
-        else errors.push(...checked.errors);
-      }
-      if (errors.length > 0) throw validationError(errors);
+    apply: pipeline.apply,
 
-      const outcome = await storage.identity.identify(
-        productId,
-        { externalId: request.external_id, identifiers, traits },
-        new Date().toISOString(),
-      );
-      if (outcome.status === 'identifier_conflict') throw identifierConflictError(outcome.conflicts);
-      if (options.identifies !== false)
-        await storage.identity.markIdentified(productId, request.external_id, new Date().toISOString());
-      return { created: outcome.status === 'created', user: outcome.user };
-    },
+    /** The refusal a Segment identify or alias item gets before it is stored, if any. */
+    admit: pipeline.admit,
 
-    /** Merges `from` into `to` (idempotent). Throws validation_error, alias_conflict or identifier_conflict. */
-    async alias(productId: string, request: AliasRequest): Promise<UserRecord> {
-      const errors = [
-        checkExternalId(request.from_external_id, '/from_external_id'),
-        checkExternalId(request.to_external_id, '/to_external_id'),
-      ].filter((e): e is FieldError => e !== undefined);
-      if (errors.length === 0 && request.from_external_id === request.to_external_id) {
-        errors.push({ pointer: '/to_external_id', message: 'must differ from from_external_id' });
-      }
-      if (errors.length > 0) throw validationError(errors);
-
-      const before = await storage.identity.identifiedStatus(productId, [request.from_external_id]);
-      const outcome = await storage.identity.alias(
-        productId,
-        request.from_external_id,
-        request.to_external_id,
-        new Date().toISOString(),
-      );
-      // The merged user is identified when the id merged into it was.
-      if (outcome.status === 'merged' && before.get(request.from_external_id)?.identified === true) {
-        await storage.identity.markIdentified(productId, request.to_external_id, new Date().toISOString());
-      }
-      switch (outcome.status) {
-        case 'merged':
-        case 'unchanged':
-          return outcome.user;
-        case 'alias_conflict':
-          throw aliasConflictError(request.from_external_id, request.to_external_id, outcome.mergedInto);
-        case 'identifier_conflict':
-          throw identifierConflictError(outcome.conflicts);
-      }
-    },
-
-    /** Whether `a` and `b` belong to two different users that have each been identified (a browser key may not merge them). */
-    async mergesTwoIdentified(productId: string, a: string, b: string): Promise<boolean> {
-      const status = await storage.identity.identifiedStatus(productId, [a, b]);
-      const x = status.get(a);
-      const y = status.get(b);
-      return x !== undefined && y !== undefined && x.userId !== y.userId && x.identified && y.identified;
-    },
+    /** The change alone, without the stages before it: for callers that are the product's own server code (tests, tools). */
+    identify: changes.identify,
+    alias: changes.alias,
 
     /** The user an external id resolves to, its merge history and its most recent events; not_found if unknown. */
     getUser: userDetails,

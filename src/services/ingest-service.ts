@@ -14,44 +14,12 @@ import type { Metrics } from './metrics.js';
 import type { RejectionEntry, RejectionService } from './rejection-service.js';
 import type { CatalogService } from './catalog-service.js';
 import { planRefusal, type TrackingPlanService, type ViolationEntry } from './tracking-plan-service.js';
-import { SUPPRESSED_DETAIL } from './erasure-service.js';
+import { SUPPRESSED_DETAIL } from './erasure/suppression.js';
 
 /** Events sent through the HTTP API carry this source (contract §4). */
 export const API_SOURCE = 'api';
 
 const LEGACY_FLUSH_MS = 1000;
-
-/**
- * A SQLite commit runs on the event loop, so a huge group stalls every other request while it lasts.
- * Measured with `npm run bench -- --scenario batch` (batches of 100, 50 connections): groups capped at
- * 5000 events gave ~2,470-event commits of ~100 ms and a batch p99 of 3.2 s; capped at 400, commits of
- * ~14 ms and a p99 of 0.6–1.1 s at the same or better throughput (see bench/README.md).
- */
-const SQLITE_MAX_COMMIT_EVENTS = 400;
-
-/**
- * SQLite commits in flight: the writes themselves run one after another on the event loop, but a commit's
- * WAL sync runs on the thread pool (storage/sqlite/wal-sync.ts), and meanwhile the next group may be written,
- * so that one sync covers both; it is, once a quarter of a full group waits. Measured (`npx tsx bench/ingest.ts
- * --scenario single|batch`, empty table, two runs each): two in flight at once gave batches 23,037–23,503
- * events/s against 21,152–21,211 with one, but single events 7,535–7,757 req/s against 8,144–8,180 (more,
- * smaller commits); the threshold keeps single events in one larger commit.
- */
-const SQLITE_COMMITS_IN_FLIGHT = 2;
-const SQLITE_MIN_ITEMS_TO_OVERLAP = SQLITE_MAX_COMMIT_EVENTS / 4;
-
-/**
- * PostgreSQL commits in flight at once, given the pool's size: 8 with the default pool of 10, leaving two
- * connections for reads and the duplicates' originals; never fewer than the 4 of before. Measured with the
- * scaling bench (`npm run bench -- --backend postgres --instances …`, 2 cores shared with other load): with 8
- * in flight instead of 4 the best N stored 8-43 % more events/s in 6 of 6 alternating pairs (× 1 alone: 5 of 6).
- * A commit waits on its WAL flush and on the other processes, so more in flight keeps the instance parsing
- * meanwhile; 2 was no better than 4.
- * See bench/README.md, "Scaling on PostgreSQL: where the CPU goes (h16)".
- */
-export function postgresCommitsInFlight(poolSize: number): number {
-  return Math.min(8, Math.max(4, poolSize - 2));
-}
 
 /**
  * One item handed to `accept`, already translated by its entry point: a draft, or the reason it
@@ -100,8 +68,6 @@ function personIdsOf(draft: EventDraft): string[] {
 
 export interface IngestOptions {
   legacyFlat: LegacyFlatMode;
-  /** PostgreSQL: the pool's size (INLET_PG_POOL_SIZE), which bounds the commits in flight; 10 when absent. */
-  postgresPoolSize?: number;
   rejections?: RejectionService;
   suppressions?: SuppressionCheck;
   governance?: { catalog: CatalogService; plans: TrackingPlanService };
@@ -150,16 +116,10 @@ export function createIngestService(
   metrics: Metrics,
   options: IngestOptions = { legacyFlat: 'accept' },
 ) {
+  // How many events a commit takes and how many commits run at once: the backend's commit policy.
   const writer = new GroupCommitWriter<EventInsert, InsertOutcome>(
     (rows) => storage.events.insertMany(rows),
-    {
-      maxItems: storage.dialect === 'sqlite' ? SQLITE_MAX_COMMIT_EVENTS : 5000,
-      minItemsToOverlap: storage.dialect === 'sqlite' ? SQLITE_MIN_ITEMS_TO_OVERLAP : 0,
-      maxInFlight:
-        storage.dialect === 'sqlite'
-          ? SQLITE_COMMITS_IN_FLIGHT
-          : postgresCommitsInFlight(options.postgresPoolSize ?? 10),
-    },
+    storage.capabilities.commits,
     (items, seconds) => {
       metrics.commitDuration.observe(seconds);
       metrics.commitSize.observe(items);
@@ -374,58 +334,6 @@ export function createIngestService(
     async close(): Promise<void> {
       await writer.drain();
       await flushLegacyUsage();
-    },
-
-    /**
-     * Native identify (governance.md §2): checks the traits against the plan before the identity change.
-     * Throws the 400 in enforce (pointers `/traits/...`); records a warning in warn.
-     */
-    async checkIdentify(
-      auth: AuthContext,
-      traits: Record<string, unknown> | undefined,
-      externalId: string,
-      item: unknown,
-      route: string,
-      receivedAt: string,
-    ): Promise<void> {
-      if (options.governance === undefined || traits === undefined) return;
-      const plan = await options.governance.plans.planFor(auth.productId);
-      if (plan === undefined || plan.mode === 'off') return;
-      const finding = checkTraits(plan, traits);
-      if (finding === undefined) return;
-      const errors = finding.errors.map((e) => ({ pointer: `/traits${e.pointer}`, message: e.message }));
-      options.governance.plans.record(
-        auth,
-        route,
-        [
-          {
-            canonicalName: 'user_identified',
-            code: finding.code,
-            severity: finding.severity,
-            planVersion: plan.version,
-            messageId: null,
-            subjectId: externalId,
-            errors,
-          },
-        ],
-        receivedAt,
-        plan,
-      );
-      if (finding.severity === 'rejected') {
-        const refusal = planRefusal(finding.code, 'user_identified', errors, true);
-        options.rejections?.record(
-          auth,
-          route,
-          [{ index: 0, messageId: null, code: refusal.code, detail: refusal.message, severity: 'rejected', item }],
-          receivedAt,
-        );
-        throw refusal;
-      }
-    },
-
-    /** Native identify stored its traits: count their paths into the catalogue. */
-    observeTraits(auth: AuthContext, traits: Record<string, unknown> | undefined, at: string): void {
-      options.governance?.catalog.observeTraits(auth.productId, traits, at);
     },
   };
 }

@@ -6,13 +6,17 @@
 // - INLET_OUTBOUND_ALLOW set (a comma list of host names, addresses and CIDRs): the host name or the
 //   address must be on it. Unset: any public address.
 // - Loopback, private, link-local, unique-local, CGNAT, unspecified and multicast addresses are refused
-//   unless INLET_DESTINATIONS_ALLOW_PRIVATE is on (and, with an allow list, the address is on it too).
+//   unless INLET_OUTBOUND_ALLOW_PRIVATE is on (and, with an allow list, the address is on it too).
 // - Cloud metadata addresses (169.254.169.254, fd00:ec2::254, 100.100.100.200) are refused even then,
 //   unless INLET_OUTBOUND_ALLOW names them explicitly.
 // The check runs when a destination is created or edited (`checkUrl`/`checkHost`: resolves the name)
 // and again at connect time: HTTP goes through `outboundDispatcher()`, whose connector resolves the name
 // itself, checks every address and connects to the checked one, so DNS rebinding between the two
 // checks gains nothing. A refused connection is never attempted.
+//
+// A refusal says why and which setting would allow the target. It is the operator's decision, not a
+// passing fault: callers never retry it (`guardRefusal` finds it under the errors HTTP clients wrap
+// it in). A name that does not resolve is refused too, but that may pass: it is not a guard refusal.
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { BlockList, isIP } from 'node:net';
 import { Agent, buildConnector, type Dispatcher } from 'undici';
@@ -20,16 +24,31 @@ import { Agent, buildConnector, type Dispatcher } from 'undici';
 export interface OutboundPolicy {
   /** INLET_OUTBOUND_ALLOW: host names, addresses and CIDRs; undefined: any public address. */
   allow: string[] | undefined;
-  /** INLET_DESTINATIONS_ALLOW_PRIVATE. */
+  /** INLET_OUTBOUND_ALLOW_PRIVATE (formerly INLET_DESTINATIONS_ALLOW_PRIVATE). */
   allowPrivate: boolean;
 }
 
 export class OutboundRefused extends Error {
   readonly code = 'OUTBOUND_REFUSED';
-  constructor(message: string) {
+  /** True when the policy refuses the address (until the settings change); false when the name did not resolve. */
+  readonly byPolicy: boolean;
+  constructor(message: string, options: { byPolicy?: boolean } = {}) {
     super(message);
     this.name = 'OutboundRefused';
+    this.byPolicy = options.byPolicy ?? true;
   }
+}
+
+/**
+ * The guard's refusal behind `error` (itself, or a cause of it: fetch wraps connection errors in
+ * "fetch failed"), when the policy refused the target; undefined for every other failure.
+ */
+export function guardRefusal(error: unknown): OutboundRefused | undefined {
+  for (let current = error, depth = 0; current instanceof Error && depth < 5; depth++) {
+    if (current instanceof OutboundRefused) return current.byPolicy ? current : undefined;
+    current = (current as { cause?: unknown }).cause;
+  }
+  return undefined;
 }
 
 const PRIVATE = new BlockList();
@@ -102,17 +121,22 @@ function resolveAll(host: string): Promise<LookupAddress[]> {
 export function createOutboundGuard(policy: OutboundPolicy) {
   const allowed = parseAllowList(policy.allow ?? []);
 
-  /** Why connecting to `address` (which `host` resolved to) is refused, or undefined when it is allowed. */
+  /**
+   * Why connecting to `address` (which `host` resolved to) is refused, and which settings would allow it;
+   * undefined when it is allowed.
+   */
   function refusal(host: string, rawAddress: string): string | undefined {
     const { address, family } = normalise(rawAddress);
     const name = host.replace(/^\[|\]$/g, '').toLowerCase();
     const listed = allowed.hosts.has(name) || allowed.addresses.check(address, family);
-    if (policy.allow !== undefined && !listed) return `${host} (${address}) is not on INLET_OUTBOUND_ALLOW`;
+    const isPrivate = PRIVATE.check(address, family);
+    const alsoPrivate = isPrivate && !policy.allowPrivate ? ' with INLET_OUTBOUND_ALLOW_PRIVATE=true' : '';
+    if (policy.allow !== undefined && !listed)
+      return `${host} (${address}) is not on INLET_OUTBOUND_ALLOW; listing it there${alsoPrivate} would allow it`;
     if (METADATA.has(address.toLowerCase()) && !listed)
-      return `${host} resolves to ${address}, a cloud metadata address`;
-    if (PRIVATE.check(address, family) && !policy.allowPrivate) {
-      return `${host} resolves to ${address}, a loopback, private or link-local address (INLET_DESTINATIONS_ALLOW_PRIVATE is off)`;
-    }
+      return `${host} resolves to ${address}, a cloud metadata address; only naming it in INLET_OUTBOUND_ALLOW${alsoPrivate} would allow it`;
+    if (isPrivate && !policy.allowPrivate)
+      return `${host} resolves to ${address}, a loopback, private or link-local address (INLET_OUTBOUND_ALLOW_PRIVATE is off); INLET_OUTBOUND_ALLOW_PRIVATE=true would allow it`;
     return undefined;
   }
 
@@ -122,9 +146,9 @@ export function createOutboundGuard(policy: OutboundPolicy) {
     try {
       addresses = await resolveAll(host);
     } catch (error) {
-      throw new OutboundRefused(`${host} does not resolve: ${(error as Error).message}`);
+      throw new OutboundRefused(`${host} does not resolve: ${(error as Error).message}`, { byPolicy: false });
     }
-    if (addresses.length === 0) throw new OutboundRefused(`${host} does not resolve`);
+    if (addresses.length === 0) throw new OutboundRefused(`${host} does not resolve`, { byPolicy: false });
     for (const { address } of addresses) {
       const reason = refusal(host, address);
       if (reason !== undefined) throw new OutboundRefused(reason);
@@ -191,7 +215,7 @@ export type OutboundGuard = ReturnType<typeof createOutboundGuard>;
 
 /**
  * The guard of code that was handed none: public addresses only. Everything services.ts builds gets a
- * guard made from the config instead (INLET_OUTBOUND_ALLOW, INLET_DESTINATIONS_ALLOW_PRIVATE).
+ * guard made from the config instead (INLET_OUTBOUND_ALLOW, INLET_OUTBOUND_ALLOW_PRIVATE).
  */
 const strictGuard = createOutboundGuard({ allow: undefined, allowPrivate: false });
 

@@ -19,7 +19,7 @@ import { Counter, Gauge } from 'prom-client';
 import { AppError, validationError } from '../domain/errors.js';
 import type { EventMonthCursor, EventMonthDrop, ProductRecord, Storage } from '../storage/types.js';
 import type { Metrics } from './metrics.js';
-import { gentleBatches, gentleOptions } from './gentle-batches.js';
+import { gentleBatches } from './gentle-batches.js';
 
 const LEASE_NAME = 'retention';
 const LEASE_MS = 60_000;
@@ -106,7 +106,7 @@ export function createRetentionService(storage: Storage, metrics: Metrics, optio
           drops.inc({ outcome: 'refused' });
           continue;
         }
-        const batches = gentleBatches(gentleOptions(storage.dialect));
+        const batches = gentleBatches(storage.capabilities.deletePacing);
         let after: EventMonthCursor | null = null;
         for (;;) {
           if (stopped) return pass;
@@ -134,7 +134,7 @@ export function createRetentionService(storage: Storage, metrics: Metrics, optio
     // that other products keep, the default partition.
     for (const { productId } of limits) {
       const cutoff = new Date(cutoffs.get(productId)!).toISOString();
-      const batches = gentleBatches(gentleOptions(storage.dialect), { before: () => store.roomToWrite() });
+      const batches = gentleBatches(storage.capabilities.deletePacing, { before: () => store.roomToWrite() });
       pass.deleted[productId] ??= 0;
       for (;;) {
         if (stopped) break;

@@ -1,15 +1,17 @@
 // Segment-compatible ingestion (segment-compat.md): translates SDK items into drafts (domain/segment),
-// hands them to the one accept pipeline, then performs the identity side effects of the items that
-// were stored: identify, alias, and the anonymous → user link any call carrying both ids implies.
+// hands them to the one accept pipeline, then hands the identity side effects of the items that were
+// stored to the identity pipeline: identify, alias, and the anonymous → user link any call carrying both
+// ids implies. The accept pipeline already ran suppression, the tracking plan and the catalogue on each item.
 import { AppError } from '../domain/errors.js';
+import type { IdentityOperation } from '../domain/identity.js';
 import {
   SEGMENT_LIMITS,
   SEGMENT_SOURCE,
   translateSegmentItem,
-  type IdentityOp,
   type SegmentCall,
   type SentJson,
 } from '../domain/segment.js';
+import type { IdentityEntry } from './identity-pipeline.js';
 import type { IdentityService } from './identity-service.js';
 import type { Candidate, IngestService } from './ingest-service.js';
 import type { AuthContext } from './key-service.js';
@@ -53,142 +55,152 @@ export interface SegmentRequest {
 /** Links already made, so that an anonymous → user link costs one identity transaction, not one per event. */
 const MAX_REMEMBERED_LINKS = 100_000;
 
-export function createSegmentService(ingest: IngestService, identity: IdentityService, rejections?: RejectionService) {
+type AliasOperation = Extract<IdentityOperation, { kind: 'alias' }>;
+
+/** The aliases already made (or refused for good by a conflict), per product: each is asked of the identity pipeline once. */
+function createLinkMemory() {
   const links = new Map<string, string>();
+  const keyOf = (productId: string, op: AliasOperation) => `${productId}\u0000${op.from}`;
+  return {
+    known(productId: string, op: AliasOperation): boolean {
+      return links.get(keyOf(productId, op)) === op.to;
+    },
+    remember(productId: string, op: AliasOperation): void {
+      if (links.size >= MAX_REMEMBERED_LINKS) links.delete(links.keys().next().value as string);
+      links.set(keyOf(productId, op), op.to);
+    },
+  };
+}
 
-  function remember(key: string, value: string): void {
-    if (links.size >= MAX_REMEMBERED_LINKS) links.delete(links.keys().next().value as string);
-    links.set(key, value);
-  }
+type LinkMemory = ReturnType<typeof createLinkMemory>;
 
-  /** Performs one identity side effect; returns the warning when it could not be done. */
-  async function perform(auth: AuthContext, op: IdentityOp): Promise<AppError | undefined> {
-    try {
-      if (op.kind === 'identify') {
-        await identity.identify(
-          auth.productId,
+/** Each item translated (or refused for its size), with what the steps after `accept` need of it. */
+interface TranslatedItems {
+  candidates: Candidate[];
+  messageIds: Array<string | null>;
+  identityOps: IdentityOperation[][];
+  calls: Array<SegmentCall | undefined>;
+}
+
+function translateItems(auth: AuthContext, request: SegmentRequest): TranslatedItems {
+  const { items, receivedAt } = request;
+  const messageIds: Array<string | null> = new Array(items.length).fill(null);
+  const identityOps: IdentityOperation[][] = new Array(items.length);
+  const calls: Array<SegmentCall | undefined> = new Array(items.length);
+  const candidates: Candidate[] = items.map((item, index): Candidate => {
+    const base = request.call === undefined ? `/batch/${index}` : '';
+    const bound = request.itemBytes?.[index];
+    const bytes =
+      bound !== undefined && bound <= SEGMENT_LIMITS.itemBytes ? bound : Buffer.byteLength(JSON.stringify(item) ?? '');
+    if (bytes > SEGMENT_LIMITS.itemBytes) {
+      const id = (item as { messageId?: unknown } | null)?.messageId;
+      messageIds[index] = typeof id === 'string' ? id.slice(0, 255) : null;
+      return {
+        ok: false,
+        error: new AppError(
+          'payload_too_large',
+          `The item is ${bytes} bytes of JSON; one event may be at most ${SEGMENT_LIMITS.itemBytes}.`,
           {
-            external_id: op.externalId,
-            traits: op.traits,
-            ...(op.email === undefined ? {} : { identifiers: { email: op.email } }),
+            errors: [{ pointer: base, message: `larger than ${SEGMENT_LIMITS.itemBytes} bytes` }],
           },
-          { identifies: op.identifiesUser },
-        );
-        return undefined;
-      }
-      const key = `${auth.productId}\u0000${op.from}`;
-      const known = links.get(key);
-      if (known === op.to) return undefined;
-      // Through a public key, a link never merges two users that were each identified (clarifications §18).
-      if (auth.kind === 'browser' && (await identity.mergesTwoIdentified(auth.productId, op.from, op.to))) {
-        return new AppError(
-          'identity_conflict',
-          `"${op.from}" and "${op.to}" are two identified users; a browser key does not merge them.`,
-        );
-      }
-      await identity.alias(auth.productId, { from_external_id: op.from, to_external_id: op.to });
-      remember(key, op.to);
-      return undefined;
-    } catch (error) {
-      if (!(error instanceof AppError)) throw error;
-      if (error.code === 'alias_conflict' || error.code === 'identifier_conflict') {
-        if (op.kind === 'link') remember(`${auth.productId}\u0000${op.from}`, op.to);
-        return new AppError('identity_conflict', error.message);
-      }
-      return error;
+        ),
+        format: 'segment',
+      };
     }
-  }
+    const translated = translateSegmentItem(item, {
+      call: request.call,
+      base,
+      receivedAt,
+      keyId: auth.keyId,
+      browser: auth.kind === 'browser',
+      storable: request.storable === true,
+      sentJson: request.sentJson?.(index),
+      ...(request.clientIp === undefined ? {} : { clientIp: request.clientIp }),
+      ...(request.batch === undefined ? {} : { batch: request.batch }),
+    });
+    messageIds[index] = translated.messageId ?? null;
+    if (!translated.ok) return { ok: false, error: translated.error, format: 'segment' };
+    identityOps[index] = translated.identity;
+    calls[index] = translated.call;
+    return { ok: true, draft: translated.draft };
+  });
+  return { candidates, messageIds, identityOps, calls };
+}
 
-  /**
-   * Browser keys: an explicit alias, or an identify whose userId and anonymousId belong to two users that
-   * were each identified, is refused before it is stored (`identified_merge_forbidden`, clarifications §18).
-   */
-  async function refuseIdentifiedMerges(
-    auth: AuthContext,
-    candidates: Candidate[],
-    calls: Array<SegmentCall | undefined>,
-    ops: IdentityOp[][],
-  ): Promise<void> {
-    for (let index = 0; index < candidates.length; index++) {
-      const call = calls[index];
-      if (!candidates[index]!.ok || (call !== 'identify' && call !== 'alias')) continue;
-      for (const op of ops[index] ?? []) {
-        if (op.kind !== 'link') continue;
-        if (await identity.mergesTwoIdentified(auth.productId, op.from, op.to)) {
-          candidates[index] = {
-            ok: false,
-            error: new AppError(
-              'identified_merge_forbidden',
-              `"${op.from}" and "${op.to}" are two identified users: a browser key may not merge them (do it from your server with an events key).`,
-            ),
-            format: 'segment',
-          };
-          break;
-        }
+/**
+ * An identify or alias item whose identity change the pipeline refuses before anything is stored (a browser
+ * key merging two identified users, clarifications §18) is rejected with that refusal, not stored.
+ */
+async function admitIdentityItems(
+  identity: Pick<IdentityService, 'admit'>,
+  auth: AuthContext,
+  translated: TranslatedItems,
+  entry: IdentityEntry,
+): Promise<void> {
+  const { candidates, calls, identityOps } = translated;
+  for (let index = 0; index < candidates.length; index++) {
+    const call = calls[index];
+    if (!candidates[index]!.ok || (call !== 'identify' && call !== 'alias')) continue;
+    for (const op of identityOps[index] ?? []) {
+      const refusal = await identity.admit(auth, op, entry);
+      if (refusal !== undefined) {
+        candidates[index] = { ok: false, error: refusal, format: 'segment' };
+        break;
       }
     }
   }
+}
+
+/** Performs one identity side effect of a stored item; returns the warning when it could not be done. */
+async function performIdentity(
+  identity: Pick<IdentityService, 'apply'>,
+  links: LinkMemory,
+  auth: AuthContext,
+  op: IdentityOperation,
+  entry: IdentityEntry,
+): Promise<AppError | undefined> {
+  if (op.kind === 'alias' && links.known(auth.productId, op)) return undefined;
+  try {
+    await identity.apply(auth, op, entry);
+    if (op.kind === 'alias') links.remember(auth.productId, op);
+    return undefined;
+  } catch (error) {
+    if (!(error instanceof AppError)) throw error;
+    if (error.code === 'alias_conflict' || error.code === 'identifier_conflict') {
+      if (op.kind === 'alias') links.remember(auth.productId, op);
+      return new AppError('identity_conflict', error.message);
+    }
+    return error;
+  }
+}
+
+export function createSegmentService(
+  ingest: Pick<IngestService, 'accept'>,
+  identity: Pick<IdentityService, 'apply' | 'admit'>,
+  rejections?: Pick<RejectionService, 'record'>,
+) {
+  const links = createLinkMemory();
 
   return {
     async ingest(auth: AuthContext, request: SegmentRequest): Promise<SegmentAnswer> {
-      const { items, receivedAt } = request;
-      const messageIds: Array<string | null> = new Array(items.length).fill(null);
-      const identityOps: IdentityOp[][] = new Array(items.length);
-      const calls: Array<SegmentCall | undefined> = new Array(items.length);
-      const candidates: Candidate[] = items.map((item, index): Candidate => {
-        const base = request.call === undefined ? `/batch/${index}` : '';
-        const bound = request.itemBytes?.[index];
-        const bytes =
-          bound !== undefined && bound <= SEGMENT_LIMITS.itemBytes
-            ? bound
-            : Buffer.byteLength(JSON.stringify(item) ?? '');
-        if (bytes > SEGMENT_LIMITS.itemBytes) {
-          const id = (item as { messageId?: unknown } | null)?.messageId;
-          messageIds[index] = typeof id === 'string' ? id.slice(0, 255) : null;
-          return {
-            ok: false,
-            error: new AppError(
-              'payload_too_large',
-              `The item is ${bytes} bytes of JSON; one event may be at most ${SEGMENT_LIMITS.itemBytes}.`,
-              {
-                errors: [{ pointer: base, message: `larger than ${SEGMENT_LIMITS.itemBytes} bytes` }],
-              },
-            ),
-            format: 'segment',
-          };
-        }
-        const translated = translateSegmentItem(item, {
-          call: request.call,
-          base,
-          receivedAt,
-          keyId: auth.keyId,
-          browser: auth.kind === 'browser',
-          storable: request.storable === true,
-          sentJson: request.sentJson?.(index),
-          ...(request.clientIp === undefined ? {} : { clientIp: request.clientIp }),
-          ...(request.batch === undefined ? {} : { batch: request.batch }),
-        });
-        messageIds[index] = translated.messageId ?? null;
-        if (!translated.ok) return { ok: false, error: translated.error, format: 'segment' };
-        identityOps[index] = translated.identity;
-        calls[index] = translated.call;
-        return { ok: true, draft: translated.draft };
-      });
-
-      if (auth.kind === 'browser') await refuseIdentifiedMerges(auth, candidates, calls, identityOps);
+      const { items, receivedAt, route } = request;
+      const translated = translateItems(auth, request);
+      const { candidates, messageIds, identityOps } = translated;
+      await admitIdentityItems(identity, auth, translated, { route, receivedAt, segmentItem: 'before' });
 
       const { outcomes } = await ingest.accept(auth, candidates, {
         endpoint: 'segment',
         receivedAt,
         source: SEGMENT_SOURCE,
         record: {
-          route: request.route,
+          route,
           item: (index) => items[index],
           messageId: (index) => messageIds[index] ?? null,
         },
       });
 
       const answer: SegmentAnswer = { success: true, accepted: 0, duplicates: 0, rejected: [], warnings: [] };
+      const stored: IdentityEntry = { route, receivedAt, segmentItem: 'stored' };
       for (let index = 0; index < outcomes.length; index++) {
         const outcome = outcomes[index]!;
         if (outcome.status === 'rejected') {
@@ -207,7 +219,7 @@ export function createSegmentService(ingest: IngestService, identity: IdentitySe
         }
         answer.accepted++;
         for (const op of identityOps[index] ?? []) {
-          const warning = await perform(auth, op);
+          const warning = await performIdentity(identity, links, auth, op, stored);
           if (warning !== undefined)
             answer.warnings.push({ index, messageId: messageIds[index]!, code: warning.code, detail: warning.message });
         }
@@ -215,7 +227,7 @@ export function createSegmentService(ingest: IngestService, identity: IdentitySe
       if (answer.warnings.length > 0) {
         rejections?.record(
           auth,
-          request.route,
+          route,
           answer.warnings.map((w) => ({ ...w, severity: 'warning' as const, item: items[w.index] })),
           receivedAt,
         );

@@ -3,7 +3,9 @@
 import type { NameFormat } from '../domain/event-names.js';
 import type { IdentifierConflict, IdentifierPatch, Identifiers, TraitPatch, Traits } from '../domain/identity.js';
 import type { TrafficReportQuery, TrafficReportRow, TrafficRow } from '../domain/traffic-reports.js';
+import type pg from 'pg';
 
+/** Which SQL the storage's own modules speak; outside storage, capabilities say what differs. */
 export type Dialect = 'sqlite' | 'postgres';
 import type { KeyKind } from '../domain/api-keys.js';
 import type { GovernanceStore } from './governance-types.js';
@@ -348,8 +350,86 @@ export interface CheckpointEvent {
   copied: number;
 }
 
+/** How ingest groups events into commits (services/group-commit.ts). */
+export interface CommitPolicy {
+  /** The most events in one commit. */
+  readonly maxItems: number;
+  /** Commits in flight at once. */
+  readonly maxInFlight: number;
+  /** With a commit in flight, the next one starts only once this many events wait. */
+  readonly minItemsToOverlap: number;
+}
+
+/**
+ * The pacing of background deletes (erasure, retention; services/gentle-batches.ts): a batch's size is tuned after
+ * each batch to take about `targetMs`, between `min` and `max` rows, and the runner then rests `restRatio` times as
+ * long as the batch took.
+ */
+export interface DeletePacing {
+  readonly initial: number;
+  readonly min: number;
+  readonly max: number;
+  readonly targetMs: number;
+  readonly restRatio: number;
+}
+
+/** What the database tells about itself for metrics: each member present is registered (services/storage-metrics.ts). */
+export interface StorageTelemetry {
+  /** The connection pool's state. */
+  readonly poolStats?: () => PoolStats;
+  /** How the primary replicates, as this pool's sessions see it. */
+  readonly replicationStatus?: () => Promise<ReplicationStatus>;
+  /** The server's checkpoints and WAL written (metrics, and the checkpoint advice in the log). */
+  readonly walStats?: () => Promise<PostgresWalStats>;
+  /** Calls `listener` after each WAL checkpoint of the checkpoint thread. */
+  readonly observeCheckpoints?: (listener: (event: CheckpointEvent) => void) => void;
+  /** The idempotency keys held in memory and the merges so far (sqlite/event-keys.ts). */
+  readonly eventKeyStats?: () => EventKeyStats;
+  /** The subject index's entries in memory, merges and sweeps (the same figures). */
+  readonly eventSubjectStats?: () => EventKeyStats;
+}
+
+/** Indexes of events the storage keeps partly in memory (SQLite's key and subject indexes, sqlite/event-keys.ts). */
+export interface EventIndexes {
+  /**
+   * For the server at start: takes in the rows written since the indexes were last merged now, rather than in the
+   * first write, and builds the key filter in the background; resolves once it is built. Until then every keyed
+   * event is looked up on disk.
+   */
+  warm(): Promise<void>;
+  /** Resolves once no merge (move, sweep) of either index runs or is due (benches). */
+  settle(): Promise<void>;
+}
+
+/**
+ * What the database behind the port can do and how the services pace themselves on it, declared by its backend
+ * (storage/sqlite/backend.ts, storage/postgres/backend.ts): services read these instead of asking which database
+ * it is.
+ */
+export interface StorageCapabilities {
+  readonly commits: CommitPolicy;
+  readonly deletePacing: DeletePacing;
+  readonly telemetry: StorageTelemetry;
+  readonly eventIndexes?: EventIndexes;
+  /**
+   * A small pool of its own for the shared rate limiter (INLET_RATE_LIMIT_STORE=postgres), following the primary
+   * like the main one. Its sessions commit with synchronous_commit=off: a counter lost in a crash costs a few
+   * requests of budget, while waiting for a synchronous standby on every request would cost latency.
+   */
+  readonly rateLimitPool?: () => pg.Pool;
+  /** Run once by the destination delivery worker on the storage it opened, before it delivers (delivery-worker.ts). */
+  prepareDeliveryWorker(): Promise<void>;
+  /** Online backups of the database (`inlet backup`, INLET_BACKUP_*), or why Inlet leaves them to the database's own tools. */
+  readonly backup: DatabaseBackup;
+}
+
 export interface Storage {
-  readonly dialect: Dialect;
+  /**
+   * What /readyz and the start-up log call the database (`sqlite`, `postgres`): a description for people, never
+   * something to branch on (capabilities say what differs).
+   */
+  readonly name: string;
+  readonly capabilities: StorageCapabilities;
   readonly products: ProductStore;
   readonly apiKeys: ApiKeyStore;
   readonly events: EventStore;
@@ -362,8 +442,6 @@ export interface Storage {
   readonly governance: GovernanceStore;
   /** Erasure jobs, suppressions and retention (governance.md §3–4). */
   readonly erasure: ErasureStore;
-  /** Online backups of the database (issue 36), or why Inlet leaves them to the database's own tools. */
-  readonly backup?: DatabaseBackup;
   /** Throws when the database cannot be reached. */
   ping(): Promise<void>;
   /** True when `error` means "storage unreachable (or not the primary) right now, retry later": 503, not 500. */

@@ -1,9 +1,10 @@
 // What every traffic provider offers the sync (one method), how its failures look, and the one HTTP
 // helper they share: JSON over global fetch, retrying 429/5xx and network failures with exponential
-// backoff that honours Retry-After, within a bounded total time.
+// backoff that honours Retry-After, within a bounded total time. The outbound guard's refusal is not a
+// network failure: it fails at once, with the guard's reason.
 import type { TrafficRow } from '../domain/traffic-reports.js';
 import { fetch, type Dispatcher } from 'undici';
-import { outboundDispatcher } from '../services/outbound-guard.js';
+import { guardRefusal, outboundDispatcher } from '../services/outbound-guard.js';
 
 export interface DateRange {
   /** YYYY-MM-DD, inclusive. */
@@ -23,11 +24,13 @@ export class ProviderError extends Error {
   readonly status: number | undefined;
   readonly reason: string;
   readonly retryable: boolean;
+  /** The outbound guard refused the provider's address: nothing was sent (the reason names the setting). */
+  readonly refused: boolean;
 
   constructor(
     provider: string,
     reason: string,
-    options: { status?: number; retryable?: boolean; attempts?: number } = {},
+    options: { status?: number; retryable?: boolean; attempts?: number; refused?: boolean } = {},
   ) {
     const where = options.status === undefined ? '' : ` (HTTP ${options.status})`;
     const gaveUp =
@@ -38,6 +41,7 @@ export class ProviderError extends Error {
     this.status = options.status;
     this.reason = reason;
     this.retryable = options.retryable ?? false;
+    this.refused = options.refused ?? false;
   }
 }
 
@@ -119,6 +123,11 @@ export async function requestJson(request: JsonRequest): Promise<unknown> {
       retryAfterMs = parseRetryAfter(response.headers.get('retry-after'));
     } catch (error) {
       if (error instanceof ProviderError && !error.retryable) throw error;
+      const refused = guardRefusal(error);
+      if (refused !== undefined)
+        throw new ProviderError(request.provider, `refused by the outbound guard: ${refused.message}`, {
+          refused: true,
+        });
       failure =
         error instanceof ProviderError
           ? error

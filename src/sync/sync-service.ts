@@ -1,7 +1,8 @@
 // Connecting a product's traffic source and syncing it: fetch a date range from the provider, replace
 // each (product, date) slice of the range in one transaction, record the run. Used by the admin API,
 // the CLI and the scheduler alike. At most one sync per product runs at a time: in this process
-// (a set of running products) and across instances (the storage's sync lock).
+// (a set of running products) and across instances (the storage's sync lock). Every provider request
+// goes through the outbound guard, and a source whose URLs the guard refuses is refused when connected.
 import { AppError, validationError, type FieldError } from '../domain/errors.js';
 import { uuidv7 } from '../domain/ids.js';
 import { isCalendarDate } from '../domain/timestamps.js';
@@ -23,6 +24,7 @@ import type {
   TrafficSourceRecord,
   TrafficSourceSummary,
 } from '../storage/types.js';
+import { outboundGuard, OutboundRefused, type OutboundGuard } from '../services/outbound-guard.js';
 import { AccessTokenCache, checkServiceAccount, ga4Provider } from './ga4.js';
 import { plausibleProvider } from './plausible.js';
 import {
@@ -54,7 +56,10 @@ export interface SyncLogger {
 }
 
 export interface TrafficSyncOptions {
+  /** Timing of provider requests; their dispatcher is always the guard's. */
   retry?: RetryPolicy;
+  /** The outbound guard (services.ts passes the one of its config); default: public addresses only. */
+  guard?: OutboundGuard;
   tokenCache?: AccessTokenCache;
   now?: () => Date;
   /** Rows per provider request; tests make them small to exercise paging. */
@@ -66,7 +71,10 @@ export interface TrafficSyncService {
   /** Validates `input` (the body of PUT …/traffic_source) and stores the source; answers without secrets. */
   connectSource(productId: string, input: unknown): Promise<TrafficSourceSummary>;
   getSource(productId: string): Promise<TrafficSourceSummary | undefined>;
-  /** Syncs one product; throws `upstream_error` with the provider's reason when the provider fails. */
+  /**
+   * Syncs one product; throws `upstream_error` with the provider's reason when the provider fails, or with
+   * the guard's at once when the outbound guard refuses the provider's address.
+   */
   syncProduct(productId: string, options?: { from?: string; to?: string; kind?: SyncRunKind }): Promise<SyncResult>;
   listRuns(productId: string, limit?: number): Promise<SyncRunRecord[]>;
 }
@@ -90,6 +98,22 @@ function isHttpUrl(value: unknown): value is string {
   } catch {
     return false;
   }
+}
+
+/** The URL fields of a source (`base_url`, `token_url`) the guard refuses, as field errors naming the reason. */
+async function refusedUrls(guard: OutboundGuard, config: Record<string, unknown>): Promise<FieldError[]> {
+  const errors: FieldError[] = [];
+  for (const field of ['base_url', 'token_url']) {
+    const url = config[field];
+    if (typeof url !== 'string') continue;
+    try {
+      await guard.checkUrl(url);
+    } catch (error) {
+      if (!(error instanceof OutboundRefused)) throw error;
+      errors.push({ pointer: `/${field}`, message: `refused by the outbound guard: ${error.message}` });
+    }
+  }
+  return errors;
 }
 
 async function parseSourceInput(input: unknown): Promise<ParsedSource> {
@@ -182,70 +206,78 @@ function str(value: unknown): string | undefined {
   return typeof value === 'string' ? value : undefined;
 }
 
+/** The provider of a stored source, its requests timed by `retry` (which carries the guard's dispatcher). */
+function providerFor(
+  source: TrafficSourceRecord,
+  deps: { retry: RetryPolicy; tokenCache: AccessTokenCache; pageSize: number | undefined },
+): TrafficProvider {
+  const { config, secret } = source;
+  const { retry } = deps;
+  const pageSize = deps.pageSize === undefined ? {} : { pageSize: deps.pageSize };
+  if (source.provider === 'plausible') {
+    const baseUrl = str(config.base_url);
+    return plausibleProvider({
+      siteId: String(config.site_id),
+      apiKey: String(secret.api_key),
+      retry,
+      ...(baseUrl ? { baseUrl } : {}),
+      ...pageSize,
+    });
+  }
+  const credentials = secret.credentials as { client_email: string; private_key: string };
+  const baseUrl = str(config.base_url);
+  const tokenUrl = str(config.token_url);
+  return ga4Provider({
+    propertyId: String(config.property_id),
+    credentials,
+    retry,
+    tokenCache: deps.tokenCache,
+    ...(baseUrl ? { baseUrl } : {}),
+    ...(tokenUrl ? { tokenUrl } : {}),
+    ...pageSize,
+  });
+}
+
+/** The range a sync fetches: the one asked for (validated), else the trailing days, or the backfill on a first sync. */
+async function rangeFor(
+  storage: Storage,
+  today: string,
+  source: TrafficSourceRecord,
+  from: string | undefined,
+  to: string | undefined,
+): Promise<DateRange> {
+  const errors: FieldError[] = [];
+  if (from !== undefined && !isCalendarDate(from))
+    errors.push({ pointer: '/from', message: 'must be a calendar date YYYY-MM-DD' });
+  if (to !== undefined && !isCalendarDate(to))
+    errors.push({ pointer: '/to', message: 'must be a calendar date YYYY-MM-DD' });
+  if (errors.length > 0) throw validationError(errors);
+  if (from === undefined && to === undefined) {
+    const synced = await storage.traffic.lastSucceededAt(source.productId, source.provider);
+    return { from: addDays(today, -(synced === null ? BACKFILL_DAYS - 1 : TRAILING_DAYS)), to: today };
+  }
+  const end = to ?? today;
+  const start = from ?? addDays(end, -TRAILING_DAYS);
+  // Providers report in the property's time zone, which may already be "tomorrow" for UTC.
+  if (end > addDays(today, 1)) errors.push({ pointer: '/to', message: 'must not be in the future' });
+  if (start > end) errors.push({ pointer: '/from', message: `must not be after to (${end})` });
+  else if (daysBetween(start, end) > MAX_REPORT_DAYS)
+    errors.push({ pointer: '/to', message: `a sync spans at most ${MAX_REPORT_DAYS} days` });
+  if (errors.length > 0) throw validationError(errors);
+  return { from: start, to: end };
+}
+
 export function createTrafficSyncService(storage: Storage, options: TrafficSyncOptions = {}): TrafficSyncService {
   const now = options.now ?? (() => new Date());
-  const retry = options.retry ?? DEFAULT_RETRY_POLICY;
+  const guard = options.guard ?? outboundGuard();
+  const retry: RetryPolicy = { ...(options.retry ?? DEFAULT_RETRY_POLICY), dispatcher: guard.dispatcher() };
   const tokenCache = options.tokenCache ?? new AccessTokenCache();
   const logger = options.logger ?? silent;
   const running = new Set<string>();
 
-  function providerFor(source: TrafficSourceRecord): TrafficProvider {
-    const { config, secret } = source;
-    const pageSize = options.pageSize === undefined ? {} : { pageSize: options.pageSize };
-    if (source.provider === 'plausible') {
-      const baseUrl = str(config.base_url);
-      return plausibleProvider({
-        siteId: String(config.site_id),
-        apiKey: String(secret.api_key),
-        retry,
-        ...(baseUrl ? { baseUrl } : {}),
-        ...pageSize,
-      });
-    }
-    const credentials = secret.credentials as { client_email: string; private_key: string };
-    const baseUrl = str(config.base_url);
-    const tokenUrl = str(config.token_url);
-    return ga4Provider({
-      propertyId: String(config.property_id),
-      credentials,
-      retry,
-      tokenCache,
-      ...(baseUrl ? { baseUrl } : {}),
-      ...(tokenUrl ? { tokenUrl } : {}),
-      ...pageSize,
-    });
-  }
-
   async function requireProduct(productId: string) {
     if ((await storage.products.get(productId)) === undefined)
       throw new AppError('not_found', `No product with id "${productId}".`);
-  }
-
-  async function rangeFor(
-    source: TrafficSourceRecord,
-    from: string | undefined,
-    to: string | undefined,
-  ): Promise<DateRange> {
-    const today = utcDate(now());
-    const errors: FieldError[] = [];
-    if (from !== undefined && !isCalendarDate(from))
-      errors.push({ pointer: '/from', message: 'must be a calendar date YYYY-MM-DD' });
-    if (to !== undefined && !isCalendarDate(to))
-      errors.push({ pointer: '/to', message: 'must be a calendar date YYYY-MM-DD' });
-    if (errors.length > 0) throw validationError(errors);
-    if (from === undefined && to === undefined) {
-      const synced = await storage.traffic.lastSucceededAt(source.productId, source.provider);
-      return { from: addDays(today, -(synced === null ? BACKFILL_DAYS - 1 : TRAILING_DAYS)), to: today };
-    }
-    const end = to ?? today;
-    const start = from ?? addDays(end, -TRAILING_DAYS);
-    // Providers report in the property's time zone, which may already be "tomorrow" for UTC.
-    if (end > addDays(today, 1)) errors.push({ pointer: '/to', message: 'must not be in the future' });
-    if (start > end) errors.push({ pointer: '/from', message: `must not be after to (${end})` });
-    else if (daysBetween(start, end) > MAX_REPORT_DAYS)
-      errors.push({ pointer: '/to', message: `a sync spans at most ${MAX_REPORT_DAYS} days` });
-    if (errors.length > 0) throw validationError(errors);
-    return { from: start, to: end };
   }
 
   async function runSync(source: TrafficSourceRecord, range: DateRange, kind: SyncRunKind): Promise<SyncResult> {
@@ -265,7 +297,8 @@ export function createTrafficSyncService(storage: Storage, options: TrafficSyncO
       error: null,
     });
     try {
-      const fetched = await providerFor(source).fetchRows(range);
+      const provider = providerFor(source, { retry, tokenCache, pageSize: options.pageSize });
+      const fetched = await provider.fetchRows(range);
       const byDate = new Map<string, TrafficRow[]>(datesInRange(range.from, range.to).map((date) => [date, []]));
       for (const row of mergeDuplicateRows(fetched.map(truncateDimensions))) byDate.get(row.date)?.push(row); // rows outside the range are ignored
       const rows = await storage.traffic.replaceSlices(productId, source.provider, byDate);
@@ -284,7 +317,8 @@ export function createTrafficSyncService(storage: Storage, options: TrafficSyncO
         .catch(() => {});
       if (error instanceof ProviderError) {
         logger.warn({ productId, provider: source.provider, ...range, kind, reason }, 'traffic sync failed');
-        throw new AppError('upstream_error', `The traffic provider failed: ${error.message}`, {
+        const what = error.refused ? 'was not contacted' : 'failed';
+        throw new AppError('upstream_error', `The traffic provider ${what}: ${error.message}`, {
           cause: error,
           extras: {
             provider: error.provider,
@@ -301,6 +335,8 @@ export function createTrafficSyncService(storage: Storage, options: TrafficSyncO
     async connectSource(productId, input) {
       await requireProduct(productId);
       const parsed = await parseSourceInput(input);
+      const refused = await refusedUrls(guard, parsed.config);
+      if (refused.length > 0) throw validationError(refused);
       const at = now().toISOString();
       await storage.traffic.putSource({ productId, ...parsed, createdAt: at, updatedAt: at });
       const stored = await storage.traffic.getSource(productId);
@@ -324,7 +360,7 @@ export function createTrafficSyncService(storage: Storage, options: TrafficSyncO
           `Product "${productId}" has no traffic source; connect one with PUT /admin/v1/products/${productId}/traffic_source.`,
         );
       }
-      const range = await rangeFor(source, request.from, request.to);
+      const range = await rangeFor(storage, utcDate(now()), source, request.from, request.to);
       const kind = request.kind ?? 'admin';
       const alreadyRunning = async (): Promise<SyncResult> => ({
         status: 'already_running',

@@ -26,7 +26,7 @@ export function cliEnv(database: TestDatabase): CliEnv {
     INLET_DATABASE_URL: url,
     INLET_LOG_LEVEL: 'silent',
     INLET_OUTBOUND_ALLOW: '127.0.0.0/8,::1',
-    INLET_DESTINATIONS_ALLOW_PRIVATE: 'true',
+    INLET_OUTBOUND_ALLOW_PRIVATE: 'true',
   };
 }
 

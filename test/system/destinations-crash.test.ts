@@ -11,7 +11,7 @@ import { createTestServices, dialect, testConfig, testDatabase, type TestDatabas
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../fakes/webhook-receiver.js';
 
-const GUARD = { INLET_OUTBOUND_ALLOW: '127.0.0.0/8,::1', INLET_DESTINATIONS_ALLOW_PRIVATE: 'true' };
+const GUARD = { INLET_OUTBOUND_ALLOW: '127.0.0.0/8,::1', INLET_OUTBOUND_ALLOW_PRIVATE: 'true' };
 
 async function seed(
   database: TestDatabase,

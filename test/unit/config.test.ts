@@ -87,10 +87,11 @@ describe('loadConfig errors name the variable and the bad value', () => {
 });
 
 describe('every setting is documented (contract §2: "every one is listed in the README")', () => {
+  const source = readFileSync(new URL('../../src/config.ts', import.meta.url), 'utf8');
+  const names = new Set([...source.matchAll(/env(?:\.|, ')([A-Z][A-Z0-9_]+)/g)].map((m) => m[1]!));
+
   it('each environment variable read by loadConfig appears in the README', async () => {
-    const source = readFileSync(new URL('../../src/config.ts', import.meta.url), 'utf8');
     const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
-    const names = new Set([...source.matchAll(/env(?:\.|, ')([A-Z][A-Z0-9_]+)/g)].map((m) => m[1]!));
     for (const required of [
       'PORT',
       'HOST',
@@ -104,6 +105,14 @@ describe('every setting is documented (contract §2: "every one is listed in the
       assert.ok(names.has(required), `loadConfig does not read ${required}`);
     }
     const missing = [...names].filter((name) => !new RegExp(`\\b${name}\\b`).test(readme));
+    assert.deepEqual(missing, []);
+  });
+
+  it('each one has a row, with its default and meaning, in docs/configuration.md', () => {
+    const reference = readFileSync(new URL('../../docs/configuration.md', import.meta.url), 'utf8');
+    const missing = [...names].filter(
+      (name) => !new RegExp(`^\\| \`${name}\` \\| [^|]+ \\| [^|]`, 'm').test(reference),
+    );
     assert.deepEqual(missing, []);
   });
 });
@@ -161,6 +170,52 @@ describe('slow and idle clients: receive and keep-alive timeouts (issue 9, clari
       (error: unknown) =>
         error instanceof ConfigError &&
         /INLET_REQUEST_TIMEOUT_MS \(15000\).*INLET_HEADERS_TIMEOUT_MS \(20000\)/.test(error.message),
+    );
+  });
+});
+
+describe('INLET_OUTBOUND_ALLOW_PRIVATE and its old name (clarifications §33)', () => {
+  it('is off by default, with nothing to warn about', () => {
+    const config = loadConfig({});
+    assert.equal(config.outboundAllowPrivate, false);
+    assert.deepEqual(config.deprecations, []);
+  });
+
+  it('INLET_OUTBOUND_ALLOW_PRIVATE sets it', () => {
+    for (const [value, expected] of [
+      ['true', true],
+      ['on', true],
+      ['false', false],
+    ] as const) {
+      const config = loadConfig({ INLET_OUTBOUND_ALLOW_PRIVATE: value });
+      assert.equal(config.outboundAllowPrivate, expected, value);
+      assert.deepEqual(config.deprecations, []);
+    }
+    assert.throws(() => loadConfig({ INLET_OUTBOUND_ALLOW_PRIVATE: 'maybe' }), /INLET_OUTBOUND_ALLOW_PRIVATE.*maybe/);
+  });
+
+  it('INLET_DESTINATIONS_ALLOW_PRIVATE still sets it, with a deprecation warning naming the new name', () => {
+    const config = loadConfig({ INLET_DESTINATIONS_ALLOW_PRIVATE: 'true' });
+    assert.equal(config.outboundAllowPrivate, true);
+    assert.equal(config.deprecations.length, 1);
+    assert.match(
+      config.deprecations[0]!,
+      /INLET_DESTINATIONS_ALLOW_PRIVATE is deprecated: set INLET_OUTBOUND_ALLOW_PRIVATE/,
+    );
+    assert.equal(loadConfig({ INLET_DESTINATIONS_ALLOW_PRIVATE: 'false' }).outboundAllowPrivate, false);
+  });
+
+  it('both names: the same value warns that the old one is not needed; different values stop start-up', () => {
+    const same = loadConfig({ INLET_OUTBOUND_ALLOW_PRIVATE: 'true', INLET_DESTINATIONS_ALLOW_PRIVATE: 'yes' });
+    assert.equal(same.outboundAllowPrivate, true);
+    assert.match(same.deprecations.join('\n'), /INLET_DESTINATIONS_ALLOW_PRIVATE is deprecated.*remove it/);
+    assert.throws(
+      () => loadConfig({ INLET_OUTBOUND_ALLOW_PRIVATE: 'false', INLET_DESTINATIONS_ALLOW_PRIVATE: 'true' }),
+      (error: unknown) =>
+        error instanceof ConfigError &&
+        /INLET_OUTBOUND_ALLOW_PRIVATE=false and its deprecated name INLET_DESTINATIONS_ALLOW_PRIVATE=true disagree/.test(
+          error.message,
+        ),
     );
   });
 });

@@ -2,7 +2,7 @@
 // and `user.erased` passes every filter (governance §3: every destination receives it).
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { matches } from '../../src/services/destination-messages.js';
+import { matches } from '../../src/services/destinations/messages.js';
 import type { EventRecord, StoredMessage } from '../../src/storage/types.js';
 
 const event = { canonicalName: 'order_placed', source: 'api' } as EventRecord;

@@ -1,10 +1,10 @@
-// The page window shared by a product's destinations (services/destination-pages.ts): a read from a window
+// The page window shared by a product's destinations (services/destinations/pages.ts): a read from a window
 // returns exactly what the store would (the messages after the cursor, in order, as many as asked or all there
 // are), the store is read once for destinations at the same place, a message is formatted once, and an
 // expired window is not served.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { createPageReader, cursorAfter } from '../../src/services/destination-pages.js';
+import { createPageReader, cursorAfter } from '../../src/services/destinations/pages.js';
 import type { DestinationCursor, DestinationStore, StoredMessage } from '../../src/storage/types.js';
 
 /** A product's log: events and identity messages interleaved, positions increasing per kind. */

@@ -1,9 +1,9 @@
-// The deliverer's reading of JetStream's answers to its pipelined publishes (services/destination-nats.ts):
+// The deliverer's reading of JetStream's answers to its pipelined publishes (services/destinations/nats.ts):
 // only a PubAck naming a stream moves the cursor; an error, no stream for the subject, or anything else fails
 // the cycle (retried later, the cursor where it was).
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { pubAckError } from '../../src/services/destination-nats.js';
+import { pubAckError } from '../../src/services/destinations/nats.js';
 
 const msg = (text: string, code?: number) => ({
   data: new TextEncoder().encode(text),

@@ -275,11 +275,11 @@ describe('SQLite idempotency keys', () => {
       await storage.close();
 
       storage = await openStorage(url);
-      assert.equal(storage.eventKeyStats!().held, 0, 'nothing in memory before');
-      await storage.warmEventIndexes!();
-      assert.equal(storage.eventKeyStats!().held, 30, 'the keyed events after the last merge');
-      assert.equal(storage.eventSubjectStats!().held, 31, 'every event after the last merge');
-      assert.ok(storage.eventKeyStats!().filterBytes > 0, 'the filter is built');
+      assert.equal(storage.capabilities.telemetry.eventKeyStats!().held, 0, 'nothing in memory before');
+      await storage.capabilities.eventIndexes!.warm();
+      assert.equal(storage.capabilities.telemetry.eventKeyStats!().held, 30, 'the keyed events after the last merge');
+      assert.equal(storage.capabilities.telemetry.eventSubjectStats!().held, 31, 'every event after the last merge');
+      assert.ok(storage.capabilities.telemetry.eventKeyStats!().filterBytes > 0, 'the filter is built');
       const again = await storage.events.insertMany(ids.map((id) => row(a, id)));
       assert.deepEqual(
         again.map((o) => o.status),

@@ -12,6 +12,8 @@ import BetterSqlite3 from 'better-sqlite3';
 import { uuidv7 } from '../../src/domain/ids.js';
 import { openStorage, type OpenedStorage } from '../../src/storage/connect.js';
 import { erasureStore } from '../../src/storage/erasure-store.js';
+import { sqliteStoreDialect } from '../../src/storage/sqlite/store-dialect.js';
+import { sqliteEventDeletes } from '../../src/storage/sqlite/event-deletes.js';
 import { eventReads } from '../../src/storage/event-reads.js';
 import { keyHash, subjectHash } from '../../src/storage/sqlite/event-keys.js';
 import type { EventFilter, EventInsert } from '../../src/storage/types.js';
@@ -143,7 +145,10 @@ describe('SQLite subject index', () => {
       await checkAll(storage.events, raw, a, 5);
       await checkAll(storage.events, raw, b, 3);
       // Some merges moved the recent level into event_subjects (moveThreshold), so the reads above read both levels.
-      assert.ok(storage.eventSubjectStats!().moves > 0, `moves ${storage.eventSubjectStats!().moves}`);
+      assert.ok(
+        storage.capabilities.telemetry.eventSubjectStats!().moves > 0,
+        `moves ${storage.capabilities.telemetry.eventSubjectStats!().moves}`,
+      );
       await storage.close();
 
       storage = await openStorage(url, { sqliteEventKeysTail: 40 });
@@ -225,7 +230,7 @@ describe('SQLite subject index', () => {
       const a = await product(storage);
       await storage.close();
       const { raw, db, subjects, writer, close } = sqliteDirectWriter(file, { tailKeys: 30 });
-      const erasure = erasureStore(db, 'sqlite', undefined, undefined, undefined, subjects);
+      const erasure = erasureStore(db, sqliteStoreDialect(), sqliteEventDeletes(db, subjects));
       // s1 as an anonymous subject first (not the person: an erasure takes the user's events), then as the user,
       // the user's events partly merged into the table and partly in the tail.
       await writer.insertMany(Array.from({ length: 12 }, () => subjectRow(a, 'anonymous', 's1')));

@@ -216,6 +216,30 @@ describe('Plausible connector', () => {
     );
   });
 
+  it('fails at once when the outbound guard refuses the server: its reason, the setting, no retry', async () => {
+    const before = fake.requests.length;
+    const started = Date.now();
+    // A retry would wait at least 2.5 s (half the first backoff) within a 60 s budget.
+    const patient: RetryPolicy = {
+      ...FAST,
+      maxTotalMs: 60_000,
+      initialDelayMs: 5_000,
+      dispatcher: createOutboundGuard({ allow: undefined, allowPrivate: false }).dispatcher(),
+    };
+    await assert.rejects(provider({ retry: patient }).fetchRows({ from: '2025-06-01', to: '2025-06-01' }), (error) => {
+      assert.ok(error instanceof ProviderError);
+      assert.equal(error.refused, true);
+      assert.equal(error.retryable, false);
+      assert.match(
+        error.message,
+        /^plausible: refused by the outbound guard: .*loopback.*INLET_OUTBOUND_ALLOW_PRIVATE=true would allow it$/,
+      );
+      return true;
+    });
+    assert.ok(Date.now() - started < 1_000, `took ${Date.now() - started} ms`);
+    assert.equal(fake.requests.length, before, 'nothing reached the server');
+  });
+
   it('treats an unreachable server as retryable and fails within the budget', async () => {
     const closed = await startPlausibleFake({ siteId: 'x', apiKey: 'y' });
     await closed.close();
@@ -418,6 +442,21 @@ describe('GA4 connector', () => {
       { status: 500, body: { error: { code: 500, message: 'Internal error encountered.', status: 'INTERNAL' } } },
     );
     assert.equal((await provider().fetchRows({ from: '2025-06-01', to: '2025-06-01' })).length, 5);
+  });
+
+  it('fails at once when the outbound guard refuses the token URL', async () => {
+    const started = Date.now();
+    const guard = createOutboundGuard({ allow: ['10.0.0.0/8'], allowPrivate: true });
+    await assert.rejects(
+      provider({
+        retry: { ...FAST, maxTotalMs: 60_000, initialDelayMs: 5_000, dispatcher: guard.dispatcher() },
+      }).fetchRows({ from: '2025-06-01', to: '2025-06-01' }),
+      (error) =>
+        error instanceof ProviderError &&
+        error.refused &&
+        /refused by the outbound guard: .*is not on INLET_OUTBOUND_ALLOW/.test(error.message),
+    );
+    assert.ok(Date.now() - started < 1_000, `took ${Date.now() - started} ms`);
   });
 
   it('surfaces 403 PERMISSION_DENIED with the provider reason', async () => {

@@ -1,13 +1,12 @@
-// Inlet signs webhooks with node:crypto (services/destination-webhook.ts); receivers verify with the
+// Inlet signs webhooks with node:crypto (services/destinations/webhook.ts); receivers verify with the
 // official `standardwebhooks` package. The two must give the same signature for every id, time, secret
 // and body, non-ASCII and lone surrogates included (both encode text as UTF-8, U+FFFD for a lone one).
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { Webhook } from 'standardwebhooks';
-import { newSecret } from '../../src/services/destination-service.js';
-import { signatureHeader } from '../../src/services/destination-webhook.js';
-import { bodyOf, bytesOf } from '../../src/services/destination-messages.js';
+import { newSecret, signatureHeader } from '../../src/services/destinations/webhook.js';
+import { bodyOf, bytesOf } from '../../src/services/destinations/messages.js';
 
 describe('webhook signature', () => {
   it('equals the official package signature (property, seeded)', () => {

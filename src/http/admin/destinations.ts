@@ -1,6 +1,6 @@
 // Destinations (events-out §6): create, list, show, edit (pause / resume / re-enable), delete, replay,
 // rotate the signing secret, and the delivery log. Semantics and validation live in
-// services/destination-service.ts; these routes state the shapes for OpenAPI.
+// services/destinations/; these routes state the shapes for OpenAPI.
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
@@ -126,7 +126,7 @@ const CreateBody = Type.Object(
       Type.String({
         maxLength: 2000,
         description:
-          'webhook: http(s) URL; refused when it resolves to a private address unless INLET_DESTINATIONS_ALLOW_PRIVATE',
+          'webhook: http(s) URL; refused when it resolves to a private address unless INLET_OUTBOUND_ALLOW_PRIVATE',
       }),
     ),
     servers: Type.Optional(
@@ -253,6 +253,15 @@ export function adminDestinationRoutes(app: FastifyInstance, services: Services)
       return null;
     },
   );
+
+  destinationDeliveryRoutes(app, services);
+}
+
+/** The routes of a destination's delivery: replay, the signing secret, the delivery log. */
+function destinationDeliveryRoutes(app: FastifyInstance, services: Services): void {
+  const r = app.withTypeProvider<TypeBoxTypeProvider>();
+  const destinations = services.destinations;
+  const notFound = problemResponse('No such product or destination');
 
   r.post(
     '/products/:product_id/destinations/:destination_id/replay',

@@ -164,6 +164,13 @@ export function adminErasureRoutes(app: FastifyInstance, services: Services): vo
     }),
   );
 
+  suppressionAndRetentionRoutes(app, services);
+}
+
+/** Suppressions (lifted here), and the product's retention of events. */
+function suppressionAndRetentionRoutes(app: FastifyInstance, services: Services): void {
+  const r = app.withTypeProvider<TypeBoxTypeProvider>();
+
   r.get(
     '/products/:product_id/suppressions',
     {

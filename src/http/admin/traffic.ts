@@ -78,7 +78,13 @@ export function adminTrafficRoutes(app: FastifyInstance, services: Services): vo
         summary:
           "Connect (or replace) the product's traffic source: Plausible or GA4. Secrets are stored, never echoed.",
         body: TrafficSourceInput,
-        response: { 200: dataEnvelope(TrafficSource), 400: problemResponse('Invalid source'), ...common },
+        response: {
+          200: dataEnvelope(TrafficSource),
+          400: problemResponse(
+            'Invalid source, or a base_url/token_url the outbound guard refuses (the message names the setting that would allow it)',
+          ),
+          ...common,
+        },
       },
     },
     async (request) => ({ data: trafficSourceResource(await sync.connectSource(productOf(request).id, request.body)) }),
@@ -122,7 +128,9 @@ export function adminTrafficRoutes(app: FastifyInstance, services: Services): vo
         response: {
           200: dataEnvelope(SyncResult),
           400: problemResponse('Invalid range'),
-          502: problemResponse('The provider failed (its reason is in detail); 429/5xx were retried first'),
+          502: problemResponse(
+            'The provider failed (its reason is in detail; 429/5xx were retried first), or the outbound guard refused its address (at once, never retried)',
+          ),
           ...common,
         },
       },

@@ -1,8 +1,26 @@
 // The OpenAPI 3.1 document (GET /openapi.json) and its UI (/docs), built from the route schemas.
+// Every error answer is documented as problem+json (schemas/common.ts problemResponse); what every route
+// with a path parameter can answer is added here, once, to the route's own schema.
 import fp from 'fastify-plugin';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, RouteOptions } from 'fastify';
+import { problemResponse } from '../schemas/common.js';
+
+/**
+ * A path parameter longer than the router allows (Fastify's maxParamLength), or than its schema's
+ * maxLength, is answered 400 before the handler: a route with a parameter states that 400 unless it
+ * documents one of its own.
+ */
+export function withPathParameterErrors(route: RouteOptions): void {
+  if (!route.url.includes('/:')) return;
+  const schema = (route.schema ??= {}) as { hide?: boolean; response?: Record<string, unknown> };
+  if (schema.hide === true) return;
+  const response = schema.response ?? {};
+  if (response[400] !== undefined) return;
+  // A new object: response maps may be shared by several routes.
+  schema.response = { ...response, 400: problemResponse('A path parameter is empty, too long or malformed') };
+}
 
 export const openapiPlugin = fp(
   async (app: FastifyInstance) => {
@@ -41,6 +59,7 @@ export const openapiPlugin = fp(
         buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`),
       },
     });
+    app.addHook('onRoute', withPathParameterErrors);
     await app.register(swaggerUi, { routePrefix: '/docs' });
     app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   },

@@ -1,7 +1,6 @@
 // POST /api/v2/alias — merge two identities (contract §6).
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
-import { AppError } from '../../domain/errors.js';
 import type { Services } from '../../services.js';
 import { authOf } from '../auth.js';
 import { requireIngestKey } from '../browser-keys.js';
@@ -36,28 +35,13 @@ export function aliasRoute(app: FastifyInstance, services: Services): void {
       },
     },
     async (request) => {
-      const auth = authOf(request);
-      // Erasure (governance.md §3): a suppressed id is refused before anything of it is kept.
-      await services.erasure.refuseSuppressed(
-        auth,
-        [request.body.from_external_id, request.body.to_external_id],
-        '/api/v2/alias',
+      const { body } = request;
+      const { user } = await services.identity.apply(
+        authOf(request),
+        { kind: 'alias', from: body.from_external_id, to: body.to_external_id },
+        { route: '/api/v2/alias', receivedAt: new Date().toISOString(), item: body },
       );
-      // A public key never merges two users that were each identified (clarifications §18).
-      if (
-        auth.kind === 'browser' &&
-        (await services.identity.mergesTwoIdentified(
-          auth.productId,
-          request.body.from_external_id,
-          request.body.to_external_id,
-        ))
-      ) {
-        throw new AppError(
-          'identified_merge_forbidden',
-          'Both ids belong to users that were identified: a browser key may not merge them; do it from your server with an events key.',
-        );
-      }
-      return { data: userResource(await services.identity.alias(auth.productId, request.body)) };
+      return { data: userResource(user) };
     },
   );
 }

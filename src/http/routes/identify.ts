@@ -1,7 +1,6 @@
 // POST /api/v2/identify — create or update a user_customer (contract §6).
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
-import { AppError } from '../../domain/errors.js';
 import type { Services } from '../../services.js';
 import { authOf } from '../auth.js';
 import { requireIngestKey } from '../browser-keys.js';
@@ -39,35 +38,12 @@ export function identifyRoute(app: FastifyInstance, services: Services): void {
       },
     },
     async (request, reply) => {
-      const auth = authOf(request);
-      // A public key must not claim identifiers: anyone could squat another person's e-mail (clarifications §19).
-      if (
-        auth.kind === 'browser' &&
-        request.body.identifiers !== undefined &&
-        Object.keys(request.body.identifiers).length > 0
-      ) {
-        throw new AppError(
-          'forbidden',
-          'A browser key cannot set identifiers ("identifiers"): send them from your server with an events key; traits are fine.',
-          {
-            errors: [{ pointer: '/identifiers', message: 'not allowed with a browser key' }],
-          },
-        );
-      }
-      // Erasure (governance.md §3): a suppressed id is refused before anything of it is kept.
-      await services.erasure.refuseSuppressed(auth, [request.body.external_id], '/api/v2/identify');
-      const receivedAt = new Date().toISOString();
-      // The tracking plan's `traits` schema (governance.md §2): 400 tracking_plan_violation in enforce.
-      await services.ingest.checkIdentify(
-        auth,
-        request.body.traits,
-        request.body.external_id,
-        request.body,
-        '/api/v2/identify',
-        receivedAt,
+      const { body } = request;
+      const { created, user } = await services.identity.apply(
+        authOf(request),
+        { kind: 'identify', externalId: body.external_id, identifiers: body.identifiers, traits: body.traits },
+        { route: '/api/v2/identify', receivedAt: new Date().toISOString(), item: body },
       );
-      const { created, user } = await services.identity.identify(auth.productId, request.body);
-      services.ingest.observeTraits(auth, request.body.traits, receivedAt);
       reply.code(created ? 201 : 200);
       return { data: userResource(user) };
     },

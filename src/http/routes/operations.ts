@@ -58,13 +58,13 @@ export function operationsRoutes(app: FastifyInstance, services: Services): void
         await services.storage.ping();
         summary = await services.destinations.summary();
       } catch (error) {
-        throw new AppError('unavailable', `Storage (${services.storage.dialect}) is not reachable.`, { cause: error });
+        throw new AppError('unavailable', `Storage (${services.storage.name}) is not reachable.`, { cause: error });
       }
       const { byStatus, disabled } = summary;
       return {
         data: {
           status: 'ready' as const,
-          storage: services.storage.dialect,
+          storage: services.storage.name,
           destinations: { ...byStatus, disabled_destinations: disabled },
         },
       };

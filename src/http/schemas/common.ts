@@ -23,7 +23,17 @@ export const ProblemSchema = Type.Object(
   { $id: 'Problem', additionalProperties: true, description: 'RFC 9457 problem details' },
 );
 
-export const problemResponse = (description: string) => ({ ...Type.Ref(ProblemSchema), description });
+/** Every error leaves as RFC 9457 problem+json (plugins/errors.ts), whatever the route. */
+export const PROBLEM_MEDIA_TYPE = 'application/problem+json';
+
+/**
+ * A documented error answer. Keyed by media type, so the OpenAPI document says problem+json (as the wire
+ * does) and Fastify keeps one serializer per media type: success answers still go through their own schema.
+ */
+export const problemResponse = (description: string) => ({
+  description,
+  content: { [PROBLEM_MEDIA_TYPE]: { schema: Type.Ref(ProblemSchema) } },
+});
 
 /**
  * The documented errors of a keyed write route (events, batch, identify, alias): the key's 401 and

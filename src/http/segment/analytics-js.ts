@@ -6,6 +6,13 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { AppError } from '../../domain/errors.js';
+import { problemResponse } from '../schemas/common.js';
+
+/** The answer is the file's bytes (never serialised); the schema only documents it. */
+const script = (description: string) => ({
+  description,
+  content: { 'application/javascript': { schema: { type: 'string' } } },
+});
 
 const BUNDLE_NAME = /^[A-Za-z0-9_-]+\.bundle\.[0-9a-f]+\.js$/;
 
@@ -45,6 +52,10 @@ export function analyticsJsRoutes(app: FastifyInstance): void {
       schema: {
         tags: ['segment'],
         summary: "Segment's standalone analytics.js (from @segment/analytics-next); set analytics._cdn to this server",
+        response: {
+          200: script('analytics.js'),
+          404: problemResponse('The analytics.js build (@segment/analytics-next) is not installed'),
+        },
       },
     },
     async (_request, reply) => {
@@ -57,7 +68,13 @@ export function analyticsJsRoutes(app: FastifyInstance): void {
   );
   app.get<{ Params: { file: string } }>(
     '/analytics-next/bundles/:file',
-    { schema: { tags: ['segment'], summary: 'A chunk of analytics.js (content-hashed: cached for a year)' } },
+    {
+      schema: {
+        tags: ['segment'],
+        summary: 'A chunk of analytics.js (content-hashed: cached for a year)',
+        response: { 200: script('The chunk'), 404: problemResponse('No such bundle') },
+      },
+    },
     async (request, reply) => {
       if (!BUNDLE_NAME.test(request.params.file)) throw new AppError('not_found', `No bundle ${request.params.file}.`);
       const { body, maxAge } = await serve(request.params.file, 31_536_000);

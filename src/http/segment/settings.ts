@@ -1,11 +1,41 @@
 // What the browser SDKs fetch before sending: Segment's project settings (analytics-next) and
 // RudderStack's source config. Both point the SDK at this server and switch its extras off.
+import { Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../../domain/errors.js';
 import type { Services } from '../../services.js';
 import { applyKeyPolicy } from '../browser-keys.js';
 import { authOf } from '../auth.js';
 import { presentedKey } from './keys.js';
+import { problemResponse } from '../schemas/common.js';
+
+const unknownKey = { 404: problemResponse('No such write key (an unknown, revoked or expired key, or none)') };
+
+const SegmentSettings = Type.Object(
+  {
+    integrations: Type.Object({
+      'Segment.io': Type.Object({ apiKey: Type.String(), apiHost: Type.String(), protocol: Type.String() }),
+    }),
+    metrics: Type.Object({ sampleRate: Type.Number() }),
+    plan: Type.Object({}),
+    enabledMiddleware: Type.Object({}),
+  },
+  { description: "The project's settings: the Segment.io integration pointed at this server, metrics off" },
+);
+
+const RudderSourceConfig = Type.Object(
+  {
+    source: Type.Object({
+      id: Type.String(),
+      name: Type.String(),
+      enabled: Type.Boolean(),
+      config: Type.Object({}),
+      destinations: Type.Array(Type.Unknown()),
+      workspaceId: Type.String(),
+    }),
+  },
+  { description: 'The source of this write key (its product), with no destinations' },
+);
 
 /** The public base URL of this server: INLET_PUBLIC_URL, else the request's Host (never 0.0.0.0). */
 export function publicBase(services: Services, request: FastifyRequest): { protocol: 'http' | 'https'; host: string } {
@@ -48,6 +78,7 @@ export function settingsRoutes(app: FastifyInstance, services: Services): void {
       schema: {
         tags: ['segment'],
         summary: "analytics.js settings for a write key (points the SDK's Segment.io integration here)",
+        response: { 200: SegmentSettings, ...unknownKey },
       },
     },
     async (request, reply) => {
@@ -65,7 +96,13 @@ export function settingsRoutes(app: FastifyInstance, services: Services): void {
   );
   app.get(
     '/sourceConfig',
-    { schema: { tags: ['segment'], summary: 'RudderStack source config for a write key' } },
+    {
+      schema: {
+        tags: ['segment'],
+        summary: 'RudderStack source config for a write key',
+        response: { 200: RudderSourceConfig, ...unknownKey },
+      },
+    },
     async (request, reply) => {
       await settingsKey(services, request, reply, presentedKey(request));
       const auth = authOf(request);

@@ -3,7 +3,7 @@ import type { Migration } from './index.js';
 // Erasure of a person and retention (governance.md §3–4). Versions 700–799.
 //
 // - `erasures`: the audit and the job. Never the external id: `id_hmac` is an HMAC of it under the
-//   installation secret (services/erasure-service.ts), so "was this id erased?" is answered by hashing
+//   installation secret (services/erasure/key.ts), so "was this id erased?" is answered by hashing
 //   it again. `phase` and `counts` let a job resume after a restart; the lease columns keep one runner.
 // - `erasure_targets`: the ids a running job deletes (every external id linked to the person, and the
 //   user rows' ids). Kept only while the job runs: the job's last step deletes them.

@@ -183,6 +183,30 @@ export interface FailoverPoolOptions {
   queryTimeoutMs?: () => number | undefined;
 }
 
+/** The parameters of one session to the ring's candidate host. */
+function clientConfig(
+  settings: PostgresConnectionSettings,
+  candidate: Candidate,
+  sessionOptions: string,
+  types: FailoverPoolOptions['types'],
+): pg.ClientConfig {
+  return {
+    host: candidate.host.host,
+    port: candidate.host.port,
+    ...(settings.user === undefined ? {} : { user: settings.user }),
+    ...(settings.password === undefined ? {} : { password: settings.password }),
+    ...(settings.database === undefined ? {} : { database: settings.database }),
+    ...(settings.applicationName === undefined ? {} : { application_name: settings.applicationName }),
+    ...(sessionOptions === '' ? {} : { options: sessionOptions }),
+    ...(types === undefined ? {} : { types }),
+    ssl: candidate.ssl,
+    connectionTimeoutMillis: settings.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+    keepAlive: true,
+    // Notice a server that vanished without closing the socket (a host gone, not a process killed).
+    keepAliveInitialDelayMillis: 10_000,
+  };
+}
+
 /**
  * A pg.Pool over a HostRing. `connect()` (what Kysely calls) tries each host at most once (twice with
  * a TLS fallback) before failing, so during a failover a request fails fast with a connection error
@@ -202,21 +226,7 @@ export function createFailoverPool(
 
     constructor() {
       const candidate = ring.candidate();
-      super({
-        host: candidate.host.host,
-        port: candidate.host.port,
-        ...(settings.user === undefined ? {} : { user: settings.user }),
-        ...(settings.password === undefined ? {} : { password: settings.password }),
-        ...(settings.database === undefined ? {} : { database: settings.database }),
-        ...(settings.applicationName === undefined ? {} : { application_name: settings.applicationName }),
-        ...(sessionOptions === '' ? {} : { options: sessionOptions }),
-        ...(poolOptions.types === undefined ? {} : { types: poolOptions.types }),
-        ssl: candidate.ssl,
-        connectionTimeoutMillis: settings.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
-        keepAlive: true,
-        // Notice a server that vanished without closing the socket (a host gone, not a process killed).
-        keepAliveInitialDelayMillis: 10_000,
-      });
+      super(clientConfig(settings, candidate, sessionOptions, poolOptions.types));
       this.inletHostIndex = candidate.index;
       // A connection that dies while checked out but between queries (inside a transaction, say) emits
       // 'error' on the client, and pg-pool listens only while the client is idle: without this listener

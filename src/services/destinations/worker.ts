@@ -1,5 +1,5 @@
 // Runs the deliverers off the request loop: a worker thread (node:worker_threads) with its own storage
-// connection (destination-worker-thread.ts). Delivery is lease-driven (destination-service.ts), so the
+// connection (src/delivery-worker.ts). Delivery is lease-driven (service.ts), so the
 // worker is "another instance that only delivers"; it uses this process's lease holder name, so a worker
 // restarted after a crash renews the leases its predecessor held instead of waiting for them to expire.
 //
@@ -20,7 +20,8 @@
 // The composition root decides whether delivery runs here (src/delivery.ts) and names the thread's entry
 // (src/delivery-worker.ts, which builds storage and the deliverers from the settings it is given).
 import { Worker } from 'node:worker_threads';
-import type { DeliveryMetrics, DestinationService } from './destination-service.js';
+import type { DeliveryMetrics } from './metrics.js';
+import type { DestinationService } from './service.js';
 
 /** [what, destination, value]: a delivery report from the worker (DeliveryMetrics, flattened). */
 export type MetricReport = ['delivered' | 'failed' | 'latency' | 'attempt', string, number];

@@ -1,7 +1,7 @@
 // Destination messages (events-out §6, clarifications §26): the wire shape of each message, its stable
 // id, the filter, and the ids and bodies of webhook deliveries.
 import { createHash } from 'node:crypto';
-import type { DestinationFilter, MessageType, StoredMessage } from '../storage/types.js';
+import type { DestinationFilter, MessageType, StoredMessage } from '../../storage/types.js';
 
 export const MESSAGE_TYPES: readonly MessageType[] = ['event.created', 'user.identified', 'user.merged', 'user.erased'];
 

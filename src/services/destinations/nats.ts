@@ -1,4 +1,5 @@
-// NATS JetStream delivery (events-out §6) with the official @nats-io packages: each message published
+// The NATS type (events-out §6): its admin fields (`servers`, `subject`, `credentials`), and JetStream
+// delivery with the official @nats-io packages: each message published
 // with `Nats-Msg-Id` = its id (JetStream drops a duplicate inside the stream's duplicate window), and a
 // batch counts as delivered only when every publish was acknowledged. The servers pass the outbound
 // guard before every (re)connect made here; the client's own reconnects reuse the checked list.
@@ -9,10 +10,20 @@
 // The client's `js.publish` does the same one request at a time, and creates an Error object for every
 // acknowledgement it resolves (nats-core's RequestOne.cancel): that alone was 15 % of the deliverer's CPU
 // (tmp profile of 100,000 messages, see bench/README.md "Destinations").
+import { performance } from 'node:perf_hooks';
 import { connect, createInbox, headers, type Msg, type NatsConnection } from '@nats-io/transport-node';
-import type { DestinationCredentials } from '../storage/types.js';
-import type { OutboundGuard } from './outbound-guard.js';
-import type { SendOutcome } from './destination-webhook.js';
+import type { FieldError } from '../../domain/errors.js';
+import type { DestinationCredentials } from '../../storage/types.js';
+import { guardRefusal, type OutboundGuard } from '../outbound-guard.js';
+import { stringList } from './input.js';
+import {
+  refusedAs,
+  type DestinationDriver,
+  type DestinationKind,
+  type DriverOptions,
+  type SendOutcome,
+} from './kind.js';
+import { bytesOf, subjectCache } from './messages.js';
 
 export interface NatsPublish {
   subject: string;
@@ -176,6 +187,14 @@ export function createNatsSender(options: { timeoutMs: number; guard: OutboundGu
         await Promise.race([acked, timeout]);
         return { ok: true, status: null, error: null };
       } catch (error) {
+        const refused = guardRefusal(error);
+        if (refused !== undefined)
+          return {
+            ok: false,
+            status: null,
+            error: `NATS: refused by the outbound guard: ${refused.message}`.slice(0, 500),
+            refused: true,
+          };
         return { ok: false, status: null, error: `NATS: ${(error as Error).message}`.slice(0, 500) };
       } finally {
         clearTimeout(timer);
@@ -203,3 +222,79 @@ export function createNatsSender(options: { timeoutMs: number; guard: OutboundGu
 }
 
 export type NatsSender = ReturnType<typeof createNatsSender>;
+
+function parseCredentials(value: unknown, errors: FieldError[]): DestinationCredentials | null {
+  if (value === undefined || value === null) return null;
+  if (typeof value !== 'object' || Array.isArray(value)) {
+    errors.push({ pointer: '/credentials', message: 'must be an object with user and pass, or token' });
+    return null;
+  }
+  const raw = value as Record<string, unknown>;
+  const credentials: DestinationCredentials = {};
+  for (const key of Object.keys(raw)) {
+    if (!['user', 'pass', 'token'].includes(key) || typeof raw[key] !== 'string')
+      errors.push({ pointer: `/credentials/${key}`, message: 'must be user, pass or token, a string' });
+    else credentials[key as 'user' | 'pass' | 'token'] = raw[key] as string;
+  }
+  return credentials;
+}
+
+/** Every message of a cycle in one delivery: all publishes pipelined, every acknowledgement awaited. */
+function natsDriver(options: DriverOptions): DestinationDriver {
+  const sender = createNatsSender(options);
+  const subjects = subjectCache();
+  return {
+    batchSize: () => undefined,
+    async deliver(d, messages, context) {
+      const started = performance.now();
+      // Each message formatted as it is published.
+      const outcome = await sender.send(d.id, d.config.servers!, d.credentials, messages.length, (i) => {
+        const message = messages[i]!;
+        const w = context.format(message);
+        return { subject: subjects.of(d.config.subject!, d.productId, message), id: w.id, body: bytesOf(w) };
+      });
+      context.sent(messages.map(context.format), outcome, performance.now() - started);
+      return outcome.ok ? { accepted: messages.length } : { accepted: 0, failure: outcome };
+    },
+    // A deleted destination's connection (the delete may have run in another thread or instance).
+    async prune(present) {
+      for (const id of sender.linked()) if (!present.has(id)) await sender.closeOne(id);
+    },
+    forget: (id) => sender.closeOne(id),
+    close: () => sender.close(),
+  };
+}
+
+export const natsKind: DestinationKind = {
+  label: 'NATS',
+  fields: ['servers', 'subject', 'credentials'],
+  editable: [],
+  parse(input, errors) {
+    const servers = stringList(input.servers, '/servers', errors);
+    if (servers !== undefined) {
+      try {
+        natsHosts(servers);
+      } catch {
+        errors.push({ pointer: '/servers', message: 'must be NATS server URLs such as nats://host:4222' });
+      }
+    }
+    if (
+      typeof input.subject !== 'string' ||
+      input.subject.trim() === '' ||
+      input.subject.length > 255 ||
+      /\s/.test(input.subject)
+    ) {
+      errors.push({
+        pointer: '/subject',
+        message: 'must be a subject template such as inlet.{product_id}.{canonical_name}',
+      });
+    }
+    const config = { servers: servers ?? [], subject: String(input.subject) };
+    return { config, credentials: parseCredentials(input.credentials, errors) };
+  },
+  edit: () => undefined,
+  async check(config, guard) {
+    for (const host of natsHosts(config.servers!)) await refusedAs('/servers', () => guard.checkHost(host));
+  },
+  driver: natsDriver,
+};

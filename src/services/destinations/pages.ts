@@ -15,8 +15,8 @@
 //
 // The formatted message (its wire JSON) is kept on the message object, so it is built once for all
 // destinations reading that object.
-import type { DestinationCursor, DestinationStore, StoredMessage } from '../storage/types.js';
-import type { MessageFormatter, WireMessage } from './destination-messages.js';
+import type { DestinationCursor, DestinationStore, StoredMessage } from '../../storage/types.js';
+import type { MessageFormatter, WireMessage } from './messages.js';
 
 const WINDOW_MESSAGES = 2_000;
 const MAX_AGE_MS = 1_000;

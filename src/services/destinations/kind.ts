@@ -1,0 +1,110 @@
+// What a destination type is to the rest of the house: one module per type (webhook.ts, nats.ts; next a
+// PostgreSQL warehouse and Parquet files) behind this interface. The module says what the admin API takes for
+// the type, and builds the driver the deliverer (deliverer.ts) hands messages to. The deliverer keeps what
+// every type shares: the cursor, the lease, the filter, order, retries and the delivery log; a driver only
+// delivers, and answers how far the receiver accepted.
+//
+// Erasure reaches every type as the `user.erased` message, which no filter holds back (messages.ts `matches`),
+// in its place in the log: webhook and NATS receivers get it like any other message. A type that keeps the data
+// itself (a warehouse, Parquet files) erases on that message inside `deliver`, where the position orders it
+// against the loads and a warehouse can commit it with its cursor; so there is no separate erase call to order.
+import { validationError, type FieldError } from '../../domain/errors.js';
+import type {
+  DestinationConfig,
+  DestinationCredentials,
+  DestinationRecord,
+  DestinationType,
+  StoredMessage,
+} from '../../storage/types.js';
+import { OutboundRefused, type OutboundGuard } from '../outbound-guard.js';
+import type { DestinationInput } from './input.js';
+import type { WireMessage } from './messages.js';
+
+/** What came of one send (an HTTP request, a set of publishes). */
+export interface SendOutcome {
+  ok: boolean;
+  status: number | null;
+  error: string | null;
+  /** From Retry-After on 429 and 503. */
+  retryAfterMs?: number;
+  /** 410 Gone: the receiver asks to stop. */
+  gone?: boolean;
+  /** The outbound guard refused the target: nothing was sent, and retrying cannot help until the settings change. */
+  refused?: boolean;
+}
+
+/** What the deliverer gives a driver along with the messages of one delivery. */
+export interface DeliveryContext {
+  /** A message's wire form, made once per message and shared with the product's other destinations. */
+  format(message: StoredMessage): WireMessage;
+  /** Said after each send, in order: the deliverer logs it as an attempt and reports its duration. */
+  sent(messages: WireMessage[], outcome: SendOutcome, durationMs: number): void;
+  /** False once no further send should start (shutdown, or the cycle has run long against its lease). */
+  goOn(): boolean;
+  /** Aborted at shutdown: a send in flight may give up (the deliverer then records only what was accepted). */
+  signal: AbortSignal;
+}
+
+/** The receiver accepted the first `accepted` messages; `failure` is the send that stopped it, if one did. */
+export interface Delivered {
+  accepted: number;
+  failure?: SendOutcome;
+}
+
+/** A type's delivery side: one per type and deliverer, shared by that type's destinations. */
+export interface DestinationDriver {
+  /**
+   * Messages per send, so that the deliverer hands over whole batches and holds a last partial one back up to
+   * max_wait_ms; undefined when the type has no batches (a cycle's messages go in one delivery).
+   */
+  batchSize(destination: DestinationRecord): number | undefined;
+  /** Delivers `messages` in order; the receiver's acceptance of a prefix of them is what moves the cursor. */
+  deliver(destination: DestinationRecord, messages: StoredMessage[], context: DeliveryContext): Promise<Delivered>;
+  /** Lets go of what it keeps for destinations deleted (not `present`) or no longer delivered here (not `held`). */
+  prune(present: ReadonlySet<string>, held: ReadonlySet<string>): Promise<void>;
+  /** The destination was deleted: lets go at once of what it keeps for it. */
+  forget(destinationId: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** What a driver is built with. */
+export interface DriverOptions {
+  timeoutMs: number;
+  guard: OutboundGuard;
+  now: () => number;
+}
+
+/** A type's module: its admin fields and checks, and its driver. */
+export interface DestinationKind {
+  /** As it is named in messages ("is for NATS destinations"). */
+  label: string;
+  /** Its own fields of the create body: another type's are refused with "is for <label> destinations". */
+  fields: ReadonlyArray<keyof DestinationInput>;
+  /** Its fields that an edit (PATCH) may change. */
+  editable: ReadonlyArray<keyof DestinationInput>;
+  /** A new signing secret, for a type whose deliveries are signed: made at create, and on rotation. */
+  newSecret?(): string;
+  /** Its config and credentials from a create body; problems go to `errors`. */
+  parse(
+    input: DestinationInput,
+    errors: FieldError[],
+  ): { config: DestinationConfig; credentials: DestinationCredentials | null };
+  /** The config after an edit of its editable fields; undefined when the edit changes none. */
+  edit(current: DestinationConfig, input: DestinationInput, errors: FieldError[]): DestinationConfig | undefined;
+  /** The outbound guard's checks of the addresses in `config`; a refusal is a validation error (refusedAs). */
+  check(config: DestinationConfig, guard: OutboundGuard): Promise<void>;
+  driver(options: DriverOptions): DestinationDriver;
+}
+
+export type DestinationKinds = Readonly<Record<DestinationType, DestinationKind>>;
+
+/** Runs a guard check; its refusal becomes a validation error of the field at `pointer`. */
+export async function refusedAs(pointer: string, check: () => Promise<unknown>): Promise<void> {
+  try {
+    await check();
+  } catch (error) {
+    if (error instanceof OutboundRefused)
+      throw validationError([{ pointer, message: `refused by the outbound guard: ${error.message}` }]);
+    throw error;
+  }
+}

@@ -1,0 +1,228 @@
+// The SQLite backend: opens the file with better-sqlite3 (one connection, Kysely's mutex serialising its use),
+// tunes it, starts the WAL's helpers, and says what the database can do (the port's capabilities).
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import { Kysely, SqliteDialect, sql } from 'kysely';
+import type { Backend, ReadyBackend } from '../backend.js';
+import { retryingBusy } from '../busy-retry.js';
+import type { Database } from '../database.js';
+import { destinationStore } from '../destination-store.js';
+import { eventReads } from '../event-reads.js';
+import type { CommitPolicy, DeletePacing, EventKeyStats, StorageCapabilities } from '../types.js';
+import { startCheckpointerOnDemand, type Checkpointer } from './checkpointer.js';
+import { sqliteEventDeletes } from './event-deletes.js';
+import { EventKeys, registerEventKeyFunction } from './event-keys.js';
+import { sqliteEventWriter } from './event-writer.js';
+import { sqliteStoreDialect } from './store-dialect.js';
+import { sqliteBackup } from './backup.js';
+import { WalSync } from './wal-sync.js';
+
+export interface SqliteOptions {
+  /** SQLite `synchronous`: `full` fsyncs every commit (the default), `normal` may lose the last commits on power loss. */
+  sqliteSynchronous?: 'full' | 'normal';
+  /** SQLite page cache of the server's connection, in KiB (default SQLITE_CACHE_KIB). */
+  sqliteCacheKib?: number;
+  /** SQLite file: checkpoint the WAL from a worker thread instead of in the committing call (default true;
+   *  sqlite/checkpointer.ts). */
+  sqliteCheckpointThread?: boolean;
+  /** SQLite file with synchronous FULL: event commits sync the WAL on Node's thread pool, off the event loop,
+   *  before they are acknowledged (default true; sqlite/wal-sync.ts). false: inside COMMIT, on the loop. */
+  sqliteSyncOffLoop?: boolean;
+  /** SQLite: idempotency keys held in memory before they are merged into `event_keys` (sqlite/event-keys.ts). */
+  sqliteEventKeysTail?: number;
+  /**
+   * SQLite `busy_timeout` in ms (default 5000). 0: a statement that finds the write lock taken fails at once
+   * with SQLITE_BUSY instead of sleeping in SQLite's busy handler (1, 2, 5, 10 … ms, synchronously, its
+   * thread's event loop standing still), and the destination store's calls are retried on the event loop
+   * (busy-retry.ts). Only that store retries: this is for the delivery worker's connection, which uses no other.
+   */
+  sqliteBusyTimeoutMs?: number;
+}
+
+/** SQLite's page cache (SQLite's own default: 2,000 KiB). */
+export const SQLITE_CACHE_KIB = 2000;
+
+/**
+ * A SQLite commit runs on the event loop, so a huge group stalls every other request while it lasts.
+ * Measured with `npm run bench -- --scenario batch` (batches of 100, 50 connections): groups capped at
+ * 5000 events gave ~2,470-event commits of ~100 ms and a batch p99 of 3.2 s; capped at 400, commits of
+ * ~14 ms and a p99 of 0.6–1.1 s at the same or better throughput (see bench/README.md).
+ */
+const SQLITE_MAX_COMMIT_EVENTS = 400;
+
+/**
+ * SQLite commits in flight: the writes themselves run one after another on the event loop, but a commit's
+ * WAL sync runs on the thread pool (sqlite/wal-sync.ts), and meanwhile the next group may be written,
+ * so that one sync covers both; it is, once a quarter of a full group waits. Measured (`npx tsx bench/ingest.ts
+ * --scenario single|batch`, empty table, two runs each): two in flight at once gave batches 23,037–23,503
+ * events/s against 21,152–21,211 with one, but single events 7,535–7,757 req/s against 8,144–8,180 (more,
+ * smaller commits); the threshold keeps single events in one larger commit.
+ */
+const SQLITE_COMMITS_IN_FLIGHT = 2;
+
+export const SQLITE_COMMITS: CommitPolicy = {
+  maxItems: SQLITE_MAX_COMMIT_EVENTS,
+  maxInFlight: SQLITE_COMMITS_IN_FLIGHT,
+  minItemsToOverlap: SQLITE_MAX_COMMIT_EVENTS / 4,
+};
+
+/**
+ * A delete holds the one connection ingest's commits also need, so ingest waits behind a batch for as long as it
+ * lasts (governance.md §3–4: ingest p99 within 2× while background deletes run): batches of about 4 ms, then a rest
+ * three times as long (a quarter of the connection's time at most goes to the background work). 4 ms and 3×,
+ * measured at 10 M events with 100,000 of one person (`npm run bench:erasure -- --events 10000000 --person
+ * 100000`, 8 single-event senders, load 1.4–2.1, one run after the other on the same copied database): ingest p99
+ * during the job 1.72× and 1.50× of without, job 49.1 s and 44.3 s; 6 ms and 1× (before) 2.33×, 26.1 s; 6 ms and
+ * 2× 2.06×, 35.2 s; 4 ms and 2× 2.00×, 34.0 s; 3 ms and 3× 1.69×, 51.1 s. (At 1 M events, 6 ms and 1×: p99 27.1
+ * vs 16.6 ms.)
+ */
+export const SQLITE_DELETE_PACING: DeletePacing = { initial: 200, min: 20, max: 2000, targetMs: 4, restRatio: 3 };
+
+const UNAVAILABLE = new Set(['SQLITE_BUSY', 'SQLITE_LOCKED', 'SQLITE_IOERR', 'SQLITE_FULL']);
+
+function isSqliteUnavailable(error: unknown): boolean {
+  for (let current = error, depth = 0; current !== null && typeof current === 'object' && depth < 5; depth++) {
+    const code = (current as { code?: unknown }).code;
+    if (typeof code === 'string' && UNAVAILABLE.has(code)) return true;
+    current = (current as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
+function indexStats(index: EventKeys): EventKeyStats {
+  return {
+    held: index.held,
+    merges: index.merges,
+    mergeSeconds: index.mergeSeconds,
+    moves: index.moves,
+    swept: index.swept,
+    sweepSeconds: index.sweepSeconds,
+    busySeconds: index.busySeconds,
+    filterBytes: index.filterBytes,
+  };
+}
+
+function tune(raw: BetterSqlite3.Database, options: SqliteOptions): void {
+  raw.pragma('journal_mode = WAL');
+  raw.pragma(`synchronous = ${options.sqliteSynchronous === 'normal' ? 'NORMAL' : 'FULL'}`);
+  raw.pragma(`busy_timeout = ${options.sqliteBusyTimeoutMs ?? 5000}`);
+  raw.pragma('foreign_keys = ON');
+  // Erasure (governance.md §3): a deleted row's bytes are overwritten with zeros, not left in free
+  // space. Costs extra writes on deletes only (erasure, retention, sweeps); inserts are unaffected.
+  raw.pragma('secure_delete = ON');
+  raw.pragma(`cache_size = -${options.sqliteCacheKib ?? SQLITE_CACHE_KIB}`);
+}
+
+/** The WAL's helpers of a file: its sync off the event loop (wal-sync.ts) and the checkpoint thread (checkpointer.ts). */
+function walHelpers(
+  raw: BetterSqlite3.Database,
+  path: string,
+  options: SqliteOptions,
+): { walSync?: WalSync; checkpointer?: Checkpointer } {
+  if (path === ':memory:') return {};
+  const synchronous = options.sqliteSynchronous === 'normal' ? 'NORMAL' : 'FULL';
+  const walSync =
+    synchronous === 'FULL' && options.sqliteSyncOffLoop !== false ? new WalSync(`${path}-wal`) : undefined;
+  if (options.sqliteCheckpointThread === false) return walSync === undefined ? {} : { walSync };
+  const checkpointer = startCheckpointerOnDemand(
+    raw,
+    path,
+    synchronous,
+    walSync === undefined ? {} : { syncWal: () => walSync.sync() },
+  );
+  return { ...(walSync === undefined ? {} : { walSync }), checkpointer };
+}
+
+/** `path`: a file (its directory is created) or `:memory:`. */
+export function openSqliteBackend(path: string, options: SqliteOptions = {}): Backend {
+  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+  const raw = new BetterSqlite3(path);
+  tune(raw, options);
+  // Before migrations: the backfill of event_keys and the delete trigger call it.
+  registerEventKeyFunction(raw);
+  const { walSync, checkpointer } = walHelpers(raw, path, options);
+  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: raw }) });
+  return {
+    dialect: 'sqlite',
+    db,
+    ready: async () => readySqlite(db, raw, options, walSync, checkpointer),
+  };
+}
+
+function readySqlite(
+  db: Kysely<Database>,
+  raw: BetterSqlite3.Database,
+  options: SqliteOptions,
+  walSync: WalSync | undefined,
+  checkpointer: Checkpointer | undefined,
+): ReadyBackend {
+  // Both made with the writer, once the schema is migrated (their statements name its tables); reads and erasures
+  // use the subject index too.
+  const index = (kind: 'keys' | 'subjects') =>
+    new EventKeys(raw, {
+      kind,
+      exclusive: (work) => db.connection().execute(async () => work()),
+      synchronous: options.sqliteSynchronous === 'normal' ? 'NORMAL' : 'FULL',
+      ...(options.sqliteEventKeysTail === undefined ? {} : { tailKeys: options.sqliteEventKeysTail }),
+      ...(checkpointer === undefined ? {} : { roomInWal: checkpointer.roomInWal }),
+      onMergeError: (error) =>
+        process.emitWarning(`merging SQLite event ${kind} failed (tried again later): ${(error as Error).message}`),
+    });
+  const keys = index('keys');
+  const subjects = index('subjects');
+  const { insertMany } = sqliteEventWriter(db, raw, { keys, subjects }, walSync);
+  const destinations = destinationStore(db, 'sqlite', raw);
+  return {
+    name: 'sqlite',
+    capabilities: capabilities(db, raw, keys, subjects, checkpointer),
+    storeDialect: sqliteStoreDialect(),
+    events: { insertMany, ...eventReads(db, 'sqlite', raw, subjects) },
+    destinations: options.sqliteBusyTimeoutMs === 0 ? retryingBusy(destinations) : destinations,
+    eventDeletes: sqliteEventDeletes(db, subjects, checkpointer?.roomInWal),
+    async ping() {
+      await sql`SELECT 1`.execute(db);
+    },
+    isUnavailable: isSqliteUnavailable,
+    async close() {
+      await keys.stop();
+      await subjects.stop();
+      await checkpointer?.stop();
+      await walSync?.close();
+      await db.destroy();
+    },
+  };
+}
+
+function capabilities(
+  db: Kysely<Database>,
+  raw: BetterSqlite3.Database,
+  keys: EventKeys,
+  subjects: EventKeys,
+  checkpointer: Checkpointer | undefined,
+): StorageCapabilities {
+  return {
+    commits: SQLITE_COMMITS,
+    backup: sqliteBackup(raw.name),
+    deletePacing: SQLITE_DELETE_PACING,
+    telemetry: {
+      ...(checkpointer === undefined ? {} : { observeCheckpoints: checkpointer.observe }),
+      eventKeyStats: () => indexStats(keys),
+      eventSubjectStats: () => indexStats(subjects),
+    },
+    eventIndexes: {
+      async warm() {
+        await db.connection().execute(async () => subjects.catchUp(keys.catchUp()));
+        await keys.filtered();
+      },
+      async settle() {
+        await Promise.all([keys.settle(), subjects.settle()]);
+      },
+    },
+    async prepareDeliveryWorker() {
+      // The worker's connection never checkpoints in its commits: the server's checkpoint thread does
+      // (sqlite/checkpointer.ts), and the worker opens its storage without one.
+      await sql`PRAGMA wal_autocheckpoint = 0`.execute(db);
+    },
+  };
+}
