@@ -18,7 +18,15 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import { sql, type Kysely } from 'kysely';
 import type { Database } from './database.js';
-import { eventFromRawRow, eventFromRow, inPositionOrder, positionSql, RAW_EVENT_COLUMNS } from './event-reads.js';
+import {
+  EVENT_COLUMN_LIST,
+  EVENT_TEXT_COLUMN_LIST,
+  eventFromRawRow,
+  eventFromRow,
+  RAW_EVENT_COLUMNS,
+  type EventRow,
+} from './event-columns.js';
+import { inPositionOrder, positionSql } from './event-reads.js';
 import type {
   EventRecord,
   DeliveryRecord,
@@ -147,7 +155,6 @@ function toRow(record: DestinationRecord): Row {
   };
 }
 
-type EventRow = Parameters<typeof eventFromRow>[0] & { position: string | number };
 type IdentityRow = {
   position: string | number;
   after_event?: number | string;
@@ -159,12 +166,8 @@ type IdentityRow = {
 
 // The JSON columns are read as their stored text (cast on PostgreSQL, where node-postgres would parse json): a message is only ever
 // written out as JSON, so the text goes into it as it is instead of a parse and a stringify.
-const EVENT_COLUMNS_SQLITE = sql.raw(
-  'id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id, occurred_at, received_at, properties, api_key_id, context, original',
-);
-const EVENT_COLUMNS_POSTGRES = sql.raw(
-  'id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id, occurred_at, received_at, properties::text AS properties, api_key_id, context::text AS context, original::text AS original',
-);
+const EVENT_COLUMNS_SQLITE = sql.raw(EVENT_COLUMN_LIST);
+const EVENT_COLUMNS_POSTGRES = sql.raw(EVENT_TEXT_COLUMN_LIST);
 
 /**
  * A delivery's message ids as the JSON stored in the log, made once per list: a state write that finds the

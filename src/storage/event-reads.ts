@@ -8,12 +8,18 @@
 // SCAN_BUDGET rows of the product before it answers (with a cursor to go on), so a rare value of an
 // unindexed filter cannot make one request scan ten million rows.
 import type BetterSqlite3 from 'better-sqlite3';
-import { sql, type Expression, type Kysely, type RawBuilder, type Selectable, type SqlBool } from 'kysely';
-import type { Database, EventsTable } from './database.js';
-import { fromJson, toIso } from './database.js';
+import { sql, type Expression, type Kysely, type RawBuilder, type SqlBool } from 'kysely';
+import type { Database } from './database.js';
+import {
+  EVENT_COLUMN_NAMES,
+  EVENT_TEXT_SELECTIONS,
+  eventFromRawRow,
+  eventFromRow,
+  RAW_EVENT_COLUMNS,
+  type EventRow,
+} from './event-columns.js';
 import type { Dialect, EventFilter, EventPage, EventPageQuery, EventRecord } from './types.js';
 import { whereGiven } from './where-given.js';
-import type { NameFormat } from '../domain/event-names.js';
 import type { EventKeys } from './sqlite/event-keys.js';
 
 /** Rows of the product (in position order) one filtered read may look at before it answers. */
@@ -26,48 +32,7 @@ export const SCAN_BUDGET = 20_000;
  */
 export const RECEIVE_TO_COMMIT_SLACK_MS = 10 * 60_000;
 
-type Row = Selectable<EventsTable> & { position: string | number };
-
-const NO_PROPERTIES: Record<string, unknown> = Object.freeze({}) as Record<string, unknown>;
-
-/**
- * A stored row as an event. With `jsonText` (exports) the JSON columns stay the stored text
- * (`EventRecord.jsonText`) and are not parsed; `properties` is then an empty placeholder.
- */
-export function eventFromRow(
-  row: Omit<Row, 'position'> & { position?: string | number },
-  jsonText = false,
-): EventRecord {
-  const record: EventRecord = {
-    id: row.id,
-    productId: row.product_id,
-    source: row.source,
-    externalId: row.external_id,
-    eventType: row.event_type,
-    action: row.action,
-    canonicalName: row.canonical_name,
-    nameFormat: row.name_format as NameFormat,
-    subjectType: row.subject_type,
-    subjectId: row.subject_id,
-    occurredAt: toIso(row.occurred_at),
-    receivedAt: toIso(row.received_at),
-    properties: jsonText ? NO_PROPERTIES : fromJson(row.properties),
-    apiKeyId: row.api_key_id,
-  };
-  if (jsonText) {
-    const text = (value: unknown) => (value == null ? null : (value as string));
-    record.jsonText = {
-      properties: row.properties as unknown as string,
-      context: text(row.context),
-      original: text(row.original),
-    };
-  } else {
-    record.context = row.context == null ? null : fromJson(row.context);
-    record.original = row.original == null ? null : fromJson(row.original);
-  }
-  if (row.position !== undefined) record.position = String(row.position);
-  return record;
-}
+type Row = EventRow & { position: string | number };
 
 type Op = '<' | '>' | '<=' | '>=';
 
@@ -176,25 +141,6 @@ export function positionSql(dialect: Dialect): PositionSql {
   };
 }
 
-const EVENT_COLUMNS = [
-  'id',
-  'product_id',
-  'source',
-  'external_id',
-  'event_type',
-  'action',
-  'canonical_name',
-  'name_format',
-  'subject_type',
-  'subject_id',
-  'occurred_at',
-  'received_at',
-  'properties',
-  'api_key_id',
-  'context',
-  'original',
-] as const;
-
 /**
  * How a read is served: `exact` when one index serves every filter (no scan budget needed); `split` when the
  * only filter is a list of names or of subject ids — one indexed read per value, merged by position (a single
@@ -227,53 +173,6 @@ function sqliteRangeReader(db: Kysely<Database>, raw: BetterSqlite3.Database) {
   return async (productId: string, after: number, upTo: number, limit: number): Promise<EventRecord[]> => {
     const rows = await db.connection().execute(async () => statement.all(productId, after, upTo, limit) as unknown[][]);
     return rows.map(eventFromRawRow);
-  };
-}
-
-/** The columns of `eventFromRawRow`, in its order: the event's, then its position. */
-export const RAW_EVENT_COLUMNS = `${EVENT_COLUMNS.join(', ')}, position`;
-
-/**
- * An SQLite row read with `.raw()` (an array, RAW_EVENT_COLUMNS) as an event with its JSON as the stored
- * text (`jsonText`) and its position. SQLite keeps the ISO times the writer made, so they are used as they are.
- */
-export function eventFromRawRow(row: unknown[]): EventRecord {
-  const r = row as [
-    string,
-    string,
-    string,
-    string | null,
-    string,
-    string,
-    string,
-    string,
-    string,
-    string,
-    string,
-    string,
-    string,
-    string,
-    string | null,
-    string | null,
-    number,
-  ];
-  return {
-    id: r[0],
-    productId: r[1],
-    source: r[2],
-    externalId: r[3],
-    eventType: r[4],
-    action: r[5],
-    canonicalName: r[6],
-    nameFormat: r[7] as NameFormat,
-    subjectType: r[8],
-    subjectId: r[9],
-    occurredAt: r[10],
-    receivedAt: r[11],
-    properties: NO_PROPERTIES,
-    apiKeyId: r[13],
-    jsonText: { properties: r[12], context: r[14], original: r[15] },
-    position: String(r[16]),
   };
 }
 
@@ -409,15 +308,7 @@ export function eventReads(
     }
 
     // node-postgres hands json back parsed unless it is cast to text; SQLite stores the text.
-    const columns =
-      query.jsonText === true && dialect === 'postgres'
-        ? [
-            ...EVENT_COLUMNS.filter((c) => c !== 'properties' && c !== 'context' && c !== 'original'),
-            sql<string>`properties::text`.as('properties'),
-            sql<string>`context::text`.as('context'),
-            sql<string>`original::text`.as('original'),
-          ]
-        : [...EVENT_COLUMNS];
+    const columns = query.jsonText === true && dialect === 'postgres' ? EVENT_TEXT_SELECTIONS : EVENT_COLUMN_NAMES;
     const read = async (filter: EventFilter, only?: number[]): Promise<Row[]> => {
       let select = (only === undefined ? base(q, productId, horizon) : byPositions(q, productId, only)).select([
         ...columns,
@@ -499,7 +390,7 @@ export function eventReads(
     async get(productId: string, id: string) {
       const row = await db
         .selectFrom('events')
-        .select([...EVENT_COLUMNS, position.select.as('position')])
+        .select([...EVENT_COLUMN_NAMES, position.select.as('position')])
         .where('product_id', '=', productId)
         .where('id', '=', id)
         .executeTakeFirst();
@@ -520,7 +411,7 @@ export function eventReads(
           ? base(db, productId, undefined)
           : byPositions(db, productId, await subjects.subjectPositions(productId, subjectIds, { order: 'asc' }))
       )
-        .select([...EVENT_COLUMNS, position.select.as('position')])
+        .select([...EVENT_COLUMN_NAMES, position.select.as('position')])
         .where('subject_type', '=', subjectType)
         .where('subject_id', 'in', subjectIds)
         .orderBy('occurred_at', 'desc')

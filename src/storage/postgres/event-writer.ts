@@ -17,15 +17,17 @@
 // all the rows: a CTE referenced twice is materialised, copying every row with its properties once more
 // inside the server (bench/README.md, "Scaling on PostgreSQL: where the CPU goes (h16)").
 //
-// Every array parameter is sent as one text the writer builds itself (arrayLiteral, jsonArray): node-postgres
+// The events' columns and their arrays come from the column table (event-columns.ts), in its order.
+//
+// Every array parameter is sent as one text the writer builds itself (arrayLiteral, jsonColumn): node-postgres
 // escapes every element of a JS array with two regular expressions, 7 % of the instance's CPU in the
 // batch bench on PostgreSQL; the json columns travel as one JSON array text, which needs no escaping at all.
 //
 // The statement's text is the same at every call, so it runs as a named prepared statement on each connection
 // (the `inlet:prepare` mark, postgres/pool.ts): parsed and planned once instead of at every commit.
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { Database } from '../database.js';
-import { eventFromRow } from '../event-reads.js';
+import { EVENT_COLUMN_LIST, EVENT_COLUMNS, eventFromRow } from '../event-columns.js';
 import type { EventInsert, InsertOutcome } from '../types.js';
 
 function dedupKey(row: { productId: string; source: string; externalId: string | null }): string {
@@ -44,14 +46,14 @@ function compareKeys(a: EventInsert, b: EventInsert): number {
 const NEEDS_ESCAPE = /["\\]/;
 
 /**
- * A PostgreSQL array literal (`{"a","b",NULL}`) of text values, for a `$n::text[]` (or uuid[], timestamptz[])
- * parameter. Every element is quoted, so only `"` and `\` need a backslash; most values (ids, names,
- * timestamps) have neither and are copied as they are.
+ * A PostgreSQL array literal (`{"a","b",NULL}`) of the text values `pick` takes from `items`, for a `$n::text[]`
+ * (or uuid[], timestamptz[]) parameter. Every element is quoted, so only `"` and `\` need a backslash; most values
+ * (ids, names, timestamps) have neither and are copied as they are.
  */
-export function arrayLiteral(values: ReadonlyArray<string | null>): string {
+export function arrayLiteral<T>(items: readonly T[], pick: (item: T) => string | null): string {
   let text = '{';
-  for (let i = 0; i < values.length; i++) {
-    const value = values[i]!;
+  for (let i = 0; i < items.length; i++) {
+    const value = pick(items[i]!);
     if (i > 0) text += ',';
     if (value === null) text += 'NULL';
     else if (NEEDS_ESCAPE.test(value)) text += `"${value.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`;
@@ -68,7 +70,7 @@ export function arrayLiteral(values: ReadonlyArray<string | null>): string {
  * null: `context` is an object or absent, `original` an object); `json` has no equality operator, hence
  * json_typeof, which reads only the element's first token.
  */
-function jsonColumn(rows: EventInsert[], pick: (row: EventInsert) => string | null | undefined, nullable: boolean) {
+function jsonColumn(rows: EventInsert[], pick: (row: EventInsert) => string | null, nullable: boolean) {
   let text = '[';
   for (let i = 0; i < rows.length; i++) text += (i === 0 ? '' : ',') + (pick(rows[i]!) ?? 'null');
   text += ']';
@@ -77,37 +79,41 @@ function jsonColumn(rows: EventInsert[], pick: (row: EventInsert) => string | nu
     : sql`ARRAY(SELECT element FROM json_array_elements(${text}::json) WITH ORDINALITY AS e(element, n) ORDER BY n)`;
 }
 
+/** Per column of the table, its unnest array of a group of rows: made once, called once per column and group. */
+const UNNEST_ARRAYS: ReadonlyArray<(rows: EventInsert[]) => RawBuilder<unknown>> = EVENT_COLUMNS.map((column) => {
+  if (column.type === 'json') return (rows) => jsonColumn(rows, column.value, column.nullable);
+  const cast = sql.raw(`::${column.type}[]`);
+  return (rows) => sql`${arrayLiteral(rows, column.value)}${cast}`;
+});
+
+function unnestArrays(rows: EventInsert[]) {
+  const arrays: Array<RawBuilder<unknown>> = [];
+  for (const array of UNNEST_ARRAYS) arrays.push(array(rows));
+  return sql.join(arrays);
+}
+
+const COLUMNS = sql.raw(EVENT_COLUMN_LIST);
+
 export function postgresEventWriter(db: Kysely<Database>) {
   async function insert(rows: EventInsert[]): Promise<Set<string>> {
     // Keys are claimed in sorted order (the key arrays are sorted, and unnest … ORDER BY n keeps it), so two
     // groups that share keys wait on each other in the same order and never deadlock.
     const keyed = rows.filter((row) => row.externalId !== null).sort(compareKeys);
-    const text = (list: EventInsert[], pick: (row: EventInsert) => string | null) => arrayLiteral(list.map(pick));
-    const column = (pick: (row: EventInsert) => string | null) => text(rows, pick);
+    const keys = (pick: (row: EventInsert) => string | null) => arrayLiteral(keyed, pick);
     const inserted = await sql<{ id: string }>`/* inlet:prepare event_insert */
       WITH claimed AS (
         INSERT INTO event_dedup (product_id, source, external_id, event_id, received_at)
         SELECT product_id, source, external_id, event_id, received_at
-          FROM unnest(${text(keyed, (r) => r.productId)}::text[], ${text(keyed, (r) => r.source)}::text[], ${text(keyed, (r) => r.externalId)}::text[],
-                      ${text(keyed, (r) => r.id)}::uuid[], ${text(keyed, (r) => r.receivedAt)}::timestamptz[])
+          FROM unnest(${keys((r) => r.productId)}::text[], ${keys((r) => r.source)}::text[], ${keys((r) => r.externalId)}::text[],
+                      ${keys((r) => r.id)}::uuid[], ${keys((r) => r.receivedAt)}::timestamptz[])
                WITH ORDINALITY AS k(product_id, source, external_id, event_id, received_at, n)
          ORDER BY n
         ON CONFLICT DO NOTHING
         RETURNING event_id
       )
-      INSERT INTO events (id, product_id, source, external_id, event_type, action, canonical_name, name_format,
-                          subject_type, subject_id, occurred_at, received_at, properties, api_key_id, context, original)
-      SELECT id, product_id, source, external_id, event_type, action, canonical_name, name_format,
-             subject_type, subject_id, occurred_at, received_at, properties, api_key_id, context, original
-        FROM unnest(
-          ${column((r) => r.id)}::uuid[], ${column((r) => r.productId)}::text[], ${column((r) => r.source)}::text[],
-          ${column((r) => r.externalId)}::text[], ${column((r) => r.eventType)}::text[], ${column((r) => r.action)}::text[],
-          ${column((r) => r.canonicalName)}::text[], ${column((r) => r.nameFormat)}::text[], ${column((r) => r.subjectType)}::text[],
-          ${column((r) => r.subjectId)}::text[], ${column((r) => r.occurredAt)}::timestamptz[], ${column((r) => r.receivedAt)}::timestamptz[],
-          ${jsonColumn(rows, (r) => r.propertiesJson, false)}, ${column((r) => r.apiKeyId)}::text[],
-          ${jsonColumn(rows, (r) => r.contextJson, true)}, ${jsonColumn(rows, (r) => r.originalJson, true)}
-        ) WITH ORDINALITY AS t(id, product_id, source, external_id, event_type, action, canonical_name, name_format,
-                               subject_type, subject_id, occurred_at, received_at, properties, api_key_id, context, original, n)
+      INSERT INTO events (${COLUMNS})
+      SELECT ${COLUMNS}
+        FROM unnest(${unnestArrays(rows)}) WITH ORDINALITY AS t(${COLUMNS}, n)
        WHERE external_id IS NULL OR id IN (SELECT event_id FROM claimed)
        -- In request order: the columns tx and seq (the commit position) take their defaults row by row.
        ORDER BY n

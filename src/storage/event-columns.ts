@@ -1,0 +1,141 @@
+// The columns of `events`, each described once: both ingest writers (their placeholders, arguments and
+// PostgreSQL's unnest arrays), the event reads and the destinations' reads (their select lists) and the mapping
+// of a stored row back to an `EventRecord` are derived from this table when the module loads. A new column is
+// one entry here plus a migration. The generated columns (`position` on SQLite, `tx` and `seq` on PostgreSQL,
+// SQLite's `key_hash` and `subject_hash`) are not in the table: the storage that has them writes or reads them
+// itself.
+import { sql, type AliasedRawBuilder, type Selectable } from 'kysely';
+import { fromJson, toIso, type EventsTable } from './database.js';
+import type { EventInsert, EventRecord } from './types.js';
+
+/**
+ * The column's type on PostgreSQL (the element type of its unnest array), which also says how it reads back:
+ * `timestamptz` as a Date from node-postgres (SQLite keeps the ISO text the writer made), `json` parsed by
+ * node-postgres unless it is read as text (SQLite keeps the text).
+ */
+export type EventColumnType = 'uuid' | 'text' | 'timestamptz' | 'json';
+
+export interface EventColumn {
+  /** The column of `events`. */
+  readonly name: keyof EventsTable;
+  /** Its field of `EventRecord`; for a json column also its key in `EventRecord.jsonText`. */
+  readonly field: keyof EventRecord;
+  readonly type: EventColumnType;
+  /** A json column that may be NULL is left out of a record read with `jsonText`, as `context` is. */
+  readonly nullable: boolean;
+  /** The value a writer stores: text, or null for NULL. */
+  readonly value: (event: EventInsert) => string | null;
+}
+
+// Keyed by column name so that the compiler refuses a column of EventsTable without its entry (and an entry
+// without its column); the table's order is the order of every list derived from it.
+const COLUMNS: { readonly [Name in keyof EventsTable]: Omit<EventColumn, 'name'> } = {
+  id: { field: 'id', type: 'uuid', nullable: false, value: (e) => e.id },
+  product_id: { field: 'productId', type: 'text', nullable: false, value: (e) => e.productId },
+  source: { field: 'source', type: 'text', nullable: false, value: (e) => e.source },
+  external_id: { field: 'externalId', type: 'text', nullable: true, value: (e) => e.externalId },
+  event_type: { field: 'eventType', type: 'text', nullable: false, value: (e) => e.eventType },
+  action: { field: 'action', type: 'text', nullable: false, value: (e) => e.action },
+  canonical_name: { field: 'canonicalName', type: 'text', nullable: false, value: (e) => e.canonicalName },
+  name_format: { field: 'nameFormat', type: 'text', nullable: false, value: (e) => e.nameFormat },
+  subject_type: { field: 'subjectType', type: 'text', nullable: false, value: (e) => e.subjectType },
+  subject_id: { field: 'subjectId', type: 'text', nullable: false, value: (e) => e.subjectId },
+  occurred_at: { field: 'occurredAt', type: 'timestamptz', nullable: false, value: (e) => e.occurredAt },
+  received_at: { field: 'receivedAt', type: 'timestamptz', nullable: false, value: (e) => e.receivedAt },
+  properties: { field: 'properties', type: 'json', nullable: false, value: (e) => e.propertiesJson },
+  api_key_id: { field: 'apiKeyId', type: 'text', nullable: true, value: (e) => e.apiKeyId },
+  context: { field: 'context', type: 'json', nullable: true, value: (e) => e.contextJson ?? null },
+  original: { field: 'original', type: 'json', nullable: true, value: (e) => e.originalJson ?? null },
+};
+
+export const EVENT_COLUMNS: readonly EventColumn[] = Object.entries(COLUMNS).map(([name, column]) => ({
+  name: name as keyof EventsTable,
+  ...column,
+}));
+
+/** The column names, for Kysely's `select`. */
+export const EVENT_COLUMN_NAMES: ReadonlyArray<keyof EventsTable> = EVENT_COLUMNS.map((column) => column.name);
+
+/** `id, product_id, …`: the insert and select lists of hand-written SQL. */
+export const EVENT_COLUMN_LIST = EVENT_COLUMN_NAMES.join(', ');
+
+/**
+ * PostgreSQL's select list with the json columns cast to text (`properties::text AS properties`): node-postgres
+ * would parse them, and a reader that only writes them out again (an export, a delivery) takes the text as is.
+ */
+export const EVENT_TEXT_COLUMN_LIST = EVENT_COLUMNS.map((column) =>
+  column.type === 'json' ? `${column.name}::text AS ${column.name}` : column.name,
+).join(', ');
+
+/** The same as EVENT_TEXT_COLUMN_LIST, for Kysely's `select`. */
+export const EVENT_TEXT_SELECTIONS: ReadonlyArray<keyof EventsTable | AliasedRawBuilder<string, string>> =
+  EVENT_COLUMNS.map((column) =>
+    column.type === 'json' ? sql<string>`${sql.ref(column.name)}::text`.as(column.name) : column.name,
+  );
+
+/** SQLite's select list of `eventFromRawRow`, in its order: the event's columns, then its position. */
+export const RAW_EVENT_COLUMNS = `${EVENT_COLUMN_LIST}, position`;
+
+/** A stored row as Kysely or node-postgres return it, with its position when it was selected. */
+export type EventRow = Selectable<EventsTable> & { position?: string | number };
+
+const NO_PROPERTIES: Record<string, unknown> = Object.freeze({}) as Record<string, unknown>;
+
+/**
+ * A record's fields as object-literal source. `parsed`: every value mapped (times to ISO text, json parsed).
+ * `text`: the json columns kept as their stored text under `jsonText` (`properties` then an empty placeholder,
+ * the nullable ones not set). `raw`: the row is an SQLite array (`.raw()`, in the table's order), whose times are
+ * already the ISO text the writer made and whose NULLs are null; else an object keyed by column name.
+ */
+function fieldsSource(json: 'parsed' | 'text', raw: boolean): string {
+  const fields: string[] = [];
+  const texts: string[] = [];
+  EVENT_COLUMNS.forEach((column, index) => {
+    const at = raw ? `row[${index}]` : `row.${column.name}`;
+    if (column.type === 'timestamptz') fields.push(`${column.field}: ${raw ? at : `toIso(${at})`}`);
+    else if (column.type !== 'json') fields.push(`${column.field}: ${at}`);
+    else if (json === 'parsed')
+      fields.push(`${column.field}: ${column.nullable ? `${at} == null ? null : fromJson(${at})` : `fromJson(${at})`}`);
+    else {
+      if (!column.nullable) fields.push(`${column.field}: NO_PROPERTIES`);
+      texts.push(`${column.field}: ${column.nullable && !raw ? `${at} == null ? null : ${at}` : at}`);
+    }
+  });
+  if (texts.length > 0) fields.push(`jsonText: { ${texts.join(', ')} }`);
+  return fields.join(',\n');
+}
+
+const NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
+for (const column of EVENT_COLUMNS) {
+  if (!NAME.test(column.name) || !NAME.test(column.field)) throw new Error(`event column ${column.name}: not a name`);
+}
+
+/**
+ * Compiles a row mapper once, from the table, into one object literal. The export and the deliverers map every
+ * event they read, and a loop setting a record's fields one by one is several times slower than a literal
+ * (every store a keyed store into an object still growing). The source is made only of the names checked above.
+ */
+function compile<Row>(body: string): (row: Row) => EventRecord {
+  const make = new Function('toIso', 'fromJson', 'NO_PROPERTIES', `'use strict';\nreturn (row) => {\n${body}\n};`);
+  return make(toIso, fromJson, NO_PROPERTIES) as (row: Row) => EventRecord;
+}
+
+const positionOfRow = 'if (row.position !== undefined) record.position = String(row.position);\nreturn record;';
+const fromRowParsed = compile<EventRow>(`const record = {\n${fieldsSource('parsed', false)}\n};\n${positionOfRow}`);
+const fromRowText = compile<EventRow>(`const record = {\n${fieldsSource('text', false)}\n};\n${positionOfRow}`);
+
+/**
+ * A stored row as an event. With `jsonText` (exports, deliveries) the JSON columns stay the stored text
+ * (`EventRecord.jsonText`) and are not parsed; `properties` is then an empty placeholder.
+ */
+export function eventFromRow(row: EventRow, jsonText = false): EventRecord {
+  return jsonText ? fromRowText(row) : fromRowParsed(row);
+}
+
+/**
+ * An SQLite row read with `.raw()` (an array, RAW_EVENT_COLUMNS) as an event with its JSON as the stored
+ * text (`jsonText`) and its position. SQLite keeps the ISO times the writer made, so they are used as they are.
+ */
+export const eventFromRawRow: (row: unknown[]) => EventRecord = compile<unknown[]>(
+  `return {\n${fieldsSource('text', true)},\nposition: String(row[${EVENT_COLUMNS.length}])\n};`,
+);
