@@ -5,7 +5,7 @@
 // The cursor is two positions: the last event delivered (or passed over by the filter) and the last
 // identity message. Both logs share one order:
 // - PostgreSQL: (tx, seq) in both tables (identity messages draw `seq` from the events' sequence), read
-//   below one read horizon (event-reads.ts), so nothing below it can still commit.
+//   below one read horizon (event-position.ts), so nothing below it can still commit.
 // - SQLite: events by position; an identity message sorts after the event `after_event` and before the
 //   next (writes are serialised, so `after_event` is exact). Both tables are read in one transaction
 //   (one snapshot), so a write between the two reads cannot interleave wrongly.
@@ -26,7 +26,7 @@ import {
   RAW_EVENT_COLUMNS,
   type EventRow,
 } from './event-columns.js';
-import { inPositionOrder, positionSql } from './event-reads.js';
+import { inPositionOrder, positionSql } from './event-position.js';
 import type {
   EventRecord,
   DeliveryRecord,
@@ -242,7 +242,7 @@ export function destinationStore(
   ): Promise<T> {
     if (pg) {
       // Rows below the horizon are final: two statements after it see the same rows below it. In position order
-      // without a sort of the whole backlog (inPositionOrder, event-reads.ts).
+      // without a sort of the whole backlog (inPositionOrder, event-position.ts).
       return inPositionOrder(db, async (trx) => work(trx, await position.horizon!(trx as unknown as Kysely<Database>)));
     }
     return db.transaction().execute((trx) => work(trx, undefined));

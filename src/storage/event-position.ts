@@ -1,0 +1,169 @@
+// The commit position (migrations/event-positions.ts) in SQL: the one dialect-specific part of the event reads
+// (event-reads.ts) and of the destinations' reads, which follow the same position. SQLite: the rowid `position`,
+// in commit order. PostgreSQL: `(tx, seq)`, read below a read horizon.
+import { sql, type Expression, type Kysely, type RawBuilder, type SqlBool } from 'kysely';
+import type { Database } from './database.js';
+import type { Dialect } from './types.js';
+
+export type Op = '<' | '>' | '<=' | '>=';
+
+export interface PositionSql {
+  /** The select-list expression yielding the position as text. */
+  select: RawBuilder<string>;
+  /** ORDER BY columns. */
+  orderColumns: string[];
+  compare(op: Op, position: string): Expression<SqlBool>;
+  /**
+   * PostgreSQL: the read horizon, fetched before the read (its own statement). Rows with a `tx` below it
+   * are final. SQLite: undefined (every committed row is final: rowid order is commit order).
+   */
+  horizon: ((db: Kysely<Database>) => Promise<string>) | undefined;
+  visible(horizon: string): Expression<SqlBool>;
+  valid(position: string): boolean;
+  order(a: string, b: string): number;
+}
+
+function compareBigInts(a: bigint, b: bigint): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/**
+ * The PostgreSQL read horizon: the oldest transaction that was running when this statement's snapshot
+ * was taken *and* holds a lock on this schema's `events` (an event writer), else the snapshot's xmax.
+ *
+ * Why not simply pg_snapshot_xmin: xids are cluster-wide, so xmin waits for every writing transaction
+ * of every database and schema on the server (measured here: other schemas' tests held it back long
+ * enough to hide a just-acknowledged event from the list).
+ *
+ * Why it cannot skip: let T be an event writer with xid x < horizon. x < xmax, so T had its xid when the
+ * snapshot was taken. Writers lock `events` before they get an xid (their first write is the event
+ * insert; a transaction that writes elsewhere first must LOCK TABLE events IN ROW EXCLUSIVE MODE first),
+ * and hold the lock to the end. pg_locks is read after the snapshot; had T still been running then, x
+ * would be in the set and the horizon ≤ x. So T ended before this statement finished, and the next
+ * statement (the read, with a newer snapshot) sees its rows if it committed.
+ */
+const HORIZON_QUERY = sql<{ horizon: string }>`
+  WITH snapshot AS (SELECT pg_current_snapshot() AS s),
+  writers AS (
+    SELECT own.transactionid::text::bigint AS xid32
+      FROM pg_locks rel
+      JOIN pg_locks own ON own.virtualtransaction = rel.virtualtransaction
+                       AND own.locktype = 'transactionid' AND own.mode = 'ExclusiveLock' AND own.granted
+     WHERE rel.locktype = 'relation' AND rel.relation = 'events'::regclass AND rel.granted
+  )
+  SELECT COALESCE(
+           (SELECT min(x) FROM snapshot, pg_snapshot_xip(snapshot.s) AS x
+             WHERE (x::text::numeric % 4294967296)::bigint IN (SELECT xid32 FROM writers)),
+           (SELECT pg_snapshot_xmax(s) FROM snapshot)
+         )::text AS horizon`;
+
+/**
+ * PostgreSQL: runs a paged read (the first `limit` rows after a cursor in position order) in a transaction with
+ * `enable_sort = off`. The position, name and subject indexes give those rows in order, and a Merge Append of the
+ * partitions' index scans stops at the limit. But rows past the last ANALYZE's statistics (the newest: a live
+ * stream, an export or a destination near the head) are estimated at a handful, and the planner then fetched every
+ * row between the cursor and the horizon (a bitmap scan) to sort out the first `limit`: O(rows behind) per page, so a
+ * backlog drained quadratically (EXPLAIN ANALYZE with 100,000 rows past the statistics: 168 ms a page of 1,000
+ * against 1.5 ms in index order; the destinations bench: 78 ms per page; docs/design.md, "Reads past the
+ * statistics"). Every such read has a plan without a sort, so the setting only removes the bad one. Each statement
+ * still takes its own snapshot (READ COMMITTED), which the read horizon needs.
+ */
+export function inPositionOrder<DB, T>(db: Kysely<DB>, work: (trx: Kysely<DB>) => Promise<T>): Promise<T> {
+  return db.transaction().execute(async (trx) => {
+    await sql`SET LOCAL enable_sort = off`.execute(trx);
+    return work(trx);
+  });
+}
+
+const SQLITE_POSITION = /^[1-9][0-9]{0,17}$/;
+const POSTGRES_POSITION = /^([0-9]{1,20})\.([0-9]{1,19})$/;
+
+export function positionSql(dialect: Dialect): PositionSql {
+  if (dialect === 'sqlite') {
+    return {
+      select: sql<string>`position`,
+      orderColumns: ['position'],
+      compare: (op, position) => sql<SqlBool>`position ${sql.raw(op)} ${Number(position)}`,
+      horizon: undefined,
+      visible: () => sql<SqlBool>`true`,
+      valid: (position) => SQLITE_POSITION.test(position) && Number.isSafeInteger(Number(position)),
+      order: (a, b) => Number(a) - Number(b),
+    };
+  }
+  return {
+    select: sql<string>`tx::text || '.' || seq::text`,
+    orderColumns: ['tx', 'seq'],
+    compare: (op, position) => {
+      const [, tx, seq] = POSTGRES_POSITION.exec(position)!;
+      return sql<SqlBool>`(tx, seq) ${sql.raw(op)} (${tx}::xid8, ${seq}::bigint)`;
+    },
+    horizon: async (db) => (await HORIZON_QUERY.execute(db)).rows[0]!.horizon,
+    visible: (horizon) => sql<SqlBool>`tx < ${horizon}::xid8`,
+    valid: (position) => {
+      const match = POSTGRES_POSITION.exec(position);
+      return match !== null && BigInt(match[1]!) < 2n ** 64n && BigInt(match[2]!) < 2n ** 63n;
+    },
+    order: (a, b) => {
+      const [txA, seqA] = a.split('.') as [string, string];
+      const [txB, seqB] = b.split('.') as [string, string];
+      return compareBigInts(BigInt(txA), BigInt(txB)) || compareBigInts(BigInt(seqA), BigInt(seqB));
+    },
+  };
+}
+
+/** The product's events, below the read horizon when there is one (PostgreSQL). */
+export function visibleEvents(
+  q: Kysely<Database>,
+  position: PositionSql,
+  productId: string,
+  horizon: string | undefined,
+) {
+  let query = q.selectFrom('events').where('product_id', '=', productId);
+  if (horizon !== undefined) query = query.where(position.visible(horizon));
+  return query;
+}
+
+/**
+ * SQLite: the product's rows at these positions (`+product_id`: looked up by position, never through the
+ * product's index, whatever the planner guesses).
+ */
+export function eventsAtPositions(q: Kysely<Database>, productId: string, positions: number[]) {
+  return q
+    .selectFrom('events')
+    .where(sql<SqlBool>`+product_id = ${productId}`)
+    .where(sql<SqlBool>`position IN (SELECT value FROM json_each(${JSON.stringify(positions)}))`);
+}
+
+/** The read horizon now (PostgreSQL), or undefined (SQLite). */
+export function horizonNow(q: Kysely<Database>, position: PositionSql): Promise<string | undefined> {
+  return position.horizon === undefined ? Promise.resolve(undefined) : position.horizon(q);
+}
+
+export function inOrder<Q extends { orderBy: (column: never, direction: 'asc' | 'desc') => Q }>(
+  query: Q,
+  position: PositionSql,
+  order: 'asc' | 'desc',
+): Q {
+  let ordered = query;
+  for (const column of position.orderColumns) ordered = ordered.orderBy(sql.ref(column) as never, order);
+  return ordered;
+}
+
+/** The position of the latest event of the product received before `at` (or the earliest after it). */
+export async function positionReceived(
+  q: Kysely<Database>,
+  position: PositionSql,
+  productId: string,
+  at: string,
+  side: 'before' | 'after',
+): Promise<string | undefined> {
+  const row = await q
+    .selectFrom('events')
+    .select(position.select.as('position'))
+    .where('product_id', '=', productId)
+    .where('received_at', side === 'before' ? '<' : '>', at)
+    .orderBy('received_at', side === 'before' ? 'desc' : 'asc')
+    .limit(1)
+    .executeTakeFirst();
+  return row === undefined ? undefined : String(row.position);
+}
