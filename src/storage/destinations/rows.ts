@@ -1,0 +1,178 @@
+// The destinations' rows: their settings, and the lease a deliverer holds on its row. Each function runs on the
+// database it is given.
+import { deliveryStateColumns } from './state.js';
+import type { DestinationDb, DestinationRow } from './tables.js';
+import type {
+  DestinationBatch,
+  DestinationConfig,
+  DestinationCredentials,
+  DestinationFilter,
+  DestinationPatch,
+  DestinationRecord,
+  DestinationStatus,
+  DestinationType,
+} from '../types.js';
+
+function fromRow(row: DestinationRow): DestinationRecord {
+  return {
+    id: row.id,
+    productId: row.product_id,
+    type: row.type as DestinationType,
+    name: row.name,
+    status: row.status as DestinationStatus,
+    disabledReason: row.disabled_reason,
+    config: JSON.parse(row.config) as DestinationConfig,
+    credentials: row.credentials === null ? null : (JSON.parse(row.credentials) as DestinationCredentials),
+    filter: JSON.parse(row.filter) as DestinationFilter,
+    batch: JSON.parse(row.batch) as DestinationBatch,
+    secret: row.secret,
+    previousSecret: row.previous_secret,
+    previousSecretUntil: row.previous_secret_until === null ? null : Number(row.previous_secret_until),
+    cursor: { event: row.event_cursor, identity: row.identity_cursor },
+    consecutiveFailures: Number(row.consecutive_failures),
+    failingSince: row.failing_since === null ? null : Number(row.failing_since),
+    nextAttemptAt: row.next_attempt_at === null ? null : Number(row.next_attempt_at),
+    lastSuccessAt: row.last_success_at,
+    lastError: row.last_error,
+    lastErrorAt: row.last_error_at,
+    delivered: Number(row.delivered),
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+    leaseHolder: row.lease_holder,
+    leaseUntil: Number(row.lease_until),
+  };
+}
+
+function toRow(record: DestinationRecord): DestinationRow {
+  return {
+    id: record.id,
+    product_id: record.productId,
+    type: record.type,
+    name: record.name,
+    status: record.status,
+    disabled_reason: record.disabledReason,
+    config: JSON.stringify(record.config),
+    credentials: record.credentials === null ? null : JSON.stringify(record.credentials),
+    filter: JSON.stringify(record.filter),
+    batch: JSON.stringify(record.batch),
+    secret: record.secret,
+    previous_secret: record.previousSecret,
+    previous_secret_until: record.previousSecretUntil,
+    event_cursor: record.cursor.event,
+    identity_cursor: record.cursor.identity,
+    consecutive_failures: record.consecutiveFailures,
+    failing_since: record.failingSince,
+    next_attempt_at: record.nextAttemptAt,
+    last_success_at: record.lastSuccessAt,
+    last_error: record.lastError,
+    last_error_at: record.lastErrorAt,
+    delivered: record.delivered,
+    created_at: record.createdAt,
+    updated_at: record.updatedAt,
+    lease_holder: record.leaseHolder,
+    lease_until: record.leaseUntil,
+  };
+}
+
+/** The DestinationStore's destinations and their leases. */
+export function destinationRows(db: DestinationDb) {
+  return {
+    async insert(record: DestinationRecord): Promise<void> {
+      await db.insertInto('destinations').values(toRow(record)).execute();
+    },
+
+    async get(productId: string, id: string): Promise<DestinationRecord | undefined> {
+      const row = await db
+        .selectFrom('destinations')
+        .selectAll()
+        .where('product_id', '=', productId)
+        .where('id', '=', id)
+        .executeTakeFirst();
+      return row && fromRow(row as DestinationRow);
+    },
+
+    async getById(id: string): Promise<DestinationRecord | undefined> {
+      const row = await db.selectFrom('destinations').selectAll().where('id', '=', id).executeTakeFirst();
+      return row && fromRow(row as DestinationRow);
+    },
+
+    async list(productId: string): Promise<DestinationRecord[]> {
+      const rows = await db
+        .selectFrom('destinations')
+        .selectAll()
+        .where('product_id', '=', productId)
+        .orderBy('created_at')
+        .orderBy('id')
+        .execute();
+      return (rows as DestinationRow[]).map(fromRow);
+    },
+
+    /** Every destination of every product (the deliverers' scheduler; the health summary). */
+    async listAll(): Promise<DestinationRecord[]> {
+      const rows = await db.selectFrom('destinations').selectAll().orderBy('id').execute();
+      return (rows as DestinationRow[]).map(fromRow);
+    },
+
+    async any(): Promise<boolean> {
+      return (await db.selectFrom('destinations').select('id').limit(1).executeTakeFirst()) !== undefined;
+    },
+
+    async update(productId: string, id: string, patch: DestinationPatch): Promise<DestinationRecord | undefined> {
+      const set: Partial<DestinationRow> = { updated_at: patch.updatedAt };
+      if (patch.name !== undefined) set.name = patch.name;
+      if (patch.config !== undefined) set.config = JSON.stringify(patch.config);
+      if (patch.filter !== undefined) set.filter = JSON.stringify(patch.filter);
+      if (patch.batch !== undefined) set.batch = JSON.stringify(patch.batch);
+      if (patch.status !== undefined) set.status = patch.status;
+      if (patch.disabledReason !== undefined) set.disabled_reason = patch.disabledReason;
+      if (patch.secret !== undefined) set.secret = patch.secret;
+      if (patch.previousSecret !== undefined) set.previous_secret = patch.previousSecret;
+      if (patch.previousSecretUntil !== undefined) set.previous_secret_until = patch.previousSecretUntil;
+      Object.assign(set, deliveryStateColumns(patch));
+      await db.updateTable('destinations').set(set).where('product_id', '=', productId).where('id', '=', id).execute();
+      const row = await db
+        .selectFrom('destinations')
+        .selectAll()
+        .where('product_id', '=', productId)
+        .where('id', '=', id)
+        .executeTakeFirst();
+      return row && fromRow(row as DestinationRow);
+    },
+
+    async delete(productId: string, id: string): Promise<boolean> {
+      await db
+        .deleteFrom('destination_deliveries')
+        .where('product_id', '=', productId)
+        .where('destination_id', '=', id)
+        .execute();
+      const result = await db
+        .deleteFrom('destinations')
+        .where('product_id', '=', productId)
+        .where('id', '=', id)
+        .executeTakeFirst();
+      return Number(result.numDeletedRows) > 0;
+    },
+
+    /** Takes or renews the lease of a destination; true when `holder` has it until `until`. */
+    async acquireLease(id: string, holder: string, nowMs: number, until: number): Promise<boolean> {
+      const result = await db
+        .updateTable('destinations')
+        .set({ lease_holder: holder, lease_until: until })
+        .where('id', '=', id)
+        .where((eb) =>
+          eb.or([eb('lease_holder', '=', holder), eb('lease_holder', 'is', null), eb('lease_until', '<', nowMs)]),
+        )
+        .executeTakeFirst();
+      return Number(result.numUpdatedRows) > 0;
+    },
+
+    async releaseLease(id: string, holder: string): Promise<void> {
+      await db
+        .updateTable('destinations')
+        .set({ lease_holder: null, lease_until: 0 })
+        .where('id', '=', id)
+        .where('lease_holder', '=', holder)
+        .execute();
+    },
+  };
+}
