@@ -15,7 +15,7 @@ export function destinationMessage(message: StoredMessage): WireMessage {
   if (message.kind === 'event') {
     const event = message.event;
     const id = messageIdOfEvent(event.id);
-    // Read with its JSON columns as text (destination-store.ts): written out around that text, the same
+    // Read with its JSON columns as text (storage/destinations/reads.ts): written out around that text, the same
     // bytes as JSON.stringify of the object form (test/destinations.test.ts).
     if (event.jsonText !== undefined) {
       return {

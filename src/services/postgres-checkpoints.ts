@@ -4,7 +4,7 @@
 // Why it matters (docs/scaling-out.md, "PostgreSQL settings for sustained ingest"): two of Inlet's indexes take keys
 // in random order, and the first change of a page after a checkpoint writes the whole 8 KB page into the WAL. On the
 // defaults (max_wal_size 1GB) at 10 M events each event wrote ~12 KB of WAL, so checkpoints followed each other
-// seconds apart and batches ran 25 % slower than with the settings the docs give (bench/README.md, "PostgreSQL at
+// seconds apart and batches ran 25 % slower than with the settings the docs give (bench/runs/2026-11-postgresql.md, "PostgreSQL at
 // 10 M events"). PostgreSQL logs "checkpoints are occurring too frequently" in its own log only, which an operator
 // of Inlet may never read; the counters are cluster-wide, so another application's writes count too.
 import { Counter, type Registry } from 'prom-client';

@@ -12,7 +12,7 @@
 //   points at a time (at most 1,000; one at a time for small limits) and spends it in memory until the window
 //   ends (leasedLimiter). A store write per request made the store the bottleneck: one hot row per key, a
 //   round trip and a commit each (PostgreSQL single events 1,587 req/s with it, 4,514 with the memory store,
-//   bench/README.md). What a lease leaves unspent at the window's end is lost, at most 2 % per instance.
+//   bench/runs/2026-11-erasure.md). What a lease leaves unspent at the window's end is lost, at most 2 % per instance.
 
 import {
   RateLimiterMemory,

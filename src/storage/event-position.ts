@@ -63,9 +63,8 @@ const HORIZON_QUERY = sql<{ horizon: string }>`
  * partitions' index scans stops at the limit. But rows past the last ANALYZE's statistics (the newest: a live
  * stream, an export or a destination near the head) are estimated at a handful, and the planner then fetched every
  * row between the cursor and the horizon (a bitmap scan) to sort out the first `limit`: O(rows behind) per page, so a
- * backlog drained quadratically (EXPLAIN ANALYZE with 100,000 rows past the statistics: 168 ms a page of 1,000
- * against 1.5 ms in index order; the destinations bench: 78 ms per page; docs/design.md, "Reads past the
- * statistics"). Every such read has a plan without a sort, so the setting only removes the bad one. Each statement
+ * backlog drained quadratically (docs/design.md, "Reads past the statistics"). Every such read has a plan without a
+ * sort, so the setting only removes the bad one. Each statement
  * still takes its own snapshot (READ COMMITTED), which the read horizon needs.
  */
 export function inPositionOrder<DB, T>(db: Kysely<DB>, work: (trx: Kysely<DB>) => Promise<T>): Promise<T> {

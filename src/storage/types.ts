@@ -519,7 +519,7 @@ export interface IdentityStore {
   ): Promise<Map<string, { userId: string; identified: boolean }>>;
 }
 
-// Destinations (events-out §6): storage/destination-store.ts.
+// Destinations (events-out §6): storage/destination-store.ts and storage/destinations/.
 
 export type DestinationType = 'webhook' | 'nats';
 export type DestinationStatus = 'active' | 'paused' | 'disabled';

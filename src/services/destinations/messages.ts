@@ -66,7 +66,7 @@ export interface BodyScratch {
  * The JSON body as UTF-8 bytes: one message, or `{ "type": "batch", "timestamp", "data": [ … ] }`, the same
  * bytes as that body's text (test/unit/webhook-signature.test.ts). Put together from each message's bytes into
  * `scratch`, reused from one body to the next (the result is a view of it, valid until the next call), and
- * never as one string. Why (bench/README.md, "Destinations"): a batch of 100 events is ~130 KB; on the bench
+ * never as one string. Why (bench/runs/2026-11-destinations.md): a batch of 100 events is ~130 KB; on the bench
  * machine every fresh allocation that large (a string of 128 KB or more goes to V8's large-object space, a
  * Buffer that large is mmap'ed by malloc) costs 0.5–1 ms in page faults, and the string form made three of
  * them per batch (joining, signing, writing), ~25 µs per message.

@@ -9,7 +9,7 @@
 // back there (a JSON PubAck, or an error, or a 503 "no responders" when no stream holds the subject).
 // The client's `js.publish` does the same one request at a time, and creates an Error object for every
 // acknowledgement it resolves (nats-core's RequestOne.cancel): that alone was 15 % of the deliverer's CPU
-// (tmp profile of 100,000 messages, see bench/README.md "Destinations").
+// (a profile of 100,000 messages, bench/runs/2026-11-destinations.md).
 import { performance } from 'node:perf_hooks';
 import { connect, createInbox, headers, type Msg, type NatsConnection } from '@nats-io/transport-node';
 import type { FieldError } from '../../domain/errors.js';

@@ -1,5 +1,5 @@
 // The passes that share the destinations out between instances (events-out §6): one deliverer across
-// instances per destination, by a lease on its row (destination-store.ts). Every instance makes a pass every
+// instances per destination, by a lease on its row (storage/destinations/state.ts). Every instance makes a pass every
 // `pollMs`: it takes or renews the leases it can and runs a delivery loop (deliverer.ts) for each destination
 // it holds. A lease lasts `leaseMs` (15 s by default) and is renewed well before it ends, so when its instance
 // dies another takes over within leaseMs + pollMs.

@@ -5,7 +5,7 @@
 //
 // - The thread starts with the first destination: until the database has one, this thread checks every
 //   `checkMs` (and at once when an admin change here pokes), so an instance that never delivers does not
-//   carry the thread's V8 isolate and storage connection (~35 MB of RSS, bench/README.md). Once started it
+//   carry the thread's V8 isolate and storage connection (~35 MB of RSS, bench/runs/2026-11-destinations.md). Once started it
 //   stays, as before.
 // - Admin changes in the main thread (create, resume, replay …) poke the worker by message.
 // - The worker's delivery metrics come back by message and are applied to this process's prom-client

@@ -6,8 +6,7 @@
 // in another order than SQLite (which stores the text). SQLite: nothing to do (TEXT already).
 //
 // The ALTER rewrites every partition of `events` and rebuilds its indexes, under an exclusive lock, before the
-// server listens (on the 2-core bench machine, psql `\timing`: 4.1 s for 300,000 events, 36.7 s for 3,000,000 — ~12 µs
-// an event, linear; the README says so under `inlet migrate`).
+// server listens: linear in the events stored (timed in docs/cli.md, `inlet migrate`).
 // Rows stored before it keep jsonb's text form (`{"a": 1}`, keys reordered): the same values.
 import type { Migration } from './index.js';
 

@@ -46,7 +46,7 @@ export const eventKeyMigrations: Migration[] = [
   },
   {
     // The trigger of 800 deleted each erased or expired row's key at once: a random page of event_keys per row
-    // (+1.44 WAL frames and 20–25 µs a row, a fifth of an erasure's writes at 10 M events; bench/README.md). Now
+    // (+1.44 WAL frames and 20–25 µs a row, a fifth of an erasure's writes at 10 M events; bench/runs/2026-11-write-path.md). Now
     // it only notes the position, appended to a small table, and the writer deletes those keys in sorted passes
     // (sqlite/event-keys.ts, sweep). Until then a key whose row is gone is harmless: every candidate position is
     // read back, and a missing row matches nothing.
@@ -66,7 +66,7 @@ export const eventKeyMigrations: Migration[] = [
   {
     // The subject index on events (product_id, subject_type, subject_id) was the last index the write path kept
     // up with a random page per event: 100,000 subjects spread each commit's rows over as many leaves (at 10 M
-    // events, 57 → ~25 µs of write path per event without it; bench/README.md). Its entries now go where the
+    // events, 57 → ~25 µs of write path per event without it; bench/runs/2026-11-write-path.md). Its entries now go where the
     // idempotency keys went (sqlite/event-keys.ts, kind `subjects`): (hash of product_id and subject_id,
     // position), the newest in memory, merged in sorted passes; reads and erasures by subject look up the
     // positions there and read the rows back. The existing rows' entries are written here, sorted.
@@ -101,7 +101,7 @@ export const eventKeyMigrations: Migration[] = [
   {
     // Levels (docs/design.md, "Merges whose cost does not grow with the table"): a merge wrote its 250,000 hashes
     // into event_keys (event_subjects) sorted, which at 10 M entries touched nearly every leaf, so each merge
-    // rewrote the whole table (~2.7 KB of WAL per event at 10 M against 1.5 KB at an empty table; bench/README.md).
+    // rewrote the whole table (~2.7 KB of WAL per event at 10 M against 1.5 KB at an empty table; bench/runs/2026-11-write-path.md).
     // Merges now write into a small recent level, rewritten each time but small, that moves into the big table
     // only once it has grown to about sqrt(2 × big × tail) entries (sqlite/event-keys.ts): each leaf of the big
     // table is written once per several merges. Lookups read both levels; an entry is in one at a time.
@@ -126,7 +126,7 @@ export const eventKeyMigrations: Migration[] = [
   {
     // A merge's first pass wrote each entry again by position (event_keys_by_position, event_subjects_by_position),
     // only so that a sweep could find a deleted row's hash: ~45 % of the merges' time on the event loop (a timing
-    // of each phase over 1.5 M events; bench/README.md) and ~14 bytes an entry on disk. Now each row carries its two
+    // of each phase over 1.5 M events; bench/runs/2026-11-write-path.md) and ~14 bytes an entry on disk. Now each row carries its two
     // hashes (the writer computes them anyway) and the trigger's note takes them from the deleted row. The note
     // holds a hash, never the ids themselves (erasure: no id may outlive its rows). The by-position tables stay for
     // the rows stored before this migration (and bulk loads, mergeAllEventKeys), which have no hashes: the trigger

@@ -43,7 +43,7 @@ const DEFAULT_POOL_SIZE = 10;
  * in flight instead of 4 the best N stored 8-43 % more events/s in 6 of 6 alternating pairs (× 1 alone: 5 of 6).
  * A commit waits on its WAL flush and on the other processes, so more in flight keeps the instance parsing
  * meanwhile; 2 was no better than 4.
- * See bench/README.md, "Scaling on PostgreSQL: where the CPU goes (h16)".
+ * See bench/runs/2026-11-postgresql.md, "Scaling on PostgreSQL: where the CPU goes (h16)".
  */
 export function postgresCommitsInFlight(poolSize: number): number {
   return Math.min(8, Math.max(4, poolSize - 2));

@@ -16,11 +16,9 @@ async function deleteWhere(
 ): Promise<number> {
   // The idempotency keys live in their own table on PostgreSQL (core migration): they go with their events.
   // The batch's ids are collected into an array first (an init plan, run once), then deleted by probes of
-  // each partition's primary key (product_id, id, …). A join with the batch instead (DELETE … USING
-  // doomed) was planned as a nested loop over all of the product's rows whenever the statistics were
-  // stale (a fresh table, a bulk import before autovacuum): 150 µs per deleted row at 5,000 rows, a batch
-  // of 100 filtering 338,900 rows (EXPLAIN ANALYZE). Now: 20 µs per row with those stale statistics (one
-  // pass over the product's index entries per batch), 5 µs with current ones (primary-key probes).
+  // each partition's primary key (product_id, id, …): a join with the batch (DELETE … USING doomed) was
+  // planned as a nested loop over all of the product's rows whenever the statistics were stale
+  // (docs/design.md, "Erasure and retention").
   const result = await sql<{ n: number }>`WITH gone AS (
       DELETE FROM events
        WHERE product_id = ${productId}
@@ -36,9 +34,8 @@ async function deleteWhere(
 /**
  * Through the events_by_subject index: one id at a time, in the index's own order (product_id, subject_type,
  * subject_id, tx, seq), so that the batch is the first `limit` entries of one range and the scan stops there.
- * Without the order, PostgreSQL chose a bitmap scan that read every entry of the person in each batch (100,000
- * entries, ~13 ms, for a batch of 100: an erasure of 100,000 events in a product of 1 M took 291-514 s;
- * `npm run bench:erasure -- --database …`, bench/README.md).
+ * Without the order, PostgreSQL chose a bitmap scan that read every entry of the person in each batch, so an
+ * erasure's cost grew with the square of the person's events (docs/design.md, "Erasure and retention").
  * An id that yields fewer rows than asked has no more: the next id fills the rest of the batch, so a
  * batch smaller than `limit` still means that every id is done (what the caller stops on).
  */

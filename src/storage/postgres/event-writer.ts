@@ -15,7 +15,7 @@
 //
 // The keys are sent as arrays of their own (five narrow columns, sorted) rather than read from a CTE over
 // all the rows: a CTE referenced twice is materialised, copying every row with its properties once more
-// inside the server (bench/README.md, "Scaling on PostgreSQL: where the CPU goes (h16)").
+// inside the server (bench/runs/2026-11-postgresql.md, "Scaling on PostgreSQL: where the CPU goes (h16)").
 //
 // The events' columns and their arrays come from the column table (event-columns.ts), in its order.
 //

@@ -163,7 +163,7 @@ type Tagged = { inletHostIndex?: number };
  * planned once per connection, then only bound and executed. Kysely sends every query unnamed, which PostgreSQL
  * parses, analyses and plans again each time. For the ingest writer's statement (a data-modifying CTE over
  * unnest() into a partitioned table) that was 9.5 of 56 µs of PostgreSQL's CPU per event in groups of 20 events,
- * as single events commit (bench/README.md, "PostgreSQL at 10 M events: prepared inserts, …"). Only a text that
+ * as single events commit (bench/runs/2026-11-postgresql.md, "PostgreSQL at 10 M events: prepared inserts, …"). Only a text that
  * is the same at every call may carry the mark, and each mark's name belongs to one text: node-postgres refuses a
  * name already prepared on the connection for another text ("Prepared statements must be unique").
  */

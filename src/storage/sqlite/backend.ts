@@ -47,7 +47,7 @@ export const SQLITE_CACHE_KIB = 2000;
  * A SQLite commit runs on the event loop, so a huge group stalls every other request while it lasts.
  * Measured with `npm run bench -- --scenario batch` (batches of 100, 50 connections): groups capped at
  * 5000 events gave ~2,470-event commits of ~100 ms and a batch p99 of 3.2 s; capped at 400, commits of
- * ~14 ms and a p99 of 0.6–1.1 s at the same or better throughput (see bench/README.md).
+ * ~14 ms and a p99 of 0.6–1.1 s at the same or better throughput (bench/runs/2026-11-write-path.md).
  */
 const SQLITE_MAX_COMMIT_EVENTS = 400;
 

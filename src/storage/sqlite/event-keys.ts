@@ -8,7 +8,7 @@
 // long as the event itself is kept). A UNIQUE index on (product_id, source, external_id) kept it, at a price
 // that grows with the table: the ids SDKs send are random uuids, so every insert lands on a different leaf of a
 // ~1 GB index at 10 M events, and every commit wrote (and the checkpoint copied) a 4 KiB page per event:
-// 56 of the 96 µs per event of the write path at 10 M events (bench/README.md, "Idempotency keys").
+// 56 of the 96 µs per event of the write path at 10 M events (bench/runs/2026-11-write-path.md, "Write path at 10 M events").
 //
 // Instead, a key is a 53-bit hash of (product_id, source, external_id) under a per-database random seed, and
 // lives in one of three places:
@@ -201,7 +201,7 @@ const FILTER_SCAN_CHUNK = 10_000;
 /**
  * A Bloom filter of 53-bit key hashes (~1.25 bytes a key): "certainly not in event_keys" for a key never stored,
  * so the writer skips the table's B-tree probe (a random leaf of a ~250 MB table at 10 M events: 9 µs of the
- * write path's ~40 per event, bench/README.md). It grows by adding a part a quarter of its size when the newest is
+ * write path's ~40 per event, bench/runs/2026-11-write-path.md). It grows by adding a part a quarter of its size when the newest is
  * full; a lookup asks every part. Deleted keys stay in it (a false positive costs only the probe it saved).
  */
 class HashFilter {
