@@ -60,26 +60,35 @@ export interface AcceptRun {
   legacySeen: boolean;
 }
 
-/** Bookkeeping a stage leaves for after the write succeeded (counts, records): none when nothing was stored. */
+/**
+ * Bookkeeping a stage leaves for the end of the call (counts, records), run once every stage has passed:
+ * skipped when a stage throws (storage failed, and nothing of the request was stored).
+ */
 export type AfterWrite = () => void;
 
 /**
  * One step of the pipeline (`src/services/README.md` says how to add one), built once with what it uses.
- * It runs in pipeline order on the items still standing (`run.items`) and may refuse some (`refuseWhere`) or
- * replace their drafts; a stage after the write sees the stored outcomes. Per-call state lives in the call.
+ * It runs in pipeline order on the items still standing (`run.items`) and may answer some (`refuseWhere`,
+ * `answerWhere`: they leave the pipeline) or replace their drafts; a stage after the write sees the stored
+ * outcomes. Per-call state lives in the call.
  */
 export type Stage = (run: AcceptRun) => AfterWrite | void | Promise<AfterWrite | void>;
 
-/**
- * Keeps the items `refusal` lets through and answers the others with the error it returned.
- * A stage's common case: a per-item rule.
- */
-export function refuseWhere(run: AcceptRun, refusal: (item: AcceptItem) => AppError | undefined): void {
+/** Keeps the items `answer` returns nothing for; the others leave the pipeline with the outcome it returned. */
+export function answerWhere(run: AcceptRun, answer: (item: AcceptItem) => ItemOutcome | undefined): void {
   const kept: AcceptItem[] = [];
   for (const item of run.items) {
-    const error = refusal(item);
-    if (error === undefined) kept.push(item);
-    else run.outcomes[item.index] = { status: 'rejected', error };
+    const outcome = answer(item);
+    if (outcome === undefined) kept.push(item);
+    else run.outcomes[item.index] = outcome;
   }
   run.items = kept;
+}
+
+/** Keeps the items `refusal` lets through and rejects the others with the error it returned: a per-item rule. */
+export function refuseWhere(run: AcceptRun, refusal: (item: AcceptItem) => AppError | undefined): void {
+  answerWhere(run, (item) => {
+    const error = refusal(item);
+    return error === undefined ? undefined : { status: 'rejected', error };
+  });
 }
