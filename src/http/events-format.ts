@@ -1,9 +1,12 @@
-// What the single-event endpoints (v1 and v2) share: their documented responses, the answer to a
-// stored or replayed event, and the headers of legacy input. The record shape is in src/resources.
+// What the single-event endpoints (v1 and v2) share: their documented responses, the request as the
+// pipeline's candidate and record, the answer to a stored or replayed event, and the headers of legacy
+// input. The record shape is in src/resources.
 import { Type } from '@sinclair/typebox';
 import type { FastifyReply } from 'fastify';
 import { eventResource, type EventResource } from '../resources/events.js';
-import type { ItemOutcome } from '../services/ingest-service.js';
+import type { draftV1 } from '../domain/events.js';
+import { AppError, validationError } from '../domain/errors.js';
+import type { AcceptOptions, Candidate, ItemOutcome } from '../services/ingest/service.js';
 import { dataEnvelope, keyedWriteErrors, problemResponse } from './schemas/common.js';
 import { EventRecordSchema } from './schemas/events.js';
 
@@ -40,4 +43,34 @@ export function answerOutcome(reply: FastifyReply, outcome: ItemOutcome): { data
   if (outcome.status === 'duplicate') reply.header('idempotent-replayed', 'true').code(200);
   else reply.code(201);
   return { data: eventResource(outcome.event) };
+}
+
+/** A single-event request as the pipeline's one candidate: its schema error, its draft errors, or its draft. */
+export function singleCandidate(
+  schemaError: Error | undefined,
+  draft: () => ReturnType<typeof draftV1>,
+  format: Exclude<Candidate, { ok: true }>['format'],
+): Candidate {
+  if (schemaError !== undefined) {
+    return {
+      ok: false,
+      error: schemaError instanceof AppError ? schemaError : new AppError('validation_error', schemaError.message),
+      format,
+    };
+  }
+  const result = draft();
+  return result.ok ? result : { ok: false, error: validationError(result.errors), format };
+}
+
+/** Single-event routes record only the items the tracking plan refused (governance.md §2), as received. */
+export function singleRecord(route: string, body: unknown): NonNullable<AcceptOptions['record']> {
+  return {
+    route,
+    planOnly: true,
+    item: () => body,
+    messageId: () => {
+      const id = (body as { external_id?: unknown } | null)?.external_id;
+      return typeof id === 'string' ? id.slice(0, 255) : null;
+    },
+  };
 }

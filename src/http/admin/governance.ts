@@ -131,8 +131,15 @@ const ViolationQuery = Type.Object(
 const adminErrors = { 400: problemResponse('Invalid parameter') };
 
 export function adminGovernanceRoutes(app: FastifyInstance, services: Services): void {
+  catalogRoutes(app, services);
+  trackingPlanRoutes(app, services);
+  violationRoutes(app, services);
+}
+
+/** The event catalogue (governance.md §1): names, one name's properties, the traits. */
+function catalogRoutes(app: FastifyInstance, services: Services): void {
   const r = app.withTypeProvider<TypeBoxTypeProvider>();
-  const { catalog, plans } = services.governance;
+  const { catalog } = services.governance;
 
   r.get(
     '/products/:product_id/catalog/events',
@@ -235,6 +242,12 @@ export function adminGovernanceRoutes(app: FastifyInstance, services: Services):
       return { data: paths.map(catalogPropertyResource), meta: { overflow } };
     },
   );
+}
+
+/** The tracking plan (governance.md §2): the current version, a new one, the versions, a draft. */
+function trackingPlanRoutes(app: FastifyInstance, services: Services): void {
+  const r = app.withTypeProvider<TypeBoxTypeProvider>();
+  const { plans } = services.governance;
 
   r.get(
     '/products/:product_id/tracking_plan',
@@ -308,6 +321,12 @@ export function adminGovernanceRoutes(app: FastifyInstance, services: Services):
       return { data: await plans.draft(productOf(request).id) };
     },
   );
+}
+
+/** The violations of the tracking plan, newest first. */
+function violationRoutes(app: FastifyInstance, services: Services): void {
+  const r = app.withTypeProvider<TypeBoxTypeProvider>();
+  const { plans } = services.governance;
 
   r.get(
     '/products/:product_id/violations',

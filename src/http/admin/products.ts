@@ -56,6 +56,13 @@ const CreatedApiKey = Type.Object({
 });
 
 export function adminProductRoutes(app: FastifyInstance, services: Services): void {
+  productRoutes(app, services);
+  apiKeyRoutes(app, services);
+  legacyUsageRoutes(app, services);
+}
+
+/** Products: create, list. */
+function productRoutes(app: FastifyInstance, services: Services): void {
   const r = app.withTypeProvider<TypeBoxTypeProvider>();
 
   r.post(
@@ -80,6 +87,11 @@ export function adminProductRoutes(app: FastifyInstance, services: Services): vo
     { schema: { summary: 'List products', response: { 200: dataEnvelope(Type.Array(Product)) } } },
     async () => ({ data: (await services.keys.listProducts()).map(productResource) }),
   );
+}
+
+/** A product's API keys: create, list, revoke, change a browser key's origins. */
+function apiKeyRoutes(app: FastifyInstance, services: Services): void {
+  const r = app.withTypeProvider<TypeBoxTypeProvider>();
 
   r.post(
     '/products/:product_id/keys',
@@ -183,6 +195,11 @@ export function adminProductRoutes(app: FastifyInstance, services: Services): vo
       data: apiKeyResource(await services.keys.setAllowedOrigins(request.params.key_id, request.body.allowed_origins)),
     }),
   );
+}
+
+/** Who still sends legacy flat names (contract §4). */
+function legacyUsageRoutes(app: FastifyInstance, services: Services): void {
+  const r = app.withTypeProvider<TypeBoxTypeProvider>();
 
   r.get(
     '/products/:product_id/legacy_usage',

@@ -2,11 +2,9 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { draftV1 } from '../../domain/events.js';
-import { AppError, validationError } from '../../domain/errors.js';
-import type { AcceptOptions, Candidate } from '../../services/ingest-service.js';
 import type { Services } from '../../services.js';
 import { authOf, requireKey } from '../auth.js';
-import { answerOutcome, singleEventResponses } from '../events-format.js';
+import { answerOutcome, singleCandidate, singleEventResponses, singleRecord } from '../events-format.js';
 import { EventV1Request } from '../schemas/events.js';
 
 export function eventsV1Route(app: FastifyInstance, services: Services): void {
@@ -38,34 +36,4 @@ export function eventsV1Route(app: FastifyInstance, services: Services): void {
       return answerOutcome(reply, outcomes[0]!);
     },
   );
-}
-
-/** A single-event request as the pipeline's one candidate: its schema error, its draft errors, or its draft. */
-export function singleCandidate(
-  schemaError: Error | undefined,
-  draft: () => ReturnType<typeof draftV1>,
-  format: Exclude<Candidate, { ok: true }>['format'],
-): Candidate {
-  if (schemaError !== undefined) {
-    return {
-      ok: false,
-      error: schemaError instanceof AppError ? schemaError : new AppError('validation_error', schemaError.message),
-      format,
-    };
-  }
-  const result = draft();
-  return result.ok ? result : { ok: false, error: validationError(result.errors), format };
-}
-
-/** Single-event routes record only the items the tracking plan refused (governance.md §2), as received. */
-export function singleRecord(route: string, body: unknown): NonNullable<AcceptOptions['record']> {
-  return {
-    route,
-    planOnly: true,
-    item: () => body,
-    messageId: () => {
-      const id = (body as { external_id?: unknown } | null)?.external_id;
-      return typeof id === 'string' ? id.slice(0, 255) : null;
-    },
-  };
 }

@@ -5,10 +5,15 @@ import { draftV2 } from '../../domain/events.js';
 import type { Services } from '../../services.js';
 import { authOf } from '../auth.js';
 import { requireIngestKey } from '../browser-keys.js';
-import { answerOutcome, DEPRECATION_HEADERS, singleEventResponses } from '../events-format.js';
+import {
+  answerOutcome,
+  DEPRECATION_HEADERS,
+  singleCandidate,
+  singleEventResponses,
+  singleRecord,
+} from '../events-format.js';
 import { EventV2Request } from '../schemas/events.js';
 import { problemResponse } from '../schemas/common.js';
-import { singleCandidate, singleRecord } from './events-v1.js';
 
 export function eventsV2Route(app: FastifyInstance, services: Services): void {
   app.withTypeProvider<TypeBoxTypeProvider>().post(
