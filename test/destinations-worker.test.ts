@@ -170,7 +170,7 @@ describe('destinations: the delivery worker', () => {
 
 describe('destinations: the delivery worker starts with the first destination', () => {
   it('a destination created through this process (the admin API) starts the thread at once, not at the next check', async () => {
-    const local = await createTestApp({ destinationPollMs: 10_000 });
+    const local = await createTestApp({ destinationPollMs: 600_000 });
     try {
       const product = await local.product('poked');
       const schema = local.database.postgresSchema;
@@ -189,8 +189,12 @@ describe('destinations: the delivery worker starts with the first destination', 
         payload: { type: 'webhook', name: 'p', url: receiver.url },
       });
       assert.equal(res.statusCode, 201, res.body);
-      // Well before the next check (10 s away).
-      await until(() => mine.some((l) => l.message.includes('delivery worker started')), 5_000, 'the worker to start');
+      // Well before the next check (10 minutes away): on a loaded machine a thread takes seconds to start.
+      await until(
+        () => mine.some((l) => l.message.includes('delivery worker started')),
+        120_000,
+        'the worker to start',
+      );
       assert.notEqual(worker.current, undefined);
     } finally {
       await local.close();
