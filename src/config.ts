@@ -105,6 +105,10 @@ export interface Config {
   retentionIntervalMs: number;
   /** Scheduled backups (docs/operations.md): INLET_BACKUP_DIR (made absolute), INLET_BACKUP_INTERVAL, INLET_BACKUP_KEEP; off by default. */
   backupSchedule: { dir: string; intervalMs: number; keep: number } | undefined;
+  /** CPU time of one call of a transformation's `function` step on one item (transformations.md §4). */
+  transformFunctionCpuMs: number;
+  /** Memory a transformation's function may allocate, array buffers included (transformations.md §4, §8). */
+  transformFunctionMemoryMb: number;
 }
 
 export class ConfigError extends Error {
@@ -334,6 +338,9 @@ export function loadConfig(env: Env = process.env): Config {
     erasureMessageKeepDays: integer(env, 'INLET_ERASURE_MESSAGE_KEEP_DAYS', 30, 1, 3650),
     retentionIntervalMs: integer(env, 'INLET_RETENTION_INTERVAL_MS', 600_000, 0, 86_400_000),
     backupSchedule: backupSchedule(env),
+    // transformations.md §4: 50 ms of CPU and 32 MB per call.
+    transformFunctionCpuMs: integer(env, 'INLET_TRANSFORM_FUNCTION_CPU_MS', 50, 1, 10_000),
+    transformFunctionMemoryMb: integer(env, 'INLET_TRANSFORM_FUNCTION_MEMORY_MB', 32, 4, 1024),
     deprecations,
   };
 }
