@@ -76,21 +76,41 @@ const PAGE_BYTES = 65536;
  * (`setMemoryLimit`) only refuses single allocations larger than the limit in this build, so the bound
  * on everything a function allocates, array buffers included, is the size of its memory.
  */
-async function newModule(memoryBytes: number): Promise<QuickJSWASMModule> {
+async function newModule(memoryBytes: number): Promise<Instance> {
   const pages = Math.ceil(Math.max(MIN_MEMORY_BYTES, memoryBytes + ENGINE_BYTES) / PAGE_BYTES);
-  const wasmMemory = new WebAssembly.Memory({ initial: pages, maximum: pages });
-  return newQuickJSWASMModuleFromVariant(newVariant(releaseSync, { wasmModule: await wasmModule(), wasmMemory }));
+  const memory = new WebAssembly.Memory({ initial: pages, maximum: pages });
+  const variant = newVariant(releaseSync, { wasmModule: await wasmModule(), wasmMemory: memory });
+  return { module: await newQuickJSWASMModuleFromVariant(variant), memory };
+}
+
+interface Instance {
+  module: QuickJSWASMModule;
+  /** Never grows (its maximum is its size), so views of its buffer stay valid. */
+  memory: WasmMemory;
+}
+
+/** Two numbers no code writes by chance: they mark where the prelude's progress array lies in the memory. */
+const MARK = [1.25e-301, -9.75e299] as const;
+
+/** The index of the prelude's progress array in the memory, as 64-bit floats (malloc aligns it to 8 bytes). */
+function findProgress(memory: WasmMemory): { view: Float64Array; index: number } {
+  const view = new Float64Array((memory as unknown as { buffer: ArrayBuffer }).buffer);
+  for (let i = 0; i + 1 < view.length; i++)
+    if (view[i] === MARK[0] && view[i + 1] === MARK[1]) return { view, index: i };
+  throw new Error('the progress array of the prelude was not found');
 }
 
 /**
  * Runs before the user's code and keeps the built-ins it needs in a closure, so that code which replaces
  * `JSON`, `Array.isArray` or a prototype method cannot change how results are read. Each item gets its
- * own CPU deadline (`item`), and its result is checked and turned into JSON text inside the sandbox, so
+ * own CPU deadline: the prelude writes the item's index in `progress`, which the host's interrupt handler reads
+ * in the WebAssembly memory (a callback to the host per item cost a third of a call), and its result is checked and turned into JSON text inside the sandbox, so
  * that a cycle, a BigInt or a throwing getter is that item's error. A text starting with `!` tells the host
  * that an item ran out of memory or stack, so the runtime is built again before the next call.
  */
-const PRELUDE = `(function (item, memoryMessage) {
+const PRELUDE = `(function (memoryMessage) {
   'use strict';
+  var progress = new Float64Array([${MARK[0]}, ${MARK[1]}]);
   var parse = JSON.parse, stringify = JSON.stringify, isArray = Array.isArray, PromiseCtor = Promise;
   var ErrorProto = Error.prototype, isPrototypeOf = Object.prototype.isPrototypeOf;
   var transform, fault = false;
@@ -126,11 +146,11 @@ const PRELUDE = `(function (item, memoryMessage) {
   return {
     bind: function (fn) { transform = fn; },
     run: function (docsText, metaText, from, to, maxBytes) {
-      var docs = parse(docsText), out = '[';
+      var docs = parse(docsText), meta = Object.freeze(parse(metaText)), out = '[';
       fault = false;
       for (var i = from; i < to; i++) {
-        item(i);
-        out += (i > from ? ',' : '') + one(docs[i], parse(metaText), maxBytes);
+        progress[0] = i;
+        out += (i > from ? ',' : '') + one(docs[i], meta, maxBytes);
       }
       return (fault ? '!' : '') + out + ']';
     },
@@ -139,6 +159,7 @@ const PRELUDE = `(function (item, memoryMessage) {
 
 interface Live {
   module: QuickJSWASMModule;
+  progress: { view: Float64Array; index: number } | undefined;
   runtime: QuickJSRuntime;
   context: QuickJSContext;
   run: QuickJSHandle;
@@ -167,8 +188,8 @@ export class QuickJsFunction {
     watch: Watch = () => {},
   ): Promise<{ outcome: CompileOutcome; fn?: QuickJsFunction }> {
     const fn = new QuickJsFunction(source, limits, watch);
-    const module = await newModule(limits.memoryBytes);
-    const outcome = fn.start(module);
+    const instance = await newModule(limits.memoryBytes);
+    const outcome = fn.start(instance);
     if (!outcome.ok) {
       fn.dispose();
       return { outcome };
@@ -212,35 +233,50 @@ export class QuickJsFunction {
     this.stop();
   }
 
-  private start(module: QuickJSWASMModule): CompileOutcome {
+  private start({ module, memory }: Instance): CompileOutcome {
     const runtime = module.newRuntime();
     runtime.setMemoryLimit(this.limits.memoryBytes);
     runtime.setMaxStackSize(MAX_STACK_BYTES);
-    runtime.setInterruptHandler(() => performance.now() > this.deadline);
+    runtime.setInterruptHandler(() => this.interrupt());
     const context = runtime.newContext();
-    this.live = { module, runtime, context, run: context.undefined, api: context.undefined };
+    const live: Live = {
+      module,
+      runtime,
+      context,
+      run: context.undefined,
+      api: context.undefined,
+      progress: undefined,
+    };
+    this.live = live;
     try {
-      return this.prepare(context);
+      return this.prepare(context, live, memory);
     } catch (error) {
       this.stop();
       return { ok: false, message: `the sandbox failed: ${(error as Error).message}`, line: null };
     }
   }
 
-  private prepare(context: QuickJSContext): CompileOutcome {
-    const live = this.live!;
-    const item = context.newFunction('item', (index) => {
-      this.current = context.getNumber(index);
+  /** Polled by QuickJS while user code runs: a new item starts its own CPU time; past the deadline, the call ends. */
+  private interrupt(): boolean {
+    const progress = this.live?.progress;
+    const item = progress ? progress.view[progress.index]! : this.current;
+    if (item !== this.current) {
+      this.current = item;
       this.deadline = performance.now() + this.limits.cpuMs;
-      this.watch(this.current);
-    });
-    const memory = context.newString(memoryMessage(this.limits));
+      this.watch(item);
+    }
+    return performance.now() > this.deadline;
+  }
+
+  private prepare(context: QuickJSContext, live: Live, memory: WasmMemory): CompileOutcome {
+    const message = context.newString(memoryMessage(this.limits));
     const prelude = context.unwrapResult(context.evalCode(PRELUDE, 'prelude.js'));
-    live.api = context.unwrapResult(context.callFunction(prelude, context.undefined, item, memory));
+    live.api = context.unwrapResult(context.callFunction(prelude, context.undefined, message));
     prelude.dispose();
-    memory.dispose();
-    item.dispose();
+    message.dispose();
     live.run = context.getProp(live.api, 'run');
+    live.progress = findProgress(memory);
+    live.progress.view[live.progress.index] = -1;
 
     this.current = -1;
     this.deadline = performance.now() + this.limits.cpuMs;
@@ -288,7 +324,8 @@ export class QuickJsFunction {
     from: number,
     to: number,
   ): { items: string } | { error: string; at: number } {
-    const { context, run } = this.live!;
+    const live = this.live!;
+    const { context, run } = live;
     const handles = [
       context.newString(docsText),
       context.newString(metaText),
@@ -297,6 +334,9 @@ export class QuickJsFunction {
       context.newNumber(this.limits.maxResultBytes),
     ];
     this.current = from;
+    live.progress!.view[live.progress!.index] = from;
+    this.deadline = performance.now() + this.limits.cpuMs;
+    this.watch(from);
     let result;
     try {
       result = context.callFunction(run, context.undefined, ...handles);

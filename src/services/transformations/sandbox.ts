@@ -248,13 +248,13 @@ class CompiledFunction implements SandboxFunction {
     if (reply.type === 'ran') return readChunks(reply.chunks);
     if (reply.type !== 'failed') return events.map(() => ({ kind: 'error', message: 'unexpected reply' }));
     if (reply.message === 'lost') return this.runMany(events, meta);
-    // This call ran over inside a built-in: its item gets the error, the items around it run again.
-    const match = /^(.*)@(-?\d+)$/.exec(reply.message);
-    const at = match ? Math.min(Math.max(Number(match[2]), 0), events.length - 1) : 0;
-    const error: FunctionOutcome = { kind: 'error', message: match ? match[1]! : reply.message };
-    const before = await this.runMany(events.slice(0, at), meta);
-    const after = await this.runMany(events.slice(at + 1), meta);
-    return [...before, error, ...after];
+    // This call ran over inside a built-in. Which item ran is known only to within one poll of the interrupt
+    // handler, so each item of the call runs alone again: the one that runs over again is then known exactly.
+    const message = reply.message.replace(/@-?\d+$/, '');
+    if (events.length === 1) return [{ kind: 'error', message }];
+    const outcomes: FunctionOutcome[] = [];
+    for (const event of events) outcomes.push(await this.run(event, meta));
+    return outcomes;
   }
 
   dispose(): void {
