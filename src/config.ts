@@ -343,7 +343,7 @@ export function loadConfig(env: Env = process.env): Config {
     backupSchedule: backupSchedule(env),
     // transformations.md §4: 50 ms of CPU and 32 MB per call.
     transformFunctionCpuMs: integer(env, 'INLET_TRANSFORM_FUNCTION_CPU_MS', 50, 1, 10_000),
-    transformFunctionMemoryMb: integer(env, 'INLET_TRANSFORM_FUNCTION_MEMORY_MB', 32, 4, 1024),
+    transformFunctionMemoryMb: integer(env, 'INLET_TRANSFORM_FUNCTION_MEMORY_MB', 32, 16, 1024),
     geoipDatabase: readableFile(env, 'INLET_GEOIP_DATABASE'),
     deprecations,
   };

@@ -73,7 +73,7 @@ describe('loadConfig errors name the variable and the bad value', () => {
     ['INLET_RATE_LIMIT_RPS', '-5'],
     ['INLET_RATE_LIMIT_BURST', '1e3'],
     ['INLET_TRANSFORM_FUNCTION_CPU_MS', '0'],
-    ['INLET_TRANSFORM_FUNCTION_MEMORY_MB', '2'],
+    ['INLET_TRANSFORM_FUNCTION_MEMORY_MB', '8'],
     ['INLET_GEOIP_DATABASE', 'no/such/GeoLite2-City.mmdb'],
   ];
   for (const [name, value] of bad) {

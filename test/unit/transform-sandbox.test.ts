@@ -219,9 +219,49 @@ describe('functions are isolated from each other and from the host (§4)', () =>
     healthy.dispose();
   });
 
+  it('goes on after many functions whose top level the watchdog had to end', async () => {
+    for (let i = 0; i < 6; i++) {
+      const result = await sandbox.compile(
+        `const s = 'ab'.repeat(1 << 23); for (let i = 0; i < 1e6; i++) s.lastIndexOf('c');\nfunction transform(e) { return e; }`,
+      );
+      assert.equal(result.ok, false);
+      assert.match(!result.ok ? result.message : '', /top level ran over its CPU limit/);
+    }
+    const healthy = await compiled('function transform(e) { e.properties.ok = 1; return e; }');
+    assert.deepEqual(await healthy.run(doc('a.b'), meta), { kind: 'event', event: doc('a.b', { ok: 1 }) });
+    healthy.dispose();
+  });
+
   it('answers a disposed function with an error', async () => {
     const fn = await compiled('function transform(e) { return e; }');
     fn.dispose();
     assert.deepEqual(await fn.run(doc('a.b'), meta), { kind: 'error', message: 'the function was replaced' });
+  });
+});
+
+describe('the memory limit counts everything a function allocates, array buffers included (§8)', () => {
+  // A CPU limit far above what the allocations take, so only the memory limit can end them.
+  let small: Sandbox;
+  before(() => {
+    small = createSandbox({ cpuMs: 20_000, memoryMb: 16 });
+  });
+  after(() => small.close());
+
+  it('ends a loop of 1 MB array buffers at 16 MB and lets 8 MB through', async () => {
+    const result = await small.compile(`function transform(event) {
+      const kept = [];
+      for (let i = 0; i < event.properties.megabytes; i++) kept.push(new Uint8Array(1 << 20).fill(1));
+      event.properties.kept = kept.length;
+      return event;
+    }`);
+    assert.ok(result.ok);
+    const [within, over, after] = await result.fn.runMany(
+      [doc('a.b', { megabytes: 8 }), doc('a.b', { megabytes: 64 }), doc('a.b', { megabytes: 2 })],
+      meta,
+    );
+    assert.deepEqual(within, { kind: 'event', event: doc('a.b', { megabytes: 8, kept: 8 }) });
+    assert.deepEqual(over, { kind: 'error', message: 'ran over its memory limit of 16 MB' });
+    assert.deepEqual(after, { kind: 'event', event: doc('a.b', { megabytes: 2, kept: 2 }) });
+    result.fn.dispose();
   });
 });

@@ -83,7 +83,10 @@ class SandboxThread {
   private nextId = 1;
   private watchdog: ReturnType<typeof setInterval> | undefined;
   private closed = false;
-  /** Threads lost in a row with no reply between: past a few, the sandbox answers with errors instead of looping. */
+  /**
+   * Threads that ended by themselves in a row with no reply between (not those the watchdog ended): past a few,
+   * the sandbox answers with errors instead of starting threads in a loop.
+   */
   private losses = 0;
   /** Bumped at each new thread: a function compiled in an older one is compiled again before it runs. */
   generation = 0;
@@ -131,8 +134,8 @@ class SandboxThread {
       pending?.resolve(reply);
       if (this.pending.size === 0) this.stopWatch();
     });
-    worker.on('error', () => this.lose(worker, 'the sandbox thread failed'));
-    worker.on('exit', () => this.lose(worker, 'the sandbox thread ended'));
+    worker.on('error', () => this.lose(worker, 'the sandbox thread failed', true));
+    worker.on('exit', () => this.lose(worker, 'the sandbox thread ended', true));
     this.worker = worker;
     return worker;
   }
@@ -142,7 +145,7 @@ class SandboxThread {
     this.watchdog = setInterval(() => {
       const started = this.progress[0]!;
       if (started > 0 && Date.now() - started > this.limits.cpuMs + this.graceMs) {
-        this.lose(this.worker, `ran over its CPU limit of ${this.limits.cpuMs} ms`);
+        this.lose(this.worker, `ran over its CPU limit of ${this.limits.cpuMs} ms`, false);
       }
     }, WATCHDOG_TICK_MS);
     this.watchdog.unref();
@@ -157,11 +160,11 @@ class SandboxThread {
    * The thread ended or is being ended: the request that was running (and its item) gets `message`; every
    * other pending request is answered `lost`, so its caller sends it again to the next thread.
    */
-  private lose(worker: Worker | undefined, message: string): void {
+  private lose(worker: Worker | undefined, message: string, byItself: boolean): void {
     if (!worker || worker !== this.worker) return;
     this.worker = undefined;
     this.generation++;
-    this.losses++;
+    if (byItself) this.losses++;
     this.stopWatch();
     const running = this.progress[0]! > 0 ? this.progress[1]! : -1;
     const item = this.progress[2]!;
