@@ -129,6 +129,12 @@ for (const [name, source] of [
     }),
   ]);
   rows.push([
+    `${name}, batches of ${BATCH}, synchronous calls`,
+    await measure(docs.length, () => {
+      for (const chunk of chunks) fn.runManySync(chunk, meta);
+    }),
+  ]);
+  rows.push([
     `${name}, one event per call`,
     await measure(BATCH * 4, async () => {
       for (const event of docs.slice(0, BATCH * 4)) await fn.run(event, meta);

@@ -265,3 +265,27 @@ describe('the memory limit counts everything a function allocates, array buffers
     result.fn.dispose();
   });
 });
+
+describe('synchronous calls, for a synchronous step engine (§4)', () => {
+  it('answers as the asynchronous calls do, a limit costing its item only', async () => {
+    const fn = await compiled(`function transform(event, meta) {
+      if (event.event === 'loop.forever') while (true) {}
+      if (event.event === 'long.builtin') { const s = 'ab'.repeat(1 << 23); for (let i = 0; i < 1e6; i++) s.lastIndexOf('c'); }
+      if (event.event === 'drop.me') return null;
+      event.properties.route = meta.route;
+      return event;
+    }`);
+    const batch = [doc('a.b'), doc('loop.forever'), doc('drop.me'), doc('long.builtin'), doc('c.d')];
+    const outcomes = fn.runManySync(batch, meta);
+    assert.deepEqual(outcomes, [
+      { kind: 'event', event: doc('a.b', { route: 'v2' }) },
+      { kind: 'error', message: 'ran over its CPU limit of 50 ms' },
+      { kind: 'drop' },
+      { kind: 'error', message: 'ran over its CPU limit of 50 ms' },
+      { kind: 'event', event: doc('c.d', { route: 'v2' }) },
+    ]);
+    assert.deepEqual(fn.runSync(doc('e.f'), meta), { kind: 'event', event: doc('e.f', { route: 'v2' }) });
+    assert.deepEqual(await fn.runMany(batch.slice(0, 3), meta), outcomes.slice(0, 3));
+    fn.dispose();
+  });
+});

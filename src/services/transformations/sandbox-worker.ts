@@ -3,12 +3,24 @@
  * time. It tells the host, through shared memory, when user code started on which item, so that the host can
  * end this thread when a call outlives its limit inside one long built-in, where QuickJS does not stop it.
  */
-import { parentPort, workerData } from 'node:worker_threads';
+import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import { QuickJsFunction, type FunctionLimits } from './quickjs-function.js';
 import type { WorkerReply, WorkerRequest } from './sandbox.js';
 
 const port = parentPort!;
-const { progress: progressBuffer, limits } = workerData as { progress: SharedArrayBuffer; limits: FunctionLimits };
+const {
+  progress: progressBuffer,
+  limits,
+  sync,
+  answered: answeredBuffer,
+} = workerData as {
+  progress: SharedArrayBuffer;
+  limits: FunctionLimits;
+  sync: MessagePort;
+  answered: SharedArrayBuffer;
+};
+/** Bumped after each answer on the synchronous port: the host waits on it (Atomics.wait). */
+const answered = new Int32Array(answeredBuffer);
 /** [0]: when user code started on the current item (ms since the epoch; 0 when none runs), [1]: request id, [2]: item. */
 const progress = new Float64Array(progressBuffer);
 const functions = new Map<number, QuickJsFunction>();
@@ -41,9 +53,9 @@ async function handle(message: WorkerRequest): Promise<WorkerReply | undefined> 
   return undefined;
 }
 
-// One request at a time, in order: the shared progress describes one call.
+// One request at a time, in order, from either port: the shared progress describes one call.
 let queue = Promise.resolve();
-port.on('message', (message: WorkerRequest) => {
+function enqueue(message: WorkerRequest, answer: (reply: WorkerReply) => void): void {
   queue = queue.then(async () => {
     let reply: WorkerReply | undefined;
     try {
@@ -51,6 +63,14 @@ port.on('message', (message: WorkerRequest) => {
     } catch (error) {
       reply = { id: message.id, type: 'failed', message: (error as Error).message };
     }
-    if (reply) port.postMessage(reply);
+    if (reply) answer(reply);
   });
-});
+}
+port.on('message', (message: WorkerRequest) => enqueue(message, (reply) => port.postMessage(reply)));
+sync.on('message', (message: WorkerRequest) =>
+  enqueue(message, (reply) => {
+    sync.postMessage(reply);
+    Atomics.add(answered, 0, 1);
+    Atomics.notify(answered, 0);
+  }),
+);

@@ -10,7 +10,7 @@
  * the functions compiled again in it; calls waiting on it are sent again, so only the item that ran over
  * gets an error.
  */
-import { Worker } from 'node:worker_threads';
+import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
 import secureJson from 'secure-json-parse';
 import type { CompileOutcome, FunctionLimits, RunChunk } from './quickjs-function.js';
 
@@ -38,6 +38,12 @@ export type FunctionOutcome =
 export type CompileResult = { ok: true; fn: SandboxFunction } | { ok: false; message: string; line: number | null };
 
 export interface SandboxFunction {
+  /**
+   * The same, blocking this thread until the sandbox's thread answers (for a synchronous step engine); the
+   * watchdog runs inside the wait, so a built-in that runs over still costs only its item.
+   */
+  runSync(event: Record<string, unknown>, meta: FunctionMeta): FunctionOutcome;
+  runManySync(events: readonly Record<string, unknown>[], meta: FunctionMeta): FunctionOutcome[];
   /** Runs the function on one document: the changed document, a drop (it returned `null`) or an error. */
   run(event: Record<string, unknown>, meta: FunctionMeta): Promise<FunctionOutcome>;
   /** The same on several documents in one crossing of the boundary; each item keeps its own limits and outcome. */
@@ -69,6 +75,8 @@ export type WorkerReply =
 const DEFAULT_MAX_RESULT_BYTES = 1024 * 1024;
 const WATCHDOG_TICK_MS = 20;
 const MAX_LOSSES = 5;
+/** How long a synchronous call waits on a thread that runs no user code and does not answer (it may be starting). */
+const SILENT_MS = 15_000;
 
 interface Pending {
   request: WorkerRequest;
@@ -80,6 +88,9 @@ class SandboxThread {
   private worker: Worker | undefined;
   private progress = new Float64Array(new SharedArrayBuffer(3 * 8));
   private pending = new Map<number, Pending>();
+  /** The port of synchronous calls, and the counter the thread bumps after each answer on it. */
+  private syncPort: MessagePort | undefined;
+  private readonly answered = new Int32Array(new SharedArrayBuffer(4));
   private nextId = 1;
   private watchdog: ReturnType<typeof setInterval> | undefined;
   private closed = false;
@@ -112,11 +123,43 @@ class SandboxThread {
     });
   }
 
+  /** The same as `call`, blocking until the answer; the watchdog's check runs between waits. */
+  callSync(request: Unsent): WorkerReply {
+    if (this.closed) return { id: 0, type: 'failed', message: 'the sandbox is closed' };
+    if (this.losses >= MAX_LOSSES) return { id: 0, type: 'failed', message: 'the sandbox thread cannot start' };
+    const worker = this.ensure();
+    const port = this.syncPort!;
+    const id = this.nextId++;
+    const seen = Atomics.load(this.answered, 0);
+    port.postMessage({ ...request, id });
+    let quietSince = Date.now();
+    for (;;) {
+      Atomics.wait(this.answered, 0, seen, WATCHDOG_TICK_MS);
+      const received = receiveMessageOnPort(port);
+      if (received) {
+        this.losses = 0;
+        return received.message as WorkerReply;
+      }
+      const started = this.progress[0]!;
+      if (started > 0) quietSince = Date.now();
+      const overrun = started > 0 && Date.now() - started > this.limits.cpuMs + this.graceMs;
+      if (!overrun && Date.now() - quietSince < SILENT_MS) continue;
+      const running = started > 0 ? this.progress[1]! : -1;
+      const item = this.progress[2]!;
+      const message = overrun
+        ? `ran over its CPU limit of ${this.limits.cpuMs} ms`
+        : 'the sandbox thread does not answer';
+      this.lose(worker, message, !overrun);
+      return { id, type: 'failed', message: running === id ? `${message}@${item}` : 'lost' };
+    }
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     this.stopWatch();
     const worker = this.worker;
     this.worker = undefined;
+    this.syncPort?.close();
     for (const [id, pending] of this.pending) pending.resolve({ id, type: 'failed', message: 'the sandbox is closed' });
     this.pending.clear();
     if (worker) await worker.terminate();
@@ -125,7 +168,15 @@ class SandboxThread {
   private ensure(): Worker {
     if (this.worker) return this.worker;
     this.progress = new Float64Array(new SharedArrayBuffer(3 * 8));
-    const worker = spawn({ progress: this.progress.buffer, limits: this.limits });
+    const { port1, port2 } = new MessageChannel();
+    port1.unref();
+    this.syncPort = port1;
+    const worker = spawn({
+      progress: this.progress.buffer,
+      limits: this.limits,
+      sync: port2,
+      answered: this.answered.buffer,
+    });
     worker.unref();
     worker.on('message', (reply: WorkerReply) => {
       this.losses = 0;
@@ -163,6 +214,8 @@ class SandboxThread {
   private lose(worker: Worker | undefined, message: string, byItself: boolean): void {
     if (!worker || worker !== this.worker) return;
     this.worker = undefined;
+    this.syncPort?.close();
+    this.syncPort = undefined;
     this.generation++;
     if (byItself) this.losses++;
     this.stopWatch();
@@ -179,12 +232,18 @@ class SandboxThread {
 }
 
 /** A thread running the worker: compiled JavaScript, or under tsx (tests, `npm run dev`) the TypeScript source. */
-function spawn(workerData: { progress: ArrayBufferLike; limits: FunctionLimits }): Worker {
+function spawn(workerData: {
+  progress: ArrayBufferLike;
+  limits: FunctionLimits;
+  sync: MessagePort;
+  answered: ArrayBufferLike;
+}): Worker {
   const entry = new URL(`./sandbox-worker.${import.meta.url.endsWith('.ts') ? 'ts' : 'js'}`, import.meta.url);
-  if (!entry.pathname.endsWith('.ts')) return new Worker(entry, { workerData, name: 'inlet-sandbox' });
+  const options = { workerData, transferList: [workerData.sync], name: 'inlet-sandbox' };
+  if (!entry.pathname.endsWith('.ts')) return new Worker(entry, options);
   // A worker thread does not inherit tsx's loader hooks (Node 20): it registers them itself first.
   const source = `import('tsx/esm/api').then((tsx) => { tsx.register(); return import(${JSON.stringify(entry.href)}); });`;
-  return new Worker(source, { eval: true, workerData, name: 'inlet-sandbox' });
+  return new Worker(source, { ...options, eval: true });
 }
 
 export function createSandbox(settings: SandboxSettings): Sandbox {
@@ -206,12 +265,22 @@ export function createSandbox(settings: SandboxSettings): Sandbox {
     }
   }
 
+  function compileSync(fn: number, source: string): CompileOutcome {
+    for (;;) {
+      const reply = thread.callSync({ type: 'compile', fn, source });
+      if (reply.type === 'compiled') return reply.outcome;
+      if (reply.type === 'failed' && reply.message === 'lost') continue;
+      const message = reply.type === 'failed' ? reply.message.replace(/@-?\d+$/, '') : 'unexpected reply';
+      return { ok: false, message: `the code's top level ${message}`, line: null };
+    }
+  }
+
   return {
     async compile(source) {
       const fn = nextFunction++;
       const outcome = await compileIn(fn, source);
       if (!outcome.ok) return outcome;
-      return { ok: true, fn: new CompiledFunction(thread, fn, source, thread.generation, compileIn) };
+      return { ok: true, fn: new CompiledFunction(thread, fn, source, thread.generation, compileIn, compileSync) };
     },
     close: () => thread.close(),
   };
@@ -226,7 +295,39 @@ class CompiledFunction implements SandboxFunction {
     private readonly source: string,
     private generation: number,
     private readonly compileIn: (fn: number, source: string) => Promise<CompileOutcome>,
+    private readonly compileSync: (fn: number, source: string) => CompileOutcome,
   ) {}
+
+  runSync(event: Record<string, unknown>, meta: FunctionMeta): FunctionOutcome {
+    return this.runManySync([event], meta)[0]!;
+  }
+
+  runManySync(events: readonly Record<string, unknown>[], meta: FunctionMeta): FunctionOutcome[] {
+    if (events.length === 0) return [];
+    if (this.disposed) return events.map(() => ({ kind: 'error', message: 'the function was replaced' }));
+    if (this.generation !== this.thread.generation) {
+      this.generation = this.thread.generation;
+      const outcome = this.compileSync(this.id, this.source);
+      if (!outcome.ok) return events.map(() => ({ kind: 'error', message: outcome.message }));
+    }
+    const reply = this.thread.callSync(this.request(events, meta));
+    if (reply.type === 'ran') return readChunks(reply.chunks);
+    if (reply.type !== 'failed') return events.map(() => ({ kind: 'error', message: 'unexpected reply' }));
+    if (reply.message === 'lost') return this.runManySync(events, meta);
+    // As in runMany: after the watchdog, each item alone again names the one that runs over.
+    if (events.length === 1) return [{ kind: 'error', message: reply.message.replace(/@-?\d+$/, '') }];
+    return events.map((event) => this.runSync(event, meta));
+  }
+
+  private request(events: readonly Record<string, unknown>[], meta: FunctionMeta) {
+    return {
+      type: 'run' as const,
+      fn: this.id,
+      docs: JSON.stringify(events),
+      meta: JSON.stringify(meta),
+      count: events.length,
+    };
+  }
 
   async run(event: Record<string, unknown>, meta: FunctionMeta): Promise<FunctionOutcome> {
     return (await this.runMany([event], meta))[0]!;
@@ -241,13 +342,7 @@ class CompiledFunction implements SandboxFunction {
       const outcome = await this.compileIn(this.id, this.source);
       if (!outcome.ok) return events.map(() => ({ kind: 'error', message: outcome.message }));
     }
-    const reply = await this.thread.call({
-      type: 'run',
-      fn: this.id,
-      docs: JSON.stringify(events),
-      meta: JSON.stringify(meta),
-      count: events.length,
-    });
+    const reply = await this.thread.call(this.request(events, meta));
     if (reply.type === 'ran') return readChunks(reply.chunks);
     if (reply.type !== 'failed') return events.map(() => ({ kind: 'error', message: 'unexpected reply' }));
     if (reply.message === 'lost') return this.runMany(events, meta);
