@@ -77,6 +77,10 @@ export interface Config {
   destinationLeaseMs: number;
   /** How long the delivery log keeps attempts. */
   destinationLogRetentionDays: number;
+  /** INLET_WAREHOUSE_MAX_TABLES (500): event tables per warehouse schema (warehouses.md §1). */
+  warehouseMaxTables: number;
+  /** INLET_WAREHOUSE_MAX_COLUMNS (1000): property columns per warehouse table. */
+  warehouseMaxColumns: number;
   /** INLET_DESTINATIONS_WORKER (default on): deliver in a worker thread with its own storage connection, off the request loop. */
   destinationsWorker: boolean;
   /** The web console at /console (issue 14): INLET_CONSOLE on|off; served only while the admin API is on. */
@@ -318,6 +322,8 @@ export function loadConfig(env: Env = process.env): Config {
     destinationPollMs: integer(env, 'INLET_DESTINATION_POLL_MS', 500, 10, 10_000),
     destinationLeaseMs: integer(env, 'INLET_DESTINATION_LEASE_MS', 15_000, 1_000, 20_000),
     destinationLogRetentionDays: integer(env, 'INLET_DESTINATION_LOG_RETENTION_DAYS', 7, 1, 3650),
+    warehouseMaxTables: integer(env, 'INLET_WAREHOUSE_MAX_TABLES', 500, 1, 100_000),
+    warehouseMaxColumns: integer(env, 'INLET_WAREHOUSE_MAX_COLUMNS', 1000, 1, 1600),
     destinationsWorker: (env.INLET_DESTINATIONS_WORKER?.trim() ?? '') === '' || flag(env, 'INLET_DESTINATIONS_WORKER'),
     consoleEnabled: oneOf(env, 'INLET_CONSOLE', ['on', 'off'] as const, 'on') === 'on',
     catalogEnabled: oneOf(env, 'INLET_CATALOG', ['on', 'off'] as const, 'on') === 'on',

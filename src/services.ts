@@ -156,6 +156,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
     pollMs: config.destinationPollMs,
     leaseMs: config.destinationLeaseMs,
     logRetentionMs: config.destinationLogRetentionDays * 86_400_000,
+    warehouse: { maxTables: config.warehouseMaxTables, maxColumns: config.warehouseMaxColumns },
     guard,
     format: destinationMessage,
     ...(options.now === undefined ? {} : { clock: { now: options.now } }),

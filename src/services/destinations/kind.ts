@@ -72,6 +72,34 @@ export interface DriverOptions {
   timeoutMs: number;
   guard: OutboundGuard;
   now: () => number;
+  /** Warehouse types: their bounds, and where a load's figures go (metrics.ts `WarehouseMetrics`). */
+  warehouse: WarehouseOptions;
+}
+
+export interface WarehouseOptions {
+  /** INLET_WAREHOUSE_MAX_TABLES: event tables per schema. */
+  maxTables: number;
+  /** INLET_WAREHOUSE_MAX_COLUMNS: property columns per table. */
+  maxColumns: number;
+  /** Reports one load (rows, duration, columns added, widenings, warnings). */
+  loaded(destinationId: string, load: WarehouseLoad): void;
+}
+
+/** What one warehouse load did. */
+export interface WarehouseLoad {
+  rows: number;
+  seconds: number;
+  columnsAdded: number;
+  widenings: number;
+  warnings: string[];
+}
+
+/** A type's own bounds of `batch` (events-out §6 for webhooks and NATS; warehouses.md for warehouses). */
+export interface BatchBounds {
+  defaultMessages: number;
+  maxMessages: number;
+  defaultWaitMs: number;
+  maxWaitMs: number;
 }
 
 /** A type's module: its admin fields and checks, and its driver. */
@@ -82,17 +110,30 @@ export interface DestinationKind {
   fields: ReadonlyArray<keyof DestinationInput>;
   /** Its fields that an edit (PATCH) may change. */
   editable: ReadonlyArray<keyof DestinationInput>;
+  /** Its bounds of `batch`; default: 1–1000 messages (default 1), 0–60000 ms (default 0). */
+  batch?: BatchBounds;
+  /** Where a new destination starts without `start`; default "now" (warehouses load the history: "beginning"). */
+  defaultStart?: 'now' | 'beginning';
   /** A new signing secret, for a type whose deliveries are signed: made at create, and on rotation. */
   newSecret?(): string;
   /** Its config and credentials from a create body; problems go to `errors`. */
   parse(
     input: DestinationInput,
     errors: FieldError[],
+    productId: string,
   ): { config: DestinationConfig; credentials: DestinationCredentials | null };
   /** The config after an edit of its editable fields; undefined when the edit changes none. */
   edit(current: DestinationConfig, input: DestinationInput, errors: FieldError[]): DestinationConfig | undefined;
-  /** The outbound guard's checks of the addresses in `config`; a refusal is a validation error (refusedAs). */
-  check(config: DestinationConfig, guard: OutboundGuard): Promise<void>;
+  /**
+   * The outbound guard's checks of the addresses in `config` (and `credentials`); a refusal is a validation
+   * error (refusedAs). A warehouse also connects, and creates its schema, here.
+   */
+  check(
+    config: DestinationConfig,
+    guard: OutboundGuard,
+    credentials: DestinationCredentials | null,
+    timeoutMs: number,
+  ): Promise<void>;
   driver(options: DriverOptions): DestinationDriver;
 }
 
