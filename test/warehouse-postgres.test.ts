@@ -5,7 +5,10 @@
 import { strict as assert } from 'node:assert';
 import { after, before, describe, it } from 'node:test';
 import { adminHeaders, bearer, createTestApp, problemOf, type TestContext } from './helpers.js';
+import { cliTestDatabase } from './support/cli.js';
 import { createWarehouseDb, type WarehouseDb } from './support/warehouse-db.js';
+
+const { cli } = cliTestDatabase();
 
 let ctx: TestContext;
 let warehouse: WarehouseDb;
@@ -328,5 +331,49 @@ describe('postgres warehouse: loads', () => {
     const metrics = await ctx.services.metrics.registry.metrics();
     assert.match(metrics, new RegExp(`inlet_warehouse_warnings_total\\{destination="${d.id}"\\} [1-9]`));
     assert.match(metrics, new RegExp(`inlet_warehouse_rows_loaded_total\\{destination="${d.id}"\\} 5`));
+  });
+});
+
+describe('postgres warehouse: the CLI', () => {
+  it('creates one with --type postgres --url --schema; show gives the schema, never the URL', async () => {
+    const product = JSON.parse((await cli('products', 'create', 'wh-cli', '--json')).out).data.id as string;
+    const created = await cli(
+      'destinations',
+      'create',
+      '--product',
+      product,
+      '--type',
+      'postgres',
+      '--name',
+      'wh',
+      '--url',
+      warehouse.url,
+      '--schema',
+      'wh_cli',
+      '--json',
+    );
+    assert.equal(created.code, 0, created.err);
+    const d = JSON.parse(created.out).data;
+    assert.equal(d.type, 'postgres');
+    assert.equal(d.schema, 'wh_cli');
+    assert.ok(!created.out.includes(warehouse.name));
+    const shown = await cli('destinations', 'show', d.id, '--product', product);
+    assert.equal(shown.code, 0, shown.err);
+    assert.match(shown.out, /wh_cli/);
+    assert.ok(!shown.out.includes(warehouse.name));
+    const refused = await cli(
+      'destinations',
+      'create',
+      '--product',
+      product,
+      '--type',
+      'postgres',
+      '--name',
+      'wh',
+      '--url',
+      'postgres://postgres@127.0.0.1:1/x',
+    );
+    assert.equal(refused.code, 1);
+    assert.match(refused.err, /\/url.*cannot connect/);
   });
 });
