@@ -74,6 +74,7 @@ const service = createDestinationService(storage.destinations, createMetrics({ d
   leaseMs: config.destinationLeaseMs,
   logRetentionMs: config.destinationLogRetentionDays * 86_400_000,
   warehouse: { maxTables: config.warehouseMaxTables, maxColumns: config.warehouseMaxColumns },
+  ...(config.fileDestinationsRoot === undefined ? {} : { fileRoot: config.fileDestinationsRoot }),
   // The SSRF guard applies here exactly as in the main thread: built from the same settings.
   guard: createOutboundGuard({ allow: config.outboundAllow, allowPrivate: config.outboundAllowPrivate }),
   format: destinationMessage,

@@ -157,6 +157,8 @@ export async function createServices(config: Config, options: CreateServicesOpti
     leaseMs: config.destinationLeaseMs,
     logRetentionMs: config.destinationLogRetentionDays * 86_400_000,
     warehouse: { maxTables: config.warehouseMaxTables, maxColumns: config.warehouseMaxColumns },
+    ...(config.fileDestinationsRoot === undefined ? {} : { fileRoot: config.fileDestinationsRoot }),
+    ...(config.fileDestinationsRoot === undefined ? {} : { fileRoot: config.fileDestinationsRoot }),
     guard,
     format: destinationMessage,
     ...(options.now === undefined ? {} : { clock: { now: options.now } }),

@@ -521,7 +521,7 @@ export interface IdentityStore {
 
 // Destinations (events-out §6): storage/destination-store.ts.
 
-export type DestinationType = 'webhook' | 'nats' | 'postgres';
+export type DestinationType = 'webhook' | 'nats' | 'postgres' | 'parquet';
 export type DestinationStatus = 'active' | 'paused' | 'disabled';
 export type MessageType = 'event.created' | 'user.identified' | 'user.merged' | 'user.erased';
 
@@ -536,12 +536,17 @@ export interface DestinationBatch {
   maxWaitMs: number;
 }
 
-/** webhook: `url`; nats: `servers`, `subject` (a template); postgres: `schema` (its URL is a credential). */
+/**
+ * webhook: `url`; nats: `servers`, `subject` (a template); postgres: `schema` (its URL is a credential);
+ * parquet: `path` (absolute, inside INLET_FILE_DESTINATIONS_ROOT) and `partition`.
+ */
 export interface DestinationConfig {
   url?: string;
   servers?: string[];
   subject?: string;
   schema?: string;
+  path?: string;
+  partition?: 'hour' | 'day';
 }
 
 /** NATS credentials, a PostgreSQL warehouse's URL: stored, never echoed. */
@@ -659,6 +664,8 @@ export type DestinationPatch = Partial<
 export interface DestinationStore {
   /** Whether a text is a position of this storage (cursors from clients are checked with it). */
   isEventPosition(position: string): boolean;
+  /** Orders two positions of this storage (negative: `a` first); file destinations compare their files' ranges. */
+  orderPositions(a: string, b: string): number;
   insert(record: DestinationRecord): Promise<void>;
   get(productId: string, id: string): Promise<DestinationRecord | undefined>;
   getById(id: string): Promise<DestinationRecord | undefined>;

@@ -14,6 +14,8 @@ interface Destination {
   servers?: string[];
   subject?: string;
   schema?: string;
+  path?: string;
+  partition?: string;
   warnings?: Array<{ at: string; message: string }>;
   cursor: string;
   lag: number | null;
@@ -36,7 +38,7 @@ interface Delivery {
   duration_ms: number;
 }
 
-type Kind = 'webhook' | 'nats' | 'postgres';
+type Kind = 'webhook' | 'nats' | 'postgres' | 'parquet';
 const TONE = { active: 'ok', paused: 'muted', disabled: 'bad' } as const;
 
 /** What the create form sends for each type's own fields. */
@@ -55,6 +57,7 @@ function typeFields(type: Kind, text: (name: string) => string): Record<string, 
 function targetOf(d: Destination): [string, string] {
   if (d.type === 'webhook') return ['URL', d.url ?? ''];
   if (d.type === 'postgres') return ['Warehouse schema', d.schema ?? ''];
+  if (d.type === 'parquet') return ['Parquet folder', `${d.path ?? ''} (by ${d.partition ?? 'hour'})`];
   return ['Servers · subject', `${(d.servers ?? []).join(', ')} · ${d.subject}`];
 }
 const REFRESH_MS = 3000;

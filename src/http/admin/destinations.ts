@@ -42,16 +42,16 @@ const Batch = Type.Object(
     max_messages: Type.Optional(
       Type.Integer({
         minimum: 1,
-        maximum: 10_000,
+        maximum: 100_000,
         description:
-          'Messages per delivery: webhook and NATS 1–1000 (default 1: no batching); postgres up to 10,000 (default 1000)',
+          'Messages per delivery: webhook and NATS 1–1000 (default 1: no batching); postgres up to 10,000 (default 1000); parquet up to 100,000 (default 100,000)',
       }),
     ),
     max_wait_ms: Type.Optional(
       Type.Integer({
         minimum: 0,
         maximum: 60_000,
-        description: 'How long to wait for a fuller batch (default 0; postgres 5000)',
+        description: 'How long to wait for a fuller batch (default 0; postgres 5000; parquet 60000)',
       }),
     ),
   },
@@ -61,7 +61,7 @@ const Batch = Type.Object(
 const Destination = Type.Object({
   id: Type.String(),
   product_id: Type.String(),
-  type: Type.Union([Type.Literal('webhook'), Type.Literal('nats'), Type.Literal('postgres')]),
+  type: Type.Union([Type.Literal('webhook'), Type.Literal('nats'), Type.Literal('postgres'), Type.Literal('parquet')]),
   name: Type.String(),
   status: Type.Union([Type.Literal('active'), Type.Literal('paused'), Type.Literal('disabled')]),
   disabled_reason: Type.Union([Type.String(), Type.Null()]),
@@ -69,6 +69,8 @@ const Destination = Type.Object({
   servers: Type.Optional(Type.Array(Type.String())),
   subject: Type.Optional(Type.String()),
   schema: Type.Optional(Type.String({ description: 'postgres: the warehouse schema loaded into' })),
+  path: Type.Optional(Type.String({ description: 'parquet: the folder the files are written under' })),
+  partition: Type.Optional(Type.Union([Type.Literal('hour'), Type.Literal('day')])),
   has_credentials: Type.Optional(Type.Boolean()),
   filter: Type.Object({
     types: Type.Optional(Type.Array(Type.String())),
@@ -125,7 +127,12 @@ const DestinationParams = Type.Object(
 
 const CreateBody = Type.Object(
   {
-    type: Type.Union([Type.Literal('webhook'), Type.Literal('nats'), Type.Literal('postgres')]),
+    type: Type.Union([
+      Type.Literal('webhook'),
+      Type.Literal('nats'),
+      Type.Literal('postgres'),
+      Type.Literal('parquet'),
+    ]),
     name: Type.String({ minLength: 1, maxLength: 200 }),
     filter: Type.Optional(Filter),
     batch: Type.Optional(Batch),
@@ -146,6 +153,17 @@ const CreateBody = Type.Object(
       Type.String({
         maxLength: 63,
         description: 'postgres: the schema to load into (default inlet_ + the product id lowercased)',
+      }),
+    ),
+    path: Type.Optional(
+      Type.String({
+        maxLength: 1000,
+        description: 'parquet: a folder under INLET_FILE_DESTINATIONS_ROOT (relative to it, or absolute inside it)',
+      }),
+    ),
+    partition: Type.Optional(
+      Type.Union([Type.Literal('hour'), Type.Literal('day')], {
+        description: 'parquet: files per hour (default) or per day of received_at (UTC)',
       }),
     ),
     servers: Type.Optional(
@@ -195,7 +213,8 @@ export function adminDestinationRoutes(app: FastifyInstance, services: Services)
     '/products/:product_id/destinations',
     {
       schema: {
-        summary: "Create a destination (webhook or NATS JetStream); a webhook's signing secret is in this answer only",
+        summary:
+          "Create a destination (webhook, NATS JetStream, PostgreSQL warehouse, Parquet files); a webhook's signing secret is in this answer only",
         body: CreateBody,
         response: {
           201: dataEnvelope(WithSecret),

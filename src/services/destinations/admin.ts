@@ -35,6 +35,8 @@ export interface AdminOptions {
   guard: OutboundGuard;
   /** How long a warehouse's check at creation may take to connect. */
   timeoutMs: number;
+  /** INLET_FILE_DESTINATIONS_ROOT, for file destinations' paths. */
+  fileRoot: string | undefined;
   now: () => number;
   /** Asks the deliverers for a pass soon. */
   poke(): void;
@@ -159,10 +161,18 @@ async function createDestination(
   const name = parseName(input.name, errors);
   const filter = parseFilter(input.filter, errors);
   const batch = parseBatch(input.batch, errors, kind?.batch);
-  const { config, credentials } = kind?.parse(input, errors, productId) ?? { config: {}, credentials: null };
+  const { config, credentials } = kind?.parse(input, errors, { productId, fileRoot: options.fileRoot }) ?? {
+    config: {},
+    credentials: null,
+  };
   if (kind !== undefined) refuseForeign(kinds, kind, input, 'fields', errors);
   if (errors.length > 0) throw validationError(errors);
-  await kind!.check(config, options.guard, credentials, options.timeoutMs);
+  await kind!.check(config, {
+    guard: options.guard,
+    credentials,
+    timeoutMs: options.timeoutMs,
+    fileRoot: options.fileRoot,
+  });
   const start = input.start ?? kind!.defaultStart;
   const cursor = await cursorFrom(store, productId, start, '/start', false);
   const now = iso(options.now);
@@ -231,7 +241,13 @@ async function updateDestination(
   }
   const status = parseStatus(input.status, errors);
   if (errors.length > 0) throw validationError(errors);
-  if (patch.config !== undefined) await kind.check(patch.config, options.guard, current.credentials, options.timeoutMs);
+  if (patch.config !== undefined)
+    await kind.check(patch.config, {
+      guard: options.guard,
+      credentials: current.credentials,
+      timeoutMs: options.timeoutMs,
+      fileRoot: options.fileRoot,
+    });
   // "active" on an active destination that waits for a retry: retry now (the failure count and clock stay).
   if (status === 'active' && current.status === 'active') patch.nextAttemptAt = null;
   if (status !== undefined && status !== current.status) {

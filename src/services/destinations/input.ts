@@ -17,6 +17,8 @@ export interface DestinationInput {
   subject?: unknown;
   credentials?: unknown;
   schema?: unknown;
+  path?: unknown;
+  partition?: unknown;
   status?: unknown;
 }
 

@@ -74,6 +74,10 @@ export interface DriverOptions {
   now: () => number;
   /** Warehouse types: their bounds, and where a load's figures go (metrics.ts `WarehouseMetrics`). */
   warehouse: WarehouseOptions;
+  /** INLET_FILE_DESTINATIONS_ROOT (file destinations write only under it). */
+  fileRoot: string | undefined;
+  /** Orders two message positions (the storage's order). */
+  orderPositions(a: string, b: string): number;
 }
 
 export interface WarehouseOptions {
@@ -120,7 +124,7 @@ export interface DestinationKind {
   parse(
     input: DestinationInput,
     errors: FieldError[],
-    productId: string,
+    context: ParseContext,
   ): { config: DestinationConfig; credentials: DestinationCredentials | null };
   /** The config after an edit of its editable fields; undefined when the edit changes none. */
   edit(current: DestinationConfig, input: DestinationInput, errors: FieldError[]): DestinationConfig | undefined;
@@ -128,13 +132,24 @@ export interface DestinationKind {
    * The outbound guard's checks of the addresses in `config` (and `credentials`); a refusal is a validation
    * error (refusedAs). A warehouse also connects, and creates its schema, here.
    */
-  check(
-    config: DestinationConfig,
-    guard: OutboundGuard,
-    credentials: DestinationCredentials | null,
-    timeoutMs: number,
-  ): Promise<void>;
+  check(config: DestinationConfig, context: CheckContext): Promise<void>;
   driver(options: DriverOptions): DestinationDriver;
+}
+
+/** What parsing a create body may need besides the body. */
+export interface ParseContext {
+  productId: string;
+  /** INLET_FILE_DESTINATIONS_ROOT: where file destinations may write; undefined: file destinations are off. */
+  fileRoot: string | undefined;
+}
+
+/** What the checks at creation (and after an edit) are given. */
+export interface CheckContext {
+  guard: OutboundGuard;
+  credentials: DestinationCredentials | null;
+  /** How long a connection made by the check may take. */
+  timeoutMs: number;
+  fileRoot: string | undefined;
 }
 
 export type DestinationKinds = Readonly<Record<DestinationType, DestinationKind>>;

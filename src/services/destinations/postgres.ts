@@ -224,7 +224,7 @@ export const postgresKind: DestinationKind = {
   editable: [],
   batch: { defaultMessages: 1000, maxMessages: 10_000, defaultWaitMs: 5000, maxWaitMs: 60_000 },
   defaultStart: 'beginning',
-  parse(input, errors, productId) {
+  parse(input, errors, { productId }) {
     if (typeof input.url !== 'string' || input.url.length > 2000) {
       errors.push({ pointer: '/url', message: 'must be a postgres:// URL of at most 2000 characters' });
     } else {
@@ -235,6 +235,6 @@ export const postgresKind: DestinationKind = {
     return { config: { schema }, credentials: { url: String(input.url) } };
   },
   edit: () => undefined,
-  check: (config, guard, credentials, timeoutMs) => checkWarehouse(config.schema!, credentials, guard, timeoutMs),
+  check: (config, { guard, credentials, timeoutMs }) => checkWarehouse(config.schema!, credentials, guard, timeoutMs),
   driver: postgresDriver,
 };

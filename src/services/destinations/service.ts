@@ -23,12 +23,18 @@ import type { MessageFormatter } from './messages.js';
 import { createDestinationMetrics, type DeliveryMetrics } from './metrics.js';
 import { natsKind } from './nats.js';
 import { createPageReader } from './pages.js';
+import { parquetKind } from './parquet.js';
 import { postgresKind } from './postgres.js';
 import { createDeliveryRunner } from './runner.js';
 import { webhookKind } from './webhook.js';
 
 /** The destination types, each a module (kind.ts). */
-export const DESTINATION_KINDS: DestinationKinds = { webhook: webhookKind, nats: natsKind, postgres: postgresKind };
+export const DESTINATION_KINDS: DestinationKinds = {
+  webhook: webhookKind,
+  nats: natsKind,
+  postgres: postgresKind,
+  parquet: parquetKind,
+};
 
 /** INLET_WAREHOUSE_MAX_TABLES and INLET_WAREHOUSE_MAX_COLUMNS by default (warehouses.md §1). */
 export const WAREHOUSE_LIMITS = { maxTables: 500, maxColumns: 1000 };
@@ -61,6 +67,8 @@ export interface DestinationServiceOptions {
   kinds?: DestinationKinds;
   /** Warehouses' bounds: event tables per schema, property columns per table (default WAREHOUSE_LIMITS). */
   warehouse?: { maxTables: number; maxColumns: number };
+  /** INLET_FILE_DESTINATIONS_ROOT: where Parquet destinations may write (undefined: the type is refused). */
+  fileRoot?: string;
 }
 
 /** Delivery run elsewhere (the delivery worker): admin changes poke it, close stops it. */
@@ -88,7 +96,14 @@ export function createDestinationService(
   const drivers = Object.fromEntries(
     Object.entries(kinds).map(([type, kind]) => [
       type,
-      kind.driver({ timeoutMs: options.timeoutMs, guard, now, warehouse }),
+      kind.driver({
+        timeoutMs: options.timeoutMs,
+        guard,
+        now,
+        warehouse,
+        fileRoot: options.fileRoot,
+        orderPositions: (a, b) => store.orderPositions(a, b),
+      }),
     ]),
   ) as Record<DestinationType, DestinationDriver>;
   const run: DeliveryRun = { stopped: false, abort: new AbortController(), shared: new Set() };
@@ -123,6 +138,7 @@ export function createDestinationService(
     kinds,
     guard,
     timeoutMs: options.timeoutMs,
+    fileRoot: options.fileRoot,
     now,
     poke,
     forget: (d) => drivers[d.type].forget(d.id),
