@@ -1,8 +1,13 @@
-// A PostgreSQL warehouse destination under kill -9 (warehouses.md §1 "exactly once"), with the real server as a
-// child process on the backend under test and a second PostgreSQL database of its own as the warehouse: the
-// server is killed twice while events arrive and loads run, then restarted; every acknowledged event ends up in
-// `events` and in its event table exactly once (no row missing, none twice).
+// Warehouse destinations under kill -9 (warehouses.md §1, §2 "exactly once"), with the real server as a child
+// process on the backend under test: the server is killed twice while events arrive and loads run, then
+// restarted. PostgreSQL (a second database of its own as the warehouse): every acknowledged event ends up in
+// `events` and in its event table exactly once. Parquet (a root of its own, read back with DuckDB): every
+// acknowledged event in exactly one file.
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
+import { DuckDBInstance } from '@duckdb/node-api';
 import assert from 'node:assert/strict';
 import { createTestServices, testDatabase, dialect, type TestDatabase } from '../helpers.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
@@ -11,12 +16,12 @@ import { createWarehouseDb, type WarehouseDb } from '../support/warehouse-db.js'
 const GUARD = { INLET_OUTBOUND_ALLOW: '127.0.0.0/8,::1', INLET_OUTBOUND_ALLOW_PRIVATE: 'true' };
 const SCHEMA = 'crash';
 
-function serverEnv(database: TestDatabase): Record<string, string> {
+function serverEnv(database: TestDatabase, extra: Record<string, string> = {}): Record<string, string> {
   const url =
     database.postgresSchema === undefined
       ? database.databaseUrl
       : `${database.databaseUrl}?schema=${database.postgresSchema}`;
-  return { INLET_DATABASE_URL: url, INLET_LOG_LEVEL: 'info', INLET_DESTINATION_POLL_MS: '100', ...GUARD };
+  return { INLET_DATABASE_URL: url, INLET_LOG_LEVEL: 'info', INLET_DESTINATION_POLL_MS: '100', ...GUARD, ...extra };
 }
 
 function load(server: ServerProcess, key: string, workers: number, acknowledged: Set<string>) {
@@ -137,5 +142,71 @@ describe(`warehouse destination under kill -9 (${dialect})`, () => {
     );
     assert.equal(distinct, ids.length);
     console.log(`${ids.length} events loaded, ${acknowledged.size} acknowledged`);
+  });
+
+  test('kill -9 twice during Parquet writes: every acknowledged event in exactly one file', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'inlet-files-crash-'));
+    cleanups.push(async () => rmSync(root, { recursive: true, force: true }));
+    const env = { INLET_FILE_DESTINATIONS_ROOT: root };
+    const database = testDatabase();
+    cleanups.push(() => database.drop());
+    const { services } = await createTestServices({ fileDestinationsRoot: root }, database);
+    const product = await services.keys.createProduct('Files crash');
+    const { key } = await services.keys.createKey(product.id, { kind: 'events' });
+    await services.destinations.create(product.id, {
+      type: 'parquet',
+      name: 'crash',
+      path: 'lake',
+      batch: { max_messages: 100, max_wait_ms: 0 },
+    });
+    await services.close();
+
+    const duck = await (await DuckDBInstance.create(':memory:')).connect();
+    const glob = `read_parquet('${join(root, 'lake')}/events/**/*.parquet', hive_partitioning = true)`;
+    const ids = async (): Promise<string[]> => {
+      try {
+        return (await duck.runAndReadAll(`SELECT id FROM ${glob}`)).getRowObjectsJson().map((r) => String(r.id));
+      } catch {
+        return []; // no file yet
+      }
+    };
+    const acknowledged = new Set<string>();
+    for (let round = 0; round < 2; round++) {
+      const server = await startServerProcess(serverEnv(database, env), 60_000);
+      servers.push(server);
+      const traffic = load(server, key, 8, acknowledged);
+      const target = acknowledged.size + 400;
+      const before = (await ids()).length;
+      await until(
+        async () => acknowledged.size >= target && (await ids()).length > before,
+        90_000,
+        `${target} acknowledged events and a file`,
+      );
+      server.child.kill('SIGKILL');
+      await server.exited;
+      await traffic.stop();
+    }
+    const server = await startServerProcess(serverEnv(database, env), 60_000);
+    servers.push(server);
+    await until(
+      async () => {
+        const loaded = new Set(await ids());
+        return [...acknowledged].every((id) => loaded.has(id));
+      },
+      120_000,
+      `all ${acknowledged.size} acknowledged events in files`,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    server.child.kill('SIGTERM');
+    await server.exited;
+    const all = await ids();
+    assert.equal(new Set(all).size, all.length, 'no event in two files');
+    const temporary = readdirSync(join(root, 'lake'), { recursive: true }).filter(
+      (f) => String(f).endsWith('.parquet') === false && String(f).includes('.tmp'),
+    );
+    console.log(
+      `${all.length} events in files, ${acknowledged.size} acknowledged, ${temporary.length} temporary files left`,
+    );
+    duck.closeSync();
   });
 });

@@ -148,11 +148,13 @@ type Order = (a: string, b: string) => number;
 
 /**
  * The files of `folder` whose range meets [first, last], other than `name`: removed when the new file covers
- * their range, else rewritten without the rows of `ids` (they are in the new file).
+ * their range, else rewritten without the rows of `ids` (they are in the new file). Leftover temporary files
+ * (other than `temporary`) are removed.
  */
 async function clearOverlaps(
   folder: string,
   name: string,
+  temporary: string,
   range: [string, string],
   ids: Set<string>,
   columns: Array<[string, ColumnKind]>,
@@ -165,6 +167,11 @@ async function clearOverlaps(
     return;
   }
   for (const existing of entries) {
+    // A temporary file of a write cut short (a crash): never renamed, so never read.
+    if (existing.startsWith('.') && existing.endsWith('.tmp') && join(folder, existing) !== temporary) {
+      await rm(join(folder, existing), { force: true });
+      continue;
+    }
     const other = existing === name ? undefined : rangeOf(existing);
     if (other === undefined) continue;
     if (order(other[0], range[1]) > 0 || order(other[1], range[0]) < 0) continue;
@@ -243,7 +250,7 @@ export async function writeMessages(
     const name = `${group.first}-${group.last}.parquet`;
     const temporary = await writeTemporary(folder, name, parquetBytes(group.columns, group.rows));
     const ids = new Set(group.rows.map((r) => String(r.id)));
-    await clearOverlaps(folder, name, [group.first, group.last], ids, group.columns, order);
+    await clearOverlaps(folder, name, temporary, [group.first, group.last], ids, group.columns, order);
     await commit(temporary, folder, name);
     rows += group.rows.length;
   }
