@@ -3,12 +3,15 @@
 // 1. ingest at full load in interleaved rounds without and with a warehouse destination (ratio: within 10 %?);
 // 2. ingest paced at half the peak measured in step 1 with the destination: the warehouse lag, sampled every
 //    second as the age of the newest loaded event and as messages behind (< 10 s?);
-// 3. every stored event is in the warehouse once. See bench/README.md ("Warehouses").
+// 3. every stored event is in the warehouse once;
+// 4. the same half load with a Parquet destination (max_wait_ms 2000): how old the newest event in the files
+//    is, sampled every second with DuckDB (files within max_wait_ms?). See bench/README.md ("Warehouses").
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { DuckDBInstance } from '@duckdb/node-api';
 import pg from 'pg';
 import { adminClient, parseDatabase, SERVER_NODE_FLAG } from './args.js';
 import { postgresDatabase, sqliteDatabase, tempDirectory } from './database.js';
@@ -30,6 +33,7 @@ const { values } = parseArgs({
     'batch-size': { type: 'string' },
     'max-messages': { type: 'string' },
     'no-build': { type: 'boolean' },
+    'file-wait': { type: 'string' },
   },
   strict: true,
 });
@@ -38,6 +42,7 @@ const durationSeconds = Number(values.duration ?? 8);
 const connections = Number(values.connections ?? 16);
 const batchSize = Number(values['batch-size'] ?? 100);
 const maxMessages = Number(values['max-messages'] ?? 1000);
+const fileWaitMs = Number(values['file-wait'] ?? 2000);
 /** The server the warehouse database is made on (never the one Inlet stores in, when that is PostgreSQL too). */
 const warehouseServer = values.warehouse ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
@@ -85,6 +90,7 @@ async function main(): Promise<void> {
       INLET_RATE_LIMIT_RPS: '10000000',
       INLET_OUTBOUND_ALLOW_PRIVATE: 'true',
       INLET_OUTBOUND_ALLOW: '127.0.0.0/8,::1',
+      INLET_FILE_DESTINATIONS_ROOT: join(dir, 'files'),
     },
     logFile,
   );
@@ -99,7 +105,6 @@ async function main(): Promise<void> {
   let requestN = 0;
   const body = (ids: ExternalIds) => () => batchJson(ids, batchSize, requestN++);
 
-  const destinations: string[] = [];
   const createWarehouse = async (schema: string) => {
     const d = await admin('POST', `${productPath}/destinations`, {
       type: 'postgres',
@@ -109,7 +114,6 @@ async function main(): Promise<void> {
       start: 'now',
       batch: { max_messages: maxMessages, max_wait_ms: 1000 },
     });
-    destinations.push(d.id as string);
     return d.id as string;
   };
   const lagOf = async (id: string) => (await admin('GET', `${productPath}/destinations/${id}`)).lag as number;
@@ -142,6 +146,8 @@ async function main(): Promise<void> {
       const rate = load.requestsPerSecond * batchSize;
       rates[variant].push(rate);
       const drained = id === undefined ? undefined : await drain(id);
+      // Deleted once drained: only the destination measured next loads.
+      if (id !== undefined) await admin('DELETE', `${productPath}/destinations/${id}`);
       lines.push(
         `round ${round} ${variant.padEnd(7)} ${fmt(rate).padStart(7)} events/s  load ${loadavg()[0]!.toFixed(1)}` +
           (drained === undefined ? '' : `  backlog loaded ${drained.toFixed(1)} s after the load`),
@@ -157,30 +163,40 @@ async function main(): Promise<void> {
   const id = await createWarehouse('half');
   const targetPerSecond = peak / 2;
   const requestsPerSecond = targetPerSecond / batchSize;
-  const ids = new ExternalIds(`${runId}-half`);
-  let stop = false;
-  let sent = 0;
-  const startedAt = performance.now();
-  const pacer = (async () => {
-    const inFlight = new Set<Promise<void>>();
-    while (!stop) {
-      const due = Math.floor(((performance.now() - startedAt) / 1000) * requestsPerSecond);
-      while (sent < due && inFlight.size < connections) {
-        sent++;
-        const p: Promise<void> = fetch(`${base}/api/v2/events/batch`, {
-          method: 'POST',
-          headers: { ...headers, 'content-type': 'application/json' },
-          body: batchJson(ids, batchSize, requestN++),
-        }).then(async (r) => {
-          await r.arrayBuffer();
-          inFlight.delete(p);
-        });
-        inFlight.add(p);
+  /** Sends batches at `requestsPerSecond` until stopped; returns how many were sent. */
+  const paced = (label: string) => {
+    const ids = new ExternalIds(`${runId}-${label}`);
+    const state = { stop: false, sent: 0, startedAt: performance.now() };
+    const done = (async () => {
+      const inFlight = new Set<Promise<void>>();
+      while (!state.stop) {
+        const due = Math.floor(((performance.now() - state.startedAt) / 1000) * requestsPerSecond);
+        while (state.sent < due && inFlight.size < connections) {
+          state.sent++;
+          const p: Promise<void> = fetch(`${base}/api/v2/events/batch`, {
+            method: 'POST',
+            headers: { ...headers, 'content-type': 'application/json' },
+            body: batchJson(ids, batchSize, requestN++),
+          }).then(async (r) => {
+            await r.arrayBuffer();
+            inFlight.delete(p);
+          });
+          inFlight.add(p);
+        }
+        await sleep(5);
       }
-      await sleep(5);
-    }
-    await Promise.all(inFlight);
-  })();
+      await Promise.all(inFlight);
+    })();
+    return {
+      state,
+      async stop() {
+        state.stop = true;
+        await done;
+        return (state.sent * batchSize) / ((performance.now() - state.startedAt) / 1000);
+      },
+    };
+  };
+  const half = paced('half');
   const samples: Array<{ ageSeconds: number; messages: number }> = [];
   const halfSeconds = Math.max(durationSeconds * 2, 15);
   for (let s = 0; s < halfSeconds; s++) {
@@ -189,10 +205,10 @@ async function main(): Promise<void> {
     const at = newest.rows[0]!.at;
     samples.push({ ageSeconds: at === null ? s + 1 : (Date.now() - at.getTime()) / 1000, messages: await lagOf(id) });
   }
-  stop = true;
-  await pacer;
-  const achieved = (sent * batchSize) / ((performance.now() - startedAt) / 1000);
+  const achieved = await half.stop();
+  const sent = half.state.sent;
   await drain(id);
+  await admin('DELETE', `${productPath}/destinations/${id}`);
   const maxAge = Math.max(...samples.slice(2).map((s) => s.ageSeconds));
   const maxMessagesBehind = Math.max(...samples.map((s) => s.messages));
 
@@ -204,6 +220,41 @@ async function main(): Promise<void> {
   const distinct = Number(stored.rows[0]!.d);
   const expected = sent * batchSize;
 
+  // 4. Parquet files at half load: the age of the newest event in the files, every second.
+  const files = await admin('POST', `${productPath}/destinations`, {
+    type: 'parquet',
+    name: 'files',
+    path: 'bench',
+    start: 'now',
+    batch: { max_wait_ms: fileWaitMs },
+  });
+  const duck = await (await DuckDBInstance.create(':memory:')).connect();
+  const glob = `read_parquet('${join(dir, 'files', 'bench')}/events/**/*.parquet', hive_partitioning = true)`;
+  const fileLoad = paced('files');
+  const fileAges: number[] = [];
+  const fileStarted = Date.now();
+  for (let s = 0; s < halfSeconds; s++) {
+    await sleep(1000);
+    let newest: number | undefined;
+    try {
+      const [row] = (
+        await duck.runAndReadAll(`SELECT epoch_ms(max(received_at))::BIGINT AS at FROM ${glob}`)
+      ).getRowObjectsJson();
+      newest = row?.at === null || row?.at === undefined ? undefined : Number(row.at);
+    } catch {
+      newest = undefined; // no file yet
+    }
+    fileAges.push((Date.now() - (newest ?? fileStarted)) / 1000);
+  }
+  const fileRate = await fileLoad.stop();
+  await drain(files.id as string);
+  const [fileCount] = (
+    await duck.runAndReadAll(`SELECT count(*)::BIGINT AS n, count(DISTINCT id)::BIGINT AS d FROM ${glob}`)
+  ).getRowObjectsJson();
+  duck.closeSync();
+  const fileExpected = fileLoad.state.sent * batchSize;
+  const maxFileAge = Math.max(...fileAges.slice(Math.ceil(fileWaitMs / 1000) + 1));
+
   process.stdout.write(
     [
       '',
@@ -213,12 +264,16 @@ async function main(): Promise<void> {
       `  warehouse lag, age of the newest loaded event (after the first 2 s): max ${maxAge.toFixed(1)} s (target < 10 s): ${maxAge < 10 ? 'PASS' : 'FAIL'}`,
       `  messages behind: max ${fmt(maxMessagesBehind)}; samples ${samples.map((s) => s.ageSeconds.toFixed(1)).join(' ')}`,
       `exactly once: ${fmt(loaded)} rows, ${fmt(distinct)} distinct, ${fmt(expected)} sent: ${loaded === distinct && loaded === expected ? 'PASS' : 'FAIL'}`,
+      `parquet files at half load: ${fmt(fileRate)} events/s paced, max_wait_ms ${fileWaitMs}`,
+      `  age of the newest event in the files (after the first wait): max ${maxFileAge.toFixed(1)} s (target ≤ max_wait_ms + 1 s poll and write): ${maxFileAge <= fileWaitMs / 1000 + 1.5 ? 'PASS' : 'FAIL'}`,
+      `  samples ${fileAges.map((a) => a.toFixed(1)).join(' ')}`,
+      `  exactly once: ${fmt(Number(fileCount!.n))} rows, ${fmt(Number(fileCount!.d))} distinct, ${fmt(fileExpected)} sent: ${Number(fileCount!.n) === fileExpected && Number(fileCount!.d) === fileExpected ? 'PASS' : 'FAIL'}`,
       `load average at the end: ${loadavg()
         .map((l) => l.toFixed(1))
         .join(' ')}`,
     ].join('\n') + '\n',
   );
-  for (const d of destinations) await admin('DELETE', `${productPath}/destinations/${d}`);
+  await admin('DELETE', `${productPath}/destinations/${files.id as string}`);
 }
 
 main().then(
