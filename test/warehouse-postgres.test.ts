@@ -112,6 +112,11 @@ describe('postgres warehouse: creation', () => {
         res.body,
       );
     }
+    // A comma in the password is not a second host.
+    const comma = new URL(warehouse.url);
+    comma.password = 'a,b';
+    const withComma = await create({ url: comma.toString(), schema: 'comma_password' });
+    assert.equal(withComma.statusCode, 201, withComma.body);
     const badSchema = await create({ url: warehouse.url, schema: 'Select' });
     assert.equal(badSchema.statusCode, 400);
     assert.ok(problemOf(badSchema).errors!.some((e) => e.pointer === '/schema'));

@@ -1,5 +1,5 @@
-// What a destination type is to the rest of the house: one module per type (webhook.ts, nats.ts; next a
-// PostgreSQL warehouse and Parquet files) behind this interface. The module says what the admin API takes for
+// What a destination type is to the rest of the house: one module per type (webhook.ts, nats.ts, the PostgreSQL
+// warehouse postgres.ts and the Parquet files parquet.ts) behind this interface. The module says what the admin API takes for
 // the type, and builds the driver the deliverer (deliverer.ts) hands messages to. The deliverer keeps what
 // every type shares: the cursor, the lease, the filter, order, retries and the delivery log; a driver only
 // delivers, and answers how far the receiver accepted.

@@ -43,13 +43,9 @@ export function warehouseTarget(url: string): Target | string {
   }
   if (parsed.protocol !== 'postgres:' && parsed.protocol !== 'postgresql:')
     return 'must be a postgres:// or postgresql:// URL';
-  if (
-    parsed.hostname === '' ||
-    url
-      .slice(parsed.protocol.length + 2)
-      .split(/[/?]/)[0]!
-      .includes(',')
-  )
+  // The hosts part, after any user and password (a password may hold a comma).
+  const authority = url.slice(parsed.protocol.length + 2).split(/[/?#]/)[0]!;
+  if (parsed.hostname === '' || authority.slice(authority.lastIndexOf('@') + 1).includes(','))
     return 'must name one host (multi-host and unix-socket URLs are refused)';
   for (const key of parsed.searchParams.keys())
     if (REDIRECTING.includes(key)) return `must not set "${key}" (one host, named in the URL)`;

@@ -6,8 +6,9 @@
 // - runner.ts: the passes, every `pollMs`, that take or renew the destinations' leases across instances and
 //   run a delivery loop for each destination this instance holds;
 // - deliverer.ts: one destination's loop of cycles (cursor, lease fencing, order; retries.ts for failures);
-// - kind.ts: what a destination type is; webhook.ts and nats.ts are the types, each its admin fields and the
-//   driver the deliverer hands messages to;
+// - kind.ts: what a destination type is; webhook.ts, nats.ts, postgres.ts (a PostgreSQL warehouse: warehouse/
+//   its layout, names, types and loads) and parquet.ts (Parquet files: files/) are the types, each its admin
+//   fields and the driver the deliverer hands messages to;
 // - metrics.ts, pages.ts (a product's page reads shared between its destinations), messages.ts (the wire
 //   form), worker.ts (delivery in a worker thread: the main thread's side).
 // Time comes from `clock` (tests move it instead of waiting), randomness from `random`.
