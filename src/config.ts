@@ -78,6 +78,12 @@ export interface Config {
   destinationLeaseMs: number;
   /** How long the delivery log keeps attempts. */
   destinationLogRetentionDays: number;
+  /** INLET_WAREHOUSE_MAX_TABLES (500): event tables per warehouse schema (warehouses.md §1). */
+  warehouseMaxTables: number;
+  /** INLET_WAREHOUSE_MAX_COLUMNS (1000): property columns per warehouse table. */
+  warehouseMaxColumns: number;
+  /** INLET_FILE_DESTINATIONS_ROOT: the folder Parquet destinations write under; unset: the type is refused. */
+  fileDestinationsRoot: string | undefined;
   /** INLET_DESTINATIONS_WORKER (default on): deliver in a worker thread with its own storage connection, off the request loop. */
   destinationsWorker: boolean;
   /** The web console at /console (issue 14): INLET_CONSOLE on|off; served only while the admin API is on. */
@@ -132,6 +138,15 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
   const value = Number(raw.trim());
   if (value < min || value > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${value}`);
   return value;
+}
+
+/** INLET_FILE_DESTINATIONS_ROOT: an absolute path (the folder need not exist yet). */
+function fileDestinationsRoot(env: Env): string | undefined {
+  const raw = env.INLET_FILE_DESTINATIONS_ROOT?.trim() ?? '';
+  if (raw === '') return undefined;
+  if (!raw.startsWith('/'))
+    throw new ConfigError(`INLET_FILE_DESTINATIONS_ROOT must be an absolute path, got "${raw}"`);
+  return raw.length > 1 ? raw.replace(/\/+$/, '') : raw;
 }
 
 function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], fallback: T): T {
@@ -325,6 +340,9 @@ export function loadConfig(env: Env = process.env): Config {
     destinationPollMs: integer(env, 'INLET_DESTINATION_POLL_MS', 500, 10, 10_000),
     destinationLeaseMs: integer(env, 'INLET_DESTINATION_LEASE_MS', 15_000, 1_000, 20_000),
     destinationLogRetentionDays: integer(env, 'INLET_DESTINATION_LOG_RETENTION_DAYS', 7, 1, 3650),
+    warehouseMaxTables: integer(env, 'INLET_WAREHOUSE_MAX_TABLES', 500, 1, 100_000),
+    warehouseMaxColumns: integer(env, 'INLET_WAREHOUSE_MAX_COLUMNS', 1000, 1, 1600),
+    fileDestinationsRoot: fileDestinationsRoot(env),
     destinationsWorker: (env.INLET_DESTINATIONS_WORKER?.trim() ?? '') === '' || flag(env, 'INLET_DESTINATIONS_WORKER'),
     consoleEnabled: oneOf(env, 'INLET_CONSOLE', ['on', 'off'] as const, 'on') === 'on',
     catalogEnabled: oneOf(env, 'INLET_CATALOG', ['on', 'off'] as const, 'on') === 'on',

@@ -45,6 +45,7 @@ const forward: DeliveryMetrics = {
   failed: (destination) => push(['failed', destination, 1]),
   latency: (destination, value) => push(['latency', destination, value]),
   attempt: (destination, value) => push(['attempt', destination, value]),
+  loaded: (destination, load) => push(['loaded', destination, { ...load, warnings: [...load.warnings] }]),
 };
 
 const storage = await openStorage(config.databaseUrl, {
@@ -72,6 +73,8 @@ const service = createDestinationService(storage.destinations, createMetrics({ d
   pollMs: config.destinationPollMs,
   leaseMs: config.destinationLeaseMs,
   logRetentionMs: config.destinationLogRetentionDays * 86_400_000,
+  warehouse: { maxTables: config.warehouseMaxTables, maxColumns: config.warehouseMaxColumns },
+  ...(config.fileDestinationsRoot === undefined ? {} : { fileRoot: config.fileDestinationsRoot }),
   // The SSRF guard applies here exactly as in the main thread: built from the same settings.
   guard: createOutboundGuard({ allow: config.outboundAllow, allowPrivate: config.outboundAllowPrivate }),
   format: destinationMessage,

@@ -61,7 +61,7 @@ export const destinationCommands: Command[] = [
   {
     path: ['destinations', 'create'],
     usage:
-      'inlet destinations create --product <id> --type webhook|nats --name <name> (--url <url> | --servers <nats://h:p,…> --subject <template>) [--types t,…] [--canonical-names n,…] [--sources s,…] [--max-messages n] [--max-wait-ms ms] [--start now|beginning|<cursor>] [--json]',
+      'inlet destinations create --product <id> --type webhook|nats|postgres|parquet --name <name> (--url <url> | --servers <nats://h:p,…> --subject <template> | --url <postgres://…> [--schema <name>] | --path <folder> [--partition hour|day]) [--types t,…] [--canonical-names n,…] [--sources s,…] [--max-messages n] [--max-wait-ms ms] [--start now|beginning|<cursor>] [--json]',
     summary: "Create a destination; prints a webhook's signing secret (shown this once)",
     options: {
       ...product,
@@ -69,6 +69,9 @@ export const destinationCommands: Command[] = [
       type: { type: 'string' },
       servers: { type: 'string' },
       subject: { type: 'string' },
+      schema: { type: 'string' },
+      path: { type: 'string' },
+      partition: { type: 'string' },
       start: { type: 'string' },
     },
     async run({ services, values, io, json }) {
@@ -89,6 +92,9 @@ export const destinationCommands: Command[] = [
         ...(values.url === undefined ? {} : { url: values.url }),
         ...(values.servers === undefined ? {} : { servers: list(values.servers) }),
         ...(values.subject === undefined ? {} : { subject: values.subject }),
+        ...(values.schema === undefined ? {} : { schema: values.schema }),
+        ...(values.path === undefined ? {} : { path: values.path }),
+        ...(values.partition === undefined ? {} : { partition: values.partition }),
         filter,
         ...(maxMessages === undefined && maxWait === undefined
           ? {}

@@ -5,6 +5,14 @@ import { encodeDestinationCursor } from '../domain/destinations.js';
 import type { DestinationView } from '../services/destinations/admin.js';
 import type { DeliveryRecord } from '../storage/types.js';
 
+/** Each type's own fields; a warehouse's URL (it holds the password) is never echoed. */
+function typeFields(d: DestinationView) {
+  if (d.type === 'webhook') return { url: d.config.url ?? null };
+  if (d.type === 'postgres') return { schema: d.config.schema ?? '' };
+  if (d.type === 'parquet') return { path: d.config.path ?? '', partition: d.config.partition ?? 'hour' };
+  return { servers: d.config.servers ?? [], subject: d.config.subject ?? '', has_credentials: d.credentials !== null };
+}
+
 export function destinationResource(d: DestinationView) {
   const camel = d.filter;
   const filter: Record<string, string[]> = {};
@@ -18,9 +26,7 @@ export function destinationResource(d: DestinationView) {
     name: d.name,
     status: d.status,
     disabled_reason: d.disabledReason,
-    ...(d.type === 'webhook'
-      ? { url: d.config.url ?? null }
-      : { servers: d.config.servers ?? [], subject: d.config.subject ?? '', has_credentials: d.credentials !== null }),
+    ...typeFields(d),
     filter,
     batch: { max_messages: d.batch.maxMessages, max_wait_ms: d.batch.maxWaitMs },
     cursor: encodeDestinationCursor(d.cursor),
@@ -32,6 +38,7 @@ export function destinationResource(d: DestinationView) {
     last_error: d.lastError,
     last_error_at: d.lastErrorAt,
     previous_secret_until: d.previousSecretUntil === null ? null : new Date(d.previousSecretUntil).toISOString(),
+    warnings: d.warnings,
     created_at: d.createdAt,
     updated_at: d.updatedAt,
   };

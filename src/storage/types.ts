@@ -521,7 +521,7 @@ export interface IdentityStore {
 
 // Destinations (events-out §6): storage/destination-store.ts and storage/destinations/.
 
-export type DestinationType = 'webhook' | 'nats';
+export type DestinationType = 'webhook' | 'nats' | 'postgres' | 'parquet';
 export type DestinationStatus = 'active' | 'paused' | 'disabled';
 export type MessageType = 'event.created' | 'user.identified' | 'user.merged' | 'user.erased';
 
@@ -536,18 +536,25 @@ export interface DestinationBatch {
   maxWaitMs: number;
 }
 
-/** webhook: `url`; nats: `servers`, `subject` (a template). */
+/**
+ * webhook: `url`; nats: `servers`, `subject` (a template); postgres: `schema` (its URL is a credential);
+ * parquet: `path` (absolute, inside INLET_FILE_DESTINATIONS_ROOT) and `partition`.
+ */
 export interface DestinationConfig {
   url?: string;
   servers?: string[];
   subject?: string;
+  schema?: string;
+  path?: string;
+  partition?: 'hour' | 'day';
 }
 
-/** NATS credentials: stored, never echoed. */
+/** NATS credentials, a PostgreSQL warehouse's URL: stored, never echoed. */
 export interface DestinationCredentials {
   user?: string;
   pass?: string;
   token?: string;
+  url?: string;
 }
 
 /** Where a destination is: after these positions (null: from the beginning of that log). */
@@ -582,6 +589,13 @@ export interface DestinationRecord {
   updatedAt: string;
   leaseHolder: string | null;
   leaseUntil: number;
+  /** The latest warnings (a warehouse reached a table or column limit), oldest first. */
+  warnings: DestinationWarning[];
+}
+
+export interface DestinationWarning {
+  at: string;
+  message: string;
 }
 
 export type IdentityMessageData =
@@ -650,6 +664,8 @@ export type DestinationPatch = Partial<
 export interface DestinationStore {
   /** Whether a text is a position of this storage (cursors from clients are checked with it). */
   isEventPosition(position: string): boolean;
+  /** Orders two positions of this storage (negative: `a` first); file destinations compare their files' ranges. */
+  orderPositions(a: string, b: string): number;
   insert(record: DestinationRecord): Promise<void>;
   get(productId: string, id: string): Promise<DestinationRecord | undefined>;
   getById(id: string): Promise<DestinationRecord | undefined>;
@@ -663,6 +679,8 @@ export interface DestinationStore {
   /** Takes or renews the lease of a destination; true when `holder` has it until `until` (epoch ms). */
   acquireLease(id: string, holder: string, nowMs: number, until: number): Promise<boolean>;
   releaseLease(id: string, holder: string): Promise<void>;
+  /** Records warnings on the destination (a warehouse's limit reached); the latest few are kept. */
+  addWarnings(id: string, messages: string[], at: string): Promise<void>;
   /**
    * The fenced state write, with the cycle's attempts for the delivery log in the same transaction: written only
    * if `holder` still holds the lease and, when `from` is given, the stored cursor is still `from` (the cycle's

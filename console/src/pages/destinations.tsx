@@ -1,18 +1,22 @@
-// Destinations (events-out §6): create a webhook or NATS destination; each one's status, lag, last success
-// and error; pause, resume, re-enable, replay, rotate the secret, delete; its delivery log.
+// Destinations (events-out §6, warehouses.md): create a webhook, NATS or PostgreSQL warehouse destination; each
+// one's status, lag, last success (a warehouse's last load), error and warnings; pause, resume, re-enable, replay, rotate the secret, delete; its delivery log.
 import { useEffect, useState } from 'preact/hooks';
 import { del, get, patch, post, productPath, type Envelope, type Page, type Product } from '../api';
 import { Badge, CopyButton, ErrorLine, Section, time, useLoad } from '../ui';
 
 interface Destination {
   id: string;
-  type: 'webhook' | 'nats';
+  type: Kind;
   name: string;
   status: 'active' | 'paused' | 'disabled';
   disabled_reason: string | null;
   url?: string | null;
   servers?: string[];
   subject?: string;
+  schema?: string;
+  path?: string;
+  partition?: string;
+  warnings?: Array<{ at: string; message: string }>;
   cursor: string;
   lag: number | null;
   delivered: number;
@@ -34,7 +38,28 @@ interface Delivery {
   duration_ms: number;
 }
 
+type Kind = 'webhook' | 'nats' | 'postgres' | 'parquet';
 const TONE = { active: 'ok', paused: 'muted', disabled: 'bad' } as const;
+
+/** What the create form sends for each type's own fields. */
+function typeFields(type: Kind, text: (name: string) => string): Record<string, unknown> {
+  if (type === 'webhook') return { url: text('url') };
+  if (type === 'postgres') return { url: text('url'), ...(text('schema') === '' ? {} : { schema: text('schema') }) };
+  return {
+    servers: text('servers')
+      .split(/[\s,]+/)
+      .filter(Boolean),
+    subject: text('subject'),
+  };
+}
+
+/** A destination's target as the page shows it (a warehouse's URL is never shown: it holds the password). */
+function targetOf(d: Destination): [string, string] {
+  if (d.type === 'webhook') return ['URL', d.url ?? ''];
+  if (d.type === 'postgres') return ['Warehouse schema', d.schema ?? ''];
+  if (d.type === 'parquet') return ['Parquet folder', `${d.path ?? ''} (by ${d.partition ?? 'hour'})`];
+  return ['Servers · subject', `${(d.servers ?? []).join(', ')} · ${d.subject}`];
+}
 const REFRESH_MS = 3000;
 
 export function DestinationsPage({ product }: { product: Product }) {
@@ -48,7 +73,7 @@ export function DestinationsPage({ product }: { product: Product }) {
     () => get<Envelope<Destination[]>>(productPath(product.id, '/destinations')),
     [product.id, tick],
   );
-  const [type, setType] = useState<'webhook' | 'nats'>('webhook');
+  const [type, setType] = useState<Kind>('webhook');
   const [secret, setSecret] = useState<{ name: string; secret: string }>();
   const [error, setError] = useState<unknown>();
 
@@ -68,15 +93,8 @@ export function DestinationsPage({ product }: { product: Product }) {
               const answer = await post<Envelope<Destination>>(productPath(product.id, '/destinations'), {
                 type,
                 name: text('name'),
-                start: text('start') || 'now',
-                ...(type === 'webhook'
-                  ? { url: text('url') }
-                  : {
-                      servers: text('servers')
-                        .split(/[\s,]+/)
-                        .filter(Boolean),
-                      subject: text('subject'),
-                    }),
+                start: text('start') || (type === 'postgres' ? 'beginning' : 'now'),
+                ...typeFields(type, text),
                 ...(text('batch') === '' ? {} : { batch: { max_messages: Number(text('batch')) } }),
               });
               if (answer.data.secret !== undefined) setSecret({ name: answer.data.name, secret: answer.data.secret });
@@ -97,10 +115,26 @@ export function DestinationsPage({ product }: { product: Product }) {
               <input type="radio" name="type" checked={type === 'nats'} onChange={() => setType('nats')} /> NATS
               JetStream
             </label>
+            <label class="choice">
+              <input type="radio" name="type" checked={type === 'postgres'} onChange={() => setType('postgres')} />{' '}
+              PostgreSQL warehouse (tables, loaded exactly once)
+            </label>
           </fieldset>
           <label for="dest-name">Name</label>
           <input id="dest-name" name="name" required maxLength={200} />
-          {type === 'webhook' ? (
+          {type === 'postgres' ? (
+            <>
+              <label for="dest-url">Warehouse URL (stored, never shown again)</label>
+              <input
+                id="dest-url"
+                name="url"
+                required
+                placeholder="postgres://loader:secret@db.internal:5432/analytics"
+              />
+              <label for="dest-schema">Schema (optional)</label>
+              <input id="dest-schema" name="schema" maxLength={63} placeholder={`inlet_${product.id.toLowerCase()}`} />
+            </>
+          ) : type === 'webhook' ? (
             <>
               <label for="dest-url">URL</label>
               <input id="dest-url" name="url" type="url" required placeholder="https://example.com/hooks/inlet" />
@@ -114,12 +148,18 @@ export function DestinationsPage({ product }: { product: Product }) {
             </>
           )}
           <label for="dest-start">Start</label>
-          <select id="dest-start" name="start">
-            <option value="now">With the next event</option>
-            <option value="beginning">From the first stored event</option>
+          <select id="dest-start" name="start" key={type}>
+            <option value="now" selected={type !== 'postgres'}>
+              With the next event
+            </option>
+            <option value="beginning" selected={type === 'postgres'}>
+              From the first stored event
+            </option>
           </select>
-          <label for="dest-batch">Messages per request (1–1000, optional)</label>
-          <input id="dest-batch" name="batch" type="number" min={1} max={1000} />
+          <label for="dest-batch">
+            {type === 'postgres' ? 'Messages per load (1–10,000, optional)' : 'Messages per request (1–1000, optional)'}
+          </label>
+          <input id="dest-batch" name="batch" type="number" min={1} max={type === 'postgres' ? 10_000 : 1000} />
           <div>
             <button type="submit" class="primary">
               Create destination
@@ -189,9 +229,9 @@ function DestinationCard({
   return (
     <Section title={`${d.name} (${d.type})`} actions={<Badge tone={TONE[d.status]}>{d.status}</Badge>}>
       <dl class="facts">
-        <dt>{d.type === 'webhook' ? 'URL' : 'Servers · subject'}</dt>
+        <dt>{targetOf(d)[0]}</dt>
         <dd>
-          <code>{d.type === 'webhook' ? d.url : `${(d.servers ?? []).join(', ')} · ${d.subject}`}</code>
+          <code>{targetOf(d)[1]}</code>
         </dd>
         {d.disabled_reason !== null && (
           <>
@@ -203,7 +243,7 @@ function DestinationCard({
         <dd>{d.lag === null ? '—' : `${d.lag} messages behind`}</dd>
         <dt>Delivered</dt>
         <dd>{d.delivered}</dd>
-        <dt>Last success</dt>
+        <dt>{d.type === 'postgres' ? 'Last load' : 'Last success'}</dt>
         <dd>{time(d.last_success_at)}</dd>
         <dt>Last error</dt>
         <dd>
@@ -211,6 +251,18 @@ function DestinationCard({
             ? '—'
             : `${d.last_error} (${time(d.last_error_at)}; ${d.consecutive_failures} failures in a row${d.next_attempt_at ? `, next attempt ${time(d.next_attempt_at)}` : ''})`}
         </dd>
+        {(d.warnings ?? []).length > 0 && (
+          <>
+            <dt>Warnings</dt>
+            <dd>
+              {(d.warnings ?? []).map((w) => (
+                <div key={w.at + w.message}>
+                  {w.message} ({time(w.at)})
+                </div>
+              ))}
+            </dd>
+          </>
+        )}
       </dl>
       <div class="actions">
         {d.status === 'active' && (

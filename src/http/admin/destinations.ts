@@ -40,10 +40,19 @@ const Filter = Type.Object(
 const Batch = Type.Object(
   {
     max_messages: Type.Optional(
-      Type.Integer({ minimum: 1, maximum: 1000, description: 'Messages per delivery (default 1: no batching)' }),
+      Type.Integer({
+        minimum: 1,
+        maximum: 100_000,
+        description:
+          'Messages per delivery: webhook and NATS 1–1000 (default 1: no batching); postgres up to 10,000 (default 1000); parquet up to 100,000 (default 100,000)',
+      }),
     ),
     max_wait_ms: Type.Optional(
-      Type.Integer({ minimum: 0, maximum: 60_000, description: 'How long to wait for a fuller batch (default 0)' }),
+      Type.Integer({
+        minimum: 0,
+        maximum: 60_000,
+        description: 'How long to wait for a fuller batch (default 0; postgres 5000; parquet 60000)',
+      }),
     ),
   },
   { additionalProperties: false },
@@ -52,13 +61,16 @@ const Batch = Type.Object(
 const Destination = Type.Object({
   id: Type.String(),
   product_id: Type.String(),
-  type: Type.Union([Type.Literal('webhook'), Type.Literal('nats')]),
+  type: Type.Union([Type.Literal('webhook'), Type.Literal('nats'), Type.Literal('postgres'), Type.Literal('parquet')]),
   name: Type.String(),
   status: Type.Union([Type.Literal('active'), Type.Literal('paused'), Type.Literal('disabled')]),
   disabled_reason: Type.Union([Type.String(), Type.Null()]),
   url: Type.Optional(Type.Union([Type.String(), Type.Null()])),
   servers: Type.Optional(Type.Array(Type.String())),
   subject: Type.Optional(Type.String()),
+  schema: Type.Optional(Type.String({ description: 'postgres: the warehouse schema loaded into' })),
+  path: Type.Optional(Type.String({ description: 'parquet: the folder the files are written under' })),
+  partition: Type.Optional(Type.Union([Type.Literal('hour'), Type.Literal('day')])),
   has_credentials: Type.Optional(Type.Boolean()),
   filter: Type.Object({
     types: Type.Optional(Type.Array(Type.String())),
@@ -76,6 +88,9 @@ const Destination = Type.Object({
   last_error_at: Type.Union([Type.String(), Type.Null()]),
   previous_secret_until: Type.Union([Type.String(), Type.Null()], {
     description: 'Until then the rotated-out secret signs too',
+  }),
+  warnings: Type.Array(Type.Object({ at: Type.String(), message: Type.String() }), {
+    description: 'The latest warnings, oldest first: a warehouse that reached a table or column limit',
   }),
   created_at: Type.String(),
   updated_at: Type.String(),
@@ -112,7 +127,12 @@ const DestinationParams = Type.Object(
 
 const CreateBody = Type.Object(
   {
-    type: Type.Union([Type.Literal('webhook'), Type.Literal('nats')]),
+    type: Type.Union([
+      Type.Literal('webhook'),
+      Type.Literal('nats'),
+      Type.Literal('postgres'),
+      Type.Literal('parquet'),
+    ]),
     name: Type.String({ minLength: 1, maxLength: 200 }),
     filter: Type.Optional(Filter),
     batch: Type.Optional(Batch),
@@ -126,7 +146,24 @@ const CreateBody = Type.Object(
       Type.String({
         maxLength: 2000,
         description:
-          'webhook: http(s) URL; refused when it resolves to a private address unless INLET_OUTBOUND_ALLOW_PRIVATE',
+          'webhook: http(s) URL; postgres: the warehouse postgres:// URL (stored, never echoed); refused when it resolves to a private address unless INLET_OUTBOUND_ALLOW_PRIVATE',
+      }),
+    ),
+    schema: Type.Optional(
+      Type.String({
+        maxLength: 63,
+        description: 'postgres: the schema to load into (default inlet_ + the product id lowercased)',
+      }),
+    ),
+    path: Type.Optional(
+      Type.String({
+        maxLength: 1000,
+        description: 'parquet: a folder under INLET_FILE_DESTINATIONS_ROOT (relative to it, or absolute inside it)',
+      }),
+    ),
+    partition: Type.Optional(
+      Type.Union([Type.Literal('hour'), Type.Literal('day')], {
+        description: 'parquet: files per hour (default) or per day of received_at (UTC)',
       }),
     ),
     servers: Type.Optional(
@@ -176,7 +213,8 @@ export function adminDestinationRoutes(app: FastifyInstance, services: Services)
     '/products/:product_id/destinations',
     {
       schema: {
-        summary: "Create a destination (webhook or NATS JetStream); a webhook's signing secret is in this answer only",
+        summary:
+          "Create a destination (webhook, NATS JetStream, PostgreSQL warehouse, Parquet files); a webhook's signing secret is in this answer only",
         body: CreateBody,
         response: {
           201: dataEnvelope(WithSecret),

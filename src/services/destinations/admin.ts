@@ -33,6 +33,10 @@ export interface AdminOptions {
   store: DestinationStore;
   kinds: DestinationKinds;
   guard: OutboundGuard;
+  /** How long a warehouse's check at creation may take to connect. */
+  timeoutMs: number;
+  /** INLET_FILE_DESTINATIONS_ROOT, for file destinations' paths. */
+  fileRoot: string | undefined;
   now: () => number;
   /** Asks the deliverers for a pass soon. */
   poke(): void;
@@ -82,22 +86,27 @@ function kindOf(kinds: DestinationKinds, type: unknown): DestinationKind | undef
   return typeof type === 'string' && Object.hasOwn(kinds, type) ? kinds[type as DestinationType] : undefined;
 }
 
-/** Another type's fields in `input` (of create, or of edits: `editable`): "is for <that type> destinations". */
+/**
+ * Another type's fields in `input` (of create, or of edits: `editable`): "is for <that type> destinations".
+ * The type's own fields are never foreign. Returns the keys refused.
+ */
 function refuseForeign(
   kinds: DestinationKinds,
   kind: DestinationKind,
   input: DestinationInput,
   fields: 'fields' | 'editable',
   errors: FieldError[],
-): void {
-  const refused = new Set<keyof DestinationInput>(kind[fields]);
+): Set<keyof DestinationInput> {
+  const own = new Set<keyof DestinationInput>(kind.fields);
+  const refused = new Set<keyof DestinationInput>();
   for (const other of Object.values(kinds)) {
     for (const key of other[fields]) {
-      if (refused.has(key) || input[key] === undefined) continue;
+      if (own.has(key) || refused.has(key) || input[key] === undefined) continue;
       refused.add(key);
       errors.push({ pointer: `/${key}`, message: `is for ${other.label} destinations` });
     }
   }
+  return refused;
 }
 
 /** A cursor from `start`/`from`: "now", "beginning", an events cursor, a destination cursor, or (replay) a received time. */
@@ -151,12 +160,21 @@ async function createDestination(
     });
   const name = parseName(input.name, errors);
   const filter = parseFilter(input.filter, errors);
-  const batch = parseBatch(input.batch, errors);
-  const { config, credentials } = kind?.parse(input, errors) ?? { config: {}, credentials: null };
+  const batch = parseBatch(input.batch, errors, kind?.batch);
+  const { config, credentials } = kind?.parse(input, errors, { productId, fileRoot: options.fileRoot }) ?? {
+    config: {},
+    credentials: null,
+  };
   if (kind !== undefined) refuseForeign(kinds, kind, input, 'fields', errors);
   if (errors.length > 0) throw validationError(errors);
-  await kind!.check(config, options.guard);
-  const cursor = await cursorFrom(store, productId, input.start, '/start', false);
+  await kind!.check(config, {
+    guard: options.guard,
+    credentials,
+    timeoutMs: options.timeoutMs,
+    fileRoot: options.fileRoot,
+  });
+  const start = input.start ?? kind!.defaultStart;
+  const cursor = await cursorFrom(store, productId, start, '/start', false);
   const now = iso(options.now);
   const secret = kind!.newSecret?.() ?? null;
   const record: DestinationRecord = {
@@ -185,6 +203,7 @@ async function createDestination(
     updatedAt: now,
     leaseHolder: null,
     leaseUntil: 0,
+    warnings: [],
   };
   await store.insert(record);
   options.poke();
@@ -204,13 +223,15 @@ async function updateDestination(
   const patch: DestinationPatch = { updatedAt: iso(options.now) };
   if (input.name !== undefined) patch.name = parseName(input.name, errors);
   if (input.filter !== undefined) patch.filter = parseFilter(input.filter, errors);
-  if (input.batch !== undefined) patch.batch = parseBatch(input.batch, errors);
+  if (input.batch !== undefined) patch.batch = parseBatch(input.batch, errors, kind.batch);
   const config = kind.edit(current.config, input, errors);
   if (config !== undefined) patch.config = config;
-  refuseForeign(kinds, kind, input, 'editable', errors);
-  // What no edit changes: the type, the start (replay moves the cursor), and every type's other fields.
+  const foreign = refuseForeign(kinds, kind, input, 'editable', errors);
+  // What no edit changes: the type, the start (replay moves the cursor), and every type's fields that this type
+  // cannot edit (another type's editable fields were refused above as theirs).
   const fixed = new Set<keyof DestinationInput>(['type', 'start']);
-  for (const k of Object.values(kinds)) for (const key of k.fields) if (!k.editable.includes(key)) fixed.add(key);
+  for (const k of Object.values(kinds))
+    for (const key of k.fields) if (!kind.editable.includes(key) && !foreign.has(key)) fixed.add(key);
   for (const key of fixed) {
     if (input[key] !== undefined)
       errors.push({
@@ -220,7 +241,13 @@ async function updateDestination(
   }
   const status = parseStatus(input.status, errors);
   if (errors.length > 0) throw validationError(errors);
-  if (patch.config !== undefined) await kind.check(patch.config, options.guard);
+  if (patch.config !== undefined)
+    await kind.check(patch.config, {
+      guard: options.guard,
+      credentials: current.credentials,
+      timeoutMs: options.timeoutMs,
+      fileRoot: options.fileRoot,
+    });
   // "active" on an active destination that waits for a retry: retry now (the failure count and clock stay).
   if (status === 'active' && current.status === 'active') patch.nextAttemptAt = null;
   if (status !== undefined && status !== current.status) {

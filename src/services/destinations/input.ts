@@ -3,6 +3,7 @@
 // Problems are collected as field errors, so that one answer names every one of them.
 import type { FieldError } from '../../domain/errors.js';
 import type { DestinationBatch, DestinationFilter, MessageType } from '../../storage/types.js';
+import type { BatchBounds } from './kind.js';
 import { MESSAGE_TYPES } from './messages.js';
 
 export interface DestinationInput {
@@ -15,6 +16,9 @@ export interface DestinationInput {
   servers?: unknown;
   subject?: unknown;
   credentials?: unknown;
+  schema?: unknown;
+  path?: unknown;
+  partition?: unknown;
   status?: unknown;
 }
 
@@ -62,8 +66,21 @@ export function parseFilter(value: unknown, errors: FieldError[]): DestinationFi
   return filter;
 }
 
-export function parseBatch(value: unknown, errors: FieldError[]): DestinationBatch | undefined {
-  if (value === undefined || value === null) return { maxMessages: 1, maxWaitMs: 0 };
+/** events-out §6: webhooks and NATS. */
+export const DEFAULT_BATCH: BatchBounds = {
+  defaultMessages: 1,
+  maxMessages: 1000,
+  defaultWaitMs: 0,
+  maxWaitMs: 60_000,
+};
+
+export function parseBatch(
+  value: unknown,
+  errors: FieldError[],
+  bounds: BatchBounds = DEFAULT_BATCH,
+): DestinationBatch | undefined {
+  if (value === undefined || value === null)
+    return { maxMessages: bounds.defaultMessages, maxWaitMs: bounds.defaultWaitMs };
   if (typeof value !== 'object' || Array.isArray(value)) {
     errors.push({ pointer: '/batch', message: 'must be an object' });
     return undefined;
@@ -73,12 +90,15 @@ export function parseBatch(value: unknown, errors: FieldError[]): DestinationBat
     if (!['max_messages', 'max_wait_ms'].includes(key))
       errors.push({ pointer: `/batch/${key}`, message: 'is not a batch setting (max_messages, max_wait_ms)' });
   }
-  const max = raw.max_messages ?? 1;
-  const wait = raw.max_wait_ms ?? 0;
-  if (!Number.isInteger(max) || (max as number) < 1 || (max as number) > 1000)
-    errors.push({ pointer: '/batch/max_messages', message: 'must be a whole number from 1 to 1000' });
-  if (!Number.isInteger(wait) || (wait as number) < 0 || (wait as number) > 60_000)
-    errors.push({ pointer: '/batch/max_wait_ms', message: 'must be a whole number of milliseconds from 0 to 60000' });
+  const max = raw.max_messages ?? bounds.defaultMessages;
+  const wait = raw.max_wait_ms ?? bounds.defaultWaitMs;
+  if (!Number.isInteger(max) || (max as number) < 1 || (max as number) > bounds.maxMessages)
+    errors.push({ pointer: '/batch/max_messages', message: `must be a whole number from 1 to ${bounds.maxMessages}` });
+  if (!Number.isInteger(wait) || (wait as number) < 0 || (wait as number) > bounds.maxWaitMs)
+    errors.push({
+      pointer: '/batch/max_wait_ms',
+      message: `must be a whole number of milliseconds from 0 to ${bounds.maxWaitMs}`,
+    });
   return { maxMessages: max as number, maxWaitMs: wait as number };
 }
 

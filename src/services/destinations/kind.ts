@@ -1,5 +1,5 @@
-// What a destination type is to the rest of the house: one module per type (webhook.ts, nats.ts; next a
-// PostgreSQL warehouse and Parquet files) behind this interface. The module says what the admin API takes for
+// What a destination type is to the rest of the house: one module per type (webhook.ts, nats.ts, the PostgreSQL
+// warehouse postgres.ts and the Parquet files parquet.ts) behind this interface. The module says what the admin API takes for
 // the type, and builds the driver the deliverer (deliverer.ts) hands messages to. The deliverer keeps what
 // every type shares: the cursor, the lease, the filter, order, retries and the delivery log; a driver only
 // delivers, and answers how far the receiver accepted.
@@ -72,6 +72,38 @@ export interface DriverOptions {
   timeoutMs: number;
   guard: OutboundGuard;
   now: () => number;
+  /** Warehouse types: their bounds, and where a load's figures go (metrics.ts `WarehouseMetrics`). */
+  warehouse: WarehouseOptions;
+  /** INLET_FILE_DESTINATIONS_ROOT (file destinations write only under it). */
+  fileRoot: string | undefined;
+  /** Orders two message positions (the storage's order). */
+  orderPositions(a: string, b: string): number;
+}
+
+export interface WarehouseOptions {
+  /** INLET_WAREHOUSE_MAX_TABLES: event tables per schema. */
+  maxTables: number;
+  /** INLET_WAREHOUSE_MAX_COLUMNS: property columns per table. */
+  maxColumns: number;
+  /** Reports one load (rows, duration, columns added, widenings, warnings). */
+  loaded(destinationId: string, load: WarehouseLoad): void;
+}
+
+/** What one warehouse load did. */
+export interface WarehouseLoad {
+  rows: number;
+  seconds: number;
+  columnsAdded: number;
+  widenings: number;
+  warnings: string[];
+}
+
+/** A type's own bounds of `batch` (events-out §6 for webhooks and NATS; warehouses.md for warehouses). */
+export interface BatchBounds {
+  defaultMessages: number;
+  maxMessages: number;
+  defaultWaitMs: number;
+  maxWaitMs: number;
 }
 
 /** A type's module: its admin fields and checks, and its driver. */
@@ -82,18 +114,42 @@ export interface DestinationKind {
   fields: ReadonlyArray<keyof DestinationInput>;
   /** Its fields that an edit (PATCH) may change. */
   editable: ReadonlyArray<keyof DestinationInput>;
+  /** Its bounds of `batch`; default: 1–1000 messages (default 1), 0–60000 ms (default 0). */
+  batch?: BatchBounds;
+  /** Where a new destination starts without `start`; default "now" (warehouses load the history: "beginning"). */
+  defaultStart?: 'now' | 'beginning';
   /** A new signing secret, for a type whose deliveries are signed: made at create, and on rotation. */
   newSecret?(): string;
   /** Its config and credentials from a create body; problems go to `errors`. */
   parse(
     input: DestinationInput,
     errors: FieldError[],
+    context: ParseContext,
   ): { config: DestinationConfig; credentials: DestinationCredentials | null };
   /** The config after an edit of its editable fields; undefined when the edit changes none. */
   edit(current: DestinationConfig, input: DestinationInput, errors: FieldError[]): DestinationConfig | undefined;
-  /** The outbound guard's checks of the addresses in `config`; a refusal is a validation error (refusedAs). */
-  check(config: DestinationConfig, guard: OutboundGuard): Promise<void>;
+  /**
+   * The outbound guard's checks of the addresses in `config` (and `credentials`); a refusal is a validation
+   * error (refusedAs). A warehouse also connects, and creates its schema, here.
+   */
+  check(config: DestinationConfig, context: CheckContext): Promise<void>;
   driver(options: DriverOptions): DestinationDriver;
+}
+
+/** What parsing a create body may need besides the body. */
+export interface ParseContext {
+  productId: string;
+  /** INLET_FILE_DESTINATIONS_ROOT: where file destinations may write; undefined: file destinations are off. */
+  fileRoot: string | undefined;
+}
+
+/** What the checks at creation (and after an edit) are given. */
+export interface CheckContext {
+  guard: OutboundGuard;
+  credentials: DestinationCredentials | null;
+  /** How long a connection made by the check may take. */
+  timeoutMs: number;
+  fileRoot: string | undefined;
 }
 
 export type DestinationKinds = Readonly<Record<DestinationType, DestinationKind>>;

@@ -16,6 +16,60 @@ export interface DeliveryMetrics {
   latency(destination: string, seconds: number): void;
   /** Seconds one attempt took. */
   attempt(destination: string, seconds: number): void;
+  /** A warehouse load: rows, its duration, columns added, type widenings, warnings (a limit reached). */
+  loaded(destination: string, load: WarehouseFigures): void;
+}
+
+export interface WarehouseFigures {
+  rows: number;
+  seconds: number;
+  columnsAdded: number;
+  widenings: number;
+  warnings: readonly unknown[];
+}
+
+/** The warehouse destinations' metrics (warehouses.md §3): rows loaded, load duration, columns added, widenings. */
+function warehouseMetrics(metrics: Metrics): DeliveryMetrics['loaded'] {
+  const registers = [metrics.registry];
+  const labelNames = ['destination'];
+  const rows = new Counter({
+    name: 'inlet_warehouse_rows_loaded_total',
+    help: 'Messages a warehouse destination loaded (events and identity messages), by destination',
+    labelNames,
+    registers,
+  });
+  const duration = new Histogram({
+    name: 'inlet_warehouse_load_duration_seconds',
+    help: 'Duration of one warehouse load (one transaction), by destination',
+    labelNames,
+    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15, 60],
+    registers,
+  });
+  const columns = new Counter({
+    name: 'inlet_warehouse_columns_added_total',
+    help: 'Columns a warehouse destination added to its tables, by destination',
+    labelNames,
+    registers,
+  });
+  const widenings = new Counter({
+    name: 'inlet_warehouse_type_widenings_total',
+    help: 'Warehouse columns whose type was widened (bigint → double precision → text), by destination',
+    labelNames,
+    registers,
+  });
+  const warnings = new Counter({
+    name: 'inlet_warehouse_warnings_total',
+    help: 'Loads that reached a table or column limit (the values stay in events), by destination',
+    labelNames,
+    registers,
+  });
+  return (destination, load) => {
+    rows.inc({ destination }, load.rows);
+    duration.observe({ destination }, load.seconds);
+    if (load.columnsAdded > 0) columns.inc({ destination }, load.columnsAdded);
+    if (load.widenings > 0) widenings.inc({ destination }, load.widenings);
+    if (load.warnings.length > 0) warnings.inc({ destination }, load.warnings.length);
+  };
 }
 
 /** The destinations' metrics, registered on `metrics`; the lag gauge reads `store` at each scrape. */
@@ -49,6 +103,7 @@ export function createDestinationMetrics(
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15, 30],
     registers: [metrics.registry],
   });
+  const warehouse = warehouseMetrics(metrics);
   const workerRestarts = new Counter({
     name: 'inlet_destination_worker_restarts_total',
     help: 'Times the delivery worker thread died and was started again (services/destinations/worker.ts)',
@@ -77,6 +132,7 @@ export function createDestinationMetrics(
       failed: (destination) => failed.inc({ destination }),
       latency: (destination, seconds) => latency.observe({ destination }, seconds),
       attempt: (destination, seconds) => attemptDuration.observe({ destination }, seconds),
+      loaded: warehouse,
     },
     workerRestarted: () => workerRestarts.inc(),
   };

@@ -293,7 +293,7 @@ export const natsKind: DestinationKind = {
     return { config, credentials: parseCredentials(input.credentials, errors) };
   },
   edit: () => undefined,
-  async check(config, guard) {
+  async check(config, { guard }) {
     for (const host of natsHosts(config.servers!)) await refusedAs('/servers', () => guard.checkHost(host));
   },
   driver: natsDriver,

@@ -6,8 +6,9 @@
 // - runner.ts: the passes, every `pollMs`, that take or renew the destinations' leases across instances and
 //   run a delivery loop for each destination this instance holds;
 // - deliverer.ts: one destination's loop of cycles (cursor, lease fencing, order; retries.ts for failures);
-// - kind.ts: what a destination type is; webhook.ts and nats.ts are the types, each its admin fields and the
-//   driver the deliverer hands messages to;
+// - kind.ts: what a destination type is; webhook.ts, nats.ts, postgres.ts (a PostgreSQL warehouse: warehouse/
+//   its layout, names, types and loads) and parquet.ts (Parquet files: files/) are the types, each its admin
+//   fields and the driver the deliverer hands messages to;
 // - metrics.ts, pages.ts (a product's page reads shared between its destinations), messages.ts (the wire
 //   form), worker.ts (delivery in a worker thread: the main thread's side).
 // Time comes from `clock` (tests move it instead of waiting), randomness from `random`.
@@ -18,16 +19,26 @@ import type { Metrics } from '../metrics.js';
 import { outboundGuard, type OutboundGuard } from '../outbound-guard.js';
 import { createDestinationAdmin } from './admin.js';
 import { createDeliverer, type DeliveryRun } from './deliverer.js';
-import type { DestinationDriver, DestinationKinds } from './kind.js';
+import type { DestinationDriver, DestinationKinds, WarehouseLoad, WarehouseOptions } from './kind.js';
 import type { MessageFormatter } from './messages.js';
 import { createDestinationMetrics, type DeliveryMetrics } from './metrics.js';
 import { natsKind } from './nats.js';
 import { createPageReader } from './pages.js';
+import { parquetKind } from './parquet.js';
+import { postgresKind } from './postgres.js';
 import { createDeliveryRunner } from './runner.js';
 import { webhookKind } from './webhook.js';
 
 /** The destination types, each a module (kind.ts). */
-export const DESTINATION_KINDS: DestinationKinds = { webhook: webhookKind, nats: natsKind };
+export const DESTINATION_KINDS: DestinationKinds = {
+  webhook: webhookKind,
+  nats: natsKind,
+  postgres: postgresKind,
+  parquet: parquetKind,
+};
+
+/** INLET_WAREHOUSE_MAX_TABLES and INLET_WAREHOUSE_MAX_COLUMNS by default (warehouses.md §1). */
+export const WAREHOUSE_LIMITS = { maxTables: 500, maxColumns: 1000 };
 
 export interface DestinationClock {
   now(): number;
@@ -53,8 +64,12 @@ export interface DestinationServiceOptions {
    * by message to the main thread, which applies them to its metrics (`deliveryMetrics` there).
    */
   deliveryMetrics?: DeliveryMetrics;
-  /** The destination types (tests: a type of their own); default: webhook and NATS. */
+  /** The destination types (tests: a type of their own); default: webhook, NATS and the PostgreSQL warehouse. */
   kinds?: DestinationKinds;
+  /** Warehouses' bounds: event tables per schema, property columns per table (default WAREHOUSE_LIMITS). */
+  warehouse?: { maxTables: number; maxColumns: number };
+  /** INLET_FILE_DESTINATIONS_ROOT: where Parquet destinations may write (undefined: the type is refused). */
+  fileRoot?: string;
 }
 
 /** Delivery run elsewhere (the delivery worker): admin changes poke it, close stops it. */
@@ -73,17 +88,32 @@ export function createDestinationService(
   const holder = options.holder ?? `${hostname()}:${process.pid}:${randomBase62(6)}`;
   const guard = options.guard ?? outboundGuard();
   const kinds = options.kinds ?? DESTINATION_KINDS;
-  const drivers = Object.fromEntries(
-    Object.entries(kinds).map(([type, kind]) => [type, kind.driver({ timeoutMs: options.timeoutMs, guard, now })]),
-  ) as Record<DestinationType, DestinationDriver>;
   const prom = createDestinationMetrics(metrics, store);
+  const report = options.deliveryMetrics ?? prom.delivery;
+  const warehouse: WarehouseOptions = {
+    ...(options.warehouse ?? WAREHOUSE_LIMITS),
+    loaded: (destinationId, load) => warehouseLoaded(store, report, now, destinationId, load),
+  };
+  const drivers = Object.fromEntries(
+    Object.entries(kinds).map(([type, kind]) => [
+      type,
+      kind.driver({
+        timeoutMs: options.timeoutMs,
+        guard,
+        now,
+        warehouse,
+        fileRoot: options.fileRoot,
+        orderPositions: (a, b) => store.orderPositions(a, b),
+      }),
+    ]),
+  ) as Record<DestinationType, DestinationDriver>;
   const run: DeliveryRun = { stopped: false, abort: new AbortController(), shared: new Set() };
   const deliverer = createDeliverer({
     store,
     // One page read (and one formatting) shared by the destinations of a product (pages.ts).
     pages: createPageReader(store, options.format),
     drivers,
-    report: options.deliveryMetrics ?? prom.delivery,
+    report,
     run,
     holder,
     now,
@@ -104,7 +134,16 @@ export function createDestinationService(
   });
   let remote: RemoteDeliverer | undefined;
   const poke = () => (remote === undefined ? runner.poke() : remote.poke());
-  const admin = createDestinationAdmin({ store, kinds, guard, now, poke, forget: (d) => drivers[d.type].forget(d.id) });
+  const admin = createDestinationAdmin({
+    store,
+    kinds,
+    guard,
+    timeoutMs: options.timeoutMs,
+    fileRoot: options.fileRoot,
+    now,
+    poke,
+    forget: (d) => drivers[d.type].forget(d.id),
+  });
 
   return {
     ...admin,
@@ -132,6 +171,19 @@ export function createDestinationService(
       await runner.close();
     },
   };
+}
+
+/** A warehouse load's figures to the metrics, and its warnings (a limit reached) onto the destination. */
+function warehouseLoaded(
+  store: DestinationStore,
+  report: DeliveryMetrics,
+  now: () => number,
+  destinationId: string,
+  load: WarehouseLoad,
+): void {
+  report.loaded(destinationId, load);
+  if (load.warnings.length > 0)
+    void store.addWarnings(destinationId, load.warnings, new Date(now()).toISOString()).catch(() => {});
 }
 
 export type DestinationService = ReturnType<typeof createDestinationService>;

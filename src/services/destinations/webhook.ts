@@ -217,7 +217,7 @@ export const webhookKind: DestinationKind = {
     const url = parseUrl(input.url, errors);
     return url === undefined ? undefined : { ...current, url };
   },
-  check: (config, guard) => refusedAs('/url', () => guard.checkUrl(config.url!)),
+  check: (config, { guard }) => refusedAs('/url', () => guard.checkUrl(config.url!)),
   driver(options) {
     /** Per destination: the memory its bodies are written into (bodyOf), kept while it delivers here. */
     const scratches = new Map<string, BodyScratch>();

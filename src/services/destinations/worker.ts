@@ -20,11 +20,12 @@
 // The composition root decides whether delivery runs here (src/delivery.ts) and names the thread's entry
 // (src/delivery-worker.ts, which builds storage and the deliverers from the settings it is given).
 import { Worker } from 'node:worker_threads';
-import type { DeliveryMetrics } from './metrics.js';
+import type { DeliveryMetrics, WarehouseFigures } from './metrics.js';
 import type { DestinationService } from './service.js';
 
 /** [what, destination, value]: a delivery report from the worker (DeliveryMetrics, flattened). */
-export type MetricReport = ['delivered' | 'failed' | 'latency' | 'attempt', string, number];
+export type MetricReport =
+  ['delivered' | 'failed' | 'latency' | 'attempt', string, number] | ['loaded', string, WarehouseFigures];
 export type ToWorker = { type: 'poke' } | { type: 'stop' };
 export type FromWorker =
   { type: 'ready'; tid?: number } | { type: 'stopped' } | { type: 'metrics'; reports: MetricReport[] };
@@ -47,7 +48,12 @@ const STOP_TIMEOUT_MS = 5_000;
 
 /** Applies one batch of the worker's reports to this process's metrics. */
 export function applyReports(metrics: DeliveryMetrics, reports: MetricReport[]): void {
-  for (const [what, destination, value] of reports) {
+  for (const report of reports) {
+    if (report[0] === 'loaded') {
+      metrics.loaded(report[1], report[2]);
+      continue;
+    }
+    const [what, destination, value] = report;
     if (what === 'delivered') metrics.delivered(destination, value);
     else if (what === 'failed') metrics.failed(destination);
     else if (what === 'latency') metrics.latency(destination, value);

@@ -271,6 +271,7 @@ export function destinationReads(db: Kysely<Database>, dialect: Dialect, rawSqli
 
   return {
     isEventPosition: position.valid,
+    orderPositions: position.order,
 
     /**
      * Up to `limit` messages of the product after `cursor`, in position order. Each carries its

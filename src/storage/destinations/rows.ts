@@ -11,6 +11,7 @@ import type {
   DestinationRecord,
   DestinationStatus,
   DestinationType,
+  DestinationWarning,
 } from '../types.js';
 
 function fromRow(row: DestinationRow): DestinationRecord {
@@ -40,8 +41,12 @@ function fromRow(row: DestinationRow): DestinationRecord {
     updatedAt: row.updated_at,
     leaseHolder: row.lease_holder,
     leaseUntil: Number(row.lease_until),
+    warnings: row.warnings === null ? [] : (JSON.parse(row.warnings) as DestinationWarning[]),
   };
 }
+
+/** Warnings a destination keeps (the latest). */
+const WARNINGS_KEPT = 20;
 
 function toRow(record: DestinationRecord): DestinationRow {
   return {
@@ -71,6 +76,7 @@ function toRow(record: DestinationRecord): DestinationRow {
     updated_at: record.updatedAt,
     lease_holder: record.leaseHolder,
     lease_until: record.leaseUntil,
+    warnings: record.warnings.length === 0 ? null : JSON.stringify(record.warnings),
   };
 }
 
@@ -151,6 +157,20 @@ export function destinationRows(db: DestinationDb) {
         .where('id', '=', id)
         .executeTakeFirst();
       return Number(result.numDeletedRows) > 0;
+    },
+
+    /** Adds warnings (a message once: a repeat only moves its time), keeping the latest WARNINGS_KEPT. */
+    async addWarnings(id: string, messages: string[], at: string): Promise<void> {
+      await db.transaction().execute(async (tx) => {
+        const row = await tx.selectFrom('destinations').select('warnings').where('id', '=', id).executeTakeFirst();
+        if (row === undefined) return;
+        const kept = (row.warnings === null ? [] : (JSON.parse(row.warnings) as DestinationWarning[])).filter(
+          (w) => !messages.includes(w.message),
+        );
+        for (const message of new Set(messages)) kept.push({ at, message });
+        const warnings = JSON.stringify(kept.slice(-WARNINGS_KEPT));
+        await tx.updateTable('destinations').set({ warnings }).where('id', '=', id).execute();
+      });
     },
 
     /** Takes or renews the lease of a destination; true when `holder` has it until `until`. */

@@ -31,6 +31,8 @@ export type DestinationTables = {
     updated_at: string;
     lease_holder: string | null;
     lease_until: number;
+    /** JSON list of the latest warnings (a warehouse's limits), newest last; migration 550. */
+    warnings: string | null;
   };
   destination_deliveries: {
     product_id: string;

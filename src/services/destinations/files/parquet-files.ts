@@ -1,0 +1,305 @@
+// Parquet files of a file destination (warehouses.md §2): `events/date=YYYY-MM-DD/hour=HH/<first>-<last>.parquet`
+// (by received_at, UTC; `hour=` left out with daily partitions), identity messages under `identities/` the same
+// way. Each file is written to a temporary name and fsynced; files of the same partition whose position range
+// meets the new one (an earlier delivery of some of these messages: a crash before the cursor moved, a replay)
+// are removed, or rewritten without those messages, and the new file is renamed into place and its folder
+// fsynced; only then does the deliverer move the cursor. So no event is ever in two files, and a re-delivery of
+// the same messages rewrites the same file name.
+import { randomBytes } from 'node:crypto';
+import { mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { asyncBufferFromFile, parquetReadObjects } from 'hyparquet';
+import { parquetWriteBuffer } from 'hyparquet-writer';
+import type { EventRecord, StoredMessage, UserRecord } from '../../../storage/types.js';
+
+type ColumnKind = 'STRING' | 'TIMESTAMP';
+type Row = Record<string, string | Date | null>;
+
+/** The `events` columns of warehouses.md §1, properties and context as JSON text. */
+const EVENT_COLUMNS: Array<[string, ColumnKind]> = [
+  ['id', 'STRING'],
+  ['received_at', 'TIMESTAMP'],
+  ['occurred_at', 'TIMESTAMP'],
+  ['canonical_name', 'STRING'],
+  ['event_type', 'STRING'],
+  ['action', 'STRING'],
+  ['subject_type', 'STRING'],
+  ['subject_id', 'STRING'],
+  ['source', 'STRING'],
+  ['external_id', 'STRING'],
+  ['user_id', 'STRING'],
+  ['anonymous_id', 'STRING'],
+  ['properties', 'STRING'],
+  ['context', 'STRING'],
+  ['loaded_at', 'TIMESTAMP'],
+];
+/** Identity messages: user.identified, user.merged (`data` as JSON text, in the messages' public shape). */
+const IDENTITY_COLUMNS: Array<[string, ColumnKind]> = [
+  ['id', 'STRING'],
+  ['type', 'STRING'],
+  ['received_at', 'TIMESTAMP'],
+  ['external_id', 'STRING'],
+  ['from_external_id', 'STRING'],
+  ['user_id', 'STRING'],
+  ['traits', 'STRING'],
+  ['identifiers', 'STRING'],
+  ['loaded_at', 'TIMESTAMP'],
+];
+
+const date = (iso: string | null | undefined): Date | null => {
+  if (iso == null) return null;
+  const ms = Date.parse(iso);
+  return Number.isNaN(ms) ? null : new Date(ms);
+};
+const idOf = (value: unknown): string | null =>
+  typeof value === 'string' || typeof value === 'number' ? String(value) : null;
+
+function eventRow(event: EventRecord, loadedAt: Date): Row {
+  const text = event.jsonText;
+  const original =
+    text === undefined ? (event.original ?? null) : text.original === null ? null : JSON.parse(text.original);
+  const o = original as Record<string, unknown> | null;
+  return {
+    id: event.id,
+    received_at: date(event.receivedAt),
+    occurred_at: date(event.occurredAt),
+    canonical_name: event.canonicalName,
+    event_type: event.eventType,
+    action: event.action,
+    subject_type: event.subjectType,
+    subject_id: event.subjectId,
+    source: event.source,
+    external_id: event.externalId,
+    user_id: idOf(o?.userId) ?? event.externalId,
+    anonymous_id: idOf(o?.anonymousId),
+    properties: text === undefined ? JSON.stringify(event.properties) : text.properties,
+    context: text === undefined ? (event.context == null ? null : JSON.stringify(event.context)) : text.context,
+    loaded_at: loadedAt,
+  };
+}
+
+function identityRow(message: Extract<StoredMessage, { kind: 'identity' }>, loadedAt: Date): Row {
+  const data = message.data as { user: UserRecord; fromExternalId?: string };
+  return {
+    id: message.id,
+    type: message.type,
+    received_at: date(message.createdAt),
+    external_id: data.user.externalId,
+    from_external_id: data.fromExternalId ?? null,
+    user_id: data.user.id,
+    traits: JSON.stringify(data.user.traits),
+    identifiers: JSON.stringify(data.user.identifiers),
+    loaded_at: loadedAt,
+  };
+}
+
+/** The partition folder of a time: `date=YYYY-MM-DD/hour=HH`, or `date=…` alone when partitioned by day. */
+function partitionOf(at: Date | null, partition: 'hour' | 'day'): string {
+  const iso = (at ?? new Date(0)).toISOString();
+  const day = `date=${iso.slice(0, 10)}`;
+  return partition === 'day' ? day : join(day, `hour=${iso.slice(11, 13)}`);
+}
+
+function parquetBytes(columns: Array<[string, ColumnKind]>, rows: Row[]): Uint8Array {
+  const buffer = parquetWriteBuffer({
+    columnData: columns.map(([name, type]) => ({ name, type, data: rows.map((r) => r[name] ?? null) })),
+    codec: 'SNAPPY',
+    createdBy: 'inlet',
+  });
+  return new Uint8Array(buffer);
+}
+
+async function syncFolder(folder: string): Promise<void> {
+  const handle = await open(folder, 'r');
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Writes `bytes` to a temporary file in `folder`, fsynced; returns its path. */
+async function writeTemporary(folder: string, name: string, bytes: Uint8Array): Promise<string> {
+  await mkdir(folder, { recursive: true });
+  const temporary = join(folder, `.${name}.${randomBytes(4).toString('hex')}.tmp`);
+  const handle = await open(temporary, 'w');
+  try {
+    await handle.writeFile(bytes);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  return temporary;
+}
+
+/** Renames the temporary file into place and fsyncs the folder. */
+async function commit(temporary: string, folder: string, name: string): Promise<void> {
+  await rename(temporary, join(folder, name));
+  await syncFolder(folder);
+}
+
+/** A file's position range from its name (`<first>-<last>.parquet`). */
+function rangeOf(name: string): [string, string] | undefined {
+  const match = /^([0-9A-Za-z._]+)-([0-9A-Za-z._]+)\.parquet$/.exec(name);
+  return match === null ? undefined : [match[1]!, match[2]!];
+}
+
+type Order = (a: string, b: string) => number;
+
+/**
+ * The files of `folder` whose range meets [first, last], other than `name`: removed when the new file covers
+ * their range, else rewritten without the rows of `ids` (they are in the new file). Leftover temporary files
+ * (other than `temporary`) are removed.
+ */
+async function clearOverlaps(
+  folder: string,
+  name: string,
+  temporary: string,
+  range: [string, string],
+  ids: Set<string>,
+  columns: Array<[string, ColumnKind]>,
+  order: Order,
+): Promise<void> {
+  let entries: string[];
+  try {
+    entries = await readdir(folder);
+  } catch {
+    return;
+  }
+  for (const existing of entries) {
+    // A temporary file of a write cut short (a crash): never renamed, so never read.
+    if (existing.startsWith('.') && existing.endsWith('.tmp') && join(folder, existing) !== temporary) {
+      await rm(join(folder, existing), { force: true });
+      continue;
+    }
+    const other = existing === name ? undefined : rangeOf(existing);
+    if (other === undefined) continue;
+    if (order(other[0], range[1]) > 0 || order(other[1], range[0]) < 0) continue;
+    const path = join(folder, existing);
+    if (order(range[0], other[0]) <= 0 && order(other[1], range[1]) <= 0) {
+      await rm(path, { force: true });
+      continue;
+    }
+    const rows = (await parquetReadObjects({ file: await asyncBufferFromFile(path) })) as Row[];
+    const kept = rows.filter((row) => !ids.has(String(row.id)));
+    if (kept.length === rows.length) continue;
+    if (kept.length === 0) await rm(path, { force: true });
+    else
+      await commit(
+        await writeTemporary(folder, existing, parquetBytes(columns, restore(columns, kept))),
+        folder,
+        existing,
+      );
+  }
+}
+
+/** Rows read back, in the writer's types again (timestamps as Dates). */
+function restore(columns: Array<[string, ColumnKind]>, rows: Row[]): Row[] {
+  return rows.map((row) =>
+    Object.fromEntries(
+      columns.map(([column, kind]) => {
+        const value = row[column] ?? null;
+        return [
+          column,
+          kind === 'TIMESTAMP' && value !== null && !(value instanceof Date) ? date(String(value)) : value,
+        ];
+      }),
+    ),
+  );
+}
+
+/** Position text as it goes into a file name. */
+const namePart = (position: string) => position.replace(/[^0-9A-Za-z._]/g, '_');
+
+export interface FileLoad {
+  files: number;
+  rows: number;
+}
+
+/** Writes `messages` (no user.erased among them) into their partitions' files under `root`. */
+export async function writeMessages(
+  root: string,
+  partition: 'hour' | 'day',
+  messages: StoredMessage[],
+  now: Date,
+  order: Order,
+): Promise<FileLoad> {
+  const groups = new Map<string, { columns: Array<[string, ColumnKind]>; rows: Row[]; first: string; last: string }>();
+  for (const message of messages) {
+    const row = message.kind === 'event' ? eventRow(message.event, now) : identityRow(message as never, now);
+    const folder = join(
+      message.kind === 'event' ? 'events' : 'identities',
+      partitionOf(row.received_at as Date | null, partition),
+    );
+    let group = groups.get(folder);
+    if (group === undefined) {
+      group = {
+        columns: message.kind === 'event' ? EVENT_COLUMNS : IDENTITY_COLUMNS,
+        rows: [],
+        first: namePart(message.position),
+        last: '',
+      };
+      groups.set(folder, group);
+    }
+    group.rows.push(row);
+    group.last = namePart(message.position);
+  }
+  let rows = 0;
+  for (const [sub, group] of groups) {
+    const folder = join(root, sub);
+    const name = `${group.first}-${group.last}.parquet`;
+    const temporary = await writeTemporary(folder, name, parquetBytes(group.columns, group.rows));
+    const ids = new Set(group.rows.map((r) => String(r.id)));
+    await clearOverlaps(folder, name, temporary, [group.first, group.last], ids, group.columns, order);
+    await commit(temporary, folder, name);
+    rows += group.rows.length;
+  }
+  return { files: groups.size, rows };
+}
+
+async function parquetFiles(folder: string): Promise<string[]> {
+  const found: string[] = [];
+  let entries;
+  try {
+    entries = await readdir(folder, { withFileTypes: true });
+  } catch {
+    return found;
+  }
+  for (const entry of entries) {
+    const path = join(folder, entry.name);
+    if (entry.isDirectory()) found.push(...(await parquetFiles(path)));
+    else if (entry.isFile() && entry.name.endsWith('.parquet')) found.push(path);
+  }
+  return found;
+}
+
+/**
+ * `user.erased`: rewrites every file holding rows of these external ids without them (a file left empty is
+ * removed). Reads every file of the destination: its time grows with the destination's size.
+ */
+export async function eraseFromFiles(root: string, externalIds: string[]): Promise<number> {
+  const ids = new Set(externalIds);
+  let removed = 0;
+  for (const [sub, columns, keys] of [
+    ['events', EVENT_COLUMNS, ['external_id', 'subject_id', 'user_id', 'anonymous_id']],
+    ['identities', IDENTITY_COLUMNS, ['external_id', 'from_external_id']],
+  ] as Array<[string, Array<[string, ColumnKind]>, string[]]>) {
+    for (const path of await parquetFiles(join(root, sub))) {
+      if ((await stat(path)).size === 0) continue;
+      const rows = (await parquetReadObjects({ file: await asyncBufferFromFile(path) })) as Row[];
+      const kept = rows.filter((row) => !keys.some((k) => typeof row[k] === 'string' && ids.has(row[k])));
+      if (kept.length === rows.length) continue;
+      removed += rows.length - kept.length;
+      const folder = path.slice(0, path.lastIndexOf('/'));
+      const name = path.slice(path.lastIndexOf('/') + 1);
+      if (kept.length === 0) {
+        await rm(path, { force: true });
+        await syncFolder(folder);
+        continue;
+      }
+      // Rewritten under its own name: the new file replaces it.
+      await commit(await writeTemporary(folder, name, parquetBytes(columns, restore(columns, kept))), folder, name);
+    }
+  }
+  return removed;
+}

@@ -1,0 +1,138 @@
+// The Parquet file type (warehouses.md §2): its admin fields (`path`, a folder under the operator's
+// INLET_FILE_DESTINATIONS_ROOT, and `partition`), the checks (no root set, a path outside it, `..`, or a symlink
+// leading out → 400), and the driver, which writes each delivery's messages into hive-partitioned files
+// (files/parquet-files.ts) and erases a person by rewriting the files that hold them. The cursor moves only
+// after the files are renamed into place and fsynced.
+import { mkdir, realpath } from 'node:fs/promises';
+import { dirname, isAbsolute, join, normalize, sep } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { validationError } from '../../domain/errors.js';
+import type { StoredMessage } from '../../storage/types.js';
+import { eraseFromFiles, writeMessages } from './files/parquet-files.js';
+import type { DestinationDriver, DestinationKind, DriverOptions, SendOutcome } from './kind.js';
+
+const OFF = 'file destinations are off: the operator has not set INLET_FILE_DESTINATIONS_ROOT';
+
+const inside = (root: string, path: string) => path === root || path.startsWith(root.endsWith(sep) ? root : root + sep);
+
+/** The folder `path` names under `root` (relative to it, or absolute inside it); a message when it is not one. */
+export function folderUnder(root: string, path: unknown): string | { error: string } {
+  if (typeof path !== 'string' || path.trim() === '' || path.length > 1000 || path.includes('\u0000'))
+    return { error: 'must be a folder path of at most 1000 characters' };
+  if (path.split(/[\\/]/).includes('..')) return { error: 'must not contain ".."' };
+  const folder = normalize(isAbsolute(path) ? path : join(root, path)).replace(/\/+$/, '');
+  if (!inside(root, folder)) return { error: `must be inside INLET_FILE_DESTINATIONS_ROOT (${root})` };
+  return folder;
+}
+
+/** The real path of `path`'s deepest existing folder. */
+async function realExisting(path: string): Promise<string> {
+  for (let current = path; ; current = dirname(current)) {
+    try {
+      return await realpath(current);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT' || dirname(current) === current) throw error;
+    }
+  }
+}
+
+/** Refuses a folder that a symlink leads outside the root (before creating it, and after). */
+async function checkFolder(root: string, folder: string): Promise<void> {
+  await mkdir(root, { recursive: true });
+  const realRoot = await realpath(root);
+  if (!inside(realRoot, await realExisting(folder)))
+    throw new Error(`${folder} leads outside INLET_FILE_DESTINATIONS_ROOT (a symbolic link)`);
+  await mkdir(folder, { recursive: true });
+  if (!inside(realRoot, await realpath(folder)))
+    throw new Error(`${folder} leads outside INLET_FILE_DESTINATIONS_ROOT (a symbolic link)`);
+}
+
+/** The delivery's messages in runs between erasures, in order. */
+function runs(messages: StoredMessage[]): Array<StoredMessage[] | { erase: string[] }> {
+  const out: Array<StoredMessage[] | { erase: string[] }> = [];
+  let current: StoredMessage[] = [];
+  for (const message of messages) {
+    if (message.kind === 'identity' && message.type === 'user.erased') {
+      if (current.length > 0) out.push(current);
+      current = [];
+      out.push({ erase: (message.data as { externalIds: string[] }).externalIds });
+    } else current.push(message);
+  }
+  if (current.length > 0) out.push(current);
+  return out;
+}
+
+function parquetDriver(options: DriverOptions): DestinationDriver {
+  return {
+    batchSize: (d) => d.batch.maxMessages,
+    async deliver(d, messages, context) {
+      const started = performance.now();
+      let outcome: SendOutcome = { ok: true, status: null, error: null };
+      try {
+        if (options.fileRoot === undefined) throw new Error(OFF);
+        const folder = d.config.path!;
+        await checkFolder(options.fileRoot, folder);
+        let rows = 0;
+        for (const run of runs(messages)) {
+          if (!Array.isArray(run)) {
+            rows += await eraseFromFiles(folder, run.erase);
+            continue;
+          }
+          // Files of at most max_messages rows: a delivery's whole batches, each written on its own.
+          for (let at = 0; at < run.length; at += d.batch.maxMessages) {
+            const chunk = run.slice(at, at + d.batch.maxMessages);
+            const partition = d.config.partition ?? 'hour';
+            rows += (await writeMessages(folder, partition, chunk, new Date(options.now()), options.orderPositions))
+              .rows;
+          }
+        }
+        options.warehouse.loaded(d.id, {
+          rows,
+          seconds: (performance.now() - started) / 1000,
+          columnsAdded: 0,
+          widenings: 0,
+          warnings: [],
+        });
+      } catch (error) {
+        outcome = { ok: false, status: null, error: `Parquet: ${(error as Error).message}`.slice(0, 500) };
+      }
+      const ends = messages.length === 1 ? [messages[0]!] : [messages[0]!, messages[messages.length - 1]!];
+      context.sent(ends.map(context.format), outcome, performance.now() - started);
+      return outcome.ok ? { accepted: messages.length } : { accepted: 0, failure: outcome };
+    },
+    prune: async () => {},
+    forget: async () => {},
+    close: async () => {},
+  };
+}
+
+export const parquetKind: DestinationKind = {
+  label: 'Parquet',
+  fields: ['path', 'partition'],
+  editable: [],
+  batch: { defaultMessages: 100_000, maxMessages: 100_000, defaultWaitMs: 60_000, maxWaitMs: 60_000 },
+  defaultStart: 'beginning',
+  parse(input, errors, { fileRoot }) {
+    let path = '';
+    if (fileRoot === undefined) errors.push({ pointer: '/path', message: OFF });
+    else {
+      const folder = folderUnder(fileRoot, input.path);
+      if (typeof folder === 'string') path = folder;
+      else errors.push({ pointer: '/path', message: folder.error });
+    }
+    const partition = input.partition ?? 'hour';
+    if (partition !== 'hour' && partition !== 'day')
+      errors.push({ pointer: '/partition', message: 'must be "hour" or "day"' });
+    return { config: { path, partition: partition as 'hour' | 'day' }, credentials: null };
+  },
+  edit: () => undefined,
+  async check(config, { fileRoot }) {
+    if (fileRoot === undefined) throw validationError([{ pointer: '/path', message: OFF }]);
+    try {
+      await checkFolder(fileRoot, config.path!);
+    } catch (error) {
+      throw validationError([{ pointer: '/path', message: (error as Error).message }]);
+    }
+  },
+  driver: parquetDriver,
+};

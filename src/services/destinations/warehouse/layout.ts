@@ -1,0 +1,262 @@
+// The layout of one PostgreSQL warehouse schema (warehouses.md §1): the fixed tables (`events`, `identifies`,
+// `users`, `aliases`), one table per event name, and Inlet's own bookkeeping in the same schema:
+// `_inlet_tables` (event name → table), `_inlet_columns` (table and property path → column and type: the same
+// path always lands in the same column) and `_inlet_loads` (each destination's last load, written in the load's
+// transaction). The layout is read at the start of every load, under the schema's advisory lock, so an instance
+// that takes a destination over continues exactly where the other left it.
+import type { PoolClient } from 'pg';
+import { freeName, quoted, safeName } from './names.js';
+import { widened, type ColumnType, type Leaf } from './values.js';
+
+/** The fixed columns of `events` (and, without `properties`, of each event table). */
+export const EVENT_COLUMNS: ReadonlyArray<[string, string]> = [
+  ['id', 'uuid PRIMARY KEY'],
+  ['received_at', 'timestamptz NOT NULL'],
+  ['occurred_at', 'timestamptz'],
+  ['canonical_name', 'text NOT NULL'],
+  ['event_type', 'text'],
+  ['action', 'text'],
+  ['subject_type', 'text'],
+  ['subject_id', 'text'],
+  ['source', 'text'],
+  ['external_id', 'text'],
+  ['user_id', 'text'],
+  ['anonymous_id', 'text'],
+  ['properties', 'jsonb'],
+  ['context', 'jsonb'],
+  ['loaded_at', 'timestamptz NOT NULL DEFAULT now()'],
+];
+const IDENTIFIES_COLUMNS: ReadonlyArray<[string, string]> = [
+  ['id', 'text PRIMARY KEY'],
+  ['external_id', 'text NOT NULL'],
+  ['user_id', 'text'],
+  ['identifiers', 'jsonb'],
+  ['received_at', 'timestamptz NOT NULL'],
+  ['loaded_at', 'timestamptz NOT NULL DEFAULT now()'],
+];
+const USERS_COLUMNS: ReadonlyArray<[string, string]> = [
+  ['external_id', 'text PRIMARY KEY'],
+  ['user_id', 'text'],
+  ['identifiers', 'jsonb'],
+  ['aliases', 'jsonb'],
+  ['created_at', 'timestamptz'],
+  ['updated_at', 'timestamptz'],
+  ['loaded_at', 'timestamptz NOT NULL DEFAULT now()'],
+];
+const ALIASES_COLUMNS: ReadonlyArray<[string, string]> = [
+  ['id', 'text PRIMARY KEY'],
+  ['from_external_id', 'text NOT NULL'],
+  ['to_external_id', 'text NOT NULL'],
+  ['merged_at', 'timestamptz NOT NULL'],
+  ['loaded_at', 'timestamptz NOT NULL DEFAULT now()'],
+];
+
+/** The tables whose columns grow with the data: each event table, `identifies` and `users` (traits). */
+export const FIXED_TABLES = new Set(['events', 'identifies', 'users', 'aliases']);
+
+/** Bytes a property column may take in a row at worst (a TOAST pointer, aligned). */
+const COLUMN_WIDTH = 20;
+/** Bytes of a row left to property columns: a heap page's room less the header, null bitmap and fixed columns. */
+const ROW_BUDGET = 7_400;
+/** Property columns a table can have before a row could be too big, whatever the types. */
+export const WIDTH_LIMIT = Math.floor(ROW_BUDGET / COLUMN_WIDTH);
+
+export interface Limits {
+  /** INLET_WAREHOUSE_MAX_TABLES: event tables per schema. */
+  maxTables: number;
+  /** INLET_WAREHOUSE_MAX_COLUMNS: property columns per table. */
+  maxColumns: number;
+}
+
+export interface Column {
+  name: string;
+  type: ColumnType;
+}
+
+export interface Layout {
+  schema: string;
+  /** Event name → its table. */
+  tables: Map<string, string>;
+  /** Table → property path → column. */
+  columns: Map<string, Map<string, Column>>;
+  /** Table → every column name it has (fixed and property columns). */
+  names: Map<string, Set<string>>;
+}
+
+/** What a load changed in the layout, for the metrics and the destination's warnings. */
+export interface LayoutChanges {
+  columnsAdded: number;
+  widenings: number;
+  warnings: string[];
+}
+
+function tableDdl(schema: string, table: string, columns: ReadonlyArray<[string, string]>): string {
+  return `CREATE TABLE IF NOT EXISTS ${quoted(schema)}.${quoted(table)} (${columns
+    .map(([name, type]) => `${quoted(name)} ${type}`)
+    .join(', ')})`;
+}
+
+/** Creates the schema and its fixed tables when missing (at creation, to check the rights; and before loads). */
+export async function ensureSchema(client: PoolClient, schema: string): Promise<void> {
+  const s = quoted(schema);
+  for (const statement of [
+    `CREATE SCHEMA IF NOT EXISTS ${s}`,
+    tableDdl(schema, 'events', EVENT_COLUMNS),
+    tableDdl(schema, 'identifies', IDENTIFIES_COLUMNS),
+    tableDdl(schema, 'users', USERS_COLUMNS),
+    tableDdl(schema, 'aliases', ALIASES_COLUMNS),
+    `CREATE TABLE IF NOT EXISTS ${s}._inlet_tables (canonical_name text PRIMARY KEY, table_name text NOT NULL UNIQUE)`,
+    `CREATE TABLE IF NOT EXISTS ${s}._inlet_columns (table_name text NOT NULL, path text NOT NULL,
+       column_name text NOT NULL, type text NOT NULL, PRIMARY KEY (table_name, path), UNIQUE (table_name, column_name))`,
+    `CREATE TABLE IF NOT EXISTS ${s}._inlet_loads (destination_id text PRIMARY KEY, loaded_at timestamptz NOT NULL,
+       messages bigint NOT NULL, last_message_id text NOT NULL)`,
+  ])
+    await client.query(statement);
+}
+
+function fixedNames(table: string): string[] {
+  if (table === 'identifies') return IDENTIFIES_COLUMNS.map(([n]) => n);
+  if (table === 'users') return USERS_COLUMNS.map(([n]) => n);
+  return EVENT_COLUMNS.filter(([n]) => n !== 'properties').map(([n]) => n);
+}
+
+/** Reads the layout (inside the load's transaction, after the schema's lock). */
+export async function readLayout(client: PoolClient, schema: string): Promise<Layout> {
+  const s = quoted(schema);
+  const layout: Layout = { schema, tables: new Map(), columns: new Map(), names: new Map() };
+  const tables = await client.query<{ canonical_name: string; table_name: string }>(
+    `SELECT canonical_name, table_name FROM ${s}._inlet_tables`,
+  );
+  for (const row of tables.rows) layout.tables.set(row.canonical_name, row.table_name);
+  for (const table of ['identifies', 'users', ...layout.tables.values()])
+    layout.names.set(table, new Set(fixedNames(table)));
+  const columns = await client.query<{ table_name: string; path: string; column_name: string; type: ColumnType }>(
+    `SELECT table_name, path, column_name, type FROM ${s}._inlet_columns`,
+  );
+  for (const row of columns.rows) {
+    let map = layout.columns.get(row.table_name);
+    if (map === undefined) layout.columns.set(row.table_name, (map = new Map()));
+    map.set(row.path, { name: row.column_name, type: row.type });
+    layout.names.get(row.table_name)?.add(row.column_name);
+  }
+  return layout;
+}
+
+/** The table of an event name, created when new; undefined when the schema has its maximum of event tables. */
+export async function tableFor(
+  client: PoolClient,
+  layout: Layout,
+  canonicalName: string,
+  limits: Limits,
+  changes: LayoutChanges,
+): Promise<string | undefined> {
+  const existing = layout.tables.get(canonicalName);
+  if (existing !== undefined) return existing;
+  if (layout.tables.size >= limits.maxTables) {
+    changes.warnings.push(
+      `event table limit (${limits.maxTables}) reached: "${canonicalName}" events are loaded into events only`,
+    );
+    return undefined;
+  }
+  const used = new Set(layout.tables.values());
+  const table = freeName(
+    canonicalName,
+    safeName(canonicalName),
+    (name) => used.has(name) || FIXED_TABLES.has(name) || name.startsWith('_inlet'),
+  );
+  await client.query(
+    tableDdl(
+      layout.schema,
+      table,
+      EVENT_COLUMNS.filter(([n]) => n !== 'properties'),
+    ),
+  );
+  await client.query(
+    `INSERT INTO ${quoted(layout.schema)}._inlet_tables (canonical_name, table_name) VALUES ($1, $2)`,
+    [canonicalName, table],
+  );
+  layout.tables.set(canonicalName, table);
+  layout.names.set(table, new Set(fixedNames(table)));
+  return table;
+}
+
+/**
+ * The columns of `table` for these leaves (a path → its column), adding and widening columns as the values
+ * need. A path past the table's column limit has no column (its value stays in `events.properties`).
+ */
+export async function columnsFor(
+  client: PoolClient,
+  layout: Layout,
+  table: string,
+  leaves: Map<string, { segments: string[]; type: ColumnType }>,
+  limits: Limits,
+  changes: LayoutChanges,
+): Promise<Map<string, Column>> {
+  let map = layout.columns.get(table);
+  if (map === undefined) layout.columns.set(table, (map = new Map()));
+  const names = layout.names.get(table)!;
+  const target = `${quoted(layout.schema)}.${quoted(table)}`;
+  const limit = Math.min(limits.maxColumns, WIDTH_LIMIT);
+  let refused = 0;
+  for (const [path, { segments, type }] of leaves) {
+    const column = map.get(path);
+    if (column !== undefined) {
+      const wider = widened(column.type, type);
+      if (wider === column.type) continue;
+      await client.query(
+        `ALTER TABLE ${target} ALTER COLUMN ${quoted(column.name)} TYPE ${wider} USING ${quoted(column.name)}::${wider === 'text' ? 'text' : wider}`,
+      );
+      await client.query(
+        `UPDATE ${quoted(layout.schema)}._inlet_columns SET type = $3 WHERE table_name = $1 AND path = $2`,
+        [table, path, wider],
+      );
+      column.type = wider;
+      changes.widenings++;
+      continue;
+    }
+    if (map.size >= limit) {
+      refused++;
+      continue;
+    }
+    const name = freeName(path, safeName(segments.join('_')), (n) => names.has(n));
+    await client.query(`ALTER TABLE ${target} ADD COLUMN ${quoted(name)} ${type}`);
+    await client.query(
+      `INSERT INTO ${quoted(layout.schema)}._inlet_columns (table_name, path, column_name, type) VALUES ($1, $2, $3, $4)`,
+      [table, path, name, type],
+    );
+    map.set(path, { name, type });
+    names.add(name);
+    changes.columnsAdded++;
+  }
+  if (refused > 0)
+    changes.warnings.push(
+      `column limit (${limit}) of table "${table}" reached: ${refused} new propert${refused === 1 ? 'y stays' : 'ies stay'} in events.properties only`,
+    );
+  return map;
+}
+
+/** The types each path of these leaves needs (several values of one path: the type that holds them all). */
+export function leafTypes(
+  leavesOf: Iterable<Leaf[]>,
+  typeOf: (value: unknown) => ColumnType,
+): Map<string, { segments: string[]; type: ColumnType }> {
+  const needed = new Map<string, { segments: string[]; type: ColumnType }>();
+  for (const leaves of leavesOf) {
+    for (const leaf of leaves) {
+      const type = typeOf(leaf.value);
+      const seen = needed.get(leaf.path);
+      if (seen === undefined) needed.set(leaf.path, { segments: leaf.segments, type });
+      else seen.type = widened(seen.type, type) === seen.type ? seen.type : widenBoth(seen.type, type);
+    }
+  }
+  return needed;
+}
+
+/** The narrowest type holding both (order-free, unlike `widened`, which keeps a column's type when it can). */
+function widenBoth(a: ColumnType, b: ColumnType): ColumnType {
+  const ab = widened(a, b);
+  const ba = widened(b, a);
+  return ab === ba ? ab : ab === 'text' ? ba : ab;
+}
+
+export { IDENTIFIES_COLUMNS, USERS_COLUMNS, ALIASES_COLUMNS };

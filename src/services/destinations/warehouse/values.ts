@@ -1,0 +1,97 @@
+// Property values as warehouse columns (warehouses.md §1): nested objects flattened with `_` for paths of up
+// to 3 segments, arrays (and objects below the third segment) as one jsonb column; each column's type inferred
+// from the first value seen and widened when a later value does not fit (bigint → double precision → text;
+// boolean, timestamptz or jsonb → text), so a load never fails and no value is lost. Values are written in
+// COPY's text format.
+
+export type ColumnType = 'boolean' | 'bigint' | 'double precision' | 'timestamptz' | 'text' | 'jsonb';
+
+/** Paths of up to this many segments become columns of their own. */
+const MAX_DEPTH = 3;
+const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/;
+/** bigint's range, short of its ends (a number this large is not exact in JavaScript anyway). */
+const BIGINT_LIMIT = 9_000_000_000_000_000_000;
+
+/** One flattened value: its path (the JSON of its segments, the column map's key) and value. */
+export interface Leaf {
+  path: string;
+  segments: string[];
+  value: unknown;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** The leaves of a properties (or traits) object; null values are skipped (they carry no type). */
+export function flatten(object: Record<string, unknown>): Leaf[] {
+  const leaves: Leaf[] = [];
+  const walk = (value: Record<string, unknown>, prefix: string[]) => {
+    for (const [key, child] of Object.entries(value)) {
+      if (child === null || child === undefined) continue;
+      const segments = [...prefix, key];
+      if (isObject(child) && segments.length < MAX_DEPTH) walk(child, segments);
+      else leaves.push({ path: JSON.stringify(segments), segments, value: child });
+    }
+  };
+  walk(object, []);
+  return leaves;
+}
+
+/** Whether a string is an RFC 3339 time PostgreSQL takes as timestamptz. */
+function isTime(value: string): boolean {
+  const match = RFC3339.exec(value);
+  if (match === null) return false;
+  const [year, month, day, hour, minute, second] = match.slice(1, 7).map(Number) as number[];
+  return (
+    year! >= 1 &&
+    month! >= 1 &&
+    month! <= 12 &&
+    day! >= 1 &&
+    day! <= 31 &&
+    hour! <= 23 &&
+    minute! <= 59 &&
+    second! <= 59 &&
+    !Number.isNaN(Date.parse(value.replace(' ', 'T')))
+  );
+}
+
+/** The type a value would have in a new column. */
+export function typeOf(value: unknown): ColumnType {
+  if (typeof value === 'boolean') return 'boolean';
+  if (typeof value === 'number')
+    return Number.isInteger(value) && Math.abs(value) < BIGINT_LIMIT ? 'bigint' : 'double precision';
+  if (typeof value === 'string') return isTime(value) ? 'timestamptz' : 'text';
+  return 'jsonb';
+}
+
+/** Whether a value of type `value` can be written to a column of type `column` as it is. */
+function fits(column: ColumnType, value: ColumnType): boolean {
+  return column === value || column === 'text' || (column === 'double precision' && value === 'bigint');
+}
+
+/** The column type that holds both (the column's type when the value fits it). */
+export function widened(column: ColumnType, value: ColumnType): ColumnType {
+  if (fits(column, value)) return column;
+  if (column === 'bigint' && value === 'double precision') return 'double precision';
+  return 'text';
+}
+
+/** COPY text format: backslash, tab, newline and carriage return escaped; null is \N. */
+export function copyText(text: string): string {
+  return /[\\\t\n\r]/.test(text)
+    ? text.replace(/[\\\t\n\r]/g, (c) => (c === '\\' ? '\\\\' : c === '\t' ? '\\t' : c === '\n' ? '\\n' : '\\r'))
+    : text;
+}
+
+export const NULL_FIELD = '\\N';
+
+/** A value as a COPY field of a column of type `column` (which it fits: the column was widened first). */
+export function copyField(value: unknown, column: ColumnType): string {
+  if (value === null || value === undefined) return NULL_FIELD;
+  if (column === 'jsonb') return copyText(JSON.stringify(value));
+  if (typeof value === 'string') return copyText(value);
+  if (typeof value === 'boolean') return column === 'text' ? String(value) : value ? 't' : 'f';
+  if (typeof value === 'number') return String(value);
+  return copyText(JSON.stringify(value));
+}

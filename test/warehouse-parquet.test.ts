@@ -1,0 +1,196 @@
+// Parquet file destinations (warehouses.md §2) on the backend under test, read back with DuckDB: the root
+// setting (none set → 400; a path outside it, `..` or a symlink out → 400), hive-partitioned files named by
+// position range, every event once after a re-delivery and a replay with other batch sizes, types, the
+// identity files, and erasure rewriting the files.
+import { strict as assert } from 'node:assert';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
+import { adminHeaders, bearer, createTestApp, problemOf, type TestContext } from './helpers.js';
+
+let ctx: TestContext;
+let root: string;
+let outside: string;
+let duck: DuckDBConnection;
+
+before(async () => {
+  root = mkdtempSync(join(tmpdir(), 'inlet-files-'));
+  outside = mkdtempSync(join(tmpdir(), 'inlet-outside-'));
+  ctx = await createTestApp({ fileDestinationsRoot: root });
+  duck = await (await DuckDBInstance.create(':memory:')).connect();
+});
+after(async () => {
+  duck.closeSync();
+  await ctx.close();
+  rmSync(root, { recursive: true, force: true });
+  rmSync(outside, { recursive: true, force: true });
+});
+
+async function admin(method: 'GET' | 'POST' | 'PATCH', url: string, payload?: unknown, app = ctx.app) {
+  return app.inject({
+    method,
+    url: `/admin/v1${url}`,
+    headers: adminHeaders(),
+    ...(payload === undefined ? {} : { payload: payload as object }),
+  });
+}
+
+async function track(key: string, event: string, subjectId: string, properties: Record<string, unknown> = {}) {
+  const res = await ctx.app.inject({
+    method: 'POST',
+    url: '/api/v2/events',
+    headers: bearer(key),
+    payload: { event, subject_type: 'user', subject_id: subjectId, properties },
+  });
+  assert.equal(res.statusCode, 201, res.body);
+  return res.json().data.uuid as string;
+}
+
+async function deliver(): Promise<void> {
+  for (let i = 0; i < 4; i++) {
+    await ctx.services.destinations.tick();
+    await ctx.services.destinations.idle();
+  }
+}
+
+async function rows(sql: string): Promise<Array<Record<string, unknown>>> {
+  return (await duck.runAndReadAll(sql)).getRowObjectsJson() as Array<Record<string, unknown>>;
+}
+
+const events = (folder: string) =>
+  `read_parquet('${join(root, folder)}/events/**/*.parquet', hive_partitioning = true)`;
+
+function files(folder: string): string[] {
+  const found: string[] = [];
+  const walk = (dir: string, prefix: string) => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      if (entry.isDirectory()) walk(join(dir, entry.name), `${prefix}${entry.name}/`);
+      else found.push(`${prefix}${entry.name}`);
+    }
+  };
+  walk(join(root, folder), '');
+  return found.sort();
+}
+
+describe('parquet files: creation', () => {
+  it('refuses a path outside the root, with .., through a symlink out, or without a root set: 400 on /path', async () => {
+    const product = await ctx.product('files-create');
+    const create = (body: Record<string, unknown>, app = ctx.app) =>
+      admin('POST', `/products/${product.id}/destinations`, { type: 'parquet', name: 'f', ...body }, app);
+    mkdirSync(join(root, 'inside'), { recursive: true });
+    symlinkSync(outside, join(root, 'inside', 'out'));
+    for (const path of ['../escape', outside, 'inside/out/x', 'inside/out', '']) {
+      const res = await create({ path });
+      assert.equal(res.statusCode, 400, `${path}: ${res.body}`);
+      assert.ok(
+        problemOf(res).errors!.some((e) => e.pointer === '/path'),
+        res.body,
+      );
+    }
+    assert.deepEqual(readdirSync(outside), [], 'nothing was created outside the root');
+    const bad = await create({ path: 'ok', partition: 'minute' });
+    assert.equal(bad.statusCode, 400);
+    const fine = await create({ path: join(root, 'absolute-inside') });
+    assert.equal(fine.statusCode, 201, fine.body);
+    assert.equal(fine.json().data.path, join(root, 'absolute-inside'));
+    assert.deepEqual(fine.json().data.batch, { max_messages: 100_000, max_wait_ms: 60_000 });
+
+    const unset = await createTestApp({});
+    try {
+      const other = await unset.product('no-root');
+      const res = await admin(
+        'POST',
+        `/products/${other.id}/destinations`,
+        { type: 'parquet', name: 'f', path: 'x' },
+        unset.app,
+      );
+      assert.equal(res.statusCode, 400, res.body);
+      assert.match(problemOf(res).errors!.find((e) => e.pointer === '/path')!.message, /INLET_FILE_DESTINATIONS_ROOT/);
+    } finally {
+      await unset.close();
+    }
+  });
+});
+
+describe('parquet files: loads', () => {
+  it('writes hive-partitioned files named by positions, readable by DuckDB with the events columns', async () => {
+    const product = await ctx.product('files-load');
+    const res = await admin('POST', `/products/${product.id}/destinations`, {
+      type: 'parquet',
+      name: 'f',
+      path: 'load',
+      batch: { max_messages: 4, max_wait_ms: 0 },
+    });
+    assert.equal(res.statusCode, 201, res.body);
+    const uuids: string[] = [];
+    for (let i = 0; i < 10; i++) uuids.push(await track(product.eventsKey, 'file.written', `u${i % 3}`, { i }));
+    await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/identify',
+      headers: bearer(product.eventsKey),
+      payload: { external_id: 'u1', traits: { plan: 'pro' } },
+    });
+    await deliver();
+    const written = files('load');
+    const now = new Date().toISOString();
+    const eventFiles = written.filter((f) => f.startsWith('events/'));
+    assert.equal(eventFiles.length, 3, written.join('\n'));
+    for (const f of eventFiles)
+      assert.match(f, new RegExp(`^events/date=${now.slice(0, 10)}/hour=\\d\\d/[0-9.]+-[0-9.]+\\.parquet$`));
+    assert.ok(written.some((f) => f.startsWith('identities/date=')));
+    const all = await rows(`SELECT * FROM ${events('load')} ORDER BY id`);
+    assert.deepEqual(
+      all.map((r) => r.id),
+      [...uuids].sort(),
+    );
+    const types = await rows(`DESCRIBE SELECT * FROM ${events('load')}`);
+    const typeOf = Object.fromEntries(types.map((t) => [t.column_name, t.column_type]));
+    assert.match(String(typeOf.received_at), /^TIMESTAMP/);
+    assert.equal(typeOf.properties, 'VARCHAR');
+    assert.equal(typeOf.canonical_name, 'VARCHAR');
+    assert.equal(String(typeOf.date), 'DATE');
+    const [first] = await rows(
+      `SELECT json_extract(properties, '$.i')::INT AS i, canonical_name FROM ${events('load')} WHERE id = '${uuids[0]}'`,
+    );
+    assert.deepEqual(first, { i: 0, canonical_name: 'file_written' });
+    const identities = await rows(
+      `SELECT external_id, type FROM read_parquet('${join(root, 'load')}/identities/**/*.parquet')`,
+    );
+    assert.deepEqual(identities, [{ external_id: 'u1', type: 'user.identified' }]);
+    assert.ok(!written.some((f) => f.includes('.tmp')), 'no temporary file left');
+  });
+
+  it('a replay with other batch sizes leaves every event in one file; erasure rewrites the files without the person', async () => {
+    const product = await ctx.product('files-once');
+    const created = await admin('POST', `/products/${product.id}/destinations`, {
+      type: 'parquet',
+      name: 'f',
+      path: 'once',
+      batch: { max_messages: 3, max_wait_ms: 0 },
+    });
+    const id = created.json().data.id as string;
+    for (let i = 0; i < 11; i++) await track(product.eventsKey, 'once.done', `p${i % 2}`, { i });
+    await deliver();
+    const count = async () =>
+      (await rows(`SELECT count(*)::INT AS n, count(DISTINCT id)::INT AS d FROM ${events('once')}`))[0];
+    assert.deepEqual(await count(), { n: 11, d: 11 });
+    for (const maxMessages of [5, 2, 100]) {
+      const edited = await admin('PATCH', `/products/${product.id}/destinations/${id}`, {
+        batch: { max_messages: maxMessages, max_wait_ms: 0 },
+      });
+      assert.equal(edited.statusCode, 200, edited.body);
+      await admin('POST', `/products/${product.id}/destinations/${id}/replay`, { from: 'beginning' });
+      await deliver();
+      assert.deepEqual(await count(), { n: 11, d: 11 }, `after a replay in batches of ${maxMessages}`);
+    }
+    assert.equal(files('once').filter((f) => f.startsWith('events/')).length, 1, 'one file of all 11 now');
+
+    const erased = await admin('POST', `/products/${product.id}/erasures`, { external_id: 'p1' });
+    assert.equal(erased.statusCode, 202, erased.body);
+    await deliver();
+    assert.deepEqual(await rows(`SELECT DISTINCT subject_id FROM ${events('once')}`), [{ subject_id: 'p0' }]);
+    assert.deepEqual(await count(), { n: 6, d: 6 });
+  });
+});
