@@ -1,0 +1,118 @@
+// Which writer stores the events of a SQLite storage: in-process (event-writer.ts) at first, then the writer
+// thread (writer-thread.ts) once enough events were written, and in-process again should the thread die.
+import type BetterSqlite3 from 'better-sqlite3';
+import type { Kysely } from 'kysely';
+import type { Database } from '../database.js';
+import type { EventInsert, EventKeyStats, InsertOutcome } from '../types.js';
+import type { EventKeys } from './event-keys.js';
+import { insertOutcomes, sqliteEventWriter } from './event-writer.js';
+import type { WalSync } from './wal-sync.js';
+import { WRITER_THREAD_AFTER_EVENTS, WriterThread, type WriterSetup } from './writer-thread.js';
+
+export interface EventWritingOptions {
+  db: Kysely<Database>;
+  raw: BetterSqlite3.Database;
+  /** A fresh idempotency key index on the server's connection (the in-process writer's). */
+  makeKeys: () => EventKeys;
+  subjects: EventKeys;
+  walSync: WalSync | undefined;
+  /** The thread's connection; undefined: never a thread (an in-memory database). */
+  thread: WriterSetup | undefined;
+  /** Events stored in-process before the thread starts (default WRITER_THREAD_AFTER_EVENTS). */
+  after?: number;
+}
+
+export interface EventWriting {
+  insertMany(rows: EventInsert[]): Promise<InsertOutcome[]>;
+  keyStats(): EventKeyStats;
+  warm(): Promise<void>;
+  settle(): Promise<void>;
+  /** The running thread, for the checkpoint thread's restart copy (undefined: the server's connection copies). */
+  thread(): WriterThread | undefined;
+  close(): Promise<void>;
+}
+
+function statsOf(index: EventKeys): EventKeyStats {
+  return {
+    held: index.held,
+    merges: index.merges,
+    mergeSeconds: index.mergeSeconds,
+    moves: index.moves,
+    swept: index.swept,
+    sweepSeconds: index.sweepSeconds,
+    busySeconds: index.busySeconds,
+    filterBytes: index.filterBytes,
+  };
+}
+
+export function sqliteEventWriting(options: EventWritingOptions): EventWriting {
+  const { db, raw, subjects, walSync } = options;
+  const after = options.after ?? WRITER_THREAD_AFTER_EVENTS;
+  let keys = options.makeKeys();
+  let local = sqliteEventWriter(db, raw, { keys, subjects }, walSync);
+  let written = 0;
+  let running: WriterThread | undefined;
+  let starting: Promise<void> | undefined;
+  let failed = false;
+  let closing = false;
+  const retired: EventKeys[] = [];
+
+  const start = async (setup: WriterSetup): Promise<void> => {
+    // The subject index reads its state before the thread's answers add to it.
+    await db.connection().execute(async () => subjects.catchUp());
+    const thread = await WriterThread.start(setup, () => {
+      if (running !== thread || closing) return;
+      // Gone: its commits in flight were failed as unavailable; the in-process writer takes over with a fresh key
+      // index, whose first transaction reads the keys of every row the thread stored.
+      running = undefined;
+      failed = true;
+      keys = options.makeKeys();
+      local = sqliteEventWriter(db, raw, { keys, subjects }, walSync);
+    });
+    if (closing) return thread.stop();
+    running = thread;
+    // The in-process writer's keys are the thread's now (it read them from the rows); no more merges here.
+    retired.push(keys);
+    await keys.stop();
+  };
+
+  const viaThread = async (thread: WriterThread, rows: EventInsert[]): Promise<InsertOutcome[]> => {
+    const { outcomes, subjects: pairs, last } = await thread.write(rows);
+    const added: Array<[number, number]> = new Array<[number, number]>(pairs.length / 2);
+    for (let i = 0; i < added.length; i++) added[i] = [pairs[2 * i]!, pairs[2 * i + 1]!];
+    subjects.committed(added, last);
+    return insertOutcomes(rows, outcomes);
+  };
+
+  return {
+    insertMany(rows) {
+      if (rows.length === 0) return Promise.resolve([]);
+      if (running !== undefined) return viaThread(running, rows);
+      written += rows.length;
+      if (options.thread !== undefined && !failed && !closing && starting === undefined && written >= after) {
+        starting = start(options.thread).catch((error: unknown) => {
+          failed = true;
+          process.emitWarning(`the SQLite writer thread did not start (events stay in-process): ${String(error)}`);
+        });
+      }
+      return local.insertMany(rows);
+    },
+    keyStats: () => running?.stats ?? statsOf(keys),
+    async warm() {
+      await db.connection().execute(async () => subjects.catchUp(running === undefined ? keys.catchUp() : undefined));
+      if (running !== undefined) await running.request('warm');
+      else await keys.filtered();
+    },
+    async settle() {
+      await Promise.all([running?.request('settle') ?? keys.settle(), subjects.settle()]);
+    },
+    thread: () => running,
+    async close() {
+      closing = true;
+      await starting;
+      await running?.stop();
+      await keys.stop();
+      for (const index of retired) await index.stop();
+    },
+  };
+}
