@@ -139,12 +139,15 @@ function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], 
   return value as T;
 }
 
-/** INLET_SQLITE_WRITER_THREAD_AFTER: a number of events, or `off` (never a writer thread). */
+/** INLET_SQLITE_WRITER_THREAD_AFTER: a number of events, or `off` (never a writer thread: the default, until the
+ *  thread is measured to pay; docs/design.md, "A writer thread for SQLite"). */
 function writerThreadAfter(env: Env): number {
   const raw = env.INLET_SQLITE_WRITER_THREAD_AFTER;
   if (raw?.trim().toLowerCase() === 'off') return Infinity;
   try {
-    return integer(env, 'INLET_SQLITE_WRITER_THREAD_AFTER', 10_000, 0, 1_000_000_000);
+    return raw === undefined || raw.trim() === ''
+      ? Infinity
+      : integer(env, 'INLET_SQLITE_WRITER_THREAD_AFTER', 0, 0, 1_000_000_000);
   } catch {
     throw new ConfigError(`INLET_SQLITE_WRITER_THREAD_AFTER must be a whole number of events or "off", got "${raw}"`);
   }

@@ -36,6 +36,9 @@ describe('SQLite writer thread', () => {
       let storage = await openStorage(url, { sqliteEventKeysTail: 40, sqliteWriterThreadAfter: 30 });
       const a = await product(storage);
       const first = new Map<string, string>();
+      // The key index's figures are counters on /metrics: they never go down across the hand-over.
+      const stats = () => storage.capabilities.telemetry.eventKeyStats!();
+      let before = stats();
       const ids = Array.from({ length: 300 }, (_, i) => `e${i}`);
       for (let i = 0; i < ids.length; i += 10) {
         // Each batch repeats the previous batch's last id: a duplicate of a row committed a moment before.
@@ -53,6 +56,10 @@ describe('SQLite writer thread', () => {
         // Acknowledged, so a read by its subject finds it.
         const read = await storage.events.listBySubjects(a, 'user', [`s${i / 10}`], 100);
         assert.equal(read.length, 10, `subject s${i / 10}`);
+        const now = stats();
+        for (const counter of ['merges', 'mergeSeconds', 'moves', 'swept', 'sweepSeconds', 'busySeconds'] as const)
+          assert.ok(now[counter] >= before[counter], `${counter} went from ${before[counter]} to ${now[counter]}`);
+        before = now;
       }
       assert.ok((storage.capabilities.telemetry.eventKeyStats?.().merges ?? 0) > 0, 'the thread merged keys');
       // Two concurrent commits in flight, one id in both: stored once.

@@ -41,8 +41,8 @@ export interface SqliteOptions {
    */
   sqliteBusyTimeoutMs?: number;
   /**
-   * SQLite file: events stored in-process before the writer thread takes over the event commits (default
-   * WRITER_THREAD_AFTER_EVENTS; 0: from the first; Infinity: never; sqlite/writer-thread.ts).
+   * SQLite file: events stored in-process before the writer thread takes over the event commits (0: from the
+   * first; Infinity, the default: never; sqlite/writer-thread.ts).
    */
   sqliteWriterThreadAfter?: number;
 }
@@ -190,7 +190,7 @@ function readySqlite(
     subjects,
     walSync,
     thread: writerSetup(file.path, options),
-    ...(options.sqliteWriterThreadAfter === undefined ? {} : { after: options.sqliteWriterThreadAfter }),
+    after: options.sqliteWriterThreadAfter ?? Infinity,
   });
   handOff.copy = () => writing.thread()?.checkpoint();
   handOff.fellBack = () =>

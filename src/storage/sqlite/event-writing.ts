@@ -7,7 +7,7 @@ import type { EventInsert, EventKeyStats, InsertOutcome } from '../types.js';
 import type { EventKeys } from './event-keys.js';
 import { insertOutcomes, sqliteEventWriter } from './event-writer.js';
 import type { WalSync } from './wal-sync.js';
-import { WRITER_THREAD_AFTER_EVENTS, WriterThread, type WriterSetup } from './writer-thread.js';
+import { WriterThread, type WriterSetup } from './writer-thread.js';
 
 export interface EventWritingOptions {
   db: Kysely<Database>;
@@ -18,8 +18,8 @@ export interface EventWritingOptions {
   walSync: WalSync | undefined;
   /** The thread's connection; undefined: never a thread (an in-memory database). */
   thread: WriterSetup | undefined;
-  /** Events stored in-process before the thread starts (default WRITER_THREAD_AFTER_EVENTS). */
-  after?: number;
+  /** Events stored in-process before the thread starts (Infinity: never). */
+  after: number;
 }
 
 export interface EventWriting {
@@ -45,9 +45,35 @@ function statsOf(index: EventKeys): EventKeyStats {
   };
 }
 
+const ZERO: EventKeyStats = {
+  held: 0,
+  merges: 0,
+  mergeSeconds: 0,
+  moves: 0,
+  swept: 0,
+  sweepSeconds: 0,
+  busySeconds: 0,
+  filterBytes: 0,
+};
+
+/** The counters of the writers retired so far, plus the current one's (metrics' counters never go down); the
+ *  gauges (held, filterBytes) are the current one's. */
+function withRetired(retired: EventKeyStats, current: EventKeyStats): EventKeyStats {
+  return {
+    held: current.held,
+    merges: retired.merges + current.merges,
+    mergeSeconds: retired.mergeSeconds + current.mergeSeconds,
+    moves: retired.moves + current.moves,
+    swept: retired.swept + current.swept,
+    sweepSeconds: retired.sweepSeconds + current.sweepSeconds,
+    busySeconds: retired.busySeconds + current.busySeconds,
+    filterBytes: current.filterBytes,
+  };
+}
+
 export function sqliteEventWriting(options: EventWritingOptions): EventWriting {
   const { db, raw, subjects, walSync } = options;
-  const after = options.after ?? WRITER_THREAD_AFTER_EVENTS;
+  const { after } = options;
   let keys = options.makeKeys();
   let local = sqliteEventWriter(db, raw, { keys, subjects }, walSync);
   let written = 0;
@@ -56,6 +82,7 @@ export function sqliteEventWriting(options: EventWritingOptions): EventWriting {
   let failed = false;
   let closing = false;
   const retired: EventKeys[] = [];
+  let retiredStats = ZERO;
 
   const start = async (setup: WriterSetup): Promise<void> => {
     // The subject index reads its state before the thread's answers add to it.
@@ -66,14 +93,16 @@ export function sqliteEventWriting(options: EventWritingOptions): EventWriting {
       // index, whose first transaction reads the keys of every row the thread stored.
       running = undefined;
       failed = true;
+      retiredStats = withRetired(retiredStats, thread.stats ?? ZERO);
       keys = options.makeKeys();
       local = sqliteEventWriter(db, raw, { keys, subjects }, walSync);
     });
     if (closing) return thread.stop();
-    running = thread;
     // The in-process writer's keys are the thread's now (it read them from the rows); no more merges here.
-    retired.push(keys);
     await keys.stop();
+    retiredStats = withRetired(retiredStats, statsOf(keys));
+    retired.push(keys);
+    running = thread;
   };
 
   const viaThread = async (thread: WriterThread, rows: EventInsert[]): Promise<InsertOutcome[]> => {
@@ -97,7 +126,7 @@ export function sqliteEventWriting(options: EventWritingOptions): EventWriting {
       }
       return local.insertMany(rows);
     },
-    keyStats: () => running?.stats ?? statsOf(keys),
+    keyStats: () => withRetired(retiredStats, running === undefined ? statsOf(keys) : (running.stats ?? ZERO)),
     async warm() {
       await db.connection().execute(async () => subjects.catchUp(running === undefined ? keys.catchUp() : undefined));
       if (running !== undefined) await running.request('warm');

@@ -6,9 +6,10 @@
 // writer looks them up); the subject index stays with the server's connection, where reads and erasures use it,
 // and takes each commit's (hash, position) pairs from the answer before the requests are acknowledged.
 //
-// It starts on demand, once the in-process writer has stored `after` events (a storage that writes little, the
-// test suites' short-lived apps, an `inlet` command, never pays for a thread); from then on every commit goes to
-// the thread. Both writers are ordinary SQLite connections: the thread's first transaction takes in the keys of
+// Off unless asked for (INLET_SQLITE_WRITER_THREAD_AFTER): on the loaded 2-core machine it was measured on it cost
+// more CPU per event than it saved. Asked for, it starts on demand, once the in-process writer has stored `after`
+// events (a storage that writes little, an `inlet` command, never pays for a thread); from then on every commit
+// goes to the thread. Both writers are ordinary SQLite connections: the thread's first transaction takes in the keys of
 // every row the in-process writer stored (EventKeys.catchUp). Should the thread die, its commits in flight fail
 // as unavailable (503: their outcome is unknown) and the in-process writer takes over again.
 import { Worker } from 'node:worker_threads';
@@ -16,9 +17,6 @@ import type { EventRow } from '../event-columns.js';
 import type { EventInsert, EventKeyStats } from '../types.js';
 import { flattenRows, type RowOutcomes } from './event-writer.js';
 import type { TuneOptions } from './tune.js';
-
-/** Events the in-process writer stores before the thread starts (a thread costs ~60 ms of CPU and ~30 MB). */
-export const WRITER_THREAD_AFTER_EVENTS = 10_000;
 
 export interface WriterSetup extends TuneOptions {
   path: string;
@@ -62,10 +60,13 @@ export class WriterThreadError extends Error {
 /** A thread running `entry`: compiled JavaScript, or under tsx (tests, `npm run dev`) the TypeScript source. */
 function spawn(setup: WriterSetup): Worker {
   const entry = new URL(`./writer-worker.${import.meta.url.endsWith('.ts') ? 'ts' : 'js'}`, import.meta.url);
-  if (!entry.pathname.endsWith('.ts')) return new Worker(entry, { workerData: setup, name: 'inlet-sqlite-writer' });
+  // The thread's garbage is each commit's rows, short-lived: a small young generation keeps its isolate's memory
+  // small (it would inherit the server's --max-semi-space-size=64).
+  const options = { workerData: setup, name: 'inlet-sqlite-writer', resourceLimits: { maxYoungGenerationSizeMb: 16 } };
+  if (!entry.pathname.endsWith('.ts')) return new Worker(entry, options);
   // A worker thread does not inherit tsx's loader hooks (Node 20): it registers them itself first.
   const source = `import('tsx/esm/api').then((tsx) => { tsx.register(); return import(${JSON.stringify(entry.href)}); });`;
-  return new Worker(source, { eval: true, workerData: setup, name: 'inlet-sqlite-writer' });
+  return new Worker(source, { ...options, eval: true });
 }
 
 export class WriterThread {
