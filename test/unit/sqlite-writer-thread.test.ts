@@ -10,7 +10,9 @@ import { describe, it } from 'node:test';
 import { sql } from 'kysely';
 import { uuidv7 } from '../../src/domain/ids.js';
 import { openStorage, type OpenedStorage } from '../../src/storage/connect.js';
-import { eventRow } from '../event-rows.js';
+import { EventKeys } from '../../src/storage/sqlite/event-keys.js';
+import { sqliteEventWriting } from '../../src/storage/sqlite/event-writing.js';
+import { eventRow, sqliteDirectWriter } from '../event-rows.js';
 
 function withDir(test: (dir: string) => Promise<void>): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'inlet-writer-thread-'));
@@ -83,6 +85,50 @@ describe('SQLite writer thread', () => {
         assert.equal(read.length, 10);
       } finally {
         await storage.close();
+      }
+    }));
+});
+
+describe('SQLite writer thread, when it dies', () => {
+  it('fails the commits it had in flight as unavailable, and the in-process writer takes over without doubling an id', () =>
+    withDir(async (dir) => {
+      const file = join(dir, 'inlet.db');
+      const setup = await openStorage(`sqlite:${file}`);
+      const a = await product(setup);
+      await setup.close();
+      const { raw, db, subjects, close } = sqliteDirectWriter(file);
+      const writing = sqliteEventWriting({
+        db,
+        raw,
+        makeKeys: () =>
+          new EventKeys(raw, { exclusive: (work) => db.connection().execute(async () => work()), synchronous: 'FULL' }),
+        subjects,
+        walSync: undefined,
+        thread: { path: file, checkpointThread: false, syncOffLoop: false },
+        after: 0,
+      });
+      try {
+        // The first commit runs in-process and starts the thread; the next ones go to it once it is up.
+        await writing.insertMany([eventRow(a, 'first')]);
+        for (let i = 0; writing.thread() === undefined; i++) {
+          assert.ok(i < 200, 'the thread started');
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+        const stored = await writing.insertMany([eventRow(a, 'by-thread')]);
+        assert.equal(stored[0]!.status, 'created');
+        const inFlight = writing.insertMany([eventRow(a, 'in-flight')]);
+        await writing.thread()!.terminate();
+        await assert.rejects(inFlight, (error: { code?: string }) => error.code === 'SQLITE_IOERR');
+        assert.equal(writing.thread(), undefined);
+        const again = await writing.insertMany([eventRow(a, 'first'), eventRow(a, 'by-thread'), eventRow(a, 'after')]);
+        assert.deepEqual(
+          again.map((o) => o.status),
+          ['duplicate', 'duplicate', 'created'],
+        );
+        assert.equal(again[1]!.event.id, stored[0]!.event.id);
+      } finally {
+        await writing.close();
+        await close();
       }
     }));
 });

@@ -138,6 +138,11 @@ export class WriterThread {
     clearTimeout(timer);
   }
 
+  /** Ends the thread at once, as a crash would (tests). */
+  async terminate(): Promise<void> {
+    await this.worker.terminate();
+  }
+
   private ask(request: WriterRequest, id = request.id): Promise<WriterReply> {
     if (this.gone !== undefined) return Promise.reject(this.gone);
     return new Promise((resolve, reject) => {
