@@ -220,6 +220,23 @@ function readySqlite(
   };
 }
 
+/**
+ * With the writer thread a commit no longer holds the event loop, and its latency (a hand-over each way) is what
+ * bounds a connection's rate: more commits in flight keep the thread busy. Read at every group commit, so it
+ * follows the thread's start.
+ */
+const THREAD_COMMITS_IN_FLIGHT = 4;
+
+function commitPolicy(writing: EventWriting): CommitPolicy {
+  return {
+    maxItems: SQLITE_COMMITS.maxItems,
+    get maxInFlight() {
+      return writing.thread() === undefined ? SQLITE_COMMITS.maxInFlight : THREAD_COMMITS_IN_FLIGHT;
+    },
+    minItemsToOverlap: SQLITE_COMMITS.minItemsToOverlap,
+  };
+}
+
 function capabilities(
   db: Kysely<Database>,
   file: string,
@@ -228,7 +245,7 @@ function capabilities(
   checkpointer: Checkpointer | undefined,
 ): StorageCapabilities {
   return {
-    commits: SQLITE_COMMITS,
+    commits: commitPolicy(writing),
     backup: sqliteBackup(file),
     deletePacing: SQLITE_DELETE_PACING,
     telemetry: {
