@@ -40,6 +40,8 @@ export interface BenchArgs {
   footprintParts: boolean;
   /** V8 flags of the server process (default as `npm start`: --max-semi-space-size=64). */
   serverNodeOptions: string[];
+  /** Issue 35: after the last phase's runs, batches until this many events are acknowledged (0: not run). */
+  sustained: number;
 }
 
 export const USAGE = `npm run bench -- [options]
@@ -67,6 +69,8 @@ export const USAGE = `npm run bench -- [options]
                             file, ~a minute at 10 M events); PostgreSQL prints them always, from the catalog
   --stages                  print the server's µs per event stage by stage (socket + parse, auth, validate,
                             draft, insert, commit, respond, …) for each measured run, from CPU profiles
+  --sustained <n>           after the runs, batches until n events are acknowledged: the rate over all of them
+                            and of their first and last 250,000 (a quarter of a shorter run; issue 35: 3 M)
   --server-node-options <s> node flags of the server, space-separated (default "--max-semi-space-size=64",
                             as npm start; "" for Node's defaults)
   (machine cores: ${availableParallelism()})`;
@@ -129,6 +133,7 @@ export function parseBenchArgs(argv: string[], env: NodeJS.ProcessEnv): BenchArg
       stages: { type: 'boolean' },
       'footprint-parts': { type: 'boolean' },
       'server-node-options': { type: 'string' },
+      sustained: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
     strict: true,
@@ -188,5 +193,6 @@ export function parseBenchArgs(argv: string[], env: NodeJS.ProcessEnv): BenchArg
     stages: values.stages === true,
     footprintParts: values['footprint-parts'] === true,
     serverNodeOptions: (values['server-node-options'] ?? SERVER_NODE_FLAG).split(' ').filter((o) => o !== ''),
+    sustained: positiveInteger('sustained', values.sustained, 0),
   };
 }

@@ -18,6 +18,8 @@ export interface Config {
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   legacyFlat: LegacyFlatMode;
   sqliteSynchronous: SqliteSynchronous;
+  /** SQLite file: events stored in-process before the writer thread takes the commits over (Infinity: never). */
+  sqliteWriterThreadAfter: number;
   rateLimitRps: number;
   rateLimitBurst: number;
   /** Where rate-limit buckets live: this process (`memory`), or shared by every instance (`postgres`, `redis`). */
@@ -157,6 +159,20 @@ function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], 
     throw new ConfigError(`${name} must be one of ${allowed.join(', ')}, got "${raw}"`);
   }
   return value as T;
+}
+
+/** INLET_SQLITE_WRITER_THREAD_AFTER: a number of events, or `off` (never a writer thread: the default, until the
+ *  thread is measured to pay; docs/design.md, "A writer thread for SQLite"). */
+function writerThreadAfter(env: Env): number {
+  const raw = env.INLET_SQLITE_WRITER_THREAD_AFTER;
+  if (raw?.trim().toLowerCase() === 'off') return Infinity;
+  try {
+    return raw === undefined || raw.trim() === ''
+      ? Infinity
+      : integer(env, 'INLET_SQLITE_WRITER_THREAD_AFTER', 0, 0, 1_000_000_000);
+  } catch {
+    throw new ConfigError(`INLET_SQLITE_WRITER_THREAD_AFTER must be a whole number of events or "off", got "${raw}"`);
+  }
 }
 
 function databaseUrl(env: Env): string {
@@ -307,6 +323,7 @@ export function loadConfig(env: Env = process.env): Config {
     logLevel: oneOf(env, 'INLET_LOG_LEVEL', LOG_LEVELS, 'info'),
     legacyFlat: oneOf(env, 'INLET_LEGACY_FLAT', ['accept', 'reject'] as const, 'accept'),
     sqliteSynchronous: oneOf(env, 'INLET_SQLITE_SYNCHRONOUS', ['full', 'normal'] as const, 'full'),
+    sqliteWriterThreadAfter: writerThreadAfter(env),
     rateLimitRps,
     rateLimitBurst: integer(env, 'INLET_RATE_LIMIT_BURST', rateLimitRps * 2, 0, 20_000_000),
     rateLimitStore,

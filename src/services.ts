@@ -76,6 +76,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
   const guard = createOutboundGuard({ allow: config.outboundAllow, allowPrivate: config.outboundAllowPrivate });
   const storage = await openStorage(config.databaseUrl, {
     sqliteSynchronous: config.sqliteSynchronous,
+    sqliteWriterThreadAfter: config.sqliteWriterThreadAfter,
     postgresPoolSize: config.postgresPoolSize,
     queryTimeoutMs: config.databaseQueryTimeoutMs,
     ...(options.postgresSchema === undefined ? {} : { postgresSchema: options.postgresSchema }),

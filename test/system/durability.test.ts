@@ -81,7 +81,7 @@ describe(`durability (${dialect})`, () => {
   });
 
   /** A server process on a fresh database, with 16 loops sending events to it. */
-  async function loadedServer() {
+  async function loadedServer(env: Record<string, string> = {}) {
     const database = testDatabase();
     databases.push(database);
     const { productId, key } = await seed(database);
@@ -89,7 +89,7 @@ describe(`durability (${dialect})`, () => {
       database.postgresSchema === undefined
         ? database.databaseUrl
         : `${database.databaseUrl}?schema=${database.postgresSchema}`;
-    const server = await startServerProcess({ INLET_DATABASE_URL: url, INLET_LOG_LEVEL: 'info' });
+    const server = await startServerProcess({ INLET_DATABASE_URL: url, INLET_LOG_LEVEL: 'info', ...env });
     servers.push(server);
     return { database, productId, server, traffic: load(server, key, 16) };
   }
@@ -103,6 +103,22 @@ describe(`durability (${dialect})`, () => {
     assert.ok(traffic.acknowledged.size >= 200, `only ${traffic.acknowledged.size} events were acknowledged`);
     await assertAllStored(database, productId, traffic.acknowledged);
   });
+
+  // The SQLite writer thread from the first event (src/storage/sqlite/writer-thread.ts): acknowledged only after
+  // the thread's commit and WAL sync. (Irrelevant on PostgreSQL.)
+  test(
+    'every acknowledged event survives kill -9 while the SQLite writer thread commits',
+    { skip: dialect !== 'sqlite' },
+    async () => {
+      const { database, productId, server, traffic } = await loadedServer({ INLET_SQLITE_WRITER_THREAD_AFTER: '0' });
+      await traffic.untilAcknowledged(2000, 30_000);
+      server.child.kill('SIGKILL');
+      await server.exited;
+      await traffic.stop();
+      assert.ok(traffic.acknowledged.size >= 2000, `only ${traffic.acknowledged.size} events were acknowledged`);
+      await assertAllStored(database, productId, traffic.acknowledged);
+    },
+  );
 
   test('SIGTERM answers in-flight requests, stores every acknowledged event and exits 0', async () => {
     const { database, productId, server, traffic } = await loadedServer();

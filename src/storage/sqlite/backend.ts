@@ -10,13 +10,15 @@ import type { Database } from '../database.js';
 import { destinationStore } from '../destination-store.js';
 import { eventReads } from '../event-reads.js';
 import type { CommitPolicy, DeletePacing, EventKeyStats, StorageCapabilities } from '../types.js';
-import { startCheckpointerOnDemand, type Checkpointer } from './checkpointer.js';
+import { startCheckpointerOnDemand, type Checkpointer, type CheckpointHandOff } from './checkpointer.js';
 import { sqliteEventDeletes } from './event-deletes.js';
 import { EventKeys, registerEventKeyFunction } from './event-keys.js';
-import { sqliteEventWriter } from './event-writer.js';
+import { sqliteEventWriting, type EventWriting } from './event-writing.js';
 import { sqliteStoreDialect } from './store-dialect.js';
 import { sqliteBackup } from './backup.js';
 import { WalSync } from './wal-sync.js';
+import type { WriterSetup } from './writer-thread.js';
+import { tune } from './tune.js';
 
 export interface SqliteOptions {
   /** SQLite `synchronous`: `full` fsyncs every commit (the default), `normal` may lose the last commits on power loss. */
@@ -38,10 +40,14 @@ export interface SqliteOptions {
    * (busy-retry.ts). Only that store retries: this is for the delivery worker's connection, which uses no other.
    */
   sqliteBusyTimeoutMs?: number;
+  /**
+   * SQLite file: events stored in-process before the writer thread takes over the event commits (0: from the
+   * first; Infinity, the default: never; sqlite/writer-thread.ts).
+   */
+  sqliteWriterThreadAfter?: number;
 }
 
-/** SQLite's page cache (SQLite's own default: 2,000 KiB). */
-export const SQLITE_CACHE_KIB = 2000;
+export { SQLITE_CACHE_KIB } from './tune.js';
 
 /**
  * A SQLite commit runs on the event loop, so a huge group stalls every other request while it lasts.
@@ -103,22 +109,12 @@ function indexStats(index: EventKeys): EventKeyStats {
   };
 }
 
-function tune(raw: BetterSqlite3.Database, options: SqliteOptions): void {
-  raw.pragma('journal_mode = WAL');
-  raw.pragma(`synchronous = ${options.sqliteSynchronous === 'normal' ? 'NORMAL' : 'FULL'}`);
-  raw.pragma(`busy_timeout = ${options.sqliteBusyTimeoutMs ?? 5000}`);
-  raw.pragma('foreign_keys = ON');
-  // Erasure (governance.md §3): a deleted row's bytes are overwritten with zeros, not left in free
-  // space. Costs extra writes on deletes only (erasure, retention, sweeps); inserts are unaffected.
-  raw.pragma('secure_delete = ON');
-  raw.pragma(`cache_size = -${options.sqliteCacheKib ?? SQLITE_CACHE_KIB}`);
-}
-
 /** The WAL's helpers of a file: its sync off the event loop (wal-sync.ts) and the checkpoint thread (checkpointer.ts). */
 function walHelpers(
   raw: BetterSqlite3.Database,
   path: string,
   options: SqliteOptions,
+  handOff: CheckpointHandOff,
 ): { walSync?: WalSync; checkpointer?: Checkpointer } {
   if (path === ':memory:') return {};
   const synchronous = options.sqliteSynchronous === 'normal' ? 'NORMAL' : 'FULL';
@@ -129,7 +125,7 @@ function walHelpers(
     raw,
     path,
     synchronous,
-    walSync === undefined ? {} : { syncWal: () => walSync.sync() },
+    walSync === undefined ? { handOff } : { syncWal: () => walSync.sync(), handOff },
   );
   return { ...(walSync === undefined ? {} : { walSync }), checkpointer };
 }
@@ -141,22 +137,39 @@ export function openSqliteBackend(path: string, options: SqliteOptions = {}): Ba
   tune(raw, options);
   // Before migrations: the backfill of event_keys and the delete trigger call it.
   registerEventKeyFunction(raw);
-  const { walSync, checkpointer } = walHelpers(raw, path, options);
+  // Filled once the events' writer exists: the checkpoint thread's restart copy runs where the events are written.
+  const handOff: CheckpointHandOff = {};
+  const { walSync, checkpointer } = walHelpers(raw, path, options, handOff);
   const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: raw }) });
   return {
     dialect: 'sqlite',
     db,
-    ready: async () => readySqlite(db, raw, options, walSync, checkpointer),
+    ready: async () => readySqlite(db, raw, { path, options, handOff }, walSync, checkpointer),
+  };
+}
+
+/** The writer thread's connection, as the server's is opened; undefined for an in-memory database. */
+function writerSetup(path: string, options: SqliteOptions): WriterSetup | undefined {
+  if (path === ':memory:') return undefined;
+  return {
+    path,
+    ...(options.sqliteSynchronous === undefined ? {} : { sqliteSynchronous: options.sqliteSynchronous }),
+    ...(options.sqliteCacheKib === undefined ? {} : { sqliteCacheKib: options.sqliteCacheKib }),
+    ...(options.sqliteBusyTimeoutMs === undefined ? {} : { sqliteBusyTimeoutMs: options.sqliteBusyTimeoutMs }),
+    ...(options.sqliteEventKeysTail === undefined ? {} : { tailKeys: options.sqliteEventKeysTail }),
+    checkpointThread: options.sqliteCheckpointThread !== false,
+    syncOffLoop: options.sqliteSynchronous !== 'normal' && options.sqliteSyncOffLoop !== false,
   };
 }
 
 function readySqlite(
   db: Kysely<Database>,
   raw: BetterSqlite3.Database,
-  options: SqliteOptions,
+  file: { path: string; options: SqliteOptions; handOff: CheckpointHandOff },
   walSync: WalSync | undefined,
   checkpointer: Checkpointer | undefined,
 ): ReadyBackend {
+  const { options, handOff } = file;
   // Both made with the writer, once the schema is migrated (their statements name its tables); reads and erasures
   // use the subject index too.
   const index = (kind: 'keys' | 'subjects') =>
@@ -169,15 +182,28 @@ function readySqlite(
       onMergeError: (error) =>
         process.emitWarning(`merging SQLite event ${kind} failed (tried again later): ${(error as Error).message}`),
     });
-  const keys = index('keys');
   const subjects = index('subjects');
-  const { insertMany } = sqliteEventWriter(db, raw, { keys, subjects }, walSync);
+  const writing = sqliteEventWriting({
+    db,
+    raw,
+    makeKeys: () => index('keys'),
+    subjects,
+    walSync,
+    thread: writerSetup(file.path, options),
+    after: options.sqliteWriterThreadAfter ?? Infinity,
+  });
+  handOff.copy = () => writing.thread()?.checkpoint();
+  handOff.fellBack = () =>
+    void writing
+      .thread()
+      ?.autocheckpoint(1000)
+      .catch(() => {});
   const destinations = destinationStore(db, 'sqlite', raw);
   return {
     name: 'sqlite',
-    capabilities: capabilities(db, raw, keys, subjects, checkpointer),
+    capabilities: capabilities(db, raw.name, writing, subjects, checkpointer),
     storeDialect: sqliteStoreDialect(),
-    events: { insertMany, ...eventReads(db, 'sqlite', raw, subjects) },
+    events: { insertMany: (rows) => writing.insertMany(rows), ...eventReads(db, 'sqlite', raw, subjects) },
     destinations: options.sqliteBusyTimeoutMs === 0 ? retryingBusy(destinations) : destinations,
     eventDeletes: sqliteEventDeletes(db, subjects, checkpointer?.roomInWal),
     async ping() {
@@ -185,7 +211,7 @@ function readySqlite(
     },
     isUnavailable: isSqliteUnavailable,
     async close() {
-      await keys.stop();
+      await writing.close();
       await subjects.stop();
       await checkpointer?.stop();
       await walSync?.close();
@@ -194,30 +220,42 @@ function readySqlite(
   };
 }
 
+/**
+ * With the writer thread a commit no longer holds the event loop, and its latency (a hand-over each way) is what
+ * bounds a connection's rate: more commits in flight keep the thread busy. Read at every group commit, so it
+ * follows the thread's start.
+ */
+const THREAD_COMMITS_IN_FLIGHT = 4;
+
+function commitPolicy(writing: EventWriting): CommitPolicy {
+  return {
+    maxItems: SQLITE_COMMITS.maxItems,
+    get maxInFlight() {
+      return writing.thread() === undefined ? SQLITE_COMMITS.maxInFlight : THREAD_COMMITS_IN_FLIGHT;
+    },
+    minItemsToOverlap: SQLITE_COMMITS.minItemsToOverlap,
+  };
+}
+
 function capabilities(
   db: Kysely<Database>,
-  raw: BetterSqlite3.Database,
-  keys: EventKeys,
+  file: string,
+  writing: EventWriting,
   subjects: EventKeys,
   checkpointer: Checkpointer | undefined,
 ): StorageCapabilities {
   return {
-    commits: SQLITE_COMMITS,
-    backup: sqliteBackup(raw.name),
+    commits: commitPolicy(writing),
+    backup: sqliteBackup(file),
     deletePacing: SQLITE_DELETE_PACING,
     telemetry: {
       ...(checkpointer === undefined ? {} : { observeCheckpoints: checkpointer.observe }),
-      eventKeyStats: () => indexStats(keys),
+      eventKeyStats: () => writing.keyStats(),
       eventSubjectStats: () => indexStats(subjects),
     },
     eventIndexes: {
-      async warm() {
-        await db.connection().execute(async () => subjects.catchUp(keys.catchUp()));
-        await keys.filtered();
-      },
-      async settle() {
-        await Promise.all([keys.settle(), subjects.settle()]);
-      },
+      warm: () => writing.warm(),
+      settle: () => writing.settle(),
     },
     async prepareDeliveryWorker() {
       // The worker's connection never checkpoints in its commits: the server's checkpoint thread does

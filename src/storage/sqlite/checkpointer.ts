@@ -106,6 +106,17 @@ export interface Checkpointer {
   roomInWal(maxMs: number): Promise<void>;
 }
 
+/**
+ * When another connection writes the events (the writer thread, writer-thread.ts), the restart copy must run
+ * between that connection's commits, and a fall-back must reach it too.
+ */
+export interface CheckpointHandOff {
+  /** The restart copy on the events' writer, or undefined when the server's connection writes them. */
+  copy?: () => Promise<{ log: number; checkpointed: number }> | undefined;
+  /** The checkpoint thread gave up: the events' writer checkpoints itself again. */
+  fellBack?: () => void;
+}
+
 export const CHECKPOINT_INTERVAL_MS = 100;
 /** WAL frames (pages) after which the checkpoint thread makes the WAL start over: 8,192 × 4 KiB = 32 MiB. */
 export const CHECKPOINT_RESTART_FRAMES = 8192;
@@ -122,7 +133,7 @@ const JOURNAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024;
  * that grew past JOURNAL_SIZE_LIMIT_BYTES (an index build, a burst the thread fell behind on) is cut back to it,
  * so the WAL's disk use stays bounded too.
  */
-function leaveCheckpointsToThread(writer: BetterSqlite3.Database): void {
+export function leaveCheckpointsToThread(writer: BetterSqlite3.Database): void {
   writer.pragma('wal_autocheckpoint = 0');
   writer.pragma(`journal_size_limit = ${JOURNAL_SIZE_LIMIT_BYTES}`);
 }
@@ -135,6 +146,7 @@ export function startCheckpointer(
   restartFrames = CHECKPOINT_RESTART_FRAMES,
   catchUpFrames = CHECKPOINT_CATCH_UP_FRAMES,
   syncWal?: () => Promise<void>,
+  handOff: CheckpointHandOff = {},
 ): Checkpointer {
   const driver = createRequire(import.meta.url).resolve('better-sqlite3');
   const worker = new Worker(WORKER_SOURCE, {
@@ -185,6 +197,7 @@ export function startCheckpointer(
     wake();
     // The writer checkpoints itself again, as SQLite does by default.
     if (writer.open) writer.pragma('wal_autocheckpoint = 1000');
+    handOff.fellBack?.();
   };
   worker.on(
     'message',
@@ -205,6 +218,19 @@ export function startCheckpointer(
     },
   );
   async function restart(): Promise<void> {
+    const delegated = handOff.copy?.();
+    if (delegated !== undefined) {
+      const started = performance.now();
+      const result = await delegated.catch(() => ({ log: -1, checkpointed: -1 }));
+      emit({
+        by: 'writer',
+        seconds: (performance.now() - started) / 1000,
+        walFrames: result.log,
+        backfilled: result.checkpointed,
+      });
+      worker.postMessage('restarted');
+      return;
+    }
     // The WAL synced first, off the event loop: the checkpoint below syncs it again before it copies, and that
     // sync would otherwise write out, on the event loop, every commit not yet synced (an erasure batch's pages).
     if (syncWal !== undefined) await syncWal().catch(() => {});
@@ -284,9 +310,10 @@ export function startCheckpointerOnDemand(
     intervalMs?: number;
     /** An fdatasync of the WAL off the event loop, awaited before the writer's restart copy (startCheckpointer). */
     syncWal?: () => Promise<void>;
+    handOff?: CheckpointHandOff;
   } = {},
 ): Checkpointer & { readonly started: boolean } {
-  const { startBytes = CHECKPOINT_THREAD_START_BYTES, intervalMs = CHECKPOINT_INTERVAL_MS, syncWal } = options;
+  const { startBytes = CHECKPOINT_THREAD_START_BYTES, intervalMs = CHECKPOINT_INTERVAL_MS, syncWal, handOff } = options;
   leaveCheckpointsToThread(writer);
   let running: Checkpointer | undefined;
   let stopped = false;
@@ -300,6 +327,7 @@ export function startCheckpointerOnDemand(
       CHECKPOINT_RESTART_FRAMES,
       CHECKPOINT_CATCH_UP_FRAMES,
       syncWal,
+      handOff,
     );
     for (const listener of listeners) running.observe(listener);
   };

@@ -405,6 +405,8 @@ export class EventKeys {
   private seed = 0;
   /** The highest event position whose key this process has accounted for (its own rows and others'). */
   private seen = 0;
+  /** The highest position catchUp read from the rows: a commit reported later (the writer thread's) skips those. */
+  private readThrough = 0;
   private tail = new Generation(0);
   private merging: Generation | undefined;
   /** Kind `keys`: every key in event_keys and in memory (built from the table in the background at start), and
@@ -563,6 +565,7 @@ export class EventKeys {
       this.add(this.hashOf(this.seed, row.a, row.b, row.c), row.position);
     }
     this.seen = last;
+    this.readThrough = last;
     return last;
   }
 
@@ -700,9 +703,9 @@ export class EventKeys {
   }
 
   /** After a commit: the keys it stored (in position order) and the last position it gave. Starts a merge once
-   *  the tail is full. */
+   *  the tail is full. A commit of another connection reported after catchUp read its rows adds nothing twice. */
   committed(keys: ReadonlyArray<readonly [number, number]>, lastPosition: number): void {
-    for (const [h, position] of keys) this.add(h, position);
+    for (const [h, position] of keys) if (position > this.readThrough) this.add(h, position);
     if (lastPosition > this.seen) this.seen = lastPosition;
     this.mergeIfFull();
   }

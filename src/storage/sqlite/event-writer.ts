@@ -1,6 +1,7 @@
 // The SQLite ingest path. Hand-written prepared statements instead of Kysely: this runs for every
 // event, and better-sqlite3's cached statements skip query compilation and the async round trips.
-// It runs inside Kysely's connection mutex so it never lands inside another open transaction.
+// In-process it runs inside Kysely's connection mutex so it never lands inside another open transaction; the
+// writer thread (writer-thread.ts) runs the same transaction on a connection of its own.
 import type BetterSqlite3 from 'better-sqlite3';
 import type { Kysely } from 'kysely';
 import type { Database } from '../database.js';
@@ -14,25 +15,186 @@ import { withoutCommitSync, type WalSync } from './wal-sync.js';
 const PLACEHOLDERS = EVENT_COLUMNS.map(() => '?').join(', ');
 const INSERT_SQL = `INSERT INTO events (${EVENT_COLUMN_LIST}, key_hash, subject_hash) VALUES (${PLACEHOLDERS}, ?, ?)`;
 
-type RunInsert = (
+type RunInsert<Rows> = (
   statement: BetterSqlite3.Statement,
-  row: EventInsert,
+  rows: Rows,
+  index: number,
   keyHash: number | null,
   subjectHash: number,
 ) => BetterSqlite3.RunResult;
 
 /**
- * `statement.run(value0(row), …, keyHash, subjectHash)` with the table's getters, compiled once: each getter is
- * then a call site of its own and the arguments go straight into the call, where a loop filling one array of
- * arguments and spreading it into the call cost every event measurably more. The source holds only indexes.
+ * `statement.run(value0, …, keyHash, subjectHash)` compiled once from the table: each value is then an expression
+ * of its own and the arguments go straight into the call, where a loop filling one array of arguments and
+ * spreading it into the call cost every event measurably more. The source holds only indexes.
  */
-function compileRunInsert(values: ReadonlyArray<(row: EventInsert) => string | null>): RunInsert {
-  const names = values.map((_, i) => `v${i}`);
-  const call = `statement.run(${names.map((name) => `${name}(row)`).join(', ')}, keyHash, subjectHash)`;
-  const source = `'use strict';\nconst [${names.join(', ')}] = values;\nreturn (statement, row, keyHash, subjectHash) => ${call};`;
-  return new Function('values', source)(values) as RunInsert;
+function compileRunInsert<Rows>(argument: (column: number) => string, values: unknown): RunInsert<Rows> {
+  const call = `statement.run(${EVENT_COLUMNS.map((_, i) => argument(i)).join(', ')}, keyHash, subjectHash)`;
+  const names = EVENT_COLUMNS.map((_, i) => `v${i}`).join(', ');
+  const source = `'use strict';\nconst [${names}] = values;\nreturn (statement, rows, i, keyHash, subjectHash) => ${call};`;
+  return new Function('values', source)(values) as RunInsert<Rows>;
 }
-const runInsert = compileRunInsert(EVENT_COLUMNS.map((column) => column.value));
+
+/** The rows of one commit, whatever their shape: the fields the transaction reads, and the insert of one. */
+export interface RowSource<Rows> {
+  count(rows: Rows): number;
+  productId(rows: Rows, i: number): string;
+  source(rows: Rows, i: number): string;
+  externalId(rows: Rows, i: number): string | null;
+  subjectId(rows: Rows, i: number): string;
+  run: RunInsert<Rows>;
+}
+
+const getters = EVENT_COLUMNS.map((column) => column.value);
+
+/** Rows as the ingest service gives them. */
+export const EVENT_INSERTS: RowSource<EventInsert[]> = {
+  count: (rows) => rows.length,
+  productId: (rows, i) => rows[i]!.productId,
+  source: (rows, i) => rows[i]!.source,
+  externalId: (rows, i) => rows[i]!.externalId,
+  subjectId: (rows, i) => rows[i]!.subjectId,
+  run: compileRunInsert((c) => `v${c}(rows[i])`, getters),
+};
+
+/** How many values a row takes in a flat array (`flattenRows`). */
+export const ROW_WIDTH = EVENT_COLUMNS.length;
+const at = (field: string) => EVENT_COLUMNS.findIndex((column) => column.field === field);
+const [PRODUCT, SOURCE, EXTERNAL, SUBJECT] = ['productId', 'source', 'externalId', 'subjectId'].map(at) as [
+  number,
+  number,
+  number,
+  number,
+];
+
+/** Rows as one flat array of their column values, in the table's order: what crosses to the writer thread
+ *  (one array of strings clones faster than an object per row with its keys). */
+export function flattenRows(rows: readonly EventInsert[]): Array<string | null> {
+  const flat: Array<string | null> = new Array<string | null>(rows.length * ROW_WIDTH);
+  let o = 0;
+  for (const row of rows) for (const value of getters) flat[o++] = value(row);
+  return flat;
+}
+
+export const FLAT_ROWS: RowSource<Array<string | null>> = {
+  count: (rows) => rows.length / ROW_WIDTH,
+  productId: (rows, i) => rows[i * ROW_WIDTH + PRODUCT]!,
+  source: (rows, i) => rows[i * ROW_WIDTH + SOURCE]!,
+  externalId: (rows, i) => rows[i * ROW_WIDTH + EXTERNAL]!,
+  subjectId: (rows, i) => rows[i * ROW_WIDTH + SUBJECT]!,
+  run: compileRunInsert((c) => `rows[i * ${ROW_WIDTH} + ${c}]`, []),
+};
+
+/** Where a commit's subjects go: the subject index in-process, or a list sent back from the writer thread. */
+export interface SubjectSink {
+  /** At the start of the transaction, with the last position given so far. */
+  catchUp(last: number): void;
+  hashSubject(productId: string, subjectId: string): number;
+  /** After the commit: (hash, position) pairs in position order, and the last position given. */
+  committed(pairs: Array<[number, number]>, last: number): void;
+}
+
+/** Per row: undefined when it was stored, else the stored original it duplicates. */
+export type RowOutcomes = Array<EventRow | undefined>;
+
+/**
+ * The write transaction of one commit, for rows of any shape: `keys` the idempotency keys (event-keys.ts),
+ * `subjects` where the subject hashes go. One transaction, holding the write lock from its start (so that catchUp
+ * sees every other writer's rows); the keys and subjects it stored reach the tails only once it committed (a read
+ * by subject that runs after the commit finds them).
+ */
+export function eventTransaction<Rows>(
+  raw: BetterSqlite3.Database,
+  keys: EventKeys,
+  subjects: SubjectSink,
+  shape: RowSource<Rows>,
+): (rows: Rows) => RowOutcomes {
+  const insert = raw.prepare(INSERT_SQL);
+  const byPosition = raw.prepare(`SELECT ${EVENT_COLUMN_LIST} FROM events WHERE position = ?`);
+
+  // Idempotency (event-keys.ts): a key's candidate positions (this transaction's own rows first, then the tail,
+  // the merging map and event_keys) are read back and compared; the first that matches is the original.
+  const original = (rows: Rows, i: number, candidates: number[]): EventRow | undefined => {
+    for (const position of candidates) {
+      const stored = byPosition.get(position) as EventRow | undefined;
+      if (
+        stored !== undefined &&
+        stored.external_id === shape.externalId(rows, i) &&
+        stored.source === shape.source(rows, i) &&
+        stored.product_id === shape.productId(rows, i)
+      )
+        return stored;
+    }
+    return undefined;
+  };
+
+  const writeAll = raw.transaction(
+    (
+      rows: Rows,
+      added: Array<[number, number]>,
+      addedSubjects: Array<[number, number]>,
+      last: { position: number },
+    ) => {
+      subjects.catchUp(keys.catchUp());
+      const mine = new Map<number, number[]>();
+      const count = shape.count(rows);
+      const outcomes: RowOutcomes = new Array<EventRow | undefined>(count);
+      for (let i = 0; i < count; i++) {
+        const productId = shape.productId(rows, i);
+        const externalId = shape.externalId(rows, i);
+        let h: number | undefined;
+        const subjectHash = subjects.hashSubject(productId, shape.subjectId(rows, i));
+        if (externalId !== null) {
+          h = keys.hash(productId, shape.source(rows, i), externalId);
+          const stored = original(rows, i, keys.candidates(h, mine.get(h)?.slice()));
+          if (stored !== undefined) {
+            outcomes[i] = stored;
+            continue;
+          }
+        }
+        const position = Number(shape.run(insert, rows, i, h ?? null, subjectHash).lastInsertRowid);
+        last.position = position;
+        addedSubjects.push([subjectHash, position]);
+        if (h !== undefined) {
+          added.push([h, position]);
+          const same = mine.get(h);
+          if (same === undefined) mine.set(h, [position]);
+          else same.push(position);
+        }
+      }
+      return outcomes;
+    },
+  );
+
+  return (rows) => {
+    const added: Array<[number, number]> = [];
+    const addedSubjects: Array<[number, number]> = [];
+    const last = { position: 0 };
+    const outcomes = writeAll.immediate(rows, added, addedSubjects, last);
+    keys.committed(added, last.position);
+    subjects.committed(addedSubjects, last.position);
+    return outcomes;
+  };
+}
+
+/** The subject index itself as the sink (in-process). */
+export function subjectIndexSink(subjects: EventKeys): SubjectSink {
+  return {
+    catchUp: (last) => void subjects.catchUp(last),
+    hashSubject: (productId, subjectId) => subjects.hashSubject(productId, subjectId),
+    committed: (pairs, last) => subjects.committed(pairs, last),
+  };
+}
+
+/** The rows' outcomes for the port: a stored row is the row given, a duplicate the original read back. */
+export function insertOutcomes(rows: readonly EventInsert[], outcomes: RowOutcomes): InsertOutcome[] {
+  return rows.map((row, i): InsertOutcome => {
+    const stored = outcomes[i];
+    return stored === undefined
+      ? { status: 'created', event: row }
+      : { status: 'duplicate', event: eventFromRow(stored) };
+  });
+}
 
 /**
  * `keys`: the idempotency keys, `subjects`: the subject index (both event-keys.ts). `walSync`: commit with synchronous=NORMAL and resolve only after an fdatasync of the WAL on Node's thread
@@ -45,71 +207,7 @@ export function sqliteEventWriter(
   indexes: { keys: EventKeys; subjects: EventKeys },
   walSync?: WalSync,
 ) {
-  const { keys, subjects } = indexes;
-  const insert = raw.prepare(INSERT_SQL);
-  const byPosition = raw.prepare(`SELECT ${EVENT_COLUMN_LIST} FROM events WHERE position = ?`);
-
-  // Idempotency (event-keys.ts): a key's candidate positions (this transaction's own rows first, then the tail,
-  // the merging map and event_keys) are read back and compared; the first that matches is the original.
-  const original = (row: EventInsert, candidates: number[]): EventRow | undefined => {
-    for (const position of candidates) {
-      const stored = byPosition.get(position) as EventRow | undefined;
-      if (
-        stored !== undefined &&
-        stored.external_id === row.externalId &&
-        stored.source === row.source &&
-        stored.product_id === row.productId
-      )
-        return stored;
-    }
-    return undefined;
-  };
-
-  const writeAll = raw.transaction(
-    (
-      rows: EventInsert[],
-      added: Array<[number, number]>,
-      addedSubjects: Array<[number, number]>,
-      last: { position: number },
-    ): InsertOutcome[] => {
-      subjects.catchUp(keys.catchUp());
-      const mine = new Map<number, number[]>();
-      return rows.map((row): InsertOutcome => {
-        let h: number | undefined;
-        const subjectHash = subjects.hashSubject(row.productId, row.subjectId);
-        if (row.externalId !== null) {
-          h = keys.hash(row.productId, row.source, row.externalId);
-          const stored = original(row, keys.candidates(h, mine.get(h)?.slice()));
-          if (stored !== undefined) return { status: 'duplicate', event: eventFromRow(stored) };
-        }
-        const result = runInsert(insert, row, h ?? null, subjectHash);
-        const position = Number(result.lastInsertRowid);
-        last.position = position;
-        addedSubjects.push([subjectHash, position]);
-        if (h !== undefined) {
-          added.push([h, position]);
-          const same = mine.get(h);
-          if (same === undefined) mine.set(h, [position]);
-          else same.push(position);
-        }
-        return { status: 'created', event: row };
-      });
-    },
-  );
-
-  /** One transaction, holding the write lock from its start (so that catchUp sees every other writer's rows);
-   *  the keys and subjects it stored reach the tails only once it committed, in the same turn of the connection's
-   *  lock (a read by subject that runs after the commit finds them). */
-  const write = (rows: EventInsert[]): InsertOutcome[] => {
-    const added: Array<[number, number]> = [];
-    const addedSubjects: Array<[number, number]> = [];
-    const last = { position: 0 };
-    const outcomes = writeAll.immediate(rows, added, addedSubjects, last);
-    keys.committed(added, last.position);
-    subjects.committed(addedSubjects, last.position);
-    return outcomes;
-  };
-
+  const write = eventTransaction(raw, indexes.keys, subjectIndexSink(indexes.subjects), EVENT_INSERTS);
   // The connection stays FULL for every other write (identity, keys, …); only these commits skip the sync
   // that `walSync` then runs.
   const unsynced = walSync === undefined ? undefined : withoutCommitSync(raw, 'FULL');
@@ -122,7 +220,7 @@ export function sqliteEventWriter(
       // Also when every row was a duplicate: the row found may be another request's, committed a moment ago
       // and not yet synced, and "already stored" must be true when it is said.
       await walSync?.sync();
-      return outcomes;
+      return insertOutcomes(rows, outcomes);
     },
   };
 }

@@ -1,0 +1,83 @@
+// Issue 35's sustained figure: batches sent until `events` were acknowledged, the rate over the whole run, and the
+// rate of its first and of its last window of events (does ingest slow as the table grows?).
+import autocannon, { type Result } from 'autocannon';
+
+/** Issue 35's window: the first and the last 250,000 events of 3 M; a quarter of a shorter run. */
+export const SUSTAINED_WINDOW = 250_000;
+
+export interface SustainedOptions {
+  url: string;
+  path: string;
+  headers: Record<string, string>;
+  body: () => string;
+  connections: number;
+  events: number;
+  eventsPerRequest: number;
+}
+
+export interface SustainedResult {
+  seconds: number;
+  /** Requests answered with the expected status, and all the others. */
+  ok: number;
+  notOk: number;
+  errors: number;
+  eventsPerSecond: number;
+  window: number;
+  firstWindowRate: number;
+  lastWindowRate: number;
+}
+
+/** The rate of the acknowledged events between the ok answers at index `from` and `to` (their times in ms). */
+function rate(times: number[], from: number, to: number, eventsPerRequest: number): number {
+  const ms = times[to]! - times[from]!;
+  return ms <= 0 ? 0 : ((to - from) * eventsPerRequest * 1000) / ms;
+}
+
+export function runSustained(options: SustainedOptions, okStatus: number): Promise<SustainedResult> {
+  const requests = Math.ceil(options.events / options.eventsPerRequest);
+  const times: number[] = [];
+  const started = performance.now();
+  return new Promise((resolve, reject) => {
+    const instance = autocannon(
+      {
+        url: options.url,
+        connections: options.connections,
+        amount: requests,
+        timeout: 10,
+        requests: [
+          {
+            method: 'POST',
+            path: options.path,
+            headers: { 'content-type': 'application/json', ...options.headers },
+            setupRequest: (request) => ({ ...request, body: options.body() }),
+          },
+        ],
+      },
+      (error, result: Result) => {
+        if (error) {
+          reject(error);
+          return;
+        }
+        const ok = times.length;
+        const perWindow = Math.max(
+          1,
+          Math.floor(Math.min(SUSTAINED_WINDOW, options.events / 4) / options.eventsPerRequest),
+        );
+        const last = ok - 1;
+        resolve({
+          seconds: (performance.now() - started) / 1000,
+          ok,
+          notOk: result.non2xx,
+          errors: result.errors + result.timeouts,
+          eventsPerSecond: rate([started, ...times], 0, ok, options.eventsPerRequest),
+          window: perWindow * options.eventsPerRequest,
+          firstWindowRate: ok > 2 * perWindow ? rate([started, ...times], 0, perWindow, options.eventsPerRequest) : 0,
+          lastWindowRate: ok > 2 * perWindow ? rate(times, last - perWindow, last, options.eventsPerRequest) : 0,
+        });
+      },
+    );
+    instance.on('response', (_client: unknown, statusCode: number) => {
+      if (statusCode === okStatus) times.push(performance.now());
+    });
+  });
+}
