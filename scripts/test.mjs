@@ -5,7 +5,8 @@
 //                              database test and runs once per backend, all of them in ONE process per backend
 //                              (scripts/test-entry.mjs), the backends side by side.
 //   npm run test:system        system tier: test/system/**/*.test.ts (servers as child processes, kill -9, own
-//                              PostgreSQL or NATS, long runs), one process per file, one file at a time, per backend;
+//                              PostgreSQL or NATS, long runs), one process per file, one file at a time, per backend
+//                              (test/system/unit/**: dialect-free long runs, once);
 //                              the time limit (INLET_TEST_JOB_TIMEOUT_S) is each file's.
 //   npm test -- FILE...        only these files, each run the way its tier runs it.
 // Backends: SQLite always, PostgreSQL when reachable (INLET_TEST_POSTGRES_URL, default
@@ -34,10 +35,13 @@ const requirePostgres = process.env.INLET_TEST_REQUIRE_POSTGRES === '1';
 const JOB_TIMEOUT_MS = Number(process.env.INLET_TEST_JOB_TIMEOUT_S || 900) * 1000;
 const entry = join('scripts', 'test-entry.mjs');
 
-/** 'system' (test/system/**), 'unit' (test/unit/**: dialect-free) or 'database' (every other test file). */
+/**
+ * 'system' (test/system/**), 'systemUnit' (test/system/unit/**: dialect-free and long, run once), 'unit'
+ * (test/unit/**: dialect-free) or 'database' (every other test file).
+ */
 function tierOf(file) {
   const parts = relative('test', file).split(sep);
-  if (parts[0] === 'system') return 'system';
+  if (parts[0] === 'system') return parts[1] === 'unit' ? 'systemUnit' : 'system';
   if (parts[0] === 'unit') return 'unit';
   return 'database';
 }
@@ -207,8 +211,8 @@ const files =
     ? named
     : systemTier
       ? findTests(join('test', 'system'))
-      : findTests('test').filter((f) => tierOf(f) !== 'system');
-const byTier = { unit: [], database: [], system: [] };
+      : findTests('test').filter((f) => !tierOf(f).startsWith('system'));
+const byTier = { unit: [], database: [], system: [], systemUnit: [] };
 for (const file of files) byTier[tierOf(file)].push(file);
 const backends = byTier.database.length + byTier.system.length > 0 ? await dialects() : [];
 
@@ -236,10 +240,12 @@ if (byTier.database.length > 0) {
   }
 }
 // System tests start servers, kill them and time things: one backend after the other, one file at a time.
-const sequential =
-  byTier.system.length === 0
+const sequential = [
+  ...onePerFile('system, dialect-free', byTier.systemUnit, { INLET_TEST_DIALECT: undefined }),
+  ...(byTier.system.length === 0
     ? []
-    : backends.flatMap((dialect) => onePerFile(`system ${dialect}`, byTier.system, { INLET_TEST_DIALECT: dialect }));
+    : backends.flatMap((dialect) => onePerFile(`system ${dialect}`, byTier.system, { INLET_TEST_DIALECT: dialect }))),
+];
 
 if (files.length === 0) {
   console.log('no test files found');

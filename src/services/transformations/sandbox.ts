@@ -162,7 +162,10 @@ class SandboxThread {
     this.syncPort?.close();
     for (const [id, pending] of this.pending) pending.resolve({ id, type: 'failed', message: 'the sandbox is closed' });
     this.pending.clear();
-    if (worker) await worker.terminate();
+    if (worker) {
+      worker.ref(); // an unref'd thread would let the loop end while close() awaits its exit
+      await worker.terminate();
+    }
   }
 
   private ensure(): Worker {

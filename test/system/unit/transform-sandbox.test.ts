@@ -8,7 +8,7 @@ import {
   type FunctionMeta,
   type Sandbox,
   type SandboxFunction,
-} from '../../src/services/transformations/sandbox.js';
+} from '../../../src/services/transformations/sandbox.js';
 
 const meta: FunctionMeta = { product_id: 'prod_a', key_id: 'key_1', route: 'v2' };
 const doc = (event: string, properties: Record<string, unknown> = {}) => ({

@@ -9,15 +9,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
-import { uuidv7 } from '../../src/domain/ids.js';
-import { openStorage, type OpenedStorage } from '../../src/storage/connect.js';
-import { erasureStore } from '../../src/storage/erasure-store.js';
-import { sqliteStoreDialect } from '../../src/storage/sqlite/store-dialect.js';
-import { sqliteEventDeletes } from '../../src/storage/sqlite/event-deletes.js';
-import { eventReads } from '../../src/storage/event-reads.js';
-import { keyHash, subjectHash } from '../../src/storage/sqlite/event-keys.js';
-import type { EventFilter, EventInsert } from '../../src/storage/types.js';
-import { eventRow, fileBefore, sqliteDirectWriter } from '../event-rows.js';
+import { uuidv7 } from '../../../src/domain/ids.js';
+import { openStorage, type OpenedStorage } from '../../../src/storage/connect.js';
+import { erasureStore } from '../../../src/storage/erasure-store.js';
+import { sqliteStoreDialect } from '../../../src/storage/sqlite/store-dialect.js';
+import { sqliteEventDeletes } from '../../../src/storage/sqlite/event-deletes.js';
+import { eventReads } from '../../../src/storage/event-reads.js';
+import { keyHash, subjectHash } from '../../../src/storage/sqlite/event-keys.js';
+import type { EventFilter, EventInsert } from '../../../src/storage/types.js';
+import { eventRow, fileBefore, sqliteDirectWriter } from '../../event-rows.js';
 
 function withDir(test: (dir: string) => Promise<void>): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'inlet-event-subjects-'));

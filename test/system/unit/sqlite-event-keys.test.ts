@@ -9,10 +9,10 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
 import { sql } from 'kysely';
-import { uuidv7 } from '../../src/domain/ids.js';
-import { openStorage, type OpenedStorage } from '../../src/storage/connect.js';
-import { keyHash, mergeAllEventKeys, moveThreshold, subjectHash } from '../../src/storage/sqlite/event-keys.js';
-import { eventRow, fileBefore, sqliteDirectWriter } from '../event-rows.js';
+import { uuidv7 } from '../../../src/domain/ids.js';
+import { openStorage, type OpenedStorage } from '../../../src/storage/connect.js';
+import { keyHash, mergeAllEventKeys, moveThreshold, subjectHash } from '../../../src/storage/sqlite/event-keys.js';
+import { eventRow, fileBefore, sqliteDirectWriter } from '../../event-rows.js';
 
 function withDir(test: (dir: string) => Promise<void>): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'inlet-event-keys-'));

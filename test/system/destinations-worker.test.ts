@@ -5,11 +5,11 @@
 // once a destination exists (created here, or by the CLI in another process).
 import { strict as assert } from 'node:assert';
 import { after, before, describe, it } from 'node:test';
-import { startDelivery } from '../src/delivery.js';
-import type { DestinationWorker, WorkerLog } from '../src/services/destinations/worker.js';
-import { adminHeaders, bearer, createTestApp, type TestContext } from './helpers.js';
-import { cliEnv, inlet } from './support/cli.js';
-import { startWebhookReceiver, type WebhookReceiver } from './fakes/webhook-receiver.js';
+import { startDelivery } from '../../src/delivery.js';
+import type { DestinationWorker, WorkerLog } from '../../src/services/destinations/worker.js';
+import { adminHeaders, bearer, createTestApp, type TestContext } from '../helpers.js';
+import { cliEnv, inlet } from '../support/cli.js';
+import { startWebhookReceiver, type WebhookReceiver } from '../fakes/webhook-receiver.js';
 
 let ctx: TestContext;
 let receiver: WebhookReceiver;

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { describe, it } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
-import { startCheckpointer, startCheckpointerOnDemand } from '../../src/storage/sqlite/checkpointer.js';
+import { startCheckpointer, startCheckpointerOnDemand } from '../../../src/storage/sqlite/checkpointer.js';
 
 /** A fresh WAL-mode database file (synchronous=NORMAL) with `schema`, removed after `test`. */
 async function withWalDatabase(
