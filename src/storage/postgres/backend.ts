@@ -54,10 +54,7 @@ export function postgresCommitsInFlight(poolSize: number): number {
  * 4 ms target leaves no room for: planning over the event partitions, a round trip, a commit. Under SQLite's pacing
  * every batch on PostgreSQL took 4-8 ms whatever its size, so the size sank to its minimum of 20 rows
  * (test/retention.test.ts: 212 of 299 batches at 20 rows). Batches grow to 20 ms instead, with a rest three times
- * as long as each took, as on SQLite (a quarter of one connection's time). `npm run bench:erasure -- --database
- * postgres://postgres@127.0.0.1:5432/postgres` (1 M events, 100,000 of the person, with the ordered subject scan of
- * postgres/event-deletes.ts), 2026-11-27: job 34.0 s, ingest p99 12 ms during against 7 ms without (1.71×); with
- * 25 ms batches and rest 1×: 16.9 s, 14 ms against 6 ms (2.33×).
+ * as long as each took, as on SQLite (a quarter of one connection's time; docs/design.md, "Erasure and retention").
  */
 export const POSTGRES_DELETE_PACING: DeletePacing = {
   initial: 500,

@@ -50,20 +50,17 @@ export interface SqliteOptions {
 export { SQLITE_CACHE_KIB } from './tune.js';
 
 /**
- * A SQLite commit runs on the event loop, so a huge group stalls every other request while it lasts.
- * Measured with `npm run bench -- --scenario batch` (batches of 100, 50 connections): groups capped at
- * 5000 events gave ~2,470-event commits of ~100 ms and a batch p99 of 3.2 s; capped at 400, commits of
- * ~14 ms and a p99 of 0.6–1.1 s at the same or better throughput (bench/runs/2026-11-write-path.md).
+ * A SQLite commit runs on the event loop, so a huge group stalls every other request while it lasts; 400
+ * kept the batch p99 under a second at the same throughput (docs/design.md, "SQLite's commit and delete constants").
  */
 const SQLITE_MAX_COMMIT_EVENTS = 400;
 
 /**
  * SQLite commits in flight: the writes themselves run one after another on the event loop, but a commit's
  * WAL sync runs on the thread pool (sqlite/wal-sync.ts), and meanwhile the next group may be written,
- * so that one sync covers both; it is, once a quarter of a full group waits. Measured (`npx tsx bench/ingest.ts
- * --scenario single|batch`, empty table, two runs each): two in flight at once gave batches 23,037–23,503
- * events/s against 21,152–21,211 with one, but single events 7,535–7,757 req/s against 8,144–8,180 (more,
- * smaller commits); the threshold keeps single events in one larger commit.
+ * so that one sync covers both; it is, once a quarter of a full group waits: overlapping always made single
+ * events slower (more, smaller commits), so the threshold keeps them in one larger commit (docs/design.md,
+ * "SQLite's commit and delete constants").
  */
 const SQLITE_COMMITS_IN_FLIGHT = 2;
 
@@ -76,12 +73,8 @@ export const SQLITE_COMMITS: CommitPolicy = {
 /**
  * A delete holds the one connection ingest's commits also need, so ingest waits behind a batch for as long as it
  * lasts (governance.md §3–4: ingest p99 within 2× while background deletes run): batches of about 4 ms, then a rest
- * three times as long (a quarter of the connection's time at most goes to the background work). 4 ms and 3×,
- * measured at 10 M events with 100,000 of one person (`npm run bench:erasure -- --events 10000000 --person
- * 100000`, 8 single-event senders, load 1.4–2.1, one run after the other on the same copied database): ingest p99
- * during the job 1.72× and 1.50× of without, job 49.1 s and 44.3 s; 6 ms and 1× (before) 2.33×, 26.1 s; 6 ms and
- * 2× 2.06×, 35.2 s; 4 ms and 2× 2.00×, 34.0 s; 3 ms and 3× 1.69×, 51.1 s. (At 1 M events, 6 ms and 1×: p99 27.1
- * vs 16.6 ms.)
+ * three times as long (a quarter of the connection's time at most goes to the background work): the pair that
+ * kept ingest's p99 within 2× of the pairs measured (docs/design.md, "SQLite's commit and delete constants").
  */
 export const SQLITE_DELETE_PACING: DeletePacing = { initial: 200, min: 20, max: 2000, targetMs: 4, restRatio: 3 };
 
