@@ -16,7 +16,7 @@ import { draftV2, type V2EventInput } from '../src/domain/events.js';
 import { checkEvent, compilePlan, type TrackingPlan } from '../src/domain/tracking-plan.js';
 import { createServices } from '../src/services.js';
 import { createCatalogService } from '../src/services/catalog-service.js';
-import type { Candidate } from '../src/services/ingest-service.js';
+import type { Candidate } from '../src/services/ingest/service.js';
 import type { EventRecord, Storage } from '../src/storage/types.js';
 
 const { values } = parseArgs({

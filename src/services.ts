@@ -3,9 +3,9 @@
 import { ConfigError, type Config } from './config.js';
 import { openStorage, type OpenedStorage } from './storage/connect.js';
 import { createIdentityService, type IdentityService } from './services/identity-service.js';
-import { createIngestService, type IngestService } from './services/ingest-service.js';
+import { createIngestService, type IngestService } from './services/ingest/service.js';
 import { createEventReadService, type EventReadService } from './services/event-read-service.js';
-import { createEventStreams, type EventStreams } from './services/event-stream.js';
+import { createEventStreams, type EventStreams } from './services/event-stream/service.js';
 import { createKeyService, type KeyService } from './services/key-service.js';
 import { createSegmentService, type SegmentService } from './services/segment-service.js';
 import { createRejectionService, type RejectionService } from './services/rejection-service.js';

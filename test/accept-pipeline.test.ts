@@ -4,7 +4,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { AppError } from '../src/domain/errors.js';
 import { draftV2 } from '../src/domain/events.js';
-import type { Candidate } from '../src/services/ingest-service.js';
+import type { Candidate } from '../src/services/ingest/service.js';
 import { createTestApp, type TestContext } from './helpers.js';
 
 let ctx: TestContext;

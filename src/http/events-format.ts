@@ -3,7 +3,7 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyReply } from 'fastify';
 import { eventResource, type EventResource } from '../resources/events.js';
-import type { ItemOutcome } from '../services/ingest-service.js';
+import type { ItemOutcome } from '../services/ingest/service.js';
 import { dataEnvelope, keyedWriteErrors, problemResponse } from './schemas/common.js';
 import { EventRecordSchema } from './schemas/events.js';
 

@@ -13,7 +13,7 @@ import {
 } from '../domain/segment.js';
 import type { IdentityEntry } from './identity-pipeline.js';
 import type { IdentityService } from './identity-service.js';
-import type { Candidate, IngestService } from './ingest-service.js';
+import type { Candidate, IngestService } from './ingest/service.js';
 import type { AuthContext } from './key-service.js';
 import type { RejectionService } from './rejection-service.js';
 

@@ -17,12 +17,8 @@ import type { EventRecord, RejectionRecord } from '../../storage/types.js';
 import type { Services } from '../../services.js';
 import { dataEnvelope, problemResponse } from '../schemas/common.js';
 import { EventRecordSchema } from '../schemas/events.js';
+import { noSocketTimeout, sendSseHead, startSse, type SseMessage } from '../sse.js';
 import { productOf } from './context.js';
-
-/** How long a client should wait before reconnecting a dropped stream (the SSE `retry:` field). */
-export const STREAM_RETRY_MS = 2000;
-/** A comment line this often keeps proxies from closing an idle stream (spec: at least every 15 s). */
-export const STREAM_HEARTBEAT_MS = 10_000;
 
 const Timestamp = (description: string) =>
   Type.String({
@@ -162,25 +158,26 @@ function acceptsGzip(header: string | undefined): boolean {
   });
 }
 
-/** Long responses are exempt from socket timeouts (light-my-request's fake socket has none). */
-function noSocketTimeout(socket: { setTimeout?: (ms: number) => unknown }): void {
-  if (typeof socket.setTimeout === 'function') socket.setTimeout(0);
-}
-
-function streamMessage(event: EventRecord): string {
-  return `id: ${encodeCursor(event.position!)}\nevent: event\ndata: ${JSON.stringify(eventResource(event))}\n\n`;
+function eventMessage(event: EventRecord): SseMessage {
+  return { id: encodeCursor(event.position!), event: 'event', data: eventResource(event) };
 }
 
 /** Live only: no `id:` line, so a client's Last-Event-ID stays the last event's cursor. */
-function rejectionMessage(rejection: RejectionRecord): string {
-  return `event: rejection\ndata: ${JSON.stringify(rejectionResource(rejection))}\n\n`;
+function rejectionMessage(rejection: RejectionRecord): SseMessage {
+  return { event: 'rejection', data: rejectionResource(rejection) };
 }
 
 export function adminEventRoutes(app: FastifyInstance, services: Services): void {
-  const typed = app.withTypeProvider<TypeBoxTypeProvider>();
-  const { reads, streams } = services.events;
+  eventListRoute(app, services);
+  eventStreamRoute(app, services);
+  eventExportRoute(app, services);
+  eventGetRoute(app, services);
+}
 
-  typed.get(
+/** The list, newest or oldest first, by cursor. */
+function eventListRoute(app: FastifyInstance, services: Services): void {
+  const { reads } = services.events;
+  app.withTypeProvider<TypeBoxTypeProvider>().get(
     '/products/:product_id/events',
     {
       schema: {
@@ -212,8 +209,12 @@ export function adminEventRoutes(app: FastifyInstance, services: Services): void
       return { data: page.events.map(eventResource), meta: { next_cursor: page.nextCursor } };
     },
   );
+}
 
-  typed.get(
+/** The live stream (server-sent events through `http/sse.ts`). */
+function eventStreamRoute(app: FastifyInstance, services: Services): void {
+  const { reads, streams } = services.events;
+  app.withTypeProvider<TypeBoxTypeProvider>().get(
     '/products/:product_id/events/stream',
     {
       schema: {
@@ -256,91 +257,43 @@ export function adminEventRoutes(app: FastifyInstance, services: Services): void
         );
       }
 
-      if (request.method === 'HEAD') {
-        // HEAD (Fastify answers it for every GET): the stream's headers, and no stream (Node sends no body
-        // to a HEAD, so a held-open answer would never even send its headers).
-        return reply
-          .code(200)
-          .header('content-type', 'text/event-stream; charset=utf-8')
-          .header('cache-control', 'no-cache, no-transform')
-          .send();
-      }
-      reply.hijack();
-      const res = reply.raw;
-      // Long-lived on purpose: no socket timeout may end it (the heartbeat keeps proxies awake).
-      noSocketTimeout(request.raw.socket);
-      res.writeHead(200, {
-        'content-type': 'text/event-stream; charset=utf-8',
-        'cache-control': 'no-cache, no-transform',
-        'x-accel-buffering': 'no',
-        'x-request-id': request.id,
-        connection: 'keep-alive',
-      });
-      res.write(`retry: ${STREAM_RETRY_MS}\n\n`);
-      const bound = services.config.eventStreamBufferBytes;
-      let ended = false;
-      const heartbeat = setInterval(() => res.write(': keep-alive\n\n'), STREAM_HEARTBEAT_MS);
-      heartbeat.unref();
-      const end = (destroy: boolean) => {
-        if (ended) return;
-        ended = true;
-        clearInterval(heartbeat);
-        if (destroy) res.destroy();
-        else res.end();
-      };
+      // HEAD: the stream's headers, and no stream.
+      if (request.method === 'HEAD') return sendSseHead(reply);
+      const sse = startSse(request, reply, services.config.eventStreamBufferBytes);
       let stop: (() => void) | undefined;
-      res.on('close', () => {
-        end(true);
-        stop?.();
-      });
+      sse.onClose(() => stop?.());
       try {
         stop = await streams.open(
           productId,
           filter,
           after,
           {
-            send(event) {
-              if (!ended) res.write(streamMessage(event));
-            },
-            sendRejection(rejection) {
-              if (!ended) res.write(rejectionMessage(rejection));
-            },
-            lagging: () => res.writableLength > bound,
-            ready() {
-              if (ended) return Promise.resolve(false);
-              if (res.writableLength <= bound / 2) return Promise.resolve(true);
-              return new Promise((resolve) => {
-                const timeout = setTimeout(() => resolve(false), 30_000);
-                const done = (ok: boolean) => {
-                  clearTimeout(timeout);
-                  res.off('drain', onDrain);
-                  res.off('close', onClose);
-                  resolve(ok);
-                };
-                const onDrain = () => done(true);
-                const onClose = () => done(false);
-                res.once('drain', onDrain);
-                res.once('close', onClose);
-              });
-            },
+            send: (event) => sse.send(eventMessage(event)),
+            sendRejection: (rejection) => sse.send(rejectionMessage(rejection)),
+            lagging: () => sse.lagging(),
+            ready: () => sse.ready(),
             close(reason) {
               if (reason === 'slow') request.log.warn({ productId }, 'live stream cut off: the consumer is too slow');
-              end(reason !== 'shutdown');
+              sse.end(reason !== 'shutdown');
             },
           },
           { includeRejections: request.query.include === 'rejections' },
         );
-        if (ended) stop();
+        if (sse.ended) stop();
         // The stream has joined: every event committed from now on will be sent (tests and tools wait for this).
-        else res.write(': open\n\n');
+        else sse.comment('open');
       } catch (error) {
         request.log.error({ err: error }, 'live stream failed');
-        end(true);
+        sse.end(true);
       }
     },
   );
+}
 
-  typed.get(
+/** The export, NDJSON or CSV, gzip when accepted. */
+function eventExportRoute(app: FastifyInstance, services: Services): void {
+  const { reads } = services.events;
+  app.withTypeProvider<TypeBoxTypeProvider>().get(
     '/products/:product_id/events/export',
     {
       schema: {
@@ -385,8 +338,12 @@ export function adminEventRoutes(app: FastifyInstance, services: Services): void
       );
     },
   );
+}
 
-  typed.get(
+/** One event by uuid. */
+function eventGetRoute(app: FastifyInstance, services: Services): void {
+  const { reads } = services.events;
+  app.withTypeProvider<TypeBoxTypeProvider>().get(
     '/products/:product_id/events/:uuid',
     {
       schema: {

@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { AppError, validationError, type Problem } from '../../domain/errors.js';
 import { draftV2, eventJsonBytes, type V2EventInput } from '../../domain/events.js';
 import type { Services } from '../../services.js';
-import type { Candidate } from '../../services/ingest-service.js';
+import type { Candidate } from '../../services/ingest/service.js';
 import { authOf } from '../auth.js';
 import { requireIngestKey } from '../browser-keys.js';
 import { DEPRECATION_HEADERS, eventResource, type EventResource } from '../events-format.js';

@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { draftV1 } from '../../domain/events.js';
 import { AppError, validationError } from '../../domain/errors.js';
-import type { AcceptOptions, Candidate } from '../../services/ingest-service.js';
+import type { AcceptOptions, Candidate } from '../../services/ingest/service.js';
 import type { Services } from '../../services.js';
 import { authOf, requireKey } from '../auth.js';
 import { answerOutcome, singleEventResponses } from '../events-format.js';

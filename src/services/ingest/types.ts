@@ -1,0 +1,85 @@
+// What the accept pipeline takes, answers and hands from stage to stage.
+import type { AppError } from '../../domain/errors.js';
+import type { NameFormat } from '../../domain/event-names.js';
+import type { EventDraft } from '../../domain/events.js';
+import type { EventRecord } from '../../storage/types.js';
+import type { AuthContext } from '../key-service.js';
+
+/** Events sent through the HTTP API carry this source (contract §4). */
+export const API_SOURCE = 'api';
+
+/**
+ * One item handed to `accept`, already translated by its entry point: a draft, or the reason it
+ * could not become one (schema, name or size). `format` labels the metrics of a refused item.
+ */
+export type Candidate =
+  { ok: true; draft: EventDraft } | { ok: false; error: AppError; format?: NameFormat | 'unknown' };
+
+export type ItemOutcome =
+  | { status: 'created'; event: EventRecord }
+  | { status: 'duplicate'; event: EventRecord }
+  | { status: 'rejected'; error: AppError };
+
+export interface AcceptOptions {
+  /** The metrics label of the entry point: v1, v2, batch, segment. */
+  endpoint: string;
+  receivedAt: string;
+  /** The event source, the scope of external ids (contract §4); `api` unless said otherwise. */
+  source?: string;
+  /**
+   * Record every rejected item (batch routes): the route, and each item as received with its message id.
+   * `planOnly` (single-event routes): record only the items the tracking plan refused (governance.md §2).
+   */
+  record?: { route: string; item(index: number): unknown; messageId(index: number): string | null; planOnly?: boolean };
+}
+
+export interface AcceptResult {
+  /** One per candidate, in order. */
+  outcomes: ItemOutcome[];
+  /** Some item used the deprecated legacy flat name (accepted or refused): the answer carries the deprecation headers. */
+  legacySeen: boolean;
+}
+
+/** An item still on its way through the stages: its place in the request, and its draft as it stands now. */
+export interface AcceptItem {
+  readonly index: number;
+  /** A stage that changes the item (a transformation) replaces the draft. */
+  draft: EventDraft;
+}
+
+/** One call of `accept` as it moves through the stages. */
+export interface AcceptRun {
+  readonly auth: AuthContext;
+  readonly options: AcceptOptions;
+  /** One per candidate: set when the item is refused or stored. */
+  readonly outcomes: Array<ItemOutcome | undefined>;
+  /** One per candidate: the name format as received, the label of its metrics. */
+  readonly formats: Array<NameFormat | 'unknown'>;
+  /** The items no stage has refused yet, in request order. */
+  items: AcceptItem[];
+  legacySeen: boolean;
+}
+
+/** Bookkeeping a stage leaves for after the write succeeded (counts, records): none when nothing was stored. */
+export type AfterWrite = () => void;
+
+/**
+ * One step of the pipeline (`src/services/README.md` says how to add one), built once with what it uses.
+ * It runs in pipeline order on the items still standing (`run.items`) and may refuse some (`refuseWhere`) or
+ * replace their drafts; a stage after the write sees the stored outcomes. Per-call state lives in the call.
+ */
+export type Stage = (run: AcceptRun) => AfterWrite | void | Promise<AfterWrite | void>;
+
+/**
+ * Keeps the items `refusal` lets through and answers the others with the error it returned.
+ * A stage's common case: a per-item rule.
+ */
+export function refuseWhere(run: AcceptRun, refusal: (item: AcceptItem) => AppError | undefined): void {
+  const kept: AcceptItem[] = [];
+  for (const item of run.items) {
+    const error = refusal(item);
+    if (error === undefined) kept.push(item);
+    else run.outcomes[item.index] = { status: 'rejected', error };
+  }
+  run.items = kept;
+}
