@@ -11,6 +11,8 @@ import { createSegmentService, type SegmentService } from './services/segment-se
 import { createRejectionService, type RejectionService } from './services/rejection-service.js';
 import { createCatalogService, type CatalogService } from './services/catalog-service.js';
 import { createTrackingPlanService, type TrackingPlanService } from './services/tracking-plan-service.js';
+import { createTransformationService, type TransformationService } from './services/transformations/service.js';
+import type { TransformRuntime } from './services/transformations/runtime.js';
 import { createMetrics, type Metrics } from './services/metrics.js';
 import { registerStorageMetrics } from './services/storage-metrics.js';
 import { createRateLimiter } from './services/rate-limiter-store.js';
@@ -43,6 +45,8 @@ export interface Services {
   rejections: RejectionService;
   /** Data governance (governance.md §1–2): the event catalogue and tracking plans with their violations. */
   governance: { catalog: CatalogService; plans: TrackingPlanService };
+  /** Product transformations (transformations.md): versions, the accept stage's cache, the test runs. */
+  transformations: TransformationService;
   rateLimiter: RateLimiter;
   /** Browser keys: per key and client IP (INLET_BROWSER_RATE_LIMIT_PER_IP). */
   browserIpLimiter: InMemoryRateLimiter;
@@ -120,11 +124,17 @@ export async function createServices(config: Config, options: CreateServicesOpti
     throw error instanceof KeyChangedError ? new ConfigError(error.message) : error;
   }
   const retention = createRetentionService(storage, metrics, { intervalMs: config.retentionIntervalMs });
+  // The same bounded delay as tracking plans for a new version to reach other instances (transformations.md §8).
+  const transformations = createTransformationService(storage, metrics, createTransformRuntime(config), {
+    refreshMs: config.trackingPlanRefreshMs,
+    geoip: false,
+  });
   const ingest = createIngestService(storage, metrics, {
     legacyFlat: config.legacyFlat,
     rejections,
     governance,
     suppressions: erasure,
+    transformations,
   });
   const identity = createIdentityService(storage, { suppressions: erasure, plans, catalog, rejections });
   const events = {
@@ -173,6 +183,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
     metrics,
     keys,
     ingest,
+    transformations,
     identity,
     events,
     segment,
@@ -207,4 +218,9 @@ export async function createServices(config: Config, options: CreateServicesOpti
       return closed;
     },
   };
+}
+
+/** The enrichment modules and the function sandbox of transformation steps; a kind absent here is refused at PUT. */
+function createTransformRuntime(_config: Config): TransformRuntime {
+  return { enrichers: {} };
 }

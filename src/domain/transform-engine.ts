@@ -27,6 +27,8 @@ export interface RunContext {
   functions?: ReadonlyArray<RunnableFunction | undefined>;
   /** Collect the paths each step changed (the test endpoint). */
   trace?: boolean;
+  /** Seconds spent per step kind, added to (metrics). */
+  cpu?: Map<StepKind, number>;
 }
 
 /** Per step run, what it did: counted in `inlet_transformation_items_total`. */
@@ -183,6 +185,10 @@ function runFunction(document: TransformDocument, index: number, context: RunCon
   return JSON.stringify(document) === before ? 'unchanged' : 'changed';
 }
 
+function addTime(cpu: Map<StepKind, number>, kind: StepKind, started: number): void {
+  cpu.set(kind, (cpu.get(kind) ?? 0) + (performance.now() - started) / 1000);
+}
+
 function messageOf(error: unknown): string {
   if (error instanceof Error) return error.message;
   return String(error);
@@ -202,10 +208,12 @@ export function applySteps(input: TransformDocument, steps: readonly Step[], con
     // A failing step must leave nothing half-done: it works on a copy when its failure would be skipped.
     const working = step.on_error === 'skip' || trace !== undefined ? cloneJson(document) : document;
     let applied: Applied;
+    const started = context.cpu === undefined ? 0 : performance.now();
     try {
       applied =
         step.where === undefined || holds(step.where, working) ? applyStep(working, step, index, context) : 'unchanged';
     } catch (error) {
+      if (context.cpu !== undefined) addTime(context.cpu, step.kind, started);
       outcomes.push('error');
       const failure = { step: index, kind: step.kind, message: messageOf(error) };
       if (step.on_error === 'skip') {
@@ -215,6 +223,7 @@ export function applySteps(input: TransformDocument, steps: readonly Step[], con
       }
       return { outcome: 'error', document, error: failure, warnings, outcomes, ...(trace ? { trace } : {}) };
     }
+    if (context.cpu !== undefined) addTime(context.cpu, step.kind, started);
     outcomes.push(applied);
     if (trace !== undefined) trace.push({ step: index, changed: changedPaths(document, working) });
     document = working;

@@ -1,0 +1,206 @@
+// Product transformations (transformations.md §3–6): versions stored per product, each prepared once
+// (steps validated, functions compiled) and cached per instance like tracking plans: a cached version younger
+// than `refreshMs` costs a Map lookup; an older one is used while one query in the background asks whether
+// another instance stored a newer one. A PUT on this instance applies at once here.
+import { randomBytes } from 'node:crypto';
+import { validationError, type FieldError } from '../../domain/errors.js';
+import { parseSteps } from '../../domain/transform-validate.js';
+import type { Step } from '../../domain/transform-types.js';
+import type { Storage, TransformationVersion } from '../../storage/types.js';
+import type { Metrics } from '../metrics.js';
+import { createTransformMetrics, type TransformMetrics } from './metrics.js';
+import { unavailableKind, type TransformRuntime } from './runtime.js';
+import type { EventDraft } from '../../domain/events.js';
+import { uuidv7 } from '../../domain/ids.js';
+import { documentOf } from '../../domain/transform-document.js';
+import { applySteps } from '../../domain/transform-engine.js';
+import type { FunctionMeta, RunnableFunction, TransformDocument } from '../../domain/transform-types.js';
+
+/** An item to try, translated as its route would: its draft and the source it would be stored under. */
+export interface TestItem {
+  draft: EventDraft;
+  source: string;
+}
+
+export interface TestResult {
+  input: TransformDocument;
+  output: TransformDocument | null;
+  dropped_by?: number;
+  error?: { step: number; message: string };
+  trace: Array<{ step: number; changed: string[] }>;
+}
+
+export interface TransformationOptions {
+  /** How old a cached version may get before this instance asks storage for a newer one. */
+  refreshMs: number;
+  /** Whether INLET_GEOIP_DATABASE is set (a geoip step is refused without it). */
+  geoip: boolean;
+  now?: () => number;
+}
+
+/** A version ready to run: its steps, the compiled function of each `function` step, the product's secret. */
+export interface PreparedTransformation {
+  version: number;
+  steps: Step[];
+  functions: Array<RunnableFunction | undefined>;
+  secret: string;
+}
+
+interface CacheEntry {
+  prepared: PreparedTransformation | undefined;
+  checkedAt: number;
+  refreshing?: Promise<void>;
+}
+
+type Prepare =
+  { ok: true; steps: Step[]; functions: Array<RunnableFunction | undefined> } | { ok: false; errors: FieldError[] };
+
+/** Validates the body and compiles its functions; every problem with a pointer into the body. */
+function prepareSteps(body: unknown, productId: string, runtime: TransformRuntime, geoip: boolean, base = ''): Prepare {
+  const parsed = parseSteps(body, { geoip }, base);
+  if (!parsed.ok) return parsed;
+  const errors: FieldError[] = [];
+  const functions: Array<RunnableFunction | undefined> = [];
+  parsed.steps.forEach((step, index) => {
+    const missing = unavailableKind(step.kind, runtime);
+    if (missing !== undefined) {
+      errors.push({ pointer: `${base}/steps/${index}/kind`, message: missing });
+      return;
+    }
+    if (step.kind !== 'function') return;
+    const compiled = runtime.functions!.compile(step.code, productId);
+    if (compiled.ok) functions[index] = compiled.fn;
+    else
+      errors.push({
+        pointer: `${base}/steps/${index}/code`,
+        message: compiled.line === undefined ? compiled.message : `line ${compiled.line}: ${compiled.message}`,
+      });
+  });
+  return errors.length === 0 ? { ok: true, steps: parsed.steps, functions } : { ok: false, errors };
+}
+
+export function createTransformationService(
+  storage: Storage,
+  metrics: Metrics,
+  runtime: TransformRuntime,
+  options: TransformationOptions,
+) {
+  const clock = options.now ?? Date.now;
+  const cache = new Map<string, CacheEntry>();
+  const transformMetrics: TransformMetrics = createTransformMetrics(metrics.registry);
+  const makeSecret = () => randomBytes(32).toString('hex');
+
+  async function prepareStored(
+    productId: string,
+    stored: TransformationVersion,
+  ): Promise<PreparedTransformation | undefined> {
+    const prepared = prepareSteps({ steps: stored.steps }, productId, runtime, options.geoip);
+    // A stored version was valid when it was PUT; a server without a module it needs keeps the one it had.
+    if (!prepared.ok) return undefined;
+    const secret = await storage.transformations.secret(productId, makeSecret);
+    return { version: stored.version, steps: prepared.steps, functions: prepared.functions, secret };
+  }
+
+  async function load(productId: string, entry: CacheEntry): Promise<void> {
+    const version = await storage.transformations.currentVersion(productId);
+    if (version !== (entry.prepared?.version ?? 0)) {
+      const stored = await storage.transformations.current(productId);
+      if (stored === undefined) entry.prepared = undefined;
+      else {
+        const prepared = await prepareStored(productId, stored);
+        if (prepared !== undefined) entry.prepared = prepared;
+      }
+    }
+    entry.checkedAt = clock();
+  }
+
+  function refresh(productId: string, entry: CacheEntry): Promise<void> {
+    entry.refreshing ??= load(productId, entry).finally(() => {
+      entry.refreshing = undefined;
+    });
+    return entry.refreshing;
+  }
+
+  return {
+    metrics: transformMetrics,
+    runtime,
+
+    /** The prepared version of a product (undefined: none); awaits storage only the first time a product is seen. */
+    async preparedFor(productId: string): Promise<PreparedTransformation | undefined> {
+      let entry = cache.get(productId);
+      if (entry === undefined) {
+        entry = { prepared: undefined, checkedAt: 0 };
+        cache.set(productId, entry);
+      }
+      if (entry.checkedAt === 0) await refresh(productId, entry);
+      else if (clock() - entry.checkedAt >= options.refreshMs) void refresh(productId, entry).catch(() => {});
+      return entry.prepared;
+    },
+
+    get(productId: string): Promise<TransformationVersion | undefined> {
+      return storage.transformations.current(productId);
+    },
+
+    versions(productId: string): Promise<TransformationVersion[]> {
+      return storage.transformations.list(productId);
+    },
+
+    /** Stores a new version after validating and compiling it; an invalid one is a 400 with pointers into the body. */
+    async put(productId: string, body: unknown): Promise<TransformationVersion> {
+      const prepared = prepareSteps(body, productId, runtime, options.geoip);
+      if (!prepared.ok) throw validationError(prepared.errors);
+      const secret = await storage.transformations.secret(productId, makeSecret);
+      const stored = await storage.transformations.put(productId, prepared.steps, new Date(clock()).toISOString());
+      const ready: PreparedTransformation = {
+        version: stored.version,
+        steps: prepared.steps,
+        functions: prepared.functions,
+        secret,
+      };
+      const entry = cache.get(productId);
+      // This instance applies it at once; a refresh already running may still set the older one, then the next corrects it.
+      if (entry === undefined) cache.set(productId, { prepared: ready, checkedAt: clock() });
+      else {
+        entry.prepared = ready;
+        entry.checkedAt = clock();
+      }
+      return stored;
+    },
+
+    /**
+     * Runs steps on items without storing anything (transformations.md §6): the given steps, validated like a
+     * PUT, or the current version. Each item's input document, output (null when dropped or failed) and trace.
+     */
+    async test(productId: string, steps: unknown, items: TestItem[], meta: FunctionMeta): Promise<TestResult[]> {
+      let prepared: PreparedTransformation | undefined;
+      if (steps === undefined) prepared = await this.preparedFor(productId);
+      else {
+        const checked = prepareSteps({ steps }, productId, runtime, options.geoip);
+        if (!checked.ok) throw validationError(checked.errors);
+        const secret = await storage.transformations.secret(productId, makeSecret);
+        prepared = { version: 0, steps: checked.steps, functions: checked.functions, secret };
+      }
+      return items.map((item) => {
+        const input = documentOf(item.draft, item.source);
+        if (prepared === undefined) return { input, output: input, trace: [] };
+        const result = applySteps(input, prepared.steps, {
+          secret: prepared.secret,
+          messageId: item.draft.externalId ?? uuidv7(),
+          meta,
+          enrichers: runtime.enrichers,
+          functions: prepared.functions,
+          trace: true,
+        });
+        const trace = result.trace ?? [];
+        if (result.outcome === 'dropped') return { input, output: null, dropped_by: result.droppedBy!, trace };
+        if (result.outcome === 'error') {
+          const { step, message } = result.error!;
+          return { input, output: null, error: { step, message }, trace };
+        }
+        return { input, output: result.document, trace };
+      });
+    },
+  };
+}
+
+export type TransformationService = ReturnType<typeof createTransformationService>;
