@@ -1,5 +1,6 @@
 // The only module that reads process.env. Every setting is validated once, at start-up;
 // a bad value stops the process with a message that names the variable.
+import { accessSync, constants } from 'node:fs';
 import { resolve } from 'node:path';
 import type { LegacyFlatMode } from './domain/legacy-policy.js';
 import { checkDatabaseUrl } from './storage/connect.js';
@@ -105,6 +106,12 @@ export interface Config {
   retentionIntervalMs: number;
   /** Scheduled backups (docs/operations.md): INLET_BACKUP_DIR (made absolute), INLET_BACKUP_INTERVAL, INLET_BACKUP_KEEP; off by default. */
   backupSchedule: { dir: string; intervalMs: number; keep: number } | undefined;
+  /** CPU time of one call of a transformation's `function` step on one item (transformations.md §4). */
+  transformFunctionCpuMs: number;
+  /** Memory a transformation's function may allocate, array buffers included (transformations.md §4, §8). */
+  transformFunctionMemoryMb: number;
+  /** INLET_GEOIP_DATABASE: the MaxMind-format file the `geoip` step reads (made absolute); unset, the step is refused. */
+  geoipDatabase: string | undefined;
 }
 
 export class ConfigError extends Error {
@@ -334,8 +341,27 @@ export function loadConfig(env: Env = process.env): Config {
     erasureMessageKeepDays: integer(env, 'INLET_ERASURE_MESSAGE_KEEP_DAYS', 30, 1, 3650),
     retentionIntervalMs: integer(env, 'INLET_RETENTION_INTERVAL_MS', 600_000, 0, 86_400_000),
     backupSchedule: backupSchedule(env),
+    // transformations.md §4: 50 ms of CPU and 32 MB per call.
+    transformFunctionCpuMs: integer(env, 'INLET_TRANSFORM_FUNCTION_CPU_MS', 50, 1, 10_000),
+    transformFunctionMemoryMb: integer(env, 'INLET_TRANSFORM_FUNCTION_MEMORY_MB', 32, 4, 1024),
+    geoipDatabase: readableFile(env, 'INLET_GEOIP_DATABASE'),
     deprecations,
   };
+}
+
+/** A path to a file this process can read, or undefined when unset; whether its content is valid is the opener's to say. */
+function readableFile(env: Env, name: string): string | undefined {
+  const raw = env[name]?.trim();
+  if (raw === undefined || raw === '') return undefined;
+  const path = resolve(raw);
+  try {
+    accessSync(path, constants.R_OK);
+  } catch (error) {
+    throw new ConfigError(
+      `${name} names a file that cannot be read: "${raw}" (${(error as NodeJS.ErrnoException).code})`,
+    );
+  }
+  return path;
 }
 
 function installationSecret(env: Env): string | undefined {

@@ -18,6 +18,9 @@ describe('loadConfig defaults (contract §2, §5, §7)', () => {
     ['max body bytes', config.maxBodyBytes, 5 * 1024 * 1024],
     ['max event bytes', config.maxEventBytes, 32 * 1024],
     ['max batch events', config.maxBatchEvents, 1000],
+    ['INLET_TRANSFORM_FUNCTION_CPU_MS', config.transformFunctionCpuMs, 50],
+    ['INLET_TRANSFORM_FUNCTION_MEMORY_MB', config.transformFunctionMemoryMb, 32],
+    ['INLET_GEOIP_DATABASE', config.geoipDatabase, undefined],
   ];
   for (const [name, actual, expected] of defaults) {
     it(`${name} defaults to ${String(expected)}`, () => assert.equal(actual, expected));
@@ -69,6 +72,9 @@ describe('loadConfig errors name the variable and the bad value', () => {
     ['INLET_RATE_LIMIT_RPS', 'fast'],
     ['INLET_RATE_LIMIT_RPS', '-5'],
     ['INLET_RATE_LIMIT_BURST', '1e3'],
+    ['INLET_TRANSFORM_FUNCTION_CPU_MS', '0'],
+    ['INLET_TRANSFORM_FUNCTION_MEMORY_MB', '2'],
+    ['INLET_GEOIP_DATABASE', 'no/such/GeoLite2-City.mmdb'],
   ];
   for (const [name, value] of bad) {
     it(`${name}=${JSON.stringify(value)}`, () => {

@@ -1,0 +1,289 @@
+/**
+ * The sandbox for the `function` step of transformations (spec transformations §4): user JavaScript compiled
+ * once per version and run in QuickJS (WebAssembly) on a thread of its own, each function in its own engine
+ * instance, under a CPU limit per call and a memory limit. A function that loops, allocates without end or
+ * recurses too deep costs its own item only; the service and other products' functions go on.
+ *
+ * Two guards stop a call: QuickJS's interrupt handler ends a call at its CPU limit between instructions, and
+ * a watchdog here ends the whole thread when a call outlives that limit inside one long built-in (a string
+ * method on megabytes), where the interrupt handler is not reached. The thread is then started again and
+ * the functions compiled again in it; calls waiting on it are sent again, so only the item that ran over
+ * gets an error.
+ */
+import { Worker } from 'node:worker_threads';
+import secureJson from 'secure-json-parse';
+import type { CompileOutcome, FunctionLimits, RunChunk } from './quickjs-function.js';
+
+export interface SandboxSettings {
+  /** CPU time of one call on one item (INLET_TRANSFORM_FUNCTION_CPU_MS). */
+  cpuMs: number;
+  /** Memory one function may allocate (INLET_TRANSFORM_FUNCTION_MEMORY_MB). */
+  memoryMb: number;
+  /** The longest JSON text an event may come back as. */
+  maxResultBytes?: number;
+  /** How long a call may run past its CPU limit before the thread is ended (default: the CPU limit, at least 200 ms). */
+  graceMs?: number;
+}
+
+/** What a function gets beside the event (spec §4). */
+export interface FunctionMeta {
+  product_id: string;
+  key_id: string | null;
+  route: string;
+}
+
+export type FunctionOutcome =
+  { kind: 'event'; event: Record<string, unknown> } | { kind: 'drop' } | { kind: 'error'; message: string };
+
+export type CompileResult = { ok: true; fn: SandboxFunction } | { ok: false; message: string; line: number | null };
+
+export interface SandboxFunction {
+  /** Runs the function on one document: the changed document, a drop (it returned `null`) or an error. */
+  run(event: Record<string, unknown>, meta: FunctionMeta): Promise<FunctionOutcome>;
+  /** The same on several documents in one crossing of the boundary; each item keeps its own limits and outcome. */
+  runMany(events: readonly Record<string, unknown>[], meta: FunctionMeta): Promise<FunctionOutcome[]>;
+  /** Frees the function's engine; a later run answers with an error. */
+  dispose(): void;
+}
+
+export interface Sandbox {
+  /** Compiles `source` (which defines `function transform(event, meta)`) and runs its top level under the limits. */
+  compile(source: string): Promise<CompileResult>;
+  /** Ends the thread; pending calls answer with an error. */
+  close(): Promise<void>;
+}
+
+export type WorkerRequest =
+  | { id: number; type: 'compile'; fn: number; source: string }
+  | { id: number; type: 'run'; fn: number; docs: string; meta: string; count: number }
+  | { id: number; type: 'dispose'; fn: number };
+
+/** A request before the thread gives it an id. */
+type Unsent = WorkerRequest extends infer R ? (R extends unknown ? Omit<R, 'id'> : never) : never;
+
+export type WorkerReply =
+  | { id: number; type: 'compiled'; outcome: CompileOutcome }
+  | { id: number; type: 'ran'; chunks: RunChunk[] }
+  | { id: number; type: 'failed'; message: string };
+
+const DEFAULT_MAX_RESULT_BYTES = 1024 * 1024;
+const WATCHDOG_TICK_MS = 20;
+const MAX_LOSSES = 5;
+
+interface Pending {
+  request: WorkerRequest;
+  resolve(reply: WorkerReply): void;
+}
+
+/** The thread and what it holds, started again after the watchdog ends it. */
+class SandboxThread {
+  private worker: Worker | undefined;
+  private progress = new Float64Array(new SharedArrayBuffer(3 * 8));
+  private pending = new Map<number, Pending>();
+  private nextId = 1;
+  private watchdog: ReturnType<typeof setInterval> | undefined;
+  private closed = false;
+  /** Threads lost in a row with no reply between: past a few, the sandbox answers with errors instead of looping. */
+  private losses = 0;
+  /** Bumped at each new thread: a function compiled in an older one is compiled again before it runs. */
+  generation = 0;
+
+  constructor(
+    private readonly limits: FunctionLimits,
+    private readonly graceMs: number,
+  ) {}
+
+  /** Sends a request and waits for its reply; `failed` with `lost` when the thread ended under another call. */
+  call(request: Unsent): Promise<WorkerReply> {
+    if (this.closed) return Promise.resolve({ id: 0, type: 'failed', message: 'the sandbox is closed' });
+    if (this.losses >= MAX_LOSSES)
+      return Promise.resolve({ id: 0, type: 'failed', message: 'the sandbox thread cannot start' });
+    const worker = this.ensure();
+    const id = this.nextId++;
+    const full = { ...request, id } as WorkerRequest;
+    return new Promise((resolve) => {
+      if (full.type !== 'dispose') this.pending.set(id, { request: full, resolve });
+      worker.postMessage(full);
+      if (full.type === 'dispose') resolve({ id, type: 'failed', message: 'disposed' });
+      this.watch();
+    });
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.stopWatch();
+    const worker = this.worker;
+    this.worker = undefined;
+    for (const [id, pending] of this.pending) pending.resolve({ id, type: 'failed', message: 'the sandbox is closed' });
+    this.pending.clear();
+    if (worker) await worker.terminate();
+  }
+
+  private ensure(): Worker {
+    if (this.worker) return this.worker;
+    this.progress = new Float64Array(new SharedArrayBuffer(3 * 8));
+    const worker = spawn({ progress: this.progress.buffer, limits: this.limits });
+    worker.unref();
+    worker.on('message', (reply: WorkerReply) => {
+      this.losses = 0;
+      const pending = this.pending.get(reply.id);
+      this.pending.delete(reply.id);
+      pending?.resolve(reply);
+      if (this.pending.size === 0) this.stopWatch();
+    });
+    worker.on('error', () => this.lose(worker, 'the sandbox thread failed'));
+    worker.on('exit', () => this.lose(worker, 'the sandbox thread ended'));
+    this.worker = worker;
+    return worker;
+  }
+
+  private watch(): void {
+    if (this.watchdog) return;
+    this.watchdog = setInterval(() => {
+      const started = this.progress[0]!;
+      if (started > 0 && Date.now() - started > this.limits.cpuMs + this.graceMs) {
+        this.lose(this.worker, `ran over its CPU limit of ${this.limits.cpuMs} ms`);
+      }
+    }, WATCHDOG_TICK_MS);
+    this.watchdog.unref();
+  }
+
+  private stopWatch(): void {
+    if (this.watchdog) clearInterval(this.watchdog);
+    this.watchdog = undefined;
+  }
+
+  /**
+   * The thread ended or is being ended: the request that was running (and its item) gets `message`; every
+   * other pending request is answered `lost`, so its caller sends it again to the next thread.
+   */
+  private lose(worker: Worker | undefined, message: string): void {
+    if (!worker || worker !== this.worker) return;
+    this.worker = undefined;
+    this.generation++;
+    this.losses++;
+    this.stopWatch();
+    const running = this.progress[0]! > 0 ? this.progress[1]! : -1;
+    const item = this.progress[2]!;
+    void worker.terminate();
+    const pending = [...this.pending.values()];
+    this.pending.clear();
+    for (const { request, resolve } of pending) {
+      if (request.id === running) resolve({ id: request.id, type: 'failed', message: `${message}@${item}` });
+      else resolve({ id: request.id, type: 'failed', message: 'lost' });
+    }
+  }
+}
+
+/** A thread running the worker: compiled JavaScript, or under tsx (tests, `npm run dev`) the TypeScript source. */
+function spawn(workerData: { progress: ArrayBufferLike; limits: FunctionLimits }): Worker {
+  const entry = new URL(`./sandbox-worker.${import.meta.url.endsWith('.ts') ? 'ts' : 'js'}`, import.meta.url);
+  if (!entry.pathname.endsWith('.ts')) return new Worker(entry, { workerData, name: 'inlet-sandbox' });
+  // A worker thread does not inherit tsx's loader hooks (Node 20): it registers them itself first.
+  const source = `import('tsx/esm/api').then((tsx) => { tsx.register(); return import(${JSON.stringify(entry.href)}); });`;
+  return new Worker(source, { eval: true, workerData, name: 'inlet-sandbox' });
+}
+
+export function createSandbox(settings: SandboxSettings): Sandbox {
+  const limits: FunctionLimits = {
+    cpuMs: settings.cpuMs,
+    memoryBytes: settings.memoryMb * 1048576,
+    maxResultBytes: settings.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES,
+  };
+  const thread = new SandboxThread(limits, settings.graceMs ?? Math.max(settings.cpuMs, 200));
+  let nextFunction = 1;
+
+  async function compileIn(fn: number, source: string): Promise<CompileOutcome> {
+    for (;;) {
+      const reply = await thread.call({ type: 'compile', fn, source });
+      if (reply.type === 'compiled') return reply.outcome;
+      if (reply.type === 'failed' && reply.message === 'lost') continue;
+      const message = reply.type === 'failed' ? reply.message.replace(/@-?\d+$/, '') : 'unexpected reply';
+      return { ok: false, message: `the code's top level ${message}`, line: null };
+    }
+  }
+
+  return {
+    async compile(source) {
+      const fn = nextFunction++;
+      const outcome = await compileIn(fn, source);
+      if (!outcome.ok) return outcome;
+      return { ok: true, fn: new CompiledFunction(thread, fn, source, thread.generation, compileIn) };
+    },
+    close: () => thread.close(),
+  };
+}
+
+class CompiledFunction implements SandboxFunction {
+  private disposed = false;
+
+  constructor(
+    private readonly thread: SandboxThread,
+    private readonly id: number,
+    private readonly source: string,
+    private generation: number,
+    private readonly compileIn: (fn: number, source: string) => Promise<CompileOutcome>,
+  ) {}
+
+  async run(event: Record<string, unknown>, meta: FunctionMeta): Promise<FunctionOutcome> {
+    return (await this.runMany([event], meta))[0]!;
+  }
+
+  async runMany(events: readonly Record<string, unknown>[], meta: FunctionMeta): Promise<FunctionOutcome[]> {
+    if (events.length === 0) return [];
+    if (this.disposed) return events.map(() => ({ kind: 'error', message: 'the function was replaced' }));
+    if (this.generation !== this.thread.generation) {
+      // The thread was started again: this function is compiled in the new one first.
+      this.generation = this.thread.generation;
+      const outcome = await this.compileIn(this.id, this.source);
+      if (!outcome.ok) return events.map(() => ({ kind: 'error', message: outcome.message }));
+    }
+    const reply = await this.thread.call({
+      type: 'run',
+      fn: this.id,
+      docs: JSON.stringify(events),
+      meta: JSON.stringify(meta),
+      count: events.length,
+    });
+    if (reply.type === 'ran') return readChunks(reply.chunks);
+    if (reply.type !== 'failed') return events.map(() => ({ kind: 'error', message: 'unexpected reply' }));
+    if (reply.message === 'lost') return this.runMany(events, meta);
+    // This call ran over inside a built-in: its item gets the error, the items around it run again.
+    const match = /^(.*)@(-?\d+)$/.exec(reply.message);
+    const at = match ? Math.min(Math.max(Number(match[2]), 0), events.length - 1) : 0;
+    const error: FunctionOutcome = { kind: 'error', message: match ? match[1]! : reply.message };
+    const before = await this.runMany(events.slice(0, at), meta);
+    const after = await this.runMany(events.slice(at + 1), meta);
+    return [...before, error, ...after];
+  }
+
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    void this.thread.call({ type: 'dispose', fn: this.id });
+  }
+}
+
+interface RawItem {
+  k: 'e' | 'd' | 'x';
+  v?: Record<string, unknown>;
+  m?: string;
+}
+
+function readChunks(chunks: RunChunk[]): FunctionOutcome[] {
+  const outcomes: FunctionOutcome[] = [];
+  for (const chunk of chunks) {
+    if ('error' in chunk) {
+      outcomes.push({ kind: 'error', message: chunk.error });
+      continue;
+    }
+    // A function may write a `__proto__` key; it is dropped, as the routes refuse it in what clients send.
+    const items = secureJson.parse(chunk.items, undefined, { protoAction: 'remove', constructorAction: 'remove' });
+    for (const raw of items as RawItem[]) {
+      if (raw.k === 'e') outcomes.push({ kind: 'event', event: raw.v! });
+      else if (raw.k === 'd') outcomes.push({ kind: 'drop' });
+      else outcomes.push({ kind: 'error', message: raw.m ?? 'failed' });
+    }
+  }
+  return outcomes;
+}
