@@ -12,7 +12,15 @@ import { createRejectionService, type RejectionService } from './services/reject
 import { createCatalogService, type CatalogService } from './services/catalog-service.js';
 import { createTrackingPlanService, type TrackingPlanService } from './services/tracking-plan-service.js';
 import { createTransformationService, type TransformationService } from './services/transformations/service.js';
-import type { TransformRuntime } from './services/transformations/runtime.js';
+import {
+  GeoIpDatabaseError,
+  isBot,
+  openGeoIp,
+  parseUserAgent,
+  type GeoIp,
+} from './services/transformations/enrichment.js';
+import { sandboxCompiler, type TransformRuntime } from './services/transformations/runtime.js';
+import { createSandbox } from './services/transformations/sandbox.js';
 import { createMetrics, type Metrics } from './services/metrics.js';
 import { registerStorageMetrics } from './services/storage-metrics.js';
 import { createRateLimiter } from './services/rate-limiter-store.js';
@@ -125,9 +133,16 @@ export async function createServices(config: Config, options: CreateServicesOpti
   }
   const retention = createRetentionService(storage, metrics, { intervalMs: config.retentionIntervalMs });
   // The same bounded delay as tracking plans for a new version to reach other instances (transformations.md §8).
-  const transformations = createTransformationService(storage, metrics, createTransformRuntime(config), {
+  let runtime: TransformRuntime;
+  try {
+    runtime = await createTransformRuntime(config);
+  } catch (error) {
+    await storage.close();
+    throw error;
+  }
+  const transformations = createTransformationService(storage, metrics, runtime, {
     refreshMs: config.trackingPlanRefreshMs,
-    geoip: false,
+    geoip: config.geoipDatabase !== undefined,
   });
   const ingest = createIngestService(storage, metrics, {
     legacyFlat: config.legacyFlat,
@@ -208,6 +223,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
         await traffic.scheduler.stop();
         await events.streams.close();
         await ingest.close();
+        await transformations.close();
         await rejections.close();
         await catalog.close().catch(() => {});
         await plans.close().catch(() => {});
@@ -220,7 +236,30 @@ export async function createServices(config: Config, options: CreateServicesOpti
   };
 }
 
-/** The enrichment modules and the function sandbox of transformation steps; a kind absent here is refused at PUT. */
-function createTransformRuntime(_config: Config): TransformRuntime {
-  return { enrichers: {} };
+/**
+ * The enrichment modules and the function sandbox of transformation steps. The MaxMind database is opened once,
+ * at start (a file that cannot be read stops the start with an error naming INLET_GEOIP_DATABASE); the sandbox's
+ * thread starts with the first function compiled.
+ */
+async function createTransformRuntime(config: Config): Promise<TransformRuntime> {
+  let geoip: GeoIp | undefined;
+  if (config.geoipDatabase !== undefined) {
+    try {
+      geoip = await openGeoIp(config.geoipDatabase);
+    } catch (error) {
+      throw error instanceof GeoIpDatabaseError ? new ConfigError(error.message) : error;
+    }
+  }
+  return {
+    enrichers: {
+      userAgent: (userAgent) => parseUserAgent(userAgent) as unknown as Record<string, unknown>,
+      isBot,
+      ...(geoip === undefined
+        ? {}
+        : { geoip: (ip: string) => geoip.lookup(ip) as Record<string, unknown> | undefined }),
+    },
+    functions: sandboxCompiler(
+      createSandbox({ cpuMs: config.transformFunctionCpuMs, memoryMb: config.transformFunctionMemoryMb }),
+    ),
+  };
 }

@@ -8,6 +8,7 @@ import { cloneJson, getPath, removePath, setPath } from './transform-paths.js';
 import type {
   Enrichers,
   FunctionMeta,
+  FunctionOutcome,
   RunnableFunction,
   Step,
   StepKind,
@@ -120,7 +121,7 @@ function unavailable(kind: string): never {
 }
 
 /** One step on the document (changed in place); throws when the step fails, before changing anything. */
-function applyStep(document: TransformDocument, step: Step, index: number, context: RunContext): Applied {
+function applyStep(document: TransformDocument, step: Step, context: RunContext): Applied {
   switch (step.kind) {
     case 'drop':
       return 'dropped';
@@ -170,23 +171,22 @@ function applyStep(document: TransformDocument, step: Step, index: number, conte
       return enrich(document, step.from, step.to, lookup);
     }
     case 'function':
-      return runFunction(document, index, context);
+      // Functions run through applyStepsToBatch, which calls the sandbox once for the whole batch.
+      throw new Error('a function step runs only in a batch');
   }
 }
 
-function runFunction(document: TransformDocument, index: number, context: RunContext): Applied {
-  const fn = context.functions?.[index] ?? unavailable('function');
-  const before = JSON.stringify(document);
-  const result = fn.run(document, context.meta);
+/** A function's outcome (from the sandbox) taken into the document; throws when it is not a valid event. */
+function adoptOutcome(document: TransformDocument, result: FunctionOutcome): Applied {
   if (result.kind === 'drop') return 'dropped';
   if (result.kind === 'error') throw new Error(result.message);
-  const next = adoptReturned(document, result.event);
-  Object.assign(document, next);
+  const before = JSON.stringify(document);
+  Object.assign(document, adoptReturned(document, result.event));
   return JSON.stringify(document) === before ? 'unchanged' : 'changed';
 }
 
-function addTime(cpu: Map<StepKind, number>, kind: StepKind, started: number): void {
-  cpu.set(kind, (cpu.get(kind) ?? 0) + (performance.now() - started) / 1000);
+function addTime(cpu: Map<StepKind, number> | undefined, kind: StepKind, started: number): void {
+  if (cpu !== undefined) cpu.set(kind, (cpu.get(kind) ?? 0) + (performance.now() - started) / 1000);
 }
 
 function messageOf(error: unknown): string {
@@ -194,43 +194,141 @@ function messageOf(error: unknown): string {
   return String(error);
 }
 
+/** One item on its way through the steps: its document as it stands, and what each step did. */
+class ItemRun {
+  document: TransformDocument;
+  readonly outcomes: StepOutcome[] = [];
+  readonly warnings: StepFailure[] = [];
+  readonly trace: Array<{ step: number; changed: string[] }> | undefined;
+  result: TransformResult | undefined;
+
+  constructor(
+    input: TransformDocument,
+    readonly context: RunContext,
+  ) {
+    this.document = cloneJson(input);
+    this.trace = context.trace === true ? [] : undefined;
+  }
+
+  /**
+   * Starts a step: the document it works on, or undefined when its `where` does not hold (counted unchanged)
+   * or fails. A step whose failure would be skipped (or traced) works on a copy, so it leaves nothing half-done.
+   */
+  open(step: Step, index: number): TransformDocument | undefined {
+    const working = step.on_error === 'skip' || this.trace !== undefined ? cloneJson(this.document) : this.document;
+    if (step.where === undefined) return working;
+    try {
+      if (holds(step.where, working)) return working;
+    } catch (error) {
+      this.fail(step, index, error);
+      return undefined;
+    }
+    this.close(index, working, 'unchanged');
+    return undefined;
+  }
+
+  close(index: number, working: TransformDocument, applied: Applied): void {
+    this.outcomes.push(applied);
+    this.trace?.push({ step: index, changed: changedPaths(this.document, working) });
+    this.document = working;
+    if (applied === 'dropped') this.result = this.end('dropped', { droppedBy: index });
+  }
+
+  fail(step: Step, index: number, error: unknown): void {
+    this.outcomes.push('error');
+    const failure = { step: index, kind: step.kind, message: messageOf(error) };
+    if (step.on_error === 'skip') {
+      this.warnings.push(failure);
+      this.trace?.push({ step: index, changed: [] });
+    } else this.result = this.end('error', { error: failure });
+  }
+
+  /** Runs a declarative step on this item. */
+  apply(step: Step, index: number): void {
+    const working = this.open(step, index);
+    if (working === undefined) return;
+    const started = this.context.cpu === undefined ? 0 : performance.now();
+    try {
+      this.close(index, working, applyStep(working, step, this.context));
+    } catch (error) {
+      this.fail(step, index, error);
+    }
+    addTime(this.context.cpu, step.kind, started);
+  }
+
+  end(outcome: TransformResult['outcome'], extra: Partial<TransformResult> = {}): TransformResult {
+    return {
+      outcome,
+      document: this.document,
+      warnings: this.warnings,
+      outcomes: this.outcomes,
+      ...(this.trace === undefined ? {} : { trace: this.trace }),
+      ...extra,
+    };
+  }
+
+  finish(): TransformResult {
+    return this.result ?? this.end('kept');
+  }
+}
+
 /**
- * Runs the steps in order on a copy of `input`. A step whose `where` does not hold is `unchanged`; a drop
- * ends the run; a failing step ends it (`on_error: "reject"`) or is skipped with a warning.
+ * Runs steps without a `function` in order on a copy of `input`. A step whose `where` does not hold is
+ * `unchanged`; a drop ends the run; a failing step ends it (`on_error: "reject"`) or is skipped with a warning.
  */
 export function applySteps(input: TransformDocument, steps: readonly Step[], context: RunContext): TransformResult {
-  let document = cloneJson(input);
-  const outcomes: StepOutcome[] = [];
-  const warnings: StepFailure[] = [];
-  const trace: Array<{ step: number; changed: string[] }> | undefined = context.trace ? [] : undefined;
-  for (let index = 0; index < steps.length; index++) {
-    const step = steps[index]!;
-    // A failing step must leave nothing half-done: it works on a copy when its failure would be skipped.
-    const working = step.on_error === 'skip' || trace !== undefined ? cloneJson(document) : document;
-    let applied: Applied;
-    const started = context.cpu === undefined ? 0 : performance.now();
-    try {
-      applied =
-        step.where === undefined || holds(step.where, working) ? applyStep(working, step, index, context) : 'unchanged';
-    } catch (error) {
-      if (context.cpu !== undefined) addTime(context.cpu, step.kind, started);
-      outcomes.push('error');
-      const failure = { step: index, kind: step.kind, message: messageOf(error) };
-      if (step.on_error === 'skip') {
-        warnings.push(failure);
-        trace?.push({ step: index, changed: [] });
-        continue;
-      }
-      return { outcome: 'error', document, error: failure, warnings, outcomes, ...(trace ? { trace } : {}) };
-    }
-    if (context.cpu !== undefined) addTime(context.cpu, step.kind, started);
-    outcomes.push(applied);
-    if (trace !== undefined) trace.push({ step: index, changed: changedPaths(document, working) });
-    document = working;
-    if (applied === 'dropped')
-      return { outcome: 'dropped', document, droppedBy: index, warnings, outcomes, ...(trace ? { trace } : {}) };
+  const run = new ItemRun(input, context);
+  for (let index = 0; index < steps.length && run.result === undefined; index++) run.apply(steps[index]!, index);
+  return run.finish();
+}
+
+/** Calls a function step on the items whose `where` holds, in one crossing into the sandbox; applies each outcome. */
+async function callFunction(runs: ItemRun[], step: Step, index: number, context: RunContext): Promise<void> {
+  const calls: Array<{ run: ItemRun; working: TransformDocument }> = [];
+  for (const run of runs) {
+    const working = run.open(step, index);
+    if (working !== undefined) calls.push({ run, working });
   }
-  return { outcome: 'kept', document, warnings, outcomes, ...(trace ? { trace } : {}) };
+  if (calls.length === 0) return;
+  const fn = context.functions?.[index];
+  const started = performance.now();
+  let outcomes: FunctionOutcome[];
+  try {
+    if (fn === undefined) throw new Error('the function step is not available on this server');
+    outcomes = await fn.runMany(
+      calls.map((call) => call.working),
+      context.meta,
+    );
+  } catch (error) {
+    outcomes = calls.map(() => ({ kind: 'error', message: messageOf(error) }));
+  }
+  addTime(context.cpu, 'function', started);
+  calls.forEach(({ run, working }, i) => {
+    try {
+      run.close(index, working, adoptOutcome(working, outcomes[i] ?? { kind: 'error', message: 'no outcome' }));
+    } catch (error) {
+      run.fail(step, index, error);
+    }
+  });
+}
+
+/**
+ * The same on several items, `function` steps included: a function is called once per step for every item still
+ * running whose `where` holds, its outcome then applied per item. The contexts share the functions and meta.
+ */
+export async function applyStepsToBatch(
+  inputs: readonly TransformDocument[],
+  steps: readonly Step[],
+  contexts: readonly RunContext[],
+): Promise<TransformResult[]> {
+  const runs = inputs.map((input, i) => new ItemRun(input, contexts[i]!));
+  for (let index = 0; index < steps.length && runs.length > 0; index++) {
+    const step = steps[index]!;
+    const live = runs.filter((run) => run.result === undefined);
+    if (step.kind === 'function') await callFunction(live, step, index, contexts[0]!);
+    else for (const run of live) run.apply(step, index);
+  }
+  return runs.map((run) => run.finish());
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

@@ -61,9 +61,9 @@ export const STEP_KINDS: readonly StepKind[] = [
 /** What a step's `function` returns, as the sandbox reports it. */
 export type FunctionOutcome = { kind: 'event'; event: unknown } | { kind: 'drop' } | { kind: 'error'; message: string };
 
-/** A user function compiled once per version (the sandbox); called once per item. */
+/** A user function compiled once per version (the sandbox), called once per step for a batch of documents. */
 export interface RunnableFunction {
-  run(document: TransformDocument, meta: FunctionMeta): FunctionOutcome;
+  runMany(documents: readonly TransformDocument[], meta: FunctionMeta): Promise<FunctionOutcome[]>;
 }
 
 export interface FunctionMeta {

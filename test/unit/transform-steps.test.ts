@@ -4,9 +4,15 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { applySteps, maskHash, REDACTED, type RunContext } from '../../src/domain/transform-engine.js';
+import {
+  applySteps,
+  applyStepsToBatch,
+  maskHash,
+  REDACTED,
+  type RunContext,
+} from '../../src/domain/transform-engine.js';
 import { parseSteps } from '../../src/domain/transform-validate.js';
-import type { Step, TransformDocument } from '../../src/domain/transform-types.js';
+import type { FunctionOutcome, Step, TransformDocument } from '../../src/domain/transform-types.js';
 
 function steps(body: unknown): Step[] {
   const result = parseSteps(body, { geoip: true });
@@ -234,18 +240,45 @@ describe('applySteps', () => {
     assert.equal(skipped.document.properties.y, 2);
   });
 
-  it('runs functions through what it is given and checks what they return', () => {
-    const fn = steps({ steps: [{ kind: 'function', code: 'function transform(e) { return e; }' }] });
-    const rename = {
-      run: (d: TransformDocument) => ({ kind: 'event' as const, event: { ...d, event: 'order.paid', type: 'page' } }),
-    };
-    const renamed = applySteps(doc(), fn, { ...context, functions: [rename] });
-    assert.equal(renamed.document.event, 'order_paid');
-    assert.equal(renamed.document.type, 'event', "type is not the function's to change");
-    const broken = { run: (d: TransformDocument) => ({ kind: 'event' as const, event: { ...d, subject_id: '' } }) };
-    assert.equal(applySteps(doc(), fn, { ...context, functions: [broken] }).outcome, 'error');
-    const drop = { run: () => ({ kind: 'drop' as const }) };
-    assert.equal(applySteps(doc(), fn, { ...context, functions: [drop] }).droppedBy, 0);
+  it('runs functions once per batch through what it is given, and checks what they return', async () => {
+    const fn = steps({
+      steps: [
+        { kind: 'set', path: 'properties.before', value: 1 },
+        {
+          kind: 'function',
+          code: 'function transform(e) { return e; }',
+          where: { '!=': [{ var: 'subject_id' }, 'skip'] },
+        },
+      ],
+    });
+    const calls: number[] = [];
+    const each = (make: (d: TransformDocument) => FunctionOutcome) => ({
+      runMany: async (docs: readonly TransformDocument[]) => {
+        calls.push(docs.length);
+        return docs.map(make);
+      },
+    });
+    const rename = each((d) => ({ kind: 'event', event: { ...d, event: 'order.paid', type: 'page' } }));
+    const [renamed, skipped] = await applyStepsToBatch([doc(), doc({ subject_id: 'skip' })], fn, [
+      { ...context, functions: [undefined, rename] },
+      { ...context, functions: [undefined, rename] },
+    ]);
+    assert.deepEqual(calls, [1], 'one call for the items whose where holds');
+    assert.equal(renamed!.document.event, 'order_paid');
+    assert.equal(renamed!.document.properties.before, 1, 'the function saw the steps before it');
+    assert.equal(renamed!.document.type, 'event', "type is not the function's to change");
+    assert.equal(skipped!.document.event, 'project_created');
+    const broken = each((d) => ({ kind: 'event', event: { ...d, subject_id: '' } }));
+    assert.equal(
+      (await applyStepsToBatch([doc()], fn, [{ ...context, functions: [undefined, broken] }]))[0]!.outcome,
+      'error',
+    );
+    const drop = each(() => ({ kind: 'drop' }));
+    assert.equal(
+      (await applyStepsToBatch([doc()], fn, [{ ...context, functions: [undefined, drop] }]))[0]!.droppedBy,
+      1,
+    );
+    assert.equal(applySteps(doc(), fn, context).outcome, 'error', 'the single-item runner has no functions');
   });
 
   it('traces the paths each step changed', () => {

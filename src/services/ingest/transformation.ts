@@ -5,7 +5,7 @@
 // refusal records its document as the steps left it (masks applied), never the item as received.
 import { AppError } from '../../domain/errors.js';
 import { uuidv7 } from '../../domain/ids.js';
-import { applySteps, type TransformResult } from '../../domain/transform-engine.js';
+import { applySteps, applyStepsToBatch, type RunContext, type TransformResult } from '../../domain/transform-engine.js';
 import { documentOf, draftOf } from '../../domain/transform-document.js';
 import type { StepKind } from '../../domain/transform-types.js';
 import type { PreparedTransformation, TransformationService } from '../transformations/service.js';
@@ -21,28 +21,41 @@ export function transformationRefusal(failure: { step: number; kind: StepKind; m
   );
 }
 
-function runItem(
+/** Each item's run context: sampling by message id on an item without one uses its event id, assigned here. */
+function contextOf(
   run: AcceptRun,
   item: AcceptItem,
   prepared: PreparedTransformation,
   runtime: TransformRuntime,
   cpu: Map<StepKind, number>,
-): TransformResult {
-  const source = run.options.source ?? API_SOURCE;
-  // `sample` by message id on an item without one uses the event's id: assigned here, stored by the write.
+): RunContext {
   if (item.draft.externalId === null) item.eventId = uuidv7();
-  return applySteps(documentOf(item.draft, source), prepared.steps, {
+  return {
     secret: prepared.secret,
     messageId: item.draft.externalId ?? item.eventId!,
     meta: { product_id: run.auth.productId, key_id: run.auth.keyId, route: run.options.endpoint },
     enrichers: runtime.enrichers,
     functions: prepared.functions,
     cpu,
-  });
+  };
+}
+
+/** The items' runs: one by one without functions, as a batch (one sandbox call per function step) with them. */
+function runItems(
+  run: AcceptRun,
+  prepared: PreparedTransformation,
+  runtime: TransformRuntime,
+  cpu: Map<StepKind, number>,
+): TransformResult[] | Promise<TransformResult[]> {
+  const source = run.options.source ?? API_SOURCE;
+  const contexts = run.items.map((item) => contextOf(run, item, prepared, runtime, cpu));
+  const documents = run.items.map((item) => documentOf(item.draft, source));
+  if (prepared.functions.every((fn) => fn === undefined))
+    return documents.map((document, i) => applySteps(document, prepared.steps, contexts[i]!));
+  return applyStepsToBatch(documents, prepared.steps, contexts);
 }
 
 export function transformationStage(transformations: TransformationService): Stage {
-  const { runtime } = transformations;
   return async function transformation(run) {
     if (run.items.length === 0) return;
     // Cached per instance like tracking plans: a Map lookup, or one query the first time a product is seen.
@@ -50,11 +63,11 @@ export function transformationStage(transformations: TransformationService): Sta
     if (prepared === undefined || prepared.steps.length === 0) return;
     const recordAs = (run.recordAs ??= new Map());
     const cpu = new Map<StepKind, number>();
-    const results: TransformResult[] = [];
+    const pending = runItems(run, prepared, transformations.runtime, cpu);
+    const results = pending instanceof Promise ? await pending : pending;
     const kept: AcceptItem[] = [];
-    for (const item of run.items) {
-      const result = runItem(run, item, prepared, runtime, cpu);
-      results.push(result);
+    results.forEach((result, i) => {
+      const item = run.items[i]!;
       recordAs.set(item.index, result.document);
       for (const warning of result.warnings)
         (run.warnings ??= []).push({
@@ -69,7 +82,7 @@ export function transformationStage(transformations: TransformationService): Sta
         item.draft = draftOf(item.draft, result.document);
         kept.push(item);
       }
-    }
+    });
     run.items = kept;
     // Counted whether or not the write succeeds: the steps ran either way.
     transformations.metrics.count(run.auth.productId, results, cpu);

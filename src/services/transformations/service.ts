@@ -13,7 +13,7 @@ import { unavailableKind, type TransformRuntime } from './runtime.js';
 import type { EventDraft } from '../../domain/events.js';
 import { uuidv7 } from '../../domain/ids.js';
 import { documentOf } from '../../domain/transform-document.js';
-import { applySteps } from '../../domain/transform-engine.js';
+import { applyStepsToBatch, type TransformResult } from '../../domain/transform-engine.js';
 import type { FunctionMeta, RunnableFunction, TransformDocument } from '../../domain/transform-types.js';
 
 /** An item to try, translated as its route would: its draft and the source it would be stored under. */
@@ -42,7 +42,7 @@ export interface TransformationOptions {
 export interface PreparedTransformation {
   version: number;
   steps: Step[];
-  functions: Array<RunnableFunction | undefined>;
+  functions: Array<PreparedFunction | undefined>;
   secret: string;
 }
 
@@ -52,31 +52,58 @@ interface CacheEntry {
   refreshing?: Promise<void>;
 }
 
+/** A compiled function as the service holds it: run by the engine, freed when its version is replaced. */
+type PreparedFunction = RunnableFunction & { dispose(): void };
+
 type Prepare =
-  { ok: true; steps: Step[]; functions: Array<RunnableFunction | undefined> } | { ok: false; errors: FieldError[] };
+  { ok: true; steps: Step[]; functions: Array<PreparedFunction | undefined> } | { ok: false; errors: FieldError[] };
 
 /** Validates the body and compiles its functions; every problem with a pointer into the body. */
-function prepareSteps(body: unknown, productId: string, runtime: TransformRuntime, geoip: boolean, base = ''): Prepare {
+async function prepareSteps(body: unknown, runtime: TransformRuntime, geoip: boolean, base = ''): Promise<Prepare> {
   const parsed = parseSteps(body, { geoip }, base);
   if (!parsed.ok) return parsed;
   const errors: FieldError[] = [];
-  const functions: Array<RunnableFunction | undefined> = [];
-  parsed.steps.forEach((step, index) => {
+  const functions: Array<PreparedFunction | undefined> = [];
+  for (const [index, step] of parsed.steps.entries()) {
     const missing = unavailableKind(step.kind, runtime);
     if (missing !== undefined) {
       errors.push({ pointer: `${base}/steps/${index}/kind`, message: missing });
-      return;
+      continue;
     }
-    if (step.kind !== 'function') return;
-    const compiled = runtime.functions!.compile(step.code, productId);
+    if (step.kind !== 'function') continue;
+    const compiled = await runtime.functions!.compile(step.code);
     if (compiled.ok) functions[index] = compiled.fn;
     else
       errors.push({
         pointer: `${base}/steps/${index}/code`,
         message: compiled.line === undefined ? compiled.message : `line ${compiled.line}: ${compiled.message}`,
       });
-  });
-  return errors.length === 0 ? { ok: true, steps: parsed.steps, functions } : { ok: false, errors };
+  }
+  if (errors.length === 0) return { ok: true, steps: parsed.steps, functions };
+  disposeAll(functions);
+  return { ok: false, errors };
+}
+
+function disposeAll(functions: ReadonlyArray<PreparedFunction | undefined>): void {
+  for (const fn of functions) fn?.dispose();
+}
+
+/** A replaced version's functions are freed a while later: a request that took it may still be running them. */
+const DISPOSE_AFTER_MS = 60_000;
+
+function disposeLater(prepared: PreparedTransformation | undefined): void {
+  if (prepared === undefined || prepared.functions.every((fn) => fn === undefined)) return;
+  setTimeout(() => disposeAll(prepared.functions), DISPOSE_AFTER_MS).unref();
+}
+
+function testResult(input: TransformDocument, result: TransformResult): TestResult {
+  const trace = result.trace ?? [];
+  if (result.outcome === 'dropped') return { input, output: null, dropped_by: result.droppedBy!, trace };
+  if (result.outcome === 'error') {
+    const { step, message } = result.error!;
+    return { input, output: null, error: { step, message }, trace };
+  }
+  return { input, output: result.document, trace };
 }
 
 export function createTransformationService(
@@ -94,7 +121,7 @@ export function createTransformationService(
     productId: string,
     stored: TransformationVersion,
   ): Promise<PreparedTransformation | undefined> {
-    const prepared = prepareSteps({ steps: stored.steps }, productId, runtime, options.geoip);
+    const prepared = await prepareSteps({ steps: stored.steps }, runtime, options.geoip);
     // A stored version was valid when it was PUT; a server without a module it needs keeps the one it had.
     if (!prepared.ok) return undefined;
     const secret = await storage.transformations.secret(productId, makeSecret);
@@ -105,10 +132,15 @@ export function createTransformationService(
     const version = await storage.transformations.currentVersion(productId);
     if (version !== (entry.prepared?.version ?? 0)) {
       const stored = await storage.transformations.current(productId);
-      if (stored === undefined) entry.prepared = undefined;
-      else {
+      if (stored === undefined) {
+        disposeLater(entry.prepared);
+        entry.prepared = undefined;
+      } else {
         const prepared = await prepareStored(productId, stored);
-        if (prepared !== undefined) entry.prepared = prepared;
+        if (prepared !== undefined) {
+          disposeLater(entry.prepared);
+          entry.prepared = prepared;
+        }
       }
     }
     entry.checkedAt = clock();
@@ -124,6 +156,9 @@ export function createTransformationService(
   return {
     metrics: transformMetrics,
     runtime,
+
+    /** Frees the sandbox's thread (the service's close). */
+    close: () => runtime.functions?.close() ?? Promise.resolve(),
 
     /** The prepared version of a product (undefined: none); awaits storage only the first time a product is seen. */
     async preparedFor(productId: string): Promise<PreparedTransformation | undefined> {
@@ -147,7 +182,7 @@ export function createTransformationService(
 
     /** Stores a new version after validating and compiling it; an invalid one is a 400 with pointers into the body. */
     async put(productId: string, body: unknown): Promise<TransformationVersion> {
-      const prepared = prepareSteps(body, productId, runtime, options.geoip);
+      const prepared = await prepareSteps(body, runtime, options.geoip);
       if (!prepared.ok) throw validationError(prepared.errors);
       const secret = await storage.transformations.secret(productId, makeSecret);
       const stored = await storage.transformations.put(productId, prepared.steps, new Date(clock()).toISOString());
@@ -161,6 +196,7 @@ export function createTransformationService(
       // This instance applies it at once; a refresh already running may still set the older one, then the next corrects it.
       if (entry === undefined) cache.set(productId, { prepared: ready, checkedAt: clock() });
       else {
+        disposeLater(entry.prepared);
         entry.prepared = ready;
         entry.checkedAt = clock();
       }
@@ -173,32 +209,35 @@ export function createTransformationService(
      */
     async test(productId: string, steps: unknown, items: TestItem[], meta: FunctionMeta): Promise<TestResult[]> {
       let prepared: PreparedTransformation | undefined;
+      let own = false;
       if (steps === undefined) prepared = await this.preparedFor(productId);
       else {
-        const checked = prepareSteps({ steps }, productId, runtime, options.geoip);
+        const checked = await prepareSteps({ steps }, runtime, options.geoip);
         if (!checked.ok) throw validationError(checked.errors);
         const secret = await storage.transformations.secret(productId, makeSecret);
         prepared = { version: 0, steps: checked.steps, functions: checked.functions, secret };
+        own = true;
       }
-      return items.map((item) => {
-        const input = documentOf(item.draft, item.source);
-        if (prepared === undefined) return { input, output: input, trace: [] };
-        const result = applySteps(input, prepared.steps, {
-          secret: prepared.secret,
-          messageId: item.draft.externalId ?? uuidv7(),
-          meta,
-          enrichers: runtime.enrichers,
-          functions: prepared.functions,
-          trace: true,
-        });
-        const trace = result.trace ?? [];
-        if (result.outcome === 'dropped') return { input, output: null, dropped_by: result.droppedBy!, trace };
-        if (result.outcome === 'error') {
-          const { step, message } = result.error!;
-          return { input, output: null, error: { step, message }, trace };
-        }
-        return { input, output: result.document, trace };
-      });
+      const inputs = items.map((item) => documentOf(item.draft, item.source));
+      if (prepared === undefined) return inputs.map((input) => ({ input, output: input, trace: [] }));
+      const { secret, functions } = prepared;
+      try {
+        const results = await applyStepsToBatch(
+          inputs,
+          prepared.steps,
+          items.map((item) => ({
+            secret,
+            messageId: item.draft.externalId ?? uuidv7(),
+            meta,
+            enrichers: runtime.enrichers,
+            functions,
+            trace: true,
+          })),
+        );
+        return results.map((result, i) => testResult(inputs[i]!, result));
+      } finally {
+        if (own) disposeAll(functions);
+      }
     },
   };
 }
