@@ -4,15 +4,10 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import { validationError, type FieldError } from '../../domain/errors.js';
-import { draftV2, type V2EventInput } from '../../domain/events.js';
-import { SEGMENT_SOURCE, translateSegmentItem } from '../../domain/segment.js';
 import { transformationResource } from '../../resources/transformations.js';
 import type { Services } from '../../services.js';
-import type { TestItem } from '../../services/transformations/service.js';
+import { translateTestItems } from '../../services/transformations/test-items.js';
 import { problemResponse } from '../schemas/common.js';
-import { EventV2Request } from '../schemas/events.js';
-import { schemaErrors } from '../validation.js';
 import { productOf } from './context.js';
 
 const MAX_TEST_ITEMS = 100;
@@ -61,32 +56,6 @@ const invalid = {
     'An invalid step, condition or path (`errors[].pointer` such as /steps/2/paths/0), code that does not compile (its message and line), or a geoip step without INLET_GEOIP_DATABASE',
   ),
 };
-
-/** The test items translated as their route would; a problem in any of them is a 400 pointing into `items`. */
-function testItems(items: unknown[], route: 'v2' | 'segment', keyId: string): TestItem[] {
-  const receivedAt = new Date().toISOString();
-  const errors: FieldError[] = [];
-  const out: TestItem[] = [];
-  items.forEach((item, index) => {
-    const base = `/items/${index}`;
-    if (route === 'segment') {
-      const translated = translateSegmentItem(item, { call: undefined, base, receivedAt, keyId });
-      if (translated.ok) out.push({ draft: translated.draft, source: SEGMENT_SOURCE });
-      else errors.push(...(translated.error.errors ?? [{ pointer: base, message: translated.error.message }]));
-      return;
-    }
-    const schema = schemaErrors(EventV2Request, item, base);
-    if (schema.length > 0) {
-      errors.push(...schema);
-      return;
-    }
-    const draft = draftV2(item as V2EventInput, receivedAt, base, true);
-    if (draft.ok) out.push({ draft: draft.draft, source: 'api' });
-    else errors.push(...draft.errors);
-  });
-  if (errors.length > 0) throw validationError(errors);
-  return out;
-}
 
 export function adminTransformationRoutes(app: FastifyInstance, services: Services): void {
   const r = app.withTypeProvider<TypeBoxTypeProvider>();
@@ -153,7 +122,7 @@ export function adminTransformationRoutes(app: FastifyInstance, services: Servic
     async (request) => {
       const product = productOf(request).id;
       const { body } = request;
-      const items = testItems(body.items, body.route ?? 'v2', 'test');
+      const items = translateTestItems(body.items, body.route ?? 'v2', 'test');
       const data = await transformations.test(product, body.steps, items, {
         product_id: product,
         key_id: null,
