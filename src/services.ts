@@ -1,5 +1,6 @@
 // One place builds the world: storage and every service. Used by the HTTP server, the CLI and the
 // background jobs alike; nothing else opens storage.
+import { cloneJson } from './domain/transform-paths.js';
 import { ConfigError, type Config } from './config.js';
 import { openStorage, type OpenedStorage } from './storage/connect.js';
 import { createIdentityService, type IdentityService } from './services/identity-service.js';
@@ -252,8 +253,8 @@ async function createTransformRuntime(config: Config): Promise<TransformRuntime>
   }
   return {
     enrichers: {
-      userAgent: (userAgent) => parseUserAgent(userAgent) as unknown as Record<string, unknown>,
-      isBot,
+      userAgent: remembered((userAgent) => parseUserAgent(userAgent) as unknown as Record<string, unknown>),
+      isBot: remembered(isBot),
       ...(geoip === undefined
         ? {}
         : { geoip: (ip: string) => geoip.lookup(ip) as Record<string, unknown> | undefined }),
@@ -261,5 +262,22 @@ async function createTransformRuntime(config: Config): Promise<TransformRuntime>
     functions: sandboxCompiler(
       createSandbox({ cpuMs: config.transformFunctionCpuMs, memoryMb: config.transformFunctionMemoryMb }),
     ),
+  };
+}
+
+/**
+ * A lookup with a bounded memory of its answers: browsers send the same few user agents again and again. Objects
+ * are copied on the way out, so a later step changing one never changes what the next item gets.
+ */
+function remembered<T>(lookup: (input: string) => T, entries = 2000): (input: string) => T {
+  const memory = new Map<string, T>();
+  return (input) => {
+    let answer = memory.get(input);
+    if (answer === undefined) {
+      answer = lookup(input);
+      if (memory.size >= entries) memory.clear();
+      memory.set(input, answer);
+    }
+    return typeof answer === 'object' && answer !== null ? cloneJson(answer) : answer;
   };
 }

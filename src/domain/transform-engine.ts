@@ -20,6 +20,8 @@ export const REDACTED = '[redacted]';
 export interface RunContext {
   /** The product's transformation secret: the key of `mask` `hash`. */
   secret: string;
+  /** Hashes already made under `secret` (by the value's JSON text), shared by the items of one version. */
+  hashCache?: Map<string, string>;
   /** The idempotency key as received, or the event's assigned id when it has none (`sample` by `message_id`). */
   messageId: string;
   meta: FunctionMeta;
@@ -63,9 +65,20 @@ export function sampleShare(id: string): number {
 }
 
 /** `mask` `hash`: lowercase hex HMAC-SHA256 of the value's JSON text under the product's secret. */
-export function maskHash(secret: string, value: unknown): string {
-  return createHmac('sha256', secret).update(JSON.stringify(value)).digest('hex');
+export function maskHash(secret: string, value: unknown, cache?: Map<string, string>): string {
+  const text = JSON.stringify(value);
+  const known = cache?.get(text);
+  if (known !== undefined) return known;
+  const hash = createHmac('sha256', secret).update(text).digest('hex');
+  if (cache !== undefined) {
+    // Bounded: the values that repeat (e-mail addresses, ids) stay; a flood of new ones starts it again.
+    if (cache.size >= MASK_CACHE_ENTRIES) cache.clear();
+    cache.set(text, hash);
+  }
+  return hash;
 }
+
+const MASK_CACHE_ENTRIES = 10_000;
 
 function isTopLevel(path: string): boolean {
   return path.indexOf('.') < 0;
@@ -76,12 +89,12 @@ function root(document: TransformDocument): Record<string, unknown> {
   return document as unknown as Record<string, unknown>;
 }
 
-function applyMask(document: TransformDocument, step: Extract<Step, { kind: 'mask' }>, secret: string): Applied {
+function applyMask(document: TransformDocument, step: Extract<Step, { kind: 'mask' }>, context: RunContext): Applied {
   let changed = false;
   for (const path of step.paths) {
     const value = getPath(root(document), path);
     if (value === undefined) continue;
-    const masked = step.with === 'redact' ? REDACTED : maskHash(secret, value);
+    const masked = step.with === 'redact' ? REDACTED : maskHash(context.secret, value, context.hashCache);
     if (isTopLevel(path)) setTopLevel(document, path, masked);
     else setPath(root(document), path, masked);
     changed = true;
@@ -150,7 +163,7 @@ function applyStep(document: TransformDocument, step: Step, context: RunContext)
       return 'changed';
     }
     case 'mask':
-      return applyMask(document, step, context.secret);
+      return applyMask(document, step, context);
     case 'allow_properties':
       return applyAllow(document, step.paths);
     case 'user_agent': {

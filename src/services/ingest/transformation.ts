@@ -32,6 +32,7 @@ function contextOf(
   if (item.draft.externalId === null) item.eventId = uuidv7();
   return {
     secret: prepared.secret,
+    hashCache: prepared.hashCache,
     messageId: item.draft.externalId ?? item.eventId!,
     meta: { product_id: run.auth.productId, key_id: run.auth.keyId, route: run.options.endpoint },
     enrichers: runtime.enrichers,

@@ -44,6 +44,8 @@ export interface PreparedTransformation {
   steps: Step[];
   functions: Array<PreparedFunction | undefined>;
   secret: string;
+  /** `mask` `hash` results of this version's secret, by value (the engine bounds it). */
+  hashCache: Map<string, string>;
 }
 
 interface CacheEntry {
@@ -125,7 +127,13 @@ export function createTransformationService(
     // A stored version was valid when it was PUT; a server without a module it needs keeps the one it had.
     if (!prepared.ok) return undefined;
     const secret = await storage.transformations.secret(productId, makeSecret);
-    return { version: stored.version, steps: prepared.steps, functions: prepared.functions, secret };
+    return {
+      version: stored.version,
+      steps: prepared.steps,
+      functions: prepared.functions,
+      secret,
+      hashCache: new Map(),
+    };
   }
 
   async function load(productId: string, entry: CacheEntry): Promise<void> {
@@ -191,6 +199,7 @@ export function createTransformationService(
         steps: prepared.steps,
         functions: prepared.functions,
         secret,
+        hashCache: new Map(),
       };
       const entry = cache.get(productId);
       // This instance applies it at once; a refresh already running may still set the older one, then the next corrects it.
@@ -215,7 +224,7 @@ export function createTransformationService(
         const checked = await prepareSteps({ steps }, runtime, options.geoip);
         if (!checked.ok) throw validationError(checked.errors);
         const secret = await storage.transformations.secret(productId, makeSecret);
-        prepared = { version: 0, steps: checked.steps, functions: checked.functions, secret };
+        prepared = { version: 0, steps: checked.steps, functions: checked.functions, secret, hashCache: new Map() };
         own = true;
       }
       const inputs = items.map((item) => documentOf(item.draft, item.source));
