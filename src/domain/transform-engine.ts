@@ -30,6 +30,8 @@ export interface RunContext {
   functions?: ReadonlyArray<RunnableFunction | undefined>;
   /** Collect the paths each step changed (the test endpoint). */
   trace?: boolean;
+  /** The input is the caller's to give away (the accept stage's own draft): no copy is made of it. */
+  owned?: boolean;
   /** Seconds spent per step kind, added to (metrics). */
   cpu?: Map<StepKind, number>;
 }
@@ -219,7 +221,7 @@ class ItemRun {
     input: TransformDocument,
     readonly context: RunContext,
   ) {
-    this.document = cloneJson(input);
+    this.document = context.owned === true ? input : cloneJson(input);
     this.trace = context.trace === true ? [] : undefined;
   }
 

@@ -38,6 +38,8 @@ function contextOf(
     enrichers: runtime.enrichers,
     functions: prepared.functions,
     cpu,
+    // The draft is replaced by the result: its objects (parsed from this request's body) may be changed in place.
+    owned: true,
   };
 }
 
