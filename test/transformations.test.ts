@@ -275,6 +275,36 @@ describe('steps on every entry point', () => {
   });
 });
 
+describe('native identify', () => {
+  it('the traits go through the steps: masked, dropped, or refused with 422', async () => {
+    const p = await newProduct('tf-identify');
+    await p.put([
+      { kind: 'drop', where: { '==': [{ var: 'traits.test' }, true] } },
+      { kind: 'mask', paths: ['traits.email'], with: 'redact' },
+      { kind: 'set', path: 'traits.seen', value: true },
+      { kind: 'set', path: 'traits.email.x', value: 1, where: { '==': [{ var: 'traits.fail' }, true] } },
+    ]);
+    const identify = (traits: Record<string, unknown>, externalId = 'n-1') =>
+      ctx.app.inject({
+        method: 'POST',
+        url: '/api/v2/identify',
+        headers: bearer(p.eventsKey),
+        payload: { external_id: externalId, traits },
+      });
+    const created = await identify({ email: 'fay@example.com', name: 'Fay' });
+    assert.equal(created.statusCode, 201, created.body);
+    assert.deepEqual(created.json().data.traits, { email: REDACTED, name: 'Fay', seen: true });
+    const dropped = await identify({ test: true }, 'n-2');
+    assert.deepEqual(dropped.json(), { data: null, meta: { dropped: true, step: 0 } });
+    assert.equal((await p.admin('GET', '/users/n-2')).statusCode, 404, 'nothing stored');
+    const failed = await identify({ email: 'gus@example.com', fail: true }, 'n-3');
+    assert.equal(failed.statusCode, 422);
+    assert.equal(problemOf(failed).code, 'transformation_error');
+    const user = (await p.admin('GET', '/users/n-1')).json().data;
+    assert.equal(JSON.stringify(user).includes('example.com'), false);
+  });
+});
+
 describe('the test endpoint', () => {
   it('runs given steps on items as a route would translate them, with traces, storing nothing', async () => {
     const p = await newProduct('tf-test');

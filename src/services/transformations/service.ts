@@ -14,7 +14,7 @@ import type { EventDraft } from '../../domain/events.js';
 import { uuidv7 } from '../../domain/ids.js';
 import { documentOf } from '../../domain/transform-document.js';
 import { applyStepsToBatch, type TransformResult } from '../../domain/transform-engine.js';
-import type { FunctionMeta, RunnableFunction, TransformDocument } from '../../domain/transform-types.js';
+import type { FunctionMeta, RunnableFunction, StepKind, TransformDocument } from '../../domain/transform-types.js';
 
 /** An item to try, translated as its route would: its draft and the source it would be stored under. */
 export interface TestItem {
@@ -210,6 +210,46 @@ export function createTransformationService(
         entry.checkedAt = clock();
       }
       return stored;
+    },
+
+    /**
+     * The product's transformation on a native identify's traits (`/api/v2/identify`, transformations.md §1): the
+     * document of an identify item; undefined when the product has none. Metrics are counted as for events.
+     */
+    async applyToIdentify(
+      productId: string,
+      keyId: string | null,
+      input: { externalId: string; traits: Record<string, unknown>; receivedAt: string; route: string },
+    ): Promise<TransformResult | undefined> {
+      const prepared = await this.preparedFor(productId);
+      if (prepared === undefined || prepared.steps.length === 0) return undefined;
+      const document: TransformDocument = {
+        type: 'identify',
+        event: 'user_identified',
+        event_type: 'user',
+        action: 'identified',
+        subject_type: 'user',
+        subject_id: input.externalId,
+        occurred_at: input.receivedAt,
+        properties: {},
+        traits: input.traits,
+        context: {},
+        source: 'api',
+      };
+      const cpu = new Map<StepKind, number>();
+      const [result] = await applyStepsToBatch([document], prepared.steps, [
+        {
+          secret: prepared.secret,
+          hashCache: prepared.hashCache,
+          messageId: uuidv7(),
+          meta: { product_id: productId, key_id: keyId, route: input.route },
+          enrichers: runtime.enrichers,
+          functions: prepared.functions,
+          cpu,
+        },
+      ]);
+      transformMetrics.count(productId, [result!], cpu);
+      return result;
     },
 
     /**
