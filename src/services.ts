@@ -1,5 +1,6 @@
 // One place builds the world: storage and every service. Used by the HTTP server, the CLI and the
 // background jobs alike; nothing else opens storage.
+import { cloneJson } from './domain/transform-paths.js';
 import { ConfigError, type Config } from './config.js';
 import { openStorage, type OpenedStorage } from './storage/connect.js';
 import { createIdentityService, type IdentityService } from './services/identity-service.js';
@@ -11,6 +12,16 @@ import { createSegmentService, type SegmentService } from './services/segment-se
 import { createRejectionService, type RejectionService } from './services/rejection-service.js';
 import { createCatalogService, type CatalogService } from './services/catalog-service.js';
 import { createTrackingPlanService, type TrackingPlanService } from './services/tracking-plan-service.js';
+import { createTransformationService, type TransformationService } from './services/transformations/service.js';
+import {
+  GeoIpDatabaseError,
+  isBot,
+  openGeoIp,
+  parseUserAgent,
+  type GeoIp,
+} from './services/transformations/enrichment.js';
+import { sandboxCompiler, type TransformRuntime } from './services/transformations/runtime.js';
+import { createSandbox } from './services/transformations/sandbox.js';
 import { createMetrics, type Metrics } from './services/metrics.js';
 import { registerStorageMetrics } from './services/storage-metrics.js';
 import { createRateLimiter } from './services/rate-limiter-store.js';
@@ -19,7 +30,7 @@ import { createTrafficReportService, type TrafficReportService } from './service
 import { createTrafficSyncService, type TrafficSyncService } from './sync/sync-service.js';
 import { createTrafficScheduler, type TrafficScheduler } from './sync/scheduler.js';
 import { DEFAULT_RETRY_POLICY } from './sync/provider.js';
-import { createOutboundGuard } from './services/outbound-guard.js';
+import { createOutboundGuard, type OutboundGuard } from './services/outbound-guard.js';
 import { createDestinationService, type DestinationService } from './services/destinations/service.js';
 import { createStatsService, type StatsService } from './services/stats-service.js';
 import { destinationMessage } from './resources/destination-messages.js';
@@ -43,6 +54,8 @@ export interface Services {
   rejections: RejectionService;
   /** Data governance (governance.md §1–2): the event catalogue and tracking plans with their violations. */
   governance: { catalog: CatalogService; plans: TrackingPlanService };
+  /** Product transformations (transformations.md): versions, the accept stage's cache, the test runs. */
+  transformations: TransformationService;
   rateLimiter: RateLimiter;
   /** Browser keys: per key and client IP (INLET_BROWSER_RATE_LIMIT_PER_IP). */
   browserIpLimiter: InMemoryRateLimiter;
@@ -121,11 +134,24 @@ export async function createServices(config: Config, options: CreateServicesOpti
     throw error instanceof KeyChangedError ? new ConfigError(error.message) : error;
   }
   const retention = createRetentionService(storage, metrics, { intervalMs: config.retentionIntervalMs });
+  // The same bounded delay as tracking plans for a new version to reach other instances (transformations.md §8).
+  let runtime: TransformRuntime;
+  try {
+    runtime = await createTransformRuntime(config);
+  } catch (error) {
+    await storage.close();
+    throw error;
+  }
+  const transformations = createTransformationService(storage, metrics, runtime, {
+    refreshMs: config.trackingPlanRefreshMs,
+    geoip: config.geoipDatabase !== undefined,
+  });
   const ingest = createIngestService(storage, metrics, {
     legacyFlat: config.legacyFlat,
     rejections,
     governance,
     suppressions: erasure,
+    transformations,
   });
   const identity = createIdentityService(storage, { suppressions: erasure, plans, catalog, rejections });
   const events = {
@@ -151,19 +177,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
     sync: trafficSync,
     scheduler: createTrafficScheduler(storage, trafficSync, { intervalMs: config.trafficSyncIntervalMs }),
   };
-  const destinations = createDestinationService(storage.destinations, metrics, {
-    timeoutMs: config.destinationTimeoutMs,
-    disableAfterMs: config.destinationDisableAfterMs,
-    pollMs: config.destinationPollMs,
-    leaseMs: config.destinationLeaseMs,
-    logRetentionMs: config.destinationLogRetentionDays * 86_400_000,
-    warehouse: { maxTables: config.warehouseMaxTables, maxColumns: config.warehouseMaxColumns },
-    ...(config.fileDestinationsRoot === undefined ? {} : { fileRoot: config.fileDestinationsRoot }),
-    ...(config.fileDestinationsRoot === undefined ? {} : { fileRoot: config.fileDestinationsRoot }),
-    guard,
-    format: destinationMessage,
-    ...(options.now === undefined ? {} : { clock: { now: options.now } }),
-  });
+  const destinations = createDestinations(config, storage, metrics, guard, options.now);
   const stats = createStatsService({
     metrics,
     poolStats: telemetry.poolStats,
@@ -177,6 +191,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
     metrics,
     keys,
     ingest,
+    transformations,
     identity,
     events,
     segment,
@@ -201,6 +216,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
         await traffic.scheduler.stop();
         await events.streams.close();
         await ingest.close();
+        await transformations.close();
         await rejections.close();
         await catalog.close().catch(() => {});
         await plans.close().catch(() => {});
@@ -210,5 +226,72 @@ export async function createServices(config: Config, options: CreateServicesOpti
       })();
       return closed;
     },
+  };
+}
+
+/** Destinations as the settings say, every target through the one outbound guard. */
+function createDestinations(
+  config: Config,
+  storage: OpenedStorage,
+  metrics: Metrics,
+  guard: OutboundGuard,
+  now: (() => number) | undefined,
+) {
+  return createDestinationService(storage.destinations, metrics, {
+    timeoutMs: config.destinationTimeoutMs,
+    disableAfterMs: config.destinationDisableAfterMs,
+    pollMs: config.destinationPollMs,
+    leaseMs: config.destinationLeaseMs,
+    logRetentionMs: config.destinationLogRetentionDays * 86_400_000,
+    warehouse: { maxTables: config.warehouseMaxTables, maxColumns: config.warehouseMaxColumns },
+    ...(config.fileDestinationsRoot === undefined ? {} : { fileRoot: config.fileDestinationsRoot }),
+    guard,
+    format: destinationMessage,
+    ...(now === undefined ? {} : { clock: { now } }),
+  });
+}
+
+/**
+ * The enrichment modules and the function sandbox of transformation steps. The MaxMind database is opened once,
+ * at start (a file that cannot be read stops the start with an error naming INLET_GEOIP_DATABASE); the sandbox's
+ * thread starts with the first function compiled.
+ */
+async function createTransformRuntime(config: Config): Promise<TransformRuntime> {
+  let geoip: GeoIp | undefined;
+  if (config.geoipDatabase !== undefined) {
+    try {
+      geoip = await openGeoIp(config.geoipDatabase);
+    } catch (error) {
+      throw error instanceof GeoIpDatabaseError ? new ConfigError(error.message) : error;
+    }
+  }
+  return {
+    enrichers: {
+      userAgent: remembered((userAgent) => parseUserAgent(userAgent) as unknown as Record<string, unknown>),
+      isBot: remembered(isBot),
+      ...(geoip === undefined
+        ? {}
+        : { geoip: (ip: string) => geoip.lookup(ip) as Record<string, unknown> | undefined }),
+    },
+    functions: sandboxCompiler(
+      createSandbox({ cpuMs: config.transformFunctionCpuMs, memoryMb: config.transformFunctionMemoryMb }),
+    ),
+  };
+}
+
+/**
+ * A lookup with a bounded memory of its answers: browsers send the same few user agents again and again. Objects
+ * are copied on the way out, so a later step changing one never changes what the next item gets.
+ */
+function remembered<T>(lookup: (input: string) => T, entries = 2000): (input: string) => T {
+  const memory = new Map<string, T>();
+  return (input) => {
+    let answer = memory.get(input);
+    if (answer === undefined) {
+      answer = lookup(input);
+      if (memory.size >= entries) memory.clear();
+      memory.set(input, answer);
+    }
+    return typeof answer === 'object' && answer !== null ? cloneJson(answer) : answer;
   };
 }

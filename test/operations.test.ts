@@ -206,6 +206,7 @@ describe('OpenAPI and docs', () => {
       Object.keys(schema.properties).sort(),
       [
         'action',
+        'context',
         'event',
         'event_type',
         'external_id',

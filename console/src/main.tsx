@@ -15,6 +15,7 @@ import { LegacyPage } from './pages/legacy';
 import { HealthPage } from './pages/health';
 import { CatalogPage } from './pages/catalog';
 import { PlanPage } from './pages/plan';
+import { TransformationPage } from './pages/transformation';
 import { PrivacyPage } from './pages/privacy';
 import './styles.css';
 
@@ -23,6 +24,7 @@ const PRODUCT_PAGES = [
   ['users', 'Users'],
   ['catalog', 'Catalogue'],
   ['plan', 'Tracking plan'],
+  ['transformation', 'Transformation'],
   ['traffic', 'Traffic'],
   ['keys', 'Keys'],
   ['destinations', 'Destinations'],
@@ -94,6 +96,7 @@ function Shell({ products, reloadProducts }: { products: Product[]; reloadProduc
     else if (current === 'legacy') body = <LegacyPage product={product} />;
     else if (current === 'catalog') body = <CatalogPage product={product} initial={route.slice(3).join('/')} />;
     else if (current === 'plan') body = <PlanPage product={product} />;
+    else if (current === 'transformation') body = <TransformationPage product={product} />;
     else if (current === 'privacy') body = <PrivacyPage product={product} onChanged={reloadProducts} />;
     else body = <EventsPage product={product} />;
   } else if (top === 'health') body = <HealthPage />;

@@ -11,6 +11,7 @@ import { eventCommands } from './event-commands.js';
 import { trafficCommands } from './traffic-commands.js';
 import { destinationCommands } from './destination-commands.js';
 import { governanceCommands } from './governance-commands.js';
+import { transformationCommands } from './transformation-commands.js';
 import { erasureCommands } from './erasure-commands.js';
 import { backupCommands } from './backup-command.js';
 
@@ -22,6 +23,7 @@ export const commands: Command[] = [
   ...rejectionCommands,
   ...destinationCommands,
   ...governanceCommands,
+  ...transformationCommands,
   ...erasureCommands,
   ...backupCommands,
 ];

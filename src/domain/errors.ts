@@ -28,6 +28,8 @@ export const ERROR_CODES = {
   unplanned_event: { status: 400, title: 'The event is not in the tracking plan' },
   // Erasure (governance.md §3): the item names an id of an erased person; refused, recorded without the item.
   subject_suppressed: { status: 409, title: 'The subject was erased and is suppressed' },
+  // Transformations (transformations.md §5): a step failed on the item (single routes 422, a batch element's error).
+  transformation_error: { status: 422, title: 'A transformation step failed on the item' },
   unsupported_media_type: { status: 415, title: 'Unsupported media type' },
   rate_limited: { status: 429, title: 'Too many requests' },
   header_too_large: { status: 431, title: 'Request headers too large' },

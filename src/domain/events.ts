@@ -25,6 +25,8 @@ export interface V2EventInput {
   occurred_at?: string;
   properties?: Record<string, unknown>;
   metadata?: Record<string, unknown>;
+  /** Clarifications §32: what the sender knows of the client, stored and read like a Segment item's context. */
+  context?: Record<string, unknown>;
   external_id?: string;
 }
 
@@ -156,7 +158,8 @@ export function draftV2(input: V2EventInput, receivedAt: string, base = '', stor
     input.properties !== undefined && input.metadata !== undefined
       ? [{ pointer: `${base}/metadata`, message: '"metadata" is an alias of "properties": send one of them, not both' }]
       : [];
-  return completeDraft(
+  if (input.context !== undefined && !storableChecked) rejectUnstorable(input.context, `${base}/context`, conflict);
+  const result = completeDraft(
     splitV2Name(input, base),
     input,
     [
@@ -168,4 +171,6 @@ export function draftV2(input: V2EventInput, receivedAt: string, base = '', stor
     base,
     storableChecked,
   );
+  if (result.ok && input.context !== undefined) result.draft.context = input.context;
+  return result;
 }

@@ -19,14 +19,26 @@ export const DEPRECATION_HEADERS = { deprecation: 'true', sunset: '2026-09-01' }
 export function singleEventResponses(extra: Record<number, unknown> = {}) {
   return {
     201: dataEnvelope(Type.Ref(EventRecordSchema), 'Stored'),
-    200: dataEnvelope(
-      Type.Ref(EventRecordSchema),
-      'Already stored under this external_id: the original event (Idempotent-Replayed: true)',
+    200: Type.Union(
+      [
+        dataEnvelope(Type.Ref(EventRecordSchema)),
+        Type.Object({
+          data: Type.Null(),
+          meta: Type.Object({ dropped: Type.Literal(true), step: Type.Integer() }),
+        }),
+      ],
+      {
+        description:
+          "Already stored under this external_id: the original event (Idempotent-Replayed: true); or dropped by the product's transformation: `data` null, `meta.step` the step that dropped it",
+      },
     ),
     ...keyedWriteErrors({
       400: "Invalid JSON or invalid event; tracking_plan_violation or unplanned_event: refused by the product's tracking plan in enforce (`errors[].pointer` such as /properties/plan)",
       413: 'Event larger than the per-event limit',
     }),
+    422: problemResponse(
+      "transformation_error: a step of the product's transformation failed on the event; `step` and `kind` name it",
+    ),
     409: problemResponse(
       'subject_suppressed: the subject is a person who was erased (governance.md §3); nothing was stored',
     ),
@@ -38,8 +50,15 @@ export function singleEventResponses(extra: Record<number, unknown> = {}) {
  * A single event's outcome as the answer: 201 with the new event, 200 + `Idempotent-Replayed: true`
  * with the original one (contract §4), or the rejection thrown as the request's error.
  */
-export function answerOutcome(reply: FastifyReply, outcome: ItemOutcome): { data: EventResource } {
+export function answerOutcome(
+  reply: FastifyReply,
+  outcome: ItemOutcome,
+): { data: EventResource } | { data: null; meta: { dropped: true; step: number } } {
   if (outcome.status === 'rejected') throw outcome.error;
+  if (outcome.status === 'dropped') {
+    reply.code(200);
+    return { data: null, meta: { dropped: true, step: outcome.step } };
+  }
   if (outcome.status === 'duplicate') reply.header('idempotent-replayed', 'true').code(200);
   else reply.code(201);
   return { data: eventResource(outcome.event) };

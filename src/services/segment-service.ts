@@ -4,6 +4,7 @@
 // ids implies. The accept pipeline already ran suppression, the tracking plan and the catalogue on each item.
 import { AppError } from '../domain/errors.js';
 import type { IdentityOperation } from '../domain/identity.js';
+import { REDACTED } from '../domain/transform-engine.js';
 import {
   SEGMENT_LIMITS,
   SEGMENT_SOURCE,
@@ -15,6 +16,7 @@ import type { IdentityEntry } from './identity-pipeline.js';
 import type { IdentityService } from './identity-service.js';
 import type { Candidate, IngestService } from './ingest/service.js';
 import type { AuthContext } from './key-service.js';
+import type { EventRecord } from '../storage/types.js';
 import type { RejectionService } from './rejection-service.js';
 
 export interface SegmentItemProblem {
@@ -174,6 +176,19 @@ async function performIdentity(
   }
 }
 
+/**
+ * An identify as its event was stored: the traits (and the e-mail they imply) of the stored event, so that what
+ * the product's transformation changed or masked is what the user record gets (transformations.md §8). A redacted
+ * e-mail is no identifier; a hashed one is the hash.
+ */
+function asStored(op: IdentityOperation, event: EventRecord): IdentityOperation {
+  if (op.kind !== 'identify') return op;
+  const traits = event.properties;
+  const email = traits.email;
+  const implied = op.identifiesUser === true && typeof email === 'string' && email !== REDACTED ? { email } : undefined;
+  return { ...op, externalId: event.subjectId, traits, impliedIdentifiers: implied };
+}
+
 export function createSegmentService(
   ingest: Pick<IngestService, 'accept'>,
   identity: Pick<IdentityService, 'apply' | 'admit'>,
@@ -217,9 +232,11 @@ export function createSegmentService(
           answer.duplicates++;
           continue;
         }
+        // SDKs expect success: an item the product's transformation dropped counts as accepted (transformations.md §5).
         answer.accepted++;
+        if (outcome.status === 'dropped') continue;
         for (const op of identityOps[index] ?? []) {
-          const warning = await performIdentity(identity, links, auth, op, stored);
+          const warning = await performIdentity(identity, links, auth, asStored(op, outcome.event), stored);
           if (warning !== undefined)
             answer.warnings.push({ index, messageId: messageIds[index]!, code: warning.code, detail: warning.message });
         }

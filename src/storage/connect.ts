@@ -8,6 +8,7 @@ import type { Database } from './database.js';
 import { apiKeyStore, legacyUsageStore, productStore } from './core-stores.js';
 import { rejectionStore } from './rejection-store.js';
 import { governanceStore } from './governance-store.js';
+import { transformationStore } from './transformation-store.js';
 import { identityStore } from './identity-store.js';
 import { migrate, type MigrationReport } from './migrate.js';
 import { trafficStore } from './traffic-store.js';
@@ -78,6 +79,7 @@ export async function openStorage(url: string, options: OpenStorageOptions = {})
     traffic: trafficStore(db, storeDialect),
     destinations: ready.destinations,
     governance: governanceStore(db, storeDialect),
+    transformations: transformationStore(db),
     erasure: erasureStore(db, storeDialect, ready.eventDeletes),
     ping: () => ready.ping(),
     async close() {

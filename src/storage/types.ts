@@ -9,11 +9,13 @@ import type pg from 'pg';
 export type Dialect = 'sqlite' | 'postgres';
 import type { KeyKind } from '../domain/api-keys.js';
 import type { GovernanceStore } from './governance-types.js';
+import type { TransformationStore } from './transformation-types.js';
 import type { ErasureStore } from './erasure-types.js';
 import type { DatabaseBackup } from './backup-types.js';
 
 // The governance part of the port lives in its own file; services and resources see it through this one.
 export type * from './governance-types.js';
+export type * from './transformation-types.js';
 export type * from './erasure-types.js';
 export type * from './backup-types.js';
 
@@ -440,6 +442,8 @@ export interface Storage {
   readonly destinations: DestinationStore;
   /** Event catalogue, tracking plans and violations (governance.md §1–2). */
   readonly governance: GovernanceStore;
+  /** Transformation versions and secrets (transformations.md §3). */
+  readonly transformations: TransformationStore;
   /** Erasure jobs, suppressions and retention (governance.md §3–4). */
   readonly erasure: ErasureStore;
   /** Throws when the database cannot be reached. */

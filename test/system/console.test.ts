@@ -755,6 +755,28 @@ describe('the console in Chromium', { skip }, () => {
     assert.deepEqual(found, []);
   });
 
+  it('transformation: tries steps on the last events side by side, saves a version the next event goes through', async () => {
+    await page.goto(`${base}/console#/p/${productId}/events`);
+    await page.getByRole('link', { name: 'Transformation' }).click();
+    await page.getByRole('heading', { name: /^Transformation/ }).waitFor();
+    await page.getByText('No transformation yet').waitFor();
+    await page
+      .getByLabel('Steps (JSON array)')
+      .fill(JSON.stringify([{ kind: 'set', path: 'properties.transformed', value: true }]));
+    await page.getByRole('button', { name: 'Try on the last 20 events' }).click();
+    const compared = page.getByRole('region', { name: 'Before and after' });
+    await compared.getByText('changed: properties.transformed').first().waitFor();
+    assert.ok((await compared.getByRole('row').count()) > 1, 'one row per stored event');
+    await page.getByRole('button', { name: 'Save as a new version' }).click();
+    await page.getByRole('status').filter({ hasText: 'Saved version 1' }).waitFor();
+    const stored = await fetch(`${base}/admin/v1/products/${productId}/transformation`, {
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+    });
+    const version = ((await stored.json()) as { data: { version: number; steps: Array<{ path: string }> } }).data;
+    assert.equal(version.version, 1);
+    assert.equal(version.steps[0]!.path, 'properties.transformed');
+  });
+
   it("health shows the service's own figures; sign-out forgets the token", async () => {
     await page.getByRole('link', { name: 'Health' }).click();
     await page.getByText('Ingest rate', { exact: true }).waitFor();

@@ -19,6 +19,7 @@ import { adminProductRoutes } from './products.js';
 import { adminRejectionRoutes } from './rejections.js';
 import { adminStatsRoutes } from './stats.js';
 import { adminTrafficRoutes } from './traffic.js';
+import { adminTransformationRoutes } from './transformations.js';
 import { adminUserRoutes } from './users.js';
 
 export interface AdminPluginOptions {
@@ -35,6 +36,7 @@ const ADMIN_ROUTES: Array<(app: FastifyInstance, services: Services) => void> = 
   adminRejectionRoutes,
   adminDestinationRoutes,
   adminGovernanceRoutes,
+  adminTransformationRoutes,
   adminStatsRoutes,
   adminErasureRoutes,
 ];

@@ -13,7 +13,8 @@ import { compileSchema, schemaErrors } from '../validation.js';
 
 type ItemResult =
   | { index: number; status: 'created' | 'duplicate'; event: EventResource }
-  | { index: number; status: 'rejected'; error: Problem };
+  | { index: number; status: 'rejected'; error: Problem }
+  | { index: number; status: 'dropped'; step: number };
 
 export function eventsBatchRoute(app: FastifyInstance, services: Services): void {
   const envelopeCheck = compileSchema(BatchEnvelope);
@@ -37,7 +38,7 @@ export function eventsBatchRoute(app: FastifyInstance, services: Services): void
         tags: ['events'],
         summary: 'Ingest up to 1000 events in one request',
         description:
-          'Not atomic: each element is validated and stored on its own. The answer lists one result per element, in request order: created (with the new event), duplicate (with the original event) or rejected (with a problem). 200 when nothing was rejected, 207 when at least one element was.',
+          "Not atomic: each element is validated and stored on its own. The answer lists one result per element, in request order: created (with the new event), duplicate (with the original event), rejected (with a problem) or dropped (by the product's transformation, with the step that dropped it). 200 when nothing was rejected, 207 when at least one element was.",
         security: [{ eventsKey: [] }],
         body: BatchRequest,
         response: {
@@ -71,11 +72,20 @@ export function eventsBatchRoute(app: FastifyInstance, services: Services): void
         },
       });
 
-      const meta = { created: 0, duplicates: 0, rejected: 0 };
+      const meta: { created: number; duplicates: number; rejected: number; dropped?: number } = {
+        created: 0,
+        duplicates: 0,
+        rejected: 0,
+      };
       const results: ItemResult[] = outcomes.map((outcome, index) => {
         if (outcome.status === 'rejected') {
           meta.rejected++;
           return { index, status: 'rejected', error: outcome.error.toProblem(request.id) };
+        }
+        if (outcome.status === 'dropped') {
+          // Present only when the product's transformation dropped an element (transformations.md §5).
+          meta.dropped = (meta.dropped ?? 0) + 1;
+          return { index, status: 'dropped', step: outcome.step };
         }
         if (outcome.status === 'created') meta.created++;
         else meta.duplicates++;

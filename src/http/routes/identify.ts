@@ -7,6 +7,8 @@ import { requireIngestKey } from '../browser-keys.js';
 import { dataEnvelope, keyedWriteErrors, problemResponse } from '../schemas/common.js';
 import { IdentifyRequest, UserCustomer } from '../schemas/identity.js';
 import { userResource } from '../../resources/identity.js';
+import { transformationRefusal } from '../../services/ingest/transformation.js';
+import { Type } from '@sinclair/typebox';
 
 /** Room for 32 KiB of traits plus 20 identifiers, with JSON escaping; anything larger is 413. */
 export const IDENTITY_BODY_LIMIT = 128 * 1024;
@@ -26,7 +28,19 @@ export function identifyRoute(app: FastifyInstance, services: Services): void {
         body: IdentifyRequest,
         response: {
           201: dataEnvelope(UserCustomer, 'User created'),
-          200: dataEnvelope(UserCustomer, 'User updated'),
+          200: Type.Union(
+            [
+              dataEnvelope(UserCustomer),
+              Type.Object({
+                data: Type.Null(),
+                meta: Type.Object({ dropped: Type.Literal(true), step: Type.Integer() }),
+              }),
+            ],
+            { description: "User updated; or dropped by the product's transformation (`data` null, `meta.step`)" },
+          ),
+          422: problemResponse(
+            "transformation_error: a step of the product's transformation failed on the traits; `step` and `kind` name it",
+          ),
           ...keyedWriteErrors({
             400: "Invalid JSON or invalid field; tracking_plan_violation: the traits break the product's tracking plan in enforce (`errors[].pointer` such as /traits/email)",
             413: 'Body too large',
@@ -38,11 +52,34 @@ export function identifyRoute(app: FastifyInstance, services: Services): void {
       },
     },
     async (request, reply) => {
-      const { body } = request;
+      const auth = authOf(request);
+      const receivedAt = new Date().toISOString();
+      let body = request.body;
+      // The product's transformation sees the traits first (transformations.md §1): what the user record gets,
+      // and what a refusal records, is the transformed form.
+      const transformed = await services.transformations.applyToIdentify(auth.productId, auth.keyId, {
+        externalId: body.external_id,
+        traits: body.traits ?? {},
+        receivedAt,
+        route: '/api/v2/identify',
+      });
+      if (transformed?.outcome === 'dropped') {
+        reply.code(200);
+        return { data: null, meta: { dropped: true as const, step: transformed.droppedBy! } };
+      }
+      if (transformed?.outcome === 'error') throw transformationRefusal(transformed.error!);
+      if (transformed !== undefined)
+        body = {
+          ...body,
+          external_id: transformed.document.subject_id,
+          ...(body.traits === undefined && Object.keys(transformed.document.traits ?? {}).length === 0
+            ? {}
+            : { traits: transformed.document.traits ?? {} }),
+        };
       const { created, user } = await services.identity.apply(
-        authOf(request),
+        auth,
         { kind: 'identify', externalId: body.external_id, identifiers: body.identifiers, traits: body.traits },
-        { route: '/api/v2/identify', receivedAt: new Date().toISOString(), item: body },
+        { route: '/api/v2/identify', receivedAt, item: body },
       );
       reply.code(created ? 201 : 200);
       return { data: userResource(user) };

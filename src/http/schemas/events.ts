@@ -72,6 +72,9 @@ export const EventV2Request = Type.Object(
     }),
     properties: Type.Optional(Properties('Free-form event properties')),
     metadata: Type.Optional(Properties('Alias of `properties` (send one of the two)')),
+    context: Type.Optional(
+      Properties("What the sender knows of the client (`userAgent`, `ip`, …), stored like a Segment item's context"),
+    ),
     external_id: Type.Optional(ExternalId),
   },
   { $id: 'EventV2Request', additionalProperties: false },
@@ -132,8 +135,14 @@ export const BatchEnvelope = Type.Object(
 
 export const BatchItemResult = Type.Object({
   index: Type.Integer(),
-  status: Type.Union([Type.Literal('created'), Type.Literal('duplicate'), Type.Literal('rejected')]),
+  status: Type.Union([
+    Type.Literal('created'),
+    Type.Literal('duplicate'),
+    Type.Literal('rejected'),
+    Type.Literal('dropped'),
+  ]),
   event: Type.Optional(Type.Ref(EventRecordSchema)),
+  step: Type.Optional(Type.Integer({ description: 'dropped: the index of the transformation step that dropped it' })),
   error: Type.Optional(
     Type.Object({}, { additionalProperties: true, description: 'Problem details of the rejected element' }),
   ),
@@ -141,5 +150,12 @@ export const BatchItemResult = Type.Object({
 
 export const BatchResponse = Type.Object({
   data: Type.Array(BatchItemResult),
-  meta: Type.Object({ created: Type.Integer(), duplicates: Type.Integer(), rejected: Type.Integer() }),
+  meta: Type.Object({
+    created: Type.Integer(),
+    duplicates: Type.Integer(),
+    rejected: Type.Integer(),
+    dropped: Type.Optional(
+      Type.Integer({ description: "Elements the product's transformation dropped (present when some were)" }),
+    ),
+  }),
 });

@@ -4,9 +4,10 @@ import type { NameFormat } from '../../domain/event-names.js';
 import type { AuthContext } from '../key-service.js';
 import type { Metrics } from '../metrics.js';
 import type { RejectionEntry, RejectionService } from '../rejection-service.js';
-import type { AcceptOptions, ItemOutcome } from './types.js';
+import type { AcceptOptions, AcceptWarning, ItemOutcome } from './types.js';
 
-const PLAN_CODES: ReadonlySet<string> = new Set(['tracking_plan_violation', 'unplanned_event']);
+/** Refusals a single-event route records (`planOnly`): those of the product's own rules, not of the sender's input. */
+const PLAN_CODES: ReadonlySet<string> = new Set(['tracking_plan_violation', 'unplanned_event', 'transformation_error']);
 
 /** Counts each item once, per (format, outcome) first: one metrics update per distinct pair, not one per item. */
 export function countOutcomes(
@@ -34,8 +35,12 @@ export function recordRejections(
   record: NonNullable<AcceptOptions['record']>,
   outcomes: readonly ItemOutcome[],
   receivedAt: string,
+  transformed?: { recordAs?: ReadonlyMap<number, unknown>; warnings?: readonly AcceptWarning[] },
 ): void {
   const entries: RejectionEntry[] = [];
+  // An item the transformation ran on is recorded as the steps left it (masks applied), never as received.
+  const itemOf = (index: number): unknown =>
+    transformed?.recordAs?.has(index) === true ? transformed.recordAs.get(index) : record.item(index);
   outcomes.forEach((outcome, index) => {
     if (outcome.status !== 'rejected') return;
     if (outcome.error.code === 'subject_suppressed') {
@@ -57,8 +62,17 @@ export function recordRejections(
       code: outcome.error.code,
       detail: outcome.error.message,
       severity: 'rejected',
-      item: record.item(index),
+      item: itemOf(index),
     });
   });
+  for (const warning of transformed?.warnings ?? [])
+    entries.push({
+      index: warning.index,
+      messageId: record.messageId(warning.index),
+      code: warning.code,
+      detail: warning.detail,
+      severity: 'warning',
+      item: itemOf(warning.index),
+    });
   rejections.record(auth, record.route, entries, receivedAt);
 }

@@ -60,6 +60,6 @@ export async function runPipeline(
   const outcomes = run.outcomes as ItemOutcome[];
   countOutcomes(metrics, options.endpoint, run.formats, outcomes);
   if (options.record !== undefined && rejections !== undefined)
-    recordRejections(rejections, auth, options.record, outcomes, options.receivedAt);
+    recordRejections(rejections, auth, options.record, outcomes, options.receivedAt, run);
   return { outcomes, legacySeen: run.legacySeen };
 }

@@ -1,6 +1,6 @@
 // The one accept pipeline every entry point calls (v1, v2, batch, Segment). Its stages, one file each:
 //
-//   admission → suppression → legacy policy → [transformation, issue 33] → tracking plan → write → catalogue
+//   admission → suppression → legacy policy → transformation → tracking plan → write → catalogue
 //   → outcomes (metrics, rejections)
 //
 // `src/services/README.md` says how a stage is added. Also counts legacy-format use.
@@ -16,6 +16,8 @@ import { legacyStage, LegacyUsageCounter } from './legacy.js';
 import { runPipeline } from './pipeline.js';
 import { suppressionStage, type SuppressionCheck } from './suppression.js';
 import { trackingPlanStage } from './tracking-plan.js';
+import { transformationStage } from './transformation.js';
+import type { TransformationService } from '../transformations/service.js';
 import type { AcceptOptions, AcceptResult, Candidate, Stage } from './types.js';
 import { createEventWriter, writeStage } from './write.js';
 
@@ -24,6 +26,7 @@ export interface IngestOptions {
   rejections?: RejectionService;
   suppressions?: SuppressionCheck;
   governance?: { catalog: CatalogService; plans: TrackingPlanService };
+  transformations?: TransformationService;
 }
 
 export function createIngestService(
@@ -33,12 +36,13 @@ export function createIngestService(
 ) {
   const writer = createEventWriter(storage, metrics);
   const legacyUsage = new LegacyUsageCounter(storage.legacyUsage);
-  const { suppressions, governance } = options;
+  const { suppressions, governance, transformations } = options;
   // The pipeline, in order (transformations.md §1). A stage is one line here; absent options leave theirs out.
   const stages: Stage[] = [
     ...(suppressions === undefined ? [] : [suppressionStage(suppressions)]),
     legacyStage(legacyUsage, options.legacyFlat),
-    // The transformation (issue 33) goes here: after suppression, before the tracking plan.
+    // After suppression (on the ids as received), before the tracking plan (transformations.md §1).
+    ...(transformations === undefined ? [] : [transformationStage(transformations)]),
     ...(governance === undefined ? [] : [trackingPlanStage(governance.plans)]),
     writeStage(writer),
     ...(governance === undefined ? [] : [catalogueStage(governance.catalog)]),

@@ -18,7 +18,9 @@ export type Candidate =
 export type ItemOutcome =
   | { status: 'created'; event: EventRecord }
   | { status: 'duplicate'; event: EventRecord }
-  | { status: 'rejected'; error: AppError };
+  | { status: 'rejected'; error: AppError }
+  /** The product's transformation dropped the item at this step (transformations.md §5): nothing stored. */
+  | { status: 'dropped'; step: number };
 
 export interface AcceptOptions {
   /** The metrics label of the entry point: v1, v2, batch, segment. */
@@ -45,6 +47,15 @@ export interface AcceptItem {
   readonly index: number;
   /** A stage that changes the item (a transformation) replaces the draft. */
   draft: EventDraft;
+  /** The stored event's id when a stage needed it before the write (sampling an item without an external id). */
+  eventId?: string;
+}
+
+/** A warning recorded in the rejections list beside the item's outcome (a transformation step skipped). */
+export interface AcceptWarning {
+  index: number;
+  code: string;
+  detail: string;
 }
 
 /** One call of `accept` as it moves through the stages. */
@@ -58,6 +69,12 @@ export interface AcceptRun {
   /** The items no stage has refused yet, in request order. */
   items: AcceptItem[];
   legacySeen: boolean;
+  /**
+   * What a refusal records instead of the item as received (by index): the transformed document, so a masked
+   * value is never written, not even in the rejections list (transformations.md §5).
+   */
+  recordAs?: Map<number, unknown>;
+  warnings?: AcceptWarning[];
 }
 
 /**

@@ -24,9 +24,9 @@ export function createEventWriter(storage: Storage, metrics: Metrics): EventWrit
   );
 }
 
-function rowOf(auth: AuthContext, draft: EventDraft, receivedAt: string, source: string): EventInsert {
+function rowOf(auth: AuthContext, draft: EventDraft, receivedAt: string, source: string, id?: string): EventInsert {
   return {
-    id: uuidv7(),
+    id: id ?? uuidv7(),
     productId: auth.productId,
     source,
     externalId: draft.externalId,
@@ -53,7 +53,9 @@ export function writeStage(writer: EventWriter): Stage {
     if (run.items.length === 0) return;
     const { auth, options } = run;
     const source = options.source ?? API_SOURCE;
-    const stored = await writer.submit(run.items.map((item) => rowOf(auth, item.draft, options.receivedAt, source)));
+    const stored = await writer.submit(
+      run.items.map((item) => rowOf(auth, item.draft, options.receivedAt, source, item.eventId)),
+    );
     for (let i = 0; i < stored.length; i++) run.outcomes[run.items[i]!.index] = stored[i]!;
   };
 }

@@ -1,8 +1,8 @@
 // Versioned migrations, one list per dialect. Each migration is a list of single statements run in
 // one transaction. Never edit a released migration: add a new one with the next version number.
 // Version ranges keep areas apart: 1–99 core, 100–199 identity, 200–299 traffic reports, 300–399 Segment,
-// 400–499 events out (positions and reads), 500–549 destinations, 550–599 warehouses, 600–649 governance (catalogue, tracking plans),
-// 700–799 erasure and retention, 800–849 the write path (issue 11).
+// 400–499 events out (positions and reads), 500–549 destinations, 550–599 warehouses, 600–649 governance
+// (catalogue, tracking plans), 650–699 transformations, 700–799 erasure and retention, 800–849 the write path.
 import type { Dialect } from '../types.js';
 import { coreMigrations } from './core.js';
 import { destinationMigrations } from './destinations.js';
@@ -14,6 +14,7 @@ import { governanceMigrations } from './governance.js';
 import { identityMigrations } from './identity.js';
 import { segmentMigrations } from './segment.js';
 import { trafficMigrations } from './traffic.js';
+import { transformationMigrations } from './transformations.js';
 import { warehouseMigrations } from './warehouses.js';
 
 export interface Migration {
@@ -33,5 +34,6 @@ export const migrations: Migration[] = [
   ...destinationMigrations,
   ...warehouseMigrations,
   ...governanceMigrations,
+  ...transformationMigrations,
   ...erasureMigrations,
 ].sort((a, b) => a.version - b.version);

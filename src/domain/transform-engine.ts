@@ -1,0 +1,362 @@
+// Applying a transformation's ordered steps to one document (transformations.md §3–5). Pure apart from the
+// enrichers and functions it is handed: the input is never changed (the engine works on a copy), and a
+// step that fails leaves the document as it was before that step.
+import { createHash, createHmac } from 'node:crypto';
+import { holds } from './transform-condition.js';
+import { adoptReturned, setTopLevel } from './transform-check.js';
+import { cloneJson, getPath, removePath, setPath } from './transform-paths.js';
+import type {
+  Enrichers,
+  FunctionMeta,
+  FunctionOutcome,
+  RunnableFunction,
+  Step,
+  StepKind,
+  TransformDocument,
+} from './transform-types.js';
+
+export const REDACTED = '[redacted]';
+
+export interface RunContext {
+  /** The product's transformation secret: the key of `mask` `hash`. */
+  secret: string;
+  /** Hashes already made under `secret` (by the value's JSON text), shared by the items of one version. */
+  hashCache?: Map<string, string>;
+  /** The idempotency key as received, or the event's assigned id when it has none (`sample` by `message_id`). */
+  messageId: string;
+  meta: FunctionMeta;
+  enrichers: Enrichers;
+  /** The compiled function of each `function` step, by step index. */
+  functions?: ReadonlyArray<RunnableFunction | undefined>;
+  /** Collect the paths each step changed (the test endpoint). */
+  trace?: boolean;
+  /** The input is the caller's to give away (the accept stage's own draft): no copy is made of it. */
+  owned?: boolean;
+  /** Seconds spent per step kind, added to (metrics). */
+  cpu?: Map<StepKind, number>;
+}
+
+/** Per step run, what it did: counted in `inlet_transformation_items_total`. */
+export type StepOutcome = 'changed' | 'unchanged' | 'dropped' | 'error';
+
+export interface StepFailure {
+  step: number;
+  kind: StepKind;
+  message: string;
+}
+
+export interface TransformResult {
+  outcome: 'kept' | 'dropped' | 'error';
+  /** The result (kept); as it stood when dropped or when the failing step ran (masks before it applied). */
+  document: TransformDocument;
+  /** The step that dropped the item. */
+  droppedBy?: number;
+  error?: StepFailure;
+  /** Steps that failed with `on_error: "skip"`. */
+  warnings: StepFailure[];
+  /** One per step that ran, in order (steps after a drop or an error did not run). */
+  outcomes: StepOutcome[];
+  trace?: Array<{ step: number; changed: string[] }>;
+}
+
+type Applied = 'changed' | 'unchanged' | 'dropped';
+
+/** A deterministic share in [0, 1) of an id: the same id always gets the same answer. */
+export function sampleShare(id: string): number {
+  return createHash('sha256').update(id).digest().readUIntBE(0, 6) / 2 ** 48;
+}
+
+/** `mask` `hash`: lowercase hex HMAC-SHA256 of the value's JSON text under the product's secret. */
+export function maskHash(secret: string, value: unknown, cache?: Map<string, string>): string {
+  const text = JSON.stringify(value);
+  const known = cache?.get(text);
+  if (known !== undefined) return known;
+  const hash = createHmac('sha256', secret).update(text).digest('hex');
+  if (cache !== undefined) {
+    // Bounded: the values that repeat (e-mail addresses, ids) stay; a flood of new ones starts it again.
+    if (cache.size >= MASK_CACHE_ENTRIES) cache.clear();
+    cache.set(text, hash);
+  }
+  return hash;
+}
+
+const MASK_CACHE_ENTRIES = 10_000;
+
+function isTopLevel(path: string): boolean {
+  return path.indexOf('.') < 0;
+}
+
+/** The object a dotted path is read from and written to: the document itself (its objects are fields of it). */
+function root(document: TransformDocument): Record<string, unknown> {
+  return document as unknown as Record<string, unknown>;
+}
+
+function applyMask(document: TransformDocument, step: Extract<Step, { kind: 'mask' }>, context: RunContext): Applied {
+  let changed = false;
+  for (const path of step.paths) {
+    const value = getPath(root(document), path);
+    if (value === undefined) continue;
+    const masked = step.with === 'redact' ? REDACTED : maskHash(context.secret, value, context.hashCache);
+    if (isTopLevel(path)) setTopLevel(document, path, masked);
+    else setPath(root(document), path, masked);
+    changed = true;
+  }
+  return changed ? 'changed' : 'unchanged';
+}
+
+function applyAllow(document: TransformDocument, paths: string[]): Applied {
+  let changed = false;
+  for (const field of ['properties', 'traits'] as const) {
+    const current = document[field];
+    if (current === undefined) continue;
+    const kept: Record<string, unknown> = {};
+    const holder = { [field]: kept };
+    for (const path of paths) {
+      if (!path.startsWith(`${field}.`)) continue;
+      const value = getPath(root(document), path);
+      if (value !== undefined) setPath(holder, path, value);
+    }
+    if (JSON.stringify(kept) !== JSON.stringify(current)) changed = true;
+    document[field] = kept;
+  }
+  return changed ? 'changed' : 'unchanged';
+}
+
+function enrich(document: TransformDocument, from: string, to: string, lookup: (input: string) => unknown): Applied {
+  const input = getPath(root(document), from);
+  if (typeof input !== 'string' || input === '') return 'unchanged';
+  const value = lookup(input);
+  if (value === undefined) return 'unchanged';
+  setPath(root(document), to, value);
+  return 'changed';
+}
+
+function unavailable(kind: string): never {
+  throw new Error(`the ${kind} step is not available on this server`);
+}
+
+/** One step on the document (changed in place); throws when the step fails, before changing anything. */
+function applyStep(document: TransformDocument, step: Step, context: RunContext): Applied {
+  switch (step.kind) {
+    case 'drop':
+      return 'dropped';
+    case 'sample': {
+      const id = step.by === 'subject' ? `${document.subject_type}\u0000${document.subject_id}` : context.messageId;
+      return sampleShare(id) < step.rate ? 'unchanged' : 'dropped';
+    }
+    case 'rename_event':
+      if (document.event === step.to) return 'unchanged';
+      setTopLevel(document, 'event', step.to);
+      return 'changed';
+    case 'set':
+      if (isTopLevel(step.path)) setTopLevel(document, step.path, step.value);
+      else setPath(root(document), step.path, cloneJson(step.value));
+      return 'changed';
+    case 'remove': {
+      let changed = false;
+      for (const path of step.paths) if (removePath(root(document), path)) changed = true;
+      return changed ? 'changed' : 'unchanged';
+    }
+    case 'rename_property': {
+      const value = getPath(root(document), step.from);
+      if (value === undefined || step.from === step.to) return 'unchanged';
+      setPath(root(document), step.to, value);
+      removePath(root(document), step.from);
+      return 'changed';
+    }
+    case 'mask':
+      return applyMask(document, step, context);
+    case 'allow_properties':
+      return applyAllow(document, step.paths);
+    case 'user_agent': {
+      const parse = context.enrichers.userAgent ?? unavailable('user_agent');
+      return enrich(document, step.from, step.to, parse);
+    }
+    case 'bot': {
+      const isBot = context.enrichers.isBot ?? unavailable('bot');
+      const userAgent = getPath(root(document), step.from);
+      if (typeof userAgent !== 'string') return 'unchanged';
+      const bot = isBot(userAgent);
+      if (step.action === 'drop') return bot ? 'dropped' : 'unchanged';
+      setPath(root(document), 'context.bot', bot);
+      return 'changed';
+    }
+    case 'geoip': {
+      const lookup = context.enrichers.geoip ?? unavailable('geoip');
+      return enrich(document, step.from, step.to, lookup);
+    }
+    case 'function':
+      // Functions run through applyStepsToBatch, which calls the sandbox once for the whole batch.
+      throw new Error('a function step runs only in a batch');
+  }
+}
+
+/** A function's outcome (from the sandbox) taken into the document; throws when it is not a valid event. */
+function adoptOutcome(document: TransformDocument, result: FunctionOutcome): Applied {
+  if (result.kind === 'drop') return 'dropped';
+  if (result.kind === 'error') throw new Error(result.message);
+  const before = JSON.stringify(document);
+  Object.assign(document, adoptReturned(document, result.event));
+  return JSON.stringify(document) === before ? 'unchanged' : 'changed';
+}
+
+function addTime(cpu: Map<StepKind, number> | undefined, kind: StepKind, started: number): void {
+  if (cpu !== undefined) cpu.set(kind, (cpu.get(kind) ?? 0) + (performance.now() - started) / 1000);
+}
+
+function messageOf(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  return String(error);
+}
+
+/** One item on its way through the steps: its document as it stands, and what each step did. */
+class ItemRun {
+  document: TransformDocument;
+  readonly outcomes: StepOutcome[] = [];
+  readonly warnings: StepFailure[] = [];
+  readonly trace: Array<{ step: number; changed: string[] }> | undefined;
+  result: TransformResult | undefined;
+
+  constructor(
+    input: TransformDocument,
+    readonly context: RunContext,
+  ) {
+    this.document = context.owned === true ? input : cloneJson(input);
+    this.trace = context.trace === true ? [] : undefined;
+  }
+
+  /**
+   * Starts a step: the document it works on, or undefined when its `where` does not hold (counted unchanged)
+   * or fails. A step whose failure would be skipped (or traced) works on a copy, so it leaves nothing half-done.
+   */
+  open(step: Step, index: number): TransformDocument | undefined {
+    const working = step.on_error === 'skip' || this.trace !== undefined ? cloneJson(this.document) : this.document;
+    if (step.where === undefined) return working;
+    try {
+      if (holds(step.where, working)) return working;
+    } catch (error) {
+      this.fail(step, index, error);
+      return undefined;
+    }
+    this.close(index, working, 'unchanged');
+    return undefined;
+  }
+
+  close(index: number, working: TransformDocument, applied: Applied): void {
+    this.outcomes.push(applied);
+    this.trace?.push({ step: index, changed: changedPaths(this.document, working) });
+    this.document = working;
+    if (applied === 'dropped') this.result = this.end('dropped', { droppedBy: index });
+  }
+
+  fail(step: Step, index: number, error: unknown): void {
+    this.outcomes.push('error');
+    const failure = { step: index, kind: step.kind, message: messageOf(error) };
+    if (step.on_error === 'skip') {
+      this.warnings.push(failure);
+      this.trace?.push({ step: index, changed: [] });
+    } else this.result = this.end('error', { error: failure });
+  }
+
+  /** Runs a declarative step on this item. */
+  apply(step: Step, index: number): void {
+    const working = this.open(step, index);
+    if (working === undefined) return;
+    const started = this.context.cpu === undefined ? 0 : performance.now();
+    try {
+      this.close(index, working, applyStep(working, step, this.context));
+    } catch (error) {
+      this.fail(step, index, error);
+    }
+    addTime(this.context.cpu, step.kind, started);
+  }
+
+  end(outcome: TransformResult['outcome'], extra: Partial<TransformResult> = {}): TransformResult {
+    return {
+      outcome,
+      document: this.document,
+      warnings: this.warnings,
+      outcomes: this.outcomes,
+      ...(this.trace === undefined ? {} : { trace: this.trace }),
+      ...extra,
+    };
+  }
+
+  finish(): TransformResult {
+    return this.result ?? this.end('kept');
+  }
+}
+
+/**
+ * Runs steps without a `function` in order on a copy of `input`. A step whose `where` does not hold is
+ * `unchanged`; a drop ends the run; a failing step ends it (`on_error: "reject"`) or is skipped with a warning.
+ */
+export function applySteps(input: TransformDocument, steps: readonly Step[], context: RunContext): TransformResult {
+  const run = new ItemRun(input, context);
+  for (let index = 0; index < steps.length && run.result === undefined; index++) run.apply(steps[index]!, index);
+  return run.finish();
+}
+
+/** Calls a function step on the items whose `where` holds, in one crossing into the sandbox; applies each outcome. */
+async function callFunction(runs: ItemRun[], step: Step, index: number, context: RunContext): Promise<void> {
+  const calls: Array<{ run: ItemRun; working: TransformDocument }> = [];
+  for (const run of runs) {
+    const working = run.open(step, index);
+    if (working !== undefined) calls.push({ run, working });
+  }
+  if (calls.length === 0) return;
+  const fn = context.functions?.[index];
+  const started = performance.now();
+  let outcomes: FunctionOutcome[];
+  try {
+    if (fn === undefined) throw new Error('the function step is not available on this server');
+    outcomes = await fn.runMany(
+      calls.map((call) => call.working),
+      context.meta,
+    );
+  } catch (error) {
+    outcomes = calls.map(() => ({ kind: 'error', message: messageOf(error) }));
+  }
+  addTime(context.cpu, 'function', started);
+  calls.forEach(({ run, working }, i) => {
+    try {
+      run.close(index, working, adoptOutcome(working, outcomes[i] ?? { kind: 'error', message: 'no outcome' }));
+    } catch (error) {
+      run.fail(step, index, error);
+    }
+  });
+}
+
+/**
+ * The same on several items, `function` steps included: a function is called once per step for every item still
+ * running whose `where` holds, its outcome then applied per item. The contexts share the functions and meta.
+ */
+export async function applyStepsToBatch(
+  inputs: readonly TransformDocument[],
+  steps: readonly Step[],
+  contexts: readonly RunContext[],
+): Promise<TransformResult[]> {
+  const runs = inputs.map((input, i) => new ItemRun(input, contexts[i]!));
+  for (let index = 0; index < steps.length && runs.length > 0; index++) {
+    const step = steps[index]!;
+    const live = runs.filter((run) => run.result === undefined);
+    if (step.kind === 'function') await callFunction(live, step, index, contexts[0]!);
+    else for (const run of live) run.apply(step, index);
+  }
+  return runs.map((run) => run.finish());
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Dotted paths whose values differ between two documents (leaves, and objects added or removed whole). */
+export function changedPaths(before: unknown, after: unknown, prefix = '', out: string[] = []): string[] {
+  if (isObject(before) && isObject(after)) {
+    const keys = new Set([...Object.keys(before), ...Object.keys(after)]);
+    for (const key of keys) changedPaths(before[key], after[key], prefix === '' ? key : `${prefix}.${key}`, out);
+    return out;
+  }
+  if (JSON.stringify(before) !== JSON.stringify(after)) out.push(prefix);
+  return out;
+}

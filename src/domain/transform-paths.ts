@@ -1,0 +1,94 @@
+// Dotted paths into a transformation document (transformations.md §3): reading, writing (objects created
+// on the way), removing. Paths that do not exist are skipped by every reader and remover.
+
+/** Segments no path may name: they would reach an object's prototype instead of its data. */
+const FORBIDDEN_SEGMENTS: ReadonlySet<string> = new Set(['__proto__', 'prototype', 'constructor']);
+
+export const MAX_PATH_LENGTH = 256;
+export const MAX_PATH_SEGMENTS = 16;
+
+/** Roots under which a step may write or remove; the top-level fields `set` (and `mask`) may change. */
+export const WRITABLE_ROOTS = ['properties', 'traits', 'context'] as const;
+export const SETTABLE_FIELDS = ['event', 'subject_type', 'subject_id', 'occurred_at'] as const;
+
+/** Why a path is not a well-formed path, or undefined. */
+export function pathProblem(path: unknown): string | undefined {
+  if (typeof path !== 'string') return 'must be a string';
+  if (path.length === 0) return 'must not be empty';
+  if (path.length > MAX_PATH_LENGTH) return `must be at most ${MAX_PATH_LENGTH} characters`;
+  const segments = path.split('.');
+  if (segments.length > MAX_PATH_SEGMENTS) return `must have at most ${MAX_PATH_SEGMENTS} segments`;
+  for (const segment of segments) {
+    if (segment.length === 0) return `"${path}" has an empty segment`;
+    if (FORBIDDEN_SEGMENTS.has(segment)) return `"${path}" names "${segment}", which no path may`;
+  }
+  return undefined;
+}
+
+/** A well-formed path under properties., traits. or context. (a key below the root, not the root itself). */
+export function isUnderWritableRoot(path: string): boolean {
+  const dot = path.indexOf('.');
+  return dot > 0 && (WRITABLE_ROOTS as readonly string[]).includes(path.slice(0, dot));
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** The value at a path; undefined when any part of the way is missing. */
+export function getPath(root: Record<string, unknown>, path: string): unknown {
+  let node: unknown = root;
+  for (const segment of path.split('.')) {
+    if (!isObject(node) || !Object.hasOwn(node, segment)) return undefined;
+    node = node[segment];
+  }
+  return node;
+}
+
+/**
+ * Sets a value, creating objects on the way. Throws when a part of the way holds something that is not
+ * an object (writing through it would destroy that value silently).
+ */
+export function setPath(root: Record<string, unknown>, path: string, value: unknown): void {
+  const segments = path.split('.');
+  let node = root;
+  for (let i = 0; i < segments.length - 1; i++) {
+    const segment = segments[i]!;
+    const next = Object.hasOwn(node, segment) ? node[segment] : undefined;
+    if (next === undefined || next === null) {
+      const created: Record<string, unknown> = {};
+      node[segment] = created;
+      node = created;
+    } else if (isObject(next)) node = next;
+    else throw new Error(`${segments.slice(0, i + 1).join('.')} is not an object`);
+  }
+  node[segments[segments.length - 1]!] = value;
+}
+
+/** Removes the value at a path; false when there was none. */
+export function removePath(root: Record<string, unknown>, path: string): boolean {
+  const segments = path.split('.');
+  let node: unknown = root;
+  for (let i = 0; i < segments.length - 1; i++) {
+    if (!isObject(node) || !Object.hasOwn(node, segments[i]!)) return false;
+    node = node[segments[i]!];
+  }
+  const last = segments[segments.length - 1]!;
+  if (!isObject(node) || !Object.hasOwn(node, last)) return false;
+  delete node[last];
+  return true;
+}
+
+/** A deep copy of JSON data (what a document holds), so steps never change what they were given. */
+export function cloneJson<T>(value: T): T {
+  if (value === null || typeof value !== 'object') return value;
+  if (Array.isArray(value)) return value.map(cloneJson) as T;
+  const out: Record<string, unknown> = {};
+  for (const key of Object.keys(value)) {
+    const copy = cloneJson((value as Record<string, unknown>)[key]);
+    // An own `__proto__` key (JSON.parse makes one) must stay data, not become the copy's prototype.
+    if (key === '__proto__') Object.defineProperty(out, key, { value: copy, enumerable: true, writable: true });
+    else out[key] = copy;
+  }
+  return out as T;
+}

@@ -1,0 +1,93 @@
+// Stage: the product's transformation (transformations.md §1, §5). After suppression, before the tracking
+// plan: each item's document goes through the steps; a kept item's draft is replaced by the transformed one,
+// so what is checked, stored, streamed and catalogued is the transformed event. A dropped item is answered
+// `dropped`; a failing step refuses the item with `transformation_error`. Whatever happens to an item, a
+// refusal records its document as the steps left it (masks applied), never the item as received.
+import { AppError } from '../../domain/errors.js';
+import { uuidv7 } from '../../domain/ids.js';
+import { applySteps, applyStepsToBatch, type RunContext, type TransformResult } from '../../domain/transform-engine.js';
+import { documentOf, draftOf } from '../../domain/transform-document.js';
+import type { StepKind } from '../../domain/transform-types.js';
+import type { PreparedTransformation, TransformationService } from '../transformations/service.js';
+import type { TransformRuntime } from '../transformations/runtime.js';
+import { API_SOURCE, type AcceptItem, type AcceptRun, type Stage } from './types.js';
+
+/** The refusal of an item whose step failed: the step index, kind and message (transformations.md §8). */
+export function transformationRefusal(failure: { step: number; kind: StepKind; message: string }): AppError {
+  return new AppError(
+    'transformation_error',
+    `Transformation step ${failure.step} (${failure.kind}) failed: ${failure.message}`,
+    { extras: { step: failure.step, kind: failure.kind } },
+  );
+}
+
+/** Each item's run context: sampling by message id on an item without one uses its event id, assigned here. */
+function contextOf(
+  run: AcceptRun,
+  item: AcceptItem,
+  prepared: PreparedTransformation,
+  runtime: TransformRuntime,
+  cpu: Map<StepKind, number>,
+): RunContext {
+  if (item.draft.externalId === null) item.eventId = uuidv7();
+  return {
+    secret: prepared.secret,
+    hashCache: prepared.hashCache,
+    messageId: item.draft.externalId ?? item.eventId!,
+    meta: { product_id: run.auth.productId, key_id: run.auth.keyId, route: run.options.endpoint },
+    enrichers: runtime.enrichers,
+    functions: prepared.functions,
+    cpu,
+    // The draft is replaced by the result: its objects (parsed from this request's body) may be changed in place.
+    owned: true,
+  };
+}
+
+/** The items' runs: one by one without functions, as a batch (one sandbox call per function step) with them. */
+function runItems(
+  run: AcceptRun,
+  prepared: PreparedTransformation,
+  runtime: TransformRuntime,
+  cpu: Map<StepKind, number>,
+): TransformResult[] | Promise<TransformResult[]> {
+  const source = run.options.source ?? API_SOURCE;
+  const contexts = run.items.map((item) => contextOf(run, item, prepared, runtime, cpu));
+  const documents = run.items.map((item) => documentOf(item.draft, source));
+  if (prepared.functions.every((fn) => fn === undefined))
+    return documents.map((document, i) => applySteps(document, prepared.steps, contexts[i]!));
+  return applyStepsToBatch(documents, prepared.steps, contexts);
+}
+
+export function transformationStage(transformations: TransformationService): Stage {
+  return async function transformation(run) {
+    if (run.items.length === 0) return;
+    // Cached per instance like tracking plans: a Map lookup, or one query the first time a product is seen.
+    const prepared = await transformations.preparedFor(run.auth.productId);
+    if (prepared === undefined || prepared.steps.length === 0) return;
+    const recordAs = (run.recordAs ??= new Map());
+    const cpu = new Map<StepKind, number>();
+    const pending = runItems(run, prepared, transformations.runtime, cpu);
+    const results = pending instanceof Promise ? await pending : pending;
+    const kept: AcceptItem[] = [];
+    results.forEach((result, i) => {
+      const item = run.items[i]!;
+      recordAs.set(item.index, result.document);
+      for (const warning of result.warnings)
+        (run.warnings ??= []).push({
+          index: item.index,
+          code: 'transformation_error',
+          detail: transformationRefusal(warning).message,
+        });
+      if (result.outcome === 'dropped') run.outcomes[item.index] = { status: 'dropped', step: result.droppedBy! };
+      else if (result.outcome === 'error')
+        run.outcomes[item.index] = { status: 'rejected', error: transformationRefusal(result.error!) };
+      else {
+        item.draft = draftOf(item.draft, result.document);
+        kept.push(item);
+      }
+    });
+    run.items = kept;
+    // Counted whether or not the write succeeds: the steps ran either way.
+    transformations.metrics.count(run.auth.productId, results, cpu);
+  };
+}

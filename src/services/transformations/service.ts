@@ -1,0 +1,321 @@
+// Product transformations (transformations.md §3–6): versions stored per product, each prepared once
+// (steps validated, functions compiled) and cached per instance like tracking plans: a cached version younger
+// than `refreshMs` costs a Map lookup; an older one is used while one query in the background asks whether
+// another instance stored a newer one. A PUT on this instance applies at once here.
+import { randomBytes } from 'node:crypto';
+import { validationError, type FieldError } from '../../domain/errors.js';
+import { parseSteps } from '../../domain/transform-validate.js';
+import type { Step } from '../../domain/transform-types.js';
+import type { Storage, TransformationVersion } from '../../storage/types.js';
+import type { Metrics } from '../metrics.js';
+import { createTransformMetrics, type TransformMetrics } from './metrics.js';
+import { unavailableKind, type TransformRuntime } from './runtime.js';
+import type { EventDraft } from '../../domain/events.js';
+import { uuidv7 } from '../../domain/ids.js';
+import { documentOf } from '../../domain/transform-document.js';
+import { applyStepsToBatch, type TransformResult } from '../../domain/transform-engine.js';
+import type { FunctionMeta, RunnableFunction, StepKind, TransformDocument } from '../../domain/transform-types.js';
+
+/** An item to try, translated as its route would: its draft and the source it would be stored under. */
+export interface TestItem {
+  draft: EventDraft;
+  source: string;
+}
+
+export interface TestResult {
+  input: TransformDocument;
+  output: TransformDocument | null;
+  dropped_by?: number;
+  error?: { step: number; message: string };
+  trace: Array<{ step: number; changed: string[] }>;
+}
+
+export interface TransformationOptions {
+  /** How old a cached version may get before this instance asks storage for a newer one. */
+  refreshMs: number;
+  /** Whether INLET_GEOIP_DATABASE is set (a geoip step is refused without it). */
+  geoip: boolean;
+  now?: () => number;
+}
+
+/** A version ready to run: its steps, the compiled function of each `function` step, the product's secret. */
+export interface PreparedTransformation {
+  version: number;
+  steps: Step[];
+  functions: Array<PreparedFunction | undefined>;
+  secret: string;
+  /** `mask` `hash` results of this version's secret, by value (the engine bounds it). */
+  hashCache: Map<string, string>;
+}
+
+interface CacheEntry {
+  prepared: PreparedTransformation | undefined;
+  checkedAt: number;
+  refreshing?: Promise<void>;
+}
+
+/** A compiled function as the service holds it: run by the engine, freed when its version is replaced. */
+type PreparedFunction = RunnableFunction & { dispose(): void };
+
+type Prepare =
+  { ok: true; steps: Step[]; functions: Array<PreparedFunction | undefined> } | { ok: false; errors: FieldError[] };
+
+/** Validates the body and compiles its functions; every problem with a pointer into the body. */
+async function prepareSteps(body: unknown, runtime: TransformRuntime, geoip: boolean, base = ''): Promise<Prepare> {
+  const parsed = parseSteps(body, { geoip }, base);
+  if (!parsed.ok) return parsed;
+  const errors: FieldError[] = [];
+  const functions: Array<PreparedFunction | undefined> = [];
+  for (const [index, step] of parsed.steps.entries()) {
+    const missing = unavailableKind(step.kind, runtime);
+    if (missing !== undefined) {
+      errors.push({ pointer: `${base}/steps/${index}/kind`, message: missing });
+      continue;
+    }
+    if (step.kind !== 'function') continue;
+    const compiled = await runtime.functions!.compile(step.code);
+    if (compiled.ok) functions[index] = compiled.fn;
+    else
+      errors.push({
+        pointer: `${base}/steps/${index}/code`,
+        message: compiled.line === undefined ? compiled.message : `line ${compiled.line}: ${compiled.message}`,
+      });
+  }
+  if (errors.length === 0) return { ok: true, steps: parsed.steps, functions };
+  disposeAll(functions);
+  return { ok: false, errors };
+}
+
+function disposeAll(functions: ReadonlyArray<PreparedFunction | undefined>): void {
+  for (const fn of functions) fn?.dispose();
+}
+
+/** A replaced version's functions are freed a while later: a request that took it may still be running them. */
+const DISPOSE_AFTER_MS = 60_000;
+
+function disposeLater(prepared: PreparedTransformation | undefined): void {
+  if (prepared === undefined || prepared.functions.every((fn) => fn === undefined)) return;
+  setTimeout(() => disposeAll(prepared.functions), DISPOSE_AFTER_MS).unref();
+}
+
+function testResult(input: TransformDocument, result: TransformResult): TestResult {
+  const trace = result.trace ?? [];
+  if (result.outcome === 'dropped') return { input, output: null, dropped_by: result.droppedBy!, trace };
+  if (result.outcome === 'error') {
+    const { step, message } = result.error!;
+    return { input, output: null, error: { step, message }, trace };
+  }
+  return { input, output: result.document, trace };
+}
+
+/** A native identify's traits through the product's steps, as an identify document; metrics counted as for events. */
+async function applyToIdentify(
+  prepared: PreparedTransformation,
+  runtime: TransformRuntime,
+  transformMetrics: TransformMetrics,
+  input: {
+    productId: string;
+    keyId: string | null;
+    externalId: string;
+    traits: Record<string, unknown>;
+    receivedAt: string;
+    route: string;
+  },
+): Promise<TransformResult> {
+  const document: TransformDocument = {
+    type: 'identify',
+    event: 'user_identified',
+    event_type: 'user',
+    action: 'identified',
+    subject_type: 'user',
+    subject_id: input.externalId,
+    occurred_at: input.receivedAt,
+    properties: {},
+    traits: input.traits,
+    context: {},
+    source: 'api',
+  };
+  const cpu = new Map<StepKind, number>();
+  const [result] = await applyStepsToBatch([document], prepared.steps, [
+    {
+      secret: prepared.secret,
+      hashCache: prepared.hashCache,
+      messageId: uuidv7(),
+      meta: { product_id: input.productId, key_id: input.keyId, route: input.route },
+      enrichers: runtime.enrichers,
+      functions: prepared.functions,
+      cpu,
+    },
+  ]);
+  transformMetrics.count(input.productId, [result!], cpu);
+  return result!;
+}
+
+/** Test items through prepared steps (none: each comes out as it went in), with their traces; nothing stored. */
+async function testItems(
+  prepared: PreparedTransformation | undefined,
+  runtime: TransformRuntime,
+  items: TestItem[],
+  meta: FunctionMeta,
+): Promise<TestResult[]> {
+  const inputs = items.map((item) => documentOf(item.draft, item.source));
+  if (prepared === undefined) return inputs.map((input) => ({ input, output: input, trace: [] }));
+  const { secret, functions } = prepared;
+  const results = await applyStepsToBatch(
+    inputs,
+    prepared.steps,
+    items.map((item) => ({
+      secret,
+      messageId: item.draft.externalId ?? uuidv7(),
+      meta,
+      enrichers: runtime.enrichers,
+      functions,
+      trace: true,
+    })),
+  );
+  return results.map((result, i) => testResult(inputs[i]!, result));
+}
+
+export function createTransformationService(
+  storage: Storage,
+  metrics: Metrics,
+  runtime: TransformRuntime,
+  options: TransformationOptions,
+) {
+  const clock = options.now ?? Date.now;
+  const cache = new Map<string, CacheEntry>();
+  const transformMetrics: TransformMetrics = createTransformMetrics(metrics.registry);
+  const makeSecret = () => randomBytes(32).toString('hex');
+
+  async function prepareStored(
+    productId: string,
+    stored: TransformationVersion,
+  ): Promise<PreparedTransformation | undefined> {
+    const prepared = await prepareSteps({ steps: stored.steps }, runtime, options.geoip);
+    // A stored version was valid when it was PUT; a server without a module it needs keeps the one it had.
+    if (!prepared.ok) return undefined;
+    const secret = await storage.transformations.secret(productId, makeSecret);
+    return {
+      version: stored.version,
+      steps: prepared.steps,
+      functions: prepared.functions,
+      secret,
+      hashCache: new Map(),
+    };
+  }
+
+  async function load(productId: string, entry: CacheEntry): Promise<void> {
+    const version = await storage.transformations.currentVersion(productId);
+    if (version !== (entry.prepared?.version ?? 0)) {
+      const stored = await storage.transformations.current(productId);
+      if (stored === undefined) {
+        disposeLater(entry.prepared);
+        entry.prepared = undefined;
+      } else {
+        const prepared = await prepareStored(productId, stored);
+        if (prepared !== undefined) {
+          disposeLater(entry.prepared);
+          entry.prepared = prepared;
+        }
+      }
+    }
+    entry.checkedAt = clock();
+  }
+
+  function refresh(productId: string, entry: CacheEntry): Promise<void> {
+    entry.refreshing ??= load(productId, entry).finally(() => {
+      entry.refreshing = undefined;
+    });
+    return entry.refreshing;
+  }
+
+  return {
+    metrics: transformMetrics,
+    runtime,
+
+    /** Frees the sandbox's thread (the service's close). */
+    close: () => runtime.functions?.close() ?? Promise.resolve(),
+
+    /** The prepared version of a product (undefined: none); awaits storage only the first time a product is seen. */
+    async preparedFor(productId: string): Promise<PreparedTransformation | undefined> {
+      let entry = cache.get(productId);
+      if (entry === undefined) {
+        entry = { prepared: undefined, checkedAt: 0 };
+        cache.set(productId, entry);
+      }
+      if (entry.checkedAt === 0) await refresh(productId, entry);
+      else if (clock() - entry.checkedAt >= options.refreshMs) void refresh(productId, entry).catch(() => {});
+      return entry.prepared;
+    },
+
+    get(productId: string): Promise<TransformationVersion | undefined> {
+      return storage.transformations.current(productId);
+    },
+
+    versions(productId: string): Promise<TransformationVersion[]> {
+      return storage.transformations.list(productId);
+    },
+
+    /** Stores a new version after validating and compiling it; an invalid one is a 400 with pointers into the body. */
+    async put(productId: string, body: unknown): Promise<TransformationVersion> {
+      const prepared = await prepareSteps(body, runtime, options.geoip);
+      if (!prepared.ok) throw validationError(prepared.errors);
+      const secret = await storage.transformations.secret(productId, makeSecret);
+      const stored = await storage.transformations.put(productId, prepared.steps, new Date(clock()).toISOString());
+      const ready: PreparedTransformation = {
+        version: stored.version,
+        steps: prepared.steps,
+        functions: prepared.functions,
+        secret,
+        hashCache: new Map(),
+      };
+      const entry = cache.get(productId);
+      // This instance applies it at once; a refresh already running may still set the older one, then the next corrects it.
+      if (entry === undefined) cache.set(productId, { prepared: ready, checkedAt: clock() });
+      else {
+        disposeLater(entry.prepared);
+        entry.prepared = ready;
+        entry.checkedAt = clock();
+      }
+      return stored;
+    },
+
+    /**
+     * The product's transformation on a native identify's traits (`/api/v2/identify`, transformations.md §1): the
+     * document of an identify item; undefined when the product has none. Metrics are counted as for events.
+     */
+    async applyToIdentify(
+      productId: string,
+      keyId: string | null,
+      input: { externalId: string; traits: Record<string, unknown>; receivedAt: string; route: string },
+    ): Promise<TransformResult | undefined> {
+      const prepared = await this.preparedFor(productId);
+      if (prepared === undefined || prepared.steps.length === 0) return undefined;
+      return applyToIdentify(prepared, runtime, transformMetrics, { productId, keyId, ...input });
+    },
+
+    /**
+     * Runs steps on items without storing anything (transformations.md §6): the given steps, validated like a
+     * PUT, or the current version. Each item's input document, output (null when dropped or failed) and trace.
+     */
+    async test(productId: string, steps: unknown, items: TestItem[], meta: FunctionMeta): Promise<TestResult[]> {
+      let prepared: PreparedTransformation | undefined;
+      let own = false;
+      if (steps === undefined) prepared = await this.preparedFor(productId);
+      else {
+        const checked = await prepareSteps({ steps }, runtime, options.geoip);
+        if (!checked.ok) throw validationError(checked.errors);
+        const secret = await storage.transformations.secret(productId, makeSecret);
+        prepared = { version: 0, steps: checked.steps, functions: checked.functions, secret, hashCache: new Map() };
+        own = true;
+      }
+      try {
+        return await testItems(prepared, runtime, items, meta);
+      } finally {
+        if (own && prepared !== undefined) disposeAll(prepared.functions);
+      }
+    },
+  };
+}
+
+export type TransformationService = ReturnType<typeof createTransformationService>;

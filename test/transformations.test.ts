@@ -1,0 +1,408 @@
+// Transformations through the HTTP API (transformations.md): versions (PUT, GET, versions, 400 with pointers,
+// nothing stored on a failure, product isolation), each declarative step kind on native single (v1, v2), batch
+// and Segment routes and on identify traits, the outcomes of §5 (dropped answers, transformation_error 422 and
+// per element, warnings, records after masking), idempotency, the test endpoint, and masking leaving no trace
+// in reads, rejections or the database itself.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync, existsSync } from 'node:fs';
+import pg from 'pg';
+import { maskHash, REDACTED } from '../src/domain/transform-engine.js';
+import { adminHeaders, bearer, createTestApp, dialect, postgresUrl, problemOf, type TestContext } from './helpers.js';
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON answers, read field by field
+type Row = Record<string, any>;
+
+const basic = (k: string) => ({ authorization: `Basic ${Buffer.from(`${k}:`).toString('base64')}` });
+
+let ctx: TestContext;
+before(async () => {
+  ctx = await createTestApp();
+});
+after(async () => ctx.close());
+
+async function newProduct(name: string) {
+  const product = await ctx.product(name);
+  const admin = (method: 'GET' | 'PUT' | 'POST', path: string, payload?: unknown) =>
+    ctx.app.inject({
+      method,
+      url: `/admin/v1/products/${product.id}${path}`,
+      headers: adminHeaders(),
+      ...(payload === undefined ? {} : { payload: payload as object }),
+    });
+  const put = async (steps: unknown[]) => {
+    const res = await admin('PUT', '/transformation', { steps });
+    assert.equal(res.statusCode, 200, res.body);
+    return res.json().data;
+  };
+  const events = async () => (await admin('GET', '/events?limit=100')).json().data as Array<Row>;
+  const rejections = async () => {
+    await ctx.services.rejections.flush();
+    return (await admin('GET', '/rejections')).json().data as Array<Row>;
+  };
+  return { ...product, admin, put, events, rejections };
+}
+
+let seq = 0;
+const v2 = (key: string, body: Record<string, unknown>) =>
+  ctx.app.inject({
+    method: 'POST',
+    url: '/api/v2/events',
+    headers: bearer(key),
+    payload: { event: 'order.completed', subject_type: 'user', subject_id: 'u1', external_id: `t-${++seq}`, ...body },
+  });
+
+describe('transformation versions', () => {
+  it('PUT stores a new version each time with defaults filled in; GET the current; versions newest first', async () => {
+    const p = await newProduct('tf-versions');
+    assert.deepEqual((await p.admin('GET', '/transformation')).json(), { data: null });
+    const first = await p.put([{ kind: 'sample', rate: 0.5 }]);
+    assert.equal(first.version, 1);
+    assert.deepEqual(first.steps, [{ kind: 'sample', rate: 0.5, by: 'message_id', on_error: 'reject' }]);
+    assert.match(first.created_at, /^\d{4}-/);
+    const second = await p.put([{ kind: 'drop', where: { '==': [{ var: 'properties.test' }, true] } }]);
+    assert.equal(second.version, 2);
+    assert.equal((await p.admin('GET', '/transformation')).json().data.version, 2);
+    const versions = (await p.admin('GET', '/transformation/versions')).json().data;
+    assert.deepEqual(
+      versions.map((v: { version: number }) => v.version),
+      [2, 1],
+    );
+    const other = await newProduct('tf-versions-other');
+    assert.deepEqual((await other.admin('GET', '/transformation')).json(), { data: null }, 'product isolation');
+  });
+
+  it('refuses an invalid step with pointers into the body, and stores nothing', async () => {
+    const p = await newProduct('tf-invalid');
+    await p.put([{ kind: 'drop' }]);
+    const res = await p.admin('PUT', '/transformation', {
+      steps: [
+        { kind: 'remove', paths: ['properties.a'] },
+        { kind: 'remove', paths: ['properties.b', 'external_id'] },
+        { kind: 'drop', where: { nope: [1] } },
+        { kind: 'geoip' },
+      ],
+    });
+    assert.equal(res.statusCode, 400);
+    const problem = problemOf(res);
+    assert.equal(problem.code, 'validation_error');
+    const pointers = problem.errors!.map((e) => e.pointer);
+    assert.deepEqual(pointers, ['/steps/1/paths/1', '/steps/2/where/nope', '/steps/3/kind']);
+    assert.match(problem.errors![2]!.message, /INLET_GEOIP_DATABASE/);
+    const current = (await p.admin('GET', '/transformation')).json().data;
+    assert.equal(current.version, 1, 'nothing half-applied');
+    assert.equal((await p.admin('PUT', '/transformation', { steps: 'x' })).statusCode, 400);
+  });
+});
+
+describe('steps on every entry point', () => {
+  it('v2 single: renames, sets, removes, moves and masks what is stored and read', async () => {
+    const p = await newProduct('tf-v2');
+    await p.put([
+      { kind: 'rename_event', to: 'purchase.done', where: { '==': [{ var: 'event' }, 'order_completed'] } },
+      { kind: 'set', path: 'properties.meta.version', value: 2 },
+      { kind: 'remove', paths: ['properties.debug'] },
+      { kind: 'rename_property', from: 'properties.amt', to: 'properties.amount' },
+      { kind: 'mask', paths: ['properties.email'], with: 'hash' },
+      { kind: 'mask', paths: ['context.ip'], with: 'redact' },
+    ]);
+    const res = await v2(p.eventsKey, {
+      properties: { email: 'ann@example.com', amt: 12, debug: 'x' },
+      context: { ip: '192.0.2.7', userAgent: 'curl/8' },
+    });
+    assert.equal(res.statusCode, 201, res.body);
+    const event = res.json().data;
+    assert.equal(event.event_type, 'purchase');
+    assert.equal(event.action, 'done');
+    const secret = await ctx.services.storage.transformations.secret(p.id, () => 'unused');
+    assert.deepEqual(event.properties, {
+      email: maskHash(secret, 'ann@example.com'),
+      amount: 12,
+      meta: { version: 2 },
+    });
+    assert.deepEqual(event.context, { ip: REDACTED, userAgent: 'curl/8' });
+    const [read] = await p.events();
+    assert.deepEqual(read!.properties, event.properties);
+    assert.equal(JSON.stringify(await p.events()).includes('ann@example.com'), false);
+  });
+
+  it('v1 single and batch: drop answers, sample, allow_properties, idempotency', async () => {
+    const p = await newProduct('tf-batch');
+    await p.put([
+      { kind: 'drop', where: { '==': [{ var: 'properties.test' }, true] } },
+      { kind: 'allow_properties', paths: ['properties.plan'] },
+    ]);
+    const dropped = await v2(p.eventsKey, { properties: { test: true } });
+    assert.equal(dropped.statusCode, 200);
+    assert.deepEqual(dropped.json(), { data: null, meta: { dropped: true, step: 0 } });
+    const v1 = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v1/events',
+      headers: bearer(p.eventsKey),
+      payload: {
+        event_type: 'user_signed_up',
+        subject_type: 'user',
+        subject_id: 'u9',
+        occurred_at: '2026-11-01T00:00:00Z',
+        metadata: { plan: 'pro', secret: 's' },
+      },
+    });
+    assert.equal(v1.statusCode, 201, v1.body);
+    assert.deepEqual(v1.json().data.properties, { plan: 'pro' });
+    const batch = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/events/batch',
+      headers: bearer(p.eventsKey),
+      payload: {
+        events: [
+          { event: 'a.b', subject_type: 'user', subject_id: 'u1', external_id: 'b-1', properties: { plan: 'x', y: 1 } },
+          { event: 'a.b', subject_type: 'user', subject_id: 'u1', external_id: 'b-2', properties: { test: true } },
+        ],
+      },
+    });
+    assert.equal(batch.statusCode, 200, batch.body);
+    const body = batch.json();
+    assert.deepEqual(body.meta, { created: 1, duplicates: 0, rejected: 0, dropped: 1 });
+    assert.deepEqual(body.data[1], { index: 1, status: 'dropped', step: 0 });
+    assert.deepEqual(body.data[0].event.properties, { plan: 'x' });
+    // A retry is a duplicate (or dropped again), whatever the steps do.
+    const again = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/events/batch',
+      headers: bearer(p.eventsKey),
+      payload: {
+        events: [
+          { event: 'a.b', subject_type: 'user', subject_id: 'u1', external_id: 'b-1', properties: { plan: 'x' } },
+          { event: 'a.b', subject_type: 'user', subject_id: 'u1', external_id: 'b-2', properties: { test: true } },
+        ],
+      },
+    });
+    assert.deepEqual(again.json().meta, { created: 0, duplicates: 1, rejected: 0, dropped: 1 });
+    await p.put([{ kind: 'sample', rate: 0.5 }]);
+    const answers: string[] = [];
+    for (let i = 0; i < 40; i++) {
+      const id = `s-${i % 20}`;
+      const r = await v2(p.eventsKey, { external_id: id });
+      answers.push(`${id}:${r.statusCode === 200 && r.json().data === null ? 'dropped' : 'kept'}`);
+    }
+    const kept = answers.slice(0, 20).filter((a) => a.endsWith('kept')).length;
+    assert.ok(kept > 2 && kept < 18, `sampled ${kept} of 20`);
+    assert.deepEqual(answers.slice(20), answers.slice(0, 20), 'the same id always gets the same answer');
+  });
+
+  it('a failing step: 422 on a single route, the element error in a batch, recorded after masking', async () => {
+    const p = await newProduct('tf-error');
+    await p.put([
+      { kind: 'mask', paths: ['properties.email'], with: 'redact' },
+      { kind: 'set', path: 'properties.email.inner', value: 1 },
+    ]);
+    const single = await v2(p.eventsKey, { properties: { email: 'bob@example.com' } });
+    assert.equal(single.statusCode, 422);
+    const problem = problemOf(single);
+    assert.equal(problem.code, 'transformation_error');
+    assert.equal(problem.step, 1);
+    assert.equal(problem.kind, 'set');
+    assert.match(problem.detail, /step 1 \(set\)/);
+    const batch = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/events/batch',
+      headers: bearer(p.eventsKey),
+      payload: {
+        events: [
+          { event: 'a.b', subject_type: 'user', subject_id: 'u1', properties: { email: 'carl@example.com' } },
+          { event: 'a.b', subject_type: 'user', subject_id: 'u1', properties: { other: 1 } },
+        ],
+      },
+    });
+    assert.equal(batch.statusCode, 207);
+    assert.equal(batch.json().data[0].error.code, 'transformation_error');
+    assert.equal(batch.json().data[1].status, 'created', 'the rest of a batch is stored');
+    const recorded = await p.rejections();
+    assert.equal(recorded.length, 2);
+    for (const row of recorded) {
+      assert.equal(row.code, 'transformation_error');
+      assert.equal(row.item.properties.email, REDACTED);
+    }
+    assert.equal(JSON.stringify(recorded).includes('example.com'), false);
+    await p.put([
+      { kind: 'set', path: 'properties.email.inner', value: 1, on_error: 'skip' },
+      { kind: 'set', path: 'properties.ok', value: true },
+    ]);
+    const skipped = await v2(p.eventsKey, { properties: { email: 'x' } });
+    assert.equal(skipped.statusCode, 201);
+    assert.deepEqual(skipped.json().data.properties, { email: 'x', ok: true });
+    const warnings = (await p.rejections()).filter((r) => r.severity === 'warning');
+    assert.equal(warnings.length, 1);
+    assert.equal(warnings[0]!.code, 'transformation_error');
+  });
+
+  it('Segment routes and identify traits: dropped items count as accepted; identifiers come after the steps', async () => {
+    const p = await newProduct('tf-segment');
+    await p.put([
+      { kind: 'drop', where: { '==': [{ var: 'event' }, 'noise_viewed'] } },
+      { kind: 'mask', paths: ['traits.email'], with: 'hash', where: { '==': [{ var: 'traits.kind' }, 'hash'] } },
+      { kind: 'mask', paths: ['traits.email'], with: 'redact', where: { '!=': [{ var: 'traits.kind' }, 'hash'] } },
+      { kind: 'set', path: 'properties.seen', value: true, where: { '==': [{ var: 'type' }, 'track'] } },
+    ]);
+    const res = await ctx.app.inject({
+      method: 'POST',
+      url: '/v1/batch',
+      headers: basic(p.eventsKey),
+      payload: {
+        batch: [
+          { type: 'track', event: 'Noise Viewed', userId: 'u1', messageId: 'sg-1' },
+          { type: 'track', event: 'Order Completed', userId: 'u1', messageId: 'sg-2', properties: { a: 1 } },
+          { type: 'identify', userId: 'u-hash', messageId: 'sg-3', traits: { email: 'dee@example.com', kind: 'hash' } },
+          { type: 'identify', userId: 'u-red', messageId: 'sg-4', traits: { email: 'eve@example.com', kind: 'r' } },
+        ],
+      },
+    });
+    assert.equal(res.statusCode, 200, res.body);
+    assert.equal(res.json().accepted, 4);
+    const events = await p.events();
+    assert.equal(events.length, 3, 'the dropped track is not stored');
+    const track = events.find((e) => e.action === 'completed')!;
+    assert.deepEqual(track.properties, { a: 1, seen: true });
+    const secret = await ctx.services.storage.transformations.secret(p.id, () => 'unused');
+    const user = async (id: string) => (await p.admin('GET', `/users/${id}`)).json().data;
+    const hashed = await user('u-hash');
+    assert.equal(hashed.traits.email, maskHash(secret, 'dee@example.com'));
+    assert.equal(hashed.identifiers.email, maskHash(secret, 'dee@example.com'), 'a hashed e-mail is the hash');
+    const redacted = await user('u-red');
+    assert.equal(redacted.traits.email, REDACTED);
+    assert.equal(redacted.identifiers?.email, undefined, 'a redacted e-mail is no identifier');
+    assert.equal(JSON.stringify([events, hashed, redacted]).includes('example.com'), false);
+  });
+});
+
+describe('native identify', () => {
+  it('the traits go through the steps: masked, dropped, or refused with 422', async () => {
+    const p = await newProduct('tf-identify');
+    await p.put([
+      { kind: 'drop', where: { '==': [{ var: 'traits.test' }, true] } },
+      { kind: 'mask', paths: ['traits.email'], with: 'redact' },
+      { kind: 'set', path: 'traits.seen', value: true },
+      { kind: 'set', path: 'traits.email.x', value: 1, where: { '==': [{ var: 'traits.fail' }, true] } },
+    ]);
+    const identify = (traits: Record<string, unknown>, externalId = 'n-1') =>
+      ctx.app.inject({
+        method: 'POST',
+        url: '/api/v2/identify',
+        headers: bearer(p.eventsKey),
+        payload: { external_id: externalId, traits },
+      });
+    const created = await identify({ email: 'fay@example.com', name: 'Fay' });
+    assert.equal(created.statusCode, 201, created.body);
+    assert.deepEqual(created.json().data.traits, { email: REDACTED, name: 'Fay', seen: true });
+    const dropped = await identify({ test: true }, 'n-2');
+    assert.deepEqual(dropped.json(), { data: null, meta: { dropped: true, step: 0 } });
+    assert.equal((await p.admin('GET', '/users/n-2')).statusCode, 404, 'nothing stored');
+    const failed = await identify({ email: 'gus@example.com', fail: true }, 'n-3');
+    assert.equal(failed.statusCode, 422);
+    assert.equal(problemOf(failed).code, 'transformation_error');
+    const user = (await p.admin('GET', '/users/n-1')).json().data;
+    assert.equal(JSON.stringify(user).includes('example.com'), false);
+  });
+});
+
+describe('the test endpoint', () => {
+  it('runs given steps on items as a route would translate them, with traces, storing nothing', async () => {
+    const p = await newProduct('tf-test');
+    const res = await p.admin('POST', '/transformation/test', {
+      steps: [
+        { kind: 'remove', paths: ['properties.x'] },
+        { kind: 'drop', where: { '==': [{ var: 'subject_id' }, 'gone'] } },
+      ],
+      items: [
+        { event: 'a.b', subject_type: 'user', subject_id: 'u1', properties: { x: 1, y: 2 } },
+        { event: 'a.b', subject_type: 'user', subject_id: 'gone' },
+      ],
+    });
+    assert.equal(res.statusCode, 200, res.body);
+    const [kept, dropped] = res.json().data;
+    assert.deepEqual(kept.input.properties, { x: 1, y: 2 });
+    assert.deepEqual(kept.output.properties, { y: 2 });
+    assert.deepEqual(kept.trace, [
+      { step: 0, changed: ['properties.x'] },
+      { step: 1, changed: [] },
+    ]);
+    assert.equal(dropped.output, null);
+    assert.equal(dropped.dropped_by, 1);
+    const segment = await p.admin('POST', '/transformation/test', {
+      route: 'segment',
+      steps: [{ kind: 'set', path: 'properties.k', value: 1 }],
+      items: [{ type: 'track', event: 'Clicked', userId: 'u1' }],
+    });
+    assert.equal(segment.json().data[0].input.type, 'track');
+    assert.equal(segment.json().data[0].input.source, 'segment');
+    const invalid = await p.admin('POST', '/transformation/test', {
+      steps: [{ kind: 'remove', paths: ['type'] }],
+      items: [{ event: 'a.b', subject_type: 'user', subject_id: 'u1' }],
+    });
+    assert.equal(problemOf(invalid).errors![0]!.pointer, '/steps/0/paths/0');
+    const badItem = await p.admin('POST', '/transformation/test', { items: [{ event: 'a.b' }] });
+    assert.equal(badItem.statusCode, 400);
+    assert.equal((await p.events()).length, 0, 'nothing stored');
+    assert.deepEqual((await p.admin('GET', '/transformation')).json(), { data: null });
+  });
+});
+
+describe('masking leaves no trace', () => {
+  it('in reads, rejections or the database', async () => {
+    const p = await newProduct('tf-trace');
+    const marker = 'ZQXJWVKMARKER';
+    await p.put([
+      { kind: 'mask', paths: ['properties.card', 'context.ip', 'traits.email'], with: 'redact' },
+      { kind: 'drop', where: { '==': [{ var: 'properties.drop' }, true] } },
+      { kind: 'set', path: 'occurred_at', value: 'not a time', where: { '==': [{ var: 'properties.fail' }, true] } },
+    ]);
+    await v2(p.eventsKey, { properties: { card: `${marker}-1` }, context: { ip: `${marker}-2` } });
+    await v2(p.eventsKey, { properties: { card: `${marker}-3`, fail: true } });
+    await v2(p.eventsKey, { properties: { card: `${marker}-4`, drop: true } });
+    await ctx.app.inject({
+      method: 'POST',
+      url: '/v1/batch',
+      headers: basic(p.eventsKey),
+      payload: {
+        batch: [
+          { type: 'identify', userId: 'u-m', messageId: 'm-1', traits: { email: `${marker}-5` } },
+          {
+            type: 'track',
+            event: 'X',
+            userId: 'u-m',
+            messageId: 'm-2',
+            properties: { card: `${marker}-6`, fail: true },
+          },
+        ],
+      },
+    });
+    const rejections = await p.rejections();
+    assert.equal(rejections.length, 2);
+    assert.equal(JSON.stringify(rejections).includes(marker), false);
+    assert.equal(JSON.stringify(await p.events()).includes(marker), false);
+    await ctx.services.governance.catalog.flush();
+    if (dialect === 'sqlite') {
+      const file = ctx.database.databaseUrl.slice('sqlite:'.length);
+      for (const path of [file, `${file}-wal`])
+        if (existsSync(path)) assert.equal(readFileSync(path).includes(marker), false, path);
+    } else {
+      const client = new pg.Client({ connectionString: postgresUrl });
+      await client.connect();
+      try {
+        const schema = ctx.database.postgresSchema!;
+        const { rows } = await client.query<{ name: string }>(
+          `SELECT relname AS name FROM pg_class WHERE relnamespace = $1::text::regnamespace AND relkind = 'r'`,
+          [schema],
+        );
+        for (const { name } of rows) {
+          const found = await client.query(`SELECT 1 FROM ${schema}."${name}" t WHERE t::text LIKE $1 LIMIT 1`, [
+            `%${marker}%`,
+          ]);
+          assert.equal(found.rowCount, 0, name);
+        }
+      } finally {
+        await client.end();
+      }
+    }
+  });
+});

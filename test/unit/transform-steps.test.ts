@@ -1,0 +1,373 @@
+// The pure parts of transformations.md §2–3: step validation (pointers into the body, defaults, paths a step
+// may not touch), the engine (every declarative kind, where, on_error, drops, sampling) and, with fast-check,
+// its invariants: the input is never changed and a masked value leaves no trace in the output.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import fc from 'fast-check';
+import {
+  applySteps,
+  applyStepsToBatch,
+  maskHash,
+  REDACTED,
+  type RunContext,
+} from '../../src/domain/transform-engine.js';
+import { parseSteps } from '../../src/domain/transform-validate.js';
+import type { FunctionOutcome, Step, TransformDocument } from '../../src/domain/transform-types.js';
+
+function steps(body: unknown): Step[] {
+  const result = parseSteps(body, { geoip: true });
+  if (!result.ok) throw new Error(JSON.stringify(result.errors));
+  return result.steps;
+}
+
+function doc(overrides: Partial<TransformDocument> = {}): TransformDocument {
+  return {
+    type: 'event',
+    event: 'project_created',
+    event_type: 'project',
+    action: 'created',
+    subject_type: 'user',
+    subject_id: 'u1',
+    occurred_at: '2026-11-28T10:00:00.000Z',
+    properties: { plan: 'pro', email: 'a@example.com', nested: { card: '4111' } },
+    context: { userAgent: 'Mozilla/5.0', ip: '192.0.2.1' },
+    source: 'api',
+    ...overrides,
+  };
+}
+
+const context: RunContext = {
+  secret: 'secret',
+  messageId: 'm-1',
+  meta: { product_id: 'p', key_id: 'k', route: 'v2' },
+  enrichers: {
+    userAgent: (ua) => ({ browser: { name: ua.startsWith('Mozilla') ? 'Firefox' : 'Other' } }),
+    isBot: (ua) => /bot/i.test(ua),
+  },
+};
+
+describe('parseSteps', () => {
+  it('fills defaults and accepts every kind', () => {
+    const parsed = steps({
+      steps: [
+        { kind: 'drop', where: { '==': [{ var: 'properties.plan' }, 'test'] } },
+        { kind: 'sample', rate: 0.5 },
+        { kind: 'rename_event', to: 'order.completed' },
+        { kind: 'set', path: 'properties.x', value: { a: 1 } },
+        { kind: 'remove', paths: ['properties.x'] },
+        { kind: 'rename_property', from: 'properties.a', to: 'properties.b' },
+        { kind: 'mask', paths: ['properties.email'], with: 'hash' },
+        { kind: 'allow_properties', paths: ['properties.plan'] },
+        { kind: 'user_agent' },
+        { kind: 'bot' },
+        { kind: 'geoip' },
+        { kind: 'function', code: 'function transform(e) { return e; }' },
+      ],
+    });
+    assert.equal(parsed.length, 12);
+    assert.deepEqual(parsed[1], { kind: 'sample', rate: 0.5, by: 'message_id', on_error: 'reject' });
+    assert.deepEqual(parsed[8], {
+      kind: 'user_agent',
+      from: 'context.userAgent',
+      to: 'context.user_agent',
+      on_error: 'reject',
+    });
+    assert.deepEqual(parsed[9], { kind: 'bot', from: 'context.userAgent', action: 'flag', on_error: 'reject' });
+    assert.deepEqual(parsed[10], { kind: 'geoip', from: 'context.ip', to: 'context.geo', on_error: 'reject' });
+  });
+
+  it('points at each invalid field', () => {
+    const result = parseSteps(
+      {
+        steps: [
+          { kind: 'drop' },
+          { kind: 'remove', paths: ['properties.a'] },
+          { kind: 'remove', paths: ['type', 'properties.__proto__.x'] },
+          { kind: 'set', path: 'external_id', value: 1 },
+          { kind: 'nope' },
+          { kind: 'sample', rate: 2, by: 'x' },
+          { kind: 'drop', where: { log: 1 } },
+          { kind: 'mask', paths: ['properties.a'], with: 'rot13' },
+          { kind: 'rename_event', to: 'Bad Name' },
+          { kind: 'drop', extra: 1 },
+          { kind: 'remove', paths: ['subject_id'] },
+          { kind: 'drop', on_error: 'ignore' },
+        ],
+      },
+      { geoip: true },
+    );
+    assert.equal(result.ok, false);
+    const pointers = result.ok ? [] : result.errors.map((e) => e.pointer);
+    assert.deepEqual(pointers, [
+      '/steps/2/paths/0',
+      '/steps/2/paths/1',
+      '/steps/3/path',
+      '/steps/4/kind',
+      '/steps/5/rate',
+      '/steps/5/by',
+      '/steps/6/where/log',
+      '/steps/7/with',
+      '/steps/8/to',
+      '/steps/9/extra',
+      '/steps/10/paths/0',
+      '/steps/11/on_error',
+    ]);
+  });
+
+  it('refuses a geoip step without a database, naming INLET_GEOIP_DATABASE', () => {
+    const result = parseSteps({ steps: [{ kind: 'geoip' }] }, { geoip: false });
+    assert.equal(result.ok, false);
+    if (!result.ok) {
+      assert.equal(result.errors[0]!.pointer, '/steps/0/kind');
+      assert.match(result.errors[0]!.message, /INLET_GEOIP_DATABASE/);
+    }
+  });
+
+  it('lets set change the top-level fields the spec names, and nothing else', () => {
+    for (const path of ['event', 'subject_type', 'subject_id', 'occurred_at'])
+      assert.equal(parseSteps({ steps: [{ kind: 'set', path, value: 'x' }] }, { geoip: false }).ok, true, path);
+    for (const path of ['type', 'source', 'product_id', 'received_at', 'properties'])
+      assert.equal(parseSteps({ steps: [{ kind: 'set', path, value: 'x' }] }, { geoip: false }).ok, false, path);
+  });
+});
+
+describe('applySteps', () => {
+  it('applies each declarative kind', () => {
+    const result = applySteps(
+      doc(),
+      steps({
+        steps: [
+          { kind: 'rename_event', to: 'order.completed' },
+          { kind: 'set', path: 'properties.meta.version', value: 2 },
+          { kind: 'remove', paths: ['properties.missing', 'context.ip'] },
+          { kind: 'rename_property', from: 'properties.plan', to: 'properties.tier' },
+          { kind: 'mask', paths: ['properties.email', 'properties.nested'], with: 'hash' },
+          { kind: 'user_agent' },
+          { kind: 'bot' },
+        ],
+      }),
+      context,
+    );
+    assert.equal(result.outcome, 'kept');
+    const d = result.document;
+    assert.equal(d.event, 'order_completed');
+    assert.equal(d.event_type, 'order');
+    assert.equal(d.action, 'completed');
+    assert.deepEqual(d.properties, {
+      tier: 'pro',
+      email: maskHash('secret', 'a@example.com'),
+      nested: maskHash('secret', { card: '4111' }),
+      meta: { version: 2 },
+    });
+    assert.match(d.properties.email as string, /^[0-9a-f]{64}$/);
+    assert.deepEqual(d.context, { userAgent: 'Mozilla/5.0', user_agent: { browser: { name: 'Firefox' } }, bot: false });
+    assert.deepEqual(result.outcomes, ['changed', 'changed', 'changed', 'changed', 'changed', 'changed', 'changed']);
+  });
+
+  it('drops where the condition holds, and says which step', () => {
+    const rules = steps({
+      steps: [
+        { kind: 'set', path: 'properties.x', value: 1 },
+        { kind: 'drop', where: { '==': [{ var: 'properties.plan' }, 'pro'] } },
+      ],
+    });
+    const dropped = applySteps(doc(), rules, context);
+    assert.equal(dropped.outcome, 'dropped');
+    assert.equal(dropped.droppedBy, 1);
+    const kept = applySteps(doc({ properties: { plan: 'free' } }), rules, context);
+    assert.equal(kept.outcome, 'kept');
+    assert.deepEqual(kept.outcomes, ['changed', 'unchanged']);
+  });
+
+  it('keeps only the allowed paths', () => {
+    const result = applySteps(
+      doc(),
+      steps({ steps: [{ kind: 'allow_properties', paths: ['properties.plan', 'properties.nested.card'] }] }),
+      context,
+    );
+    assert.deepEqual(result.document.properties, { plan: 'pro', nested: { card: '4111' } });
+    const identify = doc({ type: 'identify', properties: {}, traits: { email: 'e', name: 'n' } });
+    const traits = applySteps(
+      identify,
+      steps({ steps: [{ kind: 'allow_properties', paths: ['traits.name'] }] }),
+      context,
+    );
+    assert.deepEqual(traits.document.traits, { name: 'n' });
+  });
+
+  it('samples deterministically by message id or subject', () => {
+    const rule = steps({ steps: [{ kind: 'sample', rate: 0.3 }] });
+    let kept = 0;
+    for (let i = 0; i < 2000; i++) {
+      const first = applySteps(doc(), rule, { ...context, messageId: `m-${i}` }).outcome;
+      assert.equal(applySteps(doc(), rule, { ...context, messageId: `m-${i}` }).outcome, first);
+      if (first === 'kept') kept++;
+    }
+    assert.ok(kept > 500 && kept < 700, `kept ${kept} of 2000 at rate 0.3`);
+    const bySubject = steps({ steps: [{ kind: 'sample', rate: 0.5, by: 'subject' }] });
+    const answers = new Set(
+      Array.from({ length: 20 }, (_, i) => applySteps(doc(), bySubject, { ...context, messageId: `x-${i}` }).outcome),
+    );
+    assert.equal(answers.size, 1, 'the same subject always gets the same answer');
+  });
+
+  it('rejects an invalid result naming the step, or skips it with a warning, leaving nothing half-done', () => {
+    const bad = steps({
+      steps: [
+        { kind: 'mask', paths: ['properties.email'], with: 'redact' },
+        { kind: 'set', path: 'occurred_at', value: 'yesterday' },
+      ],
+    });
+    const rejected = applySteps(doc(), bad, context);
+    assert.equal(rejected.outcome, 'error');
+    assert.equal(rejected.error?.step, 1);
+    assert.equal(rejected.error?.kind, 'set');
+    assert.equal(
+      rejected.document.properties.email,
+      REDACTED,
+      'the recorded document has the masks before the failure',
+    );
+    const skip = steps({
+      steps: [
+        { kind: 'set', path: 'properties.email.x', value: 1, on_error: 'skip' },
+        { kind: 'set', path: 'properties.y', value: 2 },
+      ],
+    });
+    const skipped = applySteps(doc(), skip, context);
+    assert.equal(skipped.outcome, 'kept');
+    assert.equal(skipped.warnings[0]?.step, 0);
+    assert.equal(skipped.document.properties.email, 'a@example.com');
+    assert.equal(skipped.document.properties.y, 2);
+  });
+
+  it('runs functions once per batch through what it is given, and checks what they return', async () => {
+    const fn = steps({
+      steps: [
+        { kind: 'set', path: 'properties.before', value: 1 },
+        {
+          kind: 'function',
+          code: 'function transform(e) { return e; }',
+          where: { '!=': [{ var: 'subject_id' }, 'skip'] },
+        },
+      ],
+    });
+    const calls: number[] = [];
+    const each = (make: (d: TransformDocument) => FunctionOutcome) => ({
+      runMany: async (docs: readonly TransformDocument[]) => {
+        calls.push(docs.length);
+        return docs.map(make);
+      },
+    });
+    const rename = each((d) => ({ kind: 'event', event: { ...d, event: 'order.paid', type: 'page' } }));
+    const [renamed, skipped] = await applyStepsToBatch([doc(), doc({ subject_id: 'skip' })], fn, [
+      { ...context, functions: [undefined, rename] },
+      { ...context, functions: [undefined, rename] },
+    ]);
+    assert.deepEqual(calls, [1], 'one call for the items whose where holds');
+    assert.equal(renamed!.document.event, 'order_paid');
+    assert.equal(renamed!.document.properties.before, 1, 'the function saw the steps before it');
+    assert.equal(renamed!.document.type, 'event', "type is not the function's to change");
+    assert.equal(skipped!.document.event, 'project_created');
+    const broken = each((d) => ({ kind: 'event', event: { ...d, subject_id: '' } }));
+    assert.equal(
+      (await applyStepsToBatch([doc()], fn, [{ ...context, functions: [undefined, broken] }]))[0]!.outcome,
+      'error',
+    );
+    const drop = each(() => ({ kind: 'drop' }));
+    assert.equal(
+      (await applyStepsToBatch([doc()], fn, [{ ...context, functions: [undefined, drop] }]))[0]!.droppedBy,
+      1,
+    );
+    assert.equal(applySteps(doc(), fn, context).outcome, 'error', 'the single-item runner has no functions');
+  });
+
+  it('traces the paths each step changed', () => {
+    const result = applySteps(
+      doc(),
+      steps({ steps: [{ kind: 'remove', paths: ['properties.plan'] }, { kind: 'bot' }] }),
+      { ...context, trace: true },
+    );
+    assert.deepEqual(result.trace, [
+      { step: 0, changed: ['properties.plan'] },
+      { step: 1, changed: ['context.bot'] },
+    ]);
+  });
+});
+
+describe('invariants', () => {
+  const json = fc.jsonValue({ maxDepth: 3 });
+  const key = fc.stringMatching(/^[a-z]{1,6}$/);
+  const properties = fc.dictionary(key, json, { maxKeys: 6 });
+  const anyStep = fc.oneof(
+    fc.record({
+      kind: fc.constant('remove'),
+      paths: fc.array(
+        key.map((k) => `properties.${k}`),
+        { minLength: 1, maxLength: 3 },
+      ),
+    }),
+    fc.record({
+      kind: fc.constant('set'),
+      path: key.map((k) => `properties.${k}.y`),
+      value: json,
+      on_error: fc.constant('skip'),
+    }),
+    fc.record({
+      kind: fc.constant('rename_property'),
+      from: key.map((k) => `properties.${k}`),
+      to: key.map((k) => `context.${k}`),
+      on_error: fc.constant('skip'),
+    }),
+    fc.record({
+      kind: fc.constant('mask'),
+      paths: fc.array(
+        key.map((k) => `properties.${k}`),
+        { minLength: 1, maxLength: 3 },
+      ),
+      with: fc.constantFrom('redact', 'hash'),
+    }),
+    fc.record({
+      kind: fc.constant('allow_properties'),
+      paths: fc.array(
+        key.map((k) => `properties.${k}`),
+        { minLength: 1, maxLength: 3 },
+      ),
+    }),
+  );
+
+  it('never changes its input', () => {
+    fc.assert(
+      fc.property(properties, fc.array(anyStep, { maxLength: 6 }), (props, rawSteps) => {
+        const input = doc({ properties: props });
+        const before = JSON.stringify(input);
+        applySteps(input, steps({ steps: rawSteps }), context);
+        assert.equal(JSON.stringify(input), before);
+      }),
+    );
+  });
+
+  it('leaves no trace of a masked value anywhere in the output', () => {
+    const secretValue = fc.stringMatching(/^[A-Z]{12}$/);
+    fc.assert(
+      fc.property(
+        properties,
+        key,
+        secretValue,
+        fc.constantFrom('redact', 'hash'),
+        fc.array(anyStep, { maxLength: 3 }),
+        (props, k, value, how, before) => {
+          const input = doc({ properties: { ...props, [k]: { inner: value } } });
+          const rules = steps({
+            steps: [
+              ...before.filter((s) => s.kind !== 'rename_property'),
+              { kind: 'mask', paths: [`properties.${k}`], with: how },
+            ],
+          });
+          const result = applySteps(input, rules, context);
+          if (result.outcome === 'kept' && JSON.stringify(input.properties).split(value).length === 2)
+            assert.ok(!JSON.stringify(result.document).includes(value));
+        },
+      ),
+    );
+  });
+});
