@@ -14,7 +14,7 @@ import {
   writeCatalog,
   type Widen,
 } from './governance/catalog.js';
-import { currentPlan, currentPlanVersion, listPlanVersions, putPlan } from './governance/plans.js';
+import { planStore } from './governance/plans.js';
 import type { GovernanceDb } from './governance/tables.js';
 import { deleteViolationsOlderThan, insertViolations, listViolations } from './governance/violations.js';
 
@@ -28,10 +28,7 @@ export function governanceStore(kysely: Kysely<Database>, widen: Widen): Governa
     listCatalogProperties: (productId, scope, canonicalName) =>
       listCatalogProperties(db, productId, scope, canonicalName),
     catalogOverflow: (productId) => catalogOverflow(db, productId),
-    putPlan: (productId, plan, createdAt) => putPlan(db, productId, plan, createdAt),
-    currentPlan: (productId) => currentPlan(db, productId),
-    currentPlanVersion: (productId) => currentPlanVersion(db, productId),
-    listPlanVersions: (productId) => listPlanVersions(db, productId),
+    ...planStore(kysely),
     insertViolations: (rows) => insertViolations(db, rows),
     addUnrecordedViolations: (counts) => addHourCounts(db, 'plan_violation_hours', counts),
     listViolations: (productId, query) => listViolations(db, productId, query),

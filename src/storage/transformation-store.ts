@@ -1,7 +1,14 @@
 // Transformation versions and secrets (transformations.md §3), written once for both databases.
 import type { ColumnType, Kysely } from 'kysely';
-import { toIso, type Database } from './database.js';
+import type { Database } from './database.js';
 import type { TransformationStore, TransformationVersion } from './transformation-types.js';
+import { versionedDocuments, type DocumentVersion } from './versioned-documents.js';
+
+const asVersion = ({ version, document, createdAt }: DocumentVersion<unknown[]>): TransformationVersion => ({
+  version,
+  steps: document,
+  createdAt,
+});
 
 interface TransformationTables {
   transformations: {
@@ -14,49 +21,6 @@ interface TransformationTables {
 }
 
 type Db = Kysely<Database & TransformationTables>;
-
-function fromRow(row: { version: number; steps: unknown; created_at: Date | string }): TransformationVersion {
-  const steps = typeof row.steps === 'string' ? (JSON.parse(row.steps) as unknown[]) : (row.steps as unknown[]);
-  return { version: Number(row.version), steps, createdAt: toIso(row.created_at) };
-}
-
-function isKeyConflict(error: unknown): boolean {
-  const code = (error as { code?: string }).code;
-  return code === '23505' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY';
-}
-
-async function put(db: Db, productId: string, steps: unknown[], createdAt: string): Promise<TransformationVersion> {
-  // Two instances storing a version at once: the primary key refuses the second, which retries with the next number.
-  for (let attempt = 0; ; attempt++) {
-    const top = await db
-      .selectFrom('transformations')
-      .select((eb) => eb.fn.max('version').as('v'))
-      .where('product_id', '=', productId)
-      .executeTakeFirst();
-    const version = Number(top?.v ?? 0) + 1;
-    try {
-      await db
-        .insertInto('transformations')
-        .values({ product_id: productId, version, steps: JSON.stringify(steps), created_at: createdAt })
-        .execute();
-      return { version, steps, createdAt };
-    } catch (error) {
-      if (attempt < 5 && isKeyConflict(error)) continue;
-      throw error;
-    }
-  }
-}
-
-async function current(db: Db, productId: string): Promise<TransformationVersion | undefined> {
-  const row = await db
-    .selectFrom('transformations')
-    .select(['version', 'steps', 'created_at'])
-    .where('product_id', '=', productId)
-    .orderBy('version', 'desc')
-    .limit(1)
-    .executeTakeFirst();
-  return row === undefined ? undefined : fromRow(row);
-}
 
 async function secret(db: Db, productId: string, make: () => string): Promise<string> {
   const read = () =>
@@ -74,28 +38,15 @@ async function secret(db: Db, productId: string, make: () => string): Promise<st
 
 export function transformationStore(kysely: Kysely<Database>): TransformationStore {
   const db = kysely as unknown as Db;
+  const versions = versionedDocuments<unknown[]>(kysely as Kysely<unknown>, 'transformations', 'steps');
   return {
-    put: (productId, steps, createdAt) => put(db, productId, steps, createdAt),
-    current: (productId) => current(db, productId),
-    async currentVersion(productId) {
-      const row = await db
-        .selectFrom('transformations')
-        .select('version')
-        .where('product_id', '=', productId)
-        .orderBy('version', 'desc')
-        .limit(1)
-        .executeTakeFirst();
-      return row === undefined ? 0 : Number(row.version);
+    put: async (productId, steps, createdAt) => asVersion(await versions.put(productId, steps, createdAt)),
+    current: async (productId) => {
+      const found = await versions.current(productId);
+      return found === undefined ? undefined : asVersion(found);
     },
-    async list(productId) {
-      const rows = await db
-        .selectFrom('transformations')
-        .select(['version', 'steps', 'created_at'])
-        .where('product_id', '=', productId)
-        .orderBy('version', 'desc')
-        .execute();
-      return rows.map(fromRow);
-    },
+    currentVersion: (productId) => versions.currentVersion(productId),
+    list: async (productId) => (await versions.list(productId)).map(asVersion),
     secret: (productId, make) => secret(db, productId, make),
   };
 }
