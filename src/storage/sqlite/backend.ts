@@ -9,7 +9,7 @@ import { retryingBusy } from '../busy-retry.js';
 import type { Database } from '../database.js';
 import { destinationStore } from '../destination-store.js';
 import { eventReads } from '../event-reads.js';
-import type { CommitPolicy, DeletePacing, EventKeyStats, StorageCapabilities } from '../types.js';
+import type { CommitPolicy, DeletePacing, StorageCapabilities } from '../types.js';
 import { startCheckpointerOnDemand, type Checkpointer, type CheckpointHandOff } from './checkpointer.js';
 import { sqliteEventDeletes } from './event-deletes.js';
 import { EventKeys, registerEventKeyFunction } from './event-keys.js';
@@ -87,19 +87,6 @@ function isSqliteUnavailable(error: unknown): boolean {
     current = (current as { cause?: unknown }).cause;
   }
   return false;
-}
-
-function indexStats(index: EventKeys): EventKeyStats {
-  return {
-    held: index.held,
-    merges: index.merges,
-    mergeSeconds: index.mergeSeconds,
-    moves: index.moves,
-    swept: index.swept,
-    sweepSeconds: index.sweepSeconds,
-    busySeconds: index.busySeconds,
-    filterBytes: index.filterBytes,
-  };
 }
 
 /** The WAL's helpers of a file: its sync off the event loop (wal-sync.ts) and the checkpoint thread (checkpointer.ts). */
@@ -244,7 +231,7 @@ function capabilities(
     telemetry: {
       ...(checkpointer === undefined ? {} : { observeCheckpoints: checkpointer.observe }),
       eventKeyStats: () => writing.keyStats(),
-      eventSubjectStats: () => indexStats(subjects),
+      eventSubjectStats: () => subjects.stats(),
     },
     eventIndexes: {
       warm: () => writing.warm(),

@@ -44,6 +44,7 @@
 // and a collision only costs a row read.
 import { performance } from 'node:perf_hooks';
 import type BetterSqlite3 from 'better-sqlite3';
+import type { EventKeyStats } from '../types.js';
 import { withoutCommitSync } from './wal-sync.js';
 
 /** Keys per tail before it is merged into `event_keys`: more means fewer passes over the table, more memory
@@ -593,6 +594,20 @@ export class EventKeys {
   /** The key filter's size once it is built (0 before, and for the subject index). */
   get filterBytes(): number {
     return this.filterReady ? this.filter!.bytes : 0;
+  }
+
+  /** The counters and gauges for /metrics. */
+  stats(): EventKeyStats {
+    return {
+      held: this.held,
+      merges: this.merges,
+      mergeSeconds: this.mergeSeconds,
+      moves: this.moves,
+      swept: this.swept,
+      sweepSeconds: this.sweepSeconds,
+      busySeconds: this.busySeconds,
+      filterBytes: this.filterBytes,
+    };
   }
 
   /** Resolves once the key filter is built (immediately for the subject index, and before the first catchUp). */

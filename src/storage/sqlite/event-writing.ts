@@ -32,19 +32,6 @@ export interface EventWriting {
   close(): Promise<void>;
 }
 
-function statsOf(index: EventKeys): EventKeyStats {
-  return {
-    held: index.held,
-    merges: index.merges,
-    mergeSeconds: index.mergeSeconds,
-    moves: index.moves,
-    swept: index.swept,
-    sweepSeconds: index.sweepSeconds,
-    busySeconds: index.busySeconds,
-    filterBytes: index.filterBytes,
-  };
-}
-
 const ZERO: EventKeyStats = {
   held: 0,
   merges: 0,
@@ -100,7 +87,7 @@ export function sqliteEventWriting(options: EventWritingOptions): EventWriting {
     if (closing) return thread.stop();
     // The in-process writer's keys are the thread's now (it read them from the rows); no more merges here.
     await keys.stop();
-    retiredStats = withRetired(retiredStats, statsOf(keys));
+    retiredStats = withRetired(retiredStats, keys.stats());
     retired.push(keys);
     running = thread;
   };
@@ -126,7 +113,7 @@ export function sqliteEventWriting(options: EventWritingOptions): EventWriting {
       }
       return local.insertMany(rows);
     },
-    keyStats: () => withRetired(retiredStats, running === undefined ? statsOf(keys) : (running.stats ?? ZERO)),
+    keyStats: () => withRetired(retiredStats, running === undefined ? keys.stats() : (running.stats ?? ZERO)),
     async warm() {
       await db.connection().execute(async () => subjects.catchUp(running === undefined ? keys.catchUp() : undefined));
       if (running !== undefined) await running.request('warm');

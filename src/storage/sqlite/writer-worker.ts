@@ -10,19 +10,6 @@ import { tune } from './tune.js';
 import { WalSync, withoutCommitSync } from './wal-sync.js';
 import type { WriterReply, WriterRequest, WriterSetup } from './writer-thread.js';
 
-function keyStats(keys: EventKeys): NonNullable<WriterReply['stats']> {
-  return {
-    held: keys.held,
-    merges: keys.merges,
-    mergeSeconds: keys.mergeSeconds,
-    moves: keys.moves,
-    swept: keys.swept,
-    sweepSeconds: keys.sweepSeconds,
-    busySeconds: keys.busySeconds,
-    filterBytes: keys.filterBytes,
-  };
-}
-
 function errorOf(error: unknown): { message: string; code?: string } {
   const code = (error as { code?: unknown } | null)?.code;
   return { message: (error as Error)?.message ?? String(error), ...(typeof code === 'string' ? { code } : {}) };
@@ -91,7 +78,7 @@ function serve(setup: WriterSetup, port: MessagePort): void {
         const at = last;
         // Also when every row was a duplicate: "already stored" must be true when it is said.
         synced = walSync?.sync();
-        reply = () => ({ id, duplicates, subjects: pairs, last: at, stats: keyStats(keys) });
+        reply = () => ({ id, duplicates, subjects: pairs, last: at, stats: keys.stats() });
       } catch (error) {
         reply = () => ({ id, error: errorOf(error) });
       }
@@ -106,16 +93,16 @@ function serve(setup: WriterSetup, port: MessagePort): void {
     } else if (request.warm === true) {
       keys.catchUp();
       await keys.filtered();
-      answer(undefined, () => ({ id, stats: keyStats(keys) }), id);
+      answer(undefined, () => ({ id, stats: keys.stats() }), id);
     } else if (request.settle === true) {
       await keys.settle();
-      answer(undefined, () => ({ id, stats: keyStats(keys) }), id);
+      answer(undefined, () => ({ id, stats: keys.stats() }), id);
     } else if (request.stop === true) {
       await answered;
       await keys.stop();
       await walSync?.close();
       raw.close();
-      port.postMessage({ id, stats: keyStats(keys) } satisfies WriterReply);
+      port.postMessage({ id, stats: keys.stats() } satisfies WriterReply);
       port.close();
     }
   };
