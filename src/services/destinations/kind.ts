@@ -16,7 +16,7 @@ import type {
   DestinationType,
   StoredMessage,
 } from '../../storage/types.js';
-import { OutboundRefused, type OutboundGuard } from '../outbound-guard.js';
+import { guardRefusal, OutboundRefused, type OutboundGuard } from '../outbound-guard.js';
 import type { DestinationInput } from './input.js';
 import type { WireMessage } from './messages.js';
 
@@ -31,6 +31,20 @@ export interface SendOutcome {
   gone?: boolean;
   /** The outbound guard refused the target: nothing was sent, and retrying cannot help until the settings change. */
   refused?: boolean;
+}
+
+/**
+ * A send that threw, under the type's prefix ("NATS: "): a refusal by the outbound guard is marked as one (never
+ * retried); any other error is described by `describe` (its message by default).
+ */
+export function failedSend(
+  prefix: string,
+  error: unknown,
+  describe: (error: unknown) => string = (e) => (e as Error).message,
+): SendOutcome {
+  const refused = guardRefusal(error);
+  const text = refused === undefined ? describe(error) : `refused by the outbound guard: ${refused.message}`;
+  return { ok: false, status: null, error: `${prefix}${text}`.slice(0, 500), ...(refused && { refused: true }) };
 }
 
 /** What the deliverer gives a driver along with the messages of one delivery. */

@@ -14,7 +14,7 @@ import { performance } from 'node:perf_hooks';
 import { connect, createInbox, headers, type Msg, type NatsConnection } from '@nats-io/transport-node';
 import type { FieldError } from '../../domain/errors.js';
 import type { DestinationCredentials } from '../../storage/types.js';
-import { guardRefusal, type OutboundGuard } from '../outbound-guard.js';
+import type { OutboundGuard } from '../outbound-guard.js';
 import { stringList } from './input.js';
 import {
   refusedAs,
@@ -23,6 +23,7 @@ import {
   type DriverOptions,
   type SendOutcome,
 } from './kind.js';
+import { failedSend } from './kind.js';
 import { bytesOf, subjectCache } from './messages.js';
 
 export interface NatsPublish {
@@ -187,15 +188,7 @@ export function createNatsSender(options: { timeoutMs: number; guard: OutboundGu
         await Promise.race([acked, timeout]);
         return { ok: true, status: null, error: null };
       } catch (error) {
-        const refused = guardRefusal(error);
-        if (refused !== undefined)
-          return {
-            ok: false,
-            status: null,
-            error: `NATS: refused by the outbound guard: ${refused.message}`.slice(0, 500),
-            refused: true,
-          };
-        return { ok: false, status: null, error: `NATS: ${(error as Error).message}`.slice(0, 500) };
+        return failedSend('NATS: ', error);
       } finally {
         clearTimeout(timer);
         // Acknowledgements still awaited belong to a failed batch: nobody waits for them any more.

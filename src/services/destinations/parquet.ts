@@ -10,6 +10,7 @@ import { validationError } from '../../domain/errors.js';
 import type { StoredMessage } from '../../storage/types.js';
 import { eraseFromFiles, writeMessages } from './files/parquet-files.js';
 import type { DestinationDriver, DestinationKind, DriverOptions, SendOutcome } from './kind.js';
+import { failedSend } from './kind.js';
 
 const OFF = 'file destinations are off: the operator has not set INLET_FILE_DESTINATIONS_ROOT';
 
@@ -94,7 +95,7 @@ function parquetDriver(options: DriverOptions): DestinationDriver {
           warnings: [],
         });
       } catch (error) {
-        outcome = { ok: false, status: null, error: `Parquet: ${(error as Error).message}`.slice(0, 500) };
+        outcome = failedSend('Parquet: ', error);
       }
       const ends = messages.length === 1 ? [messages[0]!] : [messages[0]!, messages[messages.length - 1]!];
       context.sent(ends.map(context.format), outcome, performance.now() - started);

@@ -8,7 +8,7 @@ import pg from 'pg';
 import { validationError, type FieldError } from '../../domain/errors.js';
 import { messageIdOfEvent } from '../../domain/destinations.js';
 import type { DestinationCredentials, DestinationRecord, StoredMessage } from '../../storage/types.js';
-import { guardRefusal, type OutboundGuard } from '../outbound-guard.js';
+import type { OutboundGuard } from '../outbound-guard.js';
 import {
   refusedAs,
   type DestinationDriver,
@@ -16,6 +16,7 @@ import {
   type DriverOptions,
   type SendOutcome,
 } from './kind.js';
+import { failedSend } from './kind.js';
 import { ensureSchema } from './warehouse/layout.js';
 import { loadBatch } from './warehouse/load.js';
 import { MAX_NAME, safeName } from './warehouse/names.js';
@@ -87,18 +88,6 @@ function messageIdOf(message: StoredMessage): string {
   return message.kind === 'event' ? messageIdOfEvent(message.event.id) : message.id;
 }
 
-function failure(error: unknown): SendOutcome {
-  const refused = guardRefusal(error);
-  if (refused !== undefined)
-    return {
-      ok: false,
-      status: null,
-      error: `PostgreSQL: refused by the outbound guard: ${refused.message}`.slice(0, 500),
-      refused: true,
-    };
-  return { ok: false, status: null, error: `PostgreSQL: ${(error as Error).message}`.slice(0, 500) };
-}
-
 /** One pool per destination (one connection: a destination's loads are sequential), made again when its URL changes. */
 function postgresDriver(options: DriverOptions): DestinationDriver {
   const pools = new Map<string, { url: string; pool: pg.Pool; ready: boolean }>();
@@ -148,7 +137,7 @@ function postgresDriver(options: DriverOptions): DestinationDriver {
           client.release(broken);
         }
       } catch (error) {
-        outcome = failure(error);
+        outcome = failedSend('PostgreSQL: ', error);
       }
       // The delivery log names a load by its first and last message.
       const ends = messages.length === 1 ? [messages[0]!] : [messages[0]!, messages[messages.length - 1]!];

@@ -14,7 +14,7 @@ import { performance } from 'node:perf_hooks';
 import { request } from 'undici';
 import type { FieldError } from '../../domain/errors.js';
 import type { DestinationRecord, StoredMessage } from '../../storage/types.js';
-import { guardRefusal, type OutboundGuard } from '../outbound-guard.js';
+import type { OutboundGuard } from '../outbound-guard.js';
 import {
   refusedAs,
   type Delivered,
@@ -23,6 +23,7 @@ import {
   type DriverOptions,
   type SendOutcome,
 } from './kind.js';
+import { failedSend } from './kind.js';
 import { bodyOf, webhookIdOf, type BodyScratch } from './messages.js';
 
 // package.json is three levels up from both src/services/destinations and dist/services/destinations.
@@ -121,21 +122,16 @@ export async function sendWebhook(options: {
     if (status >= 300 && status < 400) outcome.error = `HTTP ${status} (redirects are not followed)`;
     return outcome;
   } catch (error) {
-    const refused = guardRefusal(error);
-    if (refused !== undefined)
-      return {
-        ok: false,
-        status: null,
-        error: `refused by the outbound guard: ${refused.message}`.slice(0, 500),
-        refused: true,
-      };
-    const err = error as Error & { code?: string; cause?: Error & { code?: string } };
-    const name =
-      err.name === 'TimeoutError' || err.code === 'UND_ERR_HEADERS_TIMEOUT' || err.code === 'UND_ERR_BODY_TIMEOUT'
-        ? `timed out after ${options.timeoutMs} ms`
-        : err.message;
-    const cause = err.cause?.message !== undefined && err.cause.message !== err.message ? `: ${err.cause.message}` : '';
-    return { ok: false, status: null, error: `${name}${cause}`.slice(0, 500) };
+    return failedSend('', error, (thrown) => {
+      const err = thrown as Error & { code?: string; cause?: Error & { code?: string } };
+      const name =
+        err.name === 'TimeoutError' || err.code === 'UND_ERR_HEADERS_TIMEOUT' || err.code === 'UND_ERR_BODY_TIMEOUT'
+          ? `timed out after ${options.timeoutMs} ms`
+          : err.message;
+      const cause =
+        err.cause?.message !== undefined && err.cause.message !== err.message ? `: ${err.cause.message}` : '';
+      return `${name}${cause}`;
+    });
   }
 }
 
