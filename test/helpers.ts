@@ -369,6 +369,17 @@ export function adminHeaders(): Record<string, string> {
   return { authorization: `Bearer ${ADMIN_TOKEN}` };
 }
 
+/** The admin API below one product (`/admin/v1/products/{id}` + path), injected into `app`. */
+export function productAdmin(app: FastifyInstance, productId: string) {
+  return (method: 'GET' | 'PUT' | 'POST' | 'PATCH' | 'DELETE', path: string, payload?: unknown) =>
+    app.inject({
+      method,
+      url: `/admin/v1/products/${productId}${path}`,
+      headers: adminHeaders(),
+      ...(payload === undefined ? {} : { payload: payload as object }),
+    });
+}
+
 export function bearer(key: string): Record<string, string> {
   return { authorization: `Bearer ${key}` };
 }

@@ -14,6 +14,7 @@ import {
   problemOf,
   reusableDatabase,
   type TestContext,
+  productAdmin,
 } from './helpers.js';
 
 const basic = (k: string) => ({ authorization: `Basic ${Buffer.from(`${k}:`).toString('base64')}` });
@@ -32,13 +33,7 @@ const ORDER_SCHEMA = {
 
 async function newProduct(name: string) {
   const product = await ctx.product(name);
-  const admin = (method: 'GET' | 'PUT' | 'POST', path: string, payload?: unknown) =>
-    ctx.app.inject({
-      method,
-      url: `/admin/v1/products/${product.id}${path}`,
-      headers: adminHeaders(),
-      ...(payload === undefined ? {} : { payload: payload as object }),
-    });
+  const admin = productAdmin(ctx.app, product.id);
   return { ...product, admin };
 }
 

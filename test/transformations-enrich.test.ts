@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { adminHeaders, bearer, createTestApp, problemOf, type TestContext } from './helpers.js';
+import { bearer, createTestApp, problemOf, type TestContext, productAdmin } from './helpers.js';
 import { cityRecord, writeMmdb } from './support/mmdb-writer.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON answers, read field by field
@@ -44,13 +44,7 @@ after(async () => {
 
 async function newProduct(name: string) {
   const product = await ctx.product(name);
-  const admin = (method: 'GET' | 'PUT' | 'POST', path: string, payload?: unknown) =>
-    ctx.app.inject({
-      method,
-      url: `/admin/v1/products/${product.id}${path}`,
-      headers: adminHeaders(),
-      ...(payload === undefined ? {} : { payload: payload as object }),
-    });
+  const admin = productAdmin(ctx.app, product.id);
   const put = async (steps: unknown[]) => {
     const res = await admin('PUT', '/transformation', { steps });
     assert.equal(res.statusCode, 200, res.body);

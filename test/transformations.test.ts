@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { readFileSync, existsSync } from 'node:fs';
 import pg from 'pg';
 import { maskHash, REDACTED } from '../src/domain/transform-engine.js';
-import { adminHeaders, bearer, createTestApp, dialect, postgresUrl, problemOf, type TestContext } from './helpers.js';
+import { bearer, createTestApp, dialect, postgresUrl, problemOf, type TestContext, productAdmin } from './helpers.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON answers, read field by field
 type Row = Record<string, any>;
@@ -23,13 +23,7 @@ after(async () => ctx.close());
 
 async function newProduct(name: string) {
   const product = await ctx.product(name);
-  const admin = (method: 'GET' | 'PUT' | 'POST', path: string, payload?: unknown) =>
-    ctx.app.inject({
-      method,
-      url: `/admin/v1/products/${product.id}${path}`,
-      headers: adminHeaders(),
-      ...(payload === undefined ? {} : { payload: payload as object }),
-    });
+  const admin = productAdmin(ctx.app, product.id);
   const put = async (steps: unknown[]) => {
     const res = await admin('PUT', '/transformation', { steps });
     assert.equal(res.statusCode, 200, res.body);
