@@ -1,6 +1,6 @@
 // Test helpers: a real app on a real database of the dialect under test (INLET_TEST_DIALECT),
 // isolated per call: a fresh SQLite file, or a PostgreSQL schema of its own (see reusableDatabase).
-import { mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -21,6 +21,8 @@ export interface TestDatabase {
   postgresSchema?: string;
   /** Removes the database (the caller closes what it opened first). */
   drop(): Promise<void>;
+  /** Makes the database ready to open, when it is not made at once (reusableDatabase on SQLite). */
+  prepare?(): Promise<void>;
 }
 
 /**
@@ -187,7 +189,7 @@ function registerTeardown(): void {
  * on PostgreSQL an emptied schema of an earlier app of this process when one is free, else a fresh one.
  */
 export function reusableDatabase(on: Dialect = dialect): TestDatabase {
-  if (on === 'sqlite') return testDatabase();
+  if (on === 'sqlite') return sqliteFromTemplate();
   registerTeardown();
   const reused = freeSchemas.pop();
   const schema = reused ?? newSchemaName();
@@ -219,6 +221,42 @@ export function reusableDatabase(on: Dialect = dialect): TestDatabase {
   return database;
 }
 
+// ---------------------------------------------------------------------------------------------------
+// SQLite files start as a copy of one migrated in this process. Migrating a fresh file runs every migration's
+// DDL (the default tier's SQLite process did it for each of its apps); copying the migrated file is a few
+// hundred kilobytes. The template is made by the same openStorage as every app, closed (so its WAL is
+// checkpointed into the file) before anything copies it, and only when a test first asks for a database.
+let sqliteTemplate: Promise<string> | undefined;
+
+function migratedSqliteTemplate(): Promise<string> {
+  sqliteTemplate ??= (async () => {
+    const dir = mkdtempSync(join(testTempDir(), 'inlet-template-'));
+    const file = join(dir, 'inlet.db');
+    const storage = await openStorage(`sqlite:${file}`);
+    await storage.close();
+    if (existsSync(`${file}-wal`)) throw new Error('the migrated SQLite template kept a WAL after close');
+    process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+    return file;
+  })();
+  return sqliteTemplate;
+}
+
+/**
+ * A SQLite database for an app: a copy of the migrated template, made when the app first opens it
+ * (`prepare`, awaited by createTestServices and openReusableStorage; a caller that opens the URL itself
+ * awaits it first).
+ */
+function sqliteFromTemplate(): TestDatabase {
+  const database = testDatabase();
+  const file = database.databaseUrl.slice('sqlite:'.length);
+  return {
+    ...database,
+    prepare: async () => {
+      if (!existsSync(file)) copyFileSync(await migratedSqliteTemplate(), file);
+    },
+  };
+}
+
 /** Remembers what a freshly migrated schema looks like (once per process): the test for reuse. */
 async function noteFreshSchema(database: TestDatabase): Promise<void> {
   if (!unmigrated.has(database)) return;
@@ -236,6 +274,7 @@ export async function openReusableStorage(
   on: Dialect = dialect,
 ): Promise<{ storage: OpenedStorage; database: TestDatabase; close(): Promise<void> }> {
   const database = reusableDatabase(on);
+  await database.prepare?.();
   const storage = await openStorage(database.databaseUrl, {
     ...options,
     ...(database.postgresSchema === undefined ? {} : { postgresSchema: database.postgresSchema }),
@@ -305,6 +344,7 @@ export async function createTestServices(
   options: { frozenClock?: boolean } = {},
 ): Promise<{ services: Services; database: TestDatabase; clock: TestClock; close(): Promise<void> }> {
   const clock = testClock(options.frozenClock === true);
+  await database.prepare?.();
   const services = await createServices(testConfig(database.databaseUrl, overrides), {
     ...(database.postgresSchema === undefined ? {} : { postgresSchema: database.postgresSchema }),
     defaultMetrics: false,

@@ -20,6 +20,7 @@ let dir: string;
 
 before(async () => {
   database = reusableDatabase();
+  await database.prepare?.();
   const url =
     database.postgresSchema === undefined
       ? database.databaseUrl

@@ -33,6 +33,7 @@ export function cliEnv(database: TestDatabase): CliEnv {
 /** An empty database for tests that start with the CLI (reusableDatabase: on PostgreSQL a migrated schema), and the CLI's environment for it. */
 export async function cliDatabase(): Promise<{ database: TestDatabase; env: CliEnv }> {
   const database = reusableDatabase();
+  await database.prepare?.();
   // The schema the URL names must exist on PostgreSQL (the CLI would not create it); createServices
   // creates and migrates it. A SQLite file the CLI creates itself.
   if (database.postgresSchema !== undefined) await (await createTestServices({}, database)).services.close();
