@@ -12,7 +12,7 @@ export const EXPORT_PAGE_MAX_EVENTS = 5000;
  * About this much JSON text a page. A page is read (SQLite) and formatted without a break on the event
  * loop, so its size bounds how long an export holds up every other request: 5,000 events of 3 KB each
  * (15 MB) held the loop for 0.6 s on a loaded machine, long enough for Node to drop a connection whose
- * request it had not read yet (test/http-timeouts.test.ts). 1 MiB is ~1,700 events of the bench's
+ * request it had not read yet (test/system/http-timeouts.test.ts). 1 MiB is ~1,700 events of the bench's
  * 300-byte properties, ~15 ms of formatting on this machine.
  */
 export const EXPORT_PAGE_TARGET_BYTES = 1 << 20;

@@ -1,6 +1,6 @@
 // INLET_DATABASE_URL for PostgreSQL in libpq's form: several hosts, IPv6, ports, target_session_attrs,
 // sslmode; start-up errors that name the variable; which host the pool tries next; which errors are
-// "unavailable". The pool against a real server: test/postgres-pool.test.ts.
+// "unavailable". The pool against a real server: test/system/postgres-pool.test.ts.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { ConfigError, loadConfig } from '../../src/config.js';

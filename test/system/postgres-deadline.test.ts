@@ -9,7 +9,7 @@
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect, createServer, type Server, type Socket } from 'node:net';
-import { buildApp } from '../src/http/app.js';
+import { buildApp } from '../../src/http/app.js';
 import {
   bearer,
   createTestServices,
@@ -18,7 +18,7 @@ import {
   testDatabase,
   adminHeaders,
   type TestDatabase,
-} from './helpers.js';
+} from '../helpers.js';
 
 interface Blackhole {
   port: number;

@@ -3,13 +3,13 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:net';
-import { parsePostgresUrl } from '../src/storage/postgres/connection-url.js';
+import { parsePostgresUrl } from '../../src/storage/postgres/connection-url.js';
 import { sql } from 'kysely';
-import { createFailoverPool } from '../src/storage/postgres/pool.js';
-import { isPostgresUnavailable } from '../src/storage/postgres/errors.js';
-import { openStorage } from '../src/storage/connect.js';
-import { eventRow } from './event-rows.js';
-import { dialect, postgresUrl, testDatabase } from './helpers.js';
+import { createFailoverPool } from '../../src/storage/postgres/pool.js';
+import { isPostgresUnavailable } from '../../src/storage/postgres/errors.js';
+import { openStorage } from '../../src/storage/connect.js';
+import { eventRow } from '../event-rows.js';
+import { dialect, postgresUrl, testDatabase } from '../helpers.js';
 
 async function deadPort(): Promise<number> {
   // A port that was free a moment ago and refuses connections now.

@@ -7,12 +7,12 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import { buildApp } from '../src/http/app.js';
-import { uuidv7 } from '../src/domain/ids.js';
-import type { EventInsert } from '../src/storage/types.js';
-import type { Services } from '../src/services.js';
-import { ADMIN_TOKEN, createTestServices } from './helpers.js';
-import { parseResponse, requestBytes } from './support/raw-http.js';
+import { buildApp } from '../../src/http/app.js';
+import { uuidv7 } from '../../src/domain/ids.js';
+import type { EventInsert } from '../../src/storage/types.js';
+import type { Services } from '../../src/services.js';
+import { ADMIN_TOKEN, createTestServices } from '../helpers.js';
+import { parseResponse, requestBytes } from '../support/raw-http.js';
 
 // Small, but not so small that a busy test process (a GC pause, another file's work) delays reading a
 // request past its timeout: Node's checker runs in the timers phase, before the loop reads sockets.
