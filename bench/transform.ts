@@ -20,6 +20,7 @@ const { values } = parseArgs({
     seconds: { type: 'string', default: '4' },
     rounds: { type: 'string', default: '3' },
     database: { type: 'string' },
+    variants: { type: 'string', default: 'none,declarative,function' },
   },
 });
 const SECONDS = Number(values.seconds);
@@ -162,7 +163,7 @@ async function pipeline(
 }
 
 async function main(): Promise<void> {
-  const variants: Variant[] = ['none', 'declarative', 'function'];
+  const variants = values.variants.split(',') as Variant[];
   const results = new Map<Variant, Array<{ rate: number; cpuUs: number }>>(variants.map((v) => [v, []]));
   const pgUrl = values.database;
   const dir = mkdtempSync(join(tmpdir(), 'inlet-transform-bench-'));
