@@ -35,10 +35,27 @@ function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
+/**
+ * A path's segments. Steps name the same few paths on every event: each is split once (the cache is bounded, and
+ * the arrays are never changed by their users).
+ */
+const splitPaths = new Map<string, readonly string[]>();
+const SPLIT_CACHE_ENTRIES = 4096;
+
+function segmentsOf(path: string): readonly string[] {
+  let segments = splitPaths.get(path);
+  if (segments === undefined) {
+    if (splitPaths.size >= SPLIT_CACHE_ENTRIES) splitPaths.clear();
+    segments = path.split('.');
+    splitPaths.set(path, segments);
+  }
+  return segments;
+}
+
 /** The value at a path; undefined when any part of the way is missing. */
 export function getPath(root: Record<string, unknown>, path: string): unknown {
   let node: unknown = root;
-  for (const segment of path.split('.')) {
+  for (const segment of segmentsOf(path)) {
     if (!isObject(node) || !Object.hasOwn(node, segment)) return undefined;
     node = node[segment];
   }
@@ -50,7 +67,7 @@ export function getPath(root: Record<string, unknown>, path: string): unknown {
  * an object (writing through it would destroy that value silently).
  */
 export function setPath(root: Record<string, unknown>, path: string, value: unknown): void {
-  const segments = path.split('.');
+  const segments = segmentsOf(path);
   let node = root;
   for (let i = 0; i < segments.length - 1; i++) {
     const segment = segments[i]!;
@@ -65,17 +82,37 @@ export function setPath(root: Record<string, unknown>, path: string, value: unkn
   node[segments[segments.length - 1]!] = value;
 }
 
-/** Removes the value at a path; false when there was none. */
+/** `object` without `key`, as a new object with the other keys in their order. */
+function without(object: Record<string, unknown>, key: string): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const name of Object.keys(object)) {
+    if (name === key) continue;
+    // An own `__proto__` key (JSON.parse makes one) must stay data, not become the copy's prototype.
+    if (name === '__proto__')
+      Object.defineProperty(out, name, { value: object[name], enumerable: true, writable: true, configurable: true });
+    else out[name] = object[name];
+  }
+  return out;
+}
+
+/**
+ * Removes the value at a path; false when there was none. The object that held it is replaced in its parent by a
+ * copy without the key rather than changed with `delete`, which would turn it into a slow dictionary for the rest
+ * of the request (its serialisation, the catalogue's walk, later steps). The root itself is changed in place.
+ */
 export function removePath(root: Record<string, unknown>, path: string): boolean {
-  const segments = path.split('.');
+  const segments = segmentsOf(path);
+  let parent: Record<string, unknown> | undefined;
   let node: unknown = root;
   for (let i = 0; i < segments.length - 1; i++) {
     if (!isObject(node) || !Object.hasOwn(node, segments[i]!)) return false;
+    parent = node;
     node = node[segments[i]!];
   }
   const last = segments[segments.length - 1]!;
   if (!isObject(node) || !Object.hasOwn(node, last)) return false;
-  delete node[last];
+  if (parent === undefined) delete node[last];
+  else parent[segments[segments.length - 2]!] = without(node, last);
   return true;
 }
 
