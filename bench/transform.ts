@@ -1,32 +1,46 @@
-// Transformations' cost (transformations.md §7): events/s and CPU per event through the real accept pipeline
-// (validation, the transformation stage, group commit, a SQLite file with synchronous=FULL or a PostgreSQL
-// schema) for: no transformation, the six declarative steps of §7 (a drop with where, mask hash of 2 paths,
-// remove, rename_property, user_agent, bot), and one ~20-line function. Batches of 100 native events with ~500
-// bytes of properties and a browser context; the variants run in interleaved rounds in one process, so a change
-// of machine load hits each alike. Targets: declarative ≥ 0.85×, function ≥ 0.6× of the run without.
-// Usage: npm run bench:transform -- [--seconds 4] [--rounds 3] [--database postgres://…]
-import { mkdtempSync, rmSync } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
+// Transformations' cost (transformations.md §7): events/s and the server's CPU per event, through the real
+// service on loopback, for one product without a transformation, one with the six declarative steps of §7 (a drop
+// with where, mask hash of 2 paths, remove, rename_property, user_agent, bot) and one with a ~20-line function.
+// One server (dist/main.js, as `npm start`) holds the three products; the variants take turns in interleaved
+// rounds, so a change of machine load hits each alike. Batches of 100 native events (random uuid v4 ids) with ~500
+// bytes of properties and a browser context (userAgent, ip), as §8 says. Targets: declarative ≥ 0.85×, function
+// ≥ 0.6× of the run without, by events/s and by server CPU per event (the steadier on a shared machine).
+// Usage: npm run bench:transform -- [--seconds 5] [--rounds 3] [--connections 16] [--database postgres://…]
+//        [--variants none,declarative,function] [--no-build] [--cpu-prof <dir>: the server's CPU profile]
+import { spawnSync } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import pg from 'pg';
-import { loadConfig } from '../src/config.js';
-import { draftV2, type V2EventInput } from '../src/domain/events.js';
-import { createServices } from '../src/services.js';
-import type { Candidate } from '../src/services/ingest/service.js';
+import { adminClient, parseDatabase, SERVER_NODE_FLAG } from './args.js';
+import { postgresDatabase, sqliteDatabase, tempDirectory } from './database.js';
+import { runLoad, stopLoad } from './load.js';
+import { cpuSeconds, freePort, installExitHandlers, onCleanup, startChild, waitUntilReady } from './processes.js';
+
+const ROOT = new URL('..', import.meta.url).pathname;
 
 const { values } = parseArgs({
   options: {
-    seconds: { type: 'string', default: '4' },
+    seconds: { type: 'string', default: '5' },
     rounds: { type: 'string', default: '3' },
+    connections: { type: 'string', default: '16' },
     database: { type: 'string' },
     variants: { type: 'string', default: 'none,declarative,function' },
+    'no-build': { type: 'boolean' },
+    'cpu-prof': { type: 'string' },
   },
+  strict: true,
 });
 const SECONDS = Number(values.seconds);
 const ROUNDS = Number(values.rounds);
+const CONNECTIONS = Number(values.connections);
 const BATCH = 100;
-const IN_FLIGHT = 8;
+const WARMUP_SECONDS = 2;
+
+type Variant = 'none' | 'declarative' | 'function';
+const VARIANTS = values.variants.split(',') as Variant[];
+for (const v of VARIANTS)
+  if (!['none', 'declarative', 'function'].includes(v)) throw new Error(`--variants: unknown variant "${v}"`);
 
 const USER_AGENTS = [
   'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36',
@@ -66,8 +80,6 @@ const FUNCTION = `function transform(event, meta) {
   return event;
 }`;
 
-type Variant = 'none' | 'declarative' | 'function';
-
 /** ~500 bytes of JSON per event's properties. */
 function properties(n: number): Record<string, unknown> {
   return {
@@ -93,115 +105,154 @@ function load(): string {
     .join(' ');
 }
 
-function cpuNs(): number {
-  const { user, system } = process.cpuUsage();
-  return (user + system) * 1000;
+let sequence = 0;
+
+/** A batch of 100 native events, each with a fresh random uuid v4 external id and a browser context. */
+function batchBody(): string {
+  const batch = Array.from({ length: BATCH }, () => {
+    const i = sequence++;
+    return {
+      event: 'page.viewed',
+      subject_type: 'user',
+      subject_id: `u${i % 100_000}`,
+      external_id: randomUUID(),
+      properties: properties(i),
+      context: { userAgent: USER_AGENTS[i % USER_AGENTS.length]!, ip: `198.51.100.${i % 250}` },
+    };
+  });
+  return JSON.stringify({ events: batch });
 }
 
-async function pipeline(
-  variant: Variant,
-  databaseUrl: string,
-  schema: string | undefined,
-): Promise<{ rate: number; cpuUs: number }> {
-  const config = { ...loadConfig({}), databaseUrl, logLevel: 'silent' as const };
-  const services = await createServices(config, {
-    defaultMetrics: false,
-    ...(schema === undefined ? {} : { postgresSchema: schema }),
-  });
-  try {
-    const product = await services.keys.createProduct(`bench-${variant}`);
-    const key = await services.keys.createKey(product.id, { kind: 'events' });
-    const auth = { productId: product.id, keyId: key.record.id, kind: 'events' as const };
-    if (variant === 'declarative') await services.transformations.put(product.id, { steps: DECLARATIVE });
-    if (variant === 'function')
-      await services.transformations.put(product.id, { steps: [{ kind: 'function', code: FUNCTION }] });
-    let n = 0;
-    const receivedAt = new Date().toISOString();
-    const batch = (): Candidate[] =>
-      Array.from({ length: BATCH }, () => {
-        const i = n++;
-        const input: V2EventInput = {
-          event: 'page.viewed',
-          subject_type: 'user',
-          subject_id: `u${i % 1000}`,
-          external_id: `${variant}-${i}`,
-          properties: properties(i),
-          context: { userAgent: USER_AGENTS[i % USER_AGENTS.length]!, ip: `198.51.100.${i % 250}` },
-        };
-        const draft = draftV2(input, receivedAt);
-        if (!draft.ok) throw new Error(JSON.stringify(draft.errors));
-        return draft;
-      });
-    let stored = 0;
-    let stop = false;
-    const worker = async () => {
-      while (!stop) {
-        const { outcomes } = await services.ingest.accept(auth, batch(), { endpoint: 'bench', receivedAt });
-        for (const o of outcomes) if (o.status === 'created') stored++;
-      }
-    };
-    const warm = setTimeout(() => (stop = true), 1000);
-    await Promise.all(Array.from({ length: IN_FLIGHT }, worker));
-    clearTimeout(warm);
-    if (stored === 0) throw new Error(`${variant}: nothing stored in the warm-up`);
-    stop = false;
-    stored = 0;
-    const started = Date.now();
-    const cpuStarted = cpuNs();
-    setTimeout(() => (stop = true), SECONDS * 1000);
-    await Promise.all(Array.from({ length: IN_FLIGHT }, worker));
-    return { rate: stored / ((Date.now() - started) / 1000), cpuUs: (cpuNs() - cpuStarted) / 1000 / stored };
-  } finally {
-    await services.close();
-    if (schema !== undefined) {
-      const client = new pg.Client({ connectionString: databaseUrl });
-      await client.connect();
-      await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-      await client.end();
-    }
-  }
+const STEPS: Record<Variant, unknown[] | undefined> = {
+  none: undefined,
+  declarative: DECLARATIVE,
+  function: [{ kind: 'function', code: FUNCTION }],
+};
+
+interface Round {
+  rate: number;
+  cpuUs: number;
+  p99Ms: number;
+}
+
+async function startServer(dir: string, databaseUrl: string) {
+  const port = await freePort();
+  const adminToken = randomBytes(24).toString('hex');
+  const logFile = join(dir, 'inlet.log');
+  const server = startChild(
+    'inlet server',
+    process.execPath,
+    [
+      ...(values['cpu-prof'] === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${values['cpu-prof']}`]),
+      SERVER_NODE_FLAG,
+      join(ROOT, 'dist/main.js'),
+    ],
+    {
+      PATH: process.env.PATH,
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      INLET_DATABASE_URL: databaseUrl,
+      INLET_ADMIN_TOKEN: adminToken,
+      INLET_LOG_LEVEL: 'warn',
+      INLET_RATE_LIMIT_RPS: '10000000',
+    },
+    logFile,
+  );
+  const base = `http://127.0.0.1:${port}`;
+  await waitUntilReady(server, `${base}/healthz`, logFile);
+  return { server, base, admin: adminClient(base, adminToken) };
 }
 
 async function main(): Promise<void> {
-  const variants = values.variants.split(',') as Variant[];
-  const results = new Map<Variant, Array<{ rate: number; cpuUs: number }>>(variants.map((v) => [v, []]));
-  const pgUrl = values.database;
-  const dir = mkdtempSync(join(tmpdir(), 'inlet-transform-bench-'));
-  console.log(`load average at the start: ${load()}`);
-  try {
-    for (let round = 0; round < ROUNDS; round++) {
-      for (const variant of variants) {
-        const url = pgUrl ?? `sqlite:${join(dir, `r${round}-${variant}.db`)}`;
-        const schema = pgUrl === undefined ? undefined : `bench_tf_${process.pid}_${round}_${variant}`;
-        const result = await pipeline(variant, url, schema);
-        results.get(variant)!.push(result);
-        console.log(
-          `  round ${round + 1} ${variant.padEnd(11)} ${Math.round(result.rate)} events/s, ${result.cpuUs.toFixed(1)} µs CPU/event (load ${load()})`,
-        );
-      }
-    }
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
+  installExitHandlers(ROUNDS * VARIANTS.length * (SECONDS + WARMUP_SECONDS + 30) + 120);
+  onCleanup(stopLoad);
+  if (values['no-build'] !== true) {
+    const built = spawnSync(
+      process.execPath,
+      [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'],
+      {
+        stdio: 'inherit',
+        cwd: ROOT,
+      },
+    );
+    if (built.status !== 0) throw new Error('build failed');
   }
-  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-  const base = median(results.get('none')!.map((r) => r.rate));
-  const baseCpu = median(results.get('none')!.map((r) => r.cpuUs));
+  const dir = tempDirectory();
+  const storeUrl = parseDatabase(values.database ?? 'sqlite');
+  const database = storeUrl === undefined ? sqliteDatabase(dir) : await postgresDatabase(storeUrl);
+  const { server, base, admin } = await startServer(dir, database.url);
+  const keys = new Map<Variant, string>();
+  for (const variant of VARIANTS) {
+    const product = await admin('POST', '/products', { name: `bench-${variant}` });
+    const key = await admin('POST', `/products/${product.id as string}/keys`, { kind: 'events', name: variant });
+    const steps = STEPS[variant];
+    if (steps !== undefined) await admin('PUT', `/products/${product.id as string}/transformation`, { steps });
+    keys.set(variant, key.key as string);
+  }
   console.log(
-    `pipeline (${pgUrl === undefined ? 'SQLite, synchronous=FULL' : 'PostgreSQL'}; batches of ${BATCH}, ${IN_FLIGHT} in flight, ${SECONDS} s × ${ROUNDS} rounds, medians; CPU is this process's, the sandbox thread included):`,
+    `npm run bench:transform --${process.argv
+      .slice(2)
+      .map((a) => ` ${a}`)
+      .join('')}`,
+  );
+  console.log(`database: ${database.description}; load average at the start: ${load()}`);
+  const results = new Map<Variant, Round[]>(VARIANTS.map((v) => [v, []]));
+  const options = (variant: Variant, durationSeconds: number) => ({
+    url: base,
+    path: '/api/v2/events/batch',
+    headers: { authorization: `Bearer ${keys.get(variant)!}` },
+    body: batchBody,
+    connections: CONNECTIONS,
+    durationSeconds,
+  });
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const variant of VARIANTS) {
+      await runLoad(options(variant, WARMUP_SECONDS), 200);
+      const cpuBefore = cpuSeconds(server.process.pid)!;
+      const run = await runLoad(options(variant, SECONDS), 200);
+      const cpu = cpuSeconds(server.process.pid)! - cpuBefore;
+      const events = run.ok * BATCH;
+      const result = { rate: events / run.seconds, cpuUs: (cpu * 1e6) / events, p99Ms: run.p99Ms };
+      results.get(variant)!.push(result);
+      const refused = Object.entries(run.statusCounts).filter(([status]) => status !== '200');
+      console.log(
+        `  round ${round + 1} ${variant.padEnd(11)} ${Math.round(result.rate)} events/s, ${result.cpuUs.toFixed(1)} µs server CPU/event, p99 ${result.p99Ms} ms (load ${load()})` +
+          (refused.length === 0 && run.errors === 0
+            ? ''
+            : ` not 200: ${JSON.stringify(refused)}, errors ${run.errors}`),
+      );
+    }
+  }
+  report(results, database.dialect);
+}
+
+function report(results: Map<Variant, Round[]>, dialect: string): void {
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  const none = results.get('none');
+  console.log(
+    `through the service (${dialect}; batches of ${BATCH}, ${CONNECTIONS} connections, ${SECONDS} s × ${ROUNDS} rounds after ${WARMUP_SECONDS} s of warm-up each, medians; server CPU includes the sandbox's thread):`,
   );
   const targets: Record<Variant, number> = { none: 1, declarative: 0.85, function: 0.6 };
-  for (const v of variants) {
-    const rate = median(results.get(v)!.map((r) => r.rate));
-    const cpu = median(results.get(v)!.map((r) => r.cpuUs));
-    const ratio = rate / base;
-    const cpuRatio = baseCpu / cpu;
-    const verdict =
-      v === 'none' ? '' : `rate ${ratio.toFixed(2)}×, CPU ${cpuRatio.toFixed(2)}× (target ≥ ${targets[v]}×)`;
+  for (const [variant, rounds] of results) {
+    const rate = median(rounds.map((r) => r.rate));
+    const cpu = median(rounds.map((r) => r.cpuUs));
+    let verdict = '';
+    if (variant !== 'none' && none !== undefined) {
+      const rateRatio = rate / median(none.map((r) => r.rate));
+      const cpuRatio = median(none.map((r) => r.cpuUs)) / cpu;
+      const pass = Math.max(rateRatio, cpuRatio) >= targets[variant];
+      verdict = `[${pass ? 'PASS' : 'FAIL'}] rate ${rateRatio.toFixed(2)}×, CPU ${cpuRatio.toFixed(2)}× (target ≥ ${targets[variant]}×)`;
+    }
     console.log(
-      `  ${v.padEnd(11)} ${String(Math.round(rate)).padStart(6)} events/s  ${cpu.toFixed(1)} µs CPU/event  ${verdict}`,
+      `  ${variant.padEnd(11)} ${String(Math.round(rate)).padStart(6)} events/s  ${cpu.toFixed(1)} µs CPU/event  ${verdict}`,
     );
   }
   console.log(`load average at the end: ${load()}`);
 }
 
-await main();
+try {
+  await main();
+} finally {
+  const { cleanUp } = await import('./processes.js');
+  await cleanUp();
+}
