@@ -7,7 +7,7 @@ import type { Storage, TrackingPlanVersion, ViolationQuery, ViolationRecord } fr
 import type { CatalogService } from './catalog-service.js';
 import type { Metrics } from './metrics.js';
 import { draftFromCatalogue } from './tracking-plans/draft.js';
-import { PlanCache } from './tracking-plans/plan-cache.js';
+import { createPlanCache } from './tracking-plans/plan-cache.js';
 import { createViolationRecorder } from './tracking-plans/violations.js';
 
 export { planRefusal, type ViolationEntry } from './tracking-plans/violations.js';
@@ -28,12 +28,13 @@ export function createTrackingPlanService(
 ) {
   const clock = options.now ?? Date.now;
   const governance = storage.governance;
-  const plans = new PlanCache(governance, options.refreshMs, clock);
+  const plans = createPlanCache(governance, options.refreshMs, clock);
   const violations = createViolationRecorder(governance, metrics, options, clock);
   const flush = violations.flush;
 
   return {
-    planFor: (productId: string): Promise<CompiledPlan | undefined> => plans.planFor(productId),
+    /** The product's compiled plan (undefined: none): at once when this instance holds it (version-cache.ts). */
+    planFor: (productId: string): CompiledPlan | undefined | Promise<CompiledPlan | undefined> => plans.get(productId),
 
     async get(productId: string): Promise<TrackingPlanVersion | undefined> {
       return governance.currentPlan(productId);
@@ -49,7 +50,7 @@ export function createTrackingPlanService(
         new Date(clock()).toISOString(),
       );
       compiled.plan.version = stored.version;
-      plans.applied(productId, compiled.plan);
+      plans.set(productId, compiled.plan);
       return stored;
     },
 

@@ -4,7 +4,7 @@ import type { AppError } from '../../domain/errors.js';
 import type { EventDraft } from '../../domain/events.js';
 import { checkEvent, checkTraits, type CompiledPlan } from '../../domain/tracking-plan.js';
 import { planRefusal, type TrackingPlanService, type ViolationEntry } from '../tracking-plan-service.js';
-import { refuseWhere, type Stage } from './types.js';
+import { refuseWhere, type AcceptRun, type AfterWrite, type Stage } from './types.js';
 
 /**
  * Checks one draft against the plan: undefined when it may be stored without a word; otherwise the
@@ -45,10 +45,8 @@ function planCheck(plan: CompiledPlan, draft: EventDraft): { entry: ViolationEnt
 }
 
 export function trackingPlanStage(plans: TrackingPlanService): Stage {
-  return async function trackingPlan(run) {
-    // The plan is cached per instance: a Map lookup, or one query the first time this instance sees the product.
-    const plan = await plans.planFor(run.auth.productId);
-    if (plan === undefined || plan.mode === 'off') return;
+  const check = (run: AcceptRun, plan: CompiledPlan | undefined): AfterWrite | undefined => {
+    if (plan === undefined || plan.mode === 'off') return undefined;
     const violations: ViolationEntry[] = [];
     refuseWhere(run, (item) => {
       const found = planCheck(plan, item.draft);
@@ -56,8 +54,13 @@ export function trackingPlanStage(plans: TrackingPlanService): Stage {
       violations.push(found.entry);
       return found.refusal;
     });
-    if (violations.length === 0) return;
+    if (violations.length === 0) return undefined;
     const { auth, options } = run;
     return () => plans.record(auth, options.record?.route ?? options.endpoint, violations, options.receivedAt, plan);
+  };
+  return function trackingPlan(run) {
+    // Cached per instance: answered at once, but for the first request of a product on this instance.
+    const plan = plans.planFor(run.auth.productId);
+    return plan instanceof Promise ? plan.then((loaded) => check(run, loaded)) : check(run, plan);
   };
 }

@@ -58,36 +58,56 @@ function runItems(
   return applyStepsToBatch(documents, prepared.steps, contexts);
 }
 
+/** The items' results taken into the run: kept items get their transformed draft, the others their outcome. */
+function takeResults(
+  run: AcceptRun,
+  transformations: TransformationService,
+  results: TransformResult[],
+  cpu: Map<StepKind, number>,
+): void {
+  const recordAs = (run.recordAs ??= new Map());
+  const kept: AcceptItem[] = [];
+  results.forEach((result, i) => {
+    const item = run.items[i]!;
+    recordAs.set(item.index, result.document);
+    for (const warning of result.warnings)
+      (run.warnings ??= []).push({
+        index: item.index,
+        code: 'transformation_error',
+        detail: transformationRefusal(warning).message,
+      });
+    if (result.outcome === 'dropped') run.outcomes[item.index] = { status: 'dropped', step: result.droppedBy! };
+    else if (result.outcome === 'error')
+      run.outcomes[item.index] = { status: 'rejected', error: transformationRefusal(result.error!) };
+    else {
+      item.draft = draftOf(item.draft, result.document);
+      kept.push(item);
+    }
+  });
+  run.items = kept;
+  // Counted whether or not the write succeeds: the steps ran either way.
+  transformations.metrics.count(run.auth.productId, results, cpu);
+}
+
+/** Runs the steps on the run's items: at once without function steps, after the sandbox answered with them. */
+function transform(
+  run: AcceptRun,
+  transformations: TransformationService,
+  prepared: PreparedTransformation | undefined,
+): void | Promise<void> {
+  if (prepared === undefined || prepared.steps.length === 0) return;
+  const cpu = new Map<StepKind, number>();
+  const pending = runItems(run, prepared, transformations.runtime, cpu);
+  if (pending instanceof Promise) return pending.then((results) => takeResults(run, transformations, results, cpu));
+  takeResults(run, transformations, pending, cpu);
+}
+
 export function transformationStage(transformations: TransformationService): Stage {
-  return async function transformation(run) {
+  return function transformation(run) {
     if (run.items.length === 0) return;
-    // Cached per instance like tracking plans: a Map lookup, or one query the first time a product is seen.
-    const prepared = await transformations.preparedFor(run.auth.productId);
-    if (prepared === undefined || prepared.steps.length === 0) return;
-    const recordAs = (run.recordAs ??= new Map());
-    const cpu = new Map<StepKind, number>();
-    const pending = runItems(run, prepared, transformations.runtime, cpu);
-    const results = pending instanceof Promise ? await pending : pending;
-    const kept: AcceptItem[] = [];
-    results.forEach((result, i) => {
-      const item = run.items[i]!;
-      recordAs.set(item.index, result.document);
-      for (const warning of result.warnings)
-        (run.warnings ??= []).push({
-          index: item.index,
-          code: 'transformation_error',
-          detail: transformationRefusal(warning).message,
-        });
-      if (result.outcome === 'dropped') run.outcomes[item.index] = { status: 'dropped', step: result.droppedBy! };
-      else if (result.outcome === 'error')
-        run.outcomes[item.index] = { status: 'rejected', error: transformationRefusal(result.error!) };
-      else {
-        item.draft = draftOf(item.draft, result.document);
-        kept.push(item);
-      }
-    });
-    run.items = kept;
-    // Counted whether or not the write succeeds: the steps ran either way.
-    transformations.metrics.count(run.auth.productId, results, cpu);
+    // Cached per instance like tracking plans: answered at once, but for the first request of a product here.
+    const prepared = transformations.preparedFor(run.auth.productId);
+    if (prepared instanceof Promise) return prepared.then((loaded) => transform(run, transformations, loaded));
+    return transform(run, transformations, prepared);
   };
 }

@@ -1,13 +1,14 @@
 // Product transformations (transformations.md §3–6): versions stored per product, each prepared once
-// (steps validated, functions compiled) and cached per instance like tracking plans: a cached version younger
-// than `refreshMs` costs a Map lookup; an older one is used while one query in the background asks whether
-// another instance stored a newer one. A PUT on this instance applies at once here.
+// (steps validated, functions compiled) and cached per instance like tracking plans (version-cache.ts): a warm
+// version answers at once, another instance's new version applies here within `refreshMs` plus one query, and
+// a PUT on this instance applies at once here.
 import { randomBytes } from 'node:crypto';
 import { validationError, type FieldError } from '../../domain/errors.js';
 import { parseSteps } from '../../domain/transform-validate.js';
 import type { Step } from '../../domain/transform-types.js';
 import type { Storage, TransformationVersion } from '../../storage/types.js';
 import type { Metrics } from '../metrics.js';
+import { KEEP, VersionCache } from '../version-cache.js';
 import { createTransformMetrics, type TransformMetrics } from './metrics.js';
 import { unavailableKind, type TransformRuntime } from './runtime.js';
 import type { EventDraft } from '../../domain/events.js';
@@ -46,12 +47,6 @@ export interface PreparedTransformation {
   secret: string;
   /** `mask` `hash` results of this version's secret, by value (the engine bounds it). */
   hashCache: Map<string, string>;
-}
-
-interface CacheEntry {
-  prepared: PreparedTransformation | undefined;
-  checkedAt: number;
-  refreshing?: Promise<void>;
 }
 
 /** A compiled function as the service holds it: run by the engine, freed when its version is replaced. */
@@ -183,7 +178,6 @@ export function createTransformationService(
   options: TransformationOptions,
 ) {
   const clock = options.now ?? Date.now;
-  const cache = new Map<string, CacheEntry>();
   const transformMetrics: TransformMetrics = createTransformMetrics(metrics.registry);
   const makeSecret = () => randomBytes(32).toString('hex');
 
@@ -204,30 +198,18 @@ export function createTransformationService(
     };
   }
 
-  async function load(productId: string, entry: CacheEntry): Promise<void> {
-    const version = await storage.transformations.currentVersion(productId);
-    if (version !== (entry.prepared?.version ?? 0)) {
-      const stored = await storage.transformations.current(productId);
-      if (stored === undefined) {
-        disposeLater(entry.prepared);
-        entry.prepared = undefined;
-      } else {
-        const prepared = await prepareStored(productId, stored);
-        if (prepared !== undefined) {
-          disposeLater(entry.prepared);
-          entry.prepared = prepared;
-        }
-      }
-    }
-    entry.checkedAt = clock();
-  }
-
-  function refresh(productId: string, entry: CacheEntry): Promise<void> {
-    entry.refreshing ??= load(productId, entry).finally(() => {
-      entry.refreshing = undefined;
-    });
-    return entry.refreshing;
-  }
+  const cache = new VersionCache<PreparedTransformation>(
+    {
+      currentVersion: (productId) => storage.transformations.currentVersion(productId),
+      async load(productId) {
+        const stored = await storage.transformations.current(productId);
+        return stored === undefined ? undefined : ((await prepareStored(productId, stored)) ?? KEEP);
+      },
+      replaced: disposeLater,
+    },
+    options.refreshMs,
+    clock,
+  );
 
   return {
     metrics: transformMetrics,
@@ -236,16 +218,9 @@ export function createTransformationService(
     /** Frees the sandbox's thread (the service's close). */
     close: () => runtime.functions?.close() ?? Promise.resolve(),
 
-    /** The prepared version of a product (undefined: none); awaits storage only the first time a product is seen. */
-    async preparedFor(productId: string): Promise<PreparedTransformation | undefined> {
-      let entry = cache.get(productId);
-      if (entry === undefined) {
-        entry = { prepared: undefined, checkedAt: 0 };
-        cache.set(productId, entry);
-      }
-      if (entry.checkedAt === 0) await refresh(productId, entry);
-      else if (clock() - entry.checkedAt >= options.refreshMs) void refresh(productId, entry).catch(() => {});
-      return entry.prepared;
+    /** The prepared version of a product (undefined: none): at once when this instance holds it (version-cache.ts). */
+    preparedFor(productId: string): PreparedTransformation | undefined | Promise<PreparedTransformation | undefined> {
+      return cache.get(productId);
     },
 
     get(productId: string): Promise<TransformationVersion | undefined> {
@@ -269,14 +244,7 @@ export function createTransformationService(
         secret,
         hashCache: new Map(),
       };
-      const entry = cache.get(productId);
-      // This instance applies it at once; a refresh already running may still set the older one, then the next corrects it.
-      if (entry === undefined) cache.set(productId, { prepared: ready, checkedAt: clock() });
-      else {
-        disposeLater(entry.prepared);
-        entry.prepared = ready;
-        entry.checkedAt = clock();
-      }
+      cache.set(productId, ready);
       return stored;
     },
 

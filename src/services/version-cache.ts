@@ -1,0 +1,82 @@
+// The current version of a per-product document (a tracking plan, a transformation), made ready to use and kept
+// by this instance. The accept pipeline asks on every request: a warm entry younger than `refreshMs` answers at
+// once, without a promise; an older one answers as it is while one query in the background asks whether a newer
+// version was stored (by another instance), so a new version applies everywhere within `refreshMs` plus one query.
+// Only the first ask for a product waits for storage. A version stored by this instance applies here at once (`set`).
+
+/** What `load` answers when the stored version cannot be used here: the entry keeps the version it holds. */
+export const KEEP: unique symbol = Symbol('keep the version held');
+
+export interface VersionSource<T> {
+  /** The number of the version stored now (0: none). */
+  currentVersion(productId: string): Promise<number>;
+  /** The stored version made ready; undefined when none is stored; KEEP when it cannot be used here. */
+  load(productId: string): Promise<T | undefined | typeof KEEP>;
+  /** A version this cache no longer holds (its resources may be freed). */
+  replaced?(old: T): void;
+}
+
+interface Entry<T> {
+  value: T | undefined;
+  /** When storage was last asked; 0 until the first answer. */
+  checkedAt: number;
+  refreshing?: Promise<void>;
+}
+
+export class VersionCache<T extends { version: number }> {
+  private readonly entries = new Map<string, Entry<T>>();
+
+  constructor(
+    private readonly source: VersionSource<T>,
+    private readonly refreshMs: number,
+    private readonly clock: () => number,
+  ) {}
+
+  /** The product's version (undefined: none): at once when this instance holds one, else once storage answered. */
+  get(productId: string): T | undefined | Promise<T | undefined> {
+    let entry = this.entries.get(productId);
+    if (entry === undefined) {
+      entry = { value: undefined, checkedAt: 0 };
+      this.entries.set(productId, entry);
+    }
+    if (entry.checkedAt === 0) {
+      const cold = entry;
+      return this.refresh(productId, cold).then(() => cold.value);
+    }
+    if (this.clock() - entry.checkedAt >= this.refreshMs) void this.refresh(productId, entry).catch(() => {});
+    return entry.value;
+  }
+
+  /** A version stored by this instance: applied here at once. A refresh already running may still set the older
+   *  one; the next refresh corrects it. */
+  set(productId: string, value: T): void {
+    const entry = this.entries.get(productId);
+    if (entry === undefined) this.entries.set(productId, { value, checkedAt: this.clock() });
+    else {
+      this.replace(entry, value);
+      entry.checkedAt = this.clock();
+    }
+  }
+
+  private replace(entry: Entry<T>, value: T | undefined): void {
+    const old = entry.value;
+    entry.value = value;
+    if (old !== undefined && old !== value) this.source.replaced?.(old);
+  }
+
+  private refresh(productId: string, entry: Entry<T>): Promise<void> {
+    entry.refreshing ??= this.load(productId, entry).finally(() => {
+      entry.refreshing = undefined;
+    });
+    return entry.refreshing;
+  }
+
+  private async load(productId: string, entry: Entry<T>): Promise<void> {
+    const version = await this.source.currentVersion(productId);
+    if (version !== (entry.value?.version ?? 0)) {
+      const loaded = await this.source.load(productId);
+      if (loaded !== KEEP) this.replace(entry, loaded);
+    }
+    entry.checkedAt = this.clock();
+  }
+}
