@@ -82,6 +82,11 @@ export interface CreateServicesOptions {
   defaultMetrics?: boolean;
   /** The key service's clock (expiry, cache TTL, `last_used_at`); default `Date.now`. Tests move it instead of sleeping. */
   now?: () => number;
+  /**
+   * For a one-shot command (the `inlet` CLI): nothing is rate-limited, so the shared limiter's store
+   * (INLET_RATE_LIMIT_STORE: a second PostgreSQL pool and its table, or a Redis connection) is not opened.
+   */
+  command?: boolean;
 }
 
 export async function createServices(config: Config, options: CreateServicesOptions = {}): Promise<Services> {
@@ -160,7 +165,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
   };
   const segment = createSegmentService(ingest, identity, rejections);
   const rateLimiter = await createRateLimiter({
-    store: config.rateLimitStore,
+    store: options.command === true ? 'memory' : config.rateLimitStore,
     rps: config.rateLimitRps,
     burst: config.rateLimitBurst,
     redisUrl: config.redisUrl,

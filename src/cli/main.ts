@@ -72,7 +72,7 @@ export async function runCli(
   try {
     const config = loadConfig(env);
     for (const deprecation of config.deprecations) io.err(`inlet: warning: ${deprecation}`);
-    services = await createServices(config, { defaultMetrics: false });
+    services = await createServices(config, { defaultMetrics: false, command: true });
   } catch (error) {
     io.err(
       `inlet: ${error instanceof ConfigError ? `configuration error: ${error.message}` : `cannot open the database: ${(error as Error).message}`}`,
