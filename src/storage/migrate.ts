@@ -1,12 +1,16 @@
 // Applies pending migrations in order, each in its own transaction. On PostgreSQL the whole run
-// holds a session advisory lock, so several instances starting at once apply each migration once.
+// holds a session advisory lock on the schema it migrates, so several instances starting at once apply each
+// migration once, while instances of other schemas of the same database do not wait for each other.
 import { sql, type Kysely } from 'kysely';
 import type { Database } from './database.js';
 import { migrations as allMigrations, type Migration } from './migrations/index.js';
 import type { Dialect } from './types.js';
 
-/** An arbitrary constant shared by every Inlet instance: the advisory lock id of the migrator. */
-const MIGRATION_LOCK_ID = 7_243_001;
+/**
+ * An arbitrary constant shared by every Inlet instance: with the hash of the schema's name, the key of the
+ * migrator's advisory lock (docs/design.md, "One migration lock per schema").
+ */
+const MIGRATION_LOCK_CLASS = 7_243_001;
 
 export interface MigrationReport {
   applied: Array<{ version: number; name: string }>;
@@ -19,7 +23,10 @@ export async function migrate(
   migrations: Migration[] = allMigrations,
 ): Promise<MigrationReport> {
   return db.connection().execute(async (conn) => {
-    if (dialect === 'postgres') await sql`SELECT pg_advisory_lock(${MIGRATION_LOCK_ID})`.execute(conn);
+    if (dialect === 'postgres')
+      await sql`SELECT pg_advisory_lock(${MIGRATION_LOCK_CLASS}, hashtext(coalesce(current_schema(), '')))`.execute(
+        conn,
+      );
     try {
       await sql
         .raw(
@@ -46,7 +53,10 @@ export async function migrate(
       const current = migrations.length === 0 ? 0 : Math.max(...migrations.map((m) => m.version));
       return { applied, current };
     } finally {
-      if (dialect === 'postgres') await sql`SELECT pg_advisory_unlock(${MIGRATION_LOCK_ID})`.execute(conn);
+      if (dialect === 'postgres')
+        await sql`SELECT pg_advisory_unlock(${MIGRATION_LOCK_CLASS}, hashtext(coalesce(current_schema(), '')))`.execute(
+          conn,
+        );
     }
   });
 }
