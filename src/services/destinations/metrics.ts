@@ -18,6 +18,8 @@ export interface DeliveryMetrics {
   attempt(destination: string, seconds: number): void;
   /** A warehouse load: rows, its duration, columns added, type widenings, warnings (a limit reached). */
   loaded(destination: string, load: WarehouseFigures): void;
+  /** What the destination's own transformation did to a cycle's messages: [step, outcome, count]. */
+  transformed(destination: string, tally: ReadonlyArray<readonly [number, string, number]>): void;
 }
 
 export interface WarehouseFigures {
@@ -104,6 +106,12 @@ export function createDestinationMetrics(
     registers: [metrics.registry],
   });
   const warehouse = warehouseMetrics(metrics);
+  const transformed = new Counter({
+    name: 'inlet_destination_transformation_items_total',
+    help: "Messages through each step of a destination's own transformation, by destination, step and outcome (changed, unchanged, dropped, error)",
+    labelNames: ['destination', 'step', 'outcome'],
+    registers: [metrics.registry],
+  });
   const workerRestarts = new Counter({
     name: 'inlet_destination_worker_restarts_total',
     help: 'Times the delivery worker thread died and was started again (services/destinations/worker.ts)',
@@ -133,6 +141,9 @@ export function createDestinationMetrics(
       latency: (destination, seconds) => latency.observe({ destination }, seconds),
       attempt: (destination, seconds) => attemptDuration.observe({ destination }, seconds),
       loaded: warehouse,
+      transformed: (destination, tally) => {
+        for (const [step, outcome, count] of tally) transformed.inc({ destination, step, outcome }, count);
+      },
     },
     workerRestarted: () => workerRestarts.inc(),
   };
