@@ -257,4 +257,28 @@ describe('destination transformations', () => {
       [[uuid, { n: 9, kill: true, quiet: true }]],
     );
   });
+
+  it('steps this instance cannot run (stored by one with a GeoIP database) hold the destination back, never send untransformed', async () => {
+    // As another instance with INLET_GEOIP_DATABASE would have stored them.
+    await ctx.services.storage.destinations.update(product.id, maskedId, {
+      transformation: { steps: [{ kind: 'geoip', from: 'context.ip', to: 'context.geo', on_error: 'reject' }] },
+      updatedAt: new Date().toISOString(),
+    });
+    const from = masked.accepted.length;
+    const uuid = await send('order', 'paid', { n: 10 });
+    await deliver();
+    assert.equal(masked.accepted.length, from, 'nothing is sent without its steps');
+    const held = (await admin('GET', `${base()}/${maskedId}`)).json().data;
+    assert.equal(held.lag, 1);
+    assert.match(held.last_error, /geoip.*INLET_GEOIP_DATABASE/);
+    assert.notEqual(held.next_attempt_at, null);
+
+    const removed = await admin('PATCH', `${base()}/${maskedId}`, { transformation: null, status: 'active' });
+    assert.equal(removed.statusCode, 200, removed.body);
+    await deliver();
+    assert.deepEqual(
+      events(masked, from).map((m) => m.data.uuid),
+      [uuid],
+    );
+  });
 });
