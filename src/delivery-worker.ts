@@ -47,8 +47,7 @@ const forward: DeliveryMetrics = {
   latency: (destination, value) => push(['latency', destination, value]),
   attempt: (destination, value) => push(['attempt', destination, value]),
   loaded: (destination, load) => push(['loaded', destination, { ...load, warnings: [...load.warnings] }]),
-  transformed: (destination, tally) =>
-    push(['transformed', destination, tally.map(([step, outcome, count]) => [step, outcome, count])]),
+  transformed: (destination, figures) => push(['transformed', destination, figures]),
 };
 
 const storage = await openStorage(config.databaseUrl, {

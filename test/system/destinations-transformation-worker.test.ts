@@ -119,6 +119,13 @@ describe("destinations: a destination's transformation in the delivery worker", 
       5_000,
       'the step counts in /metrics',
     );
+    const metrics = (await ctx.app.inject({ method: 'GET', url: '/metrics' })).body;
+    assert.match(
+      metrics,
+      new RegExp(
+        `inlet_destination_transformation_cpu_seconds_total\\{destination="${destination.id}",kind="function"\\} [0-9.e-]+`,
+      ),
+    );
     const shown = await ctx.services.destinations.show(product.id, destination.id);
     assert.match(shown.warnings.map((w) => w.message).join('\n'), /step 0 \(function\) failed \(not sent\): .*CPU/);
     assert.equal(shown.lag, 0);

@@ -112,7 +112,7 @@ export function createDestinationService(
   ) as Record<DestinationType, DestinationDriver>;
   const run: DeliveryRun = { stopped: false, abort: new AbortController(), shared: new Set() };
   const transform = createDestinationTransformer(options.transformations, {
-    counted: (destinationId, tally) => report.transformed(destinationId, tally),
+    counted: (destinationId, figures) => report.transformed(destinationId, figures),
     failed: (destinationId, warnings) =>
       void store.addWarnings(destinationId, warnings, new Date(now()).toISOString()).catch(() => {}),
   });

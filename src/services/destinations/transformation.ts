@@ -17,7 +17,7 @@ import {
   userAfter,
   type StoredEventParts,
 } from '../../domain/transform-stored.js';
-import type { Step, TransformDocument } from '../../domain/transform-types.js';
+import type { Step, StepKind, TransformDocument } from '../../domain/transform-types.js';
 import type {
   DestinationRecord,
   DestinationTransformation,
@@ -28,6 +28,7 @@ import type {
 } from '../../storage/types.js';
 import type { TransformRuntime } from '../transformations/runtime.js';
 import { prepareSteps, type PreparedFunction } from '../transformations/service.js';
+import type { TransformFigures } from './metrics.js';
 
 /** What the deliverers need to run destinations' steps (services.ts and the delivery worker build it). */
 export interface DestinationTransformOptions {
@@ -38,13 +39,10 @@ export interface DestinationTransformOptions {
   secret(productId: string): Promise<string>;
 }
 
-/** Per step and outcome, the messages of one cycle: [step, outcome, count]. */
-export type StepTally = Array<[number, string, number]>;
-
 /** Where a transformer reports what its steps did. */
 export interface TransformReport {
-  /** Items per step and outcome (`inlet_destination_transformation_items_total`). */
-  counted(destinationId: string, tally: StepTally): void;
+  /** Items per step and outcome, CPU per step kind (`inlet_destination_transformation_*`). */
+  counted(destinationId: string, figures: TransformFigures): void;
   /** Messages not sent, or steps skipped, because a step failed: one line per step and message. */
   failed(destinationId: string, warnings: string[]): void;
 }
@@ -163,7 +161,7 @@ function idOf(message: StoredMessage): string {
   return message.kind === 'event' ? (message.event.externalId ?? message.event.id) : message.id;
 }
 
-function tallyOf(results: readonly TransformResult[]): StepTally {
+function tallyOf(results: readonly TransformResult[]): TransformFigures['steps'] {
   const tally = new Map<string, number>();
   for (const result of results)
     result.outcomes.forEach((outcome, step) => {
@@ -229,7 +227,12 @@ export function createDestinationTransformer(
     return prepared;
   }
 
-  function contextOf(d: DestinationRecord, prepared: Prepared, message: StoredMessage): RunContext {
+  function contextOf(
+    d: DestinationRecord,
+    prepared: Prepared,
+    message: StoredMessage,
+    cpu: Map<StepKind, number>,
+  ): RunContext {
     return {
       secret: prepared.secret,
       hashCache: prepared.hashCache,
@@ -241,6 +244,7 @@ export function createDestinationTransformer(
       },
       enrichers: options!.runtime.enrichers,
       functions: prepared.functions,
+      cpu,
       // Values parsed from the JSON text read for this destination are its own; parsed objects are shared with
       // the product's other destinations (pages.ts), so the engine copies them.
       owned: message.kind === 'event' && message.event.jsonText !== undefined,
@@ -284,7 +288,8 @@ export function createDestinationTransformer(
       });
       if (documents.length === 0) return outcomes;
       const taken = indexes.map((i) => messages[i]!);
-      const contexts = taken.map((message) => contextOf(d, prepared, message));
+      const cpu = new Map<StepKind, number>();
+      const contexts = taken.map((message) => contextOf(d, prepared, message, cpu));
       const results = prepared.functions.every((fn) => fn === undefined)
         ? documents.map((document, i) => applySteps(document, prepared.steps, contexts[i]!))
         : await applyStepsToBatch(documents, prepared.steps, contexts);
@@ -293,7 +298,7 @@ export function createDestinationTransformer(
         outcomes[i] =
           result.outcome === 'kept' ? { message: messageAfter(messages[i]!, result) } : { skipped: result.outcome };
       });
-      report.counted(d.id, tallyOf(results));
+      report.counted(d.id, { steps: tallyOf(results), cpu: [...cpu] });
       const warnings = warningsOf(taken, results);
       if (warnings.length > 0) report.failed(d.id, warnings);
       return outcomes;
