@@ -76,6 +76,8 @@ const forbidden = {
   // The composition root of destination delivery: where it runs (delivery.ts), and the worker thread's entry.
   'src/delivery.ts': ['http', 'cli', 'adapterFromRoot'],
   'src/delivery-worker.ts': ['http', 'cli', 'adapterFromRoot'],
+  // What transformation steps run with, built from the settings (both of the above use it).
+  'src/transform-runtime.ts': ['http', 'cli', 'adapterFromRoot'],
   // test/, bench/ and scripts/ may import anything: they test and measure every layer, adapters included.
 };
 

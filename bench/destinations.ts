@@ -33,6 +33,8 @@ export const DESTINATIONS_USAGE = `npm run bench -- --destinations [options]
                             node:crypto HMAC on every request, the official package on every 10th, checked byte-equal)
   --drain <n>               instead of the rounds: ingest n events first, then time each destination (webhook, NATS,
                             both) delivering them from the beginning with nothing else running, CPU per message by part
+  --transformation <file>   with --drain: time the webhook alone, alternating without and with this {"steps": […]} as
+                            the webhook's own transformation (twice each), instead of webhook, NATS and both
   --in-process              deliver on the server's main thread (INLET_DESTINATIONS_WORKER=false), not in its worker
   --no-build                use dist/ as it is
   --cpu-prof <dir>          run the server with node --cpu-prof, profiles written to <dir>`;
@@ -50,6 +52,8 @@ interface Args {
   inProcess: boolean;
   verifyOfficial: boolean;
   drain: number | undefined;
+  /** A destination transformation ({"steps": […]}) for the drain's webhook. */
+  transformation: unknown;
 }
 
 function parse(argv: string[]): Args {
@@ -68,6 +72,7 @@ function parse(argv: string[]): Args {
       'in-process': { type: 'boolean' },
       'verify-official': { type: 'boolean' },
       drain: { type: 'string' },
+      transformation: { type: 'string' },
       'cpu-prof': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -98,6 +103,8 @@ function parse(argv: string[]): Args {
     inProcess: values['in-process'] === true,
     verifyOfficial: values['verify-official'] === true,
     drain: values.drain === undefined ? undefined : whole('drain', values.drain, 0),
+    transformation:
+      values.transformation === undefined ? undefined : JSON.parse(readFileSync(values.transformation, 'utf8')),
   };
 }
 
@@ -355,13 +362,14 @@ export async function destinationsMain(argv: string[]): Promise<number> {
   let requestN = 0;
   const lines0: string[] = [];
   const fmt0 = (n: number) => Math.round(n).toLocaleString('en-US');
-  const createWebhook = async (name: string, start: string) => {
+  const createWebhook = async (name: string, start: string, transformation?: unknown) => {
     const webhook = (await admin('POST', `${productPath}/destinations`, {
       type: 'webhook',
       name,
       url: `${receiverBase}/hook`,
       batch: { max_messages: args.webhookBatch },
       start,
+      ...(transformation === undefined ? {} : { transformation }),
     })) as unknown as DestinationView;
     await fetch(`${receiverBase}/secret`, { method: 'PUT', body: webhook.secret! });
     return webhook;
@@ -398,9 +406,14 @@ export async function destinationsMain(argv: string[]): Promise<number> {
     lines0.push(
       'config      load  seconds  msg/s (webhook / nats)   worker  main  other  receiver  nats-server  generator  outside  idle',
     );
-    for (const config of ['webhook', 'nats', 'both'] as const) {
+    const configs =
+      args.transformation === undefined
+        ? (['webhook', 'nats', 'both'] as const)
+        : (['webhook', 'steps', 'webhook', 'steps'] as const);
+    for (const config of configs) {
       const made: DestinationView[] = [];
-      if (config !== 'nats') made.push(await createWebhook(`drain-webhook`, 'beginning'));
+      if (config === 'steps') made.push(await createWebhook(`drain-steps`, 'beginning', args.transformation));
+      else if (config !== 'nats') made.push(await createWebhook(`drain-webhook`, 'beginning'));
       if (config !== 'webhook') made.push(await createNats(`drain-nats`, 'beginning'));
       const before = snapshot();
       const started = performance.now();
@@ -419,12 +432,13 @@ export async function destinationsMain(argv: string[]): Promise<number> {
       for (const d of made) await admin('DELETE', `${productPath}/destinations/${d.id}`);
       const messages = args.drain * made.length;
       const per = (x: number) => ((x * 1e6) / messages).toFixed(1);
+      const natsIn = config === 'nats' || config === 'both';
       const rates = [
         config !== 'nats' ? fmt0(args.drain / seconds) : '-',
-        config !== 'webhook' ? fmt0(args.drain / seconds) : '-',
+        natsIn ? fmt0(args.drain / seconds) : '-',
       ].join(' / ');
       lines0.push(
-        `${config.padEnd(10)} ${loadavg()[0]!.toFixed(1).padStart(5)} ${seconds.toFixed(2).padStart(8)}  ${rates.padEnd(22)} ${per(p.worker).padStart(7)} ${per(p.serverMain).padStart(5)} ${per(p.serverOther).padStart(6)} ${(config === 'nats' ? '-' : ((p.receiver * 1e6) / args.drain).toFixed(1)).padStart(9)} ${(config === 'webhook' ? '-' : ((p.nats * 1e6) / args.drain).toFixed(1)).padStart(12)} ${per(p.generator).padStart(10)} ${per(p.outside).padStart(8)} ${`${Math.round((100 * p.idle) / (seconds * availableParallelism()))} %`.padStart(5)}`,
+        `${config.padEnd(10)} ${loadavg()[0]!.toFixed(1).padStart(5)} ${seconds.toFixed(2).padStart(8)}  ${rates.padEnd(22)} ${per(p.worker).padStart(7)} ${per(p.serverMain).padStart(5)} ${per(p.serverOther).padStart(6)} ${(config === 'nats' ? '-' : ((p.receiver * 1e6) / args.drain).toFixed(1)).padStart(9)} ${(natsIn ? ((p.nats * 1e6) / args.drain).toFixed(1) : '-').padStart(12)} ${per(p.generator).padStart(10)} ${per(p.outside).padStart(8)} ${`${Math.round((100 * p.idle) / (seconds * availableParallelism()))} %`.padStart(5)}`,
       );
     }
     lines0.push(

@@ -15,6 +15,7 @@ import { createDestinationService } from './services/destinations/service.js';
 import type { MetricReport, ToWorker, WorkerData } from './services/destinations/worker.js';
 import { createMetrics } from './services/metrics.js';
 import { createOutboundGuard } from './services/outbound-guard.js';
+import { createTransformRuntime, destinationTransformOptions } from './transform-runtime.js';
 
 /** PostgreSQL connections of the worker's pool: a read and a state write per destination at a time. */
 const WORKER_POOL_SIZE = 4;
@@ -46,6 +47,7 @@ const forward: DeliveryMetrics = {
   latency: (destination, value) => push(['latency', destination, value]),
   attempt: (destination, value) => push(['attempt', destination, value]),
   loaded: (destination, load) => push(['loaded', destination, { ...load, warnings: [...load.warnings] }]),
+  transformed: (destination, figures) => push(['transformed', destination, figures]),
 };
 
 const storage = await openStorage(config.databaseUrl, {
@@ -67,6 +69,8 @@ const storage = await openStorage(config.databaseUrl, {
   ...(postgresSchema === undefined ? {} : { postgresSchema }),
 });
 await storage.capabilities.prepareDeliveryWorker();
+// Destinations' own transformations run here: the enrichment modules, and a sandbox thread of this worker's own.
+const runtime = await createTransformRuntime(config);
 const service = createDestinationService(storage.destinations, createMetrics({ defaultMetrics: false }), {
   timeoutMs: config.destinationTimeoutMs,
   disableAfterMs: config.destinationDisableAfterMs,
@@ -80,6 +84,7 @@ const service = createDestinationService(storage.destinations, createMetrics({ d
   format: destinationMessage,
   holder,
   deliveryMetrics: forward,
+  transformations: destinationTransformOptions(config, storage, runtime),
 });
 
 let stopping: Promise<void> | undefined;
@@ -90,6 +95,7 @@ port.on('message', (message: ToWorker) => {
     // releases the leases, closes NATS and storage, then lets the thread end.
     stopping ??= (async () => {
       await service.close();
+      await runtime.functions?.close();
       flush();
       await storage.close();
       port.postMessage({ type: 'stopped' });

@@ -1,6 +1,5 @@
 // One place builds the world: storage and every service. Used by the HTTP server, the CLI and the
 // background jobs alike; nothing else opens storage.
-import { cloneJson } from './domain/transform-paths.js';
 import { ConfigError, type Config } from './config.js';
 import { openStorage, type OpenedStorage } from './storage/connect.js';
 import { createIdentityService, type IdentityService } from './services/identity-service.js';
@@ -13,15 +12,8 @@ import { createRejectionService, type RejectionService } from './services/reject
 import { createCatalogService, type CatalogService } from './services/catalog-service.js';
 import { createTrackingPlanService, type TrackingPlanService } from './services/tracking-plan-service.js';
 import { createTransformationService, type TransformationService } from './services/transformations/service.js';
-import {
-  GeoIpDatabaseError,
-  isBot,
-  openGeoIp,
-  parseUserAgent,
-  type GeoIp,
-} from './services/transformations/enrichment.js';
-import { sandboxCompiler, type TransformRuntime } from './services/transformations/runtime.js';
-import { createSandbox } from './services/transformations/sandbox.js';
+import type { TransformRuntime } from './services/transformations/runtime.js';
+import { createTransformRuntime, destinationTransformOptions } from './transform-runtime.js';
 import { createMetrics, type Metrics } from './services/metrics.js';
 import { registerStorageMetrics } from './services/storage-metrics.js';
 import { createRateLimiter } from './services/rate-limiter-store.js';
@@ -182,7 +174,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
     sync: trafficSync,
     scheduler: createTrafficScheduler(storage, trafficSync, { intervalMs: config.trafficSyncIntervalMs }),
   };
-  const destinations = createDestinations(config, storage, metrics, guard, options.now);
+  const destinations = createDestinations(config, storage, metrics, guard, runtime, options.now);
   const stats = createStatsService({
     metrics,
     poolStats: telemetry.poolStats,
@@ -240,6 +232,7 @@ function createDestinations(
   storage: OpenedStorage,
   metrics: Metrics,
   guard: OutboundGuard,
+  runtime: TransformRuntime,
   now: (() => number) | undefined,
 ) {
   return createDestinationService(storage.destinations, metrics, {
@@ -252,51 +245,7 @@ function createDestinations(
     ...(config.fileDestinationsRoot === undefined ? {} : { fileRoot: config.fileDestinationsRoot }),
     guard,
     format: destinationMessage,
+    transformations: destinationTransformOptions(config, storage, runtime),
     ...(now === undefined ? {} : { clock: { now } }),
   });
-}
-
-/**
- * The enrichment modules and the function sandbox of transformation steps. The MaxMind database is opened once,
- * at start (a file that cannot be read stops the start with an error naming INLET_GEOIP_DATABASE); the sandbox's
- * thread starts with the first function compiled.
- */
-async function createTransformRuntime(config: Config): Promise<TransformRuntime> {
-  let geoip: GeoIp | undefined;
-  if (config.geoipDatabase !== undefined) {
-    try {
-      geoip = await openGeoIp(config.geoipDatabase);
-    } catch (error) {
-      throw error instanceof GeoIpDatabaseError ? new ConfigError(error.message) : error;
-    }
-  }
-  return {
-    enrichers: {
-      userAgent: remembered((userAgent) => parseUserAgent(userAgent) as unknown as Record<string, unknown>),
-      isBot: remembered(isBot),
-      ...(geoip === undefined
-        ? {}
-        : { geoip: (ip: string) => geoip.lookup(ip) as Record<string, unknown> | undefined }),
-    },
-    functions: sandboxCompiler(
-      createSandbox({ cpuMs: config.transformFunctionCpuMs, memoryMb: config.transformFunctionMemoryMb }),
-    ),
-  };
-}
-
-/**
- * A lookup with a bounded memory of its answers: browsers send the same few user agents again and again. Objects
- * are copied on the way out, so a later step changing one never changes what the next item gets.
- */
-function remembered<T>(lookup: (input: string) => T, entries = 2000): (input: string) => T {
-  const memory = new Map<string, T>();
-  return (input) => {
-    let answer = memory.get(input);
-    if (answer === undefined) {
-      answer = lookup(input);
-      if (memory.size >= entries) memory.clear();
-      memory.set(input, answer);
-    }
-    return typeof answer === 'object' && answer !== null ? cloneJson(answer) : answer;
-  };
 }

@@ -3,6 +3,9 @@
 // usage errors exit 2, refused input exits 1 naming the field. The deliveries come from a deliverer on the same
 // database (services of the test's own) to a receiver that verifies every request with `standardwebhooks`.
 import { strict as assert } from 'node:assert';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { buildApp } from '../src/http/app.js';
 import { bearer, createTestServices } from './helpers.js';
@@ -263,6 +266,39 @@ describe('inlet destinations', () => {
     } finally {
       await app.close();
       await server.services.close();
+    }
+  });
+
+  it('create and edit take --transformation <file.json>; none removes it; an invalid file exits 1 with pointers', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'inlet-dest-tf-'));
+    try {
+      const p = await product('CliTransform');
+      const good = join(dir, 'good.json');
+      writeFileSync(good, JSON.stringify({ steps: [{ kind: 'mask', paths: ['properties.email'], with: 'hash' }] }));
+      const d = await webhook(p, '--transformation', good);
+      assert.deepEqual(d.transformation, {
+        steps: [{ kind: 'mask', paths: ['properties.email'], with: 'hash', on_error: 'reject' }],
+      });
+      const bad = join(dir, 'bad.json');
+      writeFileSync(bad, JSON.stringify({ steps: [{ kind: 'remove', paths: ['type'] }] }));
+      const refused = await cli('destinations', 'edit', d.id, '--product', p, '--transformation', bad);
+      assert.equal(refused.code, 1);
+      assert.match(refused.err, /\/transformation\/steps\/0\/paths\/0: .*may not be changed/);
+      const removed = await cli('destinations', 'edit', d.id, '--product', p, '--transformation', 'none', '--json');
+      assert.equal(removed.code, 0, removed.err);
+      assert.equal(json(removed.out).transformation, null);
+      const missing = await cli(
+        'destinations',
+        'edit',
+        d.id,
+        '--product',
+        p,
+        '--transformation',
+        join(dir, 'nope.json'),
+      );
+      assert.equal(missing.code, 2);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

@@ -100,6 +100,68 @@ describe('rejections', () => {
     assert.equal((await list('?limit=0')).statusCode, 400);
   });
 
+  it("an identity-conflict warning records the item as the product's transformation left it: a masked value never appears", async () => {
+    const masked = await ctx.product('rejections-masked');
+    const put = await ctx.app.inject({
+      method: 'PUT',
+      url: `/admin/v1/products/${masked.id}/transformation`,
+      headers: adminHeaders(),
+      payload: {
+        // A function returns new objects (a mask step changes the parsed item in place, which hid the raw item).
+        steps: [
+          {
+            kind: 'function',
+            code: `function transform(e) {
+              for (const o of [e.properties, e.traits, e.context]) if (o && o.email) o.email = '[redacted]';
+              return e;
+            }`,
+          },
+        ],
+      },
+    });
+    assert.equal(put.statusCode, 200, put.body);
+    const marker = 'secret-marker@example.com';
+    const send = (batch: unknown[]) =>
+      ctx.app.inject({ method: 'POST', url: '/v1/batch', headers: basic(masked.eventsKey), payload: { batch } });
+    await send([
+      { type: 'identify', userId: 'owner', anonymousId: 'anon-m', messageId: 'mw1' },
+      { type: 'identify', userId: 'owner', anonymousId: 'anon-m2', messageId: 'mw1b' },
+      { type: 'identify', userId: 'other', messageId: 'mw2' },
+    ]);
+    const conflict = await send([
+      {
+        type: 'track',
+        event: 'X',
+        userId: 'other',
+        anonymousId: 'anon-m',
+        messageId: 'mw3',
+        properties: { email: marker },
+        context: { email: marker },
+      },
+      { type: 'identify', userId: 'other', anonymousId: 'anon-m2', messageId: 'mw4', traits: { email: marker } },
+    ]);
+    assert.equal(conflict.json().warnings.length, 2, conflict.body);
+    const rows = (
+      await ctx.app.inject({
+        method: 'GET',
+        url: `/admin/v1/products/${masked.id}/rejections?severity=warning`,
+        headers: adminHeaders(),
+      })
+    ).json().data;
+    assert.deepEqual(rows.map((r: { code: string; message_id: string }) => [r.code, r.message_id]).sort(), [
+      ['identity_conflict', 'mw3'],
+      ['identity_conflict', 'mw4'],
+    ]);
+    assert.equal(JSON.stringify(rows).includes(marker), false, JSON.stringify(rows));
+    const track = rows.find((r: { message_id: string }) => r.message_id === 'mw3').item;
+    assert.deepEqual(
+      [track.properties.email, track.context.email, track.userId],
+      ['[redacted]', '[redacted]', 'other'],
+    );
+    const identify = rows.find((r: { message_id: string }) => r.message_id === 'mw4').item;
+    assert.equal(identify.traits.email, '[redacted]');
+  });
+
   it('past the hourly cap rejections are only counted', async () => {
     await ctx.app.inject({
       method: 'POST',

@@ -1,6 +1,7 @@
 // `inlet destinations …` (events-out §6): the admin API's destination operations from the shell.
 import { deliveryResource, destinationResource } from '../resources/destinations.js';
 import { requireOption, table, UsageError, type Command } from './command.js';
+import { printInvalid, readJson } from './transformation-commands.js';
 
 const product = { product: { type: 'string' } } as const;
 
@@ -19,6 +20,13 @@ function int(value: string | boolean | undefined, name: string): number | undefi
   return n;
 }
 
+/** `--transformation <file.json>` ({"steps": […]}), or `none` (null: no transformation). */
+function transformationOf(value: string | boolean | undefined): { transformation?: unknown } {
+  if (value === undefined) return {};
+  if (typeof value !== 'string') throw new UsageError('--transformation needs a file ({"steps": […]}) or none');
+  return { transformation: value === 'none' ? null : readJson(value, 'transformation') };
+}
+
 function oneId(args: string[]): string {
   if (args.length !== 1) throw new UsageError('give one destination id');
   return args[0]!;
@@ -33,6 +41,7 @@ const EDITABLE = {
   sources: { type: 'string' },
   'max-messages': { type: 'string' },
   'max-wait-ms': { type: 'string' },
+  transformation: { type: 'string' },
 } as const;
 
 const COLUMNS = [
@@ -61,7 +70,7 @@ export const destinationCommands: Command[] = [
   {
     path: ['destinations', 'create'],
     usage:
-      'inlet destinations create --product <id> --type webhook|nats|postgres|parquet --name <name> (--url <url> | --servers <nats://h:p,…> --subject <template> | --url <postgres://…> [--schema <name>] | --path <folder> [--partition hour|day]) [--types t,…] [--canonical-names n,…] [--sources s,…] [--max-messages n] [--max-wait-ms ms] [--start now|beginning|<cursor>] [--json]',
+      'inlet destinations create --product <id> --type webhook|nats|postgres|parquet --name <name> (--url <url> | --servers <nats://h:p,…> --subject <template> | --url <postgres://…> [--schema <name>] | --path <folder> [--partition hour|day]) [--types t,…] [--canonical-names n,…] [--sources s,…] [--max-messages n] [--max-wait-ms ms] [--transformation <file.json>] [--start now|beginning|<cursor>] [--json]',
     summary: "Create a destination; prints a webhook's signing secret (shown this once)",
     options: {
       ...product,
@@ -86,26 +95,33 @@ export const destinationCommands: Command[] = [
       if (sources) filter.sources = sources;
       const maxMessages = int(values['max-messages'], 'max-messages');
       const maxWait = int(values['max-wait-ms'], 'max-wait-ms');
-      const created = await services.destinations.create(productId, {
-        type: values.type,
-        name: values.name,
-        ...(values.url === undefined ? {} : { url: values.url }),
-        ...(values.servers === undefined ? {} : { servers: list(values.servers) }),
-        ...(values.subject === undefined ? {} : { subject: values.subject }),
-        ...(values.schema === undefined ? {} : { schema: values.schema }),
-        ...(values.path === undefined ? {} : { path: values.path }),
-        ...(values.partition === undefined ? {} : { partition: values.partition }),
-        filter,
-        ...(maxMessages === undefined && maxWait === undefined
-          ? {}
-          : {
-              batch: {
-                ...(maxMessages === undefined ? {} : { max_messages: maxMessages }),
-                ...(maxWait === undefined ? {} : { max_wait_ms: maxWait }),
-              },
-            }),
-        ...(values.start === undefined ? {} : { start: values.start }),
-      });
+      const transformation = transformationOf(values.transformation);
+      let created;
+      try {
+        created = await services.destinations.create(productId, {
+          type: values.type,
+          name: values.name,
+          ...(values.url === undefined ? {} : { url: values.url }),
+          ...(values.servers === undefined ? {} : { servers: list(values.servers) }),
+          ...(values.subject === undefined ? {} : { subject: values.subject }),
+          ...(values.schema === undefined ? {} : { schema: values.schema }),
+          ...(values.path === undefined ? {} : { path: values.path }),
+          ...(values.partition === undefined ? {} : { partition: values.partition }),
+          filter,
+          ...(maxMessages === undefined && maxWait === undefined
+            ? {}
+            : {
+                batch: {
+                  ...(maxMessages === undefined ? {} : { max_messages: maxMessages }),
+                  ...(maxWait === undefined ? {} : { max_wait_ms: maxWait }),
+                },
+              }),
+          ...(values.start === undefined ? {} : { start: values.start }),
+          ...transformation,
+        });
+      } catch (error) {
+        return printInvalid(io, error, json);
+      }
       const data = {
         ...destinationResource(created.destination),
         ...(created.secret === null ? {} : { secret: created.secret }),
@@ -164,8 +180,9 @@ export const destinationCommands: Command[] = [
   {
     path: ['destinations', 'edit'],
     usage:
-      'inlet destinations edit <destination-id> --product <id> [--name <name>] [--url <url>] [--types t,…] [--canonical-names n,…] [--sources s,…] [--max-messages n] [--max-wait-ms ms] [--json]',
-    summary: 'Change the name, webhook url, filter or batching; a filter part given empty ("") is removed',
+      'inlet destinations edit <destination-id> --product <id> [--name <name>] [--url <url>] [--types t,…] [--canonical-names n,…] [--sources s,…] [--max-messages n] [--max-wait-ms ms] [--transformation <file.json>|none] [--json]',
+    summary:
+      'Change the name, webhook url, filter, batching or transformation (none removes it); a filter part given empty ("") is removed',
     options: { ...product, ...EDITABLE },
     async run({ services, args, values, io, json }) {
       const productId = requireOption(values, 'product');
@@ -203,7 +220,12 @@ export const destinationCommands: Command[] = [
           max_wait_ms: maxWait ?? current.batch.maxWaitMs,
         };
       }
-      printOne(io, json, destinationResource(await services.destinations.update(productId, id, input)));
+      Object.assign(input, transformationOf(values.transformation));
+      try {
+        printOne(io, json, destinationResource(await services.destinations.update(productId, id, input)));
+      } catch (error) {
+        return printInvalid(io, error, json);
+      }
       return 0;
     },
   },

@@ -7,7 +7,7 @@ import { transformationResource } from '../resources/transformations.js';
 import { translateTestItems } from '../services/transformations/test-items.js';
 import { requireOption, table, UsageError, type Command, type CliIo } from './command.js';
 
-function readJson(file: string | undefined, what: string): Record<string, unknown> {
+export function readJson(file: string | undefined, what: string): Record<string, unknown> {
   if (file === undefined) throw new UsageError(`give the ${what} file, such as transformation.json`);
   let document: unknown;
   try {
@@ -21,7 +21,7 @@ function readJson(file: string | undefined, what: string): Record<string, unknow
 }
 
 /** An invalid document: each problem on its own line with its pointer (the API's 400), exit 1. */
-function printInvalid(io: CliIo, error: unknown, json: boolean): number {
+export function printInvalid(io: CliIo, error: unknown, json: boolean): number {
   if (!(error instanceof AppError) || json || error.errors === undefined) throw error;
   io.err(`inlet: ${error.errors.map((e) => `\n  ${e.pointer || '/'}: ${e.message}`).join('')}`);
   return 1;

@@ -39,6 +39,8 @@ export function destinationResource(d: DestinationView) {
     last_error_at: d.lastErrorAt,
     previous_secret_until: d.previousSecretUntil === null ? null : new Date(d.previousSecretUntil).toISOString(),
     warnings: d.warnings,
+    // Steps as stored: JSON objects, defaults filled in.
+    transformation: d.transformation as { steps: Array<Record<string, unknown>> } | null,
     created_at: d.createdAt,
     updated_at: d.updatedAt,
   };

@@ -189,6 +189,21 @@ function asStored(op: IdentityOperation, event: EventRecord): IdentityOperation 
   return { ...op, externalId: event.subjectId, traits, impliedIdentifiers: implied };
 }
 
+/**
+ * A stored item as its identity warning records it: the item as the product's transformation left it (its stored
+ * properties or traits and context, beside the rest of what it carried), never as received, so that a value a
+ * step masked does not reach the rejections list by this path (transformations.md §1).
+ */
+function itemAsStored(event: EventRecord): Record<string, unknown> {
+  const original = event.original ?? {};
+  const hasTraits = original.type === 'identify' || original.type === 'group';
+  return {
+    ...original,
+    [hasTraits ? 'traits' : 'properties']: event.properties,
+    ...(event.context == null ? {} : { context: event.context }),
+  };
+}
+
 export function createSegmentService(
   ingest: Pick<IngestService, 'accept'>,
   identity: Pick<IdentityService, 'apply' | 'admit'>,
@@ -216,6 +231,7 @@ export function createSegmentService(
 
       const answer: SegmentAnswer = { success: true, accepted: 0, duplicates: 0, rejected: [], warnings: [] };
       const stored: IdentityEntry = { route, receivedAt, segmentItem: 'stored' };
+      const warned = new Map<number, EventRecord>();
       for (let index = 0; index < outcomes.length; index++) {
         const outcome = outcomes[index]!;
         if (outcome.status === 'rejected') {
@@ -237,15 +253,20 @@ export function createSegmentService(
         if (outcome.status === 'dropped') continue;
         for (const op of identityOps[index] ?? []) {
           const warning = await performIdentity(identity, links, auth, asStored(op, outcome.event), stored);
-          if (warning !== undefined)
-            answer.warnings.push({ index, messageId: messageIds[index]!, code: warning.code, detail: warning.message });
+          if (warning === undefined) continue;
+          answer.warnings.push({ index, messageId: messageIds[index]!, code: warning.code, detail: warning.message });
+          warned.set(index, outcome.event);
         }
       }
       if (answer.warnings.length > 0) {
         rejections?.record(
           auth,
           route,
-          answer.warnings.map((w) => ({ ...w, severity: 'warning' as const, item: items[w.index] })),
+          answer.warnings.map((w) => ({
+            ...w,
+            severity: 'warning' as const,
+            item: itemAsStored(warned.get(w.index)!),
+          })),
           receivedAt,
         );
       }

@@ -595,6 +595,13 @@ export interface DestinationRecord {
   leaseUntil: number;
   /** The latest warnings (a warehouse reached a table or column limit), oldest first. */
   warnings: DestinationWarning[];
+  /** The destination's own transformation (transformations.md §1), applied to its copy only; null: none. */
+  transformation: DestinationTransformation | null;
+}
+
+/** A destination's steps, as validated and stored (defaults filled in). */
+export interface DestinationTransformation {
+  steps: unknown[];
 }
 
 export interface DestinationWarning {
@@ -652,6 +659,7 @@ export type DestinationPatch = Partial<
     | 'config'
     | 'filter'
     | 'batch'
+    | 'transformation'
     | 'status'
     | 'disabledReason'
     | 'secret'

@@ -37,6 +37,23 @@ const Filter = Type.Object(
   { additionalProperties: false, description: 'Which messages to deliver; all when absent' },
 );
 
+/** The body limit of a create and an edit: a transformation may hold 50 functions of up to 64 KiB. */
+const BODY_LIMIT = 4 * 1024 * 1024;
+
+const Transformation = Type.Object(
+  {
+    steps: Type.Array(Type.Object({}, { additionalProperties: true }), {
+      description:
+        "Ordered steps, the same as a product transformation's (docs/transformations.md): drop, sample, rename_event, set, remove, rename_property, mask, allow_properties, user_agent, bot, geoip, function",
+    }),
+  },
+  {
+    additionalProperties: true,
+    description:
+      "This destination's own transformation, applied to its copy of each message only; null in an edit removes it",
+  },
+);
+
 const Batch = Type.Object(
   {
     max_messages: Type.Optional(
@@ -90,8 +107,10 @@ const Destination = Type.Object({
     description: 'Until then the rotated-out secret signs too',
   }),
   warnings: Type.Array(Type.Object({ at: Type.String(), message: Type.String() }), {
-    description: 'The latest warnings, oldest first: a warehouse that reached a table or column limit',
+    description:
+      'The latest warnings, oldest first: a warehouse that reached a table or column limit; a step of its transformation that failed',
   }),
+  transformation: Type.Union([Transformation, Type.Null()]),
   created_at: Type.String(),
   updated_at: Type.String(),
 });
@@ -185,6 +204,7 @@ const CreateBody = Type.Object(
         { additionalProperties: false, description: 'nats: stored, never echoed' },
       ),
     ),
+    transformation: Type.Optional(Type.Union([Transformation, Type.Null()])),
   },
   { additionalProperties: false },
 );
@@ -195,6 +215,7 @@ const PatchBody = Type.Object(
     url: Type.Optional(Type.String({ maxLength: 2000 })),
     filter: Type.Optional(Filter),
     batch: Type.Optional(Batch),
+    transformation: Type.Optional(Type.Union([Transformation, Type.Null()])),
     status: Type.Optional(
       Type.Union([Type.Literal('paused'), Type.Literal('active')], {
         description: 'paused; or active: resume, or re-enable a disabled destination (from its cursor)',
@@ -212,13 +233,16 @@ export function adminDestinationRoutes(app: FastifyInstance, services: Services)
   r.post(
     '/products/:product_id/destinations',
     {
+      bodyLimit: BODY_LIMIT,
       schema: {
         summary:
           "Create a destination (webhook, NATS JetStream, PostgreSQL warehouse, Parquet files); a webhook's signing secret is in this answer only",
         body: CreateBody,
         response: {
           201: dataEnvelope(WithSecret),
-          400: problemResponse('Invalid body, or a URL refused by the outbound guard'),
+          400: problemResponse(
+            'Invalid body (a transformation step: `errors[].pointer` such as /transformation/steps/2/paths/0), or a URL refused by the outbound guard',
+          ),
         },
       },
     },
@@ -262,8 +286,10 @@ export function adminDestinationRoutes(app: FastifyInstance, services: Services)
   r.patch(
     '/products/:product_id/destinations/:destination_id',
     {
+      bodyLimit: BODY_LIMIT,
       schema: {
-        summary: 'Edit a destination: name, url, filter, batch; status paused, or active to resume or re-enable',
+        summary:
+          'Edit a destination: name, url, filter, batch, transformation (null removes it); status paused, or active to resume or re-enable',
         params: DestinationParams,
         body: PatchBody,
         response: { 200: dataEnvelope(Destination), 400: problemResponse('Invalid body'), 404: notFound },

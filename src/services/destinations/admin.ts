@@ -13,6 +13,7 @@ import type {
   DestinationRecord,
   DestinationStatus,
   DestinationStore,
+  DestinationTransformation,
   DestinationType,
 } from '../../storage/types.js';
 import type { OutboundGuard } from '../outbound-guard.js';
@@ -37,6 +38,8 @@ export interface AdminOptions {
   timeoutMs: number;
   /** INLET_FILE_DESTINATIONS_ROOT, for file destinations' paths. */
   fileRoot: string | undefined;
+  /** A `transformation` of the body checked like a product's (transformation.ts); throws a validation error. */
+  checkTransformation(value: unknown): Promise<DestinationTransformation | null>;
   now: () => number;
   /** Asks the deliverers for a pass soon. */
   poke(): void;
@@ -51,7 +54,7 @@ export function createDestinationAdmin(options: AdminOptions) {
       Promise.all((await options.store.list(productId)).map((d) => view(options.store, d))),
     show: async (productId: string, id: string): Promise<DestinationView> =>
       view(options.store, await mustGet(options.store, productId, id)),
-    /** name, url, filter, batch, status (paused / active: resume, or re-enable a disabled one). */
+    /** name, url, filter, batch, transformation (null: none), status (paused / active: resume, or re-enable). */
     update: (productId: string, id: string, input: DestinationInput) =>
       updateDestination(options, productId, id, input),
     async delete(productId: string, id: string): Promise<void> {
@@ -143,6 +146,22 @@ async function cursorFrom(
   throw validationError([{ pointer, message: `must be ${expected}` }]);
 }
 
+/** The body's `transformation`, checked (steps validated, functions compiled); its problems go to `errors`. */
+async function parseTransformation(
+  options: AdminOptions,
+  value: unknown,
+  errors: FieldError[],
+): Promise<DestinationTransformation | null | undefined> {
+  if (value === undefined) return undefined;
+  try {
+    return await options.checkTransformation(value);
+  } catch (error) {
+    if (!(error instanceof AppError) || error.errors === undefined) throw error;
+    errors.push(...error.errors);
+    return undefined;
+  }
+}
+
 async function createDestination(
   options: AdminOptions,
   productId: string,
@@ -166,6 +185,7 @@ async function createDestination(
     credentials: null,
   };
   if (kind !== undefined) refuseForeign(kinds, kind, input, 'fields', errors);
+  const transformation = await parseTransformation(options, input.transformation, errors);
   if (errors.length > 0) throw validationError(errors);
   await kind!.check(config, {
     guard: options.guard,
@@ -204,6 +224,7 @@ async function createDestination(
     leaseHolder: null,
     leaseUntil: 0,
     warnings: [],
+    transformation: transformation ?? null,
   };
   await store.insert(record);
   options.poke();
@@ -240,6 +261,8 @@ async function updateDestination(
       });
   }
   const status = parseStatus(input.status, errors);
+  const transformation = await parseTransformation(options, input.transformation, errors);
+  if (transformation !== undefined) patch.transformation = transformation;
   if (errors.length > 0) throw validationError(errors);
   if (patch.config !== undefined)
     await kind.check(patch.config, {

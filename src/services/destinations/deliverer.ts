@@ -1,6 +1,7 @@
 // One destination's delivery (events-out §6), whatever its type: at least once, in position order, never
 // skipping a message. A loop of cycles while this instance holds the destination's lease (runner.ts): each
-// cycle reads the messages after the cursor, skips those the filter does not want, hands the rest to the type's
+// cycle reads the messages after the cursor, skips those the filter does not want (and those the destination's
+// own transformation drops or fails on: transformation.ts), hands the rest to the type's
 // driver (kind.ts), and moves the cursor only past what the receiver accepted, in the same fenced write that
 // records the attempts. A crash at any point re-delivers from the stored cursor with the same message ids.
 // A failure holds the destination back until its next attempt (retries.ts).
@@ -17,6 +18,7 @@ import { matches, webhookIdOf } from './messages.js';
 import type { DeliveryMetrics } from './metrics.js';
 import type { PageReader } from './pages.js';
 import { stateAfter } from './retries.js';
+import { TransformationUnavailable, type DestinationTransformer } from './transformation.js';
 
 /** Messages read per page while looking for a batch. */
 const READ_PAGE = 500;
@@ -37,6 +39,8 @@ export interface DelivererOptions {
   pages: PageReader;
   drivers: Readonly<Record<DestinationType, DestinationDriver>>;
   report: DeliveryMetrics;
+  /** Each destination's own steps (transformation.ts), applied as its messages are read. */
+  transform: DestinationTransformer;
   run: DeliveryRun;
   /** This instance's name in leases. */
   holder: string;
@@ -118,18 +122,36 @@ async function readWanted(x: Deliverer, d: DestinationRecord, limit: number): Pr
   const pageSize = unfiltered ? limit : Math.max(READ_PAGE, limit);
   read: while (wanted.messages.length < limit) {
     const page = await x.pages.read(d.productId, wanted.cursor, pageSize, x.run.shared.has(d.productId));
-    for (const message of page) {
-      const isWanted = matches(d.filter, message);
-      if (isWanted && wanted.messages.length === limit) break read;
-      wanted.cursor =
-        message.kind === 'event'
-          ? { ...wanted.cursor, event: message.position }
-          : { ...wanted.cursor, identity: message.position };
-      wanted.moved = true;
-      if (isWanted) {
-        wanted.messages.push(message);
+    let from = 0;
+    while (from < page.length) {
+      // The run of the page up to the message the filter wants that no longer fits (page[to], when to < length).
+      const room = limit - wanted.messages.length;
+      const chosen: StoredMessage[] = [];
+      let to = from;
+      for (; to < page.length; to++) {
+        if (!matches(d.filter, page[to]!)) continue;
+        if (chosen.length === room) break;
+        chosen.push(page[to]!);
+      }
+      // The destination's own steps: a message they drop, or that fails them, is passed like an unwanted one.
+      const outcomes = d.transformation === null ? undefined : await x.transform.apply(d, chosen);
+      let k = 0;
+      for (let i = from; i < to; i++) {
+        const message = page[i]!;
+        wanted.cursor =
+          message.kind === 'event'
+            ? { ...wanted.cursor, event: message.position }
+            : { ...wanted.cursor, identity: message.position };
+        wanted.moved = true;
+        if (chosen[k] !== message) continue;
+        const outcome = outcomes?.[k] ?? { message };
+        k++;
+        if (!('message' in outcome)) continue;
+        wanted.messages.push(outcome.message);
         wanted.afterEach.push(wanted.cursor);
       }
+      from = to;
+      if (to < page.length && wanted.messages.length === limit) break read;
     }
     if (page.length < pageSize) {
       wanted.exhausted = true;
@@ -167,7 +189,13 @@ async function cycle(x: Deliverer, d: DestinationRecord, previous?: Carried): Pr
   const batchSize = driver.batchSize(d);
   const limit =
     batchSize === undefined ? CYCLE_MESSAGES : batchSize * Math.max(1, Math.floor(CYCLE_MESSAGES / batchSize));
-  const wanted = await readWanted(x, d, limit);
+  let wanted: Wanted;
+  try {
+    wanted = await readWanted(x, d, limit);
+  } catch (error) {
+    if (!(error instanceof TransformationUnavailable)) throw error;
+    return holdBack(x, d, previous, error.message);
+  }
   if (wanted.messages.length === 0) {
     x.pendingSince.delete(d.id);
     if (previous !== undefined && !(await previous.write)) return false;
@@ -212,6 +240,25 @@ async function cycle(x: Deliverer, d: DestinationRecord, previous?: Carried): Pr
   const carried: Carried = { cursor: cursor!, write: write.catch(() => false) };
   void carried.write.then((ok) => (carried.written = ok));
   return carried;
+}
+
+/**
+ * A cycle that cannot deliver at all (the destination's steps cannot run here): a failure like a send's, so the
+ * destination waits for its next attempt, shows the error, and is disabled after disableAfterMs like any other.
+ */
+async function holdBack(
+  x: Deliverer,
+  d: DestinationRecord,
+  previous: Carried | undefined,
+  error: string,
+): Promise<false> {
+  if (previous !== undefined && !(await previous.write)) return false;
+  x.report.failed(d.id);
+  const nowMs = x.now();
+  const failure = { ok: false, status: null, error: error.slice(0, 500) };
+  const patch = stateAfter(d, { accepted: 0, cursor: undefined, failure }, nowMs, x);
+  await x.store.writeState(d.id, x.holder, patch, new Date(nowMs).toISOString(), [], d.cursor).catch(() => false);
+  return false;
 }
 
 /** What the driver is given for one cycle: its sends are logged in `attempts`, in order. */

@@ -20,6 +20,8 @@ export interface DestinationInput {
   path?: unknown;
   partition?: unknown;
   status?: unknown;
+  /** `{ "steps": [..] }`: the destination's own transformation (transformation.ts); null in an edit removes it. */
+  transformation?: unknown;
 }
 
 export function stringList(

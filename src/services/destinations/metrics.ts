@@ -18,6 +18,14 @@ export interface DeliveryMetrics {
   attempt(destination: string, seconds: number): void;
   /** A warehouse load: rows, its duration, columns added, type widenings, warnings (a limit reached). */
   loaded(destination: string, load: WarehouseFigures): void;
+  /** What the destination's own transformation did to a cycle's messages. */
+  transformed(destination: string, figures: TransformFigures): void;
+}
+
+/** A cycle's messages through a destination's steps: [step, outcome, count], and CPU seconds per step kind. */
+export interface TransformFigures {
+  steps: Array<[number, string, number]>;
+  cpu: Array<[string, number]>;
 }
 
 export interface WarehouseFigures {
@@ -104,6 +112,18 @@ export function createDestinationMetrics(
     registers: [metrics.registry],
   });
   const warehouse = warehouseMetrics(metrics);
+  const transformed = new Counter({
+    name: 'inlet_destination_transformation_items_total',
+    help: "Messages through each step of a destination's own transformation, by destination, step and outcome (changed, unchanged, dropped, error)",
+    labelNames: ['destination', 'step', 'outcome'],
+    registers: [metrics.registry],
+  });
+  const transformCpu = new Counter({
+    name: 'inlet_destination_transformation_cpu_seconds_total',
+    help: "CPU time spent in the steps of a destination's own transformation, by destination and step kind",
+    labelNames: ['destination', 'kind'],
+    registers: [metrics.registry],
+  });
   const workerRestarts = new Counter({
     name: 'inlet_destination_worker_restarts_total',
     help: 'Times the delivery worker thread died and was started again (services/destinations/worker.ts)',
@@ -133,6 +153,10 @@ export function createDestinationMetrics(
       latency: (destination, seconds) => latency.observe({ destination }, seconds),
       attempt: (destination, seconds) => attemptDuration.observe({ destination }, seconds),
       loaded: warehouse,
+      transformed: (destination, figures) => {
+        for (const [step, outcome, count] of figures.steps) transformed.inc({ destination, step, outcome }, count);
+        for (const [kind, seconds] of figures.cpu) transformCpu.inc({ destination, kind }, seconds);
+      },
     },
     workerRestarted: () => workerRestarts.inc(),
   };

@@ -15,6 +15,8 @@ export interface RunnerOptions {
   loop(id: string): Promise<void>;
   /** Every type's driver: each lets go of what it keeps for destinations gone, and closes with the runner. */
   drivers: readonly DestinationDriver[];
+  /** Lets go of what is kept for destinations not held here (their prepared transformation). */
+  release?(held: ReadonlySet<string>): void;
   holder: string;
   now: () => number;
   pollMs: number;
@@ -91,6 +93,7 @@ async function tick(x: Runner): Promise<void> {
   x.run.shared.clear();
   for (const [productId, n] of perProduct) if (n > 1) x.run.shared.add(productId);
   for (const driver of x.drivers) await driver.prune(present, x.held);
+  x.release?.(x.held);
   for (const d of all) {
     if (d.status !== 'active') {
       if (d.leaseHolder === x.holder) {

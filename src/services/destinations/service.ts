@@ -27,6 +27,7 @@ import { createPageReader } from './pages.js';
 import { parquetKind } from './parquet.js';
 import { postgresKind } from './postgres.js';
 import { createDeliveryRunner } from './runner.js';
+import { createDestinationTransformer, type DestinationTransformOptions } from './transformation.js';
 import { webhookKind } from './webhook.js';
 
 /** The destination types, each a module (kind.ts). */
@@ -70,6 +71,8 @@ export interface DestinationServiceOptions {
   warehouse?: { maxTables: number; maxColumns: number };
   /** INLET_FILE_DESTINATIONS_ROOT: where Parquet destinations may write (undefined: the type is refused). */
   fileRoot?: string;
+  /** What destinations' own transformations run with (undefined: a destination with steps is refused). */
+  transformations?: DestinationTransformOptions;
 }
 
 /** Delivery run elsewhere (the delivery worker): admin changes poke it, close stops it. */
@@ -108,12 +111,18 @@ export function createDestinationService(
     ]),
   ) as Record<DestinationType, DestinationDriver>;
   const run: DeliveryRun = { stopped: false, abort: new AbortController(), shared: new Set() };
+  const transform = createDestinationTransformer(options.transformations, {
+    counted: (destinationId, figures) => report.transformed(destinationId, figures),
+    failed: (destinationId, warnings) =>
+      void store.addWarnings(destinationId, warnings, new Date(now()).toISOString()).catch(() => {}),
+  });
   const deliverer = createDeliverer({
     store,
     // One page read (and one formatting) shared by the destinations of a product (pages.ts).
     pages: createPageReader(store, options.format),
     drivers,
     report,
+    transform,
     run,
     holder,
     now,
@@ -126,6 +135,7 @@ export function createDestinationService(
     run,
     loop: deliverer.loop,
     drivers: Object.values(drivers),
+    release: (held) => transform.prune(held),
     holder,
     now,
     pollMs: options.pollMs,
@@ -140,6 +150,7 @@ export function createDestinationService(
     guard,
     timeoutMs: options.timeoutMs,
     fileRoot: options.fileRoot,
+    checkTransformation: (value) => transform.check(value),
     now,
     poke,
     forget: (d) => drivers[d.type].forget(d.id),
@@ -169,6 +180,7 @@ export function createDestinationService(
     async close(): Promise<void> {
       await remote?.close();
       await runner.close();
+      transform.close();
     },
   };
 }

@@ -20,12 +20,14 @@
 // The composition root decides whether delivery runs here (src/delivery.ts) and names the thread's entry
 // (src/delivery-worker.ts, which builds storage and the deliverers from the settings it is given).
 import { Worker } from 'node:worker_threads';
-import type { DeliveryMetrics, WarehouseFigures } from './metrics.js';
+import type { DeliveryMetrics, TransformFigures, WarehouseFigures } from './metrics.js';
 import type { DestinationService } from './service.js';
 
 /** [what, destination, value]: a delivery report from the worker (DeliveryMetrics, flattened). */
 export type MetricReport =
-  ['delivered' | 'failed' | 'latency' | 'attempt', string, number] | ['loaded', string, WarehouseFigures];
+  | ['delivered' | 'failed' | 'latency' | 'attempt', string, number]
+  | ['loaded', string, WarehouseFigures]
+  | ['transformed', string, TransformFigures];
 export type ToWorker = { type: 'poke' } | { type: 'stop' };
 export type FromWorker =
   { type: 'ready'; tid?: number } | { type: 'stopped' } | { type: 'metrics'; reports: MetricReport[] };
@@ -51,6 +53,10 @@ export function applyReports(metrics: DeliveryMetrics, reports: MetricReport[]):
   for (const report of reports) {
     if (report[0] === 'loaded') {
       metrics.loaded(report[1], report[2]);
+      continue;
+    }
+    if (report[0] === 'transformed') {
+      metrics.transformed(report[1], report[2]);
       continue;
     }
     const [what, destination, value] = report;

@@ -50,13 +50,18 @@ export interface PreparedTransformation {
 }
 
 /** A compiled function as the service holds it: run by the engine, freed when its version is replaced. */
-type PreparedFunction = RunnableFunction & { dispose(): void };
+export type PreparedFunction = RunnableFunction & { dispose(): void };
 
 type Prepare =
   { ok: true; steps: Step[]; functions: Array<PreparedFunction | undefined> } | { ok: false; errors: FieldError[] };
 
 /** Validates the body and compiles its functions; every problem with a pointer into the body. */
-async function prepareSteps(body: unknown, runtime: TransformRuntime, geoip: boolean, base = ''): Promise<Prepare> {
+export async function prepareSteps(
+  body: unknown,
+  runtime: TransformRuntime,
+  geoip: boolean,
+  base = '',
+): Promise<Prepare> {
   const parsed = parseSteps(body, { geoip }, base);
   if (!parsed.ok) return parsed;
   const errors: FieldError[] = [];

@@ -10,6 +10,7 @@ import type {
   DestinationPatch,
   DestinationRecord,
   DestinationStatus,
+  DestinationTransformation,
   DestinationType,
   DestinationWarning,
 } from '../types.js';
@@ -42,6 +43,7 @@ function fromRow(row: DestinationRow): DestinationRecord {
     leaseHolder: row.lease_holder,
     leaseUntil: Number(row.lease_until),
     warnings: row.warnings === null ? [] : (JSON.parse(row.warnings) as DestinationWarning[]),
+    transformation: row.transformation == null ? null : (JSON.parse(row.transformation) as DestinationTransformation),
   };
 }
 
@@ -77,6 +79,7 @@ function toRow(record: DestinationRecord): DestinationRow {
     lease_holder: record.leaseHolder,
     lease_until: record.leaseUntil,
     warnings: record.warnings.length === 0 ? null : JSON.stringify(record.warnings),
+    transformation: record.transformation === null ? null : JSON.stringify(record.transformation),
   };
 }
 
@@ -129,6 +132,8 @@ export function destinationRows(db: DestinationDb) {
       if (patch.config !== undefined) set.config = JSON.stringify(patch.config);
       if (patch.filter !== undefined) set.filter = JSON.stringify(patch.filter);
       if (patch.batch !== undefined) set.batch = JSON.stringify(patch.batch);
+      if (patch.transformation !== undefined)
+        set.transformation = patch.transformation === null ? null : JSON.stringify(patch.transformation);
       if (patch.status !== undefined) set.status = patch.status;
       if (patch.disabledReason !== undefined) set.disabled_reason = patch.disabledReason;
       if (patch.secret !== undefined) set.secret = patch.secret;

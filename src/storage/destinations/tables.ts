@@ -33,6 +33,8 @@ export type DestinationTables = {
     lease_until: number;
     /** JSON list of the latest warnings (a warehouse's limits), newest last; migration 550. */
     warnings: string | null;
+    /** JSON `{ "steps": [..] }` of the destination's own transformation, or null; migration 651. */
+    transformation: string | null;
   };
   destination_deliveries: {
     product_id: string;

@@ -1,7 +1,7 @@
 import type { Migration } from './index.js';
 
 // Transformations (transformations.md §3): every version of a product's steps is kept (the newest is in
-// force), and each product's secret for `mask` `hash`. Versions 650–699.
+// force), and each product's secret for `mask` `hash`; a destination's own steps (§1), on its row. Versions 650–699.
 export const transformationMigrations: Migration[] = [
   {
     version: 650,
@@ -33,6 +33,14 @@ export const transformationMigrations: Migration[] = [
            secret TEXT NOT NULL
          )`,
       ],
+    },
+  },
+  {
+    version: 651,
+    name: 'destination transformations',
+    statements: {
+      sqlite: [`ALTER TABLE destinations ADD COLUMN transformation TEXT`],
+      postgres: [`ALTER TABLE destinations ADD COLUMN transformation TEXT`],
     },
   },
 ];

@@ -1,0 +1,127 @@
+// A destination's transformation (transformations.md §1) works on stored messages, not drafts: an event as it
+// was stored is turned back into the document steps see (§2), and a kept document into the event that
+// destination receives. Identity messages (user.identified, user.merged) carry a user whose traits the steps
+// see as an identify document; the rest of the message (ids, aliases, times) is not theirs to change.
+import { REDACTED } from './transform-engine.js';
+import type { TransformDocument } from './transform-types.js';
+
+const SEGMENT_TYPES: ReadonlySet<string> = new Set(['track', 'page', 'screen', 'identify', 'group', 'alias']);
+
+/** What of a stored event the document is made from (its JSON values parsed). */
+export interface StoredEventParts {
+  canonicalName: string;
+  eventType: string;
+  action: string;
+  subjectType: string;
+  subjectId: string;
+  occurredAt: string;
+  source: string;
+  properties: Record<string, unknown>;
+  context: Record<string, unknown> | null;
+  original: Record<string, unknown> | null;
+}
+
+/** The call a Segment item was (its `original.type`), or `event` for a native event. */
+function typeOf(original: Record<string, unknown> | null): TransformDocument['type'] {
+  const type = original?.type;
+  return typeof type === 'string' && SEGMENT_TYPES.has(type) ? (type as TransformDocument['type']) : 'event';
+}
+
+/** The document of a stored event: the same as the one its item was at ingest, made from what was stored. */
+export function documentOfStored(event: StoredEventParts): TransformDocument {
+  const type = typeOf(event.original);
+  const hasTraits = type === 'identify' || type === 'group';
+  return {
+    type,
+    event: event.canonicalName,
+    event_type: event.eventType,
+    action: event.action,
+    subject_type: event.subjectType,
+    subject_id: event.subjectId,
+    occurred_at: event.occurredAt,
+    properties: hasTraits ? {} : event.properties,
+    ...(hasTraits ? { traits: event.properties } : {}),
+    context: event.context ?? {},
+    source: event.source,
+  };
+}
+
+/** What of a stored event a kept document changes: its name, subject, time, properties and context. */
+export interface TransformedEventParts {
+  canonicalName: string;
+  eventType: string;
+  action: string;
+  subjectType: string;
+  subjectId: string;
+  occurredAt: string;
+  properties: Record<string, unknown>;
+  /** null when the event had none and the steps added none. */
+  context: Record<string, unknown> | null;
+}
+
+export function eventPartsOf(document: TransformDocument, hadContext: boolean): TransformedEventParts {
+  const empty = Object.keys(document.context).length === 0;
+  return {
+    canonicalName: document.event,
+    eventType: document.event_type,
+    action: document.action,
+    subjectType: document.subject_type,
+    subjectId: document.subject_id,
+    occurredAt: document.occurred_at,
+    properties: document.traits ?? document.properties,
+    context: empty && !hadContext ? null : document.context,
+  };
+}
+
+/** The user of an identity message, as much of it as the steps see and change. */
+export interface StoredUser {
+  externalId: string;
+  traits: Record<string, unknown>;
+  identifiers: Record<string, string>;
+}
+
+/** An identity message's user as an identify document (`user_identified` or `user_merged`). */
+export function documentOfUser(
+  type: 'user.identified' | 'user.merged',
+  user: StoredUser,
+  at: string,
+): TransformDocument {
+  const action = type === 'user.identified' ? 'identified' : 'merged';
+  return {
+    type: 'identify',
+    event: `user_${action}`,
+    event_type: 'user',
+    action,
+    subject_type: 'user',
+    subject_id: user.externalId,
+    occurred_at: at,
+    properties: {},
+    traits: user.traits,
+    context: {},
+    source: 'api',
+  };
+}
+
+/**
+ * The user's traits and identifiers after the steps. Only the traits are taken from the document; each
+ * identifier follows the trait of its name (`email` follows `traits.email`): when the steps changed that trait,
+ * the identifier becomes its new value, and is left out when the trait was removed, redacted or is no longer a
+ * string, so that a value masked in the traits does not reach the destination as an identifier.
+ */
+export function userAfter(
+  before: StoredUser,
+  document: TransformDocument,
+): { traits: Record<string, unknown>; identifiers: Record<string, string> } {
+  const traits = document.traits ?? {};
+  const identifiers: Record<string, string> = {};
+  for (const [kind, value] of Object.entries(before.identifiers)) {
+    if (!Object.hasOwn(before.traits, kind)) {
+      identifiers[kind] = value;
+      continue;
+    }
+    const now = Object.hasOwn(traits, kind) ? traits[kind] : undefined;
+    if (JSON.stringify(now) === JSON.stringify(before.traits[kind])) identifiers[kind] = value;
+    else if (typeof now === 'string' && now !== REDACTED && now !== '') identifiers[kind] = now;
+  }
+  return { traits, identifiers };
+}

@@ -1,0 +1,76 @@
+// Composition root of what transformation steps run with (transformations.md §3–4): the enrichment modules and
+// the function sandbox, built from the settings. The main thread builds one for product transformations and
+// destinations' checks (src/services.ts); the delivery worker builds its own for the destinations' steps it
+// runs (src/delivery-worker.ts), its sandbox a thread of that worker.
+import { randomBytes } from 'node:crypto';
+import { ConfigError, type Config } from './config.js';
+import { cloneJson } from './domain/transform-paths.js';
+import {
+  GeoIpDatabaseError,
+  isBot,
+  openGeoIp,
+  parseUserAgent,
+  type GeoIp,
+} from './services/transformations/enrichment.js';
+import { sandboxCompiler, type TransformRuntime } from './services/transformations/runtime.js';
+import { createSandbox } from './services/transformations/sandbox.js';
+import type { DestinationTransformOptions } from './services/destinations/transformation.js';
+import type { Storage } from './storage/types.js';
+
+/**
+ * The enrichment modules and the function sandbox of transformation steps. The MaxMind database is opened once,
+ * at start (a file that cannot be read stops the start with an error naming INLET_GEOIP_DATABASE); the sandbox's
+ * thread starts with the first function compiled.
+ */
+export async function createTransformRuntime(config: Config): Promise<TransformRuntime> {
+  let geoip: GeoIp | undefined;
+  if (config.geoipDatabase !== undefined) {
+    try {
+      geoip = await openGeoIp(config.geoipDatabase);
+    } catch (error) {
+      throw error instanceof GeoIpDatabaseError ? new ConfigError(error.message) : error;
+    }
+  }
+  return {
+    enrichers: {
+      userAgent: remembered((userAgent) => parseUserAgent(userAgent) as unknown as Record<string, unknown>),
+      isBot: remembered(isBot),
+      ...(geoip === undefined
+        ? {}
+        : { geoip: (ip: string) => geoip.lookup(ip) as Record<string, unknown> | undefined }),
+    },
+    functions: sandboxCompiler(
+      createSandbox({ cpuMs: config.transformFunctionCpuMs, memoryMb: config.transformFunctionMemoryMb }),
+    ),
+  };
+}
+
+/**
+ * A lookup with a bounded memory of its answers: browsers send the same few user agents again and again. Objects
+ * are copied on the way out, so a later step changing one never changes what the next item gets.
+ */
+function remembered<T>(lookup: (input: string) => T, entries = 2000): (input: string) => T {
+  const memory = new Map<string, T>();
+  return (input) => {
+    let answer = memory.get(input);
+    if (answer === undefined) {
+      answer = lookup(input);
+      if (memory.size >= entries) memory.clear();
+      memory.set(input, answer);
+    }
+    return typeof answer === 'object' && answer !== null ? cloneJson(answer) : answer;
+  };
+}
+
+/** What destinations' own transformations run with: this runtime, and each product's secret (for `mask` `hash`). */
+export function destinationTransformOptions(
+  config: Config,
+  storage: Pick<Storage, 'transformations'>,
+  runtime: TransformRuntime,
+): DestinationTransformOptions {
+  return {
+    runtime,
+    geoip: config.geoipDatabase !== undefined,
+    secret: (productId) => storage.transformations.secret(productId, () => randomBytes(32).toString('hex')),
+  };
+}
