@@ -9,6 +9,12 @@
 // as an SQL function that the writer, the deletes and this migration share. The table is rebuilt (its rows
 // shrink only when rewritten); a database distributed with Citus distributes the new table again. SQLite keeps
 // its keys as hashes in `event_keys` already.
+//
+// 852, SQLite: the index of one event by uuid is on the uuid alone, without the product id in front (24 bytes
+// of every entry). Event ids are UUIDv7s the service draws, unique across products; a read by id checks the
+// product on the row it finds. Still appended at the index's right edge (UUIDv7s are time-ordered).
+// PostgreSQL keeps its primary key (product_id, id, received_at): a partitioned table's keys need the partition
+// key, and Citus wants product_id first.
 import type { Migration } from './index.js';
 
 export const compactRowMigrations: Migration[] = [
@@ -40,6 +46,14 @@ export const compactRowMigrations: Migration[] = [
         // Rows arrive in time order: retention finds a month's keys through a BRIN index, as before.
         `CREATE INDEX event_dedup_by_time ON event_dedup USING brin (received_at)`,
       ],
+    },
+  },
+  {
+    version: 852,
+    name: 'SQLite: events by uuid without the product id in the index',
+    statements: {
+      sqlite: [`DROP INDEX events_by_id`, `CREATE UNIQUE INDEX events_by_id ON events (id)`],
+      postgres: [],
     },
   },
 ];
