@@ -30,6 +30,9 @@ export interface ApiKeysTable {
   allowed_origins: string | null;
 }
 
+/** Event times: timestamptz on PostgreSQL, INTEGER milliseconds on SQLite (migration 853). */
+type EventTime = ColumnType<Date | string | number, string | number, string | number>;
+
 export interface EventsTable {
   id: string;
   product_id: string;
@@ -41,8 +44,8 @@ export interface EventsTable {
   name_format: string;
   subject_type: string;
   subject_id: string;
-  occurred_at: Timestamp;
-  received_at: Timestamp;
+  occurred_at: EventTime;
+  received_at: EventTime;
   properties: Json;
   api_key_id: string | null;
   /** Segment items only (migration 300): the item's context and everything else it carried. */
@@ -99,8 +102,9 @@ export interface Database {
 
 export type { Generated };
 
-export function toIso(value: Date | string): string {
-  return value instanceof Date ? value.toISOString() : value;
+/** A stored time as ISO text: a Date (PostgreSQL), milliseconds since 1970 (SQLite's event times) or the text. */
+export function toIso(value: Date | string | number): string {
+  return typeof value === 'string' ? value : (value instanceof Date ? value : new Date(value)).toISOString();
 }
 
 export function toIsoOrNull(value: Date | string | null): string | null {

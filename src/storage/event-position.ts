@@ -21,6 +21,8 @@ export interface PositionSql {
   visible(horizon: string): Expression<SqlBool>;
   valid(position: string): boolean;
   order(a: string, b: string): number;
+  /** An ISO time as the parameter to compare with a time of `events` (SQLite stores milliseconds: migration 853). */
+  time(iso: string): string | number;
 }
 
 function compareBigInts(a: bigint, b: bigint): number {
@@ -87,6 +89,7 @@ export function positionSql(dialect: Dialect): PositionSql {
       visible: () => sql<SqlBool>`true`,
       valid: (position) => SQLITE_POSITION.test(position) && Number.isSafeInteger(Number(position)),
       order: (a, b) => Number(a) - Number(b),
+      time: (iso) => Date.parse(iso),
     };
   }
   return {
@@ -107,6 +110,7 @@ export function positionSql(dialect: Dialect): PositionSql {
       const [txB, seqB] = b.split('.') as [string, string];
       return compareBigInts(BigInt(txA), BigInt(txB)) || compareBigInts(BigInt(seqA), BigInt(seqB));
     },
+    time: (iso) => iso,
   };
 }
 
@@ -160,7 +164,7 @@ export async function positionReceived(
     .selectFrom('events')
     .select(position.select.as('position'))
     .where('product_id', '=', productId)
-    .where('received_at', side === 'before' ? '<' : '>', at)
+    .where('received_at', side === 'before' ? '<' : '>', position.time(at))
     .orderBy('received_at', side === 'before' ? 'desc' : 'asc')
     .limit(1)
     .executeTakeFirst();

@@ -183,8 +183,8 @@ async function readRows(page: PageRead, filter: EventFilter, only?: number[]): P
     ['api_key_id', '=', filter.keyId],
     ['subject_type', '=', filter.subjectType],
     ['subject_id', 'in', filter.subjectIds],
-    ['received_at', '>=', filter.receivedFrom],
-    ['received_at', '<', filter.receivedTo],
+    ['received_at', '>=', filter.receivedFrom === undefined ? undefined : position.time(filter.receivedFrom)],
+    ['received_at', '<', filter.receivedTo === undefined ? undefined : position.time(filter.receivedTo)],
   ]);
   return (await inOrder(select, position, query.order)
     .limit(query.limit + 1)

@@ -15,7 +15,21 @@
 // product on the row it finds. Still appended at the index's right edge (UUIDv7s are time-ordered).
 // PostgreSQL keeps its primary key (product_id, id, received_at): a partitioned table's keys need the partition
 // key, and Citus wants product_id first.
+//
+// 853, SQLite: `occurred_at` and `received_at` as INTEGER milliseconds since 1970 instead of 24 characters of ISO
+// text, in the row and in `events_by_time`. A column declared TEXT turns an integer into text, so the table is
+// rebuilt (positions, the AUTOINCREMENT counter, the hashes, the indexes and the delete triggers as they were);
+// every stored time is converted (a text SQLite cannot read stays as it was, and reads as before). The writer
+// stores milliseconds; the row mappers give the ISO text back (event-columns.ts); a query compares a time of
+// `events` with a parameter through `PositionSql.time` (event-position.ts). PostgreSQL keeps timestamptz (8 bytes).
 import type { Migration } from './index.js';
+
+const COLUMNS =
+  'position, id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id, occurred_at, received_at, properties, api_key_id, context, original, key_hash, subject_hash';
+
+/** ISO text → milliseconds since 1970 (julianday reads every form SQLite knows; the round undoes its double). */
+const millis = (column: string) =>
+  `coalesce(CAST(round((julianday(${column}) - 2440587.5) * 86400000.0) AS INTEGER), ${column})`;
 
 export const compactRowMigrations: Migration[] = [
   {
@@ -53,6 +67,58 @@ export const compactRowMigrations: Migration[] = [
     name: 'SQLite: events by uuid without the product id in the index',
     statements: {
       sqlite: [`DROP INDEX events_by_id`, `CREATE UNIQUE INDEX events_by_id ON events (id)`],
+      postgres: [],
+    },
+  },
+  {
+    version: 853,
+    name: 'SQLite: event times as integer milliseconds',
+    statements: {
+      sqlite: [
+        `CREATE TABLE events_compact (
+           position INTEGER PRIMARY KEY AUTOINCREMENT,
+           id TEXT NOT NULL,
+           product_id TEXT NOT NULL REFERENCES products(id),
+           source TEXT NOT NULL,
+           external_id TEXT,
+           event_type TEXT NOT NULL,
+           action TEXT NOT NULL,
+           canonical_name TEXT NOT NULL,
+           name_format TEXT NOT NULL,
+           subject_type TEXT NOT NULL,
+           subject_id TEXT NOT NULL,
+           occurred_at INTEGER NOT NULL,
+           received_at INTEGER NOT NULL,
+           properties TEXT NOT NULL,
+           api_key_id TEXT,
+           context TEXT,
+           original TEXT,
+           key_hash INTEGER,
+           subject_hash INTEGER
+         )`,
+        `INSERT INTO events_compact (${COLUMNS})
+           SELECT ${COLUMNS.replace('occurred_at, received_at', `${millis('occurred_at')}, ${millis('received_at')}`)}
+             FROM events ORDER BY position`,
+        // A position is never used twice, also after the newest rows were deleted: the counter goes along.
+        `INSERT INTO sqlite_sequence (name, seq)
+           SELECT 'events_compact', 0 WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'events_compact')`,
+        `UPDATE sqlite_sequence SET seq = (SELECT max(seq) FROM sqlite_sequence WHERE name IN ('events', 'events_compact'))
+          WHERE name = 'events_compact'`,
+        `DROP TABLE events`,
+        `ALTER TABLE events_compact RENAME TO events`,
+        `CREATE UNIQUE INDEX events_by_id ON events (id)`,
+        `CREATE INDEX events_by_product ON events (product_id)`,
+        `CREATE INDEX events_by_name ON events (product_id, canonical_name)`,
+        `CREATE INDEX events_by_time ON events (product_id, received_at)`,
+        `CREATE TRIGGER events_key_gone AFTER DELETE ON events WHEN OLD.external_id IS NOT NULL BEGIN
+           INSERT OR IGNORE INTO event_keys_gone (position, h)
+             VALUES (OLD.position, coalesce(OLD.key_hash, (SELECT h FROM event_keys_by_position WHERE position = OLD.position)));
+         END`,
+        `CREATE TRIGGER events_subject_gone AFTER DELETE ON events BEGIN
+           INSERT OR IGNORE INTO event_subjects_gone (position, h)
+             VALUES (OLD.position, coalesce(OLD.subject_hash, (SELECT h FROM event_subjects_by_position WHERE position = OLD.position)));
+         END`,
+      ],
       postgres: [],
     },
   },

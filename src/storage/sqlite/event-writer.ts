@@ -11,8 +11,11 @@ import type { EventKeys } from './event-keys.js';
 import { withoutCommitSync, type WalSync } from './wal-sync.js';
 
 // The statement's arguments: the table's columns (event-columns.ts), then the row's two hashes (event-keys.ts; a
-// deleted row's note takes them from it, for the sweep).
+// deleted row's note takes them from it, for the sweep). Times are stored as milliseconds since 1970 (migration
+// 853): `stored` wraps the expression of a time column's text in Date.parse.
 const PLACEHOLDERS = EVENT_COLUMNS.map(() => '?').join(', ');
+const stored = (column: number, text: string) =>
+  EVENT_COLUMNS[column]!.type === 'timestamptz' ? `Date.parse(${text})` : text;
 const INSERT_SQL = `INSERT INTO events (${EVENT_COLUMN_LIST}, key_hash, subject_hash) VALUES (${PLACEHOLDERS}, ?, ?)`;
 
 type RunInsert<Rows> = (
@@ -29,7 +32,7 @@ type RunInsert<Rows> = (
  * spreading it into the call cost every event measurably more. The source holds only indexes.
  */
 function compileRunInsert<Rows>(argument: (column: number) => string, values: unknown): RunInsert<Rows> {
-  const call = `statement.run(${EVENT_COLUMNS.map((_, i) => argument(i)).join(', ')}, keyHash, subjectHash)`;
+  const call = `statement.run(${EVENT_COLUMNS.map((_, i) => stored(i, argument(i))).join(', ')}, keyHash, subjectHash)`;
   const names = EVENT_COLUMNS.map((_, i) => `v${i}`).join(', ');
   const source = `'use strict';\nconst [${names}] = values;\nreturn (statement, rows, i, keyHash, subjectHash) => ${call};`;
   return new Function('values', source)(values) as RunInsert<Rows>;
