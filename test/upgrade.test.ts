@@ -163,9 +163,12 @@ describe('migration 853: SQLite event times as milliseconds', { skip }, () => {
       raw.prepare(`DELETE FROM events WHERE external_id = 'c'`).run();
       await migrateAll();
       assert.deepEqual(
-        raw.prepare('SELECT position, typeof(occurred_at) AS t, occurred_at, received_at FROM events').all(),
+        raw
+          .prepare('SELECT position, typeof(id) AS i, typeof(occurred_at) AS t, occurred_at, received_at FROM events')
+          .all(),
         [1, 2].map((position) => ({
           position,
+          i: 'blob',
           t: 'integer',
           occurred_at: Date.parse('2026-01-01T00:00:00.000Z'),
           received_at: Date.parse('2026-01-01T00:00:00.000Z'),

@@ -2,7 +2,7 @@
 // (event-reads.ts) and of the destinations' reads, which follow the same position. SQLite: the rowid `position`,
 // in commit order. PostgreSQL: `(tx, seq)`, read below a read horizon.
 import { sql, type Expression, type Kysely, type RawBuilder, type SqlBool } from 'kysely';
-import type { Database } from './database.js';
+import { uuidBytes, type Database } from './database.js';
 import type { Dialect } from './types.js';
 
 export type Op = '<' | '>' | '<=' | '>=';
@@ -23,6 +23,8 @@ export interface PositionSql {
   order(a: string, b: string): number;
   /** An ISO time as the parameter to compare with a time of `events` (SQLite stores milliseconds: migration 853). */
   time(iso: string): string | number;
+  /** An event id as the parameter to compare with `events.id` (SQLite stores its 16 bytes: migration 853). */
+  id(uuid: string): string | Buffer;
 }
 
 function compareBigInts(a: bigint, b: bigint): number {
@@ -90,6 +92,7 @@ export function positionSql(dialect: Dialect): PositionSql {
       valid: (position) => SQLITE_POSITION.test(position) && Number.isSafeInteger(Number(position)),
       order: (a, b) => Number(a) - Number(b),
       time: (iso) => Date.parse(iso),
+      id: uuidBytes,
     };
   }
   return {
@@ -111,6 +114,7 @@ export function positionSql(dialect: Dialect): PositionSql {
       return compareBigInts(BigInt(txA), BigInt(txB)) || compareBigInts(BigInt(seqA), BigInt(seqB));
     },
     time: (iso) => iso,
+    id: (uuid) => uuid,
   };
 }
 

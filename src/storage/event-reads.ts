@@ -309,7 +309,7 @@ export function eventReads(
         .selectFrom('events')
         .select([...EVENT_COLUMN_NAMES, position.select.as('position')])
         .where('product_id', '=', productId)
-        .where('id', '=', id)
+        .where('id', '=', position.id(id))
         .executeTakeFirst();
       return row && eventFromRow(row as unknown as Row);
     },

@@ -17,11 +17,13 @@
 // key, and Citus wants product_id first.
 //
 // 853, SQLite: `occurred_at` and `received_at` as INTEGER milliseconds since 1970 instead of 24 characters of ISO
-// text, in the row and in `events_by_time`. A column declared TEXT turns an integer into text, so the table is
-// rebuilt (positions, the AUTOINCREMENT counter, the hashes, the indexes and the delete triggers as they were);
-// every stored time is converted (a text SQLite cannot read stays as it was, and reads as before). The writer
-// stores milliseconds; the row mappers give the ISO text back (event-columns.ts); a query compares a time of
-// `events` with a parameter through `PositionSql.time` (event-position.ts). PostgreSQL keeps timestamptz (8 bytes).
+// text, in the row and in `events_by_time`, and `id` as its 16 bytes instead of 36 characters, in the row and in
+// `events_by_id`. A column declared TEXT turns an integer into text, so the table is rebuilt (positions, the
+// AUTOINCREMENT counter, the hashes, the indexes and the delete triggers as they were); every stored time and id
+// is converted (a value SQLite cannot read stays as it was, and reads as before). The writer stores milliseconds
+// and bytes; the row mappers give the ISO text and the uuid text back (event-columns.ts); a query compares a time
+// or an id of `events` with a parameter through `PositionSql.time` / `.id` (event-position.ts). PostgreSQL keeps
+// timestamptz (8 bytes) and uuid (16).
 import type { Migration } from './index.js';
 
 const COLUMNS =
@@ -30,6 +32,10 @@ const COLUMNS =
 /** ISO text → milliseconds since 1970 (julianday reads every form SQLite knows; the round undoes its double). */
 const millis = (column: string) =>
   `coalesce(CAST(round((julianday(${column}) - 2440587.5) * 86400000.0) AS INTEGER), ${column})`;
+
+/** A uuid's text → its 16 bytes (unhex is NULL for what is not hex; a text of another length stays text). */
+const bytes = (column: string) =>
+  `CASE WHEN length(${column}) = 36 THEN coalesce(unhex(replace(${column}, '-', '')), ${column}) ELSE ${column} END`;
 
 export const compactRowMigrations: Migration[] = [
   {
@@ -72,12 +78,12 @@ export const compactRowMigrations: Migration[] = [
   },
   {
     version: 853,
-    name: 'SQLite: event times as integer milliseconds',
+    name: 'SQLite: event times as integer milliseconds, event ids as 16 bytes',
     statements: {
       sqlite: [
         `CREATE TABLE events_compact (
            position INTEGER PRIMARY KEY AUTOINCREMENT,
-           id TEXT NOT NULL,
+           id BLOB NOT NULL,
            product_id TEXT NOT NULL REFERENCES products(id),
            source TEXT NOT NULL,
            external_id TEXT,
@@ -97,7 +103,7 @@ export const compactRowMigrations: Migration[] = [
            subject_hash INTEGER
          )`,
         `INSERT INTO events_compact (${COLUMNS})
-           SELECT ${COLUMNS.replace('occurred_at, received_at', `${millis('occurred_at')}, ${millis('received_at')}`)}
+           SELECT ${COLUMNS.replace('occurred_at, received_at', `${millis('occurred_at')}, ${millis('received_at')}`).replace(' id,', ` ${bytes('id')},`)}
              FROM events ORDER BY position`,
         // A position is never used twice, also after the newest rows were deleted: the counter goes along.
         `INSERT INTO sqlite_sequence (name, seq)
