@@ -23,8 +23,11 @@ export interface PositionSql {
   order(a: string, b: string): number;
   /** An ISO time as the parameter to compare with a time of `events` (SQLite stores milliseconds: migration 853). */
   time(iso: string): string | number;
-  /** An event id as the parameter to compare with `events.id` (SQLite stores its 16 bytes: migration 853). */
-  id(uuid: string): string | Buffer;
+  /**
+   * The product's event with this id. SQLite stores the id as its 16 bytes (migration 853) and finds it through
+   * `events_by_id (id)`; `+product_id` keeps the planner off the product's index, which would walk all its rows.
+   */
+  byId(productId: string, id: string): Expression<SqlBool>;
 }
 
 function compareBigInts(a: bigint, b: bigint): number {
@@ -92,7 +95,7 @@ export function positionSql(dialect: Dialect): PositionSql {
       valid: (position) => SQLITE_POSITION.test(position) && Number.isSafeInteger(Number(position)),
       order: (a, b) => Number(a) - Number(b),
       time: (iso) => Date.parse(iso),
-      id: uuidBytes,
+      byId: (productId, id) => sql<SqlBool>`+product_id = ${productId} AND id = ${uuidBytes(id)}`,
     };
   }
   return {
@@ -114,7 +117,7 @@ export function positionSql(dialect: Dialect): PositionSql {
       return compareBigInts(BigInt(txA), BigInt(txB)) || compareBigInts(BigInt(seqA), BigInt(seqB));
     },
     time: (iso) => iso,
-    id: (uuid) => uuid,
+    byId: (productId, id) => sql<SqlBool>`product_id = ${productId} AND id = ${id}`,
   };
 }
 

@@ -308,8 +308,7 @@ export function eventReads(
       const row = await db
         .selectFrom('events')
         .select([...EVENT_COLUMN_NAMES, position.select.as('position')])
-        .where('product_id', '=', productId)
-        .where('id', '=', position.id(id))
+        .where(position.byId(productId, id))
         .executeTakeFirst();
       return row && eventFromRow(row as unknown as Row);
     },

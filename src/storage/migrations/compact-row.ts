@@ -11,8 +11,10 @@
 // its keys as hashes in `event_keys` already.
 //
 // 852, SQLite: the index of one event by uuid is on the uuid alone, without the product id in front (24 bytes
-// of every entry). Event ids are UUIDv7s the service draws, unique across products; a read by id checks the
-// product on the row it finds. Still appended at the index's right edge (UUIDv7s are time-ordered).
+// of every entry). Event ids are UUIDv7s the service draws; a read by id checks the product on the row it finds
+// (event-position.ts, `byId`). Not declared unique: every unique key starts with product_id (distributable by
+// product; test/distribution-keys.test.ts), and nothing relies on it. Still appended at the index's right edge
+// (UUIDv7s are time-ordered).
 // PostgreSQL keeps its primary key (product_id, id, received_at): a partitioned table's keys need the partition
 // key, and Citus wants product_id first.
 //
@@ -22,7 +24,7 @@
 // AUTOINCREMENT counter, the hashes, the indexes and the delete triggers as they were); every stored time and id
 // is converted (a value SQLite cannot read stays as it was, and reads as before). The writer stores milliseconds
 // and bytes; the row mappers give the ISO text and the uuid text back (event-columns.ts); a query compares a time
-// or an id of `events` with a parameter through `PositionSql.time` / `.id` (event-position.ts). PostgreSQL keeps
+// or an id of `events` with a parameter through `PositionSql.time` / `.byId` (event-position.ts). PostgreSQL keeps
 // timestamptz (8 bytes) and uuid (16).
 import type { Migration } from './index.js';
 
@@ -72,7 +74,7 @@ export const compactRowMigrations: Migration[] = [
     version: 852,
     name: 'SQLite: events by uuid without the product id in the index',
     statements: {
-      sqlite: [`DROP INDEX events_by_id`, `CREATE UNIQUE INDEX events_by_id ON events (id)`],
+      sqlite: [`DROP INDEX events_by_id`, `CREATE INDEX events_by_id ON events (id)`],
       postgres: [],
     },
   },
@@ -112,7 +114,7 @@ export const compactRowMigrations: Migration[] = [
           WHERE name = 'events_compact'`,
         `DROP TABLE events`,
         `ALTER TABLE events_compact RENAME TO events`,
-        `CREATE UNIQUE INDEX events_by_id ON events (id)`,
+        `CREATE INDEX events_by_id ON events (id)`,
         `CREATE INDEX events_by_product ON events (product_id)`,
         `CREATE INDEX events_by_name ON events (product_id, canonical_name)`,
         `CREATE INDEX events_by_time ON events (product_id, received_at)`,
