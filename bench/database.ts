@@ -180,16 +180,26 @@ export function fillSqliteEvents(
     const columns = hashed ? [...ROW_COLUMNS, 'key_hash', 'subject_hash'] : [...ROW_COLUMNS];
     const at = (name: string) => ROW_COLUMNS.indexOf(name as (typeof ROW_COLUMNS)[number]);
     const [product, source, external, subject] = [at('product_id'), at('source'), at('external_id'), at('subject_id')];
+    // Times as the writer stores them where the schema has them as milliseconds (migration 853).
+    const millis =
+      (fill
+        .prepare(`SELECT count(*) FROM pragma_table_info('events') WHERE name = 'received_at' AND type = 'INTEGER'`)
+        .pluck()
+        .get() as number) === 1;
+    const times = [at('occurred_at'), at('received_at')];
     const insert = fill.prepare(
       `INSERT INTO events (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')})`,
     );
     const group = fill.transaction((from: number, to: number) => {
       for (let i = from; i < to; i++) {
-        const values = rowAt(i) as string[];
+        const values = rowAt(i) as Array<string | number>;
+        if (millis) for (const t of times) values[t] = Date.parse(values[t] as string);
         if (hashed) {
           const key =
-            values[external] === null ? null : keyHash(seed, values[product]!, values[source]!, values[external]!);
-          insert.run(...values, key, subjectHash(keyHash, seed, values[product]!, values[subject]!));
+            values[external] === null
+              ? null
+              : keyHash(seed, values[product] as string, values[source] as string, values[external] as string);
+          insert.run(...values, key, subjectHash(keyHash, seed, values[product] as string, values[subject] as string));
         } else insert.run(...values);
       }
     });

@@ -137,8 +137,8 @@ export async function prefillPostgres(
                       LATERAL (SELECT $7::timestamptz + (g::float8 / $8) * ($16::float8 * interval '1 millisecond') AS received_at) t
              ) s
          ), claimed AS (
-           INSERT INTO event_dedup (product_id, source, external_id, event_id, received_at)
-           SELECT $9, 'api', external_id, id, received_at FROM input
+           INSERT INTO event_dedup (product_id, key_hash, event_id, received_at)
+           SELECT $9, inlet_event_dedup_key('api', external_id), id, received_at FROM input
          )
          INSERT INTO events (id, product_id, source, external_id, event_type, action, canonical_name, name_format,
                              subject_type, subject_id, occurred_at, received_at, properties, api_key_id)

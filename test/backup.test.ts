@@ -58,7 +58,15 @@ function inspect(file: string) {
     return {
       integrity: db.prepare('PRAGMA integrity_check').pluck().all(),
       journalMode: db.pragma('journal_mode', { simple: true }),
-      uuids: new Set(db.prepare('SELECT id FROM events').pluck().all() as string[]),
+      // SQLite stores an event id as its 16 bytes (migration 853).
+      uuids: new Set(
+        db
+          .prepare(
+            `SELECT lower(substr(hex(id), 1, 8) || '-' || substr(hex(id), 9, 4) || '-' || substr(hex(id), 13, 4) || '-' || substr(hex(id), 17, 4) || '-' || substr(hex(id), 21)) FROM events`,
+          )
+          .pluck()
+          .all() as string[],
+      ),
     };
   } finally {
     db.close();

@@ -8,6 +8,7 @@ import { migrations } from '../src/storage/migrations/index.js';
 import { migrate } from '../src/storage/migrate.js';
 import { postgresSettings } from '../src/storage/postgres/connection-url.js';
 import { ConfigError, loadConfig } from '../src/config.js';
+import { eventRow } from './event-rows.js';
 import { dialect, testDatabase, type TestDatabase } from './helpers.js';
 
 const skip = dialect === 'postgres' ? false : 'PostgreSQL only: concurrent migrations need a shared server database';
@@ -138,6 +139,73 @@ describe('migration 805: event JSON columns from jsonb to json (PostgreSQL)', { 
     assert.deepEqual(old?.properties, { zeta: 1, a: { n: 1.5, s: 'é"x' } });
     assert.deepEqual(old?.context, { ip: '127.0.0.1' });
     assert.deepEqual(old?.original, { type: 'track' });
+  });
+});
+
+describe('migration 851: idempotency keys as a digest (PostgreSQL)', { skip }, () => {
+  let database: TestDatabase;
+  let storage: OpenedStorage | undefined;
+  after(async () => {
+    await storage?.close();
+    await database?.drop();
+  });
+
+  it('keys stored before it still make their retries duplicates; the digest tells sources apart', async () => {
+    database = testDatabase();
+    const before = await openStorage(database.databaseUrl, {
+      postgresSchema: database.postgresSchema!,
+      postgresPoolSize: 1,
+      migrate: false,
+    });
+    const old = eventRow('prd_m851', 'old-1', { source: 'segment' });
+    try {
+      await migrate(
+        before.db,
+        'postgres',
+        migrations.filter((m) => m.version < 851),
+      );
+      await before.products.create({ id: 'prd_m851', name: 'm851', createdAt: new Date().toISOString() });
+      // As the writer stored a key before 851: its text in the key's columns.
+      await sql`INSERT INTO events (id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id,
+                                    occurred_at, received_at, properties)
+                VALUES (${old.id}::uuid, 'prd_m851', 'segment', 'old-1', 'order', 'placed', 'order_placed', 'preferred', 'user', 'u1',
+                        ${old.occurredAt}::timestamptz, ${old.receivedAt}::timestamptz, '{}')`.execute(before.db);
+      await sql`INSERT INTO event_dedup (product_id, source, external_id, event_id, received_at)
+                VALUES ('prd_m851', 'segment', 'old-1', ${old.id}::uuid, ${old.receivedAt}::timestamptz)`.execute(
+        before.db,
+      );
+    } finally {
+      await before.close();
+    }
+    storage = await openStorage(database.databaseUrl, {
+      postgresSchema: database.postgresSchema!,
+      postgresPoolSize: 1,
+    });
+    assert.ok(storage.migration!.applied.some((m) => m.version === 851));
+    const columns = await sql<{ column_name: string }>`
+      SELECT column_name FROM information_schema.columns
+       WHERE table_schema = current_schema() AND table_name = 'event_dedup' ORDER BY ordinal_position`.execute(
+      storage.db,
+    );
+    assert.deepEqual(
+      columns.rows.map((row) => row.column_name),
+      ['product_id', 'key_hash', 'event_id', 'received_at'],
+    );
+    const outcomes = await storage.events.insertMany([
+      eventRow('prd_m851', 'old-1', { source: 'segment' }),
+      eventRow('prd_m851', 'old-1'),
+      eventRow('prd_m851', 'new-1'),
+    ]);
+    assert.deepEqual(
+      outcomes.map((o) => o.status),
+      ['duplicate', 'created', 'created'],
+    );
+    assert.equal(outcomes[0]!.event.id, old.id);
+    const retried = await storage.events.insertMany([eventRow('prd_m851', 'new-1')]);
+    assert.deepEqual(
+      retried.map((o) => [o.status, o.event.id]),
+      [['duplicate', outcomes[2]!.event.id]],
+    );
   });
 });
 

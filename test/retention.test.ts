@@ -46,7 +46,8 @@ async function countEvents(productId: string, before?: string): Promise<number> 
     .selectFrom('events')
     .select((eb) => eb.fn.countAll().as('n'))
     .where('product_id', '=', productId);
-  if (before !== undefined) query = query.where('received_at', '<', before);
+  // SQLite stores event times as milliseconds (migration 853).
+  if (before !== undefined) query = query.where('received_at', '<', dialect === 'sqlite' ? Date.parse(before) : before);
   return Number((await query.executeTakeFirstOrThrow()).n);
 }
 

@@ -8,6 +8,7 @@ import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../src/http/app.js';
+import { fileBefore } from './event-rows.js';
 import { adminHeaders, bearer, createTestServices, dialect, testTempDir } from './helpers.js';
 
 type StoredEvent = Record<string, unknown> & { uuid: string; external_id: string | null };
@@ -152,3 +153,50 @@ for (const commit of FIXTURES) {
     });
   });
 }
+
+describe('migration 853: SQLite event times as milliseconds', { skip }, () => {
+  it('converts every stored time, keeps positions, the position counter, the indexes and the delete triggers', async () => {
+    const dir = mkdtempSync(join(testTempDir(), 'inlet-m853-'));
+    try {
+      const { raw, db, insert, migrateAll } = await fileBefore(join(dir, 'inlet.db'), 853);
+      for (const externalId of ['a', 'b', 'c']) insert(externalId);
+      raw.prepare(`DELETE FROM events WHERE external_id = 'c'`).run();
+      await migrateAll();
+      assert.deepEqual(
+        raw
+          .prepare('SELECT position, typeof(id) AS i, typeof(occurred_at) AS t, occurred_at, received_at FROM events')
+          .all(),
+        [1, 2].map((position) => ({
+          position,
+          i: 'blob',
+          t: 'integer',
+          occurred_at: Date.parse('2026-01-01T00:00:00.000Z'),
+          received_at: Date.parse('2026-01-01T00:00:00.000Z'),
+        })),
+      );
+      insert('d');
+      assert.equal(raw.prepare(`SELECT position FROM events WHERE external_id = 'd'`).pluck().get(), 4);
+      assert.deepEqual(
+        raw
+          .prepare(
+            `SELECT name FROM sqlite_master WHERE tbl_name = 'events' AND type IN ('index', 'trigger') ORDER BY name`,
+          )
+          .pluck()
+          .all(),
+        [
+          'events_by_id',
+          'events_by_name',
+          'events_by_product',
+          'events_by_time',
+          'events_key_gone',
+          'events_subject_gone',
+        ],
+      );
+      raw.prepare(`DELETE FROM events WHERE external_id = 'd'`).run();
+      assert.deepEqual(raw.prepare('SELECT position FROM event_keys_gone WHERE position = 4').pluck().all(), [4]);
+      await db.destroy();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -30,8 +30,14 @@ export interface ApiKeysTable {
   allowed_origins: string | null;
 }
 
+/** Event times: timestamptz on PostgreSQL, INTEGER milliseconds on SQLite (migration 853). */
+type EventTime = ColumnType<Date | string | number, string | number, string | number>;
+
+/** Event ids: uuid on PostgreSQL, 16 bytes on SQLite (migration 853). */
+type EventId = ColumnType<string | Uint8Array, string | Uint8Array, string | Uint8Array>;
+
 export interface EventsTable {
-  id: string;
+  id: EventId;
   product_id: string;
   source: string;
   external_id: string | null;
@@ -41,8 +47,8 @@ export interface EventsTable {
   name_format: string;
   subject_type: string;
   subject_id: string;
-  occurred_at: Timestamp;
-  received_at: Timestamp;
+  occurred_at: EventTime;
+  received_at: EventTime;
   properties: Json;
   api_key_id: string | null;
   /** Segment items only (migration 300): the item's context and everything else it carried. */
@@ -99,8 +105,81 @@ export interface Database {
 
 export type { Generated };
 
-export function toIso(value: Date | string): string {
-  return value instanceof Date ? value.toISOString() : value;
+/** A stored time as ISO text: a Date (PostgreSQL), milliseconds since 1970 (SQLite's event times) or the text. */
+export function toIso(value: Date | string | number): string {
+  if (typeof value === 'string') return value;
+  return typeof value === 'number' ? isoOfMillis(value) : value.toISOString();
+}
+
+const DAY_MS = 86_400_000;
+const TWO = Array.from({ length: 60 }, (_, i) => String(i).padStart(2, '0'));
+const THREE = Array.from({ length: 1000 }, (_, i) => String(i).padStart(3, '0'));
+/** Days since 1970 of 0000-01-01 and of 10000-01-01: the years whose ISO text has four digits. */
+const FIRST_DAY = -719_528;
+const END_DAY = 2_932_897;
+let cachedDay = Number.NaN;
+let cachedDate = '';
+
+/**
+ * `new Date(ms).toISOString()` at a fraction of its cost (it took ~1 µs, twice for every event an export or a
+ * deliverer reads from SQLite): the date part is made once per day, the time of day from integers.
+ */
+function isoOfMillis(ms: number): string {
+  const day = Math.floor(ms / DAY_MS);
+  if (!Number.isSafeInteger(ms) || day < FIRST_DAY || day >= END_DAY) return new Date(ms).toISOString();
+  if (day !== cachedDay) {
+    cachedDate = new Date(day * DAY_MS).toISOString().slice(0, 11);
+    cachedDay = day;
+  }
+  let rest = ms - day * DAY_MS;
+  const hours = Math.floor(rest / 3_600_000);
+  rest -= hours * 3_600_000;
+  const minutes = Math.floor(rest / 60_000);
+  rest -= minutes * 60_000;
+  const seconds = Math.floor(rest / 1000);
+  return `${cachedDate}${TWO[hours]}:${TWO[minutes]}:${TWO[seconds]}.${THREE[rest - seconds * 1000]}Z`;
+}
+
+const HEX_DIGIT = new Int8Array(128).fill(-1);
+for (let i = 0; i < 16; i++) {
+  HEX_DIGIT['0123456789abcdef'.charCodeAt(i)] = i;
+  HEX_DIGIT['0123456789ABCDEF'.charCodeAt(i)] = i;
+}
+
+/**
+ * An event id as SQLite stores it (migration 853), written into `into` (16 bytes): `into`, or the text itself when it
+ * is no uuid (it then matches no stored id). Byte by byte: a regular expression, a replace and a hex Buffer per id
+ * cost ~1.7 µs on the write path; the writer reuses one buffer (better-sqlite3 copies a blob when it binds it).
+ */
+export function uuidBytesInto(text: string, into: Buffer): Buffer | string {
+  if (text.length !== 36) return text;
+  let o = 0;
+  for (let i = 0; i < 36; i += 2) {
+    if (i === 8 || i === 13 || i === 18 || i === 23) {
+      if (text.charCodeAt(i) !== 45) return text;
+      i--;
+      continue;
+    }
+    const high = HEX_DIGIT[text.charCodeAt(i)] ?? -1;
+    const low = HEX_DIGIT[text.charCodeAt(i + 1)] ?? -1;
+    if (high < 0 || low < 0) return text;
+    into[o++] = (high << 4) | low;
+  }
+  return into;
+}
+
+/** The same into a buffer of its own: a query's parameter. */
+export function uuidBytes(text: string): Buffer | string {
+  return uuidBytesInto(text, Buffer.alloc(16));
+}
+
+/** An event id as text: SQLite's 16 bytes formatted, PostgreSQL's (and older SQLite rows') text as it is. */
+export function uuidText(value: string | Uint8Array): string {
+  if (typeof value === 'string') return value;
+  const hex = (Buffer.isBuffer(value) ? value : Buffer.from(value.buffer, value.byteOffset, value.byteLength)).toString(
+    'hex',
+  );
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
 
 export function toIsoOrNull(value: Date | string | null): string | null {

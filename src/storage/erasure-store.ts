@@ -42,7 +42,13 @@ import type { ErasureDb, ErasureTables } from './erasure/tables.js';
 
 export type ErasureDialect = Pick<
   StoreDialect,
-  'writeTransaction' | 'lockIdentityLog' | 'appendIdentityMessage' | 'jsonText' | 'timestamp' | 'identityPosition'
+  | 'writeTransaction'
+  | 'lockIdentityLog'
+  | 'appendIdentityMessage'
+  | 'jsonText'
+  | 'timestamp'
+  | 'eventTime'
+  | 'identityPosition'
 >;
 
 export function erasureStore(database: Kysely<Database>, dialect: ErasureDialect, deletes: EventDeletes): ErasureStore {

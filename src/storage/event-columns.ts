@@ -5,13 +5,14 @@
 // SQLite's `key_hash` and `subject_hash`) are not in the table: the storage that has them writes or reads them
 // itself.
 import { sql, type AliasedRawBuilder, type Selectable } from 'kysely';
-import { fromJson, toIso, type EventsTable } from './database.js';
+import { fromJson, toIso, uuidText, type EventsTable } from './database.js';
 import type { EventInsert, EventRecord } from './types.js';
 
 /**
  * The column's type on PostgreSQL (the element type of its unnest array), which also says how it reads back:
- * `timestamptz` as a Date from node-postgres (SQLite keeps the ISO text the writer made), `json` parsed by
- * node-postgres unless it is read as text (SQLite keeps the text).
+ * `timestamptz` as a Date from node-postgres (SQLite stores milliseconds since 1970, migration 853; the mappers
+ * give both back as ISO text), `uuid` as text from node-postgres (SQLite stores its 16 bytes; the mappers format
+ * them), `json` parsed by node-postgres unless it is read as text (SQLite keeps the text).
  */
 export type EventColumnType = 'uuid' | 'text' | 'timestamptz' | 'json';
 
@@ -84,15 +85,16 @@ const NO_PROPERTIES: Record<string, unknown> = Object.freeze({}) as Record<strin
 /**
  * A record's fields as object-literal source. `parsed`: every value mapped (times to ISO text, json parsed).
  * `text`: the json columns kept as their stored text under `jsonText` (`properties` then an empty placeholder,
- * the nullable ones not set). `raw`: the row is an SQLite array (`.raw()`, in the table's order), whose times are
- * already the ISO text the writer made and whose NULLs are null; else an object keyed by column name.
+ * the nullable ones not set). `raw`: the row is an SQLite array (`.raw()`, in the table's order), whose NULLs are
+ * null; else an object keyed by column name.
  */
 function fieldsSource(json: 'parsed' | 'text', raw: boolean): string {
   const fields: string[] = [];
   const texts: string[] = [];
   EVENT_COLUMNS.forEach((column, index) => {
     const at = raw ? `row[${index}]` : `row.${column.name}`;
-    if (column.type === 'timestamptz') fields.push(`${column.field}: ${raw ? at : `toIso(${at})`}`);
+    if (column.type === 'timestamptz') fields.push(`${column.field}: toIso(${at})`);
+    else if (column.type === 'uuid') fields.push(`${column.field}: uuidText(${at})`);
     else if (column.type !== 'json') fields.push(`${column.field}: ${at}`);
     else if (json === 'parsed')
       fields.push(`${column.field}: ${column.nullable ? `${at} == null ? null : fromJson(${at})` : `fromJson(${at})`}`);
@@ -116,8 +118,14 @@ for (const column of EVENT_COLUMNS) {
  * (every store a keyed store into an object still growing). The source is made only of the names checked above.
  */
 function compile<Row>(body: string): (row: Row) => EventRecord {
-  const make = new Function('toIso', 'fromJson', 'NO_PROPERTIES', `'use strict';\nreturn (row) => {\n${body}\n};`);
-  return make(toIso, fromJson, NO_PROPERTIES) as (row: Row) => EventRecord;
+  const make = new Function(
+    'toIso',
+    'uuidText',
+    'fromJson',
+    'NO_PROPERTIES',
+    `'use strict';\nreturn (row) => {\n${body}\n};`,
+  );
+  return make(toIso, uuidText, fromJson, NO_PROPERTIES) as (row: Row) => EventRecord;
 }
 
 const positionOfRow = 'if (row.position !== undefined) record.position = String(row.position);\nreturn record;';
@@ -134,7 +142,7 @@ export function eventFromRow(row: EventRow, jsonText = false): EventRecord {
 
 /**
  * An SQLite row read with `.raw()` (an array, RAW_EVENT_COLUMNS) as an event with its JSON as the stored
- * text (`jsonText`) and its position. SQLite keeps the ISO times the writer made, so they are used as they are.
+ * text (`jsonText`) and its position.
  */
 export const eventFromRawRow: (row: unknown[]) => EventRecord = compile<unknown[]>(
   `return {\n${fieldsSource('text', true)},\nposition: String(row[${EVENT_COLUMNS.length}])\n};`,

@@ -2,7 +2,7 @@
 // (event-reads.ts) and of the destinations' reads, which follow the same position. SQLite: the rowid `position`,
 // in commit order. PostgreSQL: `(tx, seq)`, read below a read horizon.
 import { sql, type Expression, type Kysely, type RawBuilder, type SqlBool } from 'kysely';
-import type { Database } from './database.js';
+import { uuidBytes, type Database } from './database.js';
 import type { Dialect } from './types.js';
 
 export type Op = '<' | '>' | '<=' | '>=';
@@ -21,6 +21,13 @@ export interface PositionSql {
   visible(horizon: string): Expression<SqlBool>;
   valid(position: string): boolean;
   order(a: string, b: string): number;
+  /** An ISO time as the parameter to compare with a time of `events` (SQLite stores milliseconds: migration 853). */
+  time(iso: string): string | number;
+  /**
+   * The product's event with this id. SQLite stores the id as its 16 bytes (migration 853) and finds it through
+   * `events_by_id (id)`; `+product_id` keeps the planner off the product's index, which would walk all its rows.
+   */
+  byId(productId: string, id: string): Expression<SqlBool>;
 }
 
 function compareBigInts(a: bigint, b: bigint): number {
@@ -87,6 +94,8 @@ export function positionSql(dialect: Dialect): PositionSql {
       visible: () => sql<SqlBool>`true`,
       valid: (position) => SQLITE_POSITION.test(position) && Number.isSafeInteger(Number(position)),
       order: (a, b) => Number(a) - Number(b),
+      time: (iso) => Date.parse(iso),
+      byId: (productId, id) => sql<SqlBool>`+product_id = ${productId} AND id = ${uuidBytes(id)}`,
     };
   }
   return {
@@ -107,6 +116,8 @@ export function positionSql(dialect: Dialect): PositionSql {
       const [txB, seqB] = b.split('.') as [string, string];
       return compareBigInts(BigInt(txA), BigInt(txB)) || compareBigInts(BigInt(seqA), BigInt(seqB));
     },
+    time: (iso) => iso,
+    byId: (productId, id) => sql<SqlBool>`product_id = ${productId} AND id = ${id}`,
   };
 }
 
@@ -160,7 +171,7 @@ export async function positionReceived(
     .selectFrom('events')
     .select(position.select.as('position'))
     .where('product_id', '=', productId)
-    .where('received_at', side === 'before' ? '<' : '>', at)
+    .where('received_at', side === 'before' ? '<' : '>', position.time(at))
     .orderBy('received_at', side === 'before' ? 'desc' : 'asc')
     .limit(1)
     .executeTakeFirst();

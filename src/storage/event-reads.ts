@@ -183,8 +183,8 @@ async function readRows(page: PageRead, filter: EventFilter, only?: number[]): P
     ['api_key_id', '=', filter.keyId],
     ['subject_type', '=', filter.subjectType],
     ['subject_id', 'in', filter.subjectIds],
-    ['received_at', '>=', filter.receivedFrom],
-    ['received_at', '<', filter.receivedTo],
+    ['received_at', '>=', filter.receivedFrom === undefined ? undefined : position.time(filter.receivedFrom)],
+    ['received_at', '<', filter.receivedTo === undefined ? undefined : position.time(filter.receivedTo)],
   ]);
   return (await inOrder(select, position, query.order)
     .limit(query.limit + 1)
@@ -308,8 +308,7 @@ export function eventReads(
       const row = await db
         .selectFrom('events')
         .select([...EVENT_COLUMN_NAMES, position.select.as('position')])
-        .where('product_id', '=', productId)
-        .where('id', '=', id)
+        .where(position.byId(productId, id))
         .executeTakeFirst();
       return row && eventFromRow(row as unknown as Row);
     },

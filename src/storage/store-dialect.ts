@@ -34,6 +34,8 @@ export interface StoreDialect {
   jsonText(column: string, field: string): RawBuilder<unknown>;
   /** A timestamp parameter, typed to compare with a timestamp column. */
   timestamp(value: string): RawBuilder<unknown>;
+  /** The same, to compare with a time of `events` (milliseconds on SQLite: migration 853). */
+  eventTime(value: string): RawBuilder<unknown>;
   /** The position of an `identity_messages` row as text, as destination cursors hold it. */
   readonly identityPosition: RawBuilder<string>;
 

@@ -148,10 +148,10 @@ describe('several instances on one PostgreSQL database', { skip, timeout: 180_00
         [original.uuid],
         'one stored event',
       );
-      const keys = await client.query('SELECT event_id FROM event_dedup WHERE product_id = $1 AND external_id = $2', [
-        productId,
-        externalId,
-      ]);
+      const keys = await client.query(
+        'SELECT event_id FROM event_dedup WHERE product_id = $1 AND key_hash = inlet_event_dedup_key($2, $3)',
+        [productId, 'api', externalId],
+      );
       assert.deepEqual(
         keys.rows.map((row) => row.event_id),
         [original.uuid],

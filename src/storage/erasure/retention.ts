@@ -2,7 +2,7 @@
 // whole monthly partitions where the database has them, and the named leases that keep background work to one
 // instance at a time.
 import { sql, type Kysely } from 'kysely';
-import type { Database } from '../database.js';
+import { toIso, type Database } from '../database.js';
 import type { StoreDialect } from '../store-dialect.js';
 import type { EventMonth, EventMonthDrop } from '../types.js';
 import type { EventDeletes, EventMonths } from './event-deletes.js';
@@ -26,13 +26,13 @@ export async function setRetention(db: ErasureDb, productId: string, eventsDays:
 /** Deletes at most `limit` events of the product received before `cutoff`; returns how many. */
 export function deleteEventsBefore(
   deletes: EventDeletes,
-  dialect: Pick<StoreDialect, 'timestamp'>,
+  dialect: Pick<StoreDialect, 'eventTime'>,
   productId: string,
   cutoff: string,
   limit: number,
 ): Promise<number> {
   // The events_by_time index (product_id, received_at) finds them oldest first.
-  return deletes.where(productId, sql`received_at < ${dialect.timestamp(cutoff)}`, limit);
+  return deletes.where(productId, sql`received_at < ${dialect.eventTime(cutoff)}`, limit);
 }
 
 /** The month operations, where the database has monthly partitions. */
@@ -76,8 +76,8 @@ export async function oldestEvent(db: ErasureDb, productId: string): Promise<str
     .select((eb) => eb.fn.min('received_at').as('oldest'))
     .where('product_id', '=', productId)
     .executeTakeFirst();
-  const oldest = row?.oldest as Date | string | null | undefined;
-  return oldest == null ? null : oldest instanceof Date ? oldest.toISOString() : oldest;
+  const oldest = row?.oldest as Date | string | number | null | undefined;
+  return oldest == null ? null : toIso(oldest);
 }
 
 /** A named lease over background work: true when `holder` has it until `now + leaseMs`. */

@@ -2,8 +2,10 @@
 // one transaction. Never edit a released migration: add a new one with the next version number.
 // Version ranges keep areas apart: 1–99 core, 100–199 identity, 200–299 traffic reports, 300–399 Segment,
 // 400–499 events out (positions and reads), 500–549 destinations, 550–599 warehouses, 600–649 governance
-// (catalogue, tracking plans), 650–699 transformations, 700–799 erasure and retention, 800–849 the write path.
+// (catalogue, tracking plans), 650–699 transformations, 700–799 erasure and retention, 800–849 the write path,
+// 850–899 the compact row (issue 35).
 import type { Dialect } from '../types.js';
+import { compactRowMigrations } from './compact-row.js';
 import { coreMigrations } from './core.js';
 import { destinationMigrations } from './destinations.js';
 import { erasureMigrations } from './erasure.js';
@@ -36,4 +38,5 @@ export const migrations: Migration[] = [
   ...governanceMigrations,
   ...transformationMigrations,
   ...erasureMigrations,
+  ...compactRowMigrations,
 ].sort((a, b) => a.version - b.version);

@@ -25,7 +25,8 @@ async function deleteWhere(
          AND id = ANY (ARRAY(SELECT id FROM events WHERE product_id = ${productId} AND ${where} ${order} LIMIT ${limit}))
       RETURNING source, external_id
     ), keys AS (
-      DELETE FROM event_dedup k USING gone g WHERE k.product_id = ${productId} AND k.source = g.source AND k.external_id = g.external_id
+      DELETE FROM event_dedup k USING gone g
+       WHERE k.product_id = ${productId} AND k.key_hash = inlet_event_dedup_key(g.source, g.external_id)
     )
     SELECT count(*)::int AS n FROM gone`.execute(db);
   return Number(result.rows[0]?.n ?? 0);

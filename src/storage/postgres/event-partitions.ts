@@ -129,7 +129,8 @@ export async function deleteEventMonthKeys(
     ), gone AS (
       DELETE FROM event_dedup k USING batch b
        WHERE b.external_id IS NOT NULL AND b.product_id = ANY(${productIds}::text[])
-         AND k.product_id = b.product_id AND k.source = b.source AND k.external_id = b.external_id AND k.event_id = b.id
+         AND k.product_id = b.product_id AND k.key_hash = inlet_event_dedup_key(b.source, b.external_id)
+         AND k.event_id = b.id
       RETURNING 1
     ), last AS (
       SELECT product_id, id FROM batch ORDER BY product_id DESC, id DESC LIMIT 1

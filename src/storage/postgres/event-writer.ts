@@ -17,6 +17,10 @@
 // all the rows: a CTE referenced twice is materialised, copying every row with its properties once more
 // inside the server (bench/runs/2026-11-postgresql.md, "Scaling on PostgreSQL: where the CPU goes (h16)").
 //
+// `event_dedup` holds a digest of (source, external_id), not their text (migration 851): an original found
+// through it is matched to its row by its own key (`originals`), so a digest collision is never answered as a
+// duplicate; the row then finds no original and its commit fails.
+//
 // The events' columns and their arrays come from the column table (event-columns.ts), in its order.
 //
 // Every array parameter is sent as one text the writer builds itself (arrayLiteral, jsonColumn): node-postgres
@@ -102,8 +106,8 @@ export function postgresEventWriter(db: Kysely<Database>) {
     const keys = (pick: (row: EventInsert) => string | null) => arrayLiteral(keyed, pick);
     const inserted = await sql<{ id: string }>`/* inlet:prepare event_insert */
       WITH claimed AS (
-        INSERT INTO event_dedup (product_id, source, external_id, event_id, received_at)
-        SELECT product_id, source, external_id, event_id, received_at
+        INSERT INTO event_dedup (product_id, key_hash, event_id, received_at)
+        SELECT product_id, inlet_event_dedup_key(source, external_id), event_id, received_at
           FROM unnest(${keys((r) => r.productId)}::text[], ${keys((r) => r.source)}::text[], ${keys((r) => r.externalId)}::text[],
                       ${keys((r) => r.id)}::uuid[], ${keys((r) => r.receivedAt)}::timestamptz[])
                WITH ORDINALITY AS k(product_id, source, external_id, event_id, received_at, n)
@@ -133,7 +137,7 @@ export function postgresEventWriter(db: Kysely<Database>) {
             FROM event_dedup d
             JOIN unnest(${rows.map((r) => r.productId)}::text[], ${rows.map((r) => r.source)}::text[], ${rows.map((r) => r.externalId)}::text[])
                  AS k(product_id, source, external_id)
-              ON d.product_id = k.product_id AND d.source = k.source AND d.external_id = k.external_id
+              ON d.product_id = k.product_id AND d.key_hash = inlet_event_dedup_key(k.source, k.external_id)
         )`.as('dedup'),
         (join) =>
           join

@@ -35,6 +35,7 @@ export function postgresStoreDialect(): StoreDialect {
     round: (value, decimals) => sql`round(CAST(${value} AS NUMERIC), ${sql.lit(decimals)})`,
     jsonText: (column, field) => sql.raw(`${column}->>'${field}'`),
     timestamp: (value) => sql`${value}::timestamptz`,
+    eventTime: (value) => sql`${value}::timestamptz`,
     identityPosition: sql<string>`tx::text || '.' || seq::text`,
     writeTransaction: (db, work) => db.transaction().execute(work),
     async lockingTransaction(db, work) {

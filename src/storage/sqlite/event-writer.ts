@@ -4,15 +4,22 @@
 // writer thread (writer-thread.ts) runs the same transaction on a connection of its own.
 import type BetterSqlite3 from 'better-sqlite3';
 import type { Kysely } from 'kysely';
-import type { Database } from '../database.js';
+import { uuidBytesInto, type Database } from '../database.js';
 import { EVENT_COLUMN_LIST, EVENT_COLUMNS, eventFromRow, type EventRow } from '../event-columns.js';
 import type { EventInsert, InsertOutcome } from '../types.js';
 import type { EventKeys } from './event-keys.js';
 import { withoutCommitSync, type WalSync } from './wal-sync.js';
 
 // The statement's arguments: the table's columns (event-columns.ts), then the row's two hashes (event-keys.ts; a
-// deleted row's note takes them from it, for the sweep).
+// deleted row's note takes them from it, for the sweep). Times are stored as milliseconds since 1970 (migration
+// 853) and ids as their 16 bytes: `stored` wraps the expression of such a column's text in Date.parse or
+// uuidBytesInto (one buffer for every row: better-sqlite3 copies a blob when it binds it).
 const PLACEHOLDERS = EVENT_COLUMNS.map(() => '?').join(', ');
+const stored = (column: number, text: string) => {
+  const type = EVENT_COLUMNS[column]!.type;
+  return type === 'timestamptz' ? `Date.parse(${text})` : type === 'uuid' ? `uuidBytesInto(${text}, idBytes)` : text;
+};
+const idBytes = Buffer.alloc(16);
 const INSERT_SQL = `INSERT INTO events (${EVENT_COLUMN_LIST}, key_hash, subject_hash) VALUES (${PLACEHOLDERS}, ?, ?)`;
 
 type RunInsert<Rows> = (
@@ -29,10 +36,11 @@ type RunInsert<Rows> = (
  * spreading it into the call cost every event measurably more. The source holds only indexes.
  */
 function compileRunInsert<Rows>(argument: (column: number) => string, values: unknown): RunInsert<Rows> {
-  const call = `statement.run(${EVENT_COLUMNS.map((_, i) => argument(i)).join(', ')}, keyHash, subjectHash)`;
+  const call = `statement.run(${EVENT_COLUMNS.map((_, i) => stored(i, argument(i))).join(', ')}, keyHash, subjectHash)`;
   const names = EVENT_COLUMNS.map((_, i) => `v${i}`).join(', ');
   const source = `'use strict';\nconst [${names}] = values;\nreturn (statement, rows, i, keyHash, subjectHash) => ${call};`;
-  return new Function('values', source)(values) as RunInsert<Rows>;
+  const make = new Function('values', 'uuidBytesInto', 'idBytes', source);
+  return make(values, uuidBytesInto, idBytes) as RunInsert<Rows>;
 }
 
 /** The rows of one commit, whatever their shape: the fields the transaction reads, and the insert of one. */

@@ -31,6 +31,7 @@ export function sqliteStoreDialect(): StoreDialect {
     round: (value, decimals) => sql`round(${value}, ${sql.lit(decimals)})`,
     jsonText: (column, field) => sql.raw(`json_extract(${column}, '$.${field}')`),
     timestamp: (value) => sql`${value}`,
+    eventTime: (value) => sql`${Date.parse(value)}`,
     identityPosition: sql<string>`position`,
     writeTransaction: immediateTransaction,
     lockingTransaction: (db, work) => immediateTransaction(db, (q) => work(q, async () => {})),

@@ -570,7 +570,7 @@ describe('SQLite idempotency keys', () => {
       const [fresh] = await writer.insertMany([row(productId, 'fresh')]);
       // A row the writer stores carries its hashes, and so does its note once it is deleted.
       const stored = own
-        .prepare(`SELECT position, key_hash, subject_hash FROM events WHERE id = ?`)
+        .prepare(`SELECT position, key_hash, subject_hash FROM events WHERE id = unhex(replace(?, '-', ''))`)
         .get(fresh!.event.id) as { position: number; key_hash: number; subject_hash: number };
       assert.equal(stored.key_hash, keyHash(seed, productId, 'api', 'fresh'));
       assert.equal(stored.subject_hash, subjectHash(keyHash, seed, productId, 'u1'));

@@ -1,0 +1,133 @@
+// Issue 35, the compact row: versions 850–899 (docs/design.md, "The compact row").
+//
+// 851, PostgreSQL: `event_dedup` keeps a 16-byte digest of (source, external_id) instead of their text. The key
+// is what the primary key compares and nothing reads it back: the duplicate's original is found through
+// `event_id`, and the writer compares the original's own (product, source, external id) with the row's, so a
+// digest collision fails the commit (503) instead of answering a false duplicate. `product_id` stays first
+// (the primary key of every distributable table starts with it). The digest is the first 16 bytes of SHA-256
+// over the source's length, the source and the external id (lengths make the pair unambiguous), written once
+// as an SQL function that the writer, the deletes and this migration share. The table is rebuilt (its rows
+// shrink only when rewritten); a database distributed with Citus distributes the new table again. SQLite keeps
+// its keys as hashes in `event_keys` already.
+//
+// 852, SQLite: the index of one event by uuid is on the uuid alone, without the product id in front (24 bytes
+// of every entry). Event ids are UUIDv7s the service draws; a read by id checks the product on the row it finds
+// (event-position.ts, `byId`). Not declared unique: every unique key starts with product_id (distributable by
+// product; test/distribution-keys.test.ts), and nothing relies on it. Still appended at the index's right edge
+// (UUIDv7s are time-ordered).
+// PostgreSQL keeps its primary key (product_id, id, received_at): a partitioned table's keys need the partition
+// key, and Citus wants product_id first.
+//
+// 853, SQLite: `occurred_at` and `received_at` as INTEGER milliseconds since 1970 instead of 24 characters of ISO
+// text, in the row and in `events_by_time`, and `id` as its 16 bytes instead of 36 characters, in the row and in
+// `events_by_id`. A column declared TEXT turns an integer into text, so the table is rebuilt (positions, the
+// AUTOINCREMENT counter, the hashes, the indexes and the delete triggers as they were); every stored time and id
+// is converted (a value SQLite cannot read stays as it was, and reads as before). The writer stores milliseconds
+// and bytes; the row mappers give the ISO text and the uuid text back (event-columns.ts); a query compares a time
+// or an id of `events` with a parameter through `PositionSql.time` / `.byId` (event-position.ts). PostgreSQL keeps
+// timestamptz (8 bytes) and uuid (16).
+import type { Migration } from './index.js';
+
+const COLUMNS =
+  'position, id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id, occurred_at, received_at, properties, api_key_id, context, original, key_hash, subject_hash';
+
+/** ISO text → milliseconds since 1970 (julianday reads every form SQLite knows; the round undoes its double). */
+const millis = (column: string) =>
+  `coalesce(CAST(round((julianday(${column}) - 2440587.5) * 86400000.0) AS INTEGER), ${column})`;
+
+/** A uuid's text → its 16 bytes (unhex is NULL for what is not hex; a text of another length stays text). */
+const bytes = (column: string) =>
+  `CASE WHEN length(${column}) = 36 THEN coalesce(unhex(replace(${column}, '-', '')), ${column}) ELSE ${column} END`;
+
+export const compactRowMigrations: Migration[] = [
+  {
+    version: 851,
+    name: 'PostgreSQL: idempotency keys as a digest of source and external id',
+    statements: {
+      sqlite: [],
+      postgres: [
+        // STABLE, not IMMUTABLE: convert_to is. A plain SQL body (no SET clause) so that the planner inlines it.
+        `CREATE FUNCTION inlet_event_dedup_key(source text, external_id text)
+         RETURNS uuid
+         LANGUAGE sql STABLE STRICT PARALLEL SAFE
+         AS $fn$
+           SELECT encode(substring(sha256(convert_to(length(source)::text || ':' || source || external_id, 'UTF8')) FROM 1 FOR 16), 'hex')::uuid
+         $fn$`,
+        `CREATE TABLE event_dedup_digest (
+           product_id TEXT NOT NULL,
+           key_hash UUID NOT NULL,
+           event_id UUID NOT NULL,
+           received_at TIMESTAMPTZ NOT NULL
+         )`,
+        `INSERT INTO event_dedup_digest (product_id, key_hash, event_id, received_at)
+           SELECT product_id, inlet_event_dedup_key(source, external_id), event_id, received_at
+             FROM event_dedup ORDER BY received_at`,
+        `DROP TABLE event_dedup`,
+        `ALTER TABLE event_dedup_digest RENAME TO event_dedup`,
+        `ALTER TABLE event_dedup ADD CONSTRAINT event_dedup_pkey PRIMARY KEY (product_id, key_hash)`,
+        // Rows arrive in time order: retention finds a month's keys through a BRIN index, as before.
+        `CREATE INDEX event_dedup_by_time ON event_dedup USING brin (received_at)`,
+      ],
+    },
+  },
+  {
+    version: 852,
+    name: 'SQLite: events by uuid without the product id in the index',
+    statements: {
+      sqlite: [`DROP INDEX events_by_id`, `CREATE INDEX events_by_id ON events (id)`],
+      postgres: [],
+    },
+  },
+  {
+    version: 853,
+    name: 'SQLite: event times as integer milliseconds, event ids as 16 bytes',
+    statements: {
+      sqlite: [
+        `CREATE TABLE events_compact (
+           position INTEGER PRIMARY KEY AUTOINCREMENT,
+           id BLOB NOT NULL,
+           product_id TEXT NOT NULL REFERENCES products(id),
+           source TEXT NOT NULL,
+           external_id TEXT,
+           event_type TEXT NOT NULL,
+           action TEXT NOT NULL,
+           canonical_name TEXT NOT NULL,
+           name_format TEXT NOT NULL,
+           subject_type TEXT NOT NULL,
+           subject_id TEXT NOT NULL,
+           occurred_at INTEGER NOT NULL,
+           received_at INTEGER NOT NULL,
+           properties TEXT NOT NULL,
+           api_key_id TEXT,
+           context TEXT,
+           original TEXT,
+           key_hash INTEGER,
+           subject_hash INTEGER
+         )`,
+        `INSERT INTO events_compact (${COLUMNS})
+           SELECT ${COLUMNS.replace('occurred_at, received_at', `${millis('occurred_at')}, ${millis('received_at')}`).replace(' id,', ` ${bytes('id')},`)}
+             FROM events ORDER BY position`,
+        // A position is never used twice, also after the newest rows were deleted: the counter goes along.
+        `INSERT INTO sqlite_sequence (name, seq)
+           SELECT 'events_compact', 0 WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'events_compact')`,
+        `UPDATE sqlite_sequence SET seq = (SELECT max(seq) FROM sqlite_sequence WHERE name IN ('events', 'events_compact'))
+          WHERE name = 'events_compact'`,
+        `DROP TABLE events`,
+        `ALTER TABLE events_compact RENAME TO events`,
+        `CREATE INDEX events_by_id ON events (id)`,
+        `CREATE INDEX events_by_product ON events (product_id)`,
+        `CREATE INDEX events_by_name ON events (product_id, canonical_name)`,
+        `CREATE INDEX events_by_time ON events (product_id, received_at)`,
+        `CREATE TRIGGER events_key_gone AFTER DELETE ON events WHEN OLD.external_id IS NOT NULL BEGIN
+           INSERT OR IGNORE INTO event_keys_gone (position, h)
+             VALUES (OLD.position, coalesce(OLD.key_hash, (SELECT h FROM event_keys_by_position WHERE position = OLD.position)));
+         END`,
+        `CREATE TRIGGER events_subject_gone AFTER DELETE ON events BEGIN
+           INSERT OR IGNORE INTO event_subjects_gone (position, h)
+             VALUES (OLD.position, coalesce(OLD.subject_hash, (SELECT h FROM event_subjects_by_position WHERE position = OLD.position)));
+         END`,
+      ],
+      postgres: [],
+    },
+  },
+];
