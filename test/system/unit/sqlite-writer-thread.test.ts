@@ -8,11 +8,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { sql } from 'kysely';
-import { uuidv7 } from '../../src/domain/ids.js';
-import { openStorage, type OpenedStorage } from '../../src/storage/connect.js';
-import { EventKeys } from '../../src/storage/sqlite/event-keys.js';
-import { sqliteEventWriting } from '../../src/storage/sqlite/event-writing.js';
-import { eventRow, sqliteDirectWriter } from '../event-rows.js';
+import { uuidv7 } from '../../../src/domain/ids.js';
+import { openStorage, type OpenedStorage } from '../../../src/storage/connect.js';
+import { EventKeys } from '../../../src/storage/sqlite/event-keys.js';
+import { sqliteEventWriting } from '../../../src/storage/sqlite/event-writing.js';
+import { eventRow, sqliteDirectWriter } from '../../event-rows.js';
 
 function withDir(test: (dir: string) => Promise<void>): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'inlet-writer-thread-'));
