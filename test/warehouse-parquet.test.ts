@@ -162,6 +162,40 @@ describe('parquet files: loads', () => {
     assert.ok(!written.some((f) => f.includes('.tmp')), 'no temporary file left');
   });
 
+  it('holds a partial batch until max_wait_ms after its oldest event was received, not after it was first seen', async () => {
+    const product = await ctx.product('files-wait');
+    const created = await admin('POST', `/products/${product.id}/destinations`, {
+      type: 'parquet',
+      name: 'f',
+      path: 'wait',
+      batch: { max_messages: 100, max_wait_ms: 5000 },
+    });
+    assert.equal(created.statusCode, 201, created.body);
+    const eventFiles = () => files('wait').filter((f) => f.startsWith('events/'));
+    const count = async () =>
+      (await rows(`SELECT count(*)::INT AS n, count(DISTINCT id)::INT AS d FROM ${events('wait')}`))[0];
+    await track(product.eventsKey, 'wait.done', 'w1');
+    await track(product.eventsKey, 'wait.done', 'w2');
+    await deliver();
+    assert.deepEqual(eventFiles(), [], 'held: younger than max_wait_ms');
+    await track(product.eventsKey, 'wait.done', 'w3'); // joins the held batch
+    await deliver();
+    assert.deepEqual(eventFiles(), []);
+    ctx.clock.advance(5000);
+    await deliver();
+    assert.equal(eventFiles().length, 1, 'one file of the whole batch');
+    assert.deepEqual(await count(), { n: 3, d: 3 });
+
+    // Received 5 s before any pass sees them: written at the first one.
+    await track(product.eventsKey, 'wait.done', 'w4');
+    await track(product.eventsKey, 'wait.done', 'w5');
+    ctx.clock.advance(5000);
+    await ctx.services.destinations.tick();
+    await ctx.services.destinations.idle();
+    assert.equal(eventFiles().length, 2);
+    assert.deepEqual(await count(), { n: 5, d: 5 });
+  });
+
   it('a replay with other batch sizes leaves every event in one file; erasure rewrites the files without the person', async () => {
     const product = await ctx.product('files-once');
     const created = await admin('POST', `/products/${product.id}/destinations`, {
