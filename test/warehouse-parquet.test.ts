@@ -8,7 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
-import { adminHeaders, bearer, createTestApp, problemOf, type TestContext } from './helpers.js';
+import { bearer, createTestApp, problemOf, type TestContext } from './helpers.js';
+import { warehouseTestKit } from './support/warehouse-tests.js';
 
 let ctx: TestContext;
 let root: string;
@@ -28,32 +29,7 @@ after(async () => {
   rmSync(outside, { recursive: true, force: true });
 });
 
-async function admin(method: 'GET' | 'POST' | 'PATCH', url: string, payload?: unknown, app = ctx.app) {
-  return app.inject({
-    method,
-    url: `/admin/v1${url}`,
-    headers: adminHeaders(),
-    ...(payload === undefined ? {} : { payload: payload as object }),
-  });
-}
-
-async function track(key: string, event: string, subjectId: string, properties: Record<string, unknown> = {}) {
-  const res = await ctx.app.inject({
-    method: 'POST',
-    url: '/api/v2/events',
-    headers: bearer(key),
-    payload: { event, subject_type: 'user', subject_id: subjectId, properties },
-  });
-  assert.equal(res.statusCode, 201, res.body);
-  return res.json().data.uuid as string;
-}
-
-async function deliver(): Promise<void> {
-  for (let i = 0; i < 4; i++) {
-    await ctx.services.destinations.tick();
-    await ctx.services.destinations.idle();
-  }
-}
+const { admin, track, deliver } = warehouseTestKit(() => ctx);
 
 async function rows(sql: string): Promise<Array<Record<string, unknown>>> {
   return (await duck.runAndReadAll(sql)).getRowObjectsJson() as Array<Record<string, unknown>>;

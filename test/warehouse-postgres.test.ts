@@ -4,9 +4,10 @@
 // once across re-deliveries, erasure, and the limits (a warning, the event still in `events`).
 import { strict as assert } from 'node:assert';
 import { after, before, describe, it } from 'node:test';
-import { adminHeaders, bearer, createTestApp, problemOf, type TestContext } from './helpers.js';
+import { bearer, createTestApp, problemOf, type TestContext } from './helpers.js';
 import { cliTestDatabase } from './support/cli.js';
 import { createWarehouseDb, type WarehouseDb } from './support/warehouse-db.js';
+import { warehouseTestKit } from './support/warehouse-tests.js';
 
 const { cli } = cliTestDatabase();
 
@@ -22,37 +23,11 @@ after(async () => {
   await warehouse.drop();
 });
 
-async function admin(method: 'GET' | 'POST' | 'PATCH', url: string, payload?: unknown) {
-  return ctx.app.inject({
-    method,
-    url: `/admin/v1${url}`,
-    headers: adminHeaders(),
-    ...(payload === undefined ? {} : { payload: payload as object }),
-  });
-}
-
-async function track(key: string, event: string, subjectId: string, properties: Record<string, unknown> = {}) {
-  const res = await ctx.app.inject({
-    method: 'POST',
-    url: '/api/v2/events',
-    headers: bearer(key),
-    payload: { event, subject_type: 'user', subject_id: subjectId, properties },
-  });
-  assert.equal(res.statusCode, 201, res.body);
-  return res.json().data.uuid as string;
-}
+const { admin, track, deliver } = warehouseTestKit(() => ctx);
 
 async function post(key: string, path: string, payload: object) {
   const res = await ctx.app.inject({ method: 'POST', url: `/api/v2/${path}`, headers: bearer(key), payload });
   assert.ok(res.statusCode < 300, res.body);
-}
-
-/** Delivery passes until the destination has nothing left (its batches wait for max_wait_ms 0 here). */
-async function deliver(): Promise<void> {
-  for (let i = 0; i < 4; i++) {
-    await ctx.services.destinations.tick();
-    await ctx.services.destinations.idle();
-  }
 }
 
 async function warehouseDestination(productId: string, schema: string, extra: Record<string, unknown> = {}) {
