@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { bearer, createTestApp, problemOf, type TestContext } from './helpers.js';
+import { cliEnv, inlet } from './support/cli.js';
 import { warehouseTestKit } from './support/warehouse-tests.js';
 
 let ctx: TestContext;
@@ -87,6 +88,51 @@ describe('parquet files: creation', () => {
     } finally {
       await unset.close();
     }
+  });
+});
+
+describe('parquet files: editing the path', () => {
+  it('a new path passes the checks of creation; files so far stay, later ones go to the new folder', async () => {
+    const product = await ctx.product('files-edit');
+    const created = await admin('POST', `/products/${product.id}/destinations`, {
+      type: 'parquet',
+      name: 'f',
+      path: 'before',
+      batch: { max_messages: 100, max_wait_ms: 0 },
+    });
+    const id = created.json().data.id as string;
+    const first = await track(product.eventsKey, 'moved.file', 'm1');
+    await deliver();
+    const patch = (body: object) => admin('PATCH', `/products/${product.id}/destinations/${id}`, body);
+    mkdirSync(join(root, 'edit-inside'), { recursive: true });
+    symlinkSync(outside, join(root, 'edit-inside', 'out'));
+    for (const bad of ['../escape', outside, 'edit-inside/out', '']) {
+      const res = await patch({ path: bad });
+      assert.equal(res.statusCode, 400, `${bad}: ${res.body}`);
+      assert.ok(
+        problemOf(res).errors!.some((e) => e.pointer === '/path'),
+        res.body,
+      );
+    }
+    const refused = await patch({ partition: 'day' });
+    assert.equal(refused.statusCode, 400, 'the partition is fixed');
+    const edited = await patch({ path: 'after' });
+    assert.equal(edited.statusCode, 200, edited.body);
+    assert.equal(edited.json().data.path, join(root, 'after'));
+    const second = await track(product.eventsKey, 'moved.file', 'm2');
+    await deliver();
+    const ids = async (folder: string) => (await rows(`SELECT id FROM ${events(folder)}`)).map((r) => r.id);
+    assert.deepEqual(await ids('before'), [first]);
+    assert.deepEqual(await ids('after'), [second]);
+    assert.deepEqual(readdirSync(outside), [], 'nothing was created outside the root');
+
+    const env = { ...cliEnv(ctx.database), INLET_FILE_DESTINATIONS_ROOT: root };
+    const moved = await inlet(env, 'destinations', 'edit', id, '--product', product.id, '--path', 'third', '--json');
+    assert.equal(moved.code, 0, moved.err);
+    assert.equal(JSON.parse(moved.out).data.path, join(root, 'third'));
+    const escape = await inlet(env, 'destinations', 'edit', id, '--product', product.id, '--path', '../x');
+    assert.equal(escape.code, 1);
+    assert.match(escape.err, /\/path/);
   });
 });
 

@@ -314,8 +314,50 @@ describe('postgres warehouse: loads', () => {
   });
 });
 
+describe('postgres warehouse: editing the url', () => {
+  it('a new url is checked and connected like at creation, never echoed; loading goes on there from the cursor', async () => {
+    const product = await ctx.product('wh-edit');
+    const schema = 'wh_edit';
+    const d = await warehouseDestination(product.id, schema);
+    const first = await track(product.eventsKey, 'page.viewed', 'u1');
+    await deliver();
+    const other = await createWarehouseDb();
+    try {
+      const patch = (body: object) => admin('PATCH', `/products/${product.id}/destinations/${d.id}`, body);
+      for (const [bad, reason] of [
+        ['postgres://postgres@127.0.0.1:1/x', /cannot connect/],
+        ['postgres://a,b/x', /one host/],
+        ['http://127.0.0.1/x', /postgres:\/\//],
+      ] as const) {
+        const res = await patch({ url: bad });
+        assert.equal(res.statusCode, 400, `${bad}: ${res.body}`);
+        assert.match(problemOf(res).errors!.find((e) => e.pointer === '/url')!.message, reason);
+      }
+      const edited = await patch({ url: other.url });
+      assert.equal(edited.statusCode, 200, edited.body);
+      assert.ok(!edited.body.includes(other.name) && !edited.body.includes(warehouse.name), edited.body);
+      assert.equal(edited.json().data.schema, schema);
+      const second = await track(product.eventsKey, 'page.viewed', 'u2');
+      await deliver();
+      const ids = async (db: WarehouseDb) =>
+        (await db.query<{ id: string }>(`SELECT id FROM ${schema}.events ORDER BY id`)).map((r) => r.id);
+      assert.deepEqual(await ids(warehouse), [first], 'what was loaded stays in the old warehouse');
+      assert.deepEqual(await ids(other), [second], 'the new warehouse gets what comes after the cursor');
+      const shown = await admin('GET', `/products/${product.id}/destinations/${d.id}`);
+      assert.ok(!shown.body.includes(other.name), shown.body);
+      const back = await patch({ url: warehouse.url });
+      assert.equal(back.statusCode, 200, back.body);
+      const third = await track(product.eventsKey, 'page.viewed', 'u3');
+      await deliver();
+      assert.deepEqual(await ids(warehouse), [first, third].sort(), 'back in the first warehouse, after its cursor');
+    } finally {
+      await other.drop();
+    }
+  });
+});
+
 describe('postgres warehouse: the CLI', () => {
-  it('creates one with --type postgres --url --schema; show gives the schema, never the URL', async () => {
+  it('creates one with --type postgres --url --schema, edits --url; show gives the schema, never the URL', async () => {
     const product = JSON.parse((await cli('products', 'create', 'wh-cli', '--json')).out).data.id as string;
     const created = await cli(
       'destinations',
@@ -355,5 +397,11 @@ describe('postgres warehouse: the CLI', () => {
     );
     assert.equal(refused.code, 1);
     assert.match(refused.err, /\/url.*cannot connect/);
+    const edited = await cli('destinations', 'edit', d.id, '--product', product, '--url', warehouse.url, '--json');
+    assert.equal(edited.code, 0, edited.err);
+    assert.ok(!edited.out.includes(warehouse.name), edited.out);
+    const badEdit = await cli('destinations', 'edit', d.id, '--product', product, '--url', 'postgres://a,b/x');
+    assert.equal(badEdit.code, 1);
+    assert.match(badEdit.err, /\/url.*one host/);
   });
 });

@@ -650,6 +650,7 @@ export type DestinationPatch = Partial<
     DestinationRecord,
     | 'name'
     | 'config'
+    | 'credentials'
     | 'filter'
     | 'batch'
     | 'status'

@@ -141,7 +141,14 @@ export interface DestinationKind {
     context: ParseContext,
   ): { config: DestinationConfig; credentials: DestinationCredentials | null };
   /** The config after an edit of its editable fields; undefined when the edit changes none. */
-  edit(current: DestinationConfig, input: DestinationInput, errors: FieldError[]): DestinationConfig | undefined;
+  edit(
+    current: DestinationConfig,
+    input: DestinationInput,
+    errors: FieldError[],
+    context: ParseContext,
+  ): DestinationConfig | undefined;
+  /** The credentials after an edit (a type whose editable fields are credentials); undefined when unchanged. */
+  editCredentials?(input: DestinationInput, errors: FieldError[]): DestinationCredentials | undefined;
   /**
    * The outbound guard's checks of the addresses in `config` (and `credentials`); a refusal is a validation
    * error (refusedAs). A warehouse also connects, and creates its schema, here.
