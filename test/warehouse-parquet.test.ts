@@ -3,11 +3,12 @@
 // position range, every event once after a re-delivery and a replay with other batch sizes, types, the
 // identity files, and erasure rewriting the files.
 import { strict as assert } from 'node:assert';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
+import { parquetMetadata } from 'hyparquet';
 import { bearer, createTestApp, problemOf, type TestContext } from './helpers.js';
 import { cliEnv, inlet } from './support/cli.js';
 import { warehouseTestKit } from './support/warehouse-tests.js';
@@ -248,5 +249,57 @@ describe('parquet files: loads', () => {
     await deliver();
     assert.deepEqual(await rows(`SELECT DISTINCT subject_id FROM ${events('once')}`), [{ subject_id: 'p0' }]);
     assert.deepEqual(await count(), { n: 6, d: 6 });
+  });
+
+  it('erasure reads only the footers and bloom filters of the files that cannot hold the person', async () => {
+    const product = await ctx.product('files-bloom');
+    await admin('POST', `/products/${product.id}/destinations`, {
+      type: 'parquet',
+      name: 'f',
+      path: 'bloom',
+      batch: { max_messages: 2, max_wait_ms: 0 },
+    });
+    for (const person of ['keep-1', 'keep-1', 'gone', 'keep-2', 'keep-2', 'keep-3'])
+      await track(product.eventsKey, 'bloom.checked', person);
+    await deliver();
+    const paths = files('bloom').map((f) => join(root, 'bloom', f));
+    assert.equal(paths.length, 3, paths.join('\n'));
+    // The files without the person get their data pages zeroed (footer and bloom filters kept): a reader that
+    // went past the bloom filters would fail on them, or rewrite them.
+    const originals = new Map<string, { bytes: Buffer; zeroed: Buffer }>();
+    for (const path of paths) {
+      const bytes = readFileSync(path);
+      const metadata = parquetMetadata(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length));
+      const blooms = metadata.row_groups.flatMap((g) =>
+        g.columns.map((c) => Number(c.meta_data?.bloom_filter_offset ?? bytes.length)),
+      );
+      const holdsGone = (await rows(`SELECT subject_id FROM read_parquet('${path}')`)).some(
+        (r) => r.subject_id === 'gone',
+      );
+      if (holdsGone) continue;
+      const zeroed = Buffer.from(bytes);
+      zeroed.fill(0, 4, Math.min(...blooms));
+      writeFileSync(path, zeroed);
+      originals.set(path, { bytes, zeroed });
+    }
+    assert.equal(originals.size, 2);
+    const erased = await admin('POST', `/products/${product.id}/erasures`, { external_id: 'gone' });
+    assert.equal(erased.statusCode, 202, erased.body);
+    await deliver();
+    const [shown] = (await admin('GET', `/products/${product.id}/destinations`)).json().data as Array<{
+      last_error: string | null;
+      lag: number;
+    }>;
+    assert.equal(shown!.last_error, null);
+    assert.equal(shown!.lag, 0, 'the erasure was delivered');
+    for (const [path, { bytes, zeroed }] of originals) {
+      assert.ok(readFileSync(path).equals(zeroed), `${path} still has its zeroed pages: not rewritten`);
+      writeFileSync(path, bytes);
+    }
+    const subjects = await rows(`SELECT subject_id FROM ${events('bloom')} ORDER BY subject_id`);
+    assert.deepEqual(
+      subjects.map((r) => r.subject_id),
+      ['keep-1', 'keep-1', 'keep-2', 'keep-2', 'keep-3'],
+    );
   });
 });
