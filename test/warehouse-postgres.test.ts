@@ -3,7 +3,11 @@
 // the layout (events, a table per event name, identifies, users, aliases), types and widening, names, exactly
 // once across re-deliveries, erasure, and the limits (a warning, the event still in `events`).
 import { strict as assert } from 'node:assert';
+import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
+import pg from 'pg';
+import { loadBatch, StaleLoad } from '../src/services/destinations/warehouse/load.js';
+import type { StoredMessage } from '../src/storage/types.js';
 import { bearer, createTestApp, problemOf, type TestContext } from './helpers.js';
 import { cliTestDatabase } from './support/cli.js';
 import { createWarehouseDb, type WarehouseDb } from './support/warehouse-db.js';
@@ -311,6 +315,56 @@ describe('postgres warehouse: loads', () => {
     const metrics = await ctx.services.metrics.registry.metrics();
     assert.match(metrics, new RegExp(`inlet_warehouse_warnings_total\\{destination="${d.id}"\\} [1-9]`));
     assert.match(metrics, new RegExp(`inlet_warehouse_rows_loaded_total\\{destination="${d.id}"\\} 5`));
+  });
+});
+
+describe('postgres warehouse: a loader that lost the lease', () => {
+  it('is refused under the schema lock, so it cannot put back rows loaded (and erased) since', async () => {
+    const product = await ctx.product('wh-stale');
+    const schema = 'wh_stale';
+    await warehouseDestination(product.id, schema);
+    const at = new Date().toISOString();
+    const message = {
+      kind: 'event',
+      position: '1',
+      event: {
+        id: randomUUID(),
+        productId: product.id,
+        source: 'api',
+        externalId: 'gone',
+        eventType: 'page',
+        action: 'viewed',
+        canonicalName: 'page_viewed',
+        nameFormat: 'legacy',
+        subjectType: 'user',
+        subjectId: 'gone',
+        occurredAt: at,
+        receivedAt: at,
+        properties: {},
+        apiKeyId: null,
+      },
+    } as StoredMessage;
+    const client = new pg.Client({ connectionString: warehouse.url });
+    await client.connect();
+    try {
+      const load = (holds: boolean) =>
+        loadBatch(
+          client as unknown as pg.PoolClient,
+          schema,
+          'dst_stale',
+          [message],
+          () => 'evt_stale',
+          { maxTables: 4, maxColumns: 8 },
+          async () => holds,
+        );
+      await assert.rejects(load(false), StaleLoad);
+      assert.equal(await count(`SELECT count(*) AS n FROM ${schema}.events`), 0, 'nothing of it was applied');
+      assert.equal(await count(`SELECT count(*) AS n FROM ${schema}._inlet_loads`), 0);
+      await load(true);
+      assert.equal(await count(`SELECT count(*) AS n FROM ${schema}.events`), 1);
+    } finally {
+      await client.end();
+    }
   });
 });
 

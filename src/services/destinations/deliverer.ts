@@ -293,6 +293,7 @@ function deliveryContext(
     // Keep the unrecorded part of a cycle well inside the lease.
     goOn: () => !x.run.stopped && x.now() - cycleStarted <= x.leaseMs / 3,
     signal: x.run.abort.signal,
+    holds: async () => (await x.store.getById(d.id))?.leaseHolder === x.holder,
   };
 }
 

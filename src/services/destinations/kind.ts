@@ -57,6 +57,8 @@ export interface DeliveryContext {
   goOn(): boolean;
   /** Aborted at shutdown: a send in flight may give up (the deliverer then records only what was accepted). */
   signal: AbortSignal;
+  /** Whether this instance still holds the destination's lease, as stored now (a warehouse asks under its lock). */
+  holds(): Promise<boolean>;
 }
 
 /** The receiver accepted the first `accepted` messages; `failure` is the send that stopped it, if one did. */

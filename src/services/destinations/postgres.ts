@@ -127,7 +127,7 @@ function postgresDriver(options: DriverOptions): DestinationDriver {
             await ensureSchema(client, d.config.schema!);
             link.ready = true;
           }
-          const result = await loadBatch(client, d.config.schema!, d.id, messages, messageIdOf, limits);
+          const result = await loadBatch(client, d.config.schema!, d.id, messages, messageIdOf, limits, context.holds);
           options.warehouse.loaded(d.id, { ...result, seconds: (performance.now() - started) / 1000 });
         } catch (error) {
           broken = error as Error;
