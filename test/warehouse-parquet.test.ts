@@ -191,7 +191,7 @@ describe('parquet files: loads', () => {
       type: 'parquet',
       name: 'f',
       path: 'wait',
-      batch: { max_messages: 100, max_wait_ms: 5000 },
+      batch: { max_messages: 100, max_wait_ms: 60_000 },
     });
     assert.equal(created.statusCode, 201, created.body);
     const eventFiles = () => files('wait').filter((f) => f.startsWith('events/'));
@@ -204,15 +204,15 @@ describe('parquet files: loads', () => {
     await track(product.eventsKey, 'wait.done', 'w3'); // joins the held batch
     await deliver();
     assert.deepEqual(eventFiles(), []);
-    ctx.clock.advance(5000);
+    ctx.clock.advance(60_000);
     await deliver();
     assert.equal(eventFiles().length, 1, 'one file of the whole batch');
     assert.deepEqual(await count(), { n: 3, d: 3 });
 
-    // Received 5 s before any pass sees them: written at the first one.
+    // Received a minute before any pass sees them: written at the first one.
     await track(product.eventsKey, 'wait.done', 'w4');
     await track(product.eventsKey, 'wait.done', 'w5');
-    ctx.clock.advance(5000);
+    ctx.clock.advance(60_000);
     await ctx.services.destinations.tick();
     await ctx.services.destinations.idle();
     assert.equal(eventFiles().length, 2);

@@ -184,7 +184,7 @@ const receivedAt = (message: StoredMessage) =>
 /**
  * How many wanted messages go now: all, or for a type with batches all but a last partial batch, which waits
  * (only when nothing more is there yet) until max_wait_ms after its oldest message was received, less the time
- * the last delivery took for as many messages, so that it has arrived by then.
+ * the last delivery took for as many messages (at most half the wait), so that it has arrived by then.
  */
 function handedOver(x: Deliverer, d: DestinationRecord, wanted: Wanted, batchSize: number | undefined): number {
   const count = wanted.messages.length;
@@ -193,7 +193,9 @@ function handedOver(x: Deliverer, d: DestinationRecord, wanted: Wanted, batchSiz
     const now = x.now();
     const oldest = receivedAt(wanted.messages[count - partial]!);
     const since = Number.isNaN(oldest) ? now : Math.min(now, oldest);
-    const delivery = Math.min(d.batch.maxWaitMs / 2, (x.msPerMessage.get(d.id) ?? 0) * partial);
+    // Before the destination's first delivery here (its code still cold): half the wait.
+    const perMessage = x.msPerMessage.get(d.id) ?? Infinity;
+    const delivery = Math.min(d.batch.maxWaitMs / 2, perMessage * partial);
     const due = since + d.batch.maxWaitMs - delivery;
     if (now < due) {
       // Only a batch read from the cursor is kept: after whole batches go, the cursor moves past them.
