@@ -4,12 +4,16 @@
 // identity files, and erasure rewriting the files.
 import { strict as assert } from 'node:assert';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { parquetMetadata } from 'hyparquet';
 import { bearer, createTestApp, problemOf, type TestContext } from './helpers.js';
+import { parquetKind } from '../src/services/destinations/parquet.js';
+import type { DeliveryContext } from '../src/services/destinations/kind.js';
+import type { DestinationRecord, StoredMessage } from '../src/storage/types.js';
 import { cliEnv, inlet } from './support/cli.js';
 import { warehouseTestKit } from './support/warehouse-tests.js';
 
@@ -89,6 +93,51 @@ describe('parquet files: creation', () => {
     } finally {
       await unset.close();
     }
+  });
+});
+
+describe('parquet files: an instance that lost the destination', () => {
+  it('writes nothing: its delivery fails before any file', async () => {
+    const driver = parquetKind.driver({
+      timeoutMs: 1000,
+      guard: undefined as never,
+      now: () => Date.now(),
+      warehouse: { maxTables: 1, maxColumns: 1, loaded() {} },
+      fileRoot: root,
+      orderPositions: (a, b) => Number(a) - Number(b),
+    });
+    const d = {
+      id: 'dst_stale',
+      config: { path: join(root, 'stale'), partition: 'hour' },
+      batch: { maxMessages: 100, maxWaitMs: 0 },
+    } as unknown as DestinationRecord;
+    const at = new Date().toISOString();
+    const message = {
+      kind: 'event',
+      position: '7',
+      event: {
+        ...{ id: randomUUID(), productId: 'prd_stale', source: 'api', externalId: 'gone', eventType: 'page' },
+        ...{ action: 'viewed', canonicalName: 'page_viewed', nameFormat: 'legacy', subjectType: 'user' },
+        ...{ subjectId: 'gone', occurredAt: at, receivedAt: at, properties: {}, apiKeyId: null },
+      },
+    } as StoredMessage;
+    const context = (holds: boolean): DeliveryContext => ({
+      format: () => ({}) as never,
+      sent() {},
+      goOn: () => true,
+      signal: new AbortController().signal,
+      holds: async () => holds,
+    });
+    const stale = await driver.deliver(d, [message], context(false));
+    assert.equal(stale.accepted, 0);
+    assert.match(stale.failure!.error!, /no longer holds the destination/);
+    assert.deepEqual(
+      files('stale').filter((f) => f.endsWith('.parquet')),
+      [],
+    );
+    const held = await driver.deliver(d, [message], context(true));
+    assert.equal(held.accepted, 1);
+    assert.equal(files('stale').filter((f) => f.endsWith('.parquet')).length, 1);
   });
 });
 

@@ -9,7 +9,7 @@ import { performance } from 'node:perf_hooks';
 import { validationError, type FieldError } from '../../domain/errors.js';
 import type { StoredMessage } from '../../storage/types.js';
 import { eraseFromFiles, writeMessages } from './files/parquet-files.js';
-import type { DestinationDriver, DestinationKind, DriverOptions, SendOutcome } from './kind.js';
+import type { DeliveryContext, DestinationDriver, DestinationKind, DriverOptions, SendOutcome } from './kind.js';
 import { failedSend } from './kind.js';
 
 const OFF = 'file destinations are off: the operator has not set INLET_FILE_DESTINATIONS_ROOT';
@@ -75,6 +75,16 @@ function runs(messages: StoredMessage[]): Array<StoredMessage[] | { erase: strin
   return out;
 }
 
+/**
+ * Refuses to go on once this instance no longer holds the destination: one that lost it while it held these
+ * messages (frozen, cut off) would put back rows that the new holder wrote and then erased since. Checked before
+ * each file and erasure; files have no lock across instances, so this narrows that window without closing it.
+ */
+async function mustHold(context: DeliveryContext): Promise<void> {
+  if (!(await context.holds()))
+    throw new Error('this instance no longer holds the destination; the delivery is dropped');
+}
+
 function parquetDriver(options: DriverOptions): DestinationDriver {
   return {
     batchSize: (d) => d.batch.maxMessages,
@@ -87,12 +97,14 @@ function parquetDriver(options: DriverOptions): DestinationDriver {
         await checkFolder(options.fileRoot, folder);
         let rows = 0;
         for (const run of runs(messages)) {
+          await mustHold(context);
           if (!Array.isArray(run)) {
             rows += await eraseFromFiles(folder, run.erase);
             continue;
           }
           // Files of at most max_messages rows: a delivery's whole batches, each written on its own.
           for (let at = 0; at < run.length; at += d.batch.maxMessages) {
+            if (at > 0) await mustHold(context);
             const chunk = run.slice(at, at + d.batch.maxMessages);
             const partition = d.config.partition ?? 'hour';
             rows += (await writeMessages(folder, partition, chunk, new Date(options.now()), options.orderPositions))
