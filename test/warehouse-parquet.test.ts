@@ -3,12 +3,19 @@
 // position range, every event once after a re-delivery and a replay with other batch sizes, types, the
 // identity files, and erasure rewriting the files.
 import { strict as assert } from 'node:assert';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
-import { adminHeaders, bearer, createTestApp, problemOf, type TestContext } from './helpers.js';
+import { parquetMetadata } from 'hyparquet';
+import { bearer, createTestApp, problemOf, type TestContext } from './helpers.js';
+import { parquetKind } from '../src/services/destinations/parquet.js';
+import type { DeliveryContext } from '../src/services/destinations/kind.js';
+import type { DestinationRecord, StoredMessage } from '../src/storage/types.js';
+import { cliEnv, inlet } from './support/cli.js';
+import { warehouseTestKit } from './support/warehouse-tests.js';
 
 let ctx: TestContext;
 let root: string;
@@ -28,32 +35,7 @@ after(async () => {
   rmSync(outside, { recursive: true, force: true });
 });
 
-async function admin(method: 'GET' | 'POST' | 'PATCH', url: string, payload?: unknown, app = ctx.app) {
-  return app.inject({
-    method,
-    url: `/admin/v1${url}`,
-    headers: adminHeaders(),
-    ...(payload === undefined ? {} : { payload: payload as object }),
-  });
-}
-
-async function track(key: string, event: string, subjectId: string, properties: Record<string, unknown> = {}) {
-  const res = await ctx.app.inject({
-    method: 'POST',
-    url: '/api/v2/events',
-    headers: bearer(key),
-    payload: { event, subject_type: 'user', subject_id: subjectId, properties },
-  });
-  assert.equal(res.statusCode, 201, res.body);
-  return res.json().data.uuid as string;
-}
-
-async function deliver(): Promise<void> {
-  for (let i = 0; i < 4; i++) {
-    await ctx.services.destinations.tick();
-    await ctx.services.destinations.idle();
-  }
-}
+const { admin, track, deliver } = warehouseTestKit(() => ctx);
 
 async function rows(sql: string): Promise<Array<Record<string, unknown>>> {
   return (await duck.runAndReadAll(sql)).getRowObjectsJson() as Array<Record<string, unknown>>;
@@ -114,6 +96,96 @@ describe('parquet files: creation', () => {
   });
 });
 
+describe('parquet files: an instance that lost the destination', () => {
+  it('writes nothing: its delivery fails before any file', async () => {
+    const driver = parquetKind.driver({
+      timeoutMs: 1000,
+      guard: undefined as never,
+      now: () => Date.now(),
+      warehouse: { maxTables: 1, maxColumns: 1, loaded() {} },
+      fileRoot: root,
+      orderPositions: (a, b) => Number(a) - Number(b),
+    });
+    const d = {
+      id: 'dst_stale',
+      config: { path: join(root, 'stale'), partition: 'hour' },
+      batch: { maxMessages: 100, maxWaitMs: 0 },
+    } as unknown as DestinationRecord;
+    const at = new Date().toISOString();
+    const message = {
+      kind: 'event',
+      position: '7',
+      event: {
+        ...{ id: randomUUID(), productId: 'prd_stale', source: 'api', externalId: 'gone', eventType: 'page' },
+        ...{ action: 'viewed', canonicalName: 'page_viewed', nameFormat: 'legacy', subjectType: 'user' },
+        ...{ subjectId: 'gone', occurredAt: at, receivedAt: at, properties: {}, apiKeyId: null },
+      },
+    } as StoredMessage;
+    const context = (holds: boolean): DeliveryContext => ({
+      format: () => ({}) as never,
+      sent() {},
+      goOn: () => true,
+      signal: new AbortController().signal,
+      holds: async () => holds,
+    });
+    const stale = await driver.deliver(d, [message], context(false));
+    assert.equal(stale.accepted, 0);
+    assert.match(stale.failure!.error!, /no longer holds the destination/);
+    assert.deepEqual(
+      files('stale').filter((f) => f.endsWith('.parquet')),
+      [],
+    );
+    const held = await driver.deliver(d, [message], context(true));
+    assert.equal(held.accepted, 1);
+    assert.equal(files('stale').filter((f) => f.endsWith('.parquet')).length, 1);
+  });
+});
+
+describe('parquet files: editing the path', () => {
+  it('a new path passes the checks of creation; files so far stay, later ones go to the new folder', async () => {
+    const product = await ctx.product('files-edit');
+    const created = await admin('POST', `/products/${product.id}/destinations`, {
+      type: 'parquet',
+      name: 'f',
+      path: 'before',
+      batch: { max_messages: 100, max_wait_ms: 0 },
+    });
+    const id = created.json().data.id as string;
+    const first = await track(product.eventsKey, 'moved.file', 'm1');
+    await deliver();
+    const patch = (body: object) => admin('PATCH', `/products/${product.id}/destinations/${id}`, body);
+    mkdirSync(join(root, 'edit-inside'), { recursive: true });
+    symlinkSync(outside, join(root, 'edit-inside', 'out'));
+    for (const bad of ['../escape', outside, 'edit-inside/out', '']) {
+      const res = await patch({ path: bad });
+      assert.equal(res.statusCode, 400, `${bad}: ${res.body}`);
+      assert.ok(
+        problemOf(res).errors!.some((e) => e.pointer === '/path'),
+        res.body,
+      );
+    }
+    const refused = await patch({ partition: 'day' });
+    assert.equal(refused.statusCode, 400, 'the partition is fixed');
+    const edited = await patch({ path: 'after' });
+    assert.equal(edited.statusCode, 200, edited.body);
+    assert.equal(edited.json().data.path, join(root, 'after'));
+    const second = await track(product.eventsKey, 'moved.file', 'm2');
+    await deliver();
+    const ids = async (folder: string) => (await rows(`SELECT id FROM ${events(folder)}`)).map((r) => r.id);
+    assert.deepEqual(await ids('before'), [first]);
+    assert.deepEqual(await ids('after'), [second]);
+    assert.deepEqual(readdirSync(outside), [], 'nothing was created outside the root');
+
+    const env = { ...cliEnv(ctx.database), INLET_FILE_DESTINATIONS_ROOT: root };
+    const moved = await inlet(env, 'destinations', 'edit', id, '--product', product.id, '--path', 'third', '--json');
+    assert.equal(moved.code, 0, moved.err);
+    assert.equal(JSON.parse(moved.out).data.path, join(root, 'third'));
+    const escape = await inlet(env, 'destinations', 'edit', id, '--product', product.id, '--path', '../x');
+    assert.equal(escape.code, 1);
+    assert.match(escape.err, /\/path/);
+  });
+});
+
 describe('parquet files: loads', () => {
   it('writes hive-partitioned files named by positions, readable by DuckDB with the events columns', async () => {
     const product = await ctx.product('files-load');
@@ -162,6 +234,40 @@ describe('parquet files: loads', () => {
     assert.ok(!written.some((f) => f.includes('.tmp')), 'no temporary file left');
   });
 
+  it('holds a partial batch until max_wait_ms after its oldest event was received, not after it was first seen', async () => {
+    const product = await ctx.product('files-wait');
+    const created = await admin('POST', `/products/${product.id}/destinations`, {
+      type: 'parquet',
+      name: 'f',
+      path: 'wait',
+      batch: { max_messages: 100, max_wait_ms: 60_000 },
+    });
+    assert.equal(created.statusCode, 201, created.body);
+    const eventFiles = () => files('wait').filter((f) => f.startsWith('events/'));
+    const count = async () =>
+      (await rows(`SELECT count(*)::INT AS n, count(DISTINCT id)::INT AS d FROM ${events('wait')}`))[0];
+    await track(product.eventsKey, 'wait.done', 'w1');
+    await track(product.eventsKey, 'wait.done', 'w2');
+    await deliver();
+    assert.deepEqual(eventFiles(), [], 'held: younger than max_wait_ms');
+    await track(product.eventsKey, 'wait.done', 'w3'); // joins the held batch
+    await deliver();
+    assert.deepEqual(eventFiles(), []);
+    ctx.clock.advance(60_000);
+    await deliver();
+    assert.equal(eventFiles().length, 1, 'one file of the whole batch');
+    assert.deepEqual(await count(), { n: 3, d: 3 });
+
+    // Received a minute before any pass sees them: written at the first one.
+    await track(product.eventsKey, 'wait.done', 'w4');
+    await track(product.eventsKey, 'wait.done', 'w5');
+    ctx.clock.advance(60_000);
+    await ctx.services.destinations.tick();
+    await ctx.services.destinations.idle();
+    assert.equal(eventFiles().length, 2);
+    assert.deepEqual(await count(), { n: 5, d: 5 });
+  });
+
   it('a replay with other batch sizes leaves every event in one file; erasure rewrites the files without the person', async () => {
     const product = await ctx.product('files-once');
     const created = await admin('POST', `/products/${product.id}/destinations`, {
@@ -192,5 +298,57 @@ describe('parquet files: loads', () => {
     await deliver();
     assert.deepEqual(await rows(`SELECT DISTINCT subject_id FROM ${events('once')}`), [{ subject_id: 'p0' }]);
     assert.deepEqual(await count(), { n: 6, d: 6 });
+  });
+
+  it('erasure reads only the footers and bloom filters of the files that cannot hold the person', async () => {
+    const product = await ctx.product('files-bloom');
+    await admin('POST', `/products/${product.id}/destinations`, {
+      type: 'parquet',
+      name: 'f',
+      path: 'bloom',
+      batch: { max_messages: 2, max_wait_ms: 0 },
+    });
+    for (const person of ['keep-1', 'keep-1', 'gone', 'keep-2', 'keep-2', 'keep-3'])
+      await track(product.eventsKey, 'bloom.checked', person);
+    await deliver();
+    const paths = files('bloom').map((f) => join(root, 'bloom', f));
+    assert.equal(paths.length, 3, paths.join('\n'));
+    // The files without the person get their data pages zeroed (footer and bloom filters kept): a reader that
+    // went past the bloom filters would fail on them, or rewrite them.
+    const originals = new Map<string, { bytes: Buffer; zeroed: Buffer }>();
+    for (const path of paths) {
+      const bytes = readFileSync(path);
+      const metadata = parquetMetadata(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length));
+      const blooms = metadata.row_groups.flatMap((g) =>
+        g.columns.map((c) => Number(c.meta_data?.bloom_filter_offset ?? bytes.length)),
+      );
+      const holdsGone = (await rows(`SELECT subject_id FROM read_parquet('${path}')`)).some(
+        (r) => r.subject_id === 'gone',
+      );
+      if (holdsGone) continue;
+      const zeroed = Buffer.from(bytes);
+      zeroed.fill(0, 4, Math.min(...blooms));
+      writeFileSync(path, zeroed);
+      originals.set(path, { bytes, zeroed });
+    }
+    assert.equal(originals.size, 2);
+    const erased = await admin('POST', `/products/${product.id}/erasures`, { external_id: 'gone' });
+    assert.equal(erased.statusCode, 202, erased.body);
+    await deliver();
+    const [shown] = (await admin('GET', `/products/${product.id}/destinations`)).json().data as Array<{
+      last_error: string | null;
+      lag: number;
+    }>;
+    assert.equal(shown!.last_error, null);
+    assert.equal(shown!.lag, 0, 'the erasure was delivered');
+    for (const [path, { bytes, zeroed }] of originals) {
+      assert.ok(readFileSync(path).equals(zeroed), `${path} still has its zeroed pages: not rewritten`);
+      writeFileSync(path, bytes);
+    }
+    const subjects = await rows(`SELECT subject_id FROM ${events('bloom')} ORDER BY subject_id`);
+    assert.deepEqual(
+      subjects.map((r) => r.subject_id),
+      ['keep-1', 'keep-1', 'keep-2', 'keep-2', 'keep-3'],
+    );
   });
 });

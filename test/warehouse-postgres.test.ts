@@ -3,10 +3,15 @@
 // the layout (events, a table per event name, identifies, users, aliases), types and widening, names, exactly
 // once across re-deliveries, erasure, and the limits (a warning, the event still in `events`).
 import { strict as assert } from 'node:assert';
+import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { adminHeaders, bearer, createTestApp, problemOf, type TestContext } from './helpers.js';
+import pg from 'pg';
+import { loadBatch, StaleLoad } from '../src/services/destinations/warehouse/load.js';
+import type { StoredMessage } from '../src/storage/types.js';
+import { bearer, createTestApp, problemOf, type TestContext } from './helpers.js';
 import { cliTestDatabase } from './support/cli.js';
 import { createWarehouseDb, type WarehouseDb } from './support/warehouse-db.js';
+import { warehouseTestKit } from './support/warehouse-tests.js';
 
 const { cli } = cliTestDatabase();
 
@@ -22,37 +27,11 @@ after(async () => {
   await warehouse.drop();
 });
 
-async function admin(method: 'GET' | 'POST' | 'PATCH', url: string, payload?: unknown) {
-  return ctx.app.inject({
-    method,
-    url: `/admin/v1${url}`,
-    headers: adminHeaders(),
-    ...(payload === undefined ? {} : { payload: payload as object }),
-  });
-}
-
-async function track(key: string, event: string, subjectId: string, properties: Record<string, unknown> = {}) {
-  const res = await ctx.app.inject({
-    method: 'POST',
-    url: '/api/v2/events',
-    headers: bearer(key),
-    payload: { event, subject_type: 'user', subject_id: subjectId, properties },
-  });
-  assert.equal(res.statusCode, 201, res.body);
-  return res.json().data.uuid as string;
-}
+const { admin, track, deliver } = warehouseTestKit(() => ctx);
 
 async function post(key: string, path: string, payload: object) {
   const res = await ctx.app.inject({ method: 'POST', url: `/api/v2/${path}`, headers: bearer(key), payload });
   assert.ok(res.statusCode < 300, res.body);
-}
-
-/** Delivery passes until the destination has nothing left (its batches wait for max_wait_ms 0 here). */
-async function deliver(): Promise<void> {
-  for (let i = 0; i < 4; i++) {
-    await ctx.services.destinations.tick();
-    await ctx.services.destinations.idle();
-  }
 }
 
 async function warehouseDestination(productId: string, schema: string, extra: Record<string, unknown> = {}) {
@@ -339,8 +318,100 @@ describe('postgres warehouse: loads', () => {
   });
 });
 
+describe('postgres warehouse: a loader that lost the lease', () => {
+  it('is refused under the schema lock, so it cannot put back rows loaded (and erased) since', async () => {
+    const product = await ctx.product('wh-stale');
+    const schema = 'wh_stale';
+    await warehouseDestination(product.id, schema);
+    const at = new Date().toISOString();
+    const message = {
+      kind: 'event',
+      position: '1',
+      event: {
+        id: randomUUID(),
+        productId: product.id,
+        source: 'api',
+        externalId: 'gone',
+        eventType: 'page',
+        action: 'viewed',
+        canonicalName: 'page_viewed',
+        nameFormat: 'legacy',
+        subjectType: 'user',
+        subjectId: 'gone',
+        occurredAt: at,
+        receivedAt: at,
+        properties: {},
+        apiKeyId: null,
+      },
+    } as StoredMessage;
+    const client = new pg.Client({ connectionString: warehouse.url });
+    await client.connect();
+    try {
+      const load = (holds: boolean) =>
+        loadBatch(
+          client as unknown as pg.PoolClient,
+          schema,
+          'dst_stale',
+          [message],
+          () => 'evt_stale',
+          { maxTables: 4, maxColumns: 8 },
+          async () => holds,
+        );
+      await assert.rejects(load(false), StaleLoad);
+      assert.equal(await count(`SELECT count(*) AS n FROM ${schema}.events`), 0, 'nothing of it was applied');
+      assert.equal(await count(`SELECT count(*) AS n FROM ${schema}._inlet_loads`), 0);
+      await load(true);
+      assert.equal(await count(`SELECT count(*) AS n FROM ${schema}.events`), 1);
+    } finally {
+      await client.end();
+    }
+  });
+});
+
+describe('postgres warehouse: editing the url', () => {
+  it('a new url is checked and connected like at creation, never echoed; loading goes on there from the cursor', async () => {
+    const product = await ctx.product('wh-edit');
+    const schema = 'wh_edit';
+    const d = await warehouseDestination(product.id, schema);
+    const first = await track(product.eventsKey, 'page.viewed', 'u1');
+    await deliver();
+    const other = await createWarehouseDb();
+    try {
+      const patch = (body: object) => admin('PATCH', `/products/${product.id}/destinations/${d.id}`, body);
+      for (const [bad, reason] of [
+        ['postgres://postgres@127.0.0.1:1/x', /cannot connect/],
+        ['postgres://a,b/x', /one host/],
+        ['http://127.0.0.1/x', /postgres:\/\//],
+      ] as const) {
+        const res = await patch({ url: bad });
+        assert.equal(res.statusCode, 400, `${bad}: ${res.body}`);
+        assert.match(problemOf(res).errors!.find((e) => e.pointer === '/url')!.message, reason);
+      }
+      const edited = await patch({ url: other.url });
+      assert.equal(edited.statusCode, 200, edited.body);
+      assert.ok(!edited.body.includes(other.name) && !edited.body.includes(warehouse.name), edited.body);
+      assert.equal(edited.json().data.schema, schema);
+      const second = await track(product.eventsKey, 'page.viewed', 'u2');
+      await deliver();
+      const ids = async (db: WarehouseDb) =>
+        (await db.query<{ id: string }>(`SELECT id FROM ${schema}.events ORDER BY id`)).map((r) => r.id);
+      assert.deepEqual(await ids(warehouse), [first], 'what was loaded stays in the old warehouse');
+      assert.deepEqual(await ids(other), [second], 'the new warehouse gets what comes after the cursor');
+      const shown = await admin('GET', `/products/${product.id}/destinations/${d.id}`);
+      assert.ok(!shown.body.includes(other.name), shown.body);
+      const back = await patch({ url: warehouse.url });
+      assert.equal(back.statusCode, 200, back.body);
+      const third = await track(product.eventsKey, 'page.viewed', 'u3');
+      await deliver();
+      assert.deepEqual(await ids(warehouse), [first, third].sort(), 'back in the first warehouse, after its cursor');
+    } finally {
+      await other.drop();
+    }
+  });
+});
+
 describe('postgres warehouse: the CLI', () => {
-  it('creates one with --type postgres --url --schema; show gives the schema, never the URL', async () => {
+  it('creates one with --type postgres --url --schema, edits --url; show gives the schema, never the URL', async () => {
     const product = JSON.parse((await cli('products', 'create', 'wh-cli', '--json')).out).data.id as string;
     const created = await cli(
       'destinations',
@@ -380,5 +451,11 @@ describe('postgres warehouse: the CLI', () => {
     );
     assert.equal(refused.code, 1);
     assert.match(refused.err, /\/url.*cannot connect/);
+    const edited = await cli('destinations', 'edit', d.id, '--product', product, '--url', warehouse.url, '--json');
+    assert.equal(edited.code, 0, edited.err);
+    assert.ok(!edited.out.includes(warehouse.name), edited.out);
+    const badEdit = await cli('destinations', 'edit', d.id, '--product', product, '--url', 'postgres://a,b/x');
+    assert.equal(badEdit.code, 1);
+    assert.match(badEdit.err, /\/url.*one host/);
   });
 });

@@ -36,6 +36,7 @@ function oneId(args: string[]): string {
 const EDITABLE = {
   name: { type: 'string' },
   url: { type: 'string' },
+  path: { type: 'string' },
   types: { type: 'string' },
   'canonical-names': { type: 'string' },
   sources: { type: 'string' },
@@ -180,9 +181,9 @@ export const destinationCommands: Command[] = [
   {
     path: ['destinations', 'edit'],
     usage:
-      'inlet destinations edit <destination-id> --product <id> [--name <name>] [--url <url>] [--types t,…] [--canonical-names n,…] [--sources s,…] [--max-messages n] [--max-wait-ms ms] [--transformation <file.json>|none] [--json]',
+      'inlet destinations edit <destination-id> --product <id> [--name <name>] [--url <url>] [--path <folder>] [--types t,…] [--canonical-names n,…] [--sources s,…] [--max-messages n] [--max-wait-ms ms] [--transformation <file.json>|none] [--json]',
     summary:
-      'Change the name, webhook url, filter, batching or transformation (none removes it); a filter part given empty ("") is removed',
+      'Change the name, url (webhook, PostgreSQL warehouse), path (Parquet), filter, batching or transformation (none removes it); a filter part given empty ("") is removed',
     options: { ...product, ...EDITABLE },
     async run({ services, args, values, io, json }) {
       const productId = requireOption(values, 'product');
@@ -195,6 +196,7 @@ export const destinationCommands: Command[] = [
       const input: Record<string, unknown> = {};
       if (values.name !== undefined) input.name = values.name;
       if (values.url !== undefined) input.url = values.url;
+      if (values.path !== undefined) input.path = values.path;
       if (values.types !== undefined || values['canonical-names'] !== undefined || values.sources !== undefined) {
         const filter: Record<string, string[] | undefined> = {
           types: current.filter.types,

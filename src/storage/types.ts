@@ -657,6 +657,7 @@ export type DestinationPatch = Partial<
     DestinationRecord,
     | 'name'
     | 'config'
+    | 'credentials'
     | 'filter'
     | 'batch'
     | 'transformation'

@@ -10,8 +10,7 @@ import { createServices } from '../../src/services.js';
 import { createTestServices, dialect, testConfig, testDatabase, type TestDatabase } from '../helpers.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../fakes/webhook-receiver.js';
-
-const GUARD = { INLET_OUTBOUND_ALLOW: '127.0.0.0/8,::1', INLET_OUTBOUND_ALLOW_PRIVATE: 'true' };
+import { sendEvents, serverEnv, until as untilDone } from './support/instances.js';
 
 async function seed(
   database: TestDatabase,
@@ -31,48 +30,17 @@ async function seed(
   return { productId: product.id, key: created.key, destinationId: destination.destination.id };
 }
 
-function serverEnv(database: TestDatabase): Record<string, string> {
-  const url =
-    database.postgresSchema === undefined
-      ? database.databaseUrl
-      : `${database.databaseUrl}?schema=${database.postgresSchema}`;
-  return { INLET_DATABASE_URL: url, INLET_LOG_LEVEL: 'info', INLET_DESTINATION_POLL_MS: '100', ...GUARD };
-}
-
 /** Sends events from `workers` loops until stopped or the server is gone; records the acknowledged uuids. */
 function load(server: ServerProcess, key: string, workers: number, acknowledged: Set<string>) {
-  let stopped = false;
-  let sent = 0;
-  const loops = Array.from({ length: workers }, async () => {
-    while (!stopped) {
-      try {
-        const response = await fetch(`${server.url}/api/v2/events`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-          body: JSON.stringify({ event: 'delivery.checked', subject_type: 'user', subject_id: `u${sent++}` }),
-        });
-        const body = (await response.json()) as { data?: { uuid: string } };
-        if (response.status === 201 && body.data) acknowledged.add(body.data.uuid);
-      } catch {
-        return;
-      }
-    }
-  });
-  return {
-    async stop() {
-      stopped = true;
-      await Promise.all(loops);
-    },
-  };
+  return sendEvents(server, key, workers, acknowledged, (n) => ({
+    event: 'delivery.checked',
+    subject_type: 'user',
+    subject_id: `u${n}`,
+  }));
 }
 
-async function until(check: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
+const until = (check: () => boolean | Promise<boolean>, timeoutMs: number, what: string) =>
+  untilDone(check, timeoutMs, what, 50);
 
 /** The product's events in position order (their message ids). */
 async function positionOrder(database: TestDatabase, productId: string): Promise<string[]> {

@@ -9,59 +9,21 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { DuckDBInstance } from '@duckdb/node-api';
 import assert from 'node:assert/strict';
-import { createTestServices, testDatabase, dialect, type TestDatabase } from '../helpers.js';
+import { createTestServices, testDatabase, dialect } from '../helpers.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
 import { createWarehouseDb, type WarehouseDb } from '../support/warehouse-db.js';
+import { sendEvents, serverEnv, until } from './support/instances.js';
 
-const GUARD = { INLET_OUTBOUND_ALLOW: '127.0.0.0/8,::1', INLET_OUTBOUND_ALLOW_PRIVATE: 'true' };
 const SCHEMA = 'crash';
 
-function serverEnv(database: TestDatabase, extra: Record<string, string> = {}): Record<string, string> {
-  const url =
-    database.postgresSchema === undefined
-      ? database.databaseUrl
-      : `${database.databaseUrl}?schema=${database.postgresSchema}`;
-  return { INLET_DATABASE_URL: url, INLET_LOG_LEVEL: 'info', INLET_DESTINATION_POLL_MS: '100', ...GUARD, ...extra };
-}
-
+/** Sends events of two names with a few properties until stopped; records the acknowledged uuids. */
 function load(server: ServerProcess, key: string, workers: number, acknowledged: Set<string>) {
-  let stopped = false;
-  let sent = 0;
-  const loops = Array.from({ length: workers }, async () => {
-    while (!stopped) {
-      const n = sent++;
-      try {
-        const response = await fetch(`${server.url}/api/v2/events`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-          body: JSON.stringify({
-            event: n % 2 ? 'crash.odd' : 'crash.even',
-            subject_type: 'user',
-            subject_id: `u${n % 50}`,
-            properties: { n, half: n / 2, label: `l${n}` },
-          }),
-        });
-        const body = (await response.json()) as { data?: { uuid: string } };
-        if (response.status === 201 && body.data) acknowledged.add(body.data.uuid);
-      } catch {
-        return;
-      }
-    }
-  });
-  return {
-    async stop() {
-      stopped = true;
-      await Promise.all(loops);
-    },
-  };
-}
-
-async function until(check: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
+  return sendEvents(server, key, workers, acknowledged, (n) => ({
+    event: n % 2 ? 'crash.odd' : 'crash.even',
+    subject_type: 'user',
+    subject_id: `u${n % 50}`,
+    properties: { n, half: n / 2, label: `l${n}` },
+  }));
 }
 
 describe(`warehouse destination under kill -9 (${dialect})`, () => {
@@ -143,6 +105,94 @@ describe(`warehouse destination under kill -9 (${dialect})`, () => {
     assert.equal(distinct, ids.length);
     console.log(`${ids.length} events loaded, ${acknowledged.size} acknowledged`);
   });
+
+  test(
+    'two live instances on PostgreSQL: a takeover from a frozen holder, then a hand-over at shutdown, load no row twice',
+    { skip: dialect !== 'postgres' && 'PostgreSQL only: two instances share one store' },
+    async () => {
+      const schema = 'takeover';
+      const warehouse: WarehouseDb = await createWarehouseDb();
+      cleanups.push(() => warehouse.drop());
+      const database = testDatabase();
+      cleanups.push(() => database.drop());
+      const { services } = await createTestServices({}, database);
+      cleanups.push(() => services.close());
+      const product = await services.keys.createProduct('Warehouse takeover');
+      const { key } = await services.keys.createKey(product.id, { kind: 'events' });
+      const created = await services.destinations.create(product.id, {
+        type: 'postgres',
+        name: 'takeover',
+        url: warehouse.url,
+        schema,
+        batch: { max_messages: 50, max_wait_ms: 0 },
+      });
+      const holderPid = async () => {
+        const d = await services.destinations.show(product.id, created.destination.id);
+        return d.leaseHolder === null ? undefined : Number(d.leaseHolder.split(':')[1]);
+      };
+      const count = async (sql: string) => Number((await warehouse.query<{ n: string }>(sql))[0]!.n);
+      const loaded = () => count(`SELECT count(*) AS n FROM ${schema}.events`);
+      // A short lease, so that a frozen holder loses it within seconds.
+      const env = serverEnv(database, { INLET_DESTINATION_LEASE_MS: '2000' });
+      const a = await startServerProcess(env, 60_000);
+      const b = await startServerProcess(env, 60_000);
+      servers.push(a, b);
+      const acknowledged = new Set<string>();
+      const traffic = [load(a, key, 4, acknowledged), load(b, key, 4, acknowledged)];
+      await until(async () => (await loaded()) >= 200, 60_000, 'the first loads');
+
+      // The holder freezes (SIGSTOP) while it loads: the other takes the lease and loads the same messages from
+      // the stored cursor, while the frozen one still holds its batch (and perhaps the schema's lock). Thawed, it
+      // finishes the load it was in.
+      const first = await holderPid();
+      const [holder, other] = first === a.child.pid ? [a, b] : [b, a];
+      assert.ok(first === a.child.pid || first === b.child.pid, `one of the two holds the lease (${first})`);
+      holder.child.kill('SIGSTOP');
+      await until(async () => (await holderPid()) === other.child.pid, 30_000, 'the other instance to take over');
+      const atTakeover = await loaded();
+      // The new holder loads, unless the frozen one holds the schema's lock (mid-load): then it waits for the thaw.
+      const blocked = await until(async () => (await loaded()) > atTakeover, 5_000, 'a load by the new holder').then(
+        () => false,
+        () => true,
+      );
+      holder.child.kill('SIGCONT');
+      const thawed = await loaded();
+      await until(async () => (await loaded()) > thawed + 100, 30_000, 'loads after the thaw');
+
+      // A hand-over: the new holder shuts down (its lease released) and the thawed one takes over at once.
+      other.child.kill('SIGTERM');
+      await other.exited;
+      await until(async () => (await holderPid()) === holder.child.pid, 30_000, 'the hand-over');
+      for (const t of traffic) await t.stop();
+      const wanted = [...acknowledged];
+      await until(
+        async () =>
+          (await count(
+            `SELECT count(*) AS n FROM ${schema}.events WHERE id = ANY('{${wanted.join(',')}}'::uuid[])`,
+          )) === wanted.length,
+        120_000,
+        `all ${wanted.length} acknowledged events loaded`,
+      );
+      // A little longer: a duplicate would show up now if one were coming.
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      holder.child.kill('SIGTERM');
+      await holder.exited;
+
+      const ids = (await warehouse.query<{ id: string }>(`SELECT id FROM ${schema}.events`)).map((r) => r.id);
+      assert.equal(new Set(ids).size, ids.length, 'no event twice in events');
+      const inTables = await count(
+        `SELECT count(*) AS n FROM (SELECT id FROM ${schema}.crash_odd UNION ALL SELECT id FROM ${schema}.crash_even) t`,
+      );
+      assert.equal(inTables, ids.length, 'every event once in its event table');
+      const distinct = await count(
+        `SELECT count(DISTINCT id) AS n FROM (SELECT id FROM ${schema}.crash_odd UNION ALL SELECT id FROM ${schema}.crash_even) t`,
+      );
+      assert.equal(distinct, ids.length, 'no event twice in its event table');
+      console.log(
+        `${ids.length} events loaded, ${acknowledged.size} acknowledged; the new holder ${blocked ? 'waited for the frozen one to finish its load' : 'loaded while the old one was frozen'}`,
+      );
+    },
+  );
 
   test('kill -9 twice during Parquet writes: every acknowledged event in exactly one file', async () => {
     const root = mkdtempSync(join(tmpdir(), 'inlet-files-crash-'));

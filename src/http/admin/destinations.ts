@@ -212,7 +212,12 @@ const CreateBody = Type.Object(
 const PatchBody = Type.Object(
   {
     name: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
-    url: Type.Optional(Type.String({ maxLength: 2000 })),
+    url: Type.Optional(
+      Type.String({ maxLength: 2000, description: 'webhook; postgres: checked like at creation, never echoed' }),
+    ),
+    path: Type.Optional(
+      Type.String({ maxLength: 1000, description: 'parquet: a folder under INLET_FILE_DESTINATIONS_ROOT' }),
+    ),
     filter: Type.Optional(Filter),
     batch: Type.Optional(Batch),
     transformation: Type.Optional(Type.Union([Transformation, Type.Null()])),
@@ -289,7 +294,7 @@ export function adminDestinationRoutes(app: FastifyInstance, services: Services)
       bodyLimit: BODY_LIMIT,
       schema: {
         summary:
-          'Edit a destination: name, url, filter, batch, transformation (null removes it); status paused, or active to resume or re-enable',
+          'Edit a destination: name, url, path, filter, batch, transformation (null removes it); status paused, or active to resume or re-enable',
         params: DestinationParams,
         body: PatchBody,
         response: { 200: dataEnvelope(Destination), 400: problemResponse('Invalid body'), 404: notFound },

@@ -245,8 +245,10 @@ async function updateDestination(
   if (input.name !== undefined) patch.name = parseName(input.name, errors);
   if (input.filter !== undefined) patch.filter = parseFilter(input.filter, errors);
   if (input.batch !== undefined) patch.batch = parseBatch(input.batch, errors, kind.batch);
-  const config = kind.edit(current.config, input, errors);
+  const config = kind.edit(current.config, input, errors, { productId, fileRoot: options.fileRoot });
   if (config !== undefined) patch.config = config;
+  const credentials = kind.editCredentials?.(input, errors);
+  if (credentials !== undefined) patch.credentials = credentials;
   const foreign = refuseForeign(kinds, kind, input, 'editable', errors);
   // What no edit changes: the type, the start (replay moves the cursor), and every type's fields that this type
   // cannot edit (another type's editable fields were refused above as theirs).
@@ -264,10 +266,10 @@ async function updateDestination(
   const transformation = await parseTransformation(options, input.transformation, errors);
   if (transformation !== undefined) patch.transformation = transformation;
   if (errors.length > 0) throw validationError(errors);
-  if (patch.config !== undefined)
-    await kind.check(patch.config, {
+  if (patch.config !== undefined || patch.credentials !== undefined)
+    await kind.check(patch.config ?? current.config, {
       guard: options.guard,
-      credentials: current.credentials,
+      credentials: patch.credentials ?? current.credentials,
       timeoutMs: options.timeoutMs,
       fileRoot: options.fileRoot,
     });

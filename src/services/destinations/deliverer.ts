@@ -5,6 +5,8 @@
 // driver (kind.ts), and moves the cursor only past what the receiver accepted, in the same fenced write that
 // records the attempts. A crash at any point re-delivers from the stored cursor with the same message ids.
 // A failure holds the destination back until its next attempt (retries.ts).
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type {
   DeliveryRecord,
   DestinationCursor,
@@ -48,11 +50,29 @@ export interface DelivererOptions {
   random: () => number;
   leaseMs: number;
   disableAfterMs: number;
+  /** How often the passes come (runner.ts): a held batch due sooner is waited for in the loop. */
+  pollMs: number;
 }
 
 interface Deliverer extends DelivererOptions {
-  /** Per destination: when a partial batch was first seen (for max_wait_ms). */
-  pendingSince: Map<string, number>;
+  /** Per destination: the last partial batch, held back for max_wait_ms (handedOver). */
+  held: Map<string, Held>;
+  /** Per destination: how long its last delivery took per message (ms), to start a held batch in time. */
+  msPerMessage: Map<string, number>;
+}
+
+/**
+ * A partial batch waiting for max_wait_ms, with the read that found it: the next cycle from the same cursor (and
+ * the same filter and transformation, whose result the held messages are) reads only what came after it instead
+ * of reading the whole batch again.
+ */
+interface Held {
+  from: DestinationCursor;
+  /** The filter and transformation the held messages were read with (heldKey). */
+  key: string;
+  wanted: Wanted;
+  /** When it is handed over at the latest (ms): max_wait_ms after its oldest message, less the expected write. */
+  due: number;
 }
 
 /** A cycle accepted in full whose state write may still be running (deliverLoop). */
@@ -65,7 +85,7 @@ interface Carried {
 }
 
 export function createDeliverer(options: DelivererOptions): { loop(id: string): Promise<void> } {
-  const deliverer: Deliverer = { ...options, pendingSince: new Map() };
+  const deliverer: Deliverer = { ...options, held: new Map(), msPerMessage: new Map() };
   return { loop: (id) => deliverLoop(deliverer, id) };
 }
 
@@ -74,6 +94,7 @@ async function deliverLoop(x: Deliverer, id: string): Promise<void> {
   // The state write of the previous cycle, when it succeeded in full, still running: the next cycle starts from
   // its cursor meanwhile, and writes its own state only after it landed (see `cycle`).
   let carried: Carried | undefined;
+  let waited = false;
   try {
     while (!x.run.stopped) {
       const stored = await x.store.getById(id);
@@ -82,8 +103,10 @@ async function deliverLoop(x: Deliverer, id: string): Promise<void> {
         stored.status !== 'active' ||
         stored.leaseHolder !== x.holder ||
         stored.leaseUntil < x.now()
-      )
+      ) {
+        x.held.delete(id);
         return;
+      }
       if (carried?.written === false) return; // lease lost or cursor moved by a replay: the next pass starts afresh
       if (carried === undefined && stored.nextAttemptAt !== null && stored.nextAttemptAt > x.now()) return;
       // The carried cycle was a success: no failures, no retry waiting, the cursor after it.
@@ -92,7 +115,15 @@ async function deliverLoop(x: Deliverer, id: string): Promise<void> {
           ? stored
           : { ...stored, cursor: carried.cursor, consecutiveFailures: 0, failingSince: null, nextAttemptAt: null };
       const next = await cycle(x, d, carried);
-      if (next === false) return;
+      if (next === false) {
+        // A held batch due before the next pass: waited for here, so that it goes on time.
+        const wait = (x.held.get(id)?.due ?? Infinity) - x.now();
+        if (waited || wait >= x.pollMs || x.run.stopped) return;
+        waited = true;
+        await sleep(Math.max(0, wait), undefined, { signal: x.run.abort.signal }).catch(() => {});
+        carried = undefined;
+        continue;
+      }
       // One write at most outstanding when the next cycle starts (the one just chained after it): the stored
       // cursor is never more than a cycle behind what the receiver accepted.
       if (next !== true && carried !== undefined) await carried.write;
@@ -116,11 +147,16 @@ interface Wanted {
 }
 
 async function readWanted(x: Deliverer, d: DestinationRecord, limit: number): Promise<Wanted> {
-  const wanted: Wanted = { messages: [], afterEach: [], cursor: d.cursor, moved: false, exhausted: false };
+  const held = x.held.get(d.id);
+  x.held.delete(d.id);
+  const resumed =
+    held !== undefined && sameCursor(held.from, d.cursor) && held.key === heldKey(d) ? held.wanted : undefined;
+  const wanted: Wanted = resumed ?? { messages: [], afterEach: [], cursor: d.cursor, moved: false, exhausted: false };
+  wanted.exhausted = false;
   const unfiltered =
     d.filter.types === undefined && d.filter.canonicalNames === undefined && d.filter.sources === undefined;
-  const pageSize = unfiltered ? limit : Math.max(READ_PAGE, limit);
   read: while (wanted.messages.length < limit) {
+    const pageSize = unfiltered ? limit - wanted.messages.length : Math.max(READ_PAGE, limit);
     const page = await x.pages.read(d.productId, wanted.cursor, pageSize, x.run.shared.has(d.productId));
     let from = 0;
     while (from < page.length) {
@@ -161,19 +197,36 @@ async function readWanted(x: Deliverer, d: DestinationRecord, limit: number): Pr
   return wanted;
 }
 
+const heldKey = (d: DestinationRecord) => JSON.stringify([d.filter, d.transformation]);
+
+const sameCursor = (a: DestinationCursor, b: DestinationCursor) => a.event === b.event && a.identity === b.identity;
+
+/** When a message was received (events) or made (identity messages), in ms; NaN when unknown. */
+const receivedAt = (message: StoredMessage) =>
+  Date.parse(message.kind === 'event' ? message.event.receivedAt : message.createdAt);
+
 /**
- * How many wanted messages go now: all, or for a type with batches all but a last partial batch, which waits up
- * to max_wait_ms for more (only when nothing more is there yet).
+ * How many wanted messages go now: all, or for a type with batches all but a last partial batch, which waits
+ * (only when nothing more is there yet) until max_wait_ms after its oldest message was received, less the time
+ * the last delivery took for as many messages (at most half the wait), so that it has arrived by then.
  */
 function handedOver(x: Deliverer, d: DestinationRecord, wanted: Wanted, batchSize: number | undefined): number {
   const count = wanted.messages.length;
   const partial = batchSize === undefined ? 0 : count % batchSize;
   if (partial > 0 && d.batch.maxWaitMs > 0 && wanted.exhausted) {
-    const since = x.pendingSince.get(d.id) ?? x.now();
-    x.pendingSince.set(d.id, since);
-    if (x.now() - since < d.batch.maxWaitMs) return count - partial;
+    const now = x.now();
+    const oldest = receivedAt(wanted.messages[count - partial]!);
+    const since = Number.isNaN(oldest) ? now : Math.min(now, oldest);
+    // Before the destination's first delivery here (its code still cold): half the wait.
+    const perMessage = x.msPerMessage.get(d.id) ?? Infinity;
+    const delivery = Math.min(d.batch.maxWaitMs / 2, perMessage * partial);
+    const due = since + d.batch.maxWaitMs - delivery;
+    if (now < due) {
+      // Only a batch read from the cursor is kept: after whole batches go, the cursor moves past them.
+      if (partial === count) x.held.set(d.id, { from: d.cursor, key: heldKey(d), wanted, due });
+      return count - partial;
+    }
   }
-  x.pendingSince.delete(d.id);
   return count;
 }
 
@@ -197,7 +250,6 @@ async function cycle(x: Deliverer, d: DestinationRecord, previous?: Carried): Pr
     return holdBack(x, d, previous, error.message);
   }
   if (wanted.messages.length === 0) {
-    x.pendingSince.delete(d.id);
     if (previous !== undefined && !(await previous.write)) return false;
     const now = new Date(x.now()).toISOString();
     if (wanted.moved && !(await x.store.writeState(d.id, x.holder, { cursor: wanted.cursor }, now, [], d.cursor)))
@@ -211,7 +263,10 @@ async function cycle(x: Deliverer, d: DestinationRecord, previous?: Carried): Pr
   }
   const handed = count === wanted.messages.length ? wanted.messages : wanted.messages.slice(0, count);
   const attempts: Array<Omit<DeliveryRecord, 'id'>> = [];
+  const started = performance.now();
   const delivered = await driver.deliver(d, handed, deliveryContext(x, d, attempts));
+  if (batchSize !== undefined && delivered.failure === undefined)
+    x.msPerMessage.set(d.id, (performance.now() - started) / handed.length);
   const accepted = delivered.accepted;
   let failure = delivered.failure;
   if (x.run.stopped) {
@@ -289,6 +344,7 @@ function deliveryContext(
     // Keep the unrecorded part of a cycle well inside the lease.
     goOn: () => !x.run.stopped && x.now() - cycleStarted <= x.leaseMs / 3,
     signal: x.run.abort.signal,
+    holds: async () => (await x.store.getById(d.id))?.leaseHolder === x.holder,
   };
 }
 

@@ -57,6 +57,8 @@ export interface DeliveryContext {
   goOn(): boolean;
   /** Aborted at shutdown: a send in flight may give up (the deliverer then records only what was accepted). */
   signal: AbortSignal;
+  /** Whether this instance still holds the destination's lease, as stored now (a warehouse asks under its lock). */
+  holds(): Promise<boolean>;
 }
 
 /** The receiver accepted the first `accepted` messages; `failure` is the send that stopped it, if one did. */
@@ -141,7 +143,14 @@ export interface DestinationKind {
     context: ParseContext,
   ): { config: DestinationConfig; credentials: DestinationCredentials | null };
   /** The config after an edit of its editable fields; undefined when the edit changes none. */
-  edit(current: DestinationConfig, input: DestinationInput, errors: FieldError[]): DestinationConfig | undefined;
+  edit(
+    current: DestinationConfig,
+    input: DestinationInput,
+    errors: FieldError[],
+    context: ParseContext,
+  ): DestinationConfig | undefined;
+  /** The credentials after an edit (a type whose editable fields are credentials); undefined when unchanged. */
+  editCredentials?(input: DestinationInput, errors: FieldError[]): DestinationCredentials | undefined;
   /**
    * The outbound guard's checks of the addresses in `config` (and `credentials`); a refusal is a validation
    * error (refusedAs). A warehouse also connects, and creates its schema, here.

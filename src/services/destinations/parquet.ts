@@ -6,10 +6,10 @@
 import { mkdir, realpath } from 'node:fs/promises';
 import { dirname, isAbsolute, join, normalize, sep } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { validationError } from '../../domain/errors.js';
+import { validationError, type FieldError } from '../../domain/errors.js';
 import type { StoredMessage } from '../../storage/types.js';
 import { eraseFromFiles, writeMessages } from './files/parquet-files.js';
-import type { DestinationDriver, DestinationKind, DriverOptions, SendOutcome } from './kind.js';
+import type { DeliveryContext, DestinationDriver, DestinationKind, DriverOptions, SendOutcome } from './kind.js';
 import { failedSend } from './kind.js';
 
 const OFF = 'file destinations are off: the operator has not set INLET_FILE_DESTINATIONS_ROOT';
@@ -24,6 +24,18 @@ export function folderUnder(root: string, path: unknown): string | { error: stri
   const folder = normalize(isAbsolute(path) ? path : join(root, path)).replace(/\/+$/, '');
   if (!inside(root, folder)) return { error: `must be inside INLET_FILE_DESTINATIONS_ROOT (${root})` };
   return folder;
+}
+
+/** The folder of a `path` field under the root; undefined (and the reason in `errors`) when it is not one. */
+function parsePath(value: unknown, errors: FieldError[], fileRoot: string | undefined): string | undefined {
+  if (fileRoot === undefined) {
+    errors.push({ pointer: '/path', message: OFF });
+    return undefined;
+  }
+  const folder = folderUnder(fileRoot, value);
+  if (typeof folder === 'string') return folder;
+  errors.push({ pointer: '/path', message: folder.error });
+  return undefined;
 }
 
 /** The real path of `path`'s deepest existing folder. */
@@ -63,6 +75,16 @@ function runs(messages: StoredMessage[]): Array<StoredMessage[] | { erase: strin
   return out;
 }
 
+/**
+ * Refuses to go on once this instance no longer holds the destination: one that lost it while it held these
+ * messages (frozen, cut off) would put back rows that the new holder wrote and then erased since. Checked before
+ * each file and erasure; files have no lock across instances, so this narrows that window without closing it.
+ */
+async function mustHold(context: DeliveryContext): Promise<void> {
+  if (!(await context.holds()))
+    throw new Error('this instance no longer holds the destination; the delivery is dropped');
+}
+
 function parquetDriver(options: DriverOptions): DestinationDriver {
   return {
     batchSize: (d) => d.batch.maxMessages,
@@ -75,12 +97,14 @@ function parquetDriver(options: DriverOptions): DestinationDriver {
         await checkFolder(options.fileRoot, folder);
         let rows = 0;
         for (const run of runs(messages)) {
+          await mustHold(context);
           if (!Array.isArray(run)) {
             rows += await eraseFromFiles(folder, run.erase);
             continue;
           }
           // Files of at most max_messages rows: a delivery's whole batches, each written on its own.
           for (let at = 0; at < run.length; at += d.batch.maxMessages) {
+            if (at > 0) await mustHold(context);
             const chunk = run.slice(at, at + d.batch.maxMessages);
             const partition = d.config.partition ?? 'hour';
             rows += (await writeMessages(folder, partition, chunk, new Date(options.now()), options.orderPositions))
@@ -110,23 +134,23 @@ function parquetDriver(options: DriverOptions): DestinationDriver {
 export const parquetKind: DestinationKind = {
   label: 'Parquet',
   fields: ['path', 'partition'],
-  editable: [],
+  editable: ['path'],
   batch: { defaultMessages: 100_000, maxMessages: 100_000, defaultWaitMs: 60_000, maxWaitMs: 60_000 },
   defaultStart: 'beginning',
   parse(input, errors, { fileRoot }) {
-    let path = '';
-    if (fileRoot === undefined) errors.push({ pointer: '/path', message: OFF });
-    else {
-      const folder = folderUnder(fileRoot, input.path);
-      if (typeof folder === 'string') path = folder;
-      else errors.push({ pointer: '/path', message: folder.error });
-    }
+    const path = parsePath(input.path, errors, fileRoot) ?? '';
     const partition = input.partition ?? 'hour';
     if (partition !== 'hour' && partition !== 'day')
       errors.push({ pointer: '/partition', message: 'must be "hour" or "day"' });
     return { config: { path, partition: partition as 'hour' | 'day' }, credentials: null };
   },
-  edit: () => undefined,
+  // A new folder passes the checks of creation; the files written so far stay where they are, and the files
+  // from the cursor on go to the new folder.
+  edit(current, input, errors, { fileRoot }) {
+    if (input.path === undefined) return undefined;
+    const path = parsePath(input.path, errors, fileRoot);
+    return path === undefined ? undefined : { ...current, path };
+  },
   async check(config, { fileRoot }) {
     if (fileRoot === undefined) throw validationError([{ pointer: '/path', message: OFF }]);
     try {

@@ -127,7 +127,7 @@ function postgresDriver(options: DriverOptions): DestinationDriver {
             await ensureSchema(client, d.config.schema!);
             link.ready = true;
           }
-          const result = await loadBatch(client, d.config.schema!, d.id, messages, messageIdOf, limits);
+          const result = await loadBatch(client, d.config.schema!, d.id, messages, messageIdOf, limits, context.holds);
           options.warehouse.loaded(d.id, { ...result, seconds: (performance.now() - started) / 1000 });
         } catch (error) {
           broken = error as Error;
@@ -152,6 +152,17 @@ function postgresDriver(options: DriverOptions): DestinationDriver {
       await Promise.all([...pools.keys()].map(closeOne));
     },
   };
+}
+
+/** Whether `value` is a warehouse URL we take; the reason goes to `errors` when not. */
+function parseUrl(value: unknown, errors: FieldError[]): boolean {
+  if (typeof value !== 'string' || value.length > 2000) {
+    errors.push({ pointer: '/url', message: 'must be a postgres:// URL of at most 2000 characters' });
+    return false;
+  }
+  const target = warehouseTarget(value);
+  if (typeof target === 'string') errors.push({ pointer: '/url', message: target });
+  return typeof target !== 'string';
 }
 
 function parseSchema(value: unknown, productId: string, errors: FieldError[]): string {
@@ -206,20 +217,21 @@ async function checkWarehouse(
 export const postgresKind: DestinationKind = {
   label: 'PostgreSQL warehouse',
   fields: ['url', 'schema'],
-  editable: [],
+  editable: ['url'],
   batch: { defaultMessages: 1000, maxMessages: 10_000, defaultWaitMs: 5000, maxWaitMs: 60_000 },
   defaultStart: 'beginning',
   parse(input, errors, { productId }) {
-    if (typeof input.url !== 'string' || input.url.length > 2000) {
-      errors.push({ pointer: '/url', message: 'must be a postgres:// URL of at most 2000 characters' });
-    } else {
-      const target = warehouseTarget(input.url);
-      if (typeof target === 'string') errors.push({ pointer: '/url', message: target });
-    }
+    parseUrl(input.url, errors);
     const schema = parseSchema(input.schema, productId, errors);
     return { config: { schema }, credentials: { url: String(input.url) } };
   },
   edit: () => undefined,
+  // A new URL is checked (and connected to, the schema created) like one at creation; loading goes on from the
+  // cursor into the new warehouse, and nothing already loaded moves.
+  editCredentials(input, errors) {
+    if (input.url === undefined) return undefined;
+    return parseUrl(input.url, errors) ? { url: input.url as string } : undefined;
+  },
   check: (config, { guard, credentials, timeoutMs }) => checkWarehouse(config.schema!, credentials, guard, timeoutMs),
   driver: postgresDriver,
 };

@@ -129,6 +129,7 @@ export function createDestinationService(
     random: options.random ?? Math.random,
     leaseMs: options.leaseMs,
     disableAfterMs: options.disableAfterMs,
+    pollMs: options.pollMs,
   });
   const runner = createDeliveryRunner({
     store,

@@ -130,6 +130,8 @@ export function destinationRows(db: DestinationDb) {
       const set: Partial<DestinationRow> = { updated_at: patch.updatedAt };
       if (patch.name !== undefined) set.name = patch.name;
       if (patch.config !== undefined) set.config = JSON.stringify(patch.config);
+      if (patch.credentials !== undefined)
+        set.credentials = patch.credentials === null ? null : JSON.stringify(patch.credentials);
       if (patch.filter !== undefined) set.filter = JSON.stringify(patch.filter);
       if (patch.batch !== undefined) set.batch = JSON.stringify(patch.batch);
       if (patch.transformation !== undefined)

@@ -8,7 +8,14 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { asyncBufferFromFile, parquetReadObjects } from 'hyparquet';
+import {
+  asyncBufferFromFile,
+  parquetMetadataAsync,
+  parquetReadObjects,
+  type AsyncBuffer,
+  type SchemaElement,
+} from 'hyparquet';
+import { hashParquetValue, readBloomFilter, sbbfContains } from 'hyparquet/src/bloom.js';
 import { parquetWriteBuffer } from 'hyparquet-writer';
 import type { EventRecord, StoredMessage, UserRecord } from '../../../storage/types.js';
 
@@ -33,6 +40,8 @@ const EVENT_COLUMNS: Array<[string, ColumnKind]> = [
   ['context', 'STRING'],
   ['loaded_at', 'TIMESTAMP'],
 ];
+/** The columns that name a person in event files (what `user.erased` looks for). */
+const EVENT_KEYS = ['external_id', 'subject_id', 'user_id', 'anonymous_id'];
 /** Identity messages: user.identified, user.merged (`data` as JSON text, in the messages' public shape). */
 const IDENTITY_COLUMNS: Array<[string, ColumnKind]> = [
   ['id', 'STRING'],
@@ -45,6 +54,9 @@ const IDENTITY_COLUMNS: Array<[string, ColumnKind]> = [
   ['identifiers', 'STRING'],
   ['loaded_at', 'TIMESTAMP'],
 ];
+const IDENTITY_KEYS = ['external_id', 'from_external_id'];
+
+const keysOf = (columns: Array<[string, ColumnKind]>) => (columns === EVENT_COLUMNS ? EVENT_KEYS : IDENTITY_KEYS);
 
 const date = (iso: string | null | undefined): Date | null => {
   if (iso == null) return null;
@@ -100,9 +112,19 @@ function partitionOf(at: Date | null, partition: 'hour' | 'day'): string {
   return partition === 'day' ? day : join(day, `hour=${iso.slice(11, 13)}`);
 }
 
+/**
+ * A file's bytes. The columns that name a person carry a Parquet bloom filter (split-block, 1 % false positives),
+ * so that an erasure passes over a file that cannot hold the person after reading its footer and filters.
+ */
 function parquetBytes(columns: Array<[string, ColumnKind]>, rows: Row[]): Uint8Array {
+  const keys = keysOf(columns);
   const buffer = parquetWriteBuffer({
-    columnData: columns.map(([name, type]) => ({ name, type, data: rows.map((r) => r[name] ?? null) })),
+    columnData: columns.map(([name, type]) => ({
+      name,
+      type,
+      data: rows.map((r) => r[name] ?? null),
+      ...(keys.includes(name) && { bloomFilter: true }),
+    })),
     codec: 'SNAPPY',
     createdBy: 'inlet',
   });
@@ -273,20 +295,63 @@ async function parquetFiles(folder: string): Promise<string[]> {
   return found;
 }
 
+/** The tail read first: a file's footer (the bloom filters, just before it, are read on their own). */
+const FOOTER_BYTES = 16 * 1024;
+
+/**
+ * Whether the file may hold rows of `ids` in one of `keys`, from its footer and bloom filters alone: not when, in
+ * every row group, each key column is all null or has a bloom filter that rules every id out (a bloom filter has
+ * no false negatives). A file written without bloom filters (before they were added) may hold anyone. The
+ * writer puts the bloom filters together before the footer: they are read in one piece.
+ */
+async function mayHold(file: AsyncBuffer, keys: string[], ids: string[]): Promise<boolean> {
+  const metadata = await parquetMetadataAsync(file, { initialFetchSize: FOOTER_BYTES });
+  const leaves = metadata.schema.slice(1);
+  const blooms: Array<{ start: number; end: number; element: SchemaElement }> = [];
+  for (const group of metadata.row_groups) {
+    for (const key of keys) {
+      const index = leaves.findIndex((element) => element.name === key);
+      const chunk = index < 0 ? undefined : group.columns[index]?.meta_data;
+      if (chunk === undefined) return true;
+      const nulls = chunk.statistics?.null_count;
+      if (nulls !== undefined && Number(nulls) === Number(chunk.num_values)) continue;
+      if (chunk.bloom_filter_offset === undefined || chunk.bloom_filter_length === undefined) return true;
+      const start = Number(chunk.bloom_filter_offset);
+      blooms.push({ start, end: start + chunk.bloom_filter_length, element: leaves[index]! });
+    }
+  }
+  if (blooms.length === 0) return false;
+  const from = Math.min(...blooms.map((b) => b.start));
+  const bytes = new DataView(await file.slice(from, Math.max(...blooms.map((b) => b.end))));
+  for (const { start, element } of blooms) {
+    const bloom = readBloomFilter({ view: bytes, offset: start - from });
+    if (bloom === undefined) return true;
+    for (const id of ids) {
+      const hash = hashParquetValue(id, element);
+      if (hash === undefined || sbbfContains(bloom.blocks, hash)) return true;
+    }
+  }
+  return false;
+}
+
 /**
  * `user.erased`: rewrites every file holding rows of these external ids without them (a file left empty is
- * removed). Reads every file of the destination: its time grows with the destination's size.
+ * removed). Each file's footer and bloom filters are read (mayHold); only a file that holds the person is read
+ * whole and rewritten.
  */
 export async function eraseFromFiles(root: string, externalIds: string[]): Promise<number> {
   const ids = new Set(externalIds);
   let removed = 0;
-  for (const [sub, columns, keys] of [
-    ['events', EVENT_COLUMNS, ['external_id', 'subject_id', 'user_id', 'anonymous_id']],
-    ['identities', IDENTITY_COLUMNS, ['external_id', 'from_external_id']],
-  ] as Array<[string, Array<[string, ColumnKind]>, string[]]>) {
+  for (const [sub, columns] of [
+    ['events', EVENT_COLUMNS],
+    ['identities', IDENTITY_COLUMNS],
+  ] as Array<[string, Array<[string, ColumnKind]>]>) {
+    const keys = keysOf(columns);
     for (const path of await parquetFiles(join(root, sub))) {
       if ((await stat(path)).size === 0) continue;
-      const rows = (await parquetReadObjects({ file: await asyncBufferFromFile(path) })) as Row[];
+      const file = await asyncBufferFromFile(path);
+      if (!(await mayHold(file, keys, externalIds))) continue;
+      const rows = (await parquetReadObjects({ file })) as Row[];
       const kept = rows.filter((row) => !keys.some((k) => typeof row[k] === 'string' && ids.has(row[k])));
       if (kept.length === rows.length) continue;
       removed += rows.length - kept.length;

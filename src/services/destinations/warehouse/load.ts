@@ -262,12 +262,20 @@ async function erase(client: PoolClient, layout: Layout, externalIds: string[]):
   );
 }
 
+/** A load by an instance that no longer holds the destination's lease: dropped, never applied. */
+export class StaleLoad extends Error {}
+
 /** A hash of the schema's name for its advisory lock (one loader per schema at a time). */
 const LOCK = `SELECT pg_advisory_xact_lock(hashtext('inlet_warehouse'), hashtext($1))`;
 
 /**
  * Loads `messages` (in position order) in one transaction on `client`, and records the load under
  * `destinationId`; either all of it is in the warehouse or none (the caller rolls back on an error).
+ *
+ * Under the schema's lock it first asks `holds` whether this instance still holds the destination's lease. One
+ * that lost it while it held this batch (frozen, cut off) would put back rows that the new holder loaded since
+ * and a later `user.erased` deleted; it drops the load instead (StaleLoad). Once the answer is yes, a new holder
+ * can only load after this transaction ends, since it needs the same lock.
  */
 export async function loadBatch(
   client: PoolClient,
@@ -276,11 +284,13 @@ export async function loadBatch(
   messages: StoredMessage[],
   messageId: (message: StoredMessage) => string,
   limits: Limits,
+  holds: () => Promise<boolean>,
 ): Promise<LoadResult> {
   const changes: LayoutChanges = { columnsAdded: 0, widenings: 0, warnings: [] };
   await client.query('BEGIN');
   try {
     await client.query(LOCK, [schema]);
+    if (!(await holds())) throw new StaleLoad('this instance no longer holds the destination; the load is dropped');
     const layout = await readLayout(client, schema);
     let events: EventRecord[] = [];
     let identity: IdentityMessage[] = [];
