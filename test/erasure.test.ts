@@ -573,6 +573,33 @@ describe('erasure: across instances and restarts', () => {
     }
   });
 
+  it(
+    'instances starting at once on a database without a key fingerprint all start (PostgreSQL: one SQLite file has one server)',
+    { skip: dialect !== 'postgres' },
+    async () => {
+      const fresh = testDatabase();
+      const freshSchema = fresh.postgresSchema === undefined ? {} : { postgresSchema: fresh.postgresSchema };
+      const config = testConfig(fresh.databaseUrl, { installationSecret: 'shared-secret-0123456789abcdefghijklmno' });
+      try {
+        // Migrated first, then its keys removed, so that the instances meet at the key check rather than queue
+        // behind the migrations.
+        const first = await createServices(config, { ...freshSchema, defaultMetrics: false });
+        await sql`DELETE FROM installation_secrets`.execute(first.storage.db);
+        await first.close();
+        const started = await Promise.allSettled(
+          Array.from({ length: 4 }, () => createServices(config, { ...freshSchema, defaultMetrics: false })),
+        );
+        for (const result of started) if (result.status === 'fulfilled') await result.value.close();
+        assert.deepEqual(
+          started.map((result) => (result.status === 'fulfilled' ? 'started' : String(result.reason))),
+          ['started', 'started', 'started', 'started'],
+        );
+      } finally {
+        await fresh.drop();
+      }
+    },
+  );
+
   it('a job whose instance died (its lease expired) is resumed at its phase by another runner; a live lease is not taken', async () => {
     const product = await ctx.product('resume');
     for (let i = 0; i < 5; i++) assert.equal((await track(product.eventsKey, 'resume-person-1')).statusCode, 201);

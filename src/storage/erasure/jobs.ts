@@ -30,18 +30,18 @@ export function keyFingerprint(
   fingerprint: string,
 ): Promise<{ stored: string; replaced: boolean }> {
   return dialect.writeTransaction(db, async (q) => {
+    // The first instance to store a fingerprint keeps it; one starting at the same moment waits for that insert
+    // and compares with what it stored, rather than failing on the key (a read, then an insert, did).
+    await q
+      .insertInto('installation_secrets')
+      .values({ name: 'hmac-fingerprint', secret: fingerprint, created_at: new Date().toISOString() })
+      .onConflict((oc) => oc.column('name').doNothing())
+      .execute();
     const row = await q
       .selectFrom('installation_secrets')
       .select('secret')
       .where('name', '=', 'hmac-fingerprint')
-      .executeTakeFirst();
-    if (row === undefined) {
-      await q
-        .insertInto('installation_secrets')
-        .values({ name: 'hmac-fingerprint', secret: fingerprint, created_at: new Date().toISOString() })
-        .execute();
-      return { stored: fingerprint, replaced: false };
-    }
+      .executeTakeFirstOrThrow();
     if (row.secret === fingerprint) return { stored: fingerprint, replaced: false };
     const keyed = await sql<{
       n: number;
