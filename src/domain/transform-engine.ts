@@ -17,11 +17,18 @@ import type {
 
 export const REDACTED = '[redacted]';
 
+/**
+ * `mask` `hash` results of one secret: by the path masked, then by the value's JSON text. One map per path, so that
+ * a path whose values never repeat (an order id) cannot push out those of a path whose values do (an e-mail
+ * address, which a person sends with each of their events).
+ */
+export type HashCache = Map<string, Map<string, string>>;
+
 export interface RunContext {
   /** The product's transformation secret: the key of `mask` `hash`. */
   secret: string;
-  /** Hashes already made under `secret` (by the value's JSON text), shared by the items of one version. */
-  hashCache?: Map<string, string>;
+  /** Hashes already made under `secret`, shared by the items of one version (HashCache). */
+  hashCache?: HashCache;
   /** The idempotency key as received, or the event's assigned id when it has none (`sample` by `message_id`). */
   messageId: string;
   meta: FunctionMeta;
@@ -82,6 +89,18 @@ export function maskHash(secret: string, value: unknown, cache?: Map<string, str
 
 const MASK_CACHE_ENTRIES = 10_000;
 
+/** The hashes of one path in the version's cache (made on first use: a version names a bounded set of paths). */
+function pathCache(context: RunContext, path: string): Map<string, string> | undefined {
+  const all = context.hashCache;
+  if (all === undefined) return undefined;
+  let cache = all.get(path);
+  if (cache === undefined) {
+    cache = new Map();
+    all.set(path, cache);
+  }
+  return cache;
+}
+
 function isTopLevel(path: string): boolean {
   return path.indexOf('.') < 0;
 }
@@ -96,7 +115,7 @@ function applyMask(document: TransformDocument, step: Extract<Step, { kind: 'mas
   for (const path of step.paths) {
     const value = getPath(root(document), path);
     if (value === undefined) continue;
-    const masked = step.with === 'redact' ? REDACTED : maskHash(context.secret, value, context.hashCache);
+    const masked = step.with === 'redact' ? REDACTED : maskHash(context.secret, value, pathCache(context, path));
     if (isTopLevel(path)) setTopLevel(document, path, masked);
     else setPath(root(document), path, masked);
     changed = true;

@@ -9,7 +9,13 @@
 // Steps are prepared (validated, functions compiled in the sandbox) once per destination and version of its
 // steps, not per message; a function step gets a cycle's messages in one call.
 import { validationError } from '../../domain/errors.js';
-import { applySteps, applyStepsToBatch, type RunContext, type TransformResult } from '../../domain/transform-engine.js';
+import {
+  applySteps,
+  applyStepsToBatch,
+  type HashCache,
+  type RunContext,
+  type TransformResult,
+} from '../../domain/transform-engine.js';
 import {
   documentOfStored,
   documentOfUser,
@@ -56,7 +62,7 @@ interface Prepared {
   steps: Step[];
   functions: Array<PreparedFunction | undefined>;
   secret: string;
-  hashCache: Map<string, string>;
+  hashCache: HashCache;
 }
 
 /** The message after the steps, or why it is not sent. */

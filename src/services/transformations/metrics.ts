@@ -8,6 +8,9 @@ export interface TransformMetrics {
   count(productId: string, results: readonly TransformResult[], cpu: ReadonlyMap<StepKind, number>): void;
 }
 
+const OUTCOMES: readonly StepOutcome[] = ['changed', 'unchanged', 'dropped', 'error'];
+const OUTCOME_SLOT: Record<StepOutcome, number> = { changed: 0, unchanged: 1, dropped: 2, error: 3 };
+
 export function createTransformMetrics(registry: Registry): TransformMetrics {
   const items = new Counter({
     name: 'inlet_transformation_items_total',
@@ -23,16 +26,20 @@ export function createTransformMetrics(registry: Registry): TransformMetrics {
   });
   return {
     count(productId, results, seconds) {
-      const tally = new Map<string, number>();
-      for (const result of results)
-        result.outcomes.forEach((outcome: StepOutcome, step) => {
-          const key = `${step}\u0000${outcome}`;
-          tally.set(key, (tally.get(key) ?? 0) + 1);
-        });
-      for (const [key, count] of tally) {
-        const [step, outcome] = key.split('\u0000') as [string, string];
-        items.inc({ product_id: productId, step, outcome }, count);
+      // Tallied by step × outcome in an array (a request of 100 items through 6 steps is 600 counts), then one
+      // counter increment per pair seen.
+      const tally: number[] = [];
+      for (const result of results) {
+        const outcomes = result.outcomes;
+        for (let step = 0; step < outcomes.length; step++) {
+          const slot = step * OUTCOMES.length + OUTCOME_SLOT[outcomes[step]!];
+          tally[slot] = (tally[slot] ?? 0) + 1;
+        }
       }
+      tally.forEach((count, slot) => {
+        const step = String(Math.floor(slot / OUTCOMES.length));
+        items.inc({ product_id: productId, step, outcome: OUTCOMES[slot % OUTCOMES.length]! }, count);
+      });
       for (const [kind, value] of seconds) cpu.inc({ kind }, value);
     },
   };

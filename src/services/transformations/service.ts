@@ -14,7 +14,7 @@ import { unavailableKind, type TransformRuntime } from './runtime.js';
 import type { EventDraft } from '../../domain/events.js';
 import { uuidv7 } from '../../domain/ids.js';
 import { documentOf } from '../../domain/transform-document.js';
-import { applyStepsToBatch, type TransformResult } from '../../domain/transform-engine.js';
+import { applyStepsToBatch, type HashCache, type TransformResult } from '../../domain/transform-engine.js';
 import type { FunctionMeta, RunnableFunction, StepKind, TransformDocument } from '../../domain/transform-types.js';
 
 /** An item to try, translated as its route would: its draft and the source it would be stored under. */
@@ -46,7 +46,7 @@ export interface PreparedTransformation {
   functions: Array<PreparedFunction | undefined>;
   secret: string;
   /** `mask` `hash` results of this version's secret, by value (the engine bounds it). */
-  hashCache: Map<string, string>;
+  hashCache: HashCache;
 }
 
 /** A compiled function as the service holds it: run by the engine, freed when its version is replaced. */
