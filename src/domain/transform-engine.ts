@@ -214,9 +214,36 @@ function applyStep(document: TransformDocument, step: Step, context: RunContext)
 function adoptOutcome(document: TransformDocument, result: FunctionOutcome): Applied {
   if (result.kind === 'drop') return 'dropped';
   if (result.kind === 'error') throw new Error(result.message);
-  const before = JSON.stringify(document);
-  Object.assign(document, adoptReturned(document, result.event));
-  return JSON.stringify(document) === before ? 'unchanged' : 'changed';
+  const next = adoptReturned(document, result.event);
+  const same = sameJson(document, next);
+  Object.assign(document, next);
+  return same ? 'unchanged' : 'changed';
+}
+
+/**
+ * Whether two JSON values would serialise to the same text (keys in the same order included), without making the
+ * texts: a function nearly always changes its event, and the walk stops at the first difference.
+ */
+export function sameJson(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  if (Array.isArray(a)) {
+    const other = b as unknown[];
+    if (a.length !== other.length) return false;
+    for (let i = 0; i < a.length; i++) if (!sameJson(a[i] ?? null, other[i] ?? null)) return false;
+    return true;
+  }
+  const left = a as Record<string, unknown>;
+  const right = b as Record<string, unknown>;
+  const keys = Object.keys(left).filter((key) => left[key] !== undefined);
+  const otherKeys = Object.keys(right).filter((key) => right[key] !== undefined);
+  if (keys.length !== otherKeys.length) return false;
+  for (let i = 0; i < keys.length; i++) {
+    if (keys[i] !== otherKeys[i]) return false;
+    if (!sameJson(left[keys[i]!], right[keys[i]!])) return false;
+  }
+  return true;
 }
 
 function addTime(cpu: Map<StepKind, number> | undefined, kind: StepKind, started: number): void {

@@ -9,6 +9,7 @@ import {
   applyStepsToBatch,
   maskHash,
   REDACTED,
+  sameJson,
   type RunContext,
 } from '../../src/domain/transform-engine.js';
 import { parseSteps } from '../../src/domain/transform-validate.js';
@@ -369,5 +370,22 @@ describe('invariants', () => {
         },
       ),
     );
+  });
+});
+
+describe('sameJson (whether a function changed its event, for the step metrics)', () => {
+  it('answers as comparing the JSON texts would, keys in order included', () => {
+    const json = fc.jsonValue();
+    fc.assert(
+      fc.property(json, json, (a, b) => {
+        assert.equal(sameJson(a, b), JSON.stringify(a) === JSON.stringify(b));
+        assert.equal(sameJson(a, JSON.parse(JSON.stringify(a)) as unknown), true);
+      }),
+      { numRuns: 500 },
+    );
+    assert.equal(sameJson({ a: 1, b: 2 }, { b: 2, a: 1 }), false);
+    assert.equal(sameJson({ a: 1, gone: undefined }, { a: 1 }), true);
+    assert.equal(sameJson([1, undefined], [1, null]), true);
+    assert.equal(sameJson({ p: { q: [1, { r: 's' }] } }, { p: { q: [1, { r: 't' }] } }), false);
   });
 });
