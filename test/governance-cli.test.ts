@@ -2,53 +2,20 @@
 // catalogue, drafts a plan, edits one type, sets it in enforce, sees the next wrong event refused with a
 // pointer to the field and listed by `inlet plan violations`. The CLI opens the same database as the
 // running app, as it would beside a server.
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { FastifyInstance } from 'fastify';
-import { runCli } from '../src/cli/main.js';
-import { buildApp } from '../src/http/app.js';
-import type { Services } from '../src/services.js';
-import { adminHeaders, bearer, createTestServices, problemOf, reusableDatabase, type TestDatabase } from './helpers.js';
+import { adminHeaders, bearer, problemOf } from './helpers.js';
+import { cliBesideApp } from './support/cli.js';
 
-let database: TestDatabase;
-let env: Record<string, string>;
-let services: Services;
-let app: FastifyInstance;
-let dir: string;
-
-before(async () => {
-  database = reusableDatabase();
-  await database.prepare?.();
-  const url =
-    database.postgresSchema === undefined
-      ? database.databaseUrl
-      : `${database.databaseUrl}${database.databaseUrl.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c search_path=${database.postgresSchema}`)}`;
-  env = { INLET_DATABASE_URL: url, INLET_LOG_LEVEL: 'silent' };
-  ({ services } = await createTestServices({ trackingPlanRefreshMs: 50 }, database));
-  app = await buildApp(services, { logger: false });
-  dir = mkdtempSync(join(tmpdir(), 'inlet-plan-'));
-});
-after(async () => {
-  await app.close();
-  await services.close();
-  await database.drop();
-  rmSync(dir, { recursive: true, force: true });
-});
-
-async function cli(...argv: string[]) {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await runCli(argv, { out: (l) => out.push(l), err: (l) => err.push(l) }, env);
-  return { code, out: out.join('\n'), err: err.join('\n') };
-}
+const beside = cliBesideApp({ trackingPlanRefreshMs: 50 });
+const cli = beside.cli;
 
 describe('catalogue and plan through the CLI', () => {
   it('list → draft → edit one type → set in enforce → the next wrong event is refused with a pointer and listed', async () => {
     const productId = (
-      await app.inject({
+      await beside.app().inject({
         method: 'POST',
         url: '/admin/v1/products',
         headers: adminHeaders(),
@@ -56,7 +23,7 @@ describe('catalogue and plan through the CLI', () => {
       })
     ).json().data.id as string;
     const key = (
-      await app.inject({
+      await beside.app().inject({
         method: 'POST',
         url: `/admin/v1/products/${productId}/keys`,
         headers: adminHeaders(),
@@ -69,11 +36,14 @@ describe('catalogue and plan through the CLI', () => {
       { event: 'signup.started', properties: { referrer: 'ad' } },
     ].map((e) => ({ ...e, subject_type: 'user', subject_id: 'u1' }));
     assert.equal(
-      (await app.inject({ method: 'POST', url: '/api/v2/events/batch', headers: bearer(key), payload: { events } }))
-        .statusCode,
+      (
+        await beside
+          .app()
+          .inject({ method: 'POST', url: '/api/v2/events/batch', headers: bearer(key), payload: { events } })
+      ).statusCode,
       200,
     );
-    const segment = await app.inject({
+    const segment = await beside.app().inject({
       method: 'POST',
       url: '/v1/track',
       headers: { authorization: `Basic ${Buffer.from(`${key}:`).toString('base64')}` },
@@ -81,7 +51,7 @@ describe('catalogue and plan through the CLI', () => {
     });
     assert.equal(segment.statusCode, 200);
     // The server writes its counts every INLET_CATALOG_FLUSH_MS; here at once.
-    await services.governance.catalog.flush();
+    await beside.services().governance.catalog.flush();
 
     const list = await cli('catalog', 'list', '--product', productId, '--sort', 'name');
     assert.equal(list.code, 0, list.err);
@@ -99,7 +69,7 @@ describe('catalogue and plan through the CLI', () => {
     assert.deepEqual(plan.events.order_completed.properties.properties.amount, { type: 'integer' });
     plan.events.order_completed.properties.properties.amount = { type: 'number', minimum: 0 };
     plan.events.order_completed.properties.properties.plan = { type: 'string', enum: ['free', 'pro'] };
-    const file = join(dir, 'plan.json');
+    const file = join(beside.dir(), 'plan.json');
     writeFileSync(file, JSON.stringify(plan, null, 2));
     const set = await cli('plan', 'set', '--product', productId, file, '--mode', 'enforce');
     assert.equal(set.code, 0, set.err);
@@ -109,7 +79,7 @@ describe('catalogue and plan through the CLI', () => {
 
     // The running app picks up the version stored by the CLI within its refresh time.
     const wrong = () =>
-      app.inject({
+      beside.app().inject({
         method: 'POST',
         url: '/api/v2/events',
         headers: bearer(key),
@@ -129,7 +99,7 @@ describe('catalogue and plan through the CLI', () => {
     const problem = problemOf(res);
     assert.equal(problem.code, 'tracking_plan_violation');
     assert.deepEqual([...new Set(problem.errors!.map((e) => e.pointer))], ['/properties/plan']);
-    const right = await app.inject({
+    const right = await beside.app().inject({
       method: 'POST',
       url: '/api/v2/events',
       headers: bearer(key),
@@ -142,7 +112,7 @@ describe('catalogue and plan through the CLI', () => {
     });
     assert.equal(right.statusCode, 201, right.body);
 
-    await services.governance.plans.flush();
+    await beside.services().governance.plans.flush();
     const violations = await cli('plan', 'violations', '--product', productId);
     assert.equal(violations.code, 0, violations.err);
     assert.match(violations.out, /rejected\s+tracking_plan_violation\s+order_completed\s+1\s+\/api\/v2\/events/);
@@ -151,14 +121,14 @@ describe('catalogue and plan through the CLI', () => {
 
   it('an invalid plan file is refused with pointers into it; usage errors exit 2', async () => {
     const productId = (
-      await app.inject({
+      await beside.app().inject({
         method: 'POST',
         url: '/admin/v1/products',
         headers: adminHeaders(),
         payload: { name: 'bad plan' },
       })
     ).json().data.id as string;
-    const file = join(dir, 'bad.json');
+    const file = join(beside.dir(), 'bad.json');
     writeFileSync(file, JSON.stringify({ mode: 'warn', events: { a_b: { properties: { type: 'strin' } } } }));
     const bad = await cli('plan', 'set', '--product', productId, file);
     assert.equal(bad.code, 1);

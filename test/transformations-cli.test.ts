@@ -1,56 +1,25 @@
 // `inlet transformation set|get|versions|test` against the database a running app uses: a version set through the
 // CLI applies to the app's next events within INLET_TRACKING_PLAN_REFRESH_MS; an invalid file prints each problem
 // with its pointer and exits 1; test prints results and stores nothing.
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { FastifyInstance } from 'fastify';
-import { runCli } from '../src/cli/main.js';
-import { buildApp } from '../src/http/app.js';
-import type { Services } from '../src/services.js';
-import { adminHeaders, bearer, createTestServices, reusableDatabase, type TestDatabase } from './helpers.js';
+import { adminHeaders, bearer } from './helpers.js';
+import { cliBesideApp } from './support/cli.js';
 
-let database: TestDatabase;
-let env: Record<string, string>;
-let services: Services;
-let app: FastifyInstance;
-let dir: string;
-
-before(async () => {
-  database = reusableDatabase();
-  await database.prepare?.();
-  const url =
-    database.postgresSchema === undefined
-      ? database.databaseUrl
-      : `${database.databaseUrl}${database.databaseUrl.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c search_path=${database.postgresSchema}`)}`;
-  env = { INLET_DATABASE_URL: url, INLET_LOG_LEVEL: 'silent' };
-  ({ services } = await createTestServices({ trackingPlanRefreshMs: 50 }, database));
-  app = await buildApp(services, { logger: false });
-  dir = mkdtempSync(join(tmpdir(), 'inlet-tf-cli-'));
-});
-after(async () => {
-  await app.close();
-  await services.close();
-  await database.drop();
-  rmSync(dir, { recursive: true, force: true });
-});
-
-async function cli(...argv: string[]) {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await runCli(argv, { out: (l) => out.push(l), err: (l) => err.push(l) }, env);
-  return { code, out: out.join('\n'), err: err.join('\n') };
-}
+const beside = cliBesideApp({ trackingPlanRefreshMs: 50 });
+const cli = beside.cli;
 
 describe('inlet transformation', () => {
   it('set → the app applies it; get, versions; an invalid file exits 1 with pointers; test stores nothing', async () => {
     const productId = (
-      await app.inject({ method: 'POST', url: '/admin/v1/products', headers: adminHeaders(), payload: { name: 'cli' } })
+      await beside
+        .app()
+        .inject({ method: 'POST', url: '/admin/v1/products', headers: adminHeaders(), payload: { name: 'cli' } })
     ).json().data.id as string;
     const key = (
-      await app.inject({
+      await beside.app().inject({
         method: 'POST',
         url: `/admin/v1/products/${productId}/keys`,
         headers: adminHeaders(),
@@ -58,7 +27,7 @@ describe('inlet transformation', () => {
       })
     ).json().data.key as string;
     const send = () =>
-      app.inject({
+      beside.app().inject({
         method: 'POST',
         url: '/api/v2/events',
         headers: bearer(key),
@@ -67,7 +36,7 @@ describe('inlet transformation', () => {
     // The app has seen the product (no transformation) before the CLI sets one.
     assert.deepEqual((await send()).json().data.properties, { email: 'x@example.com' });
 
-    const file = join(dir, 'steps.json');
+    const file = join(beside.dir(), 'steps.json');
     writeFileSync(file, JSON.stringify({ steps: [{ kind: 'mask', paths: ['properties.email'], with: 'redact' }] }));
     const set = await cli('transformation', 'set', '--product', productId, file);
     assert.equal(set.code, 0, set.err);
@@ -90,7 +59,7 @@ describe('inlet transformation', () => {
     assert.equal(invalid.code, 1);
     assert.match(invalid.err, /\/steps\/0\/paths\/0: "source" may not be changed/);
 
-    const testFile = join(dir, 'test.json');
+    const testFile = join(beside.dir(), 'test.json');
     writeFileSync(
       testFile,
       JSON.stringify({ items: [{ event: 'c.d', subject_type: 'user', subject_id: 'u2', properties: { email: 'y' } }] }),
@@ -100,7 +69,9 @@ describe('inlet transformation', () => {
     const [result] = JSON.parse(tested.out);
     assert.equal(result.output.properties.email, '[redacted]');
     const stored = (
-      await app.inject({ method: 'GET', url: `/admin/v1/products/${productId}/events`, headers: adminHeaders() })
+      await beside
+        .app()
+        .inject({ method: 'GET', url: `/admin/v1/products/${productId}/events`, headers: adminHeaders() })
     ).json().data;
     assert.equal(stored.length, 3, 'the three events sent; the test stored nothing');
   });

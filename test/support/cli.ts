@@ -2,7 +2,14 @@
 // machine: same database, found through the environment only (the CLI reads nothing else), so on
 // PostgreSQL the test schema travels in the URL as libpq's `options=-c search_path=…`.
 import { after, before } from 'node:test';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
 import { runCli } from '../../src/cli/main.js';
+import { buildApp } from '../../src/http/app.js';
+import type { Config } from '../../src/config.js';
+import type { Services } from '../../src/services.js';
 import { createTestServices, reusableDatabase, type TestDatabase } from '../helpers.js';
 
 export type CliEnv = Record<string, string>;
@@ -63,4 +70,43 @@ export function cliTestDatabase(): { cli(...argv: string[]): Promise<CliResult>;
     return opened;
   };
   return { cli: (...argv) => inlet(current().env, ...argv), database: () => current().database };
+}
+
+/**
+ * For a test file that runs the CLI beside a running app on the same database, as an operator does beside a
+ * server: the app (its services built with `overrides`), `cli(…argv)` against its database, and a temporary
+ * folder for the files the commands read, all opened in `before` and closed in `after` (hooks registered here).
+ */
+export function cliBesideApp(overrides: Partial<Config> = {}): {
+  app(): FastifyInstance;
+  services(): Services;
+  dir(): string;
+  cli(...argv: string[]): Promise<CliResult>;
+} {
+  let opened:
+    { database: TestDatabase; env: CliEnv; services: Services; app: FastifyInstance; dir: string } | undefined;
+  before(async () => {
+    const database = reusableDatabase();
+    await database.prepare?.();
+    const { services } = await createTestServices(overrides, database);
+    const app = await buildApp(services, { logger: false });
+    opened = { database, env: cliEnv(database), services, app, dir: mkdtempSync(join(tmpdir(), 'inlet-cli-')) };
+  });
+  after(async () => {
+    if (opened === undefined) return;
+    await opened.app.close();
+    await opened.services.close();
+    await opened.database.drop();
+    rmSync(opened.dir, { recursive: true, force: true });
+  });
+  const current = () => {
+    if (opened === undefined) throw new Error('the app beside the CLI is opened in before()');
+    return opened;
+  };
+  return {
+    app: () => current().app,
+    services: () => current().services,
+    dir: () => current().dir,
+    cli: (...argv) => inlet(current().env, ...argv),
+  };
 }
