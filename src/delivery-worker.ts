@@ -8,14 +8,13 @@
 import { readlinkSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
 import type { DeliverySettings } from './delivery.js';
-import { destinationMessage } from './resources/destination-messages.js';
 import { openStorage } from './storage/connect.js';
 import type { DeliveryMetrics } from './services/destinations/metrics.js';
 import { createDestinationService } from './services/destinations/service.js';
 import type { MetricReport, ToWorker, WorkerData } from './services/destinations/worker.js';
 import { createMetrics } from './services/metrics.js';
 import { createOutboundGuard } from './services/outbound-guard.js';
-import { createTransformRuntime, destinationTransformOptions } from './transform-runtime.js';
+import { createTransformRuntime, destinationServiceOptions } from './transform-runtime.js';
 
 /** PostgreSQL connections of the worker's pool: a read and a state write per destination at a time. */
 const WORKER_POOL_SIZE = 4;
@@ -72,19 +71,15 @@ await storage.capabilities.prepareDeliveryWorker();
 // Destinations' own transformations run here: the enrichment modules, and a sandbox thread of this worker's own.
 const runtime = await createTransformRuntime(config);
 const service = createDestinationService(storage.destinations, createMetrics({ defaultMetrics: false }), {
-  timeoutMs: config.destinationTimeoutMs,
-  disableAfterMs: config.destinationDisableAfterMs,
-  pollMs: config.destinationPollMs,
-  leaseMs: config.destinationLeaseMs,
-  logRetentionMs: config.destinationLogRetentionDays * 86_400_000,
-  warehouse: { maxTables: config.warehouseMaxTables, maxColumns: config.warehouseMaxColumns },
-  ...(config.fileDestinationsRoot === undefined ? {} : { fileRoot: config.fileDestinationsRoot }),
   // The SSRF guard applies here exactly as in the main thread: built from the same settings.
-  guard: createOutboundGuard({ allow: config.outboundAllow, allowPrivate: config.outboundAllowPrivate }),
-  format: destinationMessage,
+  ...destinationServiceOptions(
+    config,
+    storage,
+    runtime,
+    createOutboundGuard({ allow: config.outboundAllow, allowPrivate: config.outboundAllowPrivate }),
+  ),
   holder,
   deliveryMetrics: forward,
-  transformations: destinationTransformOptions(config, storage, runtime),
 });
 
 let stopping: Promise<void> | undefined;

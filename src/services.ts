@@ -13,7 +13,7 @@ import { createCatalogService, type CatalogService } from './services/catalog-se
 import { createTrackingPlanService, type TrackingPlanService } from './services/tracking-plan-service.js';
 import { createTransformationService, type TransformationService } from './services/transformations/service.js';
 import type { TransformRuntime } from './services/transformations/runtime.js';
-import { createTransformRuntime, destinationTransformOptions } from './transform-runtime.js';
+import { createTransformRuntime, destinationServiceOptions } from './transform-runtime.js';
 import { createMetrics, type Metrics } from './services/metrics.js';
 import { registerStorageMetrics } from './services/storage-metrics.js';
 import { createRateLimiter } from './services/rate-limiter-store.js';
@@ -25,7 +25,6 @@ import { DEFAULT_RETRY_POLICY } from './sync/provider.js';
 import { createOutboundGuard, type OutboundGuard } from './services/outbound-guard.js';
 import { createDestinationService, type DestinationService } from './services/destinations/service.js';
 import { createStatsService, type StatsService } from './services/stats-service.js';
-import { destinationMessage } from './resources/destination-messages.js';
 import { createErasureService, KeyChangedError, type ErasureService } from './services/erasure/service.js';
 import { createRetentionService, type RetentionService } from './services/retention-service.js';
 import { createCheckpointWatch, type CheckpointWatch } from './services/postgres-checkpoints.js';
@@ -236,16 +235,7 @@ function createDestinations(
   now: (() => number) | undefined,
 ) {
   return createDestinationService(storage.destinations, metrics, {
-    timeoutMs: config.destinationTimeoutMs,
-    disableAfterMs: config.destinationDisableAfterMs,
-    pollMs: config.destinationPollMs,
-    leaseMs: config.destinationLeaseMs,
-    logRetentionMs: config.destinationLogRetentionDays * 86_400_000,
-    warehouse: { maxTables: config.warehouseMaxTables, maxColumns: config.warehouseMaxColumns },
-    ...(config.fileDestinationsRoot === undefined ? {} : { fileRoot: config.fileDestinationsRoot }),
-    guard,
-    format: destinationMessage,
-    transformations: destinationTransformOptions(config, storage, runtime),
+    ...destinationServiceOptions(config, storage, runtime, guard),
     ...(now === undefined ? {} : { clock: { now } }),
   });
 }

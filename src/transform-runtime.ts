@@ -1,7 +1,8 @@
 // Composition root of what transformation steps run with (transformations.md §3–4): the enrichment modules and
 // the function sandbox, built from the settings. The main thread builds one for product transformations and
 // destinations' checks (src/services.ts); the delivery worker builds its own for the destinations' steps it
-// runs (src/delivery-worker.ts), its sandbox a thread of that worker.
+// runs (src/delivery-worker.ts), its sandbox a thread of that worker; both build their destination service with
+// the same settings (destinationServiceOptions).
 import { randomBytes } from 'node:crypto';
 import { ConfigError, type Config } from './config.js';
 import { cloneJson } from './domain/transform-paths.js';
@@ -15,6 +16,9 @@ import {
 import { sandboxCompiler, type TransformRuntime } from './services/transformations/runtime.js';
 import { createSandbox } from './services/transformations/sandbox.js';
 import type { DestinationTransformOptions } from './services/destinations/transformation.js';
+import type { DestinationServiceOptions } from './services/destinations/service.js';
+import type { OutboundGuard } from './services/outbound-guard.js';
+import { destinationMessage } from './resources/destination-messages.js';
 import type { Storage } from './storage/types.js';
 
 /**
@@ -72,5 +76,30 @@ export function destinationTransformOptions(
     runtime,
     geoip: config.geoipDatabase !== undefined,
     secret: (productId) => storage.transformations.secret(productId, () => randomBytes(32).toString('hex')),
+  };
+}
+
+/**
+ * The destination service's settings, the same in the server's process and in the delivery worker's thread: the
+ * config's timeouts, lease, limits and file root, the outbound guard, the message format and destinations' own
+ * transformations.
+ */
+export function destinationServiceOptions(
+  config: Config,
+  storage: Pick<Storage, 'transformations'>,
+  runtime: TransformRuntime,
+  guard: OutboundGuard,
+): DestinationServiceOptions {
+  return {
+    timeoutMs: config.destinationTimeoutMs,
+    disableAfterMs: config.destinationDisableAfterMs,
+    pollMs: config.destinationPollMs,
+    leaseMs: config.destinationLeaseMs,
+    logRetentionMs: config.destinationLogRetentionDays * 86_400_000,
+    warehouse: { maxTables: config.warehouseMaxTables, maxColumns: config.warehouseMaxColumns },
+    ...(config.fileDestinationsRoot === undefined ? {} : { fileRoot: config.fileDestinationsRoot }),
+    guard,
+    format: destinationMessage,
+    transformations: destinationTransformOptions(config, storage, runtime),
   };
 }
