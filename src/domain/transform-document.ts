@@ -6,28 +6,60 @@ import type { TransformDocument } from './transform-types.js';
 
 const SEGMENT_TYPES: ReadonlySet<string> = new Set(['track', 'page', 'screen', 'identify', 'group', 'alias']);
 
+/** What a document is made from: an item's draft at ingest, or a stored event for a destination's own steps. */
+export interface DocumentParts {
+  canonicalName: string;
+  eventType: string;
+  action: string;
+  subjectType: string;
+  subjectId: string;
+  occurredAt: string;
+  source: string;
+  properties: Record<string, unknown>;
+  context: Record<string, unknown> | null | undefined;
+  /** A Segment item's call is its `original.type`; anything else is a native `event`. */
+  original: Record<string, unknown> | null | undefined;
+}
+
 /** The call a Segment item was (kept in its `original.type`), or `event` for a native event. */
-function typeOf(draft: EventDraft): TransformDocument['type'] {
-  const type = draft.original?.type;
+function typeOf(original: Record<string, unknown> | null | undefined): TransformDocument['type'] {
+  const type = original?.type;
   return typeof type === 'string' && SEGMENT_TYPES.has(type) ? (type as TransformDocument['type']) : 'event';
 }
 
-export function documentOf(draft: EventDraft, source: string): TransformDocument {
-  const type = typeOf(draft);
+/** The document steps see (transformations.md §2): identify and group items have traits, the others properties. */
+export function documentFrom(parts: DocumentParts): TransformDocument {
+  const type = typeOf(parts.original);
   const hasTraits = type === 'identify' || type === 'group';
   return {
     type,
-    event: draft.name.canonicalName,
-    event_type: draft.name.eventType,
-    action: draft.name.action,
-    subject_type: draft.subjectType,
-    subject_id: draft.subjectId,
-    occurred_at: draft.occurredAt,
-    properties: hasTraits ? {} : draft.properties,
-    ...(hasTraits ? { traits: draft.properties } : {}),
-    context: draft.context ?? {},
-    source,
+    event: parts.canonicalName,
+    event_type: parts.eventType,
+    action: parts.action,
+    subject_type: parts.subjectType,
+    subject_id: parts.subjectId,
+    occurred_at: parts.occurredAt,
+    properties: hasTraits ? {} : parts.properties,
+    ...(hasTraits ? { traits: parts.properties } : {}),
+    context: parts.context ?? {},
+    source: parts.source,
   };
+}
+
+export function documentOf(draft: EventDraft, source: string): TransformDocument {
+  const { name } = draft;
+  return documentFrom({
+    canonicalName: name.canonicalName,
+    eventType: name.eventType,
+    action: name.action,
+    subjectType: draft.subjectType,
+    subjectId: draft.subjectId,
+    occurredAt: draft.occurredAt,
+    source,
+    properties: draft.properties,
+    context: draft.context,
+    original: draft.original,
+  });
 }
 
 /** The draft of a transformed document: the name split again when it changed, objects serialised again. */

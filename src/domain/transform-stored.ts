@@ -1,50 +1,9 @@
 // A destination's transformation (transformations.md §1) works on stored messages, not drafts: an event as it
-// was stored is turned back into the document steps see (§2), and a kept document into the event that
-// destination receives. Identity messages (user.identified, user.merged) carry a user whose traits the steps
+// was stored is turned back into the document steps see (§2) by transform-document.ts's documentFrom, the same
+// as at ingest, and a kept document into the event that destination receives here. Identity messages (user.identified, user.merged) carry a user whose traits the steps
 // see as an identify document; the rest of the message (ids, aliases, times) is not theirs to change.
 import { REDACTED } from './transform-engine.js';
 import type { TransformDocument } from './transform-types.js';
-
-const SEGMENT_TYPES: ReadonlySet<string> = new Set(['track', 'page', 'screen', 'identify', 'group', 'alias']);
-
-/** What of a stored event the document is made from (its JSON values parsed). */
-export interface StoredEventParts {
-  canonicalName: string;
-  eventType: string;
-  action: string;
-  subjectType: string;
-  subjectId: string;
-  occurredAt: string;
-  source: string;
-  properties: Record<string, unknown>;
-  context: Record<string, unknown> | null;
-  original: Record<string, unknown> | null;
-}
-
-/** The call a Segment item was (its `original.type`), or `event` for a native event. */
-function typeOf(original: Record<string, unknown> | null): TransformDocument['type'] {
-  const type = original?.type;
-  return typeof type === 'string' && SEGMENT_TYPES.has(type) ? (type as TransformDocument['type']) : 'event';
-}
-
-/** The document of a stored event: the same as the one its item was at ingest, made from what was stored. */
-export function documentOfStored(event: StoredEventParts): TransformDocument {
-  const type = typeOf(event.original);
-  const hasTraits = type === 'identify' || type === 'group';
-  return {
-    type,
-    event: event.canonicalName,
-    event_type: event.eventType,
-    action: event.action,
-    subject_type: event.subjectType,
-    subject_id: event.subjectId,
-    occurred_at: event.occurredAt,
-    properties: hasTraits ? {} : event.properties,
-    ...(hasTraits ? { traits: event.properties } : {}),
-    context: event.context ?? {},
-    source: event.source,
-  };
-}
 
 /** What of a stored event a kept document changes: its name, subject, time, properties and context. */
 export interface TransformedEventParts {

@@ -3,15 +3,10 @@
 // identifiers follow the traits of their names, so a value masked in the traits never reaches it as an identifier.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import {
-  documentOfStored,
-  documentOfUser,
-  eventPartsOf,
-  userAfter,
-  type StoredEventParts,
-} from '../../src/domain/transform-stored.js';
+import { documentOfUser, eventPartsOf, userAfter } from '../../src/domain/transform-stored.js';
+import { documentFrom, type DocumentParts } from '../../src/domain/transform-document.js';
 
-const stored: StoredEventParts = {
+const stored: DocumentParts = {
   canonicalName: 'user_identified',
   eventType: 'user',
   action: 'identified',
@@ -26,7 +21,7 @@ const stored: StoredEventParts = {
 
 describe('transform-stored', () => {
   it('a stored Segment identify is an identify document: its properties are the traits; no context is {}', () => {
-    const document = documentOfStored(stored);
+    const document = documentFrom(stored);
     assert.equal(document.type, 'identify');
     assert.deepEqual(document.traits, { email: 'a@x.io' });
     assert.deepEqual(document.properties, {});
@@ -35,7 +30,7 @@ describe('transform-stored', () => {
   });
 
   it('a native event is an `event` document; back to an event, an empty context stays null unless it had one', () => {
-    const document = documentOfStored({ ...stored, original: null, properties: { n: 1 } });
+    const document = documentFrom({ ...stored, original: null, properties: { n: 1 } });
     assert.equal(document.type, 'event');
     assert.deepEqual(document.properties, { n: 1 });
     assert.equal(eventPartsOf(document, false).context, null);

@@ -4,7 +4,7 @@
 // receives. A dropped message, and one whose step fails with `on_error: "reject"`, is not sent to it: the cursor
 // passes it like a message the filter does not want, and a failure is counted and shown on the destination
 // (its warnings). Identity messages: `user.identified` and `user.merged` go through the steps as an identify
-// document of their user's traits (domain/transform-stored.ts); `user.erased` always passes unchanged, since no
+// document of their user's traits (domain/transform-document.ts, domain/transform-stored.ts); `user.erased` always passes unchanged, since no
 // destination may be kept from an erasure notice.
 // Steps are prepared (validated, functions compiled in the sandbox) once per destination and version of its
 // steps, not per message; a function step gets a cycle's messages in one call.
@@ -16,13 +16,8 @@ import {
   type RunContext,
   type TransformResult,
 } from '../../domain/transform-engine.js';
-import {
-  documentOfStored,
-  documentOfUser,
-  eventPartsOf,
-  userAfter,
-  type StoredEventParts,
-} from '../../domain/transform-stored.js';
+import { documentOfUser, eventPartsOf, userAfter } from '../../domain/transform-stored.js';
+import { documentFrom, type DocumentParts } from '../../domain/transform-document.js';
 import type { Step, StepKind, TransformDocument } from '../../domain/transform-types.js';
 import type {
   DestinationRecord,
@@ -80,7 +75,7 @@ function parsed(text: string | null | undefined): Record<string, unknown> | null
 }
 
 /** An event's JSON values, whether it was read with them as text (deliveries) or parsed. */
-function partsOf(event: EventRecord): StoredEventParts {
+function partsOf(event: EventRecord): DocumentParts {
   const text = event.jsonText;
   return {
     canonicalName: event.canonicalName,
@@ -130,7 +125,7 @@ function userOf(message: IdentityMessage): UserRecord | undefined {
 
 /** One message as a document for the steps, or undefined when it passes unchanged (an erasure notice). */
 function documentOf(message: StoredMessage): TransformDocument | undefined {
-  if (message.kind === 'event') return documentOfStored(partsOf(message.event));
+  if (message.kind === 'event') return documentFrom(partsOf(message.event));
   const user = userOf(message);
   if (user === undefined) return undefined;
   return documentOfUser(message.type as 'user.identified' | 'user.merged', user, message.createdAt);
