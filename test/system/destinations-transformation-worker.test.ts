@@ -7,6 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { startDelivery } from '../../src/delivery.js';
 import type { DestinationWorker, WorkerLog } from '../../src/services/destinations/worker.js';
 import { adminHeaders, bearer, createTestApp, type TestContext } from '../helpers.js';
+import { until } from './support/instances.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../fakes/webhook-receiver.js';
 
 let ctx: TestContext;
@@ -21,14 +22,6 @@ after(async () => {
   await receiver.close();
   await ctx.close();
 });
-
-async function until(check: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 const CODE = `function transform(event, meta) {
   if (event.properties.loop) for (;;) {}

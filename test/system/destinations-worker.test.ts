@@ -8,6 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { startDelivery } from '../../src/delivery.js';
 import type { DestinationWorker, WorkerLog } from '../../src/services/destinations/worker.js';
 import { adminHeaders, bearer, createTestApp, type TestContext } from '../helpers.js';
+import { until } from './support/instances.js';
 import { cliEnv, inlet } from '../support/cli.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../fakes/webhook-receiver.js';
 
@@ -48,14 +49,6 @@ async function send(key: string, n: number, prefix: string): Promise<string[]> {
     uuids.push(res.json().data.uuid as string);
   }
   return uuids;
-}
-
-async function until(check: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
 }
 
 const evtId = (uuid: string) => `evt_${uuid.replace(/-/g, '')}`;
