@@ -5,7 +5,6 @@
 // of both variants, delivered messages/s, the lag sampled every second during the load (does it grow?),
 // how long the backlog took to drain after the load, and whether every stored event reached both
 // destinations. See bench/README.md ("Destinations").
-import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { availableParallelism, cpus, loadavg } from 'node:os';
@@ -16,7 +15,15 @@ import { connect } from '@nats-io/transport-node';
 import { adminClient, parseDatabase, SERVER_NODE_FLAG } from './args.js';
 import { postgresDatabase, sqliteDatabase, tempDirectory } from './database.js';
 import { runLoad, stopLoad, type LoadResult } from './load.js';
-import { cpuSeconds, freePort, installExitHandlers, onCleanup, startChild, waitUntilReady } from './processes.js';
+import {
+  cpuSeconds,
+  freePort,
+  installExitHandlers,
+  onCleanup,
+  startChild,
+  waitUntilReady,
+  buildServer,
+} from './processes.js';
 import { ExternalIds, batchJson } from './workload.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
@@ -235,12 +242,7 @@ export async function destinationsMain(argv: string[]): Promise<number> {
   const commandLine = `npm run bench --${argv.map((a) => ` ${a}`).join('')}`;
   process.stdout.write(`${commandLine}\n`);
   if (args.build) {
-    const result = spawnSync(
-      process.execPath,
-      [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')],
-      { stdio: 'inherit' },
-    );
-    if (result.status !== 0) throw new Error('npm run build failed');
+    buildServer();
   }
   const loadBefore = loadavg()[0]!;
   const dir = tempDirectory();

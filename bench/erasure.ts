@@ -15,7 +15,6 @@
 // The prefill goes straight into the database file on a second connection (no fsync, big page cache, the
 // secondary indexes dropped and rebuilt after: bench/database.ts) while the server is idle: set-up, not the
 // thing measured. 10 M events: `npm run bench:erasure -- --events 10000000 --person 100000`.
-import { spawnSync } from 'node:child_process';
 import { closeSync, copyFileSync, existsSync, fsyncSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { availableParallelism, loadavg } from 'node:os';
@@ -24,7 +23,15 @@ import { parseArgs } from 'node:util';
 import { uuidv7 } from '../src/domain/ids.js';
 import { adminClient, parseDatabase, SERVER_NODE_FLAG } from './args.js';
 import { runLoad, stopLoad, type LoadResult } from './load.js';
-import { cleanUp, freePort, installExitHandlers, onCleanup, startChild, waitUntilReady } from './processes.js';
+import {
+  cleanUp,
+  freePort,
+  installExitHandlers,
+  onCleanup,
+  startChild,
+  waitUntilReady,
+  buildServer,
+} from './processes.js';
 import { fillSqliteEvents, postgresDatabase, tempDirectory } from './database.js';
 import { prefillPostgres } from './prefill.js';
 
@@ -126,12 +133,7 @@ async function main(): Promise<number> {
     .join('')}`;
   process.stdout.write(`${commandLine}\n`);
   if (!values['no-build']) {
-    const result = spawnSync(
-      process.execPath,
-      [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')],
-      { stdio: 'inherit' },
-    );
-    if (result.status !== 0) throw new Error('npm run build failed');
+    buildServer();
   }
   const dir = tempDirectory();
   const file = join(dir, 'inlet.db');

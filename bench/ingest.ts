@@ -1,6 +1,5 @@
 // `npm run bench`: the real server (a separate process, on a fresh database) against a bare
 // node:http server and a raw-insert baseline, loaded by autocannon on 127.0.0.1. See bench/README.md.
-import { spawnSync } from 'node:child_process';
 import BetterSqlite3 from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
@@ -20,6 +19,7 @@ import {
   onCleanup,
   startChild,
   waitUntilReady,
+  buildServer,
 } from './processes.js';
 import { formatTable, formatTargets, type Line, type TargetCheck } from './report.js';
 import { formatBreakdowns, monotonicMicros, stageBreakdowns, type StageWindow } from './stages.js';
@@ -49,15 +49,6 @@ interface ScenarioFigures {
   /** Not run for segment: that scenario is compared with the native batch. */
   bare: Measured | undefined;
   eventsPerRequest: number;
-}
-
-function build(): void {
-  const result = spawnSync(
-    process.execPath,
-    [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')],
-    { stdio: 'inherit' },
-  );
-  if (result.status !== 0) throw new Error('npm run build failed');
 }
 
 async function adminPost(base: string, token: string, path: string, body: unknown): Promise<Record<string, string>> {
@@ -334,7 +325,7 @@ async function main(): Promise<number> {
     .map((a) => ` ${a}`)
     .join('')}`;
   process.stdout.write(`${commandLine}\n`);
-  if (args.build) build();
+  if (args.build) buildServer();
 
   const loadBefore = loadavg()[0]!;
   const dir = tempDirectory();

@@ -1,8 +1,9 @@
 // Child processes and clean-up: every server the bench starts is registered here and stopped at the
 // end, on error, on Ctrl-C and on the overall time limit.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { join } from 'node:path';
 
 type Cleanup = () => Promise<void> | void;
 const cleanups: Cleanup[] = [];
@@ -194,4 +195,16 @@ export function postgresCpuMeter(database: string): { stop(): number } {
       return total;
     },
   };
+}
+
+/** Compiles the server into dist/ (tsc with tsconfig.build.json), as `npm run build` does for it; a bench runs
+ *  dist/main.js, so this comes first unless it was given --no-build. */
+export function buildServer(): void {
+  const root = new URL('..', import.meta.url).pathname;
+  const result = spawnSync(
+    process.execPath,
+    [join(root, 'node_modules/typescript/bin/tsc'), '-p', join(root, 'tsconfig.build.json')],
+    { stdio: 'inherit' },
+  );
+  if (result.status !== 0) throw new Error('the build (tsc -p tsconfig.build.json) failed');
 }

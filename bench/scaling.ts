@@ -22,6 +22,7 @@ import {
   startChild,
   waitUntilReady,
   type Child,
+  buildServer,
 } from './processes.js';
 import { externalIdMaker, workloadBatchJson } from './workload.js';
 
@@ -243,12 +244,7 @@ export async function scalingMain(argv: string[]): Promise<number> {
   installExitHandlers(args.instances.length * (args.durationSeconds + args.warmupSeconds + 60) + 300);
   const uptime = spawnSync('uptime', { encoding: 'utf8' }).stdout.trim();
   if (args.build) {
-    const result = spawnSync(
-      process.execPath,
-      [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')],
-      { stdio: 'inherit' },
-    );
-    if (result.status !== 0) throw new Error('build failed');
+    buildServer();
   }
   const dir = tempDirectory();
   const database = await postgresDatabase(args.serverUrl);

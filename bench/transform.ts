@@ -7,7 +7,6 @@
 // ≥ 0.6× of the run without, by events/s and by server CPU per event (the steadier on a shared machine).
 // Usage: npm run bench:transform -- [--seconds 5] [--rounds 3] [--connections 16] [--database postgres://…]
 //        [--variants none,declarative,function] [--no-build] [--cpu-prof <dir>: the server's CPU profile]
-import { spawnSync } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
@@ -15,7 +14,15 @@ import { parseArgs } from 'node:util';
 import { adminClient, parseDatabase, SERVER_NODE_FLAG } from './args.js';
 import { postgresDatabase, sqliteDatabase, tempDirectory } from './database.js';
 import { runLoad, stopLoad } from './load.js';
-import { cpuSeconds, freePort, installExitHandlers, onCleanup, startChild, waitUntilReady } from './processes.js';
+import {
+  cpuSeconds,
+  freePort,
+  installExitHandlers,
+  onCleanup,
+  startChild,
+  waitUntilReady,
+  buildServer,
+} from './processes.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 
@@ -167,15 +174,7 @@ async function main(): Promise<void> {
   installExitHandlers(ROUNDS * VARIANTS.length * (SECONDS + WARMUP_SECONDS + 30) + 120);
   onCleanup(stopLoad);
   if (values['no-build'] !== true) {
-    const built = spawnSync(
-      process.execPath,
-      [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'],
-      {
-        stdio: 'inherit',
-        cwd: ROOT,
-      },
-    );
-    if (built.status !== 0) throw new Error('build failed');
+    buildServer();
   }
   const dir = tempDirectory();
   const storeUrl = parseDatabase(values.database ?? 'sqlite');

@@ -6,7 +6,6 @@
 // 3. every stored event is in the warehouse once;
 // 4. the same half load with a Parquet destination (max_wait_ms 2000): how old the newest event in the files
 //    is, sampled every second with DuckDB (files within max_wait_ms?). See bench/README.md ("Warehouses").
-import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
@@ -16,7 +15,7 @@ import pg from 'pg';
 import { adminClient, parseDatabase, SERVER_NODE_FLAG } from './args.js';
 import { postgresDatabase, sqliteDatabase, tempDirectory } from './database.js';
 import { runLoad, stopLoad } from './load.js';
-import { freePort, installExitHandlers, onCleanup, startChild, waitUntilReady } from './processes.js';
+import { freePort, installExitHandlers, onCleanup, startChild, waitUntilReady, buildServer } from './processes.js';
 import { ExternalIds, batchJson } from './workload.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
@@ -56,15 +55,7 @@ async function main(): Promise<void> {
       .join('')}\n`,
   );
   if (values['no-build'] !== true) {
-    const built = spawnSync(
-      process.execPath,
-      [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'],
-      {
-        stdio: 'inherit',
-        cwd: ROOT,
-      },
-    );
-    if (built.status !== 0) throw new Error('build failed');
+    buildServer();
   }
   const dir = tempDirectory();
   const storeUrl = parseDatabase(values.database ?? 'sqlite');
