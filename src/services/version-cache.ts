@@ -18,8 +18,8 @@ export interface VersionSource<T> {
 
 interface Entry<T> {
   value: T | undefined;
-  /** When storage was last asked; 0 until the first answer. */
-  checkedAt: number;
+  /** When storage last answered; undefined until it first did. */
+  checkedAt: number | undefined;
   refreshing?: Promise<void>;
 }
 
@@ -36,10 +36,10 @@ export class VersionCache<T extends { version: number }> {
   get(productId: string): T | undefined | Promise<T | undefined> {
     let entry = this.entries.get(productId);
     if (entry === undefined) {
-      entry = { value: undefined, checkedAt: 0 };
+      entry = { value: undefined, checkedAt: undefined };
       this.entries.set(productId, entry);
     }
-    if (entry.checkedAt === 0) {
+    if (entry.checkedAt === undefined) {
       const cold = entry;
       return this.refresh(productId, cold).then(() => cold.value);
     }
