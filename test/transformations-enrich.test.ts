@@ -8,7 +8,8 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { bearer, createTestApp, problemOf, type TestContext, productAdmin } from './helpers.js';
+import { bearer, createTestApp, problemOf, type TestContext } from './helpers.js';
+import { transformedProduct } from './support/transformations.js';
 import { cityRecord, writeMmdb } from './support/mmdb-writer.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON answers, read field by field
@@ -42,23 +43,7 @@ after(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-async function newProduct(name: string) {
-  const product = await ctx.product(name);
-  const admin = productAdmin(ctx.app, product.id);
-  const put = async (steps: unknown[]) => {
-    const res = await admin('PUT', '/transformation', { steps });
-    assert.equal(res.statusCode, 200, res.body);
-    return res.json().data;
-  };
-  const batch = (events: unknown[]) =>
-    ctx.app.inject({
-      method: 'POST',
-      url: '/api/v2/events/batch',
-      headers: bearer(product.eventsKey),
-      payload: { events },
-    });
-  return { ...product, admin, put, batch };
-}
+const newProduct = (name: string) => transformedProduct(ctx, name);
 
 const event = (extra: Record<string, unknown> = {}) => ({
   event: 'page.viewed',

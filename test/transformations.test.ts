@@ -8,10 +8,8 @@ import assert from 'node:assert/strict';
 import { readFileSync, existsSync } from 'node:fs';
 import pg from 'pg';
 import { maskHash, REDACTED } from '../src/domain/transform-engine.js';
-import { bearer, createTestApp, dialect, postgresUrl, problemOf, type TestContext, productAdmin } from './helpers.js';
-
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON answers, read field by field
-type Row = Record<string, any>;
+import { bearer, createTestApp, dialect, postgresUrl, problemOf, type TestContext } from './helpers.js';
+import { transformedProduct } from './support/transformations.js';
 
 const basic = (k: string) => ({ authorization: `Basic ${Buffer.from(`${k}:`).toString('base64')}` });
 
@@ -21,21 +19,7 @@ before(async () => {
 });
 after(async () => ctx.close());
 
-async function newProduct(name: string) {
-  const product = await ctx.product(name);
-  const admin = productAdmin(ctx.app, product.id);
-  const put = async (steps: unknown[]) => {
-    const res = await admin('PUT', '/transformation', { steps });
-    assert.equal(res.statusCode, 200, res.body);
-    return res.json().data;
-  };
-  const events = async () => (await admin('GET', '/events?limit=100')).json().data as Array<Row>;
-  const rejections = async () => {
-    await ctx.services.rejections.flush();
-    return (await admin('GET', '/rejections')).json().data as Array<Row>;
-  };
-  return { ...product, admin, put, events, rejections };
-}
+const newProduct = (name: string) => transformedProduct(ctx, name);
 
 let seq = 0;
 const v2 = (key: string, body: Record<string, unknown>) =>
