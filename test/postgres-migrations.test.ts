@@ -86,6 +86,33 @@ describe('migrations under concurrency (PostgreSQL)', { skip }, () => {
   });
 });
 
+/**
+ * A schema migrated to just before `version`, filled by `fill` as the older release left it, then opened (and so
+ * migrated across `version`) as the new release opens it.
+ */
+async function upgradedAcross(
+  database: TestDatabase,
+  version: number,
+  fill: (before: OpenedStorage) => Promise<void>,
+): Promise<OpenedStorage> {
+  const before = await openStorage(database.databaseUrl, {
+    postgresSchema: database.postgresSchema!,
+    postgresPoolSize: 1,
+    migrate: false,
+  });
+  try {
+    await migrate(
+      before.db,
+      'postgres',
+      migrations.filter((m) => m.version < version),
+    );
+    await fill(before);
+  } finally {
+    await before.close();
+  }
+  return openStorage(database.databaseUrl, { postgresSchema: database.postgresSchema!, postgresPoolSize: 1 });
+}
+
 describe('migration 805: event JSON columns from jsonb to json (PostgreSQL)', { skip }, () => {
   let database: TestDatabase;
   let storage: OpenedStorage | undefined;
@@ -96,17 +123,7 @@ describe('migration 805: event JSON columns from jsonb to json (PostgreSQL)', { 
 
   it('events stored as jsonb before it read back with the same values', async () => {
     database = testDatabase();
-    const before = await openStorage(database.databaseUrl, {
-      postgresSchema: database.postgresSchema!,
-      postgresPoolSize: 1,
-      migrate: false,
-    });
-    try {
-      await migrate(
-        before.db,
-        'postgres',
-        migrations.filter((m) => m.version < 805),
-      );
+    storage = await upgradedAcross(database, 805, async (before) => {
       await before.products.create({ id: 'prd_m805', name: 'm805', createdAt: new Date().toISOString() });
       await sql`INSERT INTO events (id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id,
                                     occurred_at, received_at, properties, context, original)
@@ -114,12 +131,6 @@ describe('migration 805: event JSON columns from jsonb to json (PostgreSQL)', { 
                         now(), now(), '{"zeta": 1, "a": {"n": 1.50, "s": "é\\"x"}}'::jsonb, '{"ip": "127.0.0.1"}'::jsonb, '{"type": "track"}'::jsonb)`.execute(
         before.db,
       );
-    } finally {
-      await before.close();
-    }
-    storage = await openStorage(database.databaseUrl, {
-      postgresSchema: database.postgresSchema!,
-      postgresPoolSize: 1,
     });
     assert.deepEqual(
       storage.migration!.applied.map((m) => m.version).filter((v) => v === 805),
@@ -152,18 +163,8 @@ describe('migration 851: idempotency keys as a digest (PostgreSQL)', { skip }, (
 
   it('keys stored before it still make their retries duplicates; the digest tells sources apart', async () => {
     database = testDatabase();
-    const before = await openStorage(database.databaseUrl, {
-      postgresSchema: database.postgresSchema!,
-      postgresPoolSize: 1,
-      migrate: false,
-    });
     const old = eventRow('prd_m851', 'old-1', { source: 'segment' });
-    try {
-      await migrate(
-        before.db,
-        'postgres',
-        migrations.filter((m) => m.version < 851),
-      );
+    storage = await upgradedAcross(database, 851, async (before) => {
       await before.products.create({ id: 'prd_m851', name: 'm851', createdAt: new Date().toISOString() });
       // As the writer stored a key before 851: its text in the key's columns.
       await sql`INSERT INTO events (id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id,
@@ -174,12 +175,6 @@ describe('migration 851: idempotency keys as a digest (PostgreSQL)', { skip }, (
                 VALUES ('prd_m851', 'segment', 'old-1', ${old.id}::uuid, ${old.receivedAt}::timestamptz)`.execute(
         before.db,
       );
-    } finally {
-      await before.close();
-    }
-    storage = await openStorage(database.databaseUrl, {
-      postgresSchema: database.postgresSchema!,
-      postgresPoolSize: 1,
     });
     assert.ok(storage.migration!.applied.some((m) => m.version === 851));
     const columns = await sql<{ column_name: string }>`
