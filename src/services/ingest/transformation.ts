@@ -23,8 +23,8 @@ export function transformationRefusal(failure: { step: number; kind: StepKind; m
 
 /** Each item's run context: sampling by message id on an item without one uses its event id, assigned here. */
 function contextOf(
-  run: AcceptRun,
   item: AcceptItem,
+  meta: RunContext['meta'],
   prepared: PreparedTransformation,
   runtime: TransformRuntime,
   cpu: Map<StepKind, number>,
@@ -34,7 +34,7 @@ function contextOf(
     secret: prepared.secret,
     hashCache: prepared.hashCache,
     messageId: item.draft.externalId ?? item.eventId!,
-    meta: { product_id: run.auth.productId, key_id: run.auth.keyId, route: run.options.endpoint },
+    meta,
     enrichers: runtime.enrichers,
     functions: prepared.functions,
     cpu,
@@ -51,7 +51,9 @@ function runItems(
   cpu: Map<StepKind, number>,
 ): TransformResult[] | Promise<TransformResult[]> {
   const source = run.options.source ?? API_SOURCE;
-  const contexts = run.items.map((item) => contextOf(run, item, prepared, runtime, cpu));
+  // One meta for the request's items: functions see it frozen (the sandbox), and no step changes it.
+  const meta = { product_id: run.auth.productId, key_id: run.auth.keyId, route: run.options.endpoint };
+  const contexts = run.items.map((item) => contextOf(item, meta, prepared, runtime, cpu));
   const documents = run.items.map((item) => documentOf(item.draft, source));
   if (prepared.functions.every((fn) => fn === undefined))
     return documents.map((document, i) => applySteps(document, prepared.steps, contexts[i]!));
