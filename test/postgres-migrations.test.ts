@@ -86,6 +86,48 @@ describe('migrations under concurrency (PostgreSQL)', { skip }, () => {
   });
 });
 
+describe('the migration lock is per schema (PostgreSQL)', { skip }, () => {
+  it("an instance of one schema opens while another schema's migrator holds its lock; one of the same schema waits", async () => {
+    const held = testDatabase();
+    const other = testDatabase();
+    // The migrator of `held` as an older instance holding it mid-run: its session holds the schema's lock.
+    const holder = await openStorage(held.databaseUrl, { postgresSchema: held.postgresSchema!, migrate: false });
+    const opened: OpenedStorage[] = [];
+    try {
+      await holder.db.connection().execute(async (conn) => {
+        await sql`SELECT pg_advisory_lock(7243001, hashtext(${held.postgresSchema!}))`.execute(conn);
+        try {
+          const started = Date.now();
+          opened.push(
+            await openStorage(other.databaseUrl, { postgresSchema: other.postgresSchema!, postgresPoolSize: 1 }),
+          );
+          assert.ok(Date.now() - started < 20_000, 'the other schema did not wait for the lock');
+          let sameDone = false;
+          const same = openStorage(held.databaseUrl, {
+            postgresSchema: held.postgresSchema!,
+            postgresPoolSize: 1,
+          }).then((storage) => {
+            sameDone = true;
+            opened.push(storage);
+          });
+          await new Promise((resolve) => setTimeout(resolve, 500));
+          assert.equal(sameDone, false, 'an instance of the same schema waits for its migrator');
+          await sql`SELECT pg_advisory_unlock(7243001, hashtext(${held.postgresSchema!}))`.execute(conn);
+          await same;
+          assert.equal(sameDone, true);
+        } finally {
+          await sql`SELECT pg_advisory_unlock_all()`.execute(conn);
+        }
+      });
+    } finally {
+      await Promise.all(opened.map((storage) => storage.close()));
+      await holder.close();
+      await held.drop();
+      await other.drop();
+    }
+  });
+});
+
 /**
  * A schema migrated to just before `version`, filled by `fill` as the older release left it, then opened (and so
  * migrated across `version`) as the new release opens it.
