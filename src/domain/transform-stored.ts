@@ -3,20 +3,14 @@
 // as at ingest, and a kept document into the event that destination receives here. Identity messages (user.identified, user.merged) carry a user whose traits the steps
 // see as an identify document; the rest of the message (ids, aliases, times) is not theirs to change.
 import { REDACTED } from './transform-engine.js';
+import type { DocumentParts } from './transform-document.js';
 import type { TransformDocument } from './transform-types.js';
 
 /** What of a stored event a kept document changes: its name, subject, time, properties and context. */
-export interface TransformedEventParts {
-  canonicalName: string;
-  eventType: string;
-  action: string;
-  subjectType: string;
-  subjectId: string;
-  occurredAt: string;
-  properties: Record<string, unknown>;
+export type TransformedEventParts = Omit<DocumentParts, 'source' | 'original' | 'context'> & {
   /** null when the event had none and the steps added none. */
   context: Record<string, unknown> | null;
-}
+};
 
 export function eventPartsOf(document: TransformDocument, hadContext: boolean): TransformedEventParts {
   const empty = Object.keys(document.context).length === 0;
