@@ -281,4 +281,42 @@ describe('destination transformations', () => {
       [uuid],
     );
   });
+
+  it('a masked subject_id is the subject of the Segment item it sends, not beside the userId as received', async () => {
+    const own = await ctx.product('dest-transform-subject');
+    const receiver = await startWebhookReceiver();
+    try {
+      const created = await ctx.app.inject({
+        method: 'POST',
+        url: `/admin/v1/products/${own.id}/destinations`,
+        headers: adminHeaders(),
+        payload: {
+          type: 'webhook',
+          name: 'pseudonymous',
+          url: receiver.url,
+          transformation: { steps: [{ kind: 'mask', paths: ['subject_id'], with: 'hash' }] },
+        },
+      });
+      assert.equal(created.statusCode, 201, created.body);
+      receiver.secrets = [created.json().data.secret];
+      const marker = 'DESTSUBJECTMARKER';
+      const res = await ctx.app.inject({
+        method: 'POST',
+        url: '/v1/track',
+        headers: { authorization: `Basic ${Buffer.from(`${own.eventsKey}:`).toString('base64')}` },
+        payload: { event: 'Signed Up', userId: marker, anonymousId: 'anon-7', messageId: 'dest-subject-1' },
+      });
+      assert.equal(res.statusCode, 200, res.body);
+      await deliver();
+      const got = events(receiver);
+      assert.equal(got.length, 1);
+      const data = got[0]!.data as { subject_id: string; original: { userId: string; anonymousId: string } };
+      assert.match(data.subject_id, /^[0-9a-f]{64}$/);
+      assert.equal(data.original.userId, data.subject_id);
+      assert.equal(data.original.anonymousId, 'anon-7', 'only the subject is masked');
+      assert.equal(JSON.stringify(got).includes(marker), false, JSON.stringify(got));
+    } finally {
+      await receiver.close();
+    }
+  });
 });

@@ -2,6 +2,7 @@
 // becomes. The idempotency key, product and receive time are not in the document: no step can change them.
 import { splitV2Name, type SplitName } from './event-names.js';
 import type { EventDraft } from './events.js';
+import { segmentId } from './segment.js';
 import type { TransformDocument } from './transform-types.js';
 
 const SEGMENT_TYPES: ReadonlySet<string> = new Set(['track', 'page', 'screen', 'identify', 'group', 'alias']);
@@ -62,6 +63,28 @@ export function documentOf(draft: EventDraft, source: string): TransformDocument
   });
 }
 
+/** The field of a Segment item that named its subject: `groupId` for a group, else `userId`, else `anonymousId`. */
+function subjectField(original: Record<string, unknown>): string | undefined {
+  if (original.type === 'group') return 'groupId';
+  if (segmentId(original.userId) !== undefined) return 'userId';
+  return segmentId(original.anonymousId) !== undefined ? 'anonymousId' : undefined;
+}
+
+/**
+ * A Segment item's `original` with its subject as the steps left it: when they changed `subject_id` (a masked
+ * one, say), the field that carried it takes the new value, so the id as received is not kept beside its hash.
+ */
+export function originalAfter(
+  original: Record<string, unknown> | null | undefined,
+  before: string,
+  after: string,
+): Record<string, unknown> | null | undefined {
+  if (original == null || before === after) return original;
+  const field = subjectField(original);
+  if (field === undefined || segmentId(original[field]) !== before) return original;
+  return { ...original, [field]: after };
+}
+
 /** The draft of a transformed document: the name split again when it changed, objects serialised again. */
 export function draftOf(draft: EventDraft, document: TransformDocument): EventDraft {
   let name: SplitName = draft.name;
@@ -82,6 +105,7 @@ export function draftOf(draft: EventDraft, document: TransformDocument): EventDr
     occurredAt: document.occurred_at,
     properties,
     propertiesJson: JSON.stringify(properties),
+    original: originalAfter(draft.original, draft.subjectId, document.subject_id),
     context,
     contextJson: undefined,
   };

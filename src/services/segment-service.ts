@@ -182,6 +182,8 @@ async function performIdentity(
  * e-mail is no identifier; a hashed one is the hash.
  */
 function asStored(op: IdentityOperation, event: EventRecord): IdentityOperation {
+  // An alias links to the item's subject (its userId), as the steps left it: a masked userId links as its hash.
+  if (op.kind === 'alias') return op.to === event.subjectId ? op : { ...op, to: event.subjectId };
   if (op.kind !== 'identify') return op;
   const traits = event.properties;
   const email = traits.email;

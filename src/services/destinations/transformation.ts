@@ -17,7 +17,7 @@ import {
   type TransformResult,
 } from '../../domain/transform-engine.js';
 import { documentOfUser, eventPartsOf, userAfter } from '../../domain/transform-stored.js';
-import { documentFrom, type DocumentParts } from '../../domain/transform-document.js';
+import { documentFrom, originalAfter, type DocumentParts } from '../../domain/transform-document.js';
 import type { Step, StepKind, TransformDocument } from '../../domain/transform-types.js';
 import type {
   DestinationRecord,
@@ -106,11 +106,16 @@ function eventAfter(event: EventRecord, hadContext: boolean, document: Transform
   if (event.jsonText === undefined) {
     next.properties = parts.properties;
     next.context = parts.context;
+    next.original = originalAfter(event.original, event.subjectId, parts.subjectId) ?? null;
   } else {
+    const original = event.jsonText.original;
     next.jsonText = {
       properties: JSON.stringify(parts.properties),
       context: parts.context === null ? null : JSON.stringify(parts.context),
-      original: event.jsonText.original,
+      original:
+        original == null || event.subjectId === parts.subjectId
+          ? original
+          : JSON.stringify(originalAfter(parsed(original), event.subjectId, parts.subjectId)),
     };
   }
   return next;
