@@ -1,12 +1,12 @@
 // NATS JetStream destination (events-out §6, §7) against a nats-server of this test's own
 // (`nats-server -js -sd <tmp>` on a free port): subject templates, Nats-Msg-Id = the message id, the cursor
 // moved only after the publish acks; the server killed during delivery and started again → every message
-// is in the stream exactly once, in order.
+// is in the stream exactly once, in order; a destination's own transformation shapes what is published.
 import { strict as assert } from 'node:assert';
 import { after, before, describe, it } from 'node:test';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
-import { bearer, createTestApp, type TestContext } from '../helpers.js';
+import { adminHeaders, bearer, createTestApp, type TestContext } from '../helpers.js';
 import { startNatsServer, type TestNatsServer } from './support/nats-server.js';
 
 let ctx: TestContext;
@@ -126,6 +126,71 @@ describe('NATS JetStream destination', () => {
     await deliver();
     contents = await streamContents(await manager(), 'INLET');
     assert.equal(contents.length, 55);
+  });
+
+  it("publishes the destination's own transformed copy: masked, renamed (its subject too), dropped ones not at all", async () => {
+    const jsm = await manager();
+    await jsm.streams.add({ name: 'SHAPED', subjects: ['shaped.>'] });
+    const product = await ctx.product('nats-steps');
+    const created = await ctx.app.inject({
+      method: 'POST',
+      url: `/admin/v1/products/${product.id}/destinations`,
+      headers: adminHeaders(),
+      payload: {
+        type: 'nats',
+        name: 'shaped',
+        servers: [nats.url],
+        subject: 'shaped.{canonical_name}',
+        transformation: {
+          steps: [
+            { kind: 'drop', where: { '==': [{ var: 'properties.i' }, 1] } },
+            { kind: 'mask', paths: ['properties.email'], with: 'redact' },
+            { kind: 'rename_event', to: 'purchase.done', where: { '==': [{ var: 'properties.i' }, 2] } },
+          ],
+        },
+      },
+    });
+    assert.equal(created.statusCode, 201, created.body);
+    const uuids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const res = await ctx.app.inject({
+        method: 'POST',
+        url: '/api/v2/events',
+        headers: bearer(product.eventsKey),
+        payload: { subject_type: 'user', subject_id: 'u', event: 'order.placed', properties: { i, email: 'e@x.io' } },
+      });
+      assert.equal(res.statusCode, 201, res.body);
+      uuids.push(res.json().data.uuid as string);
+    }
+    await deliver();
+    const info = await jsm.streams.info('SHAPED');
+    const published: Array<{ subject: string; id: string; name: string; properties: unknown }> = [];
+    for (let seq = info.state.first_seq; seq <= info.state.last_seq; seq++) {
+      const message = await jsm.streams.getMessage('SHAPED', { seq });
+      const body = message!.json() as { data: { canonical_name: string; properties: unknown } };
+      published.push({
+        subject: message!.subject,
+        id: message!.header.get('Nats-Msg-Id'),
+        name: body.data.canonical_name,
+        properties: body.data.properties,
+      });
+    }
+    assert.deepEqual(published, [
+      {
+        subject: 'shaped.order_placed',
+        id: evtId(uuids[0]!),
+        name: 'order_placed',
+        properties: { i: 0, email: '[redacted]' },
+      },
+      {
+        subject: 'shaped.purchase_done',
+        id: evtId(uuids[2]!),
+        name: 'purchase_done',
+        properties: { i: 2, email: '[redacted]' },
+      },
+    ]);
+    const shown = await ctx.services.destinations.show(product.id, created.json().data.id);
+    assert.equal(shown.lag, 0, 'the dropped message does not hold the cursor');
   });
 
   it('refuses NATS servers outside the outbound guard at creation', async () => {
