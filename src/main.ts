@@ -1,12 +1,18 @@
 // Process entry: load config → build services → build app → listen → shut down gracefully.
+import { pino } from 'pino';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { createServices } from './services.js';
-import { buildApp } from './http/app.js';
+import { buildApp, loggerOptions } from './http/app.js';
 import { startDelivery } from './delivery.js';
+import { narrateMigrations } from './services/migration-narration.js';
 
 async function start(config: Config): Promise<void> {
-  const services = await createServices(config);
-  const app = await buildApp(services);
+  // Made before the services so that a long upgrade of the schema is told in the log while it runs.
+  const log = pino(loggerOptions(config.logLevel));
+  const services = await createServices(config, {
+    onMigration: narrateMigrations((level, message) => log[level](message)),
+  });
+  const app = await buildApp(services, { loggerInstance: log });
   for (const deprecation of config.deprecations) app.log.warn(deprecation);
   // SQLite: the key and subject tails rebuilt before the first request, the key filter built in the background
   // (until then the writer probes event_keys for every key: slower, never wrong).

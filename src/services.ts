@@ -1,7 +1,7 @@
 // One place builds the world: storage and every service. Used by the HTTP server, the CLI and the
 // background jobs alike; nothing else opens storage.
 import { ConfigError, type Config } from './config.js';
-import { openStorage, type OpenedStorage } from './storage/connect.js';
+import { openStorage, type OpenedStorage, type OpenStorageOptions } from './storage/connect.js';
 import { createIdentityService, type IdentityService } from './services/identity-service.js';
 import { createIngestService, type IngestService } from './services/ingest/service.js';
 import { createEventReadService, type EventReadService } from './services/event-read-service.js';
@@ -78,6 +78,8 @@ export interface CreateServicesOptions {
    * (INLET_RATE_LIMIT_STORE: a second PostgreSQL pool and its table, or a Redis connection) is not opened.
    */
   command?: boolean;
+  /** Told of each pending migration as the storage applies it (the server logs them; `inlet` prints them). */
+  onMigration?: OpenStorageOptions['onMigration'];
 }
 
 export async function createServices(config: Config, options: CreateServicesOptions = {}): Promise<Services> {
@@ -89,6 +91,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
     postgresPoolSize: config.postgresPoolSize,
     queryTimeoutMs: config.databaseQueryTimeoutMs,
     ...(options.postgresSchema === undefined ? {} : { postgresSchema: options.postgresSchema }),
+    ...(options.onMigration === undefined ? {} : { onMigration: options.onMigration }),
   });
   const backupRefusal = scheduleRefusal(storage.capabilities.backup, config.backupSchedule);
   if (backupRefusal !== undefined) {

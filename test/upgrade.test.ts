@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../src/http/app.js';
 import { fileBefore } from './event-rows.js';
+import { inlet } from './support/cli.js';
 import { adminHeaders, bearer, createTestServices, dialect, testTempDir } from './helpers.js';
 
 type StoredEvent = Record<string, unknown> & { uuid: string; external_id: string | null };
@@ -153,6 +154,33 @@ for (const commit of FIXTURES) {
     });
   });
 }
+
+describe('inlet migrate on a database of an earlier release', { skip }, () => {
+  it('tells each migration on stderr as it runs, a rewrite before it starts; then nothing is left to do', async () => {
+    const dir = mkdtempSync(join(testTempDir(), 'inlet-migrate-cli-'));
+    try {
+      const file = join(dir, 'inlet.db');
+      copyFileSync(new URL(`./fixtures/upgrade-${FIXTURES.at(-1)}.db`, import.meta.url), file);
+      const env = { INLET_DATABASE_URL: `sqlite:${file}`, INLET_LOG_LEVEL: 'silent' };
+      const first = await inlet(env, 'migrate');
+      assert.equal(first.code, 0, first.err);
+      const lines = first.err.split('\n');
+      assert.match(
+        lines[0]!,
+        /^inlet: upgrading the database schema: \d+ migrations? to apply \((\d+, )*853(, \d+)*\)$/,
+      );
+      const rewrite = lines.findIndex((line) => line.startsWith('inlet: applying migration 853 ('));
+      assert.match(lines[rewrite]!, /: it rewrites every stored event, which takes a while/);
+      assert.match(lines[rewrite + 1]!, /^inlet: applied migration 853 in \d+\.\d+ s$/);
+      assert.match(first.out, /^applied .*853 \(SQLite: event times/);
+      const again = await inlet(env, 'migrate');
+      assert.equal(again.err, '');
+      assert.match(again.out, /^schema is up to date \(version \d+\)$/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
 
 describe('migration 853: SQLite event times as milliseconds', { skip }, () => {
   it('converts every stored time, keeps positions, the position counter, the indexes and the delete triggers', async () => {

@@ -3,6 +3,7 @@
 import { ConfigError, loadConfig } from '../config.js';
 import { AppError } from '../domain/errors.js';
 import { createServices } from '../services.js';
+import { narrateMigrations } from '../services/migration-narration.js';
 import { parseCommandArgs, UsageError, type CliIo, type Command } from './command.js';
 import { coreCommands } from './core-commands.js';
 import { rejectionCommands } from './rejection-commands.js';
@@ -72,7 +73,14 @@ export async function runCli(
   try {
     const config = loadConfig(env);
     for (const deprecation of config.deprecations) io.err(`inlet: warning: ${deprecation}`);
-    services = await createServices(config, { defaultMetrics: false, command: true });
+    services = await createServices(config, {
+      defaultMetrics: false,
+      command: true,
+      // An upgrade's migrations are told on stderr as they run; creating a new database's schema is not news.
+      onMigration: narrateMigrations((level, message) => level === 'info' && io.err(`inlet: ${message}`), {
+        freshLevel: 'debug',
+      }),
+    });
   } catch (error) {
     io.err(
       `inlet: ${error instanceof ConfigError ? `configuration error: ${error.message}` : `cannot open the database: ${(error as Error).message}`}`,

@@ -1,6 +1,7 @@
 // The Fastify application, built from services (never from env): server options, then one plugin per
 // cross-cutting concern of contract §3, then the routes. Each plugin's file says what it guarantees.
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import type { LoggerOptions } from 'pino';
 import type { Services } from '../services.js';
 import { EventRecordSchema, EventV2Request } from './schemas/events.js';
 import { ProblemSchema } from './schemas/common.js';
@@ -25,6 +26,8 @@ import { BROWSER_NATIVE_ROUTES, corsPreflight } from './browser-keys.js';
 
 export interface BuildAppOptions {
   logger?: FastifyServerOptions['logger'];
+  /** The process's logger, made before the services (main.ts: the migrations log through it); else one of `logger`. */
+  loggerInstance?: FastifyBaseLogger;
   /** Where the built console is (default dist/console); tests point it elsewhere. */
   consoleAssetsDir?: string;
 }
@@ -42,13 +45,17 @@ function trustProxyOption(setting: Services['config']['trustProxy']): boolean {
   return option as unknown as boolean;
 }
 
+/** The log's level and what it never writes (credentials in request headers). */
+export function loggerOptions(level: string): LoggerOptions {
+  return { level, redact: { paths: ['req.headers.authorization', 'req.headers.cookie'], remove: true } };
+}
+
 export async function buildApp(services: Services, options: BuildAppOptions = {}): Promise<FastifyInstance> {
   const { config, storage } = services;
   const app = Fastify({
-    logger: options.logger ?? {
-      level: config.logLevel,
-      redact: { paths: ['req.headers.authorization', 'req.headers.cookie'], remove: true },
-    },
+    ...(options.loggerInstance === undefined
+      ? { logger: options.logger ?? loggerOptions(config.logLevel) }
+      : { loggerInstance: options.loggerInstance }),
     bodyLimit: config.maxBodyBytes,
     // INLET_TRUST_PROXY: whether X-Forwarded-For/-Proto/-Host are believed (per-IP limits, context.ip, settings' apiHost).
     trustProxy: trustProxyOption(config.trustProxy),

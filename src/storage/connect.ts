@@ -16,11 +16,13 @@ import { erasureStore } from './erasure-store.js';
 import { checkWritableTarget, postgresSettings } from './postgres/connection-url.js';
 import { openSqliteBackend, type SqliteOptions } from './sqlite/backend.js';
 import { openPostgresBackend, type PostgresOptions } from './postgres/backend.js';
-import type { Dialect, Storage } from './types.js';
+import type { Dialect, MigrationProgress, Storage } from './types.js';
 
 export interface OpenStorageOptions extends SqliteOptions, PostgresOptions {
   /** Apply pending migrations before returning (default true). */
   migrate?: boolean;
+  /** Told of each pending migration as it starts and ends (migrate.ts, narrateMigrations). */
+  onMigration?: (progress: MigrationProgress) => void;
 }
 
 export interface OpenedStorage extends Storage {
@@ -57,7 +59,8 @@ function openBackend(url: string, options: OpenStorageOptions): Backend | Promis
 export async function openStorage(url: string, options: OpenStorageOptions = {}): Promise<OpenedStorage> {
   const backend = await openBackend(url, options);
   const { db } = backend;
-  const migration = options.migrate === false ? undefined : await migrate(db, backend.dialect);
+  const migration =
+    options.migrate === false ? undefined : await migrate(db, backend.dialect, undefined, options.onMigration);
   const ready = await backend.ready(migration !== undefined);
   const { capabilities, storeDialect } = ready;
   let closed = false;

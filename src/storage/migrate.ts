@@ -4,7 +4,7 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from './database.js';
 import { migrations as allMigrations, type Migration } from './migrations/index.js';
-import type { Dialect } from './types.js';
+import type { Dialect, MigrationProgress } from './types.js';
 
 /**
  * An arbitrary constant shared by every Inlet instance: with the hash of the schema's name, the key of the
@@ -21,6 +21,7 @@ export async function migrate(
   db: Kysely<Database>,
   dialect: Dialect,
   migrations: Migration[] = allMigrations,
+  onProgress: (progress: MigrationProgress) => void = () => {},
 ): Promise<MigrationReport> {
   return db.connection().execute(async (conn) => {
     if (dialect === 'postgres')
@@ -39,8 +40,15 @@ export async function migrate(
         (await conn.selectFrom('inlet_migrations').select('version').execute()).map((row) => Number(row.version)),
       );
       const applied: MigrationReport['applied'] = [];
-      for (const migration of migrations) {
-        if (done.has(migration.version)) continue;
+      const pending = migrations.filter((migration) => !done.has(migration.version));
+      // A migration of the other dialect only is recorded as applied without a word.
+      const work = pending.filter((migration) => migration.statements[dialect].length > 0);
+      if (work.length > 0) onProgress({ phase: 'plan', pending: work.map((m) => m.version), fresh: done.size === 0 });
+      for (const migration of pending) {
+        const { version, name } = migration;
+        const told = migration.statements[dialect].length > 0;
+        if (told) onProgress({ phase: 'start', version, name, rewrites: migration.rewrites?.[dialect] });
+        const started = performance.now();
         await conn.transaction().execute(async (trx) => {
           for (const statement of migration.statements[dialect]) await sql.raw(statement).execute(trx);
           await trx
@@ -48,7 +56,8 @@ export async function migrate(
             .values({ version: migration.version, name: migration.name, applied_at: new Date().toISOString() })
             .execute();
         });
-        applied.push({ version: migration.version, name: migration.name });
+        applied.push({ version, name });
+        if (told) onProgress({ phase: 'done', version, name, seconds: (performance.now() - started) / 1000 });
       }
       const current = migrations.length === 0 ? 0 : Math.max(...migrations.map((m) => m.version));
       return { applied, current };

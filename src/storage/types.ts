@@ -737,3 +737,13 @@ export interface EventKeyStats {
   /** Bytes of the key filter (0 while it is being built, and for the subject index). */
   filterBytes: number;
 }
+
+/**
+ * What a run of the migrator says while it works: the plan (the pending versions; `fresh` when the database
+ * had none applied), then each migration as it starts (with what it rewrites on this dialect, if anything) and
+ * when it is done.
+ */
+export type MigrationProgress =
+  | { phase: 'plan'; pending: number[]; fresh: boolean }
+  | { phase: 'start'; version: number; name: string; rewrites: string | undefined }
+  | { phase: 'done'; version: number; name: string; seconds: number };

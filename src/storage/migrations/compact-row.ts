@@ -43,6 +43,7 @@ export const compactRowMigrations: Migration[] = [
   {
     version: 851,
     name: 'PostgreSQL: idempotency keys as a digest of source and external id',
+    rewrites: { postgres: 'every idempotency key' },
     statements: {
       sqlite: [],
       postgres: [
@@ -81,6 +82,7 @@ export const compactRowMigrations: Migration[] = [
   {
     version: 853,
     name: 'SQLite: event times as integer milliseconds, event ids as 16 bytes',
+    rewrites: { sqlite: 'every stored event' },
     statements: {
       sqlite: [
         `CREATE TABLE events_compact (

@@ -14,6 +14,7 @@ export const eventJsonMigrations: Migration[] = [
   {
     version: 805,
     name: 'PostgreSQL: event properties, context and original as json text instead of jsonb',
+    rewrites: { postgres: 'every stored event' },
     statements: {
       sqlite: [],
       postgres: [

@@ -10,6 +10,7 @@ export const eventKeyMigrations: Migration[] = [
   {
     version: 800,
     name: 'SQLite idempotency keys by hash, merged off the write path',
+    rewrites: { sqlite: 'an index entry for every stored event' },
     statements: {
       sqlite: [
         `CREATE TABLE event_keys_state (
@@ -72,6 +73,7 @@ export const eventKeyMigrations: Migration[] = [
     // positions there and read the rows back. The existing rows' entries are written here, sorted.
     version: 802,
     name: 'SQLite: events by subject through a hash index merged off the write path',
+    rewrites: { sqlite: 'an index entry for every stored event' },
     statements: {
       sqlite: [
         `ALTER TABLE event_keys_state ADD COLUMN subjects_merged_through INTEGER NOT NULL DEFAULT 0`,
@@ -133,6 +135,7 @@ export const eventKeyMigrations: Migration[] = [
     // looks those up there, and sweeps delete from them; nothing else writes them.
     version: 804,
     name: 'SQLite: events carry their key and subject hashes; merges write no by-position entries',
+    rewrites: { sqlite: 'every stored event' },
     statements: {
       sqlite: [
         `ALTER TABLE events ADD COLUMN key_hash INTEGER`,

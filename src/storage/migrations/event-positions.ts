@@ -25,6 +25,7 @@ export const eventPositionMigrations: Migration[] = [
   {
     version: 400,
     name: 'event commit positions and read indexes',
+    rewrites: { sqlite: 'every stored event', postgres: 'every stored event' },
     statements: {
       sqlite: [
         `CREATE TABLE events_positioned (

@@ -23,6 +23,12 @@ export interface Migration {
   version: number;
   name: string;
   statements: Record<Dialect, string[]>;
+  /**
+   * What the migration rewrites row by row on each dialect ("every stored event"), when that takes time in
+   * proportion to the data: said in the log before it runs, so that an operator upgrading knows why the
+   * server has not started listening yet.
+   */
+  rewrites?: Partial<Record<Dialect, string>>;
 }
 
 export const migrations: Migration[] = [
