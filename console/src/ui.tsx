@@ -61,6 +61,31 @@ export function CopyButton({ text, label = 'Copy' }: { text: string; label?: str
   );
 }
 
+/**
+ * A user action (a form's submit, a button's click): `run` clears the last error, marks the action busy while it
+ * runs, and keeps what it throws for <ErrorLine>.
+ */
+export function useAction(): {
+  error: unknown;
+  busy: boolean;
+  run: (action: () => Promise<unknown>) => Promise<void>;
+} {
+  const [error, setError] = useState<unknown>();
+  const [busy, setBusy] = useState(false);
+  const run = useCallback(async (action: () => Promise<unknown>) => {
+    setBusy(true);
+    setError(undefined);
+    try {
+      await action();
+    } catch (failure) {
+      setError(failure);
+    } finally {
+      setBusy(false);
+    }
+  }, []);
+  return { error, busy, run };
+}
+
 /** Loads with `load` whenever `deps` change; `reload` runs it again. */
 export function useLoad<T>(
   load: () => Promise<T>,

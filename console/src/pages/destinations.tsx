@@ -2,7 +2,7 @@
 // one's status, lag, last success (a warehouse's last load), error and warnings; pause, resume, re-enable, replay, rotate the secret, delete; its delivery log.
 import { useEffect, useState } from 'preact/hooks';
 import { del, get, patch, post, productPath, type Envelope, type Page, type Product } from '../api';
-import { Badge, CopyButton, ErrorLine, Section, time, useLoad } from '../ui';
+import { Badge, CopyButton, ErrorLine, Section, time, useAction, useLoad } from '../ui';
 
 interface Destination {
   id: string;
@@ -75,7 +75,7 @@ export function DestinationsPage({ product }: { product: Product }) {
   );
   const [type, setType] = useState<Kind>('webhook');
   const [secret, setSecret] = useState<{ name: string; secret: string }>();
-  const [error, setError] = useState<unknown>();
+  const { error, run } = useAction();
 
   return (
     <>
@@ -83,13 +83,12 @@ export function DestinationsPage({ product }: { product: Product }) {
       <Section title="Create a destination">
         <form
           class="stack"
-          onSubmit={async (e) => {
+          onSubmit={(e) => {
             e.preventDefault();
             const form = e.currentTarget;
             const data = new FormData(form);
             const text = (name: string) => String(data.get(name) ?? '').trim();
-            setError(undefined);
-            try {
+            void run(async () => {
               const answer = await post<Envelope<Destination>>(productPath(product.id, '/destinations'), {
                 type,
                 name: text('name'),
@@ -100,9 +99,7 @@ export function DestinationsPage({ product }: { product: Product }) {
               if (answer.data.secret !== undefined) setSecret({ name: answer.data.name, secret: answer.data.secret });
               form.reset();
               list.reload();
-            } catch (failure) {
-              setError(failure);
-            }
+            });
           }}
         >
           <fieldset>
@@ -215,17 +212,13 @@ function DestinationCard({
   onSecret: (secret: string) => void;
 }) {
   const path = productPath(product.id, `/destinations/${d.id}`);
-  const [error, setError] = useState<unknown>();
+  const { error, run } = useAction();
   const [showLog, setShowLog] = useState(false);
-  const act = (work: () => Promise<unknown>) => async () => {
-    setError(undefined);
-    try {
+  const act = (work: () => Promise<unknown>) => () =>
+    run(async () => {
       await work();
       onChanged();
-    } catch (failure) {
-      setError(failure);
-    }
-  };
+    });
   return (
     <Section title={`${d.name} (${d.type})`} actions={<Badge tone={TONE[d.status]}>{d.status}</Badge>}>
       <dl class="facts">

@@ -2,7 +2,7 @@
 // once with a copy button and the README's curl example, list, edit a browser key's origins, revoke.
 import { useState } from 'preact/hooks';
 import { del, get, patch, post, productPath, type ApiKey, type CreatedKey, type Envelope, type Product } from '../api';
-import { Badge, CopyButton, ErrorLine, Section, time, useLoad } from '../ui';
+import { Badge, CopyButton, ErrorLine, Section, time, useAction, useLoad } from '../ui';
 
 const KIND_HELP: Record<ApiKey['kind'], string> = {
   events: 'Secret, for servers: writes events and identities.',
@@ -49,7 +49,7 @@ function NewSecret({ created, onDone }: { created: CreatedKey; onDone: () => voi
 
 function OriginsEditor({ apiKey, onSaved }: { apiKey: ApiKey; onSaved: () => void }) {
   const [editing, setEditing] = useState(false);
-  const [error, setError] = useState<unknown>();
+  const { error, run } = useAction();
   if (!editing)
     return (
       <>
@@ -69,17 +69,14 @@ function OriginsEditor({ apiKey, onSaved }: { apiKey: ApiKey; onSaved: () => voi
     );
   return (
     <form
-      onSubmit={async (e) => {
+      onSubmit={(e) => {
         e.preventDefault();
-        try {
-          await patch(`keys/${apiKey.id}`, {
-            allowed_origins: originsOf(String(new FormData(e.currentTarget).get('origins') ?? '')),
-          });
+        const origins = originsOf(String(new FormData(e.currentTarget).get('origins') ?? ''));
+        void run(async () => {
+          await patch(`keys/${apiKey.id}`, { allowed_origins: origins });
           setEditing(false);
           onSaved();
-        } catch (failure) {
-          setError(failure);
-        }
+        });
       }}
     >
       <label for={`origins-${apiKey.id}`}>Allowed origins of {apiKey.prefix}…, one a line</label>
@@ -102,7 +99,7 @@ function OriginsEditor({ apiKey, onSaved }: { apiKey: ApiKey; onSaved: () => voi
 
 function RevokeButton({ apiKey, onRevoked }: { apiKey: ApiKey; onRevoked: () => void }) {
   const [confirming, setConfirming] = useState(false);
-  const [error, setError] = useState<unknown>();
+  const { error, run } = useAction();
   if (!confirming)
     return (
       <button type="button" class="small danger" onClick={() => setConfirming(true)}>
@@ -115,14 +112,12 @@ function RevokeButton({ apiKey, onRevoked }: { apiKey: ApiKey; onRevoked: () => 
         type="button"
         class="small danger"
         autoFocus
-        onClick={async () => {
-          try {
+        onClick={() =>
+          run(async () => {
             await del(`keys/${apiKey.id}`);
             onRevoked();
-          } catch (failure) {
-            setError(failure);
-          }
-        }}
+          })
+        }
       >
         Revoke {apiKey.prefix}… now
       </button>{' '}
@@ -138,7 +133,7 @@ export function KeysPage({ product }: { product: Product }) {
   const keys = useLoad(() => get<Envelope<ApiKey[]>>(productPath(product.id, '/keys')), [product.id]);
   const [kind, setKind] = useState<ApiKey['kind']>('events');
   const [created, setCreated] = useState<CreatedKey>();
-  const [error, setError] = useState<unknown>();
+  const { error, run } = useAction();
   const [showRevoked, setShowRevoked] = useState(false);
   const list = (keys.data?.data ?? []).filter((k) => showRevoked || k.revoked_at === null);
 
@@ -148,13 +143,12 @@ export function KeysPage({ product }: { product: Product }) {
       <Section title="Create a key">
         <form
           class="stack"
-          onSubmit={async (e) => {
+          onSubmit={(e) => {
             e.preventDefault();
             const form = e.currentTarget;
             const data = new FormData(form);
             const name = String(data.get('name') ?? '').trim();
-            setError(undefined);
-            try {
+            void run(async () => {
               const answer = await post<Envelope<CreatedKey>>(productPath(product.id, '/keys'), {
                 kind,
                 ...(name === '' ? {} : { name }),
@@ -163,9 +157,7 @@ export function KeysPage({ product }: { product: Product }) {
               setCreated(answer.data);
               form.reset();
               keys.reload();
-            } catch (failure) {
-              setError(failure);
-            }
+            });
           }}
         >
           <fieldset>

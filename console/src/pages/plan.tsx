@@ -4,7 +4,7 @@
 // versions (GET …/tracking_plan/versions) and the violations: warnings and refusals (GET …/violations).
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, get, post, productPath, put, type Envelope, type Product } from '../api';
-import { Badge, ErrorLine, Json, Section, time, useLoad } from '../ui';
+import { Badge, ErrorLine, Json, Section, time, useAction, useLoad } from '../ui';
 
 type Mode = 'off' | 'warn' | 'enforce';
 type Unplanned = 'allow' | 'warn' | 'reject';
@@ -82,9 +82,8 @@ export function PlanPage({ product }: { product: Product }) {
   const [unplanned, setUnplanned] = useState<Unplanned>('allow');
   const [events, setEvents] = useState('');
   const [traits, setTraits] = useState('');
-  const [error, setError] = useState<unknown>();
+  const { error, busy, run } = useAction();
   const [status, setStatus] = useState<string>();
-  const [busy, setBusy] = useState(false);
 
   // The editor starts from the current version (or an example when there is none).
   useEffect(() => {
@@ -95,11 +94,9 @@ export function PlanPage({ product }: { product: Product }) {
     setTraits(plan?.traits === undefined ? '' : pretty(plan.traits));
   }, [current.loading, plan?.version]);
 
-  const save = async () => {
-    setError(undefined);
+  const save = () => {
     setStatus(undefined);
-    setBusy(true);
-    try {
+    return run(async () => {
       const body: PlanBody = { mode, unplanned };
       const parsedEvents = parseField(events, 'Events (JSON)');
       const parsedTraits = parseField(traits, 'Traits schema (JSON)');
@@ -109,11 +106,7 @@ export function PlanPage({ product }: { product: Product }) {
       setStatus(`Saved as version ${saved.data.version} (mode ${saved.data.mode}); applied at once.`);
       current.reload();
       versions.reload();
-    } catch (failure) {
-      setError(failure);
-    } finally {
-      setBusy(false);
-    }
+    });
   };
 
   return (
@@ -209,19 +202,16 @@ export function PlanPage({ product }: { product: Product }) {
             <button
               type="button"
               disabled={busy}
-              onClick={async () => {
-                setError(undefined);
-                try {
+              onClick={() =>
+                run(async () => {
                   const draft = await post<Envelope<PlanBody>>(productPath(product.id, '/tracking_plan/draft'));
                   setEvents(pretty(draft.data.events ?? {}));
                   setTraits(draft.data.traits === undefined ? '' : pretty(draft.data.traits));
                   setStatus(
                     'Draft from the catalogue loaded into the editor (not saved): review it, choose a mode, then save.',
                   );
-                } catch (failure) {
-                  setError(failure);
-                }
-              }}
+                })
+              }
             >
               Start from a draft (catalogue)
             </button>

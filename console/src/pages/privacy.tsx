@@ -4,7 +4,7 @@
 // confirmation), and the product's retention of events (PATCH /admin/v1/products/{id}).
 import { useEffect, useState } from 'preact/hooks';
 import { del, get, patch, post, productPath, type Envelope, type Product } from '../api';
-import { Badge, ErrorLine, Section, time, useLoad } from '../ui';
+import { Badge, ErrorLine, Section, time, useAction, useLoad } from '../ui';
 
 export interface Erasure {
   id: string;
@@ -107,31 +107,24 @@ export function EraseForm({
 }) {
   const [typed, setTyped] = useState('');
   const [target, setTarget] = useState(externalId ?? '');
-  const [error, setError] = useState<unknown>();
-  const [busy, setBusy] = useState(false);
+  const { error, busy, run } = useAction();
   const confirmed = target !== '' && typed === target;
   return (
     <form
       class="stack"
       aria-label="Erase a person"
-      onSubmit={async (e) => {
+      onSubmit={(e) => {
         e.preventDefault();
         if (!confirmed) return;
         const reason = String(new FormData(e.currentTarget).get('reason') ?? '').trim();
-        setBusy(true);
-        setError(undefined);
-        try {
+        void run(async () => {
           const job = await post<Envelope<Erasure>>(productPath(product.id, '/erasures'), {
             external_id: target,
             reason: reason === '' ? null : reason,
           });
           setTyped('');
           onRequested(job.data);
-        } catch (failure) {
-          setError(failure);
-        } finally {
-          setBusy(false);
-        }
+        });
       }}
     >
       {externalId === undefined && (
@@ -292,7 +285,7 @@ function SuppressionRow({
   onLifted: () => void;
 }) {
   const [confirming, setConfirming] = useState(false);
-  const [error, setError] = useState<unknown>();
+  const { error, run } = useAction();
   return (
     <tr>
       <td>
@@ -306,14 +299,12 @@ function SuppressionRow({
             <button
               type="button"
               class="danger small"
-              onClick={async () => {
-                try {
+              onClick={() =>
+                run(async () => {
                   await del(productPath(product.id, `/suppressions/${s.id}`));
                   onLifted();
-                } catch (failure) {
-                  setError(failure);
-                }
-              }}
+                })
+              }
             >
               Lift: accept this id's items again
             </button>
@@ -335,7 +326,7 @@ function SuppressionRow({
 function RetentionSection({ product, onChanged }: { product: Product; onChanged: () => void }) {
   const days = product.retention?.events_days ?? null;
   const [keepForever, setKeepForever] = useState(days === null);
-  const [error, setError] = useState<unknown>();
+  const { error, run } = useAction();
   const [status, setStatus] = useState<string>();
   useEffect(() => setKeepForever(days === null), [product.id, days]);
   return (
@@ -347,12 +338,11 @@ function RetentionSection({ product, onChanged }: { product: Product; onChanged:
       </p>
       <form
         class="inline"
-        onSubmit={async (e) => {
+        onSubmit={(e) => {
           e.preventDefault();
-          setError(undefined);
           setStatus(undefined);
           const value = keepForever ? null : Number(new FormData(e.currentTarget).get('events_days'));
-          try {
+          void run(async () => {
             const saved = await patch<Envelope<Product>>(productPath(product.id), {
               retention: { events_days: value },
             });
@@ -360,9 +350,7 @@ function RetentionSection({ product, onChanged }: { product: Product; onChanged:
               `Saved: ${saved.data.retention?.events_days == null ? 'kept forever' : `${saved.data.retention.events_days} days`}.`,
             );
             onChanged();
-          } catch (failure) {
-            setError(failure);
-          }
+          });
         }}
       >
         <label class="choice">

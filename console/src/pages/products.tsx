@@ -1,31 +1,27 @@
 // Products: the list, and a form to create one (then straight to its keys, the next thing a newcomer needs).
-import { useState } from 'preact/hooks';
 import { post, type Envelope, type Product } from '../api';
 import { navigate } from '../router';
-import { ErrorLine, Section, time } from '../ui';
+import { ErrorLine, Section, time, useAction } from '../ui';
 
 export function ProductsPage({ products, onCreated }: { products: Product[]; onCreated: () => void }) {
-  const [error, setError] = useState<unknown>();
+  const { error, run } = useAction();
   return (
     <>
       <h1>Products</h1>
       <Section title="Create a product">
         <form
           class="inline"
-          onSubmit={async (e) => {
+          onSubmit={(e) => {
             e.preventDefault();
             const form = e.currentTarget;
-            setError(undefined);
-            try {
+            void run(async () => {
               const created = await post<Envelope<Product>>('products', {
                 name: String(new FormData(form).get('name') ?? ''),
               });
               form.reset();
               onCreated();
               navigate(`/p/${created.data.id}/keys`);
-            } catch (failure) {
-              setError(failure);
-            }
+            });
           }}
         >
           <label for="product-name">Name</label>

@@ -4,7 +4,7 @@
 import { useState } from 'preact/hooks';
 import { ApiError, get, post, put, productPath, type Envelope, type Product } from '../api';
 import { ColumnChart } from '../chart';
-import { Badge, ErrorLine, Section, time, useLoad } from '../ui';
+import { Badge, ErrorLine, Section, time, useAction, useLoad } from '../ui';
 
 const DIMENSIONS = ['source', 'medium', 'campaign', 'landing_page'] as const;
 type Dimension = (typeof DIMENSIONS)[number];
@@ -313,9 +313,9 @@ function SourceSection({ product, onSynced }: { product: Product; onSynced: () =
     () => get<Envelope<SyncRun[]>>(productPath(product.id, '/traffic_source/runs'), { limit: 20 }),
     [product.id],
   );
-  const [syncing, setSyncing] = useState(false);
+  // Syncing and saving the source share one error line (and a save waits for a sync, and the other way round).
+  const action = useAction();
   const [result, setResult] = useState<string>();
-  const [error, setError] = useState<unknown>();
   const [editing, setEditing] = useState(false);
   const [provider, setProvider] = useState<'plausible' | 'ga4'>('plausible');
   const current = source.data?.data;
@@ -329,12 +329,10 @@ function SourceSection({ product, onSynced }: { product: Product; onSynced: () =
             <button
               type="button"
               class="primary"
-              disabled={syncing}
+              disabled={action.busy}
               onClick={async () => {
-                setSyncing(true);
-                setError(undefined);
                 setResult(undefined);
-                try {
+                await action.run(async () => {
                   const answer = await post<Envelope<{ status: string; from: string; to: string; rows: number }>>(
                     productPath(product.id, '/traffic_source/sync'),
                   );
@@ -342,30 +340,25 @@ function SourceSection({ product, onSynced }: { product: Product; onSynced: () =
                     `Sync ${answer.data.status}: ${answer.data.rows} rows for ${answer.data.from} – ${answer.data.to}.`,
                   );
                   onSynced();
-                } catch (failure) {
-                  setError(failure);
-                } finally {
-                  setSyncing(false);
-                  runs.reload();
-                }
+                });
+                runs.reload();
               }}
             >
-              {syncing ? 'Syncing…' : 'Sync now'}
+              {action.busy ? 'Syncing…' : 'Sync now'}
             </button>
           )
         }
       >
-        <ErrorLine error={source.error ?? error} />
+        <ErrorLine error={source.error ?? action.error} />
         {result !== undefined && <p role="status">{result}</p>}
         {current === undefined || editing ? (
           <form
             class="stack"
-            onSubmit={async (e) => {
+            onSubmit={(e) => {
               e.preventDefault();
               const data = new FormData(e.currentTarget);
               const text = (name: string) => String(data.get(name) ?? '').trim() || undefined;
-              setError(undefined);
-              try {
+              void action.run(async () => {
                 const body =
                   provider === 'plausible'
                     ? { provider, site_id: text('site_id'), api_key: text('api_key'), base_url: text('base_url') }
@@ -378,9 +371,7 @@ function SourceSection({ product, onSynced }: { product: Product; onSynced: () =
                 await put(productPath(product.id, '/traffic_source'), body);
                 setEditing(false);
                 source.reload();
-              } catch (failure) {
-                setError(failure);
-              }
+              });
             }}
           >
             <p class="hint">
