@@ -1,7 +1,7 @@
 // Applying a transformation's ordered steps to one document (transformations.md §3–5). Pure apart from the
 // enrichers and functions it is handed: the input is never changed (the engine works on a copy), and a
 // step that fails leaves the document as it was before that step.
-import { createHash, createHmac } from 'node:crypto';
+import { createHash, createHmac, createSecretKey, type KeyObject } from 'node:crypto';
 import { holds } from './transform-condition.js';
 import { adoptReturned, setTopLevel } from './transform-check.js';
 import { cloneJson, getPath, removePath, setPath } from './transform-paths.js';
@@ -78,7 +78,7 @@ export function maskHash(secret: string, value: unknown, cache?: Map<string, str
   const text = JSON.stringify(value);
   const known = cache?.get(text);
   if (known !== undefined) return known;
-  const hash = createHmac('sha256', secret).update(text).digest('hex');
+  const hash = createHmac('sha256', hmacKey(secret)).update(text).digest('hex');
   if (cache !== undefined) {
     // Bounded: the values that repeat (e-mail addresses, ids) stay; a flood of new ones starts it again.
     if (cache.size >= MASK_CACHE_ENTRIES) cache.clear();
@@ -88,6 +88,23 @@ export function maskHash(secret: string, value: unknown, cache?: Map<string, str
 }
 
 const MASK_CACHE_ENTRIES = 10_000;
+
+/**
+ * Each secret as a key object, made once: an HMAC under a key object skips turning the secret's text into a key
+ * on every value (a third of the call). Bounded like the hashes: one secret per product.
+ */
+const hmacKeys = new Map<string, KeyObject>();
+const HMAC_KEY_ENTRIES = 1_000;
+
+function hmacKey(secret: string): KeyObject {
+  let key = hmacKeys.get(secret);
+  if (key === undefined) {
+    if (hmacKeys.size >= HMAC_KEY_ENTRIES) hmacKeys.clear();
+    key = createSecretKey(Buffer.from(secret, 'utf8'));
+    hmacKeys.set(secret, key);
+  }
+  return key;
+}
 
 /** The hashes of one path in the version's cache (made on first use: a version names a bounded set of paths). */
 function pathCache(context: RunContext, path: string): Map<string, string> | undefined {

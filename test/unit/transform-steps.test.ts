@@ -165,6 +165,17 @@ describe('applySteps', () => {
     assert.deepEqual(result.outcomes, ['changed', 'changed', 'changed', 'changed', 'changed', 'changed', 'changed']);
   });
 
+  it('hashes a masked value as hex HMAC-SHA256 of its JSON text under the secret', () => {
+    // Fixed values: the hash is what operators join on across versions, so it must never change.
+    assert.equal(
+      maskHash('secret', 'a@example.com'),
+      '87ec7eeb9429a2e4444d414277de69709c889b7c10ec2b643d61a5ad508ae7d2',
+    );
+    const nested = '1c6c39aef7534e6d4e2bdbb2321cdff640aacc492bc54fbf2cc684de2da26389';
+    assert.equal(maskHash('sécret', { card: '4111' }), nested);
+    assert.equal(maskHash('sécret', { card: '4111' }, new Map()), nested, 'the same through a cache');
+  });
+
   it('drops where the condition holds, and says which step', () => {
     const rules = steps({
       steps: [
