@@ -321,17 +321,17 @@ class ItemRun {
     } else this.result = this.end('error', { error: failure });
   }
 
-  /** Runs a declarative step on this item. */
-  apply(step: Step, index: number): void {
+  /** Runs a declarative step on this item; its time is added to the metrics unless the caller times several. */
+  apply(step: Step, index: number, timed = true): void {
     const working = this.open(step, index);
     if (working === undefined) return;
-    const started = this.context.cpu === undefined ? 0 : performance.now();
+    const started = !timed || this.context.cpu === undefined ? 0 : performance.now();
     try {
       this.close(index, working, applyStep(working, step, this.context));
     } catch (error) {
       this.fail(step, index, error);
     }
-    addTime(this.context.cpu, step.kind, started);
+    if (timed) addTime(this.context.cpu, step.kind, started);
   }
 
   end(outcome: TransformResult['outcome'], extra: Partial<TransformResult> = {}): TransformResult {
@@ -358,6 +358,28 @@ export function applySteps(input: TransformDocument, steps: readonly Step[], con
   const run = new ItemRun(input, context);
   for (let index = 0; index < steps.length && run.result === undefined; index++) run.apply(steps[index]!, index);
   return run.finish();
+}
+
+/**
+ * A declarative step on each item still running, timed once for them all: the contexts of one batch share their
+ * metrics (`cpu`), and a clock read per item and step cost as much as a small step.
+ */
+function applyToEach(runs: readonly ItemRun[], step: Step, index: number, cpu: RunContext['cpu']): void {
+  const started = cpu === undefined ? 0 : performance.now();
+  for (const run of runs) if (run.result === undefined) run.apply(step, index, false);
+  addTime(cpu, step.kind, started);
+}
+
+/** applySteps on several items whose contexts share their metrics, step by step (no `function` step). */
+export function applyStepsToEach(
+  inputs: readonly TransformDocument[],
+  steps: readonly Step[],
+  contexts: readonly RunContext[],
+): TransformResult[] {
+  const runs = inputs.map((input, i) => new ItemRun(input, contexts[i]!));
+  const cpu = contexts[0]?.cpu;
+  for (let index = 0; index < steps.length; index++) applyToEach(runs, steps[index]!, index, cpu);
+  return runs.map((run) => run.finish());
 }
 
 /** Calls a function step on the items whose `where` holds, in one crossing into the sandbox; applies each outcome. */
@@ -392,7 +414,7 @@ async function callFunction(runs: ItemRun[], step: Step, index: number, context:
 
 /**
  * The same on several items, `function` steps included: a function is called once per step for every item still
- * running whose `where` holds, its outcome then applied per item. The contexts share the functions and meta.
+ * running whose `where` holds, its outcome then applied per item. The contexts share the functions, meta and metrics.
  */
 export async function applyStepsToBatch(
   inputs: readonly TransformDocument[],
@@ -404,7 +426,7 @@ export async function applyStepsToBatch(
     const step = steps[index]!;
     const live = runs.filter((run) => run.result === undefined);
     if (step.kind === 'function') await callFunction(live, step, index, contexts[0]!);
-    else for (const run of live) run.apply(step, index);
+    else applyToEach(live, step, index, contexts[0]!.cpu);
   }
   return runs.map((run) => run.finish());
 }
