@@ -22,7 +22,20 @@ export const REDACTED = '[redacted]';
  * a path whose values never repeat (an order id) cannot push out those of a path whose values do (an e-mail
  * address, which a person sends with each of their events).
  */
-export type HashCache = Map<string, Map<string, string>>;
+export type HashCache = Map<string, PathHashes>;
+
+/**
+ * The hashes of one path, and how well they serve. Remembering a value that never comes back costs most of a hash
+ * again (the map's growth, its clearing, the garbage): when the map fills with few hits, the path's next values are
+ * hashed without it for a while, and then it is tried again.
+ */
+export class PathHashes {
+  readonly known = new Map<string, string>();
+  /** Values found in `known` since it was last cleared. */
+  hits = 0;
+  /** Values still to hash without `known`. */
+  bypass = 0;
+}
 
 export interface RunContext {
   /** The product's transformation secret: the key of `mask` `hash`. */
@@ -74,20 +87,36 @@ export function sampleShare(id: string): number {
 }
 
 /** `mask` `hash`: lowercase hex HMAC-SHA256 of the value's JSON text under the product's secret. */
-export function maskHash(secret: string, value: unknown, cache?: Map<string, string>): string {
+export function maskHash(secret: string, value: unknown, cache?: PathHashes): string {
   const text = JSON.stringify(value);
-  const known = cache?.get(text);
-  if (known !== undefined) return known;
-  const hash = createHmac('sha256', hmacKey(secret)).update(text).digest('hex');
-  if (cache !== undefined) {
-    // Bounded: the values that repeat (e-mail addresses, ids) stay; a flood of new ones starts it again.
-    if (cache.size >= MASK_CACHE_ENTRIES) cache.clear();
-    cache.set(text, hash);
+  if (cache === undefined) return hmacHex(secret, text);
+  if (cache.bypass > 0) {
+    cache.bypass--;
+    return hmacHex(secret, text);
   }
+  const known = cache.known.get(text);
+  if (known !== undefined) {
+    cache.hits++;
+    return known;
+  }
+  const hash = hmacHex(secret, text);
+  // Bounded: the values that repeat (e-mail addresses, ids) stay; a flood of new ones starts it again.
+  if (cache.known.size >= MASK_CACHE_ENTRIES) {
+    if (cache.hits < MASK_CACHE_ENTRIES / 4) cache.bypass = MASK_BYPASS_VALUES;
+    cache.known.clear();
+    cache.hits = 0;
+  }
+  if (cache.bypass === 0) cache.known.set(text, hash);
   return hash;
 }
 
+function hmacHex(secret: string, text: string): string {
+  return createHmac('sha256', hmacKey(secret)).update(text).digest('hex');
+}
+
 const MASK_CACHE_ENTRIES = 10_000;
+/** How many values a path whose values seldom repeat is hashed without its cache before it is tried again. */
+const MASK_BYPASS_VALUES = 100_000;
 
 /**
  * Each secret as a key object, made once: an HMAC under a key object skips turning the secret's text into a key
@@ -107,12 +136,12 @@ function hmacKey(secret: string): KeyObject {
 }
 
 /** The hashes of one path in the version's cache (made on first use: a version names a bounded set of paths). */
-function pathCache(context: RunContext, path: string): Map<string, string> | undefined {
+function pathCache(context: RunContext, path: string): PathHashes | undefined {
   const all = context.hashCache;
   if (all === undefined) return undefined;
   let cache = all.get(path);
   if (cache === undefined) {
-    cache = new Map();
+    cache = new PathHashes();
     all.set(path, cache);
   }
   return cache;

@@ -8,6 +8,7 @@ import {
   applySteps,
   applyStepsToBatch,
   maskHash,
+  PathHashes,
   REDACTED,
   sameJson,
   type RunContext,
@@ -173,7 +174,21 @@ describe('applySteps', () => {
     );
     const nested = '1c6c39aef7534e6d4e2bdbb2321cdff640aacc492bc54fbf2cc684de2da26389';
     assert.equal(maskHash('sécret', { card: '4111' }), nested);
-    assert.equal(maskHash('sécret', { card: '4111' }, new Map()), nested, 'the same through a cache');
+    assert.equal(maskHash('sécret', { card: '4111' }, new PathHashes()), nested, 'the same through a cache');
+  });
+
+  it('stops remembering the hashes of a path whose values do not come back, and gives the same hashes', () => {
+    const fresh = new PathHashes();
+    for (let i = 0; i <= 10_000; i++) maskHash('secret', `order-${i}`, fresh);
+    assert.ok(fresh.bypass > 0, 'a full map with no hits: the next values are hashed without it');
+    assert.equal(fresh.known.size, 0);
+    assert.equal(maskHash('secret', 'order-1', fresh), maskHash('secret', 'order-1'));
+
+    const repeating = new PathHashes();
+    for (let i = 0; i <= 20_000; i++) maskHash('secret', `user-${i % 100}@example.com`, repeating);
+    assert.equal(repeating.bypass, 0);
+    assert.equal(repeating.known.size, 100);
+    assert.equal(maskHash('secret', 'user-7@example.com', repeating), maskHash('secret', 'user-7@example.com'));
   });
 
   it('drops where the condition holds, and says which step', () => {
