@@ -8,6 +8,7 @@ import {
   applySteps,
   applyStepsToBatch,
   maskHash,
+  PathHashes,
   REDACTED,
   sameJson,
   type RunContext,
@@ -163,6 +164,31 @@ describe('applySteps', () => {
     assert.match(d.properties.email as string, /^[0-9a-f]{64}$/);
     assert.deepEqual(d.context, { userAgent: 'Mozilla/5.0', user_agent: { browser: { name: 'Firefox' } }, bot: false });
     assert.deepEqual(result.outcomes, ['changed', 'changed', 'changed', 'changed', 'changed', 'changed', 'changed']);
+  });
+
+  it('hashes a masked value as hex HMAC-SHA256 of its JSON text under the secret', () => {
+    // Fixed values: the hash is what operators join on across versions, so it must never change.
+    assert.equal(
+      maskHash('secret', 'a@example.com'),
+      '87ec7eeb9429a2e4444d414277de69709c889b7c10ec2b643d61a5ad508ae7d2',
+    );
+    const nested = '1c6c39aef7534e6d4e2bdbb2321cdff640aacc492bc54fbf2cc684de2da26389';
+    assert.equal(maskHash('sécret', { card: '4111' }), nested);
+    assert.equal(maskHash('sécret', { card: '4111' }, new PathHashes()), nested, 'the same through a cache');
+  });
+
+  it('stops remembering the hashes of a path whose values do not come back, and gives the same hashes', () => {
+    const fresh = new PathHashes();
+    for (let i = 0; i <= 10_000; i++) maskHash('secret', `order-${i}`, fresh);
+    assert.ok(fresh.bypass > 0, 'a full map with no hits: the next values are hashed without it');
+    assert.equal(fresh.known.size, 0);
+    assert.equal(maskHash('secret', 'order-1', fresh), maskHash('secret', 'order-1'));
+
+    const repeating = new PathHashes();
+    for (let i = 0; i <= 20_000; i++) maskHash('secret', `user-${i % 100}@example.com`, repeating);
+    assert.equal(repeating.bypass, 0);
+    assert.equal(repeating.known.size, 100);
+    assert.equal(maskHash('secret', 'user-7@example.com', repeating), maskHash('secret', 'user-7@example.com'));
   });
 
   it('drops where the condition holds, and says which step', () => {

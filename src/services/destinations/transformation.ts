@@ -10,7 +10,7 @@
 // steps, not per message; a function step gets a cycle's messages in one call.
 import { validationError } from '../../domain/errors.js';
 import {
-  applySteps,
+  applyStepsToEach,
   applyStepsToBatch,
   type HashCache,
   type RunContext,
@@ -297,7 +297,7 @@ export function createDestinationTransformer(
       const cpu = new Map<StepKind, number>();
       const contexts = taken.map((message) => contextOf(d, prepared, message, cpu));
       const results = prepared.functions.every((fn) => fn === undefined)
-        ? documents.map((document, i) => applySteps(document, prepared.steps, contexts[i]!))
+        ? applyStepsToEach(documents, prepared.steps, contexts)
         : await applyStepsToBatch(documents, prepared.steps, contexts);
       results.forEach((result, j) => {
         const i = indexes[j]!;

@@ -5,7 +5,12 @@
 // refusal records its document as the steps left it (masks applied), never the item as received.
 import { AppError } from '../../domain/errors.js';
 import { uuidv7 } from '../../domain/ids.js';
-import { applySteps, applyStepsToBatch, type RunContext, type TransformResult } from '../../domain/transform-engine.js';
+import {
+  applyStepsToBatch,
+  applyStepsToEach,
+  type RunContext,
+  type TransformResult,
+} from '../../domain/transform-engine.js';
 import { documentOf, draftOf } from '../../domain/transform-document.js';
 import type { StepKind } from '../../domain/transform-types.js';
 import type { PreparedTransformation, TransformationService } from '../transformations/service.js';
@@ -55,8 +60,7 @@ function runItems(
   const meta = { product_id: run.auth.productId, key_id: run.auth.keyId, route: run.options.endpoint };
   const contexts = run.items.map((item) => contextOf(item, meta, prepared, runtime, cpu));
   const documents = run.items.map((item) => documentOf(item.draft, source));
-  if (prepared.functions.every((fn) => fn === undefined))
-    return documents.map((document, i) => applySteps(document, prepared.steps, contexts[i]!));
+  if (prepared.functions.every((fn) => fn === undefined)) return applyStepsToEach(documents, prepared.steps, contexts);
   return applyStepsToBatch(documents, prepared.steps, contexts);
 }
 

@@ -81,6 +81,29 @@ describe('a function (transformations §4)', () => {
   });
 });
 
+describe('text that is not ASCII crosses into and out of a function unchanged', () => {
+  it('keeps accents, other scripts, emoji and control characters, in keys and values', async () => {
+    const fn = await compiled(`function transform(event, meta) {
+      event.properties.seen = event.properties['clé'] + '|' + meta.route;
+      event.properties.written = 'übung ✓ \u{1F600}';
+      event.properties.lengths = [event.properties.emoji.length, '\ud800'.length];
+      return event;
+    }`);
+    const properties = { clé: 'été 日本語', emoji: '😀👍🏽', control: 'a\u0000b\u001fc\n', quote: '"\\' };
+    const [outcome] = await fn.runMany([doc('page.viewed', properties)], { ...meta, route: 'vü' });
+    assert.deepEqual(outcome, {
+      kind: 'event',
+      event: doc('page.viewed', {
+        ...properties,
+        seen: 'été 日本語|vü',
+        written: 'übung ✓ 😀',
+        lengths: [6, 1],
+      }),
+    });
+    fn.dispose();
+  });
+});
+
 describe('code that does not compile is refused with the message and line (§4)', () => {
   it('gives the compiler message and line of a syntax error', async () => {
     const result = await sandbox.compile('function transform(event) {\n  const a = ;\n  return event;\n}');
