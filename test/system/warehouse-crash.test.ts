@@ -2,7 +2,8 @@
 // process on the backend under test: the server is killed twice while events arrive and loads run, then
 // restarted. PostgreSQL (a second database of its own as the warehouse): every acknowledged event ends up in
 // `events` and in its event table exactly once. Parquet (a root of its own, read back with DuckDB): every
-// acknowledged event in exactly one file.
+// acknowledged event in exactly one file. On PostgreSQL also two live instances, each type: the holder frozen
+// mid-load, a takeover, the thaw, then a hand-over at shutdown.
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -191,6 +192,108 @@ describe(`warehouse destination under kill -9 (${dialect})`, () => {
       console.log(
         `${ids.length} events loaded, ${acknowledged.size} acknowledged; the new holder ${blocked ? 'waited for the frozen one to finish its load' : 'loaded while the old one was frozen'}`,
       );
+    },
+  );
+
+  test(
+    'two live instances on one Parquet folder: a takeover from a frozen holder, then a hand-over, write no event twice',
+    {
+      skip: dialect !== 'postgres' && 'PostgreSQL only: two instances share one store',
+      // Fails now and then: some acknowledged events are in no file while the cursor is past them, with no error
+      // on the destination. Run, but not counted, until that is found and fixed.
+      todo: dialect === 'postgres' && 'loses a few events now and then (under investigation)',
+    },
+    async () => {
+      const root = mkdtempSync(join(tmpdir(), 'inlet-files-takeover-'));
+      cleanups.push(async () => rmSync(root, { recursive: true, force: true }));
+      const database = testDatabase();
+      cleanups.push(() => database.drop());
+      const { services } = await createTestServices({ fileDestinationsRoot: root }, database);
+      cleanups.push(() => services.close());
+      const product = await services.keys.createProduct('Files takeover');
+      const { key } = await services.keys.createKey(product.id, { kind: 'events' });
+      const created = await services.destinations.create(product.id, {
+        type: 'parquet',
+        name: 'takeover',
+        path: 'lake',
+        batch: { max_messages: 50, max_wait_ms: 0 },
+      });
+      const holderPid = async () => {
+        const d = await services.destinations.show(product.id, created.destination.id);
+        return d.leaseHolder === null ? undefined : Number(d.leaseHolder.split(':')[1]);
+      };
+      const duck = await (await DuckDBInstance.create(':memory:')).connect();
+      cleanups.push(async () => duck.closeSync());
+      const glob = `read_parquet('${join(root, 'lake')}/events/**/*.parquet', hive_partitioning = true)`;
+      /** The ids in the files; none while there is no file yet, or while one is being replaced under the read. */
+      const ids = async (): Promise<string[] | undefined> => {
+        try {
+          return (await duck.runAndReadAll(`SELECT id FROM ${glob}`)).getRowObjectsJson().map((r) => String(r.id));
+        } catch {
+          return undefined;
+        }
+      };
+      const loaded = async () => (await ids())?.length ?? 0;
+      // A short lease, so that a frozen holder loses it within seconds.
+      const env = serverEnv(database, { INLET_DESTINATION_LEASE_MS: '2000', INLET_FILE_DESTINATIONS_ROOT: root });
+      const a = await startServerProcess(env, 60_000);
+      const b = await startServerProcess(env, 60_000);
+      servers.push(a, b);
+      const acknowledged = new Set<string>();
+      const traffic = [load(a, key, 4, acknowledged), load(b, key, 4, acknowledged)];
+      await until(async () => (await loaded()) >= 200, 60_000, 'the first files');
+
+      // The holder freezes (SIGSTOP) while it writes: the other takes the lease and writes the same messages from
+      // the stored cursor (in batches of other bounds, as more events came meanwhile), while the frozen one still
+      // holds its batch. Thawed, it finishes the file it was in: files that meet its positions are rewritten
+      // without them.
+      const first = await holderPid();
+      const [holder, other] = first === a.child.pid ? [a, b] : [b, a];
+      assert.ok(first === a.child.pid || first === b.child.pid, `one of the two holds the lease (${first})`);
+      holder.child.kill('SIGSTOP');
+      await until(async () => (await holderPid()) === other.child.pid, 30_000, 'the other instance to take over');
+      const atTakeover = await loaded();
+      await until(async () => (await loaded()) > atTakeover, 30_000, 'a file by the new holder');
+      holder.child.kill('SIGCONT');
+      const thawed = await loaded();
+      await until(async () => (await loaded()) > thawed + 100, 30_000, 'files after the thaw');
+
+      // A hand-over: the new holder shuts down (its lease released) and the thawed one takes over at once.
+      other.child.kill('SIGTERM');
+      await other.exited;
+      await until(async () => (await holderPid()) === holder.child.pid, 30_000, 'the hand-over');
+      for (const t of traffic) await t.stop();
+      // What the last look saw, for the message should the wait time out.
+      let seen = { missing: acknowledged.size, rows: 0 };
+      await until(
+        async () => {
+          const rows = await ids();
+          const inFiles = new Set(rows);
+          seen = { missing: [...acknowledged].filter((id) => !inFiles.has(id)).length, rows: rows?.length ?? -1 };
+          return seen.missing === 0;
+        },
+        120_000,
+        `all ${acknowledged.size} acknowledged events in files`,
+      ).catch(async (error: Error) => {
+        const d = await services.destinations.show(product.id, created.destination.id);
+        throw new Error(
+          `${error.message}: ${seen.missing} missing, ${seen.rows} rows read (-1: the read failed); cursor ${JSON.stringify(d.cursor)}, last error ${d.lastError}`,
+        );
+      });
+      // A little longer: a duplicate would show up now if one were coming.
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      holder.child.kill('SIGTERM');
+      await holder.exited;
+
+      const all = (await ids()) ?? [];
+      assert.equal(new Set(all).size, all.length, 'no event in two files');
+      const inFiles = new Set(all);
+      for (const uuid of acknowledged) assert.ok(inFiles.has(uuid), `acknowledged ${uuid} is in a file`);
+      const [row] = (
+        await duck.runAndReadAll(`SELECT count(*)::BIGINT AS n, count(DISTINCT id)::BIGINT AS d FROM ${glob}`)
+      ).getRowObjectsJson();
+      assert.equal(Number(row!.n), Number(row!.d), 'DuckDB reads every id once');
+      console.log(`${all.length} events in files, ${acknowledged.size} acknowledged`);
     },
   );
 

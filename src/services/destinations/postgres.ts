@@ -91,6 +91,12 @@ function messageIdOf(message: StoredMessage): string {
 /** One pool per destination (one connection: a destination's loads are sequential), made again when its URL changes. */
 function postgresDriver(options: DriverOptions): DestinationDriver {
   const pools = new Map<string, { url: string; pool: pg.Pool; ready: boolean }>();
+  /**
+   * Destinations whose last load replaced rows loaded before (a replay, a re-delivery after a crash or a
+   * takeover): their next load deletes its ids first rather than fail and load again; one that then replaces
+   * nothing goes back to plain inserts (loadBatch).
+   */
+  const replacing = new Set<string>();
   const limits = { maxTables: options.warehouse.maxTables, maxColumns: options.warehouse.maxColumns };
 
   async function poolFor(d: DestinationRecord) {
@@ -110,6 +116,7 @@ function postgresDriver(options: DriverOptions): DestinationDriver {
   async function closeOne(id: string): Promise<void> {
     const existing = pools.get(id);
     pools.delete(id);
+    replacing.delete(id);
     await existing?.pool.end().catch(() => {});
   }
 
@@ -127,8 +134,21 @@ function postgresDriver(options: DriverOptions): DestinationDriver {
             await ensureSchema(client, d.config.schema!);
             link.ready = true;
           }
-          const result = await loadBatch(client, d.config.schema!, d.id, messages, messageIdOf, limits, context.holds);
-          options.warehouse.loaded(d.id, { ...result, seconds: (performance.now() - started) / 1000 });
+          const mode = replacing.has(d.id) ? 'replace' : 'insert';
+          const { rows, columnsAdded, widenings, warnings, ...how } = await loadBatch(
+            client,
+            d.config.schema!,
+            d.id,
+            messages,
+            messageIdOf,
+            limits,
+            context.holds,
+            mode,
+          );
+          if (how.replaced > 0) replacing.add(d.id);
+          else replacing.delete(d.id);
+          const seconds = (performance.now() - started) / 1000;
+          options.warehouse.loaded(d.id, { rows, columnsAdded, widenings, warnings, seconds });
         } catch (error) {
           broken = error as Error;
           throw error;

@@ -1,10 +1,13 @@
 // Parquet files of a file destination (warehouses.md §2): `events/date=YYYY-MM-DD/hour=HH/<first>-<last>.parquet`
 // (by received_at, UTC; `hour=` left out with daily partitions), identity messages under `identities/` the same
-// way. Each file is written to a temporary name and fsynced; files of the same partition whose position range
-// meets the new one (an earlier delivery of some of these messages: a crash before the cursor moved, a replay)
-// are removed, or rewritten without those messages, and the new file is renamed into place and its folder
-// fsynced; only then does the deliverer move the cursor. So no event is ever in two files, and a re-delivery of
-// the same messages rewrites the same file name.
+// way. Each file is written to a temporary name, fsynced, renamed into place and its folder fsynced; then files
+// of the same partition whose position range meets the new one (an earlier delivery of some of these messages: a
+// crash before the cursor moved, a replay, another instance's load of them) are removed, or rewritten without
+// those messages; only then does the deliverer move the cursor. So no event is ever in two files once a load
+// ends, and a re-delivery of the same messages rewrites the same file name. The new file goes into place before
+// the others lose its messages: a writer whose rename fails (another instance removed its temporary file) has
+// taken nothing away. Temporary files are removed by other writes only once they are old enough to be a crash's
+// leftovers, not the file an instance (frozen, slow) is about to rename.
 import { randomBytes } from 'node:crypto';
 import { mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -168,10 +171,21 @@ function rangeOf(name: string): [string, string] | undefined {
 
 type Order = (a: string, b: string) => number;
 
+/** How old a temporary file is before another write takes it for a crash's leftover. */
+const LEFTOVER_MS = 10 * 60_000;
+
+async function leftover(path: string): Promise<boolean> {
+  try {
+    return Date.now() - (await stat(path)).mtimeMs > LEFTOVER_MS;
+  } catch {
+    return false; // gone meanwhile
+  }
+}
+
 /**
  * The files of `folder` whose range meets [first, last], other than `name`: removed when the new file covers
- * their range, else rewritten without the rows of `ids` (they are in the new file). Leftover temporary files
- * (other than `temporary`) are removed.
+ * their range, else rewritten without the rows of `ids` (they are in the new file, already in place). Leftover
+ * temporary files (older than LEFTOVER_MS) are removed.
  */
 async function clearOverlaps(
   folder: string,
@@ -190,8 +204,9 @@ async function clearOverlaps(
   }
   for (const existing of entries) {
     // A temporary file of a write cut short (a crash): never renamed, so never read.
-    if (existing.startsWith('.') && existing.endsWith('.tmp') && join(folder, existing) !== temporary) {
-      await rm(join(folder, existing), { force: true });
+    if (existing.startsWith('.') && existing.endsWith('.tmp')) {
+      if (join(folder, existing) !== temporary && (await leftover(join(folder, existing))))
+        await rm(join(folder, existing), { force: true });
       continue;
     }
     const other = existing === name ? undefined : rangeOf(existing);
@@ -271,9 +286,9 @@ export async function writeMessages(
     const folder = join(root, sub);
     const name = `${group.first}-${group.last}.parquet`;
     const temporary = await writeTemporary(folder, name, parquetBytes(group.columns, group.rows));
+    await commit(temporary, folder, name);
     const ids = new Set(group.rows.map((r) => String(r.id)));
     await clearOverlaps(folder, name, temporary, [group.first, group.last], ids, group.columns, order);
-    await commit(temporary, folder, name);
     rows += group.rows.length;
   }
   return { files: groups.size, rows };

@@ -188,7 +188,7 @@ export async function columnsFor(
   client: PoolClient,
   layout: Layout,
   table: string,
-  leaves: Map<string, { segments: string[]; type: ColumnType }>,
+  leaves: Map<string, { segments: readonly string[]; type: ColumnType }>,
   limits: Limits,
   changes: LayoutChanges,
 ): Promise<Map<string, Column>> {
@@ -239,8 +239,8 @@ export async function columnsFor(
 export function leafTypes(
   leavesOf: Iterable<Leaf[]>,
   typeOf: (value: unknown) => ColumnType,
-): Map<string, { segments: string[]; type: ColumnType }> {
-  const needed = new Map<string, { segments: string[]; type: ColumnType }>();
+): Map<string, { segments: readonly string[]; type: ColumnType }> {
+  const needed = new Map<string, { segments: readonly string[]; type: ColumnType }>();
   for (const leaves of leavesOf) {
     for (const leaf of leaves) {
       const type = typeOf(leaf.value);

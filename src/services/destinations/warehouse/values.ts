@@ -15,7 +15,8 @@ const BIGINT_LIMIT = 9_000_000_000_000_000_000;
 /** One flattened value: its path (the JSON of its segments, the column map's key) and value. */
 export interface Leaf {
   path: string;
-  segments: string[];
+  /** Shared between leaves of one path: never changed. */
+  segments: readonly string[];
   value: unknown;
 }
 
@@ -23,18 +24,45 @@ function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
+/** A path's key and segments, made once per path seen (the same few paths come in event after event). */
+interface PathNode {
+  path: string;
+  segments: string[];
+  children: Map<string, PathNode> | undefined;
+}
+
+/** Paths kept at most: properties with ever new keys would otherwise grow it without end. */
+const PATH_CACHE_LIMIT = 10_000;
+const rootPaths = new Map<string, PathNode>();
+let pathsCached = 0;
+
+function pathNode(siblings: Map<string, PathNode>, prefix: string[], key: string): PathNode {
+  const known = siblings.get(key);
+  if (known !== undefined) return known;
+  const segments = [...prefix, key];
+  const node: PathNode = { path: JSON.stringify(segments), segments, children: undefined };
+  if (pathsCached < PATH_CACHE_LIMIT) {
+    siblings.set(key, node);
+    pathsCached++;
+  }
+  return node;
+}
+
 /** The leaves of a properties (or traits) object; null values are skipped (they carry no type). */
 export function flatten(object: Record<string, unknown>): Leaf[] {
   const leaves: Leaf[] = [];
-  const walk = (value: Record<string, unknown>, prefix: string[]) => {
-    for (const [key, child] of Object.entries(value)) {
+  const walk = (value: Record<string, unknown>, prefix: string[], siblings: Map<string, PathNode>) => {
+    for (const key in value) {
+      if (!Object.hasOwn(value, key)) continue;
+      const child = value[key];
       if (child === null || child === undefined) continue;
-      const segments = [...prefix, key];
-      if (isObject(child) && segments.length < MAX_DEPTH) walk(child, segments);
-      else leaves.push({ path: JSON.stringify(segments), segments, value: child });
+      const node = pathNode(siblings, prefix, key);
+      if (isObject(child) && node.segments.length < MAX_DEPTH)
+        walk(child, node.segments, (node.children ??= new Map()));
+      else leaves.push({ path: node.path, segments: node.segments, value: child });
     }
   };
-  walk(object, []);
+  walk(object, [], rootPaths);
   return leaves;
 }
 

@@ -1,0 +1,173 @@
+// `npm run bench:warehouse-drain`: the PostgreSQL warehouse loader's CPU per loaded event. `--events` events
+// (bench/workload.ts's) are ingested with no destination, then a warehouse destination is created from the
+// beginning; while it drains, the delivery worker thread's CPU, the main thread's and the warehouse database's
+// backends' (from /proc) per loaded event. Repeated `--repeats` times, a fresh schema each (the first pays for
+// the worker's start). `--dist <dir>` runs another build of the server (a folder beside dist/, for before and
+// after), `--cpu-prof <dir>` writes the server's CPU profiles (every thread), `--database` as bench/warehouse.ts.
+import { randomBytes } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { adminClient, parseDatabase, SERVER_NODE_FLAG } from './args.js';
+import { postgresDatabase, sqliteDatabase, tempDirectory } from './database.js';
+import { freePort, installExitHandlers, startChild, waitUntilReady } from './processes.js';
+import { ExternalIds, batchJson } from './workload.js';
+
+const ROOT = new URL('..', import.meta.url).pathname;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+const { values } = parseArgs({
+  options: {
+    database: { type: 'string' },
+    events: { type: 'string' },
+    repeats: { type: 'string' },
+    'max-messages': { type: 'string' },
+    'cpu-prof': { type: 'string' },
+    dist: { type: 'string' },
+  },
+  strict: true,
+});
+const events = Number(values.events ?? 100_000);
+const repeats = Number(values.repeats ?? 2);
+const maxMessages = Number(values['max-messages'] ?? 1000);
+const batchSize = 100;
+
+function statSeconds(stat: string): number {
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+function threadSeconds(pid: number, tid: number): number {
+  try {
+    return statSeconds(readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8'));
+  } catch {
+    return 0;
+  }
+}
+/** CPU seconds of each backend of `database` (its command line names it). */
+function backends(database: string): Map<number, number> {
+  const seen = new Map<number, number>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) !== 'postgres') continue;
+      const command = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replace(/\0/g, ' ');
+      if (!command.includes(` ${database} `)) continue;
+      seen.set(Number(entry), statSeconds(stat));
+    } catch {
+      // ended
+    }
+  }
+  return seen;
+}
+
+async function main(): Promise<void> {
+  installExitHandlers(1800);
+  const dir = tempDirectory();
+  const storeUrl = parseDatabase(values.database ?? 'sqlite');
+  const database = storeUrl === undefined ? sqliteDatabase(dir) : await postgresDatabase(storeUrl);
+  const warehouse = await postgresDatabase('postgres://postgres@127.0.0.1:5432/postgres');
+  const warehouseName = new URL(warehouse.url).pathname.slice(1);
+  const port = await freePort();
+  const adminToken = randomBytes(24).toString('hex');
+  const logFile = join(dir, 'inlet.log');
+  const nodeArgs = [SERVER_NODE_FLAG];
+  if (values['cpu-prof'] !== undefined) nodeArgs.push('--cpu-prof', `--cpu-prof-dir=${values['cpu-prof']}`);
+  const server = startChild(
+    'inlet server',
+    process.execPath,
+    [...nodeArgs, join(ROOT, values.dist ?? 'dist', 'main.js')],
+    {
+      PATH: process.env.PATH,
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      INLET_DATABASE_URL: database.url,
+      INLET_ADMIN_TOKEN: adminToken,
+      INLET_LOG_LEVEL: 'info',
+      INLET_RATE_LIMIT_RPS: '10000000',
+      INLET_OUTBOUND_ALLOW_PRIVATE: 'true',
+      INLET_OUTBOUND_ALLOW: '127.0.0.0/8,::1',
+    },
+    logFile,
+  );
+  const base = `http://127.0.0.1:${port}`;
+  await waitUntilReady(server, `${base}/healthz`, logFile);
+  const admin = adminClient(base, adminToken);
+  const product = await admin('POST', '/products', { name: 'bench' });
+  const key = await admin('POST', `/products/${product.id as string}/keys`, { kind: 'events', name: 'bench' });
+  const productPath = `/products/${product.id as string}`;
+  const ids = new ExternalIds(randomBytes(4).toString('hex'));
+  let n = 0;
+  const requests = Math.ceil(events / batchSize);
+  const send = async () => {
+    while (n < requests) {
+      const body = batchJson(ids, batchSize, n++);
+      const r = await fetch(`${base}/api/v2/events/batch`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key.key as string}`, 'content-type': 'application/json' },
+        body,
+      });
+      if (r.status !== 200) throw new Error(`ingest: ${r.status} ${await r.text()}`);
+      await r.arrayBuffer();
+    }
+  };
+  await Promise.all(Array.from({ length: 8 }, send));
+  const pid = server.process.pid!;
+  let tid: number | undefined;
+  process.stdout.write(`${requests * batchSize} events stored; draining into ${warehouse.description}\n`);
+  for (let r = 1; r <= repeats; r++) {
+    const startedLoad = loadavg()[0]!;
+    const d = await admin('POST', `${productPath}/destinations`, {
+      type: 'postgres',
+      name: `drain_${r}`,
+      url: warehouse.url,
+      schema: `drain_${r}`,
+      start: 'beginning',
+      batch: { max_messages: maxMessages, max_wait_ms: 1000 },
+    });
+    while (tid === undefined) {
+      const line = readFileSync(logFile, 'utf8')
+        .split('\n')
+        .find((l) => l.includes('delivery worker started'));
+      if (line !== undefined) tid = (JSON.parse(line) as { tid: number }).tid;
+      else await sleep(20);
+    }
+    const w0 = threadSeconds(pid, tid);
+    const m0 = threadSeconds(pid, pid);
+    const b0 = backends(warehouseName);
+    const bLast = new Map(b0);
+    const t0 = performance.now();
+    for (;;) {
+      for (const [p, s] of backends(warehouseName)) bLast.set(p, s);
+      const lag = (await admin('GET', `${productPath}/destinations/${d.id as string}`)).lag as number;
+      if (lag === 0) break;
+      await sleep(250);
+    }
+    for (const [p, s] of backends(warehouseName)) bLast.set(p, s);
+    const seconds = (performance.now() - t0) / 1000;
+    const worker = threadSeconds(pid, tid) - w0;
+    const main = threadSeconds(pid, pid) - m0;
+    let backend = 0;
+    for (const [p, s] of bLast) backend += s - (b0.get(p) ?? 0);
+    const per = (s: number) => ((s * 1e6) / (requests * batchSize)).toFixed(1);
+    process.stdout.write(
+      `drain ${r}: ${seconds.toFixed(1)} s; µs/event: worker ${per(worker)}, warehouse backend ${per(backend)}, main ${per(main)}; load ${startedLoad.toFixed(1)}→${loadavg()[0]!.toFixed(1)}\n`,
+    );
+    await admin('DELETE', `${productPath}/destinations/${d.id as string}`);
+  }
+}
+
+main().then(
+  async () => {
+    const { cleanUp } = await import('./processes.js');
+    await cleanUp();
+    process.exit(0);
+  },
+  async (error: unknown) => {
+    process.stderr.write(`bench: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    const { cleanUp } = await import('./processes.js');
+    await cleanUp();
+    process.exit(1);
+  },
+);
