@@ -5,6 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
+import { uuidBytes } from '../src/storage/database.js';
 import { keyHash, mergeAllEventKeys, subjectHash } from '../src/storage/sqlite/event-keys.js';
 import pg from 'pg';
 import { onCleanup, postgresCpuMeter } from './processes.js';
@@ -187,13 +188,21 @@ export function fillSqliteEvents(
         .pluck()
         .get() as number) === 1;
     const times = [at('occurred_at'), at('received_at')];
+    // And the id as its 16 bytes where the schema has it as a BLOB (migration 853).
+    const idBytes =
+      (fill
+        .prepare(`SELECT count(*) FROM pragma_table_info('events') WHERE name = 'id' AND type = 'BLOB'`)
+        .pluck()
+        .get() as number) === 1;
+    const id = at('id');
     const insert = fill.prepare(
       `INSERT INTO events (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')})`,
     );
     const group = fill.transaction((from: number, to: number) => {
       for (let i = from; i < to; i++) {
-        const values = rowAt(i) as Array<string | number>;
+        const values = rowAt(i) as Array<string | number | Buffer>;
         if (millis) for (const t of times) values[t] = Date.parse(values[t] as string);
+        if (idBytes) values[id] = uuidBytes(values[id] as string);
         if (hashed) {
           const key =
             values[external] === null
