@@ -74,8 +74,28 @@ export const EVENT_TEXT_SELECTIONS: ReadonlyArray<keyof EventsTable | AliasedRaw
     column.type === 'json' ? sql<string>`${sql.ref(column.name)}::text`.as(column.name) : column.name,
   );
 
+/**
+ * SQLite stores an event's product as the product's number (migration 854): the writer's value for `product_id`,
+ * its one parameter the product's text id.
+ */
+export const SQLITE_PRODUCT_NUMBER = '(SELECT number FROM product_numbers WHERE product_id = ?)';
+
+/** And back: the product's text id of a row of `events` (a select list's `product_id`). */
+export const SQLITE_PRODUCT_TEXT = '(SELECT product_id FROM product_numbers WHERE number = events.product_id)';
+
+/** SQLite's select list of hand-written SQL: the columns, the product as its text id. */
+export const SQLITE_EVENT_COLUMN_LIST = EVENT_COLUMN_NAMES.map((name) =>
+  name === 'product_id' ? `${SQLITE_PRODUCT_TEXT} AS product_id` : name,
+).join(', ');
+
+/** The same as SQLITE_EVENT_COLUMN_LIST, for Kysely's `select`. */
+export const SQLITE_EVENT_SELECTIONS: ReadonlyArray<keyof EventsTable | AliasedRawBuilder<string, string>> =
+  EVENT_COLUMN_NAMES.map((name) =>
+    name === 'product_id' ? sql<string>`${sql.raw(SQLITE_PRODUCT_TEXT)}`.as(name) : name,
+  );
+
 /** SQLite's select list of `eventFromRawRow`, in its order: the event's columns, then its position. */
-export const RAW_EVENT_COLUMNS = `${EVENT_COLUMN_LIST}, position`;
+export const RAW_EVENT_COLUMNS = `${SQLITE_EVENT_COLUMN_LIST}, position`;
 
 /** A stored row as Kysely or node-postgres return it, with its position when it was selected. */
 export type EventRow = Selectable<EventsTable> & { position?: string | number };

@@ -39,6 +39,29 @@ const millis = (column: string) =>
 const bytes = (column: string) =>
   `CASE WHEN length(${column}) = 36 THEN coalesce(unhex(replace(${column}, '-', '')), ${column}) ELSE ${column} END`;
 
+/** The end of a rebuild of `events` into `events_compact`: the counter, the rename, the indexes, the triggers. */
+const rebuilt = [
+  // A position is never used twice, also after the newest rows were deleted: the counter goes along.
+  `INSERT INTO sqlite_sequence (name, seq)
+     SELECT 'events_compact', 0 WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'events_compact')`,
+  `UPDATE sqlite_sequence SET seq = (SELECT max(seq) FROM sqlite_sequence WHERE name IN ('events', 'events_compact'))
+    WHERE name = 'events_compact'`,
+  `DROP TABLE events`,
+  `ALTER TABLE events_compact RENAME TO events`,
+  `CREATE INDEX events_by_id ON events (id)`,
+  `CREATE INDEX events_by_product ON events (product_id)`,
+  `CREATE INDEX events_by_name ON events (product_id, canonical_name)`,
+  `CREATE INDEX events_by_time ON events (product_id, received_at)`,
+  `CREATE TRIGGER events_key_gone AFTER DELETE ON events WHEN OLD.external_id IS NOT NULL BEGIN
+     INSERT OR IGNORE INTO event_keys_gone (position, h)
+       VALUES (OLD.position, coalesce(OLD.key_hash, (SELECT h FROM event_keys_by_position WHERE position = OLD.position)));
+   END`,
+  `CREATE TRIGGER events_subject_gone AFTER DELETE ON events BEGIN
+     INSERT OR IGNORE INTO event_subjects_gone (position, h)
+       VALUES (OLD.position, coalesce(OLD.subject_hash, (SELECT h FROM event_subjects_by_position WHERE position = OLD.position)));
+   END`,
+];
+
 export const compactRowMigrations: Migration[] = [
   {
     version: 851,
@@ -107,25 +130,49 @@ export const compactRowMigrations: Migration[] = [
         `INSERT INTO events_compact (${COLUMNS})
            SELECT ${COLUMNS.replace('occurred_at, received_at', `${millis('occurred_at')}, ${millis('received_at')}`).replace(' id,', ` ${bytes('id')},`)}
              FROM events ORDER BY position`,
-        // A position is never used twice, also after the newest rows were deleted: the counter goes along.
-        `INSERT INTO sqlite_sequence (name, seq)
-           SELECT 'events_compact', 0 WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'events_compact')`,
-        `UPDATE sqlite_sequence SET seq = (SELECT max(seq) FROM sqlite_sequence WHERE name IN ('events', 'events_compact'))
-          WHERE name = 'events_compact'`,
-        `DROP TABLE events`,
-        `ALTER TABLE events_compact RENAME TO events`,
-        `CREATE INDEX events_by_id ON events (id)`,
-        `CREATE INDEX events_by_product ON events (product_id)`,
-        `CREATE INDEX events_by_name ON events (product_id, canonical_name)`,
-        `CREATE INDEX events_by_time ON events (product_id, received_at)`,
-        `CREATE TRIGGER events_key_gone AFTER DELETE ON events WHEN OLD.external_id IS NOT NULL BEGIN
-           INSERT OR IGNORE INTO event_keys_gone (position, h)
-             VALUES (OLD.position, coalesce(OLD.key_hash, (SELECT h FROM event_keys_by_position WHERE position = OLD.position)));
+        ...rebuilt,
+      ],
+      postgres: [],
+    },
+  },
+  {
+    version: 854,
+    name: 'SQLite: the product of an event as its number',
+    statements: {
+      sqlite: [
+        `CREATE TABLE product_numbers (
+           number INTEGER PRIMARY KEY AUTOINCREMENT,
+           product_id TEXT NOT NULL UNIQUE
+         )`,
+        `INSERT INTO product_numbers (product_id) SELECT id FROM products ORDER BY rowid`,
+        `CREATE TRIGGER products_numbered AFTER INSERT ON products BEGIN
+           INSERT OR IGNORE INTO product_numbers (product_id) VALUES (NEW.id);
          END`,
-        `CREATE TRIGGER events_subject_gone AFTER DELETE ON events BEGIN
-           INSERT OR IGNORE INTO event_subjects_gone (position, h)
-             VALUES (OLD.position, coalesce(OLD.subject_hash, (SELECT h FROM event_subjects_by_position WHERE position = OLD.position)));
-         END`,
+        `CREATE TABLE events_compact (
+           position INTEGER PRIMARY KEY AUTOINCREMENT,
+           id BLOB NOT NULL,
+           product_id INTEGER NOT NULL REFERENCES product_numbers(number),
+           source TEXT NOT NULL,
+           external_id TEXT,
+           event_type TEXT NOT NULL,
+           action TEXT NOT NULL,
+           canonical_name TEXT NOT NULL,
+           name_format TEXT NOT NULL,
+           subject_type TEXT NOT NULL,
+           subject_id TEXT NOT NULL,
+           occurred_at INTEGER NOT NULL,
+           received_at INTEGER NOT NULL,
+           properties TEXT NOT NULL,
+           api_key_id TEXT,
+           context TEXT,
+           original TEXT,
+           key_hash INTEGER,
+           subject_hash INTEGER
+         )`,
+        `INSERT INTO events_compact (${COLUMNS})
+           SELECT ${COLUMNS.replace(' product_id,', ' (SELECT number FROM product_numbers WHERE product_numbers.product_id = events.product_id),')}
+             FROM events ORDER BY position`,
+        ...rebuilt,
       ],
       postgres: [],
     },
