@@ -59,16 +59,18 @@ export async function sqliteRawInsert(
     const insert = db.prepare(
       `INSERT INTO events (${ROW_COLUMNS.join(', ')}) VALUES (${ROW_COLUMNS.map(() => '?').join(', ')})`,
     );
-    // The product as the server stores it where the schema numbers products (migration 854), looked up once.
-    const number = (
+    // The product and the key as the server stores them where the schema numbers them (migration 854), looked up once.
+    const numbered =
       db
         .prepare(`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'product_numbers'`)
         .pluck()
-        .get() === 1
-        ? db.prepare('SELECT number FROM product_numbers WHERE product_id = ?').pluck().get(PRODUCT)
-        : PRODUCT
+        .get() === 1;
+    const number = (
+      numbered ? db.prepare('SELECT number FROM product_numbers WHERE product_id = ?').pluck().get(PRODUCT) : PRODUCT
     ) as string | number;
-    const productAt = ROW_COLUMNS.indexOf('product_id');
+    const key = (numbered ? db.prepare('SELECT number FROM key_numbers WHERE key_id = ?').pluck().get(KEY) : KEY) as
+      string | number;
+    const [productAt, keyAt] = [ROW_COLUMNS.indexOf('product_id'), ROW_COLUMNS.indexOf('api_key_id')];
     const writeBatch = db.transaction((rows: unknown[][]) => {
       for (const row of rows) insert.run(row);
     });
@@ -82,6 +84,7 @@ export async function sqliteRawInsert(
       for (let i = 0; i < batchSize; i++) {
         const values = row(PRODUCT, KEY, 'api', rows + i);
         values[productAt] = number;
+        values[keyAt] = key;
         batch.push(values);
       }
       const started = process.hrtime.bigint();

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { uuidBytes } from '../src/storage/database.js';
-import { SQLITE_PRODUCT_NUMBER } from '../src/storage/event-columns.js';
+import { sqlitePlaceholder } from '../src/storage/event-columns.js';
 import { keyHash, mergeAllEventKeys, subjectHash } from '../src/storage/sqlite/event-keys.js';
 import pg from 'pg';
 import { onCleanup, postgresCpuMeter } from './processes.js';
@@ -196,7 +196,7 @@ export function fillSqliteEvents(
         .pluck()
         .get() as number) === 1;
     const id = at('id');
-    // And the product as its number where the schema has them (migration 854), as the writer stores it.
+    // And the product and the key as their numbers where the schema has them (migration 854), as the writer stores them.
     const numbered =
       (fill
         .prepare(`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'product_numbers'`)
@@ -204,7 +204,7 @@ export function fillSqliteEvents(
         .get() as number) === 1;
     const insert = fill.prepare(
       `INSERT INTO events (${columns.join(', ')}) VALUES (${columns
-        .map((name) => (name === 'product_id' && numbered ? SQLITE_PRODUCT_NUMBER : '?'))
+        .map((name) => (numbered ? sqlitePlaceholder(name) : '?'))
         .join(', ')})`,
     );
     const group = fill.transaction((from: number, to: number) => {

@@ -204,7 +204,7 @@ describe('migration 853: SQLite event times as milliseconds', { skip }, () => {
   });
 });
 
-describe('migration 854: SQLite event products as numbers', { skip }, () => {
+describe('migration 854: SQLite event products and keys as numbers', { skip }, () => {
   it('numbers every product, converts every row, keeps positions, the counter, the indexes and the triggers', async () => {
     const dir = mkdtempSync(join(testTempDir(), 'inlet-m854-'));
     try {
@@ -213,7 +213,19 @@ describe('migration 854: SQLite event products as numbers', { skip }, () => {
       raw.prepare('INSERT INTO products (id, name, created_at) VALUES (?, ?, ?)').run(other, 'other', '2026-01-01');
       for (const externalId of ['a', 'b', 'c']) insert(externalId);
       raw.prepare(`DELETE FROM events WHERE external_id = 'c'`).run();
+      raw
+        .prepare(
+          `INSERT INTO api_keys (id, product_id, kind, prefix, key_hash, created_at) VALUES ('key_1', ?, 'events', 'p', 'h', '2026-01-01')`,
+        )
+        .run(productId);
+      // One event's key is in api_keys, the other's no longer is: both keep their key.
+      raw.prepare(`UPDATE events SET api_key_id = CASE external_id WHEN 'a' THEN 'key_1' ELSE 'key_gone' END`).run();
       await migrateAll();
+      assert.deepEqual(raw.prepare('SELECT number, key_id FROM key_numbers ORDER BY number').all(), [
+        { number: 1, key_id: 'key_1' },
+        { number: 2, key_id: 'key_gone' },
+      ]);
+      assert.deepEqual(raw.prepare('SELECT api_key_id FROM events ORDER BY position').pluck().all(), [1, 2]);
       assert.deepEqual(raw.prepare('SELECT number, product_id FROM product_numbers ORDER BY number').all(), [
         { number: 1, product_id: productId },
         { number: 2, product_id: other },
@@ -230,7 +242,7 @@ describe('migration 854: SQLite event products as numbers', { skip }, () => {
       await db.destroy();
       const storage = await openStorage(`sqlite:${join(dir, 'inlet.db')}`);
       try {
-        const [stored] = await storage.events.insertMany([eventRow(productId, 'd')]);
+        const [stored] = await storage.events.insertMany([eventRow(productId, 'd', { apiKeyId: 'key_1' })]);
         assert.equal(stored!.status, 'created');
         assert.equal(stored!.event.productId, productId);
         const [again] = await storage.events.insertMany([eventRow(productId, 'a')]);
@@ -240,12 +252,17 @@ describe('migration 854: SQLite event products as numbers', { skip }, () => {
         );
         const page = await storage.events.page({ productId, filter: {}, limit: 10, order: 'asc' });
         assert.deepEqual(
-          page.events.map((e) => [e.productId, e.externalId, e.position]),
+          page.events.map((e) => [e.productId, e.externalId, e.position, e.apiKeyId]),
           [
-            [productId, 'a', '1'],
-            [productId, 'b', '2'],
-            [productId, 'd', '4'],
+            [productId, 'a', '1', 'key_1'],
+            [productId, 'b', '2', 'key_gone'],
+            [productId, 'd', '4', 'key_1'],
           ],
+        );
+        const byKey = await storage.events.page({ productId, filter: { keyId: 'key_1' }, limit: 10, order: 'asc' });
+        assert.deepEqual(
+          byKey.events.map((e) => e.externalId),
+          ['a', 'd'],
         );
       } finally {
         await storage.close();

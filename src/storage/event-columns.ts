@@ -83,16 +83,33 @@ export const SQLITE_PRODUCT_NUMBER = '(SELECT number FROM product_numbers WHERE 
 /** And back: the product's text id of a row of `events` (a select list's `product_id`). */
 export const SQLITE_PRODUCT_TEXT = '(SELECT product_id FROM product_numbers WHERE number = events.product_id)';
 
-/** SQLite's select list of hand-written SQL: the columns, the product as its text id. */
-export const SQLITE_EVENT_COLUMN_LIST = EVENT_COLUMN_NAMES.map((name) =>
-  name === 'product_id' ? `${SQLITE_PRODUCT_TEXT} AS product_id` : name,
-).join(', ');
+/** The same for the API key (`api_key_id`): its number in `key_numbers`, one parameter, its text id. */
+export const SQLITE_KEY_NUMBER = '(SELECT number FROM key_numbers WHERE key_id = ?)';
+
+/** And back: the key's text id of a row of `events` (NULL stays NULL). */
+export const SQLITE_KEY_TEXT = '(SELECT key_id FROM key_numbers WHERE number = events.api_key_id)';
+
+/** SQLite's value of each numbered column (its one parameter the text id), and how a select list reads it back. */
+const SQLITE_NUMBERED: Partial<Record<keyof EventsTable, { number: string; text: string }>> = {
+  product_id: { number: SQLITE_PRODUCT_NUMBER, text: SQLITE_PRODUCT_TEXT },
+  api_key_id: { number: SQLITE_KEY_NUMBER, text: SQLITE_KEY_TEXT },
+};
+
+/** SQLite's placeholder of a column in an insert: `?`, or the lookup of a numbered column's number. */
+export const sqlitePlaceholder = (name: string): string => SQLITE_NUMBERED[name as keyof EventsTable]?.number ?? '?';
+
+/** SQLite's select list of hand-written SQL: the columns, the product and the key as their text ids. */
+export const SQLITE_EVENT_COLUMN_LIST = EVENT_COLUMN_NAMES.map((name) => {
+  const numbered = SQLITE_NUMBERED[name];
+  return numbered === undefined ? name : `${numbered.text} AS ${name}`;
+}).join(', ');
 
 /** The same as SQLITE_EVENT_COLUMN_LIST, for Kysely's `select`. */
 export const SQLITE_EVENT_SELECTIONS: ReadonlyArray<keyof EventsTable | AliasedRawBuilder<string, string>> =
-  EVENT_COLUMN_NAMES.map((name) =>
-    name === 'product_id' ? sql<string>`${sql.raw(SQLITE_PRODUCT_TEXT)}`.as(name) : name,
-  );
+  EVENT_COLUMN_NAMES.map((name) => {
+    const numbered = SQLITE_NUMBERED[name];
+    return numbered === undefined ? name : sql<string>`${sql.raw(numbered.text)}`.as(name);
+  });
 
 /** SQLite's select list of `eventFromRawRow`, in its order: the event's columns, then its position. */
 export const RAW_EVENT_COLUMNS = `${SQLITE_EVENT_COLUMN_LIST}, position`;

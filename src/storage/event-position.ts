@@ -3,7 +3,12 @@
 // in commit order. PostgreSQL: `(tx, seq)`, read below a read horizon.
 import { sql, type AliasedRawBuilder, type Expression, type Kysely, type RawBuilder, type SqlBool } from 'kysely';
 import { uuidBytes, type Database, type EventsTable } from './database.js';
-import { EVENT_COLUMN_NAMES, SQLITE_EVENT_SELECTIONS, SQLITE_PRODUCT_NUMBER } from './event-columns.js';
+import {
+  EVENT_COLUMN_NAMES,
+  SQLITE_EVENT_SELECTIONS,
+  SQLITE_KEY_NUMBER,
+  SQLITE_PRODUCT_NUMBER,
+} from './event-columns.js';
 import type { Dialect } from './types.js';
 
 export type Op = '<' | '>' | '<=' | '>=';
@@ -34,6 +39,8 @@ export interface PositionSql {
    * by a subquery that SQLite evaluates once, before it searches an index by it.
    */
   product(productId: string): Expression<string>;
+  /** The same for `api_key_id` (SQLite stores the key's number: migration 854). */
+  key(keyId: string): Expression<string>;
   /** The select list of an event's columns (Kysely's): on SQLite with the product as its text id. */
   columns: ReadonlyArray<keyof EventsTable | AliasedRawBuilder<string, string>>;
 }
@@ -111,6 +118,10 @@ export function positionSql(dialect: Dialect): PositionSql {
       time: (iso) => Date.parse(iso),
       byId: (productId, id) => sql<SqlBool>`+product_id = ${sqliteProduct(productId)} AND id = ${uuidBytes(id)}`,
       product: sqliteProduct,
+      key: (keyId) => {
+        const [before, after] = SQLITE_KEY_NUMBER.split('?') as [string, string];
+        return sql<string>`${sql.raw(before)}${keyId}${sql.raw(after)}`;
+      },
       columns: SQLITE_EVENT_SELECTIONS,
     };
   }
@@ -135,6 +146,7 @@ export function positionSql(dialect: Dialect): PositionSql {
     time: (iso) => iso,
     byId: (productId, id) => sql<SqlBool>`product_id = ${productId} AND id = ${id}`,
     product: (productId) => sql<string>`${productId}`,
+    key: (keyId) => sql<string>`${keyId}`,
     columns: EVENT_COLUMN_NAMES,
   };
 }

@@ -180,7 +180,7 @@ async function readRows(page: PageRead, filter: EventFilter, only?: number[]): P
     ['event_type', '=', filter.eventType],
     ['action', '=', filter.action],
     ['source', '=', filter.source],
-    ['api_key_id', '=', filter.keyId],
+    ['api_key_id', '=', filter.keyId === undefined ? undefined : position.key(filter.keyId)],
     ['subject_type', '=', filter.subjectType],
     ['subject_id', 'in', filter.subjectIds],
     ['received_at', '>=', filter.receivedFrom === undefined ? undefined : position.time(filter.receivedFrom)],

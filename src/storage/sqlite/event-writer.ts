@@ -10,7 +10,7 @@ import {
   EVENT_COLUMNS,
   eventFromRow,
   SQLITE_EVENT_COLUMN_LIST,
-  SQLITE_PRODUCT_NUMBER,
+  sqlitePlaceholder,
   type EventRow,
 } from '../event-columns.js';
 import type { EventInsert, InsertOutcome } from '../types.js';
@@ -20,11 +20,9 @@ import { withoutCommitSync, type WalSync } from './wal-sync.js';
 // The statement's arguments: the table's columns (event-columns.ts), then the row's two hashes (event-keys.ts; a
 // deleted row's note takes them from it, for the sweep). Times are stored as milliseconds since 1970 (migration
 // 853) and ids as their 16 bytes: `stored` wraps the expression of such a column's text in Date.parse or
-// uuidBytesInto (one buffer for every row: better-sqlite3 copies a blob when it binds it). The product is stored as
-// its number (migration 854), looked up by the statement.
-const PLACEHOLDERS = EVENT_COLUMNS.map((column) => (column.name === 'product_id' ? SQLITE_PRODUCT_NUMBER : '?')).join(
-  ', ',
-);
+// uuidBytesInto (one buffer for every row: better-sqlite3 copies a blob when it binds it). The product and the key
+// are stored as their numbers (migration 854), looked up by the statement.
+const PLACEHOLDERS = EVENT_COLUMNS.map((column) => sqlitePlaceholder(column.name)).join(', ');
 const stored = (column: number, text: string) => {
   const type = EVENT_COLUMNS[column]!.type;
   return type === 'timestamptz' ? `Date.parse(${text})` : type === 'uuid' ? `uuidBytesInto(${text}, idBytes)` : text;
