@@ -59,6 +59,18 @@ export async function sqliteRawInsert(
     const insert = db.prepare(
       `INSERT INTO events (${ROW_COLUMNS.join(', ')}) VALUES (${ROW_COLUMNS.map(() => '?').join(', ')})`,
     );
+    // The product and the key as the server stores them where the schema numbers them (migration 854), looked up once.
+    const numbered =
+      db
+        .prepare(`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'product_numbers'`)
+        .pluck()
+        .get() === 1;
+    const number = (
+      numbered ? db.prepare('SELECT number FROM product_numbers WHERE product_id = ?').pluck().get(PRODUCT) : PRODUCT
+    ) as string | number;
+    const key = (numbered ? db.prepare('SELECT number FROM key_numbers WHERE key_id = ?').pluck().get(KEY) : KEY) as
+      string | number;
+    const [productAt, keyAt] = [ROW_COLUMNS.indexOf('product_id'), ROW_COLUMNS.indexOf('api_key_id')];
     const writeBatch = db.transaction((rows: unknown[][]) => {
       for (const row of rows) insert.run(row);
     });
@@ -69,7 +81,12 @@ export async function sqliteRawInsert(
     const until = Date.now() + durationSeconds * 1000;
     for (let n = 0; Date.now() < until; n++) {
       const batch: unknown[][] = [];
-      for (let i = 0; i < batchSize; i++) batch.push(row(PRODUCT, KEY, 'api', rows + i));
+      for (let i = 0; i < batchSize; i++) {
+        const values = row(PRODUCT, KEY, 'api', rows + i);
+        values[productAt] = number;
+        values[keyAt] = key;
+        batch.push(values);
+      }
       const started = process.hrtime.bigint();
       writeBatch(batch);
       timed += process.hrtime.bigint() - started;

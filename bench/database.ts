@@ -5,6 +5,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
+import { uuidBytes } from '../src/storage/database.js';
+import { sqlitePlaceholder } from '../src/storage/event-columns.js';
 import { keyHash, mergeAllEventKeys, subjectHash } from '../src/storage/sqlite/event-keys.js';
 import pg from 'pg';
 import { onCleanup, postgresCpuMeter } from './processes.js';
@@ -187,13 +189,29 @@ export function fillSqliteEvents(
         .pluck()
         .get() as number) === 1;
     const times = [at('occurred_at'), at('received_at')];
+    // And the id as its 16 bytes where the schema has it as a BLOB (migration 853).
+    const idBytes =
+      (fill
+        .prepare(`SELECT count(*) FROM pragma_table_info('events') WHERE name = 'id' AND type = 'BLOB'`)
+        .pluck()
+        .get() as number) === 1;
+    const id = at('id');
+    // And the product and the key as their numbers where the schema has them (migration 854), as the writer stores them.
+    const numbered =
+      (fill
+        .prepare(`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'product_numbers'`)
+        .pluck()
+        .get() as number) === 1;
     const insert = fill.prepare(
-      `INSERT INTO events (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')})`,
+      `INSERT INTO events (${columns.join(', ')}) VALUES (${columns
+        .map((name) => (numbered ? sqlitePlaceholder(name) : '?'))
+        .join(', ')})`,
     );
     const group = fill.transaction((from: number, to: number) => {
       for (let i = from; i < to; i++) {
-        const values = rowAt(i) as Array<string | number>;
+        const values = rowAt(i) as Array<string | number | Buffer>;
         if (millis) for (const t of times) values[t] = Date.parse(values[t] as string);
+        if (idBytes) values[id] = uuidBytes(values[id] as string);
         if (hashed) {
           const key =
             values[external] === null

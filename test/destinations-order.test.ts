@@ -8,7 +8,7 @@ import { sql } from 'kysely';
 import { messageIdOfEvent } from '../src/domain/destinations.js';
 import { uuidv7 } from '../src/domain/ids.js';
 import type { Services } from '../src/services.js';
-import { createTestServices, dialect, reusableDatabase, type TestDatabase } from './helpers.js';
+import { createTestServices, dialect, eventProduct, reusableDatabase, type TestDatabase } from './helpers.js';
 import { startWebhookReceiver, type WebhookReceiver } from './fakes/webhook-receiver.js';
 
 let database: TestDatabase;
@@ -55,7 +55,7 @@ async function expectedOrder(productId: string): Promise<string[]> {
   const rows = await sql<{ kind: string; id: string }>`
     SELECT kind, id FROM (
       SELECT 'e' AS kind, lower(substr(hex(id), 1, 8) || '-' || substr(hex(id), 9, 4) || '-' || substr(hex(id), 13, 4) || '-' || substr(hex(id), 17, 4) || '-' || substr(hex(id), 21)) AS id, position AS k1, 0 AS k2, 0 AS k3
-        FROM events WHERE product_id = ${productId}
+        FROM events WHERE product_id = ${eventProduct(productId)}
       UNION ALL SELECT 'i' AS kind, id, after_event AS k1, 1 AS k2, position AS k3 FROM identity_messages WHERE product_id = ${productId}
     ) ORDER BY k1, k2, k3`.execute(db);
   return rows.rows.map((r) => (r.kind === 'e' ? messageIdOfEvent(r.id) : r.id));

@@ -34,6 +34,8 @@ const SQLITE_ONLY: Record<string, string> = {
   event_subjects_by_position:
     'SQLite only: the same entries by event position, how a sweep finds a deleted row’s entry',
   event_subjects_gone: 'SQLite only: positions of deleted events whose subject entries a sweep has yet to remove',
+  product_numbers: 'SQLite only: the number each product is stored as in `events` (migration 854)',
+  key_numbers: 'SQLite only: the number each API key is stored as in `events` (migration 854)',
 };
 const exceptions = dialect === 'sqlite' ? { ...EXCEPTIONS, ...SQLITE_ONLY } : EXCEPTIONS;
 

@@ -5,7 +5,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { eventRow } from './event-rows.js';
-import { createTestApp, type TestContext } from './helpers.js';
+import { createTestApp, eventProduct, type TestContext } from './helpers.js';
 
 let ctx: TestContext;
 before(async () => {
@@ -20,7 +20,7 @@ async function subjectsLeft(productId: string): Promise<Record<string, number>> 
   const rows = await ctx.services.storage.db
     .selectFrom('events')
     .select(['subject_id'])
-    .where('product_id', '=', productId)
+    .where('product_id', '=', eventProduct(productId))
     .execute();
   const counts: Record<string, number> = {};
   for (const row of rows) counts[row.subject_id] = (counts[row.subject_id] ?? 0) + 1;

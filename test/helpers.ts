@@ -10,9 +10,23 @@ import { loadConfig, type Config } from '../src/config.js';
 import { createServices, type Services } from '../src/services.js';
 import { buildApp } from '../src/http/app.js';
 import type { Dialect } from '../src/storage/types.js';
+import type { Kysely } from 'kysely';
+import type { Database, EventsTable } from '../src/storage/database.js';
+import { positionSql } from '../src/storage/event-position.js';
 import { openStorage, type OpenedStorage, type OpenStorageOptions } from '../src/storage/connect.js';
 
 export const dialect: Dialect = process.env.INLET_TEST_DIALECT === 'postgres' ? 'postgres' : 'sqlite';
+
+/** The value to compare `product_id` of `events` with: SQLite stores the product's number (migration 854). */
+export const eventProduct = positionSql(dialect).product;
+
+/** The product's stored events, their columns as the storage reads them (the product as its text id). */
+export function storedEvents(db: Kysely<Database>, productId: string) {
+  return db
+    .selectFrom('events')
+    .select(positionSql(dialect).columns as unknown as Array<keyof EventsTable>)
+    .where('product_id', '=', eventProduct(productId));
+}
 export const postgresUrl = process.env.INLET_TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 export const ADMIN_TOKEN = 'test-admin-token-0123456789abcdef';
 

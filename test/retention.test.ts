@@ -13,7 +13,16 @@ import { createMetrics } from '../src/services/metrics.js';
 import { createRetentionService } from '../src/services/retention-service.js';
 import type { EventInsert } from '../src/storage/types.js';
 import { eventRow } from './event-rows.js';
-import { adminHeaders, bearer, createTestApp, dialect, postgresUrl, problemOf, type TestContext } from './helpers.js';
+import {
+  adminHeaders,
+  bearer,
+  createTestApp,
+  dialect,
+  eventProduct,
+  postgresUrl,
+  problemOf,
+  type TestContext,
+} from './helpers.js';
 
 let ctx: TestContext;
 before(async () => {
@@ -45,7 +54,7 @@ async function countEvents(productId: string, before?: string): Promise<number> 
   let query = ctx.services.storage.db
     .selectFrom('events')
     .select((eb) => eb.fn.countAll().as('n'))
-    .where('product_id', '=', productId);
+    .where('product_id', '=', eventProduct(productId));
   // SQLite stores event times as milliseconds (migration 853).
   if (before !== undefined) query = query.where('received_at', '<', dialect === 'sqlite' ? Date.parse(before) : before);
   return Number((await query.executeTakeFirstOrThrow()).n);

@@ -5,7 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { gzipSync } from 'node:zlib';
 import { sql } from 'kysely';
-import { createTestApp, problemOf, type TestContext } from './helpers.js';
+import { createTestApp, eventProduct, problemOf, storedEvents, type TestContext } from './helpers.js';
 
 let ctx: TestContext;
 let key: string;
@@ -32,10 +32,7 @@ function post(url: string, payload: unknown, headers: Record<string, string> = b
 }
 
 async function stored(messageId: string) {
-  const rows = await ctx.services.storage.db
-    .selectFrom('events')
-    .selectAll()
-    .where('product_id', '=', productId)
+  const rows = await storedEvents(ctx.services.storage.db, productId)
     .where('source', '=', 'segment')
     .where('external_id', '=', messageId)
     .execute();
@@ -213,7 +210,7 @@ describe('Segment mapping', () => {
         sql<number>`count(*)`.as('n'),
         sql<number>`sum(CASE WHEN context IS NULL AND original IS NULL THEN 1 ELSE 0 END)`.as('none'),
       ])
-      .where('product_id', '=', productId)
+      .where('product_id', '=', eventProduct(productId))
       .where('source', '=', 'api')
       .executeTakeFirstOrThrow();
     assert.equal(Number(nulls.none), Number(nulls.n));

@@ -8,7 +8,9 @@ import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../src/http/app.js';
-import { fileBefore } from './event-rows.js';
+import BetterSqlite3 from 'better-sqlite3';
+import { openStorage } from '../src/storage/connect.js';
+import { eventRow, fileBefore } from './event-rows.js';
 import { inlet } from './support/cli.js';
 import { adminHeaders, bearer, createTestServices, dialect, testTempDir } from './helpers.js';
 
@@ -189,7 +191,8 @@ describe('migration 853: SQLite event times as milliseconds', { skip }, () => {
       const { raw, db, insert, migrateAll } = await fileBefore(join(dir, 'inlet.db'), 853);
       for (const externalId of ['a', 'b', 'c']) insert(externalId);
       raw.prepare(`DELETE FROM events WHERE external_id = 'c'`).run();
-      await migrateAll();
+      // Up to 853 only: the statement stores the product's text id, which 854 replaces by its number.
+      await migrateAll(854);
       assert.deepEqual(
         raw
           .prepare('SELECT position, typeof(id) AS i, typeof(occurred_at) AS t, occurred_at, received_at FROM events')
@@ -223,6 +226,101 @@ describe('migration 853: SQLite event times as milliseconds', { skip }, () => {
       raw.prepare(`DELETE FROM events WHERE external_id = 'd'`).run();
       assert.deepEqual(raw.prepare('SELECT position FROM event_keys_gone WHERE position = 4').pluck().all(), [4]);
       await db.destroy();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('migration 854: SQLite event products and keys as numbers', { skip }, () => {
+  it('numbers every product, converts every row, keeps positions, the counter, the indexes and the triggers', async () => {
+    const dir = mkdtempSync(join(testTempDir(), 'inlet-m854-'));
+    try {
+      const { raw, db, productId, insert, migrateAll } = await fileBefore(join(dir, 'inlet.db'), 854);
+      const other = 'prod_other_0000000000000';
+      raw.prepare('INSERT INTO products (id, name, created_at) VALUES (?, ?, ?)').run(other, 'other', '2026-01-01');
+      for (const externalId of ['a', 'b', 'c']) insert(externalId);
+      raw.prepare(`DELETE FROM events WHERE external_id = 'c'`).run();
+      raw
+        .prepare(
+          `INSERT INTO api_keys (id, product_id, kind, prefix, key_hash, created_at) VALUES ('key_1', ?, 'events', 'p', 'h', '2026-01-01')`,
+        )
+        .run(productId);
+      // One event's key is in api_keys, the other's no longer is: both keep their key.
+      raw.prepare(`UPDATE events SET api_key_id = CASE external_id WHEN 'a' THEN 'key_1' ELSE 'key_gone' END`).run();
+      await migrateAll();
+      assert.deepEqual(raw.prepare('SELECT number, key_id FROM key_numbers ORDER BY number').all(), [
+        { number: 1, key_id: 'key_1' },
+        { number: 2, key_id: 'key_gone' },
+      ]);
+      assert.deepEqual(raw.prepare('SELECT api_key_id FROM events ORDER BY position').pluck().all(), [1, 2]);
+      assert.deepEqual(raw.prepare('SELECT number, product_id FROM product_numbers ORDER BY number').all(), [
+        { number: 1, product_id: productId },
+        { number: 2, product_id: other },
+      ]);
+      assert.deepEqual(
+        raw.prepare('SELECT position, typeof(product_id) AS t, product_id FROM events ORDER BY position').all(),
+        [1, 2].map((position) => ({ position, t: 'integer', product_id: 1 })),
+      );
+      // A new product gets the next number, also after the last one's row went.
+      raw.prepare(`DELETE FROM product_numbers WHERE number = 2`).run();
+      raw.prepare('INSERT INTO products (id, name, created_at) VALUES (?, ?, ?)').run('prod_new', 'new', '2026-01-01');
+      assert.equal(raw.prepare(`SELECT number FROM product_numbers WHERE product_id = 'prod_new'`).pluck().get(), 3);
+      // The server's writer and reads: the product's text id in, the text id back out.
+      await db.destroy();
+      const storage = await openStorage(`sqlite:${join(dir, 'inlet.db')}`);
+      try {
+        const [stored] = await storage.events.insertMany([eventRow(productId, 'd', { apiKeyId: 'key_1' })]);
+        assert.equal(stored!.status, 'created');
+        assert.equal(stored!.event.productId, productId);
+        const [again] = await storage.events.insertMany([eventRow(productId, 'a')]);
+        assert.deepEqual(
+          [again!.status, again!.event.productId, again!.event.externalId],
+          ['duplicate', productId, 'a'],
+        );
+        const page = await storage.events.page({ productId, filter: {}, limit: 10, order: 'asc' });
+        assert.deepEqual(
+          page.events.map((e) => [e.productId, e.externalId, e.position, e.apiKeyId]),
+          [
+            [productId, 'a', '1', 'key_1'],
+            [productId, 'b', '2', 'key_gone'],
+            [productId, 'd', '4', 'key_1'],
+          ],
+        );
+        const byKey = await storage.events.page({ productId, filter: { keyId: 'key_1' }, limit: 10, order: 'asc' });
+        assert.deepEqual(
+          byKey.events.map((e) => e.externalId),
+          ['a', 'd'],
+        );
+      } finally {
+        await storage.close();
+      }
+      const reopened = new BetterSqlite3(join(dir, 'inlet.db'));
+      try {
+        assert.deepEqual(
+          reopened
+            .prepare(
+              `SELECT name FROM sqlite_master WHERE tbl_name = 'events' AND type IN ('index', 'trigger') ORDER BY name`,
+            )
+            .pluck()
+            .all(),
+          [
+            'events_by_id',
+            'events_by_name',
+            'events_by_product',
+            'events_by_time',
+            'events_key_gone',
+            'events_subject_gone',
+          ],
+        );
+        reopened.prepare(`DELETE FROM events WHERE external_id = 'd'`).run();
+        assert.deepEqual(
+          reopened.prepare('SELECT position FROM event_keys_gone WHERE position = 4').pluck().all(),
+          [4],
+        );
+      } finally {
+        reopened.close();
+      }
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

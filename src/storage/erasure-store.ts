@@ -48,6 +48,7 @@ export type ErasureDialect = Pick<
   | 'jsonText'
   | 'timestamp'
   | 'eventTime'
+  | 'eventProduct'
   | 'identityPosition'
 >;
 
@@ -82,7 +83,7 @@ export function erasureStore(database: Kysely<Database>, dialect: ErasureDialect
     deleteEventMonthKeys: (name, productIds, after, limit) =>
       monthsOf(deletes).deleteKeys(name, productIds, after, limit),
     dropEventMonth: (month, now, lockTimeoutMs) => dropEventMonth(monthsOf(deletes), month, now, lockTimeoutMs),
-    oldestEvent: (productId) => oldestEvent(db, productId),
+    oldestEvent: (productId) => oldestEvent(db, dialect, productId),
     takeLease: (name, holder, now, leaseMs) => takeLease(db, name, holder, now, leaseMs),
     releaseLease: (name, holder) => releaseLease(db, name, holder),
   };

@@ -74,8 +74,45 @@ export const EVENT_TEXT_SELECTIONS: ReadonlyArray<keyof EventsTable | AliasedRaw
     column.type === 'json' ? sql<string>`${sql.ref(column.name)}::text`.as(column.name) : column.name,
   );
 
+/**
+ * SQLite stores an event's product as the product's number (migration 854): the writer's value for `product_id`,
+ * its one parameter the product's text id.
+ */
+export const SQLITE_PRODUCT_NUMBER = '(SELECT number FROM product_numbers WHERE product_id = ?)';
+
+/** And back: the product's text id of a row of `events` (a select list's `product_id`). */
+export const SQLITE_PRODUCT_TEXT = '(SELECT product_id FROM product_numbers WHERE number = events.product_id)';
+
+/** The same for the API key (`api_key_id`): its number in `key_numbers`, one parameter, its text id. */
+export const SQLITE_KEY_NUMBER = '(SELECT number FROM key_numbers WHERE key_id = ?)';
+
+/** And back: the key's text id of a row of `events` (NULL stays NULL). */
+export const SQLITE_KEY_TEXT = '(SELECT key_id FROM key_numbers WHERE number = events.api_key_id)';
+
+/** SQLite's value of each numbered column (its one parameter the text id), and how a select list reads it back. */
+const SQLITE_NUMBERED: Partial<Record<keyof EventsTable, { number: string; text: string }>> = {
+  product_id: { number: SQLITE_PRODUCT_NUMBER, text: SQLITE_PRODUCT_TEXT },
+  api_key_id: { number: SQLITE_KEY_NUMBER, text: SQLITE_KEY_TEXT },
+};
+
+/** SQLite's placeholder of a column in an insert: `?`, or the lookup of a numbered column's number. */
+export const sqlitePlaceholder = (name: string): string => SQLITE_NUMBERED[name as keyof EventsTable]?.number ?? '?';
+
+/** SQLite's select list of hand-written SQL: the columns, the product and the key as their text ids. */
+export const SQLITE_EVENT_COLUMN_LIST = EVENT_COLUMN_NAMES.map((name) => {
+  const numbered = SQLITE_NUMBERED[name];
+  return numbered === undefined ? name : `${numbered.text} AS ${name}`;
+}).join(', ');
+
+/** The same as SQLITE_EVENT_COLUMN_LIST, for Kysely's `select`. */
+export const SQLITE_EVENT_SELECTIONS: ReadonlyArray<keyof EventsTable | AliasedRawBuilder<string, string>> =
+  EVENT_COLUMN_NAMES.map((name) => {
+    const numbered = SQLITE_NUMBERED[name];
+    return numbered === undefined ? name : sql<string>`${sql.raw(numbered.text)}`.as(name);
+  });
+
 /** SQLite's select list of `eventFromRawRow`, in its order: the event's columns, then its position. */
-export const RAW_EVENT_COLUMNS = `${EVENT_COLUMN_LIST}, position`;
+export const RAW_EVENT_COLUMNS = `${SQLITE_EVENT_COLUMN_LIST}, position`;
 
 /** A stored row as Kysely or node-postgres return it, with its position when it was selected. */
 export type EventRow = Selectable<EventsTable> & { position?: string | number };

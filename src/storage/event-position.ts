@@ -1,8 +1,14 @@
 // The commit position (migrations/event-positions.ts) in SQL: the one dialect-specific part of the event reads
 // (event-reads.ts) and of the destinations' reads, which follow the same position. SQLite: the rowid `position`,
 // in commit order. PostgreSQL: `(tx, seq)`, read below a read horizon.
-import { sql, type Expression, type Kysely, type RawBuilder, type SqlBool } from 'kysely';
-import { uuidBytes, type Database } from './database.js';
+import { sql, type AliasedRawBuilder, type Expression, type Kysely, type RawBuilder, type SqlBool } from 'kysely';
+import { uuidBytes, type Database, type EventsTable } from './database.js';
+import {
+  EVENT_COLUMN_NAMES,
+  SQLITE_EVENT_SELECTIONS,
+  SQLITE_KEY_NUMBER,
+  SQLITE_PRODUCT_NUMBER,
+} from './event-columns.js';
 import type { Dialect } from './types.js';
 
 export type Op = '<' | '>' | '<=' | '>=';
@@ -28,6 +34,15 @@ export interface PositionSql {
    * `events_by_id (id)`; `+product_id` keeps the planner off the product's index, which would walk all its rows.
    */
   byId(productId: string, id: string): Expression<SqlBool>;
+  /**
+   * The value to compare `product_id` of `events` with: SQLite stores the product's number (migration 854), found
+   * by a subquery that SQLite evaluates once, before it searches an index by it.
+   */
+  product(productId: string): Expression<string>;
+  /** The same for `api_key_id` (SQLite stores the key's number: migration 854). */
+  key(keyId: string): Expression<string>;
+  /** The select list of an event's columns (Kysely's): on SQLite with the product as its text id. */
+  columns: ReadonlyArray<keyof EventsTable | AliasedRawBuilder<string, string>>;
 }
 
 function compareBigInts(a: bigint, b: bigint): number {
@@ -84,6 +99,12 @@ export function inPositionOrder<DB, T>(db: Kysely<DB>, work: (trx: Kysely<DB>) =
 const SQLITE_POSITION = /^[1-9][0-9]{0,17}$/;
 const POSTGRES_POSITION = /^([0-9]{1,20})\.([0-9]{1,19})$/;
 
+/** SQLite: the number of the product (event-columns.ts, SQLITE_PRODUCT_NUMBER). */
+function sqliteProduct(productId: string): RawBuilder<string> {
+  const [before, after] = SQLITE_PRODUCT_NUMBER.split('?') as [string, string];
+  return sql<string>`${sql.raw(before)}${productId}${sql.raw(after)}`;
+}
+
 export function positionSql(dialect: Dialect): PositionSql {
   if (dialect === 'sqlite') {
     return {
@@ -95,7 +116,13 @@ export function positionSql(dialect: Dialect): PositionSql {
       valid: (position) => SQLITE_POSITION.test(position) && Number.isSafeInteger(Number(position)),
       order: (a, b) => Number(a) - Number(b),
       time: (iso) => Date.parse(iso),
-      byId: (productId, id) => sql<SqlBool>`+product_id = ${productId} AND id = ${uuidBytes(id)}`,
+      byId: (productId, id) => sql<SqlBool>`+product_id = ${sqliteProduct(productId)} AND id = ${uuidBytes(id)}`,
+      product: sqliteProduct,
+      key: (keyId) => {
+        const [before, after] = SQLITE_KEY_NUMBER.split('?') as [string, string];
+        return sql<string>`${sql.raw(before)}${keyId}${sql.raw(after)}`;
+      },
+      columns: SQLITE_EVENT_SELECTIONS,
     };
   }
   return {
@@ -118,6 +145,9 @@ export function positionSql(dialect: Dialect): PositionSql {
     },
     time: (iso) => iso,
     byId: (productId, id) => sql<SqlBool>`product_id = ${productId} AND id = ${id}`,
+    product: (productId) => sql<string>`${productId}`,
+    key: (keyId) => sql<string>`${keyId}`,
+    columns: EVENT_COLUMN_NAMES,
   };
 }
 
@@ -128,7 +158,7 @@ export function visibleEvents(
   productId: string,
   horizon: string | undefined,
 ) {
-  let query = q.selectFrom('events').where('product_id', '=', productId);
+  let query = q.selectFrom('events').where('product_id', '=', position.product(productId));
   if (horizon !== undefined) query = query.where(position.visible(horizon));
   return query;
 }
@@ -140,7 +170,7 @@ export function visibleEvents(
 export function eventsAtPositions(q: Kysely<Database>, productId: string, positions: number[]) {
   return q
     .selectFrom('events')
-    .where(sql<SqlBool>`+product_id = ${productId}`)
+    .where(sql<SqlBool>`+product_id = ${sqliteProduct(productId)}`)
     .where(sql<SqlBool>`position IN (SELECT value FROM json_each(${JSON.stringify(positions)}))`);
 }
 
@@ -170,7 +200,7 @@ export async function positionReceived(
   const row = await q
     .selectFrom('events')
     .select(position.select.as('position'))
-    .where('product_id', '=', productId)
+    .where('product_id', '=', position.product(productId))
     .where('received_at', side === 'before' ? '<' : '>', position.time(at))
     .orderBy('received_at', side === 'before' ? 'desc' : 'asc')
     .limit(1)

@@ -11,11 +11,11 @@ import type BetterSqlite3 from 'better-sqlite3';
 import type { Expression, Kysely, SqlBool } from 'kysely';
 import type { Database } from './database.js';
 import {
-  EVENT_COLUMN_NAMES,
   EVENT_TEXT_SELECTIONS,
   eventFromRawRow,
   eventFromRow,
   RAW_EVENT_COLUMNS,
+  SQLITE_PRODUCT_NUMBER,
   type EventRow,
 } from './event-columns.js';
 import {
@@ -73,7 +73,7 @@ type RangeReader = (productId: string, after: number, upTo: number, limit: numbe
 function sqliteRangeReader(db: Kysely<Database>, raw: BetterSqlite3.Database): RangeReader {
   const statement = raw
     .prepare(
-      `SELECT ${RAW_EVENT_COLUMNS} FROM events WHERE product_id = ? AND position > ? AND position <= ? ORDER BY position LIMIT ?`,
+      `SELECT ${RAW_EVENT_COLUMNS} FROM events WHERE product_id = ${SQLITE_PRODUCT_NUMBER} AND position > ? AND position <= ? ORDER BY position LIMIT ?`,
     )
     .raw(true);
   return async (productId, after, upTo, limit) => {
@@ -167,7 +167,7 @@ interface PageRead {
 async function readRows(page: PageRead, filter: EventFilter, only?: number[]): Promise<Row[]> {
   const { q, position, query, horizon, scanEnd } = page;
   // node-postgres hands json back parsed unless it is cast to text; SQLite stores the text.
-  const columns = query.jsonText === true && page.dialect === 'postgres' ? EVENT_TEXT_SELECTIONS : EVENT_COLUMN_NAMES;
+  const columns = query.jsonText === true && page.dialect === 'postgres' ? EVENT_TEXT_SELECTIONS : position.columns;
   const from =
     only === undefined
       ? visibleEvents(q, position, query.productId, horizon)
@@ -180,7 +180,7 @@ async function readRows(page: PageRead, filter: EventFilter, only?: number[]): P
     ['event_type', '=', filter.eventType],
     ['action', '=', filter.action],
     ['source', '=', filter.source],
-    ['api_key_id', '=', filter.keyId],
+    ['api_key_id', '=', filter.keyId === undefined ? undefined : position.key(filter.keyId)],
     ['subject_type', '=', filter.subjectType],
     ['subject_id', 'in', filter.subjectIds],
     ['received_at', '>=', filter.receivedFrom === undefined ? undefined : position.time(filter.receivedFrom)],
@@ -263,7 +263,7 @@ async function listBySubjects(
       ? visibleEvents(db, position, productId, undefined)
       : eventsAtPositions(db, productId, await subjects.subjectPositions(productId, subjectIds, { order: 'asc' }));
   const rows = await from
-    .select([...EVENT_COLUMN_NAMES, position.select.as('position')])
+    .select([...position.columns, position.select.as('position')] as never)
     .where('subject_type', '=', subjectType)
     .where('subject_id', 'in', subjectIds)
     .orderBy('occurred_at', 'desc')
@@ -307,7 +307,7 @@ export function eventReads(
     async get(productId: string, id: string) {
       const row = await db
         .selectFrom('events')
-        .select([...EVENT_COLUMN_NAMES, position.select.as('position')])
+        .select([...position.columns, position.select.as('position')] as never)
         .where(position.byId(productId, id))
         .executeTakeFirst();
       return row && eventFromRow(row as unknown as Row);
@@ -316,7 +316,7 @@ export function eventReads(
       const row = await db
         .selectFrom('events')
         .select((eb) => eb.fn.countAll().as('n'))
-        .where('product_id', '=', productId)
+        .where('product_id', '=', position.product(productId))
         .executeTakeFirstOrThrow();
       return Number(row.n);
     },

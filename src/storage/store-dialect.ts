@@ -36,6 +36,8 @@ export interface StoreDialect {
   timestamp(value: string): RawBuilder<unknown>;
   /** The same, to compare with a time of `events` (milliseconds on SQLite: migration 853). */
   eventTime(value: string): RawBuilder<unknown>;
+  /** The value to compare `product_id` of `events` with (the product's number on SQLite: migration 854). */
+  eventProduct(productId: string): Expression<string>;
   /** The position of an `identity_messages` row as text, as destination cursors hold it. */
   readonly identityPosition: RawBuilder<string>;
 

@@ -9,7 +9,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import { chromium, type Browser } from 'playwright-core';
-import { adminHeaders, createTestApp, dialect, type TestContext } from '../helpers.js';
+import { adminHeaders, createTestApp, dialect, storedEvents, type TestContext } from '../helpers.js';
 import { CHROMIUM, CHROMIUM_ARGS } from '../support/console-browser.js';
 import { snippet } from '../support/segment-snippet.js';
 
@@ -121,10 +121,7 @@ describe('analytics.js in Chromium', { skip }, () => {
   async function eventsOf(predicate: (rows: Array<Record<string, unknown>>) => boolean, timeoutMs = 20_000) {
     const started = Date.now();
     for (;;) {
-      const rows = (await ctx.services.storage.db
-        .selectFrom('events')
-        .selectAll()
-        .where('product_id', '=', productId)
+      const rows = (await storedEvents(ctx.services.storage.db, productId)
         .where('source', '=', 'segment')
         .execute()) as Array<Record<string, unknown>>;
       if (predicate(rows) || Date.now() - started > timeoutMs) return rows;

@@ -11,6 +11,9 @@ import {
   eventFromRawRow,
   eventFromRow,
   RAW_EVENT_COLUMNS,
+  SQLITE_EVENT_COLUMN_LIST,
+  SQLITE_KEY_TEXT,
+  SQLITE_PRODUCT_TEXT,
   type EventRow,
 } from '../../src/storage/event-columns.js';
 import type { EventInsert, EventRecord } from '../../src/storage/types.js';
@@ -28,7 +31,14 @@ test('the lists name every column once, in the table order, json cast to text wh
   assert.equal(EVENT_COLUMN_LIST, NAMES);
   assert.deepEqual(EVENT_COLUMN_NAMES, NAMES.split(', '));
   assert.equal(new Set(EVENT_COLUMN_NAMES).size, EVENT_COLUMNS.length);
-  assert.equal(RAW_EVENT_COLUMNS, `${NAMES}, position`);
+  assert.equal(
+    SQLITE_EVENT_COLUMN_LIST,
+    NAMES.replace('product_id', `${SQLITE_PRODUCT_TEXT} AS product_id`).replace(
+      'api_key_id',
+      `${SQLITE_KEY_TEXT} AS api_key_id`,
+    ),
+  );
+  assert.equal(RAW_EVENT_COLUMNS, `${SQLITE_EVENT_COLUMN_LIST}, position`);
   assert.equal(
     EVENT_TEXT_COLUMN_LIST,
     NAMES.replace('properties', 'properties::text AS properties')

@@ -14,11 +14,12 @@ import type BetterSqlite3 from 'better-sqlite3';
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../database.js';
 import {
-  EVENT_COLUMN_LIST,
   EVENT_TEXT_COLUMN_LIST,
   eventFromRawRow,
   eventFromRow,
   RAW_EVENT_COLUMNS,
+  SQLITE_EVENT_COLUMN_LIST,
+  SQLITE_PRODUCT_NUMBER,
   type EventRow,
 } from '../event-columns.js';
 import { inPositionOrder, positionReceived, positionSql, type PositionSql } from '../event-position.js';
@@ -41,7 +42,7 @@ interface Logs {
 
 // The JSON columns are read as their stored text (cast on PostgreSQL, where node-postgres would parse json): a
 // message is only ever written out as JSON, so the text goes into it as it is instead of a parse and a stringify.
-const EVENT_SELECT = { sqlite: sql.raw(EVENT_COLUMN_LIST), postgres: sql.raw(EVENT_TEXT_COLUMN_LIST) };
+const EVENT_SELECT = { sqlite: sql.raw(SQLITE_EVENT_COLUMN_LIST), postgres: sql.raw(EVENT_TEXT_COLUMN_LIST) };
 
 function compareBig(a: bigint, b: bigint): number {
   return a < b ? -1 : a > b ? 1 : 0;
@@ -139,7 +140,7 @@ function sqliteLogStatements(raw: BetterSqlite3.Database) {
   return {
     events: raw
       .prepare(
-        `SELECT ${RAW_EVENT_COLUMNS} FROM events WHERE product_id = ? AND position > ? ORDER BY position LIMIT ?`,
+        `SELECT ${RAW_EVENT_COLUMNS} FROM events WHERE product_id = ${SQLITE_PRODUCT_NUMBER} AND position > ? ORDER BY position LIMIT ?`,
       )
       .raw(true),
     identity: raw.prepare(
@@ -179,7 +180,7 @@ async function readEvents(
   dialect: Dialect,
   page: { productId: string; after: string | null; horizon: string | undefined; limit: number },
 ): Promise<EventRecord[]> {
-  const conditions = [sql`product_id = ${page.productId}`];
+  const conditions = [sql`product_id = ${position.product(page.productId)}`];
   if (page.after !== null) conditions.push(sql`${position.compare('>', page.after)}`);
   if (page.horizon !== undefined) conditions.push(sql`${position.visible(page.horizon)}`);
   const order = sql.raw(position.orderColumns.join(', '));
@@ -213,7 +214,7 @@ async function endCursor(
   productId: string,
   horizon: string | undefined,
 ): Promise<DestinationCursor> {
-  const conditions = [sql`product_id = ${productId}`];
+  const conditions = [sql`product_id = ${position.product(productId)}`];
   if (horizon !== undefined) conditions.push(sql`${position.visible(horizon)}`);
   const order = sql.raw(position.orderColumns.map((c) => `${c} DESC`).join(', '));
   const event = await sql<{
@@ -243,7 +244,7 @@ async function lag(
   request: { productId: string; cursor: DestinationCursor; cap: number; horizon: string | undefined },
 ): Promise<number> {
   const { productId, cursor, cap, horizon } = request;
-  const conditions = [sql`product_id = ${productId}`];
+  const conditions = [sql`product_id = ${position.product(productId)}`];
   if (cursor.event !== null) conditions.push(sql`${position.compare('>', cursor.event)}`);
   if (horizon !== undefined) conditions.push(sql`${position.visible(horizon)}`);
   const events = await sql<{

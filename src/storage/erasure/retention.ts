@@ -70,11 +70,15 @@ export function dropEventMonth(
 }
 
 /** The receive time of the product's oldest event, or null. */
-export async function oldestEvent(db: ErasureDb, productId: string): Promise<string | null> {
+export async function oldestEvent(
+  db: ErasureDb,
+  dialect: Pick<StoreDialect, 'eventProduct'>,
+  productId: string,
+): Promise<string | null> {
   const row = await db
     .selectFrom('events')
     .select((eb) => eb.fn.min('received_at').as('oldest'))
-    .where('product_id', '=', productId)
+    .where('product_id', '=', dialect.eventProduct(productId))
     .executeTakeFirst();
   const oldest = row?.oldest as Date | string | number | null | undefined;
   return oldest == null ? null : toIso(oldest);

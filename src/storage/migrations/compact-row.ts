@@ -26,6 +26,20 @@
 // and bytes; the row mappers give the ISO text and the uuid text back (event-columns.ts); a query compares a time
 // or an id of `events` with a parameter through `PositionSql.time` / `.byId` (event-position.ts). PostgreSQL keeps
 // timestamptz (8 bytes) and uuid (16).
+//
+// 854, SQLite: `product_id` of `events` as a small integer, the product's number, instead of its 24 characters, in
+// the row and in the three indexes that start with it (events_by_product, events_by_name, events_by_time).
+// `product_numbers` gives each product its number once (AUTOINCREMENT: never one used before, also after the
+// newest one's row went), a trigger numbering every new product. `api_key_id` (in the row only) likewise:
+// `key_numbers`, numbered by a trigger on `api_keys` (an event's key no longer there is numbered too). The table is
+// rebuilt as in 853 and every row converted. The writer stores the numbers (`sqlitePlaceholder`: a subquery by the
+// text id), every query on `events` compares `product_id` with the number of the product asked for
+// (`PositionSql.product`, `StoreDialect.eventProduct`: a subquery SQLite evaluates once, before it searches an
+// index by it) and `api_key_id` with the key's (`PositionSql.key`), and SQLite's select lists give the text ids
+// back (`SQLITE_PRODUCT_TEXT`, `SQLITE_KEY_TEXT`; event-columns.ts). The key and subject hashes stay over the
+// product's text id. No foreign keys: the writer's value is the number it looked up, and `product_id` NOT NULL
+// refuses an unknown product (each would cost a lookup per event). `events_by_product` stays: it is (product_id,
+// position), the order of every paged read. PostgreSQL keeps the text (Citus distributes by product_id).
 import type { Migration } from './index.js';
 
 const COLUMNS =
@@ -38,6 +52,29 @@ const millis = (column: string) =>
 /** A uuid's text → its 16 bytes (unhex is NULL for what is not hex; a text of another length stays text). */
 const bytes = (column: string) =>
   `CASE WHEN length(${column}) = 36 THEN coalesce(unhex(replace(${column}, '-', '')), ${column}) ELSE ${column} END`;
+
+/** The end of a rebuild of `events` into `events_compact`: the counter, the rename, the indexes, the triggers. */
+const rebuilt = [
+  // A position is never used twice, also after the newest rows were deleted: the counter goes along.
+  `INSERT INTO sqlite_sequence (name, seq)
+     SELECT 'events_compact', 0 WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'events_compact')`,
+  `UPDATE sqlite_sequence SET seq = (SELECT max(seq) FROM sqlite_sequence WHERE name IN ('events', 'events_compact'))
+    WHERE name = 'events_compact'`,
+  `DROP TABLE events`,
+  `ALTER TABLE events_compact RENAME TO events`,
+  `CREATE INDEX events_by_id ON events (id)`,
+  `CREATE INDEX events_by_product ON events (product_id)`,
+  `CREATE INDEX events_by_name ON events (product_id, canonical_name)`,
+  `CREATE INDEX events_by_time ON events (product_id, received_at)`,
+  `CREATE TRIGGER events_key_gone AFTER DELETE ON events WHEN OLD.external_id IS NOT NULL BEGIN
+     INSERT OR IGNORE INTO event_keys_gone (position, h)
+       VALUES (OLD.position, coalesce(OLD.key_hash, (SELECT h FROM event_keys_by_position WHERE position = OLD.position)));
+   END`,
+  `CREATE TRIGGER events_subject_gone AFTER DELETE ON events BEGIN
+     INSERT OR IGNORE INTO event_subjects_gone (position, h)
+       VALUES (OLD.position, coalesce(OLD.subject_hash, (SELECT h FROM event_subjects_by_position WHERE position = OLD.position)));
+   END`,
+];
 
 export const compactRowMigrations: Migration[] = [
   {
@@ -109,25 +146,62 @@ export const compactRowMigrations: Migration[] = [
         `INSERT INTO events_compact (${COLUMNS})
            SELECT ${COLUMNS.replace('occurred_at, received_at', `${millis('occurred_at')}, ${millis('received_at')}`).replace(' id,', ` ${bytes('id')},`)}
              FROM events ORDER BY position`,
-        // A position is never used twice, also after the newest rows were deleted: the counter goes along.
-        `INSERT INTO sqlite_sequence (name, seq)
-           SELECT 'events_compact', 0 WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'events_compact')`,
-        `UPDATE sqlite_sequence SET seq = (SELECT max(seq) FROM sqlite_sequence WHERE name IN ('events', 'events_compact'))
-          WHERE name = 'events_compact'`,
-        `DROP TABLE events`,
-        `ALTER TABLE events_compact RENAME TO events`,
-        `CREATE INDEX events_by_id ON events (id)`,
-        `CREATE INDEX events_by_product ON events (product_id)`,
-        `CREATE INDEX events_by_name ON events (product_id, canonical_name)`,
-        `CREATE INDEX events_by_time ON events (product_id, received_at)`,
-        `CREATE TRIGGER events_key_gone AFTER DELETE ON events WHEN OLD.external_id IS NOT NULL BEGIN
-           INSERT OR IGNORE INTO event_keys_gone (position, h)
-             VALUES (OLD.position, coalesce(OLD.key_hash, (SELECT h FROM event_keys_by_position WHERE position = OLD.position)));
+        ...rebuilt,
+      ],
+      postgres: [],
+    },
+  },
+  {
+    version: 854,
+    name: 'SQLite: the product and the key of an event as their numbers',
+    rewrites: { sqlite: 'every stored event' },
+    statements: {
+      sqlite: [
+        `CREATE TABLE product_numbers (
+           number INTEGER PRIMARY KEY AUTOINCREMENT,
+           product_id TEXT NOT NULL UNIQUE
+         )`,
+        `INSERT INTO product_numbers (product_id) SELECT id FROM products ORDER BY rowid`,
+        `CREATE TRIGGER products_numbered AFTER INSERT ON products BEGIN
+           INSERT OR IGNORE INTO product_numbers (product_id) VALUES (NEW.id);
          END`,
-        `CREATE TRIGGER events_subject_gone AFTER DELETE ON events BEGIN
-           INSERT OR IGNORE INTO event_subjects_gone (position, h)
-             VALUES (OLD.position, coalesce(OLD.subject_hash, (SELECT h FROM event_subjects_by_position WHERE position = OLD.position)));
+        `CREATE TABLE key_numbers (
+           number INTEGER PRIMARY KEY AUTOINCREMENT,
+           key_id TEXT NOT NULL UNIQUE
+         )`,
+        `INSERT INTO key_numbers (key_id) SELECT id FROM api_keys ORDER BY rowid`,
+        // An event's key that is no longer in api_keys keeps its id too.
+        `INSERT INTO key_numbers (key_id)
+           SELECT DISTINCT api_key_id FROM events
+            WHERE api_key_id IS NOT NULL AND api_key_id NOT IN (SELECT key_id FROM key_numbers) ORDER BY api_key_id`,
+        `CREATE TRIGGER api_keys_numbered AFTER INSERT ON api_keys BEGIN
+           INSERT OR IGNORE INTO key_numbers (key_id) VALUES (NEW.id);
          END`,
+        `CREATE TABLE events_compact (
+           position INTEGER PRIMARY KEY AUTOINCREMENT,
+           id BLOB NOT NULL,
+           product_id INTEGER NOT NULL,
+           source TEXT NOT NULL,
+           external_id TEXT,
+           event_type TEXT NOT NULL,
+           action TEXT NOT NULL,
+           canonical_name TEXT NOT NULL,
+           name_format TEXT NOT NULL,
+           subject_type TEXT NOT NULL,
+           subject_id TEXT NOT NULL,
+           occurred_at INTEGER NOT NULL,
+           received_at INTEGER NOT NULL,
+           properties TEXT NOT NULL,
+           api_key_id INTEGER,
+           context TEXT,
+           original TEXT,
+           key_hash INTEGER,
+           subject_hash INTEGER
+         )`,
+        `INSERT INTO events_compact (${COLUMNS})
+           SELECT ${COLUMNS.replace(' product_id,', ' (SELECT number FROM product_numbers WHERE product_numbers.product_id = events.product_id),').replace(' api_key_id,', ' (SELECT number FROM key_numbers WHERE key_id = events.api_key_id),')}
+             FROM events ORDER BY position`,
+        ...rebuilt,
       ],
       postgres: [],
     },

@@ -36,6 +36,7 @@ export function postgresStoreDialect(): StoreDialect {
     jsonText: (column, field) => sql.raw(`${column}->>'${field}'`),
     timestamp: (value) => sql`${value}::timestamptz`,
     eventTime: (value) => sql`${value}::timestamptz`,
+    eventProduct: (productId) => sql<string>`${productId}`,
     identityPosition: sql<string>`tx::text || '.' || seq::text`,
     writeTransaction: (db, work) => db.transaction().execute(work),
     async lockingTransaction(db, work) {

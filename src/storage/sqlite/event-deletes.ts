@@ -3,9 +3,12 @@
 // `reclaim` then empties the WAL into the file (TRUNCATE checkpoint), whose older frames still held the rows.
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { Database } from '../database.js';
+import { positionSql } from '../event-position.js';
 import type { EventDeletes } from '../erasure/event-deletes.js';
 import { list } from '../erasure/tables.js';
 import type { EventKeys } from './event-keys.js';
+
+const { product } = positionSql('sqlite');
 
 /** The longest a background batch waits for room in the WAL (roomToWrite): bounds how much it can slow a job. */
 const ROOM_WAIT_MS = 1000;
@@ -40,7 +43,7 @@ function deleteWhere(
   // (or the next retention pass) simply deletes again.
   return unsyncedOnConnection(db, async (conn) => {
     const result =
-      await sql`DELETE FROM events WHERE position IN (SELECT position FROM events WHERE product_id = ${productId} AND ${where} LIMIT ${limit})`.execute(
+      await sql`DELETE FROM events WHERE position IN (SELECT position FROM events WHERE product_id = ${product(productId)} AND ${where} LIMIT ${limit})`.execute(
         conn,
       );
     return Number(result.numAffectedRows ?? 0);
@@ -64,7 +67,7 @@ async function deleteBySubjects(
       const positions = index.subjectPositionsLocked(productId, externalIds, { after, order: 'asc', limit });
       if (positions.length === 0) return { deleted: [] as number[], positions };
       const gone = await sql<{ position: number }>`DELETE FROM events
-        WHERE position IN (SELECT value FROM json_each(${JSON.stringify(positions)})) AND +product_id = ${productId}
+        WHERE position IN (SELECT value FROM json_each(${JSON.stringify(positions)})) AND +product_id = ${product(productId)}
           AND subject_type = 'user' AND subject_id IN ${list(externalIds)}
         RETURNING position`.execute(conn);
       const deleted = gone.rows.map((r) => Number(r.position));

@@ -5,7 +5,14 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import type { Kysely } from 'kysely';
 import { uuidBytesInto, type Database } from '../database.js';
-import { EVENT_COLUMN_LIST, EVENT_COLUMNS, eventFromRow, type EventRow } from '../event-columns.js';
+import {
+  EVENT_COLUMN_LIST,
+  EVENT_COLUMNS,
+  eventFromRow,
+  SQLITE_EVENT_COLUMN_LIST,
+  sqlitePlaceholder,
+  type EventRow,
+} from '../event-columns.js';
 import type { EventInsert, InsertOutcome } from '../types.js';
 import type { EventKeys } from './event-keys.js';
 import { withoutCommitSync, type WalSync } from './wal-sync.js';
@@ -13,8 +20,9 @@ import { withoutCommitSync, type WalSync } from './wal-sync.js';
 // The statement's arguments: the table's columns (event-columns.ts), then the row's two hashes (event-keys.ts; a
 // deleted row's note takes them from it, for the sweep). Times are stored as milliseconds since 1970 (migration
 // 853) and ids as their 16 bytes: `stored` wraps the expression of such a column's text in Date.parse or
-// uuidBytesInto (one buffer for every row: better-sqlite3 copies a blob when it binds it).
-const PLACEHOLDERS = EVENT_COLUMNS.map(() => '?').join(', ');
+// uuidBytesInto (one buffer for every row: better-sqlite3 copies a blob when it binds it). The product and the key
+// are stored as their numbers (migration 854), looked up by the statement.
+const PLACEHOLDERS = EVENT_COLUMNS.map((column) => sqlitePlaceholder(column.name)).join(', ');
 const stored = (column: number, text: string) => {
   const type = EVENT_COLUMNS[column]!.type;
   return type === 'timestamptz' ? `Date.parse(${text})` : type === 'uuid' ? `uuidBytesInto(${text}, idBytes)` : text;
@@ -118,7 +126,7 @@ export function eventTransaction<Rows>(
   shape: RowSource<Rows>,
 ): (rows: Rows) => RowOutcomes {
   const insert = raw.prepare(INSERT_SQL);
-  const byPosition = raw.prepare(`SELECT ${EVENT_COLUMN_LIST} FROM events WHERE position = ?`);
+  const byPosition = raw.prepare(`SELECT ${SQLITE_EVENT_COLUMN_LIST} FROM events WHERE position = ?`);
 
   // Idempotency (event-keys.ts): a key's candidate positions (this transaction's own rows first, then the tail,
   // the merging map and event_keys) are read back and compared; the first that matches is the original.

@@ -2,6 +2,7 @@
 // Kysely's mutex serialises its use, so a transaction never waits for a lock another of ours holds: locks
 // are no-ops, and the only other writer is another process (the CLI), kept out by BEGIN IMMEDIATE.
 import { sql, type Kysely } from 'kysely';
+import { positionSql } from '../event-position.js';
 import type { StoreDialect } from '../store-dialect.js';
 
 /**
@@ -32,6 +33,7 @@ export function sqliteStoreDialect(): StoreDialect {
     jsonText: (column, field) => sql.raw(`json_extract(${column}, '$.${field}')`),
     timestamp: (value) => sql`${value}`,
     eventTime: (value) => sql`${Date.parse(value)}`,
+    eventProduct: positionSql('sqlite').product,
     identityPosition: sql<string>`position`,
     writeTransaction: immediateTransaction,
     lockingTransaction: (db, work) => immediateTransaction(db, (q) => work(q, async () => {})),

@@ -10,6 +10,7 @@ import { describe, it } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
 import { sql } from 'kysely';
 import { uuidv7 } from '../../../src/domain/ids.js';
+import { SQLITE_PRODUCT_NUMBER } from '../../../src/storage/event-columns.js';
 import { openStorage, type OpenedStorage } from '../../../src/storage/connect.js';
 import { keyHash, mergeAllEventKeys, moveThreshold, subjectHash } from '../../../src/storage/sqlite/event-keys.js';
 import { eventRow, fileBefore, sqliteDirectWriter } from '../../event-rows.js';
@@ -345,7 +346,7 @@ describe('SQLite idempotency keys', () => {
       const bulk = new BetterSqlite3(join(dir, 'inlet.db'));
       const insert = bulk.prepare(
         `INSERT INTO events (id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id, occurred_at, received_at, properties)
-         VALUES (?, ?, 'api', ?, 'order', 'placed', 'order_placed', 'preferred', 'user', 'u1', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z', '{}')`,
+         VALUES (?, ${SQLITE_PRODUCT_NUMBER}, 'api', ?, 'order', 'placed', 'order_placed', 'preferred', 'user', 'u1', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z', '{}')`,
       );
       bulk.transaction(() => {
         for (let i = 0; i < 500; i++) insert.run(uuidv7(), a, `bulk${i}`);

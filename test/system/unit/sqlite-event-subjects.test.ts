@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
 import { uuidv7 } from '../../../src/domain/ids.js';
+import { SQLITE_PRODUCT_NUMBER } from '../../../src/storage/event-columns.js';
 import { openStorage, type OpenedStorage } from '../../../src/storage/connect.js';
 import { erasureStore } from '../../../src/storage/erasure-store.js';
 import { sqliteStoreDialect } from '../../../src/storage/sqlite/store-dialect.js';
@@ -81,7 +82,7 @@ function expectedPositions(
 ): number[] {
   const rows = raw
     .prepare(
-      'SELECT position, subject_type AS type, subject_id AS id FROM events WHERE product_id = ? ORDER BY position',
+      `SELECT position, subject_type AS type, subject_id AS id FROM events WHERE product_id = ${SQLITE_PRODUCT_NUMBER} ORDER BY position`,
     )
     .all(productId) as Array<{ position: number; type: string; id: string }>;
   const matching = rows
