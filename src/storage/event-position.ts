@@ -99,11 +99,13 @@ export function inPositionOrder<DB, T>(db: Kysely<DB>, work: (trx: Kysely<DB>) =
 const SQLITE_POSITION = /^[1-9][0-9]{0,17}$/;
 const POSTGRES_POSITION = /^([0-9]{1,20})\.([0-9]{1,19})$/;
 
-/** SQLite: the number of the product (event-columns.ts, SQLITE_PRODUCT_NUMBER). */
-function sqliteProduct(productId: string): RawBuilder<string> {
-  const [before, after] = SQLITE_PRODUCT_NUMBER.split('?') as [string, string];
-  return sql<string>`${sql.raw(before)}${productId}${sql.raw(after)}`;
+/** SQLite: the lookup of a product's or key's number (event-columns.ts) with its text id as the parameter. */
+function sqliteNumber(lookup: string, id: string): RawBuilder<string> {
+  const [before, after] = lookup.split('?') as [string, string];
+  return sql<string>`${sql.raw(before)}${id}${sql.raw(after)}`;
 }
+
+const sqliteProduct = (productId: string) => sqliteNumber(SQLITE_PRODUCT_NUMBER, productId);
 
 export function positionSql(dialect: Dialect): PositionSql {
   if (dialect === 'sqlite') {
@@ -118,10 +120,7 @@ export function positionSql(dialect: Dialect): PositionSql {
       time: (iso) => Date.parse(iso),
       byId: (productId, id) => sql<SqlBool>`+product_id = ${sqliteProduct(productId)} AND id = ${uuidBytes(id)}`,
       product: sqliteProduct,
-      key: (keyId) => {
-        const [before, after] = SQLITE_KEY_NUMBER.split('?') as [string, string];
-        return sql<string>`${sql.raw(before)}${keyId}${sql.raw(after)}`;
-      },
+      key: (keyId) => sqliteNumber(SQLITE_KEY_NUMBER, keyId),
       columns: SQLITE_EVENT_SELECTIONS,
     };
   }
