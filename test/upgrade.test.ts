@@ -157,6 +157,24 @@ for (const commit of FIXTURES) {
   });
 }
 
+/**
+ * After a rebuild of `events` (migrations 853, 854): its indexes and delete triggers are all there, and deleting the
+ * event at position 4 (external id `d`) notes its idempotency key as gone.
+ */
+function assertRebuiltEvents(db: BetterSqlite3.Database): void {
+  assert.deepEqual(
+    db
+      .prepare(
+        `SELECT name FROM sqlite_master WHERE tbl_name = 'events' AND type IN ('index', 'trigger') ORDER BY name`,
+      )
+      .pluck()
+      .all(),
+    ['events_by_id', 'events_by_name', 'events_by_product', 'events_by_time', 'events_key_gone', 'events_subject_gone'],
+  );
+  db.prepare(`DELETE FROM events WHERE external_id = 'd'`).run();
+  assert.deepEqual(db.prepare('SELECT position FROM event_keys_gone WHERE position = 4').pluck().all(), [4]);
+}
+
 describe('inlet migrate on a database of an earlier release', { skip }, () => {
   it('tells each migration on stderr as it runs, a rewrite before it starts; then nothing is left to do', async () => {
     const dir = mkdtempSync(join(testTempDir(), 'inlet-migrate-cli-'));
@@ -207,24 +225,7 @@ describe('migration 853: SQLite event times as milliseconds', { skip }, () => {
       );
       insert('d');
       assert.equal(raw.prepare(`SELECT position FROM events WHERE external_id = 'd'`).pluck().get(), 4);
-      assert.deepEqual(
-        raw
-          .prepare(
-            `SELECT name FROM sqlite_master WHERE tbl_name = 'events' AND type IN ('index', 'trigger') ORDER BY name`,
-          )
-          .pluck()
-          .all(),
-        [
-          'events_by_id',
-          'events_by_name',
-          'events_by_product',
-          'events_by_time',
-          'events_key_gone',
-          'events_subject_gone',
-        ],
-      );
-      raw.prepare(`DELETE FROM events WHERE external_id = 'd'`).run();
-      assert.deepEqual(raw.prepare('SELECT position FROM event_keys_gone WHERE position = 4').pluck().all(), [4]);
+      assertRebuiltEvents(raw);
       await db.destroy();
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -297,27 +298,7 @@ describe('migration 854: SQLite event products and keys as numbers', { skip }, (
       }
       const reopened = new BetterSqlite3(join(dir, 'inlet.db'));
       try {
-        assert.deepEqual(
-          reopened
-            .prepare(
-              `SELECT name FROM sqlite_master WHERE tbl_name = 'events' AND type IN ('index', 'trigger') ORDER BY name`,
-            )
-            .pluck()
-            .all(),
-          [
-            'events_by_id',
-            'events_by_name',
-            'events_by_product',
-            'events_by_time',
-            'events_key_gone',
-            'events_subject_gone',
-          ],
-        );
-        reopened.prepare(`DELETE FROM events WHERE external_id = 'd'`).run();
-        assert.deepEqual(
-          reopened.prepare('SELECT position FROM event_keys_gone WHERE position = 4').pluck().all(),
-          [4],
-        );
+        assertRebuiltEvents(reopened);
       } finally {
         reopened.close();
       }

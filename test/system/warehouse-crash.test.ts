@@ -27,6 +27,33 @@ function load(server: ServerProcess, key: string, workers: number, acknowledged:
   }));
 }
 
+type Services = Awaited<ReturnType<typeof createTestServices>>['services'];
+
+/** The pid of the instance that holds the destination's lease (its holder name ends in `:<pid>`), if one does. */
+function leaseHolderPid(services: Services, productId: string, destinationId: string) {
+  return async (): Promise<number | undefined> => {
+    const d = await services.destinations.show(productId, destinationId);
+    return d.leaseHolder === null ? undefined : Number(d.leaseHolder.split(':')[1]);
+  };
+}
+
+/** Freezes whichever of `a` and `b` holds the lease (SIGSTOP) and waits for the other to take it over. */
+async function freezeHolder(a: ServerProcess, b: ServerProcess, holderPid: () => Promise<number | undefined>) {
+  const first = await holderPid();
+  const [holder, other] = first === a.child.pid ? [a, b] : [b, a];
+  assert.ok(first === a.child.pid || first === b.child.pid, `one of the two holds the lease (${first})`);
+  holder.child.kill('SIGSTOP');
+  await until(async () => (await holderPid()) === other.child.pid, 30_000, 'the other instance to take over');
+  return { holder, other };
+}
+
+/** A hand-over: `from` shuts down (its lease released) and `to` takes over at once. */
+async function handOver(from: ServerProcess, to: ServerProcess, holderPid: () => Promise<number | undefined>) {
+  from.child.kill('SIGTERM');
+  await from.exited;
+  await until(async () => (await holderPid()) === to.child.pid, 30_000, 'the hand-over');
+}
+
 describe(`warehouse destination under kill -9 (${dialect})`, () => {
   const servers: ServerProcess[] = [];
   const cleanups: Array<() => Promise<void>> = [];
@@ -127,10 +154,7 @@ describe(`warehouse destination under kill -9 (${dialect})`, () => {
         schema,
         batch: { max_messages: 50, max_wait_ms: 0 },
       });
-      const holderPid = async () => {
-        const d = await services.destinations.show(product.id, created.destination.id);
-        return d.leaseHolder === null ? undefined : Number(d.leaseHolder.split(':')[1]);
-      };
+      const holderPid = leaseHolderPid(services, product.id, created.destination.id);
       const count = async (sql: string) => Number((await warehouse.query<{ n: string }>(sql))[0]!.n);
       const loaded = () => count(`SELECT count(*) AS n FROM ${schema}.events`);
       // A short lease, so that a frozen holder loses it within seconds.
@@ -145,11 +169,7 @@ describe(`warehouse destination under kill -9 (${dialect})`, () => {
       // The holder freezes (SIGSTOP) while it loads: the other takes the lease and loads the same messages from
       // the stored cursor, while the frozen one still holds its batch (and perhaps the schema's lock). Thawed, it
       // finishes the load it was in.
-      const first = await holderPid();
-      const [holder, other] = first === a.child.pid ? [a, b] : [b, a];
-      assert.ok(first === a.child.pid || first === b.child.pid, `one of the two holds the lease (${first})`);
-      holder.child.kill('SIGSTOP');
-      await until(async () => (await holderPid()) === other.child.pid, 30_000, 'the other instance to take over');
+      const { holder, other } = await freezeHolder(a, b, holderPid);
       const atTakeover = await loaded();
       // The new holder loads, unless the frozen one holds the schema's lock (mid-load): then it waits for the thaw.
       const blocked = await until(async () => (await loaded()) > atTakeover, 5_000, 'a load by the new holder').then(
@@ -160,10 +180,8 @@ describe(`warehouse destination under kill -9 (${dialect})`, () => {
       const thawed = await loaded();
       await until(async () => (await loaded()) > thawed + 100, 30_000, 'loads after the thaw');
 
-      // A hand-over: the new holder shuts down (its lease released) and the thawed one takes over at once.
-      other.child.kill('SIGTERM');
-      await other.exited;
-      await until(async () => (await holderPid()) === holder.child.pid, 30_000, 'the hand-over');
+      // A hand-over: the new holder shuts down and the thawed one takes over at once.
+      await handOver(other, holder, holderPid);
       for (const t of traffic) await t.stop();
       const wanted = [...acknowledged];
       await until(
@@ -218,10 +236,7 @@ describe(`warehouse destination under kill -9 (${dialect})`, () => {
         path: 'lake',
         batch: { max_messages: 50, max_wait_ms: 0 },
       });
-      const holderPid = async () => {
-        const d = await services.destinations.show(product.id, created.destination.id);
-        return d.leaseHolder === null ? undefined : Number(d.leaseHolder.split(':')[1]);
-      };
+      const holderPid = leaseHolderPid(services, product.id, created.destination.id);
       const duck = await (await DuckDBInstance.create(':memory:')).connect();
       cleanups.push(async () => duck.closeSync());
       const glob = `read_parquet('${join(root, 'lake')}/events/**/*.parquet', hive_partitioning = true)`;
@@ -247,21 +262,15 @@ describe(`warehouse destination under kill -9 (${dialect})`, () => {
       // the stored cursor (in batches of other bounds, as more events came meanwhile), while the frozen one still
       // holds its batch. Thawed, it finishes the file it was in: files that meet its positions are rewritten
       // without them.
-      const first = await holderPid();
-      const [holder, other] = first === a.child.pid ? [a, b] : [b, a];
-      assert.ok(first === a.child.pid || first === b.child.pid, `one of the two holds the lease (${first})`);
-      holder.child.kill('SIGSTOP');
-      await until(async () => (await holderPid()) === other.child.pid, 30_000, 'the other instance to take over');
+      const { holder, other } = await freezeHolder(a, b, holderPid);
       const atTakeover = await loaded();
       await until(async () => (await loaded()) > atTakeover, 30_000, 'a file by the new holder');
       holder.child.kill('SIGCONT');
       const thawed = await loaded();
       await until(async () => (await loaded()) > thawed + 100, 30_000, 'files after the thaw');
 
-      // A hand-over: the new holder shuts down (its lease released) and the thawed one takes over at once.
-      other.child.kill('SIGTERM');
-      await other.exited;
-      await until(async () => (await holderPid()) === holder.child.pid, 30_000, 'the hand-over');
+      // A hand-over: the new holder shuts down and the thawed one takes over at once.
+      await handOver(other, holder, holderPid);
       for (const t of traffic) await t.stop();
       // What the last look saw, for the message should the wait time out.
       let seen = { missing: acknowledged.size, rows: 0 };
