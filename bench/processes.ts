@@ -114,11 +114,14 @@ export async function waitUntilReady(child: Child, url: string, logFile: string,
   throw new Error(`${child.name} did not answer ${url} within ${timeoutMs} ms; see ${logFile}`);
 }
 
-/** CPU seconds (user + system) a process has used so far, from /proc (Linux); undefined elsewhere. */
-export function cpuSeconds(pid: number | undefined): number | undefined {
+/**
+ * CPU seconds (user + system) a process, or one thread `tid` of it, has used so far, from /proc (Linux); undefined
+ * elsewhere.
+ */
+export function cpuSeconds(pid: number | undefined, tid?: number): number | undefined {
   if (pid === undefined) return undefined;
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const stat = readFileSync(tid === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${tid}/stat`, 'utf8');
     // Fields after the parenthesised command name; utime and stime are fields 14 and 15 (1-based).
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
@@ -153,8 +156,11 @@ export function cpuSecondsOfCommand(comm: string): number {
 const POSTGRES_BACKGROUND =
   /^postgres: (?:[^:]+: )?(?:checkpointer|background writer|walwriter|autovacuum (?:launcher|worker)|logical replication launcher)\b/;
 
-/** CPU seconds so far of each PostgreSQL process working for `database`: its backends and the background processes. */
-function postgresProcessCpu(database: string): Map<number, number> {
+/**
+ * CPU seconds so far of each PostgreSQL process working for `database`: its backends, and with `background` the
+ * server's background processes.
+ */
+function postgresProcessCpu(database: string, background: boolean): Map<number, number> {
   const seen = new Map<number, number>();
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
@@ -162,7 +168,7 @@ function postgresProcessCpu(database: string): Map<number, number> {
       const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
       if (stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) !== 'postgres') continue;
       const command = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replace(/\0/g, ' ');
-      if (!command.includes(` ${database} `) && !POSTGRES_BACKGROUND.test(command)) continue;
+      if (!command.includes(` ${database} `) && !(background && POSTGRES_BACKGROUND.test(command))) continue;
       const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
       seen.set(Number(entry), (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS);
     } catch {
@@ -173,17 +179,17 @@ function postgresProcessCpu(database: string): Map<number, number> {
 }
 
 /**
- * A meter of the CPU PostgreSQL spends for `database`: its backends (their command line names the database) and
- * the server's background processes, not the postmaster, whose counters collect every exited backend of every
+ * A meter of the CPU PostgreSQL spends for `database`: its backends (their command line names the database) and,
+ * unless `background` is false, the server's background processes; not the postmaster, whose counters collect every exited backend of every
  * database (on a machine shared with other test suites `cpuSecondsOfCommand('postgres')` counts their work too).
  * It samples every 100 ms, so a backend that starts and ends within the interval (a baseline's own connection)
  * is counted up to its last sample.
  */
-export function postgresCpuMeter(database: string): { stop(): number } {
-  const first = postgresProcessCpu(database);
+export function postgresCpuMeter(database: string, { background = true } = {}): { stop(): number } {
+  const first = postgresProcessCpu(database, background);
   const last = new Map(first);
   const sample = () => {
-    for (const [pid, seconds] of postgresProcessCpu(database)) last.set(pid, seconds);
+    for (const [pid, seconds] of postgresProcessCpu(database, background)) last.set(pid, seconds);
   };
   const timer = setInterval(sample, 100);
   return {
@@ -207,4 +213,19 @@ export function buildServer(): void {
     { stdio: 'inherit' },
   );
   if (result.status !== 0) throw new Error('the build (tsc -p tsconfig.build.json) failed');
+}
+
+/** Runs a bench's `main`, then cleans up and exits: 0 when it finished, 1 (its error on stderr) when it threw. */
+export function runBench(main: () => Promise<void>): void {
+  main().then(
+    async () => {
+      await cleanUp();
+      process.exit(0);
+    },
+    async (error: unknown) => {
+      process.stderr.write(`bench: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+      await cleanUp();
+      process.exit(1);
+    },
+  );
 }

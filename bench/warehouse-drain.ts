@@ -5,13 +5,21 @@
 // the worker's start). `--dist <dir>` runs another build of the server (a folder beside dist/, for before and
 // after), `--cpu-prof <dir>` writes the server's CPU profiles (every thread), `--database` as bench/warehouse.ts.
 import { randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { adminClient, parseDatabase, SERVER_NODE_FLAG } from './args.js';
 import { postgresDatabase, sqliteDatabase, tempDirectory } from './database.js';
-import { freePort, installExitHandlers, startChild, waitUntilReady } from './processes.js';
+import {
+  cpuSeconds,
+  freePort,
+  installExitHandlers,
+  postgresCpuMeter,
+  startChild,
+  waitUntilReady,
+  runBench,
+} from './processes.js';
 import { ExternalIds, batchJson } from './workload.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
@@ -33,34 +41,8 @@ const repeats = Number(values.repeats ?? 2);
 const maxMessages = Number(values['max-messages'] ?? 1000);
 const batchSize = 100;
 
-function statSeconds(stat: string): number {
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
-function threadSeconds(pid: number, tid: number): number {
-  try {
-    return statSeconds(readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8'));
-  } catch {
-    return 0;
-  }
-}
-/** CPU seconds of each backend of `database` (its command line names it). */
-function backends(database: string): Map<number, number> {
-  const seen = new Map<number, number>();
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      if (stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) !== 'postgres') continue;
-      const command = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replace(/\0/g, ' ');
-      if (!command.includes(` ${database} `)) continue;
-      seen.set(Number(entry), statSeconds(stat));
-    } catch {
-      // ended
-    }
-  }
-  return seen;
-}
+/** CPU seconds of one thread of the server so far (0 once it is gone). */
+const threadSeconds = (pid: number, tid: number): number => cpuSeconds(pid, tid) ?? 0;
 
 async function main(): Promise<void> {
   installExitHandlers(1800);
@@ -135,21 +117,18 @@ async function main(): Promise<void> {
     }
     const w0 = threadSeconds(pid, tid);
     const m0 = threadSeconds(pid, pid);
-    const b0 = backends(warehouseName);
-    const bLast = new Map(b0);
+    // The warehouse database's own backends: the COPYs and their transactions.
+    const meter = postgresCpuMeter(warehouseName, { background: false });
     const t0 = performance.now();
     for (;;) {
-      for (const [p, s] of backends(warehouseName)) bLast.set(p, s);
       const lag = (await admin('GET', `${productPath}/destinations/${d.id as string}`)).lag as number;
       if (lag === 0) break;
       await sleep(250);
     }
-    for (const [p, s] of backends(warehouseName)) bLast.set(p, s);
+    const backend = meter.stop();
     const seconds = (performance.now() - t0) / 1000;
     const worker = threadSeconds(pid, tid) - w0;
     const main = threadSeconds(pid, pid) - m0;
-    let backend = 0;
-    for (const [p, s] of bLast) backend += s - (b0.get(p) ?? 0);
     const per = (s: number) => ((s * 1e6) / (requests * batchSize)).toFixed(1);
     process.stdout.write(
       `drain ${r}: ${seconds.toFixed(1)} s; µs/event: worker ${per(worker)}, warehouse backend ${per(backend)}, main ${per(main)}; load ${startedLoad.toFixed(1)}→${loadavg()[0]!.toFixed(1)}\n`,
@@ -158,16 +137,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().then(
-  async () => {
-    const { cleanUp } = await import('./processes.js');
-    await cleanUp();
-    process.exit(0);
-  },
-  async (error: unknown) => {
-    process.stderr.write(`bench: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
-    const { cleanUp } = await import('./processes.js');
-    await cleanUp();
-    process.exit(1);
-  },
-);
+runBench(main);

@@ -15,7 +15,15 @@ import pg from 'pg';
 import { adminClient, parseDatabase, SERVER_NODE_FLAG } from './args.js';
 import { postgresDatabase, sqliteDatabase, tempDirectory } from './database.js';
 import { runLoad, stopLoad } from './load.js';
-import { freePort, installExitHandlers, onCleanup, startChild, waitUntilReady, buildServer } from './processes.js';
+import {
+  freePort,
+  installExitHandlers,
+  onCleanup,
+  startChild,
+  waitUntilReady,
+  buildServer,
+  runBench,
+} from './processes.js';
 import { ExternalIds, batchJson } from './workload.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
@@ -267,16 +275,4 @@ async function main(): Promise<void> {
   await admin('DELETE', `${productPath}/destinations/${files.id as string}`);
 }
 
-main().then(
-  async () => {
-    const { cleanUp } = await import('./processes.js');
-    await cleanUp();
-    process.exit(0);
-  },
-  async (error: unknown) => {
-    process.stderr.write(`bench: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
-    const { cleanUp } = await import('./processes.js');
-    await cleanUp();
-    process.exit(1);
-  },
-);
+runBench(main);
