@@ -79,17 +79,10 @@ describe('enrichment steps', () => {
   it('bot drop on the Segment routes: the bot item counts as accepted and is not stored', async () => {
     const p = await newProduct('tf-bot-drop');
     await p.put([{ kind: 'bot', action: 'drop' }]);
-    const res = await ctx.app.inject({
-      method: 'POST',
-      url: '/v1/batch',
-      headers: basic(p.eventsKey),
-      payload: {
-        batch: [
-          { type: 'page', name: 'Home', userId: 'u1', messageId: 'b-1', context: { userAgent: GOOGLEBOT } },
-          { type: 'page', name: 'Home', userId: 'u1', messageId: 'b-2', context: { userAgent: FIREFOX } },
-        ],
-      },
-    });
+    const res = await p.segment([
+      { type: 'page', name: 'Home', userId: 'u1', messageId: 'b-1', context: { userAgent: GOOGLEBOT } },
+      { type: 'page', name: 'Home', userId: 'u1', messageId: 'b-2', context: { userAgent: FIREFOX } },
+    ]);
     assert.equal(res.json().accepted, 2);
     const events = (await p.admin('GET', '/events')).json().data;
     assert.deepEqual(

@@ -11,8 +11,6 @@ import { maskHash, REDACTED } from '../src/domain/transform-engine.js';
 import { bearer, createTestApp, dialect, postgresUrl, problemOf, type TestContext } from './helpers.js';
 import { transformedProduct } from './support/transformations.js';
 
-const basic = (k: string) => ({ authorization: `Basic ${Buffer.from(`${k}:`).toString('base64')}` });
-
 let ctx: TestContext;
 before(async () => {
   ctx = await createTestApp();
@@ -222,19 +220,12 @@ describe('steps on every entry point', () => {
       { kind: 'mask', paths: ['traits.email'], with: 'redact', where: { '!=': [{ var: 'traits.kind' }, 'hash'] } },
       { kind: 'set', path: 'properties.seen', value: true, where: { '==': [{ var: 'type' }, 'track'] } },
     ]);
-    const res = await ctx.app.inject({
-      method: 'POST',
-      url: '/v1/batch',
-      headers: basic(p.eventsKey),
-      payload: {
-        batch: [
-          { type: 'track', event: 'Noise Viewed', userId: 'u1', messageId: 'sg-1' },
-          { type: 'track', event: 'Order Completed', userId: 'u1', messageId: 'sg-2', properties: { a: 1 } },
-          { type: 'identify', userId: 'u-hash', messageId: 'sg-3', traits: { email: 'dee@example.com', kind: 'hash' } },
-          { type: 'identify', userId: 'u-red', messageId: 'sg-4', traits: { email: 'eve@example.com', kind: 'r' } },
-        ],
-      },
-    });
+    const res = await p.segment([
+      { type: 'track', event: 'Noise Viewed', userId: 'u1', messageId: 'sg-1' },
+      { type: 'track', event: 'Order Completed', userId: 'u1', messageId: 'sg-2', properties: { a: 1 } },
+      { type: 'identify', userId: 'u-hash', messageId: 'sg-3', traits: { email: 'dee@example.com', kind: 'hash' } },
+      { type: 'identify', userId: 'u-red', messageId: 'sg-4', traits: { email: 'eve@example.com', kind: 'r' } },
+    ]);
     assert.equal(res.statusCode, 200, res.body);
     assert.equal(res.json().accepted, 4);
     const events = await p.events();
@@ -366,23 +357,16 @@ describe('masking leaves no trace', () => {
     await v2(p.eventsKey, { properties: { card: `${marker}-1` }, context: { ip: `${marker}-2` } });
     await v2(p.eventsKey, { properties: { card: `${marker}-3`, fail: true } });
     await v2(p.eventsKey, { properties: { card: `${marker}-4`, drop: true } });
-    await ctx.app.inject({
-      method: 'POST',
-      url: '/v1/batch',
-      headers: basic(p.eventsKey),
-      payload: {
-        batch: [
-          { type: 'identify', userId: 'u-m', messageId: 'm-1', traits: { email: `${marker}-5` } },
-          {
-            type: 'track',
-            event: 'X',
-            userId: 'u-m',
-            messageId: 'm-2',
-            properties: { card: `${marker}-6`, fail: true },
-          },
-        ],
+    await p.segment([
+      { type: 'identify', userId: 'u-m', messageId: 'm-1', traits: { email: `${marker}-5` } },
+      {
+        type: 'track',
+        event: 'X',
+        userId: 'u-m',
+        messageId: 'm-2',
+        properties: { card: `${marker}-6`, fail: true },
       },
-    });
+    ]);
     assert.equal((await p.rejections()).length, 2);
     await assertNoTrace(p, marker);
   });
@@ -391,19 +375,12 @@ describe('masking leaves no trace', () => {
     const p = await newProduct('tf-trace-subject');
     const marker = 'SUBJECTMARKERQW';
     await p.put([{ kind: 'mask', paths: ['subject_id'], with: 'hash' }]);
-    const res = await ctx.app.inject({
-      method: 'POST',
-      url: '/v1/batch',
-      headers: basic(p.eventsKey),
-      payload: {
-        batch: [
-          { type: 'identify', userId: `${marker}-1`, messageId: 's-1', traits: { plan: 'pro' } },
-          { type: 'track', event: 'Signed Up', userId: `${marker}-1`, messageId: 's-2' },
-          { type: 'page', name: 'Home', anonymousId: `${marker}-2`, messageId: 's-3' },
-          { type: 'track', event: 'Clicked', userId: `${marker}-1`, anonymousId: 'anon-1', messageId: 's-4' },
-        ],
-      },
-    });
+    const res = await p.segment([
+      { type: 'identify', userId: `${marker}-1`, messageId: 's-1', traits: { plan: 'pro' } },
+      { type: 'track', event: 'Signed Up', userId: `${marker}-1`, messageId: 's-2' },
+      { type: 'page', name: 'Home', anonymousId: `${marker}-2`, messageId: 's-3' },
+      { type: 'track', event: 'Clicked', userId: `${marker}-1`, anonymousId: 'anon-1', messageId: 's-4' },
+    ]);
     assert.equal(res.statusCode, 200);
     const events = await p.events();
     assert.equal(events.length, 4);

@@ -1,6 +1,6 @@
 // A product of the test app to put transformation steps on (transformations.md §3), with what the transformation
-// tests read back: its admin requests, `put(steps)` (asserting 200), a native batch, the stored events and the
-// recorded rejections.
+// tests read back: its admin requests, `put(steps)` (asserting 200), a native batch, a Segment batch, the stored
+// events and the recorded rejections.
 import assert from 'node:assert/strict';
 import { bearer, productAdmin, type TestContext } from '../helpers.js';
 
@@ -22,10 +22,18 @@ export async function transformedProduct(ctx: TestContext, name: string) {
       headers: bearer(product.eventsKey),
       payload: { events },
     });
+  /** `POST /v1/batch` with the events key as Segment's Basic user name. */
+  const segment = (items: unknown[]) =>
+    ctx.app.inject({
+      method: 'POST',
+      url: '/v1/batch',
+      headers: { authorization: `Basic ${Buffer.from(`${product.eventsKey}:`).toString('base64')}` },
+      payload: { batch: items },
+    });
   const events = async () => (await admin('GET', '/events?limit=100')).json().data as Row[];
   const rejections = async () => {
     await ctx.services.rejections.flush();
     return (await admin('GET', '/rejections')).json().data as Row[];
   };
-  return { ...product, admin, put, batch, events, rejections };
+  return { ...product, admin, put, batch, segment, events, rejections };
 }
