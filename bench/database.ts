@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
-import { uuidBytes } from '../src/storage/database.js';
+import { externalIdInto, nameFormatCode, uuidBytes } from '../src/storage/database.js';
 import { sqlitePlaceholder } from '../src/storage/event-columns.js';
 import { keyHash, mergeAllEventKeys, subjectHash } from '../src/storage/sqlite/event-keys.js';
 import pg from 'pg';
@@ -196,6 +196,14 @@ export function fillSqliteEvents(
         .pluck()
         .get() as number) === 1;
     const id = at('id');
+    // And the external id as its 16 bytes when it is a lowercase uuid, the name format as its number, where the
+    // schema has them so (migration 855).
+    const externalBytes =
+      (fill
+        .prepare(`SELECT count(*) FROM pragma_table_info('events') WHERE name = 'external_id' AND type = 'BLOB'`)
+        .pluck()
+        .get() as number) === 1;
+    const nameFormat = at('name_format');
     // And the product and the key as their numbers where the schema has them (migration 854), as the writer stores them.
     const numbered =
       (fill
@@ -212,11 +220,16 @@ export function fillSqliteEvents(
         const values = rowAt(i) as Array<string | number | Buffer>;
         if (millis) for (const t of times) values[t] = Date.parse(values[t] as string);
         if (idBytes) values[id] = uuidBytes(values[id] as string);
+        const externalText = values[external] as string | null;
+        if (externalBytes) {
+          values[external] = externalIdInto(externalText, Buffer.alloc(16))!;
+          values[nameFormat] = nameFormatCode(values[nameFormat] as string);
+        }
         if (hashed) {
           const key =
-            values[external] === null
+            externalText === null
               ? null
-              : keyHash(seed, values[product] as string, values[source] as string, values[external] as string);
+              : keyHash(seed, values[product] as string, values[source] as string, externalText);
           insert.run(...values, key, subjectHash(keyHash, seed, values[product] as string, values[subject] as string));
         } else insert.run(...values);
       }

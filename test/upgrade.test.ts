@@ -158,10 +158,10 @@ for (const commit of FIXTURES) {
 }
 
 /**
- * After a rebuild of `events` (migrations 853, 854): its indexes and delete triggers are all there, and deleting the
- * event at position 4 (external id `d`) notes its idempotency key as gone.
+ * After a rebuild of `events` (migrations 853, 854, 855): its indexes and delete triggers are all there, and deleting
+ * the event at `position` (external id `d`) notes its idempotency key as gone.
  */
-function assertRebuiltEvents(db: BetterSqlite3.Database): void {
+function assertRebuiltEvents(db: BetterSqlite3.Database, position = 4): void {
   assert.deepEqual(
     db
       .prepare(
@@ -172,7 +172,9 @@ function assertRebuiltEvents(db: BetterSqlite3.Database): void {
     ['events_by_id', 'events_by_name', 'events_by_product', 'events_by_time', 'events_key_gone', 'events_subject_gone'],
   );
   db.prepare(`DELETE FROM events WHERE external_id = 'd'`).run();
-  assert.deepEqual(db.prepare('SELECT position FROM event_keys_gone WHERE position = 4').pluck().all(), [4]);
+  assert.deepEqual(db.prepare('SELECT position FROM event_keys_gone WHERE position = ?').pluck().all(position), [
+    position,
+  ]);
 }
 
 describe('inlet migrate on a database of an earlier release', { skip }, () => {
@@ -307,3 +309,101 @@ describe('migration 854: SQLite event products and keys as numbers', { skip }, (
     }
   });
 });
+
+describe(
+  'migration 855: SQLite external ids that are lowercase uuids as bytes, name formats as numbers',
+  { skip },
+  () => {
+    it('converts exactly those, gives every id and format back as it came, finds duplicates of both forms', async () => {
+      const dir = mkdtempSync(join(testTempDir(), 'inlet-m855-'));
+      try {
+        const { raw, db, productId, migrateAll } = await fileBefore(join(dir, 'inlet.db'), 855);
+        const lower = '0f8fad5b-d9cb-469f-a165-70867728950e';
+        const upper = '7C9E6679-7425-40DE-944B-E07FC1F90AE7';
+        const bare = '0f8fad5bd9cb469fa16570867728950e';
+        // As the server of 854 stored them: the product as its number, no hashes (a key is then built from the row).
+        const insert = raw.prepare(
+          `INSERT INTO events (id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id, occurred_at, received_at, properties)
+         VALUES (randomblob(16), (SELECT number FROM product_numbers WHERE product_id = ?), 'api', ?, 'order', 'placed', 'order_placed', ?, 'user', 'u1', 0, 0, '{}')`,
+        );
+        const formats = ['preferred', 'legacy', 'v1', 'segment', 'unified'];
+        [lower, upper, 'c', null, bare].forEach((externalId, i) => insert.run(productId, externalId, formats[i]));
+        raw.prepare(`DELETE FROM events WHERE external_id = 'c'`).run();
+        await migrateAll();
+        assert.deepEqual(
+          raw
+            .prepare('SELECT position, typeof(external_id) AS t, name_format AS f FROM events ORDER BY position')
+            .all(),
+          [
+            { position: 1, t: 'blob', f: 0 },
+            { position: 2, t: 'text', f: 3 },
+            { position: 4, t: 'null', f: 1 },
+            { position: 5, t: 'text', f: 2 },
+          ],
+        );
+        assert.equal(
+          raw.prepare('SELECT hex(external_id) FROM events WHERE position = 1').pluck().get(),
+          bare.toUpperCase(),
+        );
+        await db.destroy();
+        const storage = await openStorage(`sqlite:${join(dir, 'inlet.db')}`);
+        const fresh = 'a1b2c3d4-0000-4000-8000-00000000000f';
+        try {
+          const created = await storage.events.insertMany([eventRow(productId, 'd'), eventRow(productId, fresh)]);
+          assert.deepEqual(
+            created.map((outcome) => outcome.status),
+            ['created', 'created'],
+          );
+          // Duplicates of converted, unconverted and newly written ids: each answered with its original, as it came.
+          const again = await storage.events.insertMany(
+            [lower, upper, bare, fresh, 'd', fresh.toUpperCase()].map((id) => eventRow(productId, id)),
+          );
+          assert.deepEqual(
+            again.map((outcome) => [outcome.status, outcome.event.externalId]),
+            [
+              ['duplicate', lower],
+              ['duplicate', upper],
+              ['duplicate', bare],
+              ['duplicate', fresh],
+              ['duplicate', 'd'],
+              ['created', fresh.toUpperCase()],
+            ],
+          );
+          const page = await storage.events.page({ productId, filter: {}, limit: 10, order: 'asc' });
+          assert.deepEqual(
+            page.events.map((e) => [e.position, e.externalId, e.nameFormat]),
+            [
+              ['1', lower, 'preferred'],
+              ['2', upper, 'legacy'],
+              ['4', null, 'segment'],
+              ['5', bare, 'unified'],
+              ['6', 'd', 'preferred'],
+              ['7', fresh, 'preferred'],
+              ['8', fresh.toUpperCase(), 'preferred'],
+            ],
+          );
+        } finally {
+          await storage.close();
+        }
+        const reopened = new BetterSqlite3(join(dir, 'inlet.db'));
+        try {
+          assert.deepEqual(
+            reopened
+              .prepare('SELECT position, typeof(external_id) AS t, name_format AS f FROM events WHERE position >= 6')
+              .all(),
+            [
+              { position: 6, t: 'text', f: 0 },
+              { position: 7, t: 'blob', f: 0 },
+              { position: 8, t: 'text', f: 0 },
+            ],
+          );
+          assertRebuiltEvents(reopened, 6);
+        } finally {
+          reopened.close();
+        }
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+  },
+);

@@ -145,13 +145,12 @@ for (let i = 0; i < 16; i++) {
   HEX_DIGIT['0123456789abcdef'.charCodeAt(i)] = i;
   HEX_DIGIT['0123456789ABCDEF'.charCodeAt(i)] = i;
 }
+/** Lowercase digits only: the uuids whose text uuidText gives back exactly. */
+const LOWER_HEX_DIGIT = new Int8Array(128).fill(-1);
+for (let i = 0; i < 16; i++) LOWER_HEX_DIGIT['0123456789abcdef'.charCodeAt(i)] = i;
 
-/**
- * An event id as SQLite stores it (migration 853), written into `into` (16 bytes): `into`, or the text itself when it
- * is no uuid (it then matches no stored id). Byte by byte: a regular expression, a replace and a hex Buffer per id
- * cost ~1.7 µs on the write path; the writer reuses one buffer (better-sqlite3 copies a blob when it binds it).
- */
-export function uuidBytesInto(text: string, into: Buffer): Buffer | string {
+/** A uuid's 16 bytes written into `into`, digits read through `digits`: `into`, or the text when it is no uuid. */
+function hexInto(text: string, into: Buffer, digits: Int8Array): Buffer | string {
   if (text.length !== 36) return text;
   let o = 0;
   for (let i = 0; i < 36; i += 2) {
@@ -160,12 +159,30 @@ export function uuidBytesInto(text: string, into: Buffer): Buffer | string {
       i--;
       continue;
     }
-    const high = HEX_DIGIT[text.charCodeAt(i)] ?? -1;
-    const low = HEX_DIGIT[text.charCodeAt(i + 1)] ?? -1;
+    const high = digits[text.charCodeAt(i)] ?? -1;
+    const low = digits[text.charCodeAt(i + 1)] ?? -1;
     if (high < 0 || low < 0) return text;
     into[o++] = (high << 4) | low;
   }
   return into;
+}
+
+/**
+ * An event id as SQLite stores it (migration 853), written into `into` (16 bytes): `into`, or the text itself when it
+ * is no uuid (it then matches no stored id). Byte by byte: a regular expression, a replace and a hex Buffer per id
+ * cost ~1.7 µs on the write path; the writer reuses one buffer (better-sqlite3 copies a blob when it binds it).
+ */
+export function uuidBytesInto(text: string, into: Buffer): Buffer | string {
+  return hexInto(text, into, HEX_DIGIT);
+}
+
+/**
+ * An external id as SQLite stores it (migration 855): a lowercase canonical uuid (what SDKs send as message ids) as
+ * its 16 bytes written into `into`, any other text (another case, no hyphens, braces, …) as it is, so that
+ * `externalIdText` gives back exactly the text that came in.
+ */
+export function externalIdInto(text: string | null, into: Buffer): Buffer | string | null {
+  return text === null ? null : hexInto(text, into, LOWER_HEX_DIGIT);
 }
 
 /** The same into a buffer of its own: a query's parameter. */
@@ -180,6 +197,27 @@ export function uuidText(value: string | Uint8Array): string {
     'hex',
   );
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+/** A stored external id as its text: SQLite's 16 bytes as the lowercase uuid they came from (migration 855). */
+export function externalIdText(value: string | Uint8Array | null): string | null {
+  return value === null ? null : uuidText(value);
+}
+
+/**
+ * An event's name format as SQLite stores it (migration 855): its index here, 'preferred' and 'segment' (most events)
+ * as 0 and 1, which take no byte in the row (SQLite keeps both in the record's header); any other text as it is.
+ */
+const NAME_FORMATS: readonly string[] = ['preferred', 'segment', 'unified', 'legacy', 'v1'];
+const NAME_FORMAT_CODES = new Map(NAME_FORMATS.map((format, code) => [format, code]));
+
+export function nameFormatCode(text: string): number | string {
+  return NAME_FORMAT_CODES.get(text) ?? text;
+}
+
+/** And back: a stored name format as its text (PostgreSQL's, and SQLite's unknown ones, are the text). */
+export function nameFormatText(value: string | number): string {
+  return typeof value === 'number' ? (NAME_FORMATS[value] ?? String(value)) : value;
 }
 
 export function toIsoOrNull(value: Date | string | null): string | null {

@@ -5,7 +5,7 @@
 // SQLite's `key_hash` and `subject_hash`) are not in the table: the storage that has them writes or reads them
 // itself.
 import { sql, type AliasedRawBuilder, type Selectable } from 'kysely';
-import { fromJson, toIso, uuidText, type EventsTable } from './database.js';
+import { externalIdText, fromJson, nameFormatText, toIso, uuidText, type EventsTable } from './database.js';
 import type { EventInsert, EventRecord } from './types.js';
 
 /**
@@ -26,6 +26,12 @@ export interface EventColumn {
   readonly nullable: boolean;
   /** The value a writer stores: text, or null for NULL. */
   readonly value: (event: EventInsert) => string | null;
+  /**
+   * How SQLite stores a text column other than as its text (migration 855; PostgreSQL keeps the text): `uuid`, a
+   * lowercase canonical uuid as its 16 bytes and any other text as it is (`externalIdInto`, back through
+   * `externalIdText`); `name-format`, a known name format as its small number (`nameFormatCode`, `nameFormatText`).
+   */
+  readonly sqliteCode?: 'uuid' | 'name-format';
 }
 
 // Keyed by column name so that the compiler refuses a column of EventsTable without its entry (and an entry
@@ -34,11 +40,17 @@ const COLUMNS: { readonly [Name in keyof EventsTable]: Omit<EventColumn, 'name'>
   id: { field: 'id', type: 'uuid', nullable: false, value: (e) => e.id },
   product_id: { field: 'productId', type: 'text', nullable: false, value: (e) => e.productId },
   source: { field: 'source', type: 'text', nullable: false, value: (e) => e.source },
-  external_id: { field: 'externalId', type: 'text', nullable: true, value: (e) => e.externalId },
+  external_id: { field: 'externalId', type: 'text', nullable: true, value: (e) => e.externalId, sqliteCode: 'uuid' },
   event_type: { field: 'eventType', type: 'text', nullable: false, value: (e) => e.eventType },
   action: { field: 'action', type: 'text', nullable: false, value: (e) => e.action },
   canonical_name: { field: 'canonicalName', type: 'text', nullable: false, value: (e) => e.canonicalName },
-  name_format: { field: 'nameFormat', type: 'text', nullable: false, value: (e) => e.nameFormat },
+  name_format: {
+    field: 'nameFormat',
+    type: 'text',
+    nullable: false,
+    value: (e) => e.nameFormat,
+    sqliteCode: 'name-format',
+  },
   subject_type: { field: 'subjectType', type: 'text', nullable: false, value: (e) => e.subjectType },
   subject_id: { field: 'subjectId', type: 'text', nullable: false, value: (e) => e.subjectId },
   occurred_at: { field: 'occurredAt', type: 'timestamptz', nullable: false, value: (e) => e.occurredAt },
@@ -89,6 +101,20 @@ export const SQLITE_KEY_NUMBER = '(SELECT number FROM key_numbers WHERE key_id =
 /** And back: the key's text id of a row of `events` (NULL stays NULL). */
 export const SQLITE_KEY_TEXT = '(SELECT key_id FROM key_numbers WHERE number = events.api_key_id)';
 
+/**
+ * SQLite's `external_id` of a row of `events` as its text (migration 855), in SQL: what the idempotency keys hash
+ * when they are built from the rows.
+ */
+export const SQLITE_EXTERNAL_ID_TEXT = `CASE typeof(external_id) WHEN 'blob' THEN lower(${[
+  [1, 8],
+  [9, 4],
+  [13, 4],
+  [17, 4],
+  [21, 12],
+]
+  .map(([from, length]) => `substr(hex(external_id), ${from}, ${length})`)
+  .join(" || '-' || ")}) ELSE external_id END`;
+
 /** SQLite's value of each numbered column (its one parameter the text id), and how a select list reads it back. */
 const SQLITE_NUMBERED: Partial<Record<keyof EventsTable, { number: string; text: string }>> = {
   product_id: { number: SQLITE_PRODUCT_NUMBER, text: SQLITE_PRODUCT_TEXT },
@@ -132,6 +158,8 @@ function fieldsSource(json: 'parsed' | 'text', raw: boolean): string {
     const at = raw ? `row[${index}]` : `row.${column.name}`;
     if (column.type === 'timestamptz') fields.push(`${column.field}: toIso(${at})`);
     else if (column.type === 'uuid') fields.push(`${column.field}: uuidText(${at})`);
+    else if (column.sqliteCode === 'uuid') fields.push(`${column.field}: externalIdText(${at} ?? null)`);
+    else if (column.sqliteCode === 'name-format') fields.push(`${column.field}: nameFormatText(${at})`);
     else if (column.type !== 'json') fields.push(`${column.field}: ${at}`);
     else if (json === 'parsed')
       fields.push(`${column.field}: ${column.nullable ? `${at} == null ? null : fromJson(${at})` : `fromJson(${at})`}`);
@@ -158,11 +186,13 @@ function compile<Row>(body: string): (row: Row) => EventRecord {
   const make = new Function(
     'toIso',
     'uuidText',
+    'externalIdText',
+    'nameFormatText',
     'fromJson',
     'NO_PROPERTIES',
     `'use strict';\nreturn (row) => {\n${body}\n};`,
   );
-  return make(toIso, uuidText, fromJson, NO_PROPERTIES) as (row: Row) => EventRecord;
+  return make(toIso, uuidText, externalIdText, nameFormatText, fromJson, NO_PROPERTIES) as (row: Row) => EventRecord;
 }
 
 const positionOfRow = 'if (row.position !== undefined) record.position = String(row.position);\nreturn record;';

@@ -16,6 +16,7 @@ import {
   SQLITE_PRODUCT_TEXT,
   type EventRow,
 } from '../../src/storage/event-columns.js';
+import { externalIdInto, nameFormatCode } from '../../src/storage/database.js';
 import type { EventInsert, EventRecord } from '../../src/storage/types.js';
 
 const NAMES =
@@ -178,4 +179,53 @@ test('an SQLite row read as an array becomes its record with the JSON as text an
     jsonText: { properties: '{"a":1}', context: '{"ip":"::1"}', original: null },
     position: '42',
   });
+});
+
+test('SQLite keeps a lowercase uuid external id as bytes, any other as text, a name format as a number; each reads back', () => {
+  const into = Buffer.alloc(16);
+  const lower = '0f8fad5b-d9cb-469f-a165-70867728950e';
+  assert.equal(externalIdInto(lower, into), into);
+  assert.equal(into.toString('hex'), lower.replaceAll('-', ''));
+  for (const other of [
+    lower.toUpperCase(),
+    '0F8fad5b-d9cb-469f-a165-70867728950e',
+    lower.replaceAll('-', ''),
+    `{${lower}}`,
+    lower.replace('-', '_'),
+    `${lower.slice(0, 35)}g`,
+    'x1',
+    '',
+  ])
+    assert.equal(externalIdInto(other, into), other);
+  assert.equal(externalIdInto(null, into), null);
+  // The mappers: the bytes as the text they came from, text and NULL as they are.
+  const stored: EventRow = {
+    ...STORED,
+    occurred_at: FIELDS.occurredAt,
+    received_at: FIELDS.receivedAt,
+    properties: '{}',
+    context: null,
+    original: null,
+  };
+  const row = [...NAMES.split(', ').map((name) => (stored as Record<string, unknown>)[name]), 42];
+  row[3] = Buffer.from(lower.replaceAll('-', ''), 'hex');
+  assert.equal(eventFromRawRow(row).externalId, lower);
+  assert.equal(eventFromRow({ ...stored, external_id: row[3] as unknown as string }).externalId, lower);
+  row[3] = null;
+  assert.equal(eventFromRawRow(row).externalId, null);
+  // A name format: its number as its text, a text as it is.
+  for (const [code, format] of [
+    [0, 'preferred'],
+    [1, 'segment'],
+    [4, 'v1'],
+    [9, '9'],
+    ['legacy', 'legacy'],
+  ] as const) {
+    row[7] = code;
+    assert.equal(eventFromRawRow(row).nameFormat, format);
+    assert.equal(eventFromRow({ ...stored, name_format: code as string }).nameFormat, format);
+    if (typeof code === 'number' && code < 5) assert.equal(nameFormatCode(format), code);
+  }
+  assert.equal(nameFormatCode('other'), 'other');
+  assert.equal(eventFromRow({ ...stored, external_id: null }).externalId, null);
 });

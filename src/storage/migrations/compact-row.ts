@@ -40,6 +40,18 @@
 // product's text id. No foreign keys: the writer's value is the number it looked up, and `product_id` NOT NULL
 // refuses an unknown product (each would cost a lookup per event). `events_by_product` stays: it is (product_id,
 // position), the order of every paged read. PostgreSQL keeps the text (Citus distributes by product_id).
+//
+// 855, SQLite: `external_id` as its 16 bytes when it is a lowercase canonical uuid (what SDKs send as message ids:
+// 36 characters → 16), any other text as it is. Only that form: its bytes give back exactly the text that came in
+// (`externalIdText`), where an uppercase or unhyphenated id would come back in another form. The column is declared
+// BLOB (no affinity: text stays text, bytes stay bytes); the table is rebuilt as in 853 and every such id
+// converted. The writer stores the bytes (`externalIdInto`), the mappers and the duplicate check give the text
+// back, and the idempotency keys stay hashes of the text (the rows' `key_hash` unchanged; a key built from a row
+// reads it through `SQLITE_EXTERNAL_ID_TEXT`). Nothing filters events by external id in SQL. PostgreSQL keeps the
+// text: `event_dedup` holds the digest (851), and the row's text is TOASTed with the rest.
+// In the same rebuild `name_format` as a small number (`nameFormatCode`: 'preferred' 0 and 'segment' 1, which take
+// no byte in the row, the other three 2–4; an unknown text stays text), declared INTEGER. Nothing queries it; the
+// mappers give the text back (`nameFormatText`).
 import type { Migration } from './index.js';
 
 const COLUMNS =
@@ -52,6 +64,14 @@ const millis = (column: string) =>
 /** A uuid's text → its 16 bytes (unhex is NULL for what is not hex; a text of another length stays text). */
 const bytes = (column: string) =>
   `CASE WHEN length(${column}) = 36 THEN coalesce(unhex(replace(${column}, '-', '')), ${column}) ELSE ${column} END`;
+
+/** A lowercase canonical uuid, as GLOB (case-sensitive) matches it. */
+const LOWER_UUID = [8, 4, 4, 4, 12].map((n) => '[0-9a-f]'.repeat(n)).join('-');
+
+/** A name format's text → its number (`nameFormatCode` in database.ts), an unknown one as it is. */
+const NAME_FORMAT_CODE = `CASE name_format ${['preferred', 'segment', 'unified', 'legacy', 'v1']
+  .map((format, code) => `WHEN '${format}' THEN ${code}`)
+  .join(' ')} ELSE name_format END`;
 
 /** The end of a rebuild of `events` into `events_compact`: the counter, the rename, the indexes, the triggers. */
 const rebuilt = [
@@ -200,6 +220,41 @@ export const compactRowMigrations: Migration[] = [
          )`,
         `INSERT INTO events_compact (${COLUMNS})
            SELECT ${COLUMNS.replace(' product_id,', ' (SELECT number FROM product_numbers WHERE product_numbers.product_id = events.product_id),').replace(' api_key_id,', ' (SELECT number FROM key_numbers WHERE key_id = events.api_key_id),')}
+             FROM events ORDER BY position`,
+        ...rebuilt,
+      ],
+      postgres: [],
+    },
+  },
+  {
+    version: 855,
+    name: 'SQLite: external ids that are lowercase uuids as their 16 bytes, name formats as numbers',
+    rewrites: { sqlite: 'every stored event' },
+    statements: {
+      sqlite: [
+        `CREATE TABLE events_compact (
+           position INTEGER PRIMARY KEY AUTOINCREMENT,
+           id BLOB NOT NULL,
+           product_id INTEGER NOT NULL,
+           source TEXT NOT NULL,
+           external_id BLOB,
+           event_type TEXT NOT NULL,
+           action TEXT NOT NULL,
+           canonical_name TEXT NOT NULL,
+           name_format INTEGER NOT NULL,
+           subject_type TEXT NOT NULL,
+           subject_id TEXT NOT NULL,
+           occurred_at INTEGER NOT NULL,
+           received_at INTEGER NOT NULL,
+           properties TEXT NOT NULL,
+           api_key_id INTEGER,
+           context TEXT,
+           original TEXT,
+           key_hash INTEGER,
+           subject_hash INTEGER
+         )`,
+        `INSERT INTO events_compact (${COLUMNS})
+           SELECT ${COLUMNS.replace(' external_id,', ` CASE WHEN external_id GLOB '${LOWER_UUID}' THEN unhex(replace(external_id, '-', '')) ELSE external_id END,`).replace(' name_format,', ` ${NAME_FORMAT_CODE},`)}
              FROM events ORDER BY position`,
         ...rebuilt,
       ],

@@ -4,7 +4,7 @@
 // writer thread (writer-thread.ts) runs the same transaction on a connection of its own.
 import type BetterSqlite3 from 'better-sqlite3';
 import type { Kysely } from 'kysely';
-import { uuidBytesInto, type Database } from '../database.js';
+import { externalIdInto, externalIdText, nameFormatCode, uuidBytesInto, type Database } from '../database.js';
 import {
   EVENT_COLUMN_LIST,
   EVENT_COLUMNS,
@@ -19,15 +19,21 @@ import { withoutCommitSync, type WalSync } from './wal-sync.js';
 
 // The statement's arguments: the table's columns (event-columns.ts), then the row's two hashes (event-keys.ts; a
 // deleted row's note takes them from it, for the sweep). Times are stored as milliseconds since 1970 (migration
-// 853) and ids as their 16 bytes: `stored` wraps the expression of such a column's text in Date.parse or
-// uuidBytesInto (one buffer for every row: better-sqlite3 copies a blob when it binds it). The product and the key
-// are stored as their numbers (migration 854), looked up by the statement.
+// 853) and ids as their 16 bytes, external ids that are lowercase uuids too and name formats as small numbers
+// (migration 855): `stored` wraps the expression of such a column's text in Date.parse, uuidBytesInto,
+// externalIdInto (one buffer per column for every row: better-sqlite3 copies a blob when it binds it, after every
+// argument was made) or nameFormatCode. The product and the key are stored as their numbers (migration 854), looked
+// up by the statement.
 const PLACEHOLDERS = EVENT_COLUMNS.map((column) => sqlitePlaceholder(column.name)).join(', ');
 const stored = (column: number, text: string) => {
-  const type = EVENT_COLUMNS[column]!.type;
-  return type === 'timestamptz' ? `Date.parse(${text})` : type === 'uuid' ? `uuidBytesInto(${text}, idBytes)` : text;
+  const { type, sqliteCode } = EVENT_COLUMNS[column]!;
+  if (type === 'timestamptz') return `Date.parse(${text})`;
+  if (type === 'uuid') return `uuidBytesInto(${text}, idBytes)`;
+  if (sqliteCode === 'name-format') return `nameFormatCode(${text})`;
+  return sqliteCode === 'uuid' ? `externalIdInto(${text}, externalBytes)` : text;
 };
 const idBytes = Buffer.alloc(16);
+const externalBytes = Buffer.alloc(16);
 const INSERT_SQL = `INSERT INTO events (${EVENT_COLUMN_LIST}, key_hash, subject_hash) VALUES (${PLACEHOLDERS}, ?, ?)`;
 
 type RunInsert<Rows> = (
@@ -47,8 +53,16 @@ function compileRunInsert<Rows>(argument: (column: number) => string, values: un
   const call = `statement.run(${EVENT_COLUMNS.map((_, i) => stored(i, argument(i))).join(', ')}, keyHash, subjectHash)`;
   const names = EVENT_COLUMNS.map((_, i) => `v${i}`).join(', ');
   const source = `'use strict';\nconst [${names}] = values;\nreturn (statement, rows, i, keyHash, subjectHash) => ${call};`;
-  const make = new Function('values', 'uuidBytesInto', 'idBytes', source);
-  return make(values, uuidBytesInto, idBytes) as RunInsert<Rows>;
+  const make = new Function(
+    'values',
+    'uuidBytesInto',
+    'idBytes',
+    'externalIdInto',
+    'externalBytes',
+    'nameFormatCode',
+    source,
+  );
+  return make(values, uuidBytesInto, idBytes, externalIdInto, externalBytes, nameFormatCode) as RunInsert<Rows>;
 }
 
 /** The rows of one commit, whatever their shape: the fields the transaction reads, and the insert of one. */
@@ -135,7 +149,7 @@ export function eventTransaction<Rows>(
       const stored = byPosition.get(position) as EventRow | undefined;
       if (
         stored !== undefined &&
-        stored.external_id === shape.externalId(rows, i) &&
+        externalIdText(stored.external_id as string | Uint8Array | null) === shape.externalId(rows, i) &&
         stored.source === shape.source(rows, i) &&
         stored.product_id === shape.productId(rows, i)
       )
