@@ -167,7 +167,7 @@ describe(`warehouse destination under kill -9 (${dialect})`, () => {
 
   test(
     'two live instances on PostgreSQL: a takeover from a frozen holder, then a hand-over at shutdown, load no row twice',
-    { skip: dialect !== 'postgres' && 'PostgreSQL only: two instances share one store' },
+    { skip: dialect !== 'postgres' && 'PostgreSQL only: SQLite serves one process (docs/scaling-out.md)' },
     async () => {
       const schema = 'takeover';
       const warehouse: WarehouseDb = await createWarehouseDb();
@@ -246,7 +246,7 @@ describe(`warehouse destination under kill -9 (${dialect})`, () => {
 
   test(
     'two live instances on one Parquet folder: a takeover from a frozen holder, then a hand-over, write no event twice',
-    { skip: dialect !== 'postgres' && 'PostgreSQL only: two instances share one store' },
+    { skip: dialect !== 'postgres' && 'PostgreSQL only: SQLite serves one process (docs/scaling-out.md)' },
     async () => {
       const root = mkdtempSync(join(tmpdir(), 'inlet-files-takeover-'));
       cleanups.push(async () => rmSync(root, { recursive: true, force: true }));
@@ -286,8 +286,8 @@ describe(`warehouse destination under kill -9 (${dialect})`, () => {
 
       // The holder freezes (SIGSTOP) while it writes: the other takes the lease and writes the same messages from
       // the stored cursor (in batches of other bounds, as more events came meanwhile), while the frozen one still
-      // holds its batch. Thawed, it finishes the file it was in: files that meet its positions are rewritten
-      // without them.
+      // holds its batch. Thawed, it finishes the file it was in: the new holder's files that meet it keep their
+      // rows (their fencing token is newer) and its own file gives up those it shares with them.
       const { holder, other } = await freezeHolder(a, b, holderPid);
       const atTakeover = await loaded();
       await until(async () => (await loaded()) > atTakeover, 30_000, 'a file by the new holder');
