@@ -15,7 +15,7 @@
 // destination while frozen cannot empty the new holder's file of rows whose only other copy that holder removed.
 // Rewrites (overlaps, erasure) keep a file's token.
 import { randomBytes } from 'node:crypto';
-import { mkdir, open, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, open, readdir, rename, rm, stat, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   asyncBufferFromFile,
@@ -122,6 +122,9 @@ function partitionOf(at: Date | null, partition: 'hour' | 'day'): string {
   return partition === 'day' ? day : join(day, `hour=${iso.slice(11, 13)}`);
 }
 
+/** The tail read first: a file's footer (the bloom filters, just before it, are read on their own). */
+const FOOTER_BYTES = 16 * 1024;
+
 /** The footer key (Parquet key-value metadata) of a file's fencing token (see the header). */
 const TOKEN_KEY = 'inlet.lease_until';
 
@@ -200,16 +203,29 @@ async function leftover(path: string): Promise<boolean> {
 }
 
 /**
- * A file's bytes, read in one piece (one open, so a file renamed over meanwhile is read whole, old or new);
- * undefined when it is gone (another writer removed it).
+ * Runs `use` on the file at `path` read through one open handle, so that a file renamed over meanwhile is read
+ * whole, old or new; undefined when it is gone (another writer removed it).
  */
-async function readWhole(path: string): Promise<AsyncBuffer | undefined> {
+async function withFile<T>(path: string, use: (file: AsyncBuffer) => Promise<T>): Promise<T | undefined> {
+  let handle: FileHandle;
   try {
-    const bytes = await readFile(path);
-    return bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength);
+    handle = await open(path, 'r');
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw error;
+  }
+  try {
+    const { size } = await handle.stat();
+    return await use({
+      byteLength: size,
+      async slice(start, end = size) {
+        const bytes = new Uint8Array(end - start);
+        await handle.read(bytes, 0, bytes.length, start);
+        return bytes.buffer;
+      },
+    });
+  } finally {
+    await handle.close();
   }
 }
 
@@ -264,24 +280,26 @@ async function clearOverlaps(
     if (other === undefined) continue;
     if (order(other[0], range[1]) > 0 || order(other[1], range[0]) < 0) continue;
     const path = join(folder, existing);
-    const file = await readWhole(path);
-    if (file === undefined) continue;
-    const metadata = await parquetMetadataAsync(file);
-    const theirs = tokenOf(metadata);
-    if (theirs > token) {
-      // This instance lost the destination (frozen, cut off) and the new holder wrote these messages too.
-      for (const row of (await parquetReadObjects({ file, metadata, columns: ['id'] })) as Row[])
-        if (ids.has(String(row.id))) shared.add(String(row.id));
-      continue;
-    }
-    if (order(range[0], other[0]) <= 0 && order(other[1], range[1]) <= 0) {
-      await rm(path, { force: true });
-      removed = true;
-      continue;
-    }
-    const rows = (await parquetReadObjects({ file, metadata })) as Row[];
-    const kept = rows.filter((row) => !ids.has(String(row.id)));
-    if (kept.length < rows.length) await replace(path, columns, kept, theirs);
+    // True when the file was removed (its folder is fsynced once, after the loop).
+    const gone = await withFile(path, async (file) => {
+      const metadata = await parquetMetadataAsync(file, { initialFetchSize: FOOTER_BYTES });
+      const theirs = tokenOf(metadata);
+      if (theirs > token) {
+        // This instance lost the destination (frozen, cut off) and the new holder wrote these messages too.
+        for (const row of (await parquetReadObjects({ file, metadata, columns: ['id'] })) as Row[])
+          if (ids.has(String(row.id))) shared.add(String(row.id));
+        return false;
+      }
+      if (order(range[0], other[0]) <= 0 && order(other[1], range[1]) <= 0) {
+        await rm(path, { force: true });
+        return true;
+      }
+      const rows = (await parquetReadObjects({ file, metadata })) as Row[];
+      const kept = rows.filter((row) => !ids.has(String(row.id)));
+      if (kept.length < rows.length) await replace(path, columns, kept, theirs);
+      return false;
+    });
+    if (gone === true) removed = true;
   }
   if (removed) await syncFolder(folder);
   if (shared.size > 0) await giveUp(join(folder, name), shared, columns, token);
@@ -292,14 +310,14 @@ async function clearOverlaps(
  * (the new holder removed it) or a newer holder's file of the same name replaced it.
  */
 async function giveUp(path: string, shared: Set<string>, columns: Array<[string, ColumnKind]>, token: number) {
-  const file = await readWhole(path);
-  if (file === undefined) return;
-  const metadata = await parquetMetadataAsync(file);
-  const theirs = tokenOf(metadata);
-  if (theirs > token) return;
-  const rows = (await parquetReadObjects({ file, metadata })) as Row[];
-  const kept = rows.filter((row) => !shared.has(String(row.id)));
-  if (kept.length < rows.length) await replace(path, columns, kept, theirs);
+  await withFile(path, async (file) => {
+    const metadata = await parquetMetadataAsync(file, { initialFetchSize: FOOTER_BYTES });
+    const theirs = tokenOf(metadata);
+    if (theirs > token) return;
+    const rows = (await parquetReadObjects({ file, metadata })) as Row[];
+    const kept = rows.filter((row) => !shared.has(String(row.id)));
+    if (kept.length < rows.length) await replace(path, columns, kept, theirs);
+  });
 }
 
 /** Rows read back, in the writer's types again (timestamps as Dates). */
@@ -391,9 +409,6 @@ async function parquetFiles(folder: string): Promise<string[]> {
   }
   return found;
 }
-
-/** The tail read first: a file's footer (the bloom filters, just before it, are read on their own). */
-const FOOTER_BYTES = 16 * 1024;
 
 /**
  * Whether the file may hold rows of `ids` in one of `keys`, from its footer and bloom filters alone: not when, in
