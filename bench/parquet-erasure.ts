@@ -65,7 +65,7 @@ async function main(): Promise<void> {
         const person = r === 0 && f < holding ? 'erased-person' : `person-${(f * rows + r) % people}`;
         messages.push(event(position++, person, hour + f * 60_000));
       }
-      await writeMessages(root, 'hour', messages, new Date(), (a, b) => Number(a) - Number(b));
+      await writeMessages(root, 'hour', messages, new Date(), (a, b) => Number(a) - Number(b), { token: 1 });
     }
     const written = (performance.now() - started) / 1000;
     const erasing = performance.now();

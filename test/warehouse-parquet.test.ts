@@ -12,6 +12,7 @@ import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { parquetMetadata } from 'hyparquet';
 import { bearer, createTestApp, problemOf, type TestContext } from './helpers.js';
 import { parquetKind } from '../src/services/destinations/parquet.js';
+import { eraseFromFiles, writeMessages } from '../src/services/destinations/files/parquet-files.js';
 import type { DeliveryContext } from '../src/services/destinations/kind.js';
 import type { DestinationRecord, StoredMessage } from '../src/storage/types.js';
 import { cliEnv, inlet } from './support/cli.js';
@@ -127,6 +128,7 @@ describe('parquet files: an instance that lost the destination', () => {
       goOn: () => true,
       signal: new AbortController().signal,
       holds: async () => holds,
+      leaseUntil: Date.now() + 15_000,
     });
     const stale = await driver.deliver(d, [message], context(false));
     assert.equal(stale.accepted, 0);
@@ -138,6 +140,92 @@ describe('parquet files: an instance that lost the destination', () => {
     const held = await driver.deliver(d, [message], context(true));
     assert.equal(held.accepted, 1);
     assert.equal(files('stale').filter((f) => f.endsWith('.parquet')).length, 1);
+  });
+});
+
+describe('parquet files: two writers after a takeover (fencing tokens)', () => {
+  const hour = new Date().toISOString();
+  /** Events at positions `from`..`to`, each with a fixed id (the same message written by either writer). */
+  const batch = (from: number, to: number): StoredMessage[] =>
+    Array.from({ length: to - from + 1 }, (_, i) => {
+      const n = from + i;
+      return {
+        kind: 'event',
+        position: String(n),
+        event: {
+          ...{ id: `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`, productId: 'prd_fence', source: 'api' },
+          ...{ externalId: `person-${n % 3}`, eventType: 'page', action: 'viewed', canonicalName: 'page_viewed' },
+          ...{ nameFormat: 'legacy', subjectType: 'user', subjectId: `person-${n % 3}`, occurredAt: hour },
+          ...{ receivedAt: hour, properties: {}, apiKeyId: null },
+        },
+      } as StoredMessage;
+    });
+  const ids = (from: number, to: number) => batch(from, to).map((m) => (m as { event: { id: string } }).event.id);
+  const write = (folder: string, messages: StoredMessage[], token: number, placed?: () => Promise<void>) =>
+    writeMessages(join(root, folder), 'hour', messages, new Date(), (a, b) => Number(a) - Number(b), {
+      token,
+      ...(placed && { placed }),
+    });
+  const inFiles = async (folder: string) =>
+    (await rows(`SELECT id FROM ${events(folder)} ORDER BY id`)).map((r) => String(r.id));
+  const pathOf = (folder: string, name: string) =>
+    join(
+      root,
+      folder,
+      files(folder).find((f) => f.endsWith(`/${name}`))!,
+    );
+  const inFile = async (folder: string, name: string) =>
+    (await rows(`SELECT id FROM read_parquet('${pathOf(folder, name)}') ORDER BY id`)).map((r) => String(r.id));
+  const names = (folder: string) => files(folder).map((f) => f.slice(f.lastIndexOf('/') + 1));
+  const tokenIn = (folder: string, name: string) => {
+    const path = join(
+      root,
+      folder,
+      files(folder).find((f) => f.endsWith(`/${name}`))!,
+    );
+    const bytes = readFileSync(path);
+    const metadata = parquetMetadata(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length));
+    return metadata.key_value_metadata?.find((kv) => kv.key === 'inlet.lease_until')?.value;
+  };
+  const OLD = 1_000;
+  const NEW = 2_000;
+
+  it("a holder frozen between its rename and its clearing takes no row from the new holder's file", async () => {
+    // The old holder's file is in place (10–12) when it freezes; the new holder writes 10–20 and removes that
+    // file as covered; the old one thaws and clears the overlaps of its file against the new holder's.
+    await write('fence-frozen', batch(10, 12), OLD, async () => {
+      await write('fence-frozen', batch(10, 20), NEW);
+    });
+    assert.deepEqual(await inFiles('fence-frozen'), ids(10, 20), 'every event in the files, once');
+    assert.deepEqual(names('fence-frozen'), ['10-20.parquet']);
+  });
+
+  it('a holder that renames after the new holder wrote gives up the rows they share, and only those', async () => {
+    await write('fence-late', batch(10, 20), NEW);
+    await write('fence-late', batch(10, 12), OLD);
+    assert.deepEqual(names('fence-late'), ['10-20.parquet'], 'its file, all in the newer one, is removed');
+    await write('fence-late', batch(18, 25), OLD);
+    assert.deepEqual(await inFiles('fence-late'), ids(10, 25), 'every event in the files, once');
+    assert.deepEqual(names('fence-late'), ['10-20.parquet', '18-25.parquet']);
+    assert.deepEqual(await inFile('fence-late', '18-25.parquet'), ids(21, 25));
+    assert.equal(tokenIn('fence-late', '10-20.parquet'), String(NEW), 'the newer file is as written');
+  });
+
+  it("rewrites keep each file's token: the overlaps of a later file, and an erasure", async () => {
+    await write('fence-keep', batch(10, 20), OLD);
+    await write('fence-keep', batch(15, 30), NEW);
+    assert.deepEqual(await inFile('fence-keep', '10-20.parquet'), ids(10, 14));
+    assert.equal(tokenIn('fence-keep', '10-20.parquet'), String(OLD), 'rewritten without 15–20, its token kept');
+    // The old holder, thawed, writes 12–18 again: its own older file gives up 12–14, its new one 15–18.
+    await write('fence-keep', batch(12, 18), OLD);
+    assert.deepEqual(await inFiles('fence-keep'), ids(10, 30));
+    assert.deepEqual(await inFile('fence-keep', '10-20.parquet'), ids(10, 11));
+    assert.deepEqual(await inFile('fence-keep', '12-18.parquet'), ids(12, 14));
+    assert.equal(tokenIn('fence-keep', '15-30.parquet'), String(NEW));
+    assert.equal(await eraseFromFiles(join(root, 'fence-keep'), ['person-1']), 7);
+    assert.equal(tokenIn('fence-keep', '10-20.parquet'), String(OLD), 'erasure keeps the tokens');
+    assert.equal(tokenIn('fence-keep', '12-18.parquet'), String(OLD));
+    assert.equal(tokenIn('fence-keep', '15-30.parquet'), String(NEW));
   });
 });
 

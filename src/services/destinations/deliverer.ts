@@ -345,6 +345,7 @@ function deliveryContext(
     goOn: () => !x.run.stopped && x.now() - cycleStarted <= x.leaseMs / 3,
     signal: x.run.abort.signal,
     holds: async () => (await x.store.getById(d.id))?.leaseHolder === x.holder,
+    leaseUntil: d.leaseUntil,
   };
 }
 

@@ -59,6 +59,11 @@ export interface DeliveryContext {
   signal: AbortSignal;
   /** Whether this instance still holds the destination's lease, as stored now (a warehouse asks under its lock). */
   holds(): Promise<boolean>;
+  /**
+   * The end of the lease this instance held when the cycle began (epoch ms): a fencing token, since the lease of
+   * an instance that takes over ends after the one it took over (Parquet files carry it).
+   */
+  leaseUntil: number;
 }
 
 /** The receiver accepted the first `accepted` messages; `failure` is the send that stopped it, if one did. */

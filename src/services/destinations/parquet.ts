@@ -107,8 +107,10 @@ function parquetDriver(options: DriverOptions): DestinationDriver {
             if (at > 0) await mustHold(context);
             const chunk = run.slice(at, at + d.batch.maxMessages);
             const partition = d.config.partition ?? 'hour';
-            rows += (await writeMessages(folder, partition, chunk, new Date(options.now()), options.orderPositions))
-              .rows;
+            const writer = { token: context.leaseUntil };
+            rows += (
+              await writeMessages(folder, partition, chunk, new Date(options.now()), options.orderPositions, writer)
+            ).rows;
           }
         }
         options.warehouse.loaded(d.id, {

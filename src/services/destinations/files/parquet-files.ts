@@ -8,14 +8,21 @@
 // the others lose its messages: a writer whose rename fails (another instance removed its temporary file) has
 // taken nothing away. Temporary files are removed by other writes only once they are old enough to be a crash's
 // leftovers, not the file an instance (frozen, slow) is about to rename.
+// Files carry a fencing token in their footer: the end of the lease their writer held (each takeover's lease ends
+// after the one it took over). A writer takes rows only out of files whose token is not newer than its own; an
+// overlapping file of a newer holder keeps its rows, and the writer's own file gives up the ones they share
+// instead. So a row leaves a file only while it is in one at least as new, and an instance that lost the
+// destination while frozen cannot empty the new holder's file of rows whose only other copy that holder removed.
+// Rewrites (overlaps, erasure) keep a file's token.
 import { randomBytes } from 'node:crypto';
-import { mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, open, readdir, rename, rm, stat, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   asyncBufferFromFile,
   parquetMetadataAsync,
   parquetReadObjects,
   type AsyncBuffer,
+  type FileMetaData,
   type SchemaElement,
 } from 'hyparquet';
 import { hashParquetValue, readBloomFilter, sbbfContains } from 'hyparquet/src/bloom.js';
@@ -115,11 +122,23 @@ function partitionOf(at: Date | null, partition: 'hour' | 'day'): string {
   return partition === 'day' ? day : join(day, `hour=${iso.slice(11, 13)}`);
 }
 
+/** The tail read first: a file's footer (the bloom filters, just before it, are read on their own). */
+const FOOTER_BYTES = 16 * 1024;
+
+/** The footer key (Parquet key-value metadata) of a file's fencing token (see the header). */
+const TOKEN_KEY = 'inlet.lease_until';
+
+/** A file's fencing token; 0 for a file written before tokens (older than any). */
+function tokenOf(metadata: FileMetaData): number {
+  const token = Number(metadata.key_value_metadata?.find((kv) => kv.key === TOKEN_KEY)?.value);
+  return Number.isFinite(token) ? token : 0;
+}
+
 /**
  * A file's bytes. The columns that name a person carry a Parquet bloom filter (split-block, 1 % false positives),
  * so that an erasure passes over a file that cannot hold the person after reading its footer and filters.
  */
-function parquetBytes(columns: Array<[string, ColumnKind]>, rows: Row[]): Uint8Array {
+function parquetBytes(columns: Array<[string, ColumnKind]>, rows: Row[], token: number): Uint8Array {
   const keys = keysOf(columns);
   const buffer = parquetWriteBuffer({
     columnData: columns.map(([name, type]) => ({
@@ -130,6 +149,7 @@ function parquetBytes(columns: Array<[string, ColumnKind]>, rows: Row[]): Uint8A
     })),
     codec: 'SNAPPY',
     createdBy: 'inlet',
+    kvMetadata: [{ key: TOKEN_KEY, value: String(token) }],
   });
   return new Uint8Array(buffer);
 }
@@ -183,9 +203,52 @@ async function leftover(path: string): Promise<boolean> {
 }
 
 /**
+ * Runs `use` on the file at `path` read through one open handle, so that a file renamed over meanwhile is read
+ * whole, old or new; undefined when it is gone (another writer removed it).
+ */
+async function withFile<T>(path: string, use: (file: AsyncBuffer) => Promise<T>): Promise<T | undefined> {
+  let handle: FileHandle;
+  try {
+    handle = await open(path, 'r');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  }
+  try {
+    const { size } = await handle.stat();
+    return await use({
+      byteLength: size,
+      async slice(start, end = size) {
+        const bytes = new Uint8Array(end - start);
+        await handle.read(bytes, 0, bytes.length, start);
+        return bytes.buffer;
+      },
+    });
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Rewrites the file at `path` with `rows` under its own token, or removes it when no rows are left. */
+async function replace(path: string, columns: Array<[string, ColumnKind]>, rows: Row[], token: number): Promise<void> {
+  const folder = path.slice(0, path.lastIndexOf('/'));
+  const name = path.slice(path.lastIndexOf('/') + 1);
+  if (rows.length === 0) {
+    await rm(path, { force: true });
+    await syncFolder(folder);
+  } else
+    await commit(
+      await writeTemporary(folder, name, parquetBytes(columns, restore(columns, rows), token)),
+      folder,
+      name,
+    );
+}
+
+/**
  * The files of `folder` whose range meets [first, last], other than `name`: removed when the new file covers
- * their range, else rewritten without the rows of `ids` (they are in the new file, already in place). Leftover
- * temporary files (older than LEFTOVER_MS) are removed.
+ * their range, else rewritten without the rows of `ids` (they are in the new file, already in place), unless
+ * their token is newer than `token`: then the new file gives up the rows it shares with them. Leftover temporary
+ * files (older than LEFTOVER_MS) are removed.
  */
 async function clearOverlaps(
   folder: string,
@@ -195,6 +258,7 @@ async function clearOverlaps(
   ids: Set<string>,
   columns: Array<[string, ColumnKind]>,
   order: Order,
+  token: number,
 ): Promise<void> {
   let entries: string[];
   try {
@@ -202,6 +266,9 @@ async function clearOverlaps(
   } catch {
     return;
   }
+  /** Rows of the new file that a newer holder's files hold. */
+  const shared = new Set<string>();
+  let removed = false;
   for (const existing of entries) {
     // A temporary file of a write cut short (a crash): never renamed, so never read.
     if (existing.startsWith('.') && existing.endsWith('.tmp')) {
@@ -213,21 +280,44 @@ async function clearOverlaps(
     if (other === undefined) continue;
     if (order(other[0], range[1]) > 0 || order(other[1], range[0]) < 0) continue;
     const path = join(folder, existing);
-    if (order(range[0], other[0]) <= 0 && order(other[1], range[1]) <= 0) {
-      await rm(path, { force: true });
-      continue;
-    }
-    const rows = (await parquetReadObjects({ file: await asyncBufferFromFile(path) })) as Row[];
-    const kept = rows.filter((row) => !ids.has(String(row.id)));
-    if (kept.length === rows.length) continue;
-    if (kept.length === 0) await rm(path, { force: true });
-    else
-      await commit(
-        await writeTemporary(folder, existing, parquetBytes(columns, restore(columns, kept))),
-        folder,
-        existing,
-      );
+    // True when the file was removed (its folder is fsynced once, after the loop).
+    const gone = await withFile(path, async (file) => {
+      const metadata = await parquetMetadataAsync(file, { initialFetchSize: FOOTER_BYTES });
+      const theirs = tokenOf(metadata);
+      if (theirs > token) {
+        // This instance lost the destination (frozen, cut off) and the new holder wrote these messages too.
+        for (const row of (await parquetReadObjects({ file, metadata, columns: ['id'] })) as Row[])
+          if (ids.has(String(row.id))) shared.add(String(row.id));
+        return false;
+      }
+      if (order(range[0], other[0]) <= 0 && order(other[1], range[1]) <= 0) {
+        await rm(path, { force: true });
+        return true;
+      }
+      const rows = (await parquetReadObjects({ file, metadata })) as Row[];
+      const kept = rows.filter((row) => !ids.has(String(row.id)));
+      if (kept.length < rows.length) await replace(path, columns, kept, theirs);
+      return false;
+    });
+    if (gone === true) removed = true;
   }
+  if (removed) await syncFolder(folder);
+  if (shared.size > 0) await giveUp(join(folder, name), shared, columns, token);
+}
+
+/**
+ * Takes `shared` (rows that a newer holder's files hold) out of this writer's file: left alone when it is gone
+ * (the new holder removed it) or a newer holder's file of the same name replaced it.
+ */
+async function giveUp(path: string, shared: Set<string>, columns: Array<[string, ColumnKind]>, token: number) {
+  await withFile(path, async (file) => {
+    const metadata = await parquetMetadataAsync(file, { initialFetchSize: FOOTER_BYTES });
+    const theirs = tokenOf(metadata);
+    if (theirs > token) return;
+    const rows = (await parquetReadObjects({ file, metadata })) as Row[];
+    const kept = rows.filter((row) => !shared.has(String(row.id)));
+    if (kept.length < rows.length) await replace(path, columns, kept, theirs);
+  });
 }
 
 /** Rows read back, in the writer's types again (timestamps as Dates). */
@@ -253,6 +343,14 @@ export interface FileLoad {
   rows: number;
 }
 
+/** Who writes: its fencing token, and (tests) a step between a file's rename and the clearing of overlaps. */
+export interface FileWriter {
+  /** The end of the destination's lease the writer holds (see the header). */
+  token: number;
+  /** Called once a file is in place, before the files it overlaps lose its rows. */
+  placed?: (path: string) => Promise<void>;
+}
+
 /** Writes `messages` (no user.erased among them) into their partitions' files under `root`. */
 export async function writeMessages(
   root: string,
@@ -260,6 +358,7 @@ export async function writeMessages(
   messages: StoredMessage[],
   now: Date,
   order: Order,
+  writer: FileWriter,
 ): Promise<FileLoad> {
   const groups = new Map<string, { columns: Array<[string, ColumnKind]>; rows: Row[]; first: string; last: string }>();
   for (const message of messages) {
@@ -285,10 +384,11 @@ export async function writeMessages(
   for (const [sub, group] of groups) {
     const folder = join(root, sub);
     const name = `${group.first}-${group.last}.parquet`;
-    const temporary = await writeTemporary(folder, name, parquetBytes(group.columns, group.rows));
+    const temporary = await writeTemporary(folder, name, parquetBytes(group.columns, group.rows, writer.token));
     await commit(temporary, folder, name);
+    await writer.placed?.(join(folder, name));
     const ids = new Set(group.rows.map((r) => String(r.id)));
-    await clearOverlaps(folder, name, temporary, [group.first, group.last], ids, group.columns, order);
+    await clearOverlaps(folder, name, temporary, [group.first, group.last], ids, group.columns, order, writer.token);
     rows += group.rows.length;
   }
   return { files: groups.size, rows };
@@ -310,17 +410,13 @@ async function parquetFiles(folder: string): Promise<string[]> {
   return found;
 }
 
-/** The tail read first: a file's footer (the bloom filters, just before it, are read on their own). */
-const FOOTER_BYTES = 16 * 1024;
-
 /**
  * Whether the file may hold rows of `ids` in one of `keys`, from its footer and bloom filters alone: not when, in
  * every row group, each key column is all null or has a bloom filter that rules every id out (a bloom filter has
  * no false negatives). A file written without bloom filters (before they were added) may hold anyone. The
  * writer puts the bloom filters together before the footer: they are read in one piece.
  */
-async function mayHold(file: AsyncBuffer, keys: string[], ids: string[]): Promise<boolean> {
-  const metadata = await parquetMetadataAsync(file, { initialFetchSize: FOOTER_BYTES });
+async function mayHold(file: AsyncBuffer, metadata: FileMetaData, keys: string[], ids: string[]): Promise<boolean> {
   const leaves = metadata.schema.slice(1);
   const blooms: Array<{ start: number; end: number; element: SchemaElement }> = [];
   for (const group of metadata.row_groups) {
@@ -365,20 +461,14 @@ export async function eraseFromFiles(root: string, externalIds: string[]): Promi
     for (const path of await parquetFiles(join(root, sub))) {
       if ((await stat(path)).size === 0) continue;
       const file = await asyncBufferFromFile(path);
-      if (!(await mayHold(file, keys, externalIds))) continue;
-      const rows = (await parquetReadObjects({ file })) as Row[];
+      const metadata = await parquetMetadataAsync(file, { initialFetchSize: FOOTER_BYTES });
+      if (!(await mayHold(file, metadata, keys, externalIds))) continue;
+      const rows = (await parquetReadObjects({ file, metadata })) as Row[];
       const kept = rows.filter((row) => !keys.some((k) => typeof row[k] === 'string' && ids.has(row[k])));
       if (kept.length === rows.length) continue;
       removed += rows.length - kept.length;
-      const folder = path.slice(0, path.lastIndexOf('/'));
-      const name = path.slice(path.lastIndexOf('/') + 1);
-      if (kept.length === 0) {
-        await rm(path, { force: true });
-        await syncFolder(folder);
-        continue;
-      }
-      // Rewritten under its own name: the new file replaces it.
-      await commit(await writeTemporary(folder, name, parquetBytes(columns, restore(columns, kept))), folder, name);
+      // Rewritten under its own name and token: the new file replaces it.
+      await replace(path, columns, kept, tokenOf(metadata));
     }
   }
   return removed;
