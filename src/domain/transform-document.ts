@@ -97,16 +97,23 @@ export function draftOf(draft: EventDraft, document: TransformDocument): EventDr
   const context = Object.keys(document.context).length === 0 && draft.context == null ? null : document.context;
   // The context's text, if the draft had one, is of the context before the steps: made again when written. Left
   // out by value rather than with `delete`, which would make the draft a slow dictionary for the rest of its way.
-  return {
-    ...draft,
+  // Every field written out rather than spread: a spread of the draft cost more than serialising its properties.
+  const next: AllFields<EventDraft> = {
     name,
     subjectType: document.subject_type,
     subjectId: document.subject_id,
     occurredAt: document.occurred_at,
+    externalId: draft.externalId,
     properties,
     propertiesJson: JSON.stringify(properties),
-    original: originalAfter(draft.original, draft.subjectId, document.subject_id),
+    personIds: draft.personIds,
     context,
     contextJson: undefined,
+    original: originalAfter(draft.original, draft.subjectId, document.subject_id),
+    received: draft.received,
   };
+  return next;
 }
+
+/** Each field of T, the optional ones too (then possibly undefined): a field added to the draft must be copied here. */
+type AllFields<T> = { [K in keyof Required<T>]: T[K] };
