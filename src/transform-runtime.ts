@@ -5,7 +5,6 @@
 // the same settings (destinationServiceOptions).
 import { randomBytes } from 'node:crypto';
 import { ConfigError, type Config } from './config.js';
-import { cloneJson } from './domain/transform-paths.js';
 import {
   GeoIpDatabaseError,
   isBot,
@@ -37,8 +36,9 @@ export async function createTransformRuntime(config: Config): Promise<TransformR
   }
   return {
     enrichers: {
-      userAgent: remembered((userAgent) => parseUserAgent(userAgent) as unknown as Record<string, unknown>),
-      isBot: remembered(isBot),
+      // Both remember their answers (a bounded cache of recent user agents); the parser's are copied on the way out.
+      userAgent: (userAgent) => parseUserAgent(userAgent) as unknown as Record<string, unknown>,
+      isBot,
       ...(geoip === undefined
         ? {}
         : { geoip: (ip: string) => geoip.lookup(ip) as Record<string, unknown> | undefined }),
@@ -46,23 +46,6 @@ export async function createTransformRuntime(config: Config): Promise<TransformR
     functions: sandboxCompiler(
       createSandbox({ cpuMs: config.transformFunctionCpuMs, memoryMb: config.transformFunctionMemoryMb }),
     ),
-  };
-}
-
-/**
- * A lookup with a bounded memory of its answers: browsers send the same few user agents again and again. Objects
- * are copied on the way out, so a later step changing one never changes what the next item gets.
- */
-function remembered<T>(lookup: (input: string) => T, entries = 2000): (input: string) => T {
-  const memory = new Map<string, T>();
-  return (input) => {
-    let answer = memory.get(input);
-    if (answer === undefined) {
-      answer = lookup(input);
-      if (memory.size >= entries) memory.clear();
-      memory.set(input, answer);
-    }
-    return typeof answer === 'object' && answer !== null ? cloneJson(answer) : answer;
   };
 }
 

@@ -94,5 +94,73 @@ function walk(node: unknown, pointer: string, depth: number, errors: FieldError[
 
 /** Whether the rule holds for the document (JSON Logic truthiness). Throws what the rule's evaluation throws. */
 export function holds(rule: unknown, document: object): boolean {
+  if (typeof rule === 'object' && rule !== null) {
+    let compiled = comparisons.get(rule);
+    if (compiled === undefined) {
+      compiled = comparisonOf(rule) ?? null;
+      comparisons.set(rule, compiled);
+    }
+    if (compiled !== null) return compiled(document);
+  }
   return jsonLogic.truthy(jsonLogic.apply(rule as jsonLogic.RulesLogic, document));
+}
+
+/**
+ * The commonest rule, a path compared with a constant (`{"==": [{"var": "properties.test"}, true]}`), as a function
+ * that does what json-logic-js does for it without walking the rule on every item: `var` reads each segment with
+ * `[]` and answers null for what is missing, then the operator's JavaScript comparison. Other rules: undefined.
+ */
+function comparisonOf(rule: object): ((document: object) => boolean) | undefined {
+  const keys = Object.keys(rule);
+  if (keys.length !== 1 || Array.isArray(rule)) return undefined;
+  const op = keys[0]!;
+  const args = (rule as Record<string, unknown>)[op];
+  if (!Array.isArray(args) || args.length !== 2 || !COMPARISONS.has(op)) return undefined;
+  let [left, right] = args as [unknown, unknown];
+  const swapped = !isConstant(left);
+  if (swapped) [left, right] = [right, left];
+  const path = varPath(right);
+  if (!isConstant(left) || path === undefined) return undefined;
+  const constant = left;
+  const segments = path.split('.');
+  const read = (document: object): unknown => {
+    let data: unknown = document;
+    for (const segment of segments) {
+      if (data === null || data === undefined) return null;
+      data = (data as Record<string, unknown>)[segment];
+      if (data === undefined) return null;
+    }
+    return data;
+  };
+  // Loose and strict comparisons are symmetric, so the order of the two sides does not change an answer.
+  switch (op) {
+    case '==':
+      return (document) => read(document) == constant;
+    case '===':
+      return (document) => read(document) === constant;
+    case '!=':
+      return (document) => read(document) != constant;
+    default:
+      return (document) => read(document) !== constant;
+  }
+}
+
+const COMPARISONS: ReadonlySet<string> = new Set(['==', '===', '!=', '!==']);
+const comparisons = new WeakMap<object, ((document: object) => boolean) | null>();
+
+function isConstant(value: unknown): value is string | number | boolean | null {
+  return value === null || typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean';
+}
+
+/** The path of `{"var": "a.b"}` or `{"var": ["a.b"]}` (no default), or undefined for anything else. */
+function varPath(value: unknown): string | undefined {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
+  const keys = Object.keys(value);
+  if (keys.length !== 1 || keys[0] !== 'var') return undefined;
+  let name = (value as { var: unknown }).var;
+  if (Array.isArray(name)) {
+    if (name.length !== 1) return undefined;
+    name = name[0];
+  }
+  return typeof name === 'string' && name !== '' ? name : undefined;
 }
