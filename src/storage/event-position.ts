@@ -165,7 +165,7 @@ export function positionSql(dialect: Dialect): PositionSql {
     product: (productId) => sql<string>`${productId}`,
     key: (keyId) => sql<string>`${keyId}`,
     named: (names) => sql<SqlBool>`canonical_name IN (${sql.join(names)})`,
-    nameColumn: (column) => sql.ref<string>(column) as unknown as RawBuilder<string>,
+    nameColumn: (column) => sql.ref<string>(column),
     columns: EVENT_COLUMN_NAMES,
   };
 }

@@ -56,7 +56,7 @@
 // and the action of the first event that had it; `canonical_name` holds the number, `event_type` and `action` are
 // NULL where they are the name's (most events) and the event's own text where it split its name otherwise. The
 // writer numbers a new name in its commit (event-writer.ts); the select lists give the text back (event-columns.ts,
-// `SQLITE_NUMBERED`), a name filter compares the number (`PositionSql.names`, `StoreDialect.eventName`: the index
+// `SQLITE_NUMBERED`), a name filter compares the number (`PositionSql.named`, `StoreDialect.eventNamed`: the index
 // `events_by_name (product_id, canonical_name)` is searched as before), a type or action filter the text.
 import type { Migration } from './index.js';
 
