@@ -204,6 +204,33 @@ export function fillSqliteEvents(
         .pluck()
         .get() as number) === 1;
     const nameFormat = at('name_format');
+    // And the name as its number in `event_names`, the type and the action NULL where they are the name's, where
+    // the schema has them so (migration 855), as the writer stores them.
+    const namesNumbered =
+      (fill
+        .prepare(`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'event_names'`)
+        .pluck()
+        .get() as number) === 1;
+    const [canonical, eventType, action] = [at('canonical_name'), at('event_type'), at('action')];
+    const nameGet = namesNumbered
+      ? fill.prepare('SELECT number, event_type, action FROM event_names WHERE canonical_name = ?')
+      : undefined;
+    const nameAdd = namesNumbered
+      ? fill.prepare('INSERT INTO event_names (canonical_name, event_type, action) VALUES (?, ?, ?)')
+      : undefined;
+    const names = new Map<string, { number: number; event_type: string; action: string }>();
+    const numberName = (values: unknown[]) => {
+      const name = values[canonical] as string;
+      let known = names.get(name) ?? (nameGet!.get(name) as { number: number; event_type: string; action: string });
+      if (known === undefined) {
+        const number = Number(nameAdd!.run(name, values[eventType], values[action]).lastInsertRowid);
+        known = { number, event_type: values[eventType] as string, action: values[action] as string };
+      }
+      names.set(name, known);
+      values[canonical] = known.number;
+      if (values[eventType] === known.event_type) values[eventType] = null;
+      if (values[action] === known.action) values[action] = null;
+    };
     // And the product and the key as their numbers where the schema has them (migration 854), as the writer stores them.
     const numbered =
       (fill
@@ -225,6 +252,7 @@ export function fillSqliteEvents(
           values[external] = externalIdInto(externalText, Buffer.alloc(16))!;
           values[nameFormat] = nameFormatCode(values[nameFormat] as string);
         }
+        if (namesNumbered) numberName(values);
         if (hashed) {
           const key =
             externalText === null

@@ -36,6 +36,7 @@ const SQLITE_ONLY: Record<string, string> = {
   event_subjects_gone: 'SQLite only: positions of deleted events whose subject entries a sweep has yet to remove',
   product_numbers: 'SQLite only: the number each product is stored as in `events` (migration 854)',
   key_numbers: 'SQLite only: the number each API key is stored as in `events` (migration 854)',
+  event_names: 'SQLite only: the number each event name is stored as in `events` (migration 855)',
 };
 const exceptions = dialect === 'sqlite' ? { ...EXCEPTIONS, ...SQLITE_ONLY } : EXCEPTIONS;
 

@@ -9,6 +9,9 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../src/http/app.js';
 import BetterSqlite3 from 'better-sqlite3';
+import { Kysely, sql, SqliteDialect } from 'kysely';
+import type { Database } from '../src/storage/database.js';
+import { positionSql } from '../src/storage/event-position.js';
 import { openStorage } from '../src/storage/connect.js';
 import { eventRow, fileBefore } from './event-rows.js';
 import { inlet } from './support/cli.js';
@@ -398,6 +401,138 @@ describe(
             ],
           );
           assertRebuiltEvents(reopened, 6);
+        } finally {
+          reopened.close();
+        }
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+
+    it('numbers every name once across products, keeps a split of its own, reads and filters names exactly', async () => {
+      const dir = mkdtempSync(join(testTempDir(), 'inlet-m855-names-'));
+      try {
+        const { raw, db, productId, migrateAll } = await fileBefore(join(dir, 'inlet.db'), 855);
+        const other = 'prod_other';
+        raw.prepare('INSERT INTO products (id, name, created_at) VALUES (?, ?, ?)').run(other, 'other', '2026-01-01');
+        const insert = raw.prepare(
+          `INSERT INTO events (id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id, occurred_at, received_at, properties)
+         VALUES (randomblob(16), (SELECT number FROM product_numbers WHERE product_id = ?), 'api', NULL, ?, ?, ?, 'preferred', 'user', 'u1', 0, 0, '{}')`,
+        );
+        const old: Array<[string, string, string, string]> = [
+          [productId, 'order', 'placed', 'order_placed'],
+          [other, 'user', 'signed_up', 'user_signed_up'],
+          // The same name split otherwise (a preferred-format event may): its own type and action stay in the row.
+          [productId, 'order_pl', 'aced', 'order_placed'],
+          [other, 'order', 'placed', 'order_placed'],
+          [productId, 'order', 'shipped', 'order_placed'],
+        ];
+        for (const row of old) insert.run(...row);
+        await migrateAll();
+        assert.deepEqual(raw.prepare('SELECT * FROM event_names ORDER BY number').all(), [
+          { number: 1, canonical_name: 'order_placed', event_type: 'order', action: 'placed' },
+          { number: 2, canonical_name: 'user_signed_up', event_type: 'user', action: 'signed_up' },
+        ]);
+        assert.deepEqual(
+          raw.prepare('SELECT position, event_type AS t, action AS a, canonical_name AS n FROM events').all(),
+          [
+            { position: 1, t: null, a: null, n: 1 },
+            { position: 2, t: null, a: null, n: 2 },
+            { position: 3, t: 'order_pl', a: 'aced', n: 1 },
+            { position: 4, t: null, a: null, n: 1 },
+            { position: 5, t: null, a: 'shipped', n: 1 },
+          ],
+        );
+        await db.destroy();
+        const storage = await openStorage(`sqlite:${join(dir, 'inlet.db')}`);
+        try {
+          const named = (eventType: string, action: string, canonicalName: string) => ({
+            eventType,
+            action,
+            canonicalName,
+          });
+          await storage.events.insertMany([
+            eventRow(productId, null, named('cart', 'viewed', 'cart_viewed')),
+            eventRow(other, null, named('order_pl', 'aced', 'order_placed')),
+            eventRow(productId, null, named('cart', 'viewed', 'cart_viewed')),
+          ]);
+          const read = async (id: string, filter: Record<string, unknown>) =>
+            (await storage.events.page({ productId: id, filter, limit: 20, order: 'asc' })).events.map((e) => [
+              e.position,
+              e.eventType,
+              e.action,
+              e.canonicalName,
+            ]);
+          assert.deepEqual(await read(productId, {}), [
+            ['1', 'order', 'placed', 'order_placed'],
+            ['3', 'order_pl', 'aced', 'order_placed'],
+            ['5', 'order', 'shipped', 'order_placed'],
+            ['6', 'cart', 'viewed', 'cart_viewed'],
+            ['8', 'cart', 'viewed', 'cart_viewed'],
+          ]);
+          assert.deepEqual(await read(other, {}), [
+            ['2', 'user', 'signed_up', 'user_signed_up'],
+            ['4', 'order', 'placed', 'order_placed'],
+            ['7', 'order_pl', 'aced', 'order_placed'],
+          ]);
+          const positions = async (id: string, filter: Record<string, unknown>) =>
+            (await read(id, filter)).map((row) => row[0]);
+          assert.deepEqual(await positions(productId, { canonicalNames: ['order_placed'] }), ['1', '3', '5']);
+          assert.deepEqual(await positions(productId, { canonicalNames: ['cart_viewed', 'order_placed'] }), [
+            '1',
+            '3',
+            '5',
+            '6',
+            '8',
+          ]);
+          assert.deepEqual(await positions(productId, { canonicalNames: ['user_signed_up'] }), []);
+          assert.deepEqual(await positions(productId, { canonicalNames: ['nothing'] }), []);
+          assert.deepEqual(await positions(other, { eventType: 'order_pl' }), ['7']);
+          assert.deepEqual(await positions(productId, { eventType: 'order' }), ['1', '5']);
+          assert.deepEqual(await positions(productId, { action: 'placed' }), ['1']);
+          assert.deepEqual(await positions(productId, { action: 'aced', canonicalNames: ['order_placed'] }), ['3']);
+        } finally {
+          await storage.close();
+        }
+        const reopened = new BetterSqlite3(join(dir, 'inlet.db'));
+        try {
+          assert.deepEqual(
+            reopened
+              .prepare(
+                'SELECT position, event_type AS t, action AS a, canonical_name AS n FROM events WHERE position > 5',
+              )
+              .all(),
+            [
+              { position: 6, t: null, a: null, n: 3 },
+              { position: 7, t: 'order_pl', a: 'aced', n: 1 },
+              { position: 8, t: null, a: null, n: 3 },
+            ],
+          );
+          // A name filter still searches the name index, in position order (no sort).
+          const query = new Kysely<Database>({ dialect: new SqliteDialect({ database: reopened }) });
+          const position = positionSql('sqlite');
+          const compiled = query
+            .selectFrom('events')
+            .select('properties')
+            .where('product_id', '=', position.product(productId))
+            .where(position.named(['order_placed']))
+            .where(position.compare('>', '1'))
+            .orderBy(sql.ref('position'))
+            .limit(10)
+            .compile();
+          const plan = (
+            reopened.prepare(`EXPLAIN QUERY PLAN ${compiled.sql}`).all(...compiled.parameters) as Array<{
+              detail: string;
+            }>
+          ).map((row) => row.detail);
+          assert.ok(
+            plan.some((detail) =>
+              detail.startsWith('SEARCH events USING INDEX events_by_name (product_id=? AND canonical_name=?'),
+            ),
+            plan.join('\n'),
+          );
+          assert.ok(!plan.some((detail) => detail.includes('TEMP B-TREE')), plan.join('\n'));
+          await query.destroy();
         } finally {
           reopened.close();
         }

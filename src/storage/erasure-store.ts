@@ -49,6 +49,7 @@ export type ErasureDialect = Pick<
   | 'timestamp'
   | 'eventTime'
   | 'eventProduct'
+  | 'eventNamed'
   | 'identityPosition'
 >;
 

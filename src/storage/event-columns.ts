@@ -115,16 +115,39 @@ export const SQLITE_EXTERNAL_ID_TEXT = `CASE typeof(external_id) WHEN 'blob' THE
   .map(([from, length]) => `substr(hex(external_id), ${from}, ${length})`)
   .join(" || '-' || ")}) ELSE external_id END`;
 
+/**
+ * SQLite stores an event's name as a number (migration 855): `event_names` numbers each canonical name once, with
+ * the type and the action of the first event that had it; `canonical_name` of `events` holds the number, and
+ * `event_type` and `action` are NULL unless the event split its name otherwise. The name's number, one parameter,
+ * the canonical name:
+ */
+export const SQLITE_NAME_NUMBER = '(SELECT number FROM event_names WHERE canonical_name = ?)';
+
+/** The text of one of the name's columns in `event_names` for a row of `events`. */
+const sqliteNameText = (column: 'canonical_name' | 'event_type' | 'action') =>
+  `(SELECT ${column} FROM event_names WHERE number = events.canonical_name)`;
+
+/** SQLite's canonical name of a row of `events` as its text (a select list's). */
+export const SQLITE_NAME_TEXT = sqliteNameText('canonical_name');
+
+/** SQLite's `event_type` and `action` of a row of `events` as their text, for a filter. */
+export const SQLITE_EVENT_TYPE_TEXT = `coalesce(event_type, ${sqliteNameText('event_type')})`;
+export const SQLITE_ACTION_TEXT = `coalesce(action, ${sqliteNameText('action')})`;
+
 /** SQLite's value of each numbered column (its one parameter the text id), and how a select list reads it back. */
 const SQLITE_NUMBERED: Partial<Record<keyof EventsTable, { number: string; text: string }>> = {
   product_id: { number: SQLITE_PRODUCT_NUMBER, text: SQLITE_PRODUCT_TEXT },
   api_key_id: { number: SQLITE_KEY_NUMBER, text: SQLITE_KEY_TEXT },
+  // The writer binds the name's number, and the type and the action only where they are not the name's (NULL).
+  canonical_name: { number: '?', text: SQLITE_NAME_TEXT },
+  event_type: { number: '?', text: SQLITE_EVENT_TYPE_TEXT },
+  action: { number: '?', text: SQLITE_ACTION_TEXT },
 };
 
 /** SQLite's placeholder of a column in an insert: `?`, or the lookup of a numbered column's number. */
 export const sqlitePlaceholder = (name: string): string => SQLITE_NUMBERED[name as keyof EventsTable]?.number ?? '?';
 
-/** SQLite's select list of hand-written SQL: the columns, the product and the key as their text ids. */
+/** SQLite's select list of hand-written SQL: the columns, the product, the key and the name as their text. */
 export const SQLITE_EVENT_COLUMN_LIST = EVENT_COLUMN_NAMES.map((name) => {
   const numbered = SQLITE_NUMBERED[name];
   return numbered === undefined ? name : `${numbered.text} AS ${name}`;

@@ -6,7 +6,10 @@ import { uuidBytes, type Database, type EventsTable } from './database.js';
 import {
   EVENT_COLUMN_NAMES,
   SQLITE_EVENT_SELECTIONS,
+  SQLITE_ACTION_TEXT,
+  SQLITE_EVENT_TYPE_TEXT,
   SQLITE_KEY_NUMBER,
+  SQLITE_NAME_NUMBER,
   SQLITE_PRODUCT_NUMBER,
 } from './event-columns.js';
 import type { Dialect } from './types.js';
@@ -41,6 +44,14 @@ export interface PositionSql {
   product(productId: string): Expression<string>;
   /** The same for `api_key_id` (SQLite stores the key's number: migration 854). */
   key(keyId: string): Expression<string>;
+  /**
+   * `canonical_name` of `events` is one of these names. SQLite stores the name's number (migration 855), each found
+   * by a subquery that SQLite evaluates once; one name is compared with `=`, which SQLite searches
+   * `events_by_name (product_id, canonical_name)` by, in position order, as it did the name's text.
+   */
+  named(names: string[]): Expression<SqlBool>;
+  /** `event_type` or `action` of `events` as text, for a filter (SQLite: NULL in the row where it is the name's). */
+  nameColumn(column: 'event_type' | 'action'): RawBuilder<string>;
   /** The select list of an event's columns (Kysely's): on SQLite with the product as its text id. */
   columns: ReadonlyArray<keyof EventsTable | AliasedRawBuilder<string, string>>;
 }
@@ -121,6 +132,13 @@ export function positionSql(dialect: Dialect): PositionSql {
       byId: (productId, id) => sql<SqlBool>`+product_id = ${sqliteProduct(productId)} AND id = ${uuidBytes(id)}`,
       product: sqliteProduct,
       key: (keyId) => sqliteNumber(SQLITE_KEY_NUMBER, keyId),
+      named: (names) => {
+        const numbers = names.map((name) => sqliteNumber(SQLITE_NAME_NUMBER, name));
+        return numbers.length === 1
+          ? sql<SqlBool>`canonical_name = ${numbers[0]}`
+          : sql<SqlBool>`canonical_name IN (${sql.join(numbers)})`;
+      },
+      nameColumn: (column) => sql.raw<string>(column === 'event_type' ? SQLITE_EVENT_TYPE_TEXT : SQLITE_ACTION_TEXT),
       columns: SQLITE_EVENT_SELECTIONS,
     };
   }
@@ -146,6 +164,8 @@ export function positionSql(dialect: Dialect): PositionSql {
     byId: (productId, id) => sql<SqlBool>`product_id = ${productId} AND id = ${id}`,
     product: (productId) => sql<string>`${productId}`,
     key: (keyId) => sql<string>`${keyId}`,
+    named: (names) => sql<SqlBool>`canonical_name IN (${sql.join(names)})`,
+    nameColumn: (column) => sql.ref<string>(column),
     columns: EVENT_COLUMN_NAMES,
   };
 }

@@ -175,10 +175,10 @@ async function readRows(page: PageRead, filter: EventFilter, only?: number[]): P
   let select = from.select([...columns, position.select.as('position')] as never);
   for (const bound of page.bounds.where) select = select.where(bound);
   if (scanEnd !== undefined) select = select.where(position.compare(query.order === 'asc' ? '<=' : '>=', scanEnd));
+  if (filter.canonicalNames !== undefined) select = select.where(position.named(filter.canonicalNames));
   select = whereGiven(select, [
-    ['canonical_name', 'in', filter.canonicalNames],
-    ['event_type', '=', filter.eventType],
-    ['action', '=', filter.action],
+    [position.nameColumn('event_type'), '=', filter.eventType],
+    [position.nameColumn('action'), '=', filter.action],
     ['source', '=', filter.source],
     ['api_key_id', '=', filter.keyId === undefined ? undefined : position.key(filter.keyId)],
     ['subject_type', '=', filter.subjectType],

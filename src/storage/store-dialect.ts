@@ -2,7 +2,7 @@
 // expressions, how a transaction takes its locks, how a message joins the identity log. Each backend gives
 // its own (sqlite/store-dialect.ts, postgres/store-dialect.ts), so the stores are written once and never
 // ask which database they run on.
-import type { Expression, Kysely, QueryExecutorProvider, RawBuilder } from 'kysely';
+import type { Expression, Kysely, QueryExecutorProvider, RawBuilder, SqlBool } from 'kysely';
 
 /** Takes these advisory locks, in a fixed order, until the transaction ends (a no-op where one writer runs at a time). */
 export type Lock = (keys: bigint[]) => Promise<void>;
@@ -38,6 +38,8 @@ export interface StoreDialect {
   eventTime(value: string): RawBuilder<unknown>;
   /** The value to compare `product_id` of `events` with (the product's number on SQLite: migration 854). */
   eventProduct(productId: string): Expression<string>;
+  /** `canonical_name` of `events` is one of these names (the name's number on SQLite: migration 855). */
+  eventNamed(names: string[]): Expression<SqlBool>;
   /** The position of an `identity_messages` row as text, as destination cursors hold it. */
   readonly identityPosition: RawBuilder<string>;
 

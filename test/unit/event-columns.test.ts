@@ -11,8 +11,11 @@ import {
   eventFromRawRow,
   eventFromRow,
   RAW_EVENT_COLUMNS,
+  SQLITE_ACTION_TEXT,
   SQLITE_EVENT_COLUMN_LIST,
+  SQLITE_EVENT_TYPE_TEXT,
   SQLITE_KEY_TEXT,
+  SQLITE_NAME_TEXT,
   SQLITE_PRODUCT_TEXT,
   type EventRow,
 } from '../../src/storage/event-columns.js';
@@ -34,10 +37,11 @@ test('the lists name every column once, in the table order, json cast to text wh
   assert.equal(new Set(EVENT_COLUMN_NAMES).size, EVENT_COLUMNS.length);
   assert.equal(
     SQLITE_EVENT_COLUMN_LIST,
-    NAMES.replace('product_id', `${SQLITE_PRODUCT_TEXT} AS product_id`).replace(
-      'api_key_id',
-      `${SQLITE_KEY_TEXT} AS api_key_id`,
-    ),
+    NAMES.replace('product_id', `${SQLITE_PRODUCT_TEXT} AS product_id`)
+      .replace('api_key_id', `${SQLITE_KEY_TEXT} AS api_key_id`)
+      .replace('event_type', `${SQLITE_EVENT_TYPE_TEXT} AS event_type`)
+      .replace(' action', ` ${SQLITE_ACTION_TEXT} AS action`)
+      .replace(' canonical_name', ` ${SQLITE_NAME_TEXT} AS canonical_name`),
   );
   assert.equal(RAW_EVENT_COLUMNS, `${SQLITE_EVENT_COLUMN_LIST}, position`);
   assert.equal(

@@ -10,7 +10,7 @@ import { jsonStringPattern, list, positionAtOrBefore, type ErasureDb } from './t
 /** Deletes at most `limit` events of these ids (subject, or a Segment group call's user) in one transaction. */
 export async function deleteEvents(
   deletes: EventDeletes,
-  dialect: Pick<StoreDialect, 'jsonText'>,
+  dialect: Pick<StoreDialect, 'jsonText' | 'eventNamed'>,
   productId: string,
   externalIds: string[],
   limit: number,
@@ -22,7 +22,7 @@ export async function deleteEvents(
   // … then Segment group calls, whose subject is the account and whose user is in the properties
   // (userId) or the original item (anonymousId). Read through the name index.
   const groupUser = sql`(${dialect.jsonText('properties', 'user_id')} IN ${list(externalIds)} OR ${dialect.jsonText('original', 'anonymousId')} IN ${list(externalIds)})`;
-  return deletes.where(productId, sql`canonical_name = 'group_identified' AND ${groupUser}`, limit);
+  return deletes.where(productId, sql`${dialect.eventNamed(['group_identified'])} AND ${groupUser}`, limit);
 }
 
 /** The identity messages of the person: by their user, and those written before migration 700 by their JSON. */

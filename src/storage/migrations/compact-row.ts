@@ -52,6 +52,12 @@
 // In the same rebuild `name_format` as a small number (`nameFormatCode`: 'preferred' 0 and 'segment' 1, which take
 // no byte in the row, the other three 2–4; an unknown text stays text), declared INTEGER. Nothing queries it; the
 // mappers give the text back (`nameFormatText`).
+// And the event's name as a number: `event_names` numbers each canonical name once (AUTOINCREMENT), with the type
+// and the action of the first event that had it; `canonical_name` holds the number, `event_type` and `action` are
+// NULL where they are the name's (most events) and the event's own text where it split its name otherwise. The
+// writer numbers a new name in its commit (event-writer.ts); the select lists give the text back (event-columns.ts,
+// `SQLITE_NUMBERED`), a name filter compares the number (`PositionSql.named`, `StoreDialect.eventNamed`: the index
+// `events_by_name (product_id, canonical_name)` is searched as before), a type or action filter the text.
 import type { Migration } from './index.js';
 
 const COLUMNS =
@@ -72,6 +78,11 @@ const LOWER_UUID = [8, 4, 4, 4, 12].map((n) => '[0-9a-f]'.repeat(n)).join('-');
 const NAME_FORMAT_CODE = `CASE name_format ${['preferred', 'segment', 'unified', 'legacy', 'v1']
   .map((format, code) => `WHEN '${format}' THEN ${code}`)
   .join(' ')} ELSE name_format END`;
+
+/** An event's name in `event_names`: its type and action (NULL where they are the name's) and its number. */
+const nameOf = (column: string) =>
+  `(SELECT ${column} FROM event_names WHERE event_names.canonical_name = events.canonical_name)`;
+const NAMED = `nullif(events.event_type, ${nameOf('event_type')}), nullif(events.action, ${nameOf('action')}), ${nameOf('number')},`;
 
 /** The end of a rebuild of `events` into `events_compact`: the counter, the rename, the indexes, the triggers. */
 const rebuilt = [
@@ -228,19 +239,30 @@ export const compactRowMigrations: Migration[] = [
   },
   {
     version: 855,
-    name: 'SQLite: external ids that are lowercase uuids as their 16 bytes, name formats as numbers',
+    name: 'SQLite: external ids that are lowercase uuids as their 16 bytes, name formats and names as numbers',
     rewrites: { sqlite: 'every stored event' },
     statements: {
       sqlite: [
+        `CREATE TABLE event_names (
+           number INTEGER PRIMARY KEY AUTOINCREMENT,
+           canonical_name TEXT NOT NULL UNIQUE,
+           event_type TEXT NOT NULL,
+           action TEXT NOT NULL
+         )`,
+        // Each name with the type and the action of its first event (min's row gives the bare columns).
+        `INSERT INTO event_names (canonical_name, event_type, action)
+           SELECT canonical_name, event_type, action FROM
+             (SELECT canonical_name, event_type, action, min(position) AS first FROM events GROUP BY canonical_name)
+            ORDER BY first`,
         `CREATE TABLE events_compact (
            position INTEGER PRIMARY KEY AUTOINCREMENT,
            id BLOB NOT NULL,
            product_id INTEGER NOT NULL,
            source TEXT NOT NULL,
            external_id BLOB,
-           event_type TEXT NOT NULL,
-           action TEXT NOT NULL,
-           canonical_name TEXT NOT NULL,
+           event_type TEXT,
+           action TEXT,
+           canonical_name INTEGER NOT NULL,
            name_format INTEGER NOT NULL,
            subject_type TEXT NOT NULL,
            subject_id TEXT NOT NULL,
@@ -254,7 +276,7 @@ export const compactRowMigrations: Migration[] = [
            subject_hash INTEGER
          )`,
         `INSERT INTO events_compact (${COLUMNS})
-           SELECT ${COLUMNS.replace(' external_id,', ` CASE WHEN external_id GLOB '${LOWER_UUID}' THEN unhex(replace(external_id, '-', '')) ELSE external_id END,`).replace(' name_format,', ` ${NAME_FORMAT_CODE},`)}
+           SELECT ${COLUMNS.replace(' external_id,', ` CASE WHEN external_id GLOB '${LOWER_UUID}' THEN unhex(replace(external_id, '-', '')) ELSE external_id END,`).replace(' name_format,', ` ${NAME_FORMAT_CODE},`).replace(' event_type, action, canonical_name,', ` ${NAMED}`)}
              FROM events ORDER BY position`,
         ...rebuilt,
       ],

@@ -2,7 +2,7 @@
 // write at once, so transactions that read before they write take advisory locks and are retried on a
 // conflict, and a transaction that joins the identity log takes ROW EXCLUSIVE on `events` first.
 import { createHash } from 'node:crypto';
-import { sql, type QueryExecutorProvider } from 'kysely';
+import { sql, type QueryExecutorProvider, type SqlBool } from 'kysely';
 import { RetryTransaction, type StoreDialect } from '../store-dialect.js';
 
 /** How often a locking transaction is tried before its error is given to the caller. */
@@ -37,6 +37,7 @@ export function postgresStoreDialect(): StoreDialect {
     timestamp: (value) => sql`${value}::timestamptz`,
     eventTime: (value) => sql`${value}::timestamptz`,
     eventProduct: (productId) => sql<string>`${productId}`,
+    eventNamed: (names) => sql<SqlBool>`canonical_name IN (${sql.join(names)})`,
     identityPosition: sql<string>`tx::text || '.' || seq::text`,
     writeTransaction: (db, work) => db.transaction().execute(work),
     async lockingTransaction(db, work) {

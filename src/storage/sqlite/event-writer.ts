@@ -23,10 +23,14 @@ import { withoutCommitSync, type WalSync } from './wal-sync.js';
 // (migration 855): `stored` wraps the expression of such a column's text in Date.parse, uuidBytesInto,
 // externalIdInto (one buffer per column for every row: better-sqlite3 copies a blob when it binds it, after every
 // argument was made) or nameFormatCode. The product and the key are stored as their numbers (migration 854), looked
-// up by the statement.
+// up by the statement; the name as its number in `event_names` (migration 855), looked up or added by the
+// transaction, with the type and the action NULL where they are the name's (`StoredName`).
 const PLACEHOLDERS = EVENT_COLUMNS.map((column) => sqlitePlaceholder(column.name)).join(', ');
 const stored = (column: number, text: string) => {
-  const { type, sqliteCode } = EVENT_COLUMNS[column]!;
+  const { name, type, sqliteCode } = EVENT_COLUMNS[column]!;
+  if (name === 'canonical_name') return 'name.number';
+  if (name === 'event_type') return 'name.eventType';
+  if (name === 'action') return 'name.action';
   if (type === 'timestamptz') return `Date.parse(${text})`;
   if (type === 'uuid') return `uuidBytesInto(${text}, idBytes)`;
   if (sqliteCode === 'name-format') return `nameFormatCode(${text})`;
@@ -36,12 +40,23 @@ const idBytes = Buffer.alloc(16);
 const externalBytes = Buffer.alloc(16);
 const INSERT_SQL = `INSERT INTO events (${EVENT_COLUMN_LIST}, key_hash, subject_hash) VALUES (${PLACEHOLDERS}, ?, ?)`;
 
+/**
+ * How a row stores its name (migration 855): the name's number in `event_names`, and its type and action only
+ * where they are not the ones `event_names` holds for the name (else NULL).
+ */
+export interface StoredName {
+  number: number;
+  eventType: string | null;
+  action: string | null;
+}
+
 type RunInsert<Rows> = (
   statement: BetterSqlite3.Statement,
   rows: Rows,
   index: number,
   keyHash: number | null,
   subjectHash: number,
+  name: StoredName,
 ) => BetterSqlite3.RunResult;
 
 /**
@@ -52,7 +67,7 @@ type RunInsert<Rows> = (
 function compileRunInsert<Rows>(argument: (column: number) => string, values: unknown): RunInsert<Rows> {
   const call = `statement.run(${EVENT_COLUMNS.map((_, i) => stored(i, argument(i))).join(', ')}, keyHash, subjectHash)`;
   const names = EVENT_COLUMNS.map((_, i) => `v${i}`).join(', ');
-  const source = `'use strict';\nconst [${names}] = values;\nreturn (statement, rows, i, keyHash, subjectHash) => ${call};`;
+  const source = `'use strict';\nconst [${names}] = values;\nreturn (statement, rows, i, keyHash, subjectHash, name) => ${call};`;
   const make = new Function(
     'values',
     'uuidBytesInto',
@@ -72,6 +87,9 @@ export interface RowSource<Rows> {
   source(rows: Rows, i: number): string;
   externalId(rows: Rows, i: number): string | null;
   subjectId(rows: Rows, i: number): string;
+  canonicalName(rows: Rows, i: number): string;
+  eventType(rows: Rows, i: number): string;
+  action(rows: Rows, i: number): string;
   run: RunInsert<Rows>;
 }
 
@@ -84,18 +102,24 @@ export const EVENT_INSERTS: RowSource<EventInsert[]> = {
   source: (rows, i) => rows[i]!.source,
   externalId: (rows, i) => rows[i]!.externalId,
   subjectId: (rows, i) => rows[i]!.subjectId,
+  canonicalName: (rows, i) => rows[i]!.canonicalName,
+  eventType: (rows, i) => rows[i]!.eventType,
+  action: (rows, i) => rows[i]!.action,
   run: compileRunInsert((c) => `v${c}(rows[i])`, getters),
 };
 
 /** How many values a row takes in a flat array (`flattenRows`). */
 export const ROW_WIDTH = EVENT_COLUMNS.length;
 const at = (field: string) => EVENT_COLUMNS.findIndex((column) => column.field === field);
-const [PRODUCT, SOURCE, EXTERNAL, SUBJECT] = ['productId', 'source', 'externalId', 'subjectId'].map(at) as [
-  number,
-  number,
-  number,
-  number,
-];
+const [PRODUCT, SOURCE, EXTERNAL, SUBJECT, NAME, TYPE, ACTION] = [
+  'productId',
+  'source',
+  'externalId',
+  'subjectId',
+  'canonicalName',
+  'eventType',
+  'action',
+].map(at) as [number, number, number, number, number, number, number];
 
 /** Rows as one flat array of their column values, in the table's order: what crosses to the writer thread
  *  (one array of strings clones faster than an object per row with its keys). */
@@ -112,6 +136,9 @@ export const FLAT_ROWS: RowSource<Array<string | null>> = {
   source: (rows, i) => rows[i * ROW_WIDTH + SOURCE]!,
   externalId: (rows, i) => rows[i * ROW_WIDTH + EXTERNAL]!,
   subjectId: (rows, i) => rows[i * ROW_WIDTH + SUBJECT]!,
+  canonicalName: (rows, i) => rows[i * ROW_WIDTH + NAME]!,
+  eventType: (rows, i) => rows[i * ROW_WIDTH + TYPE]!,
+  action: (rows, i) => rows[i * ROW_WIDTH + ACTION]!,
   run: compileRunInsert((c) => `rows[i * ${ROW_WIDTH} + ${c}]`, []),
 };
 
@@ -141,6 +168,41 @@ export function eventTransaction<Rows>(
 ): (rows: Rows) => RowOutcomes {
   const insert = raw.prepare(INSERT_SQL);
   const byPosition = raw.prepare(`SELECT ${SQLITE_EVENT_COLUMN_LIST} FROM events WHERE position = ?`);
+  const nameGet = raw.prepare('SELECT number, event_type, action FROM event_names WHERE canonical_name = ?');
+  const nameAdd = raw.prepare('INSERT INTO event_names (canonical_name, event_type, action) VALUES (?, ?, ?)');
+
+  // A name's number and its type and action in `event_names`, numbered by the first event that has it. Looked up
+  // once per commit and name (no cache across commits: a rolled-back commit takes its numbers with it).
+  interface NameEntry {
+    number: number;
+    eventType: string;
+    action: string;
+    /** What a row whose type and action are the name's stores. */
+    same: StoredName;
+  }
+  const nameEntry = (names: Map<string, NameEntry>, canonicalName: string, eventType: string, action: string) => {
+    let entry = names.get(canonicalName);
+    if (entry === undefined) {
+      const row = nameGet.get(canonicalName) as { number: number; event_type: string; action: string } | undefined;
+      const number =
+        row === undefined ? Number(nameAdd.run(canonicalName, eventType, action).lastInsertRowid) : row.number;
+      const known = row === undefined ? { eventType, action } : { eventType: row.event_type, action: row.action };
+      entry = { number, ...known, same: { number, eventType: null, action: null } };
+      names.set(canonicalName, entry);
+    }
+    return entry;
+  };
+  const storedName = (names: Map<string, NameEntry>, rows: Rows, i: number): StoredName => {
+    const eventType = shape.eventType(rows, i);
+    const action = shape.action(rows, i);
+    const entry = nameEntry(names, shape.canonicalName(rows, i), eventType, action);
+    if (entry.eventType === eventType && entry.action === action) return entry.same;
+    return {
+      number: entry.number,
+      eventType: entry.eventType === eventType ? null : eventType,
+      action: entry.action === action ? null : action,
+    };
+  };
 
   // Idempotency (event-keys.ts): a key's candidate positions (this transaction's own rows first, then the tail,
   // the merging map and event_keys) are read back and compared; the first that matches is the original.
@@ -167,6 +229,7 @@ export function eventTransaction<Rows>(
     ) => {
       subjects.catchUp(keys.catchUp());
       const mine = new Map<number, number[]>();
+      const names = new Map<string, NameEntry>();
       const count = shape.count(rows);
       const outcomes: RowOutcomes = new Array<EventRow | undefined>(count);
       for (let i = 0; i < count; i++) {
@@ -182,7 +245,9 @@ export function eventTransaction<Rows>(
             continue;
           }
         }
-        const position = Number(shape.run(insert, rows, i, h ?? null, subjectHash).lastInsertRowid);
+        const position = Number(
+          shape.run(insert, rows, i, h ?? null, subjectHash, storedName(names, rows, i)).lastInsertRowid,
+        );
         last.position = position;
         addedSubjects.push([subjectHash, position]);
         if (h !== undefined) {

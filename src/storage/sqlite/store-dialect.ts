@@ -34,6 +34,7 @@ export function sqliteStoreDialect(): StoreDialect {
     timestamp: (value) => sql`${value}`,
     eventTime: (value) => sql`${Date.parse(value)}`,
     eventProduct: positionSql('sqlite').product,
+    eventNamed: positionSql('sqlite').named,
     identityPosition: sql<string>`position`,
     writeTransaction: immediateTransaction,
     lockingTransaction: (db, work) => immediateTransaction(db, (q) => work(q, async () => {})),

@@ -346,7 +346,7 @@ describe('SQLite idempotency keys', () => {
       const bulk = new BetterSqlite3(join(dir, 'inlet.db'));
       const insert = bulk.prepare(
         `INSERT INTO events (id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id, occurred_at, received_at, properties)
-         VALUES (?, ${SQLITE_PRODUCT_NUMBER}, 'api', ?, 'order', 'placed', 'order_placed', 'preferred', 'user', 'u1', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z', '{}')`,
+         VALUES (?, ${SQLITE_PRODUCT_NUMBER}, 'api', ?, NULL, NULL, (SELECT number FROM event_names WHERE canonical_name = 'order_placed'), 'preferred', 'user', 'u1', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z', '{}')`,
       );
       bulk.transaction(() => {
         for (let i = 0; i < 500; i++) insert.run(uuidv7(), a, `bulk${i}`);
