@@ -1,0 +1,169 @@
+// Destination leases between two instances on one PostgreSQL schema (events-out §6; docs/destinations.md, "Several
+// instances"): two storages opened on the same schema stand for two instances. A holder stopped inside its state
+// write's transaction (its COMMIT held back at the driver, as SIGSTOP would) keeps the destination's row locked;
+// the other instance must still take the lease over within a bound, and the stopped holder, once resumed, must
+// commit nothing. A lease pass that meets a locked row waits only briefly.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import pg from 'pg';
+import { openStorage, type OpenedStorage } from '../src/storage/connect.js';
+import { createTestServices, dialect, postgresUrl, testDatabase, type TestDatabase } from './helpers.js';
+
+const LEASE_MS = 1000;
+const postgresOnly = dialect !== 'postgres' && 'PostgreSQL only: SQLite serves one process (docs/scaling-out.md)';
+
+/**
+ * Holds back the next COMMIT sent by any pg client until `resume()`, as if the process that sent it were stopped
+ * just before: `reached` resolves once one is held. The driver is wrapped, not the storage.
+ */
+function holdNextCommit() {
+  const query = pg.Client.prototype.query;
+  let resume!: () => void;
+  const resumed = new Promise<void>((resolve) => (resume = resolve));
+  let reached!: () => void;
+  const held = new Promise<void>((resolve) => (reached = resolve));
+  let armed = true;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- pg's overloaded signatures
+  pg.Client.prototype.query = function (this: pg.Client, ...args: any[]): any {
+    if (armed && typeof args[0] === 'string' && /^commit$/i.test(args[0].trim())) {
+      armed = false;
+      reached();
+      return resumed.then(() => (query as (...a: unknown[]) => unknown).apply(this, args));
+    }
+    return (query as (...a: unknown[]) => unknown).apply(this, args);
+  } as typeof query;
+  return {
+    reached: held,
+    resume(): void {
+      pg.Client.prototype.query = query;
+      resume();
+    },
+  };
+}
+
+describe(`destination leases between two instances (${dialect})`, { skip: postgresOnly }, () => {
+  let database: TestDatabase;
+  let a: OpenedStorage;
+  let b: OpenedStorage;
+  let productId: string;
+  let id: string;
+  const cleanups: Array<() => Promise<void>> = [];
+
+  before(async () => {
+    database = testDatabase();
+    cleanups.push(() => database.drop());
+    const { services } = await createTestServices({}, database);
+    const product = await services.keys.createProduct('Leases');
+    productId = product.id;
+    const created = await services.destinations.create(product.id, {
+      type: 'webhook',
+      name: 'leases',
+      url: 'http://127.0.0.1:9/hook',
+    });
+    id = created.destination.id;
+    await services.close();
+    const open = () =>
+      openStorage(database.databaseUrl, {
+        postgresSchema: database.postgresSchema!,
+        migrate: false,
+        destinationLeaseMs: LEASE_MS,
+      });
+    a = await open();
+    b = await open();
+    cleanups.push(
+      () => a.close(),
+      () => b.close(),
+    );
+  });
+  after(async () => {
+    for (const cleanup of cleanups.reverse()) await cleanup();
+  });
+
+  it('takes over from a holder stopped inside its state write within the lease, and the holder commits nothing', async () => {
+    const now = Date.now();
+    assert.equal(await a.destinations.acquireLease(id, 'a', now, now + LEASE_MS), true);
+    const stored = (await b.destinations.getById(id))!;
+
+    // The holder's state write stops between its UPDATE of the row and its COMMIT.
+    const commit = holdNextCommit();
+    let writing: Promise<boolean>;
+    try {
+      writing = a.destinations.writeState(
+        id,
+        'a',
+        { deliveredAdd: 7, lastError: 'written by the stopped holder' },
+        new Date().toISOString(),
+        [
+          {
+            productId,
+            destinationId: id,
+            attemptedAt: new Date().toISOString(),
+            attempt: 1,
+            webhookId: 'msg_stopped_holder',
+            messageIds: ['evt_1'],
+            outcome: 'success',
+            status: 200,
+            error: null,
+            durationMs: 1,
+          },
+        ],
+      );
+      await commit.reached;
+    } catch (error) {
+      commit.resume();
+      throw error;
+    }
+
+    // The other instance tries every 50 ms, as its passes would (each waits for the row's lock only briefly).
+    const stopped = Date.now();
+    const outcomes = new Map<string, number>();
+    let taken: boolean | undefined = false;
+    while (taken !== true && Date.now() - stopped < 6_000) {
+      const t = Date.now();
+      taken = await b.destinations.acquireLease(id, 'b', t, t + LEASE_MS);
+      const waited = Date.now() - t;
+      assert.ok(waited < LEASE_MS, `one attempt waited ${waited} ms for the row`);
+      outcomes.set(String(taken), (outcomes.get(String(taken)) ?? 0) + 1);
+      if (taken !== true) await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    const after = Date.now() - stopped;
+    commit.resume();
+    assert.equal(taken, true, `taken over while the holder is stopped (attempts: ${JSON.stringify([...outcomes])})`);
+    // The lease runs out at most LEASE_MS after the stop, and the stopped session is ended LEASE_MS after it went idle.
+    assert.ok(after < 2 * LEASE_MS + 1000, `taken over ${after} ms after the stop`);
+
+    // Resumed, the holder finds its session gone: nothing of its write is committed.
+    await assert.rejects(writing);
+    const now2 = (await b.destinations.getById(id))!;
+    assert.equal(now2.leaseHolder, 'b');
+    assert.equal(now2.delivered, stored.delivered);
+    assert.equal(now2.lastError, stored.lastError);
+    const log = await b.destinations.listDeliveries(productId, id, 10);
+    assert.equal(log.filter((d) => d.webhookId === 'msg_stopped_holder').length, 0, 'no attempt of its in the log');
+    // The holder's storage goes on working on a new session; its write is refused by the fence.
+    assert.equal(await a.destinations.writeState(id, 'a', { deliveredAdd: 1 }, new Date().toISOString()), false);
+  });
+
+  it('a lease pass that finds the row locked waits only briefly and learns nothing', async () => {
+    const client = new pg.Client({ connectionString: postgresUrl });
+    await client.connect();
+    try {
+      await client.query(`SET search_path = ${database.postgresSchema!}`);
+      await client.query('BEGIN');
+      await client.query('UPDATE destinations SET updated_at = updated_at WHERE id = $1', [id]);
+      const t = Date.now();
+      const attempt = b.destinations.acquireLease(id, 'b', t, t + LEASE_MS);
+      const outcome = await Promise.race([
+        attempt,
+        new Promise<string>((resolve) => setTimeout(() => resolve('still waiting'), 2_000)),
+      ]);
+      assert.equal(outcome, undefined, 'the row stayed locked: nothing known');
+      assert.ok(Date.now() - t < LEASE_MS, `waited ${Date.now() - t} ms`);
+      await client.query('ROLLBACK');
+      await attempt;
+      assert.equal(await b.destinations.acquireLease(id, 'b', Date.now(), Date.now() + LEASE_MS), true);
+    } finally {
+      await client.end();
+    }
+  });
+});
