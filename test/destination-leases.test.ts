@@ -41,6 +41,22 @@ function holdNextCommit() {
   };
 }
 
+/** `taker` tries to take the lease every 50 ms, for 6 s at most: whether it did, and after how long. */
+async function takeOver(taker: OpenedStorage, name: string, id: string) {
+  const started = Date.now();
+  const outcomes = new Map<string, number>();
+  let taken: boolean | undefined = false;
+  while (taken !== true && Date.now() - started < 6_000) {
+    const t = Date.now();
+    taken = await taker.destinations.acquireLease(id, name, t, t + LEASE_MS);
+    const waited = Date.now() - t;
+    assert.ok(waited < LEASE_MS, `one attempt waited ${waited} ms for the row`);
+    outcomes.set(String(taken), (outcomes.get(String(taken)) ?? 0) + 1);
+    if (taken !== true) await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return { taken, after: Date.now() - started, outcomes: JSON.stringify([...outcomes]) };
+}
+
 describe(`destination leases between two instances (${dialect})`, { skip: postgresOnly }, () => {
   let database: TestDatabase;
   let a: OpenedStorage;
@@ -115,25 +131,14 @@ describe(`destination leases between two instances (${dialect})`, { skip: postgr
     }
 
     // The other instance tries every 50 ms, as its passes would (each waits for the row's lock only briefly).
-    const stopped = Date.now();
-    const outcomes = new Map<string, number>();
-    let taken: boolean | undefined = false;
-    while (taken !== true && Date.now() - stopped < 6_000) {
-      const t = Date.now();
-      taken = await b.destinations.acquireLease(id, 'b', t, t + LEASE_MS);
-      const waited = Date.now() - t;
-      assert.ok(waited < LEASE_MS, `one attempt waited ${waited} ms for the row`);
-      outcomes.set(String(taken), (outcomes.get(String(taken)) ?? 0) + 1);
-      if (taken !== true) await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-    const after = Date.now() - stopped;
+    const { taken, after, outcomes } = await takeOver(b, 'b', id);
     commit.resume();
-    assert.equal(taken, true, `taken over while the holder is stopped (attempts: ${JSON.stringify([...outcomes])})`);
+    assert.equal(taken, true, `taken over while the holder is stopped (attempts: ${outcomes})`);
     // The lease runs out at most LEASE_MS after the stop, and the stopped session is ended LEASE_MS after it went idle.
     assert.ok(after < 2 * LEASE_MS + 1000, `taken over ${after} ms after the stop`);
 
     // Resumed, the holder finds its session gone: nothing of its write is committed.
-    await assert.rejects(writing);
+    await assert.rejects(writing!);
     const now2 = (await b.destinations.getById(id))!;
     assert.equal(now2.leaseHolder, 'b');
     assert.equal(now2.delivered, stored.delivered);
@@ -165,5 +170,18 @@ describe(`destination leases between two instances (${dialect})`, { skip: postgr
     } finally {
       await client.end();
     }
+  });
+
+  it('takes over from a holder stopped inside its lease renewal', async () => {
+    const renewal = holdNextCommit();
+    const now = Date.now();
+    const renewing = b.destinations.acquireLease(id, 'b', now, now + LEASE_MS);
+    await renewal.reached;
+    const { taken, after, outcomes } = await takeOver(a, 'a', id);
+    renewal.resume();
+    assert.equal(taken, true, `taken over while the holder is stopped (attempts: ${outcomes})`);
+    assert.ok(after < 2 * LEASE_MS + 1000, `taken over ${after} ms after the stop`);
+    await assert.rejects(renewing);
+    assert.equal((await a.destinations.getById(id))!.leaseHolder, 'a');
   });
 });

@@ -4,7 +4,8 @@
 // PostgreSQL: a lease is taken by an UPDATE of the row, which waits for any transaction holding the row's lock
 // (a holder's state write, state.ts). It waits at most a quarter of the lease (`lock_timeout`, 1 s at most):
 // a pass that finds the row locked learns nothing about that lease and goes on to the next destination,
-// instead of holding up the renewal of every other lease of the instance behind one stuck holder.
+// instead of holding up the renewal of every other lease of the instance behind one stuck holder. Its own
+// transaction is bounded like a state write's, should its instance stop between the UPDATE and the COMMIT.
 import { sql } from 'kysely';
 import { deliveryStateColumns, idleInTransactionLimit } from './state.js';
 import type { DestinationDb, DestinationRow } from './tables.js';
@@ -220,7 +221,10 @@ export function destinationRows(db: DestinationDb, dialect: Dialect, idleLimitMs
       if (dialect !== 'postgres') return take(db);
       try {
         return await db.transaction().execute(async (tx) => {
-          await sql.raw(`SET LOCAL lock_timeout = ${leaseLockWaitMs(until - nowMs)}`).execute(tx);
+          // This transaction, too, holds the row's lock between its UPDATE and its COMMIT (state.ts).
+          const settings = sql`SELECT set_config('lock_timeout', ${String(leaseLockWaitMs(until - nowMs))}, true),
+            set_config('idle_in_transaction_session_timeout', ${String(idleLimitMs ?? until - nowMs)}, true)`;
+          await settings.execute(tx);
           return take(tx);
         });
       } catch (error) {
