@@ -65,8 +65,12 @@ async function freezeHolder(a: ServerProcess, b: ServerProcess, holderPid: () =>
   const [holder, other] = first === a.child.pid ? [a, b] : [b, a];
   assert.ok(first === a.child.pid || first === b.child.pid, `one of the two holds the lease (${first})`);
   holder.child.kill('SIGSTOP');
+  const frozen = Date.now();
+  const locksAtFreeze = await destinationLocks();
   try {
     await until(async () => (await holderPid()) === other.child.pid, 15_000, 'the other instance to take over');
+    if (locksAtFreeze !== '[]')
+      console.log(`frozen inside a transaction (${locksAtFreeze}): taken over after ${Date.now() - frozen} ms`);
     return { holder, other };
   } catch (error) {
     const locks = await destinationLocks();
