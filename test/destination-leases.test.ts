@@ -10,22 +10,30 @@ import { openStorage, type OpenedStorage } from '../src/storage/connect.js';
 import { createTestServices, dialect, postgresUrl, testDatabase, type TestDatabase } from './helpers.js';
 
 const LEASE_MS = 1000;
+/** The two instances' lease holder names, unique to this run (the driver's wrapper picks its statements by them). */
+const tag = Math.random().toString(36).slice(2, 8);
+const A = `a-${tag}`;
+const B = `b-${tag}`;
 const postgresOnly = dialect !== 'postgres' && 'PostgreSQL only: SQLite serves one process (docs/scaling-out.md)';
 
 /**
- * Holds back the next COMMIT sent by any pg client until `resume()`, as if the process that sent it were stopped
- * just before: `reached` resolves once one is held. The driver is wrapped, not the storage.
+ * Holds back the COMMIT that follows an UPDATE of `destinations` for `holder` on the same connection until
+ * `resume()`, as if the process that sent it were stopped just before: `reached` resolves once it is held. The
+ * driver is wrapped, not the storage; other connections of the process (other test files run alongside) pass.
  */
-function holdNextCommit() {
+function holdCommitAfterUpdateBy(holder: string) {
   const query = pg.Client.prototype.query;
   let resume!: () => void;
   const resumed = new Promise<void>((resolve) => (resume = resolve));
   let reached!: () => void;
   const held = new Promise<void>((resolve) => (reached = resolve));
+  const updated = new WeakSet<pg.Client>();
   let armed = true;
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- pg's overloaded signatures
   pg.Client.prototype.query = function (this: pg.Client, ...args: any[]): any {
-    if (armed && typeof args[0] === 'string' && /^commit$/i.test(args[0].trim())) {
+    const text = typeof args[0] === 'string' ? args[0].trim() : '';
+    if (/^update "destinations"/i.test(text) && Array.isArray(args[1]) && args[1].includes(holder)) updated.add(this);
+    else if (armed && updated.has(this) && /^commit$/i.test(text)) {
       armed = false;
       reached();
       return resumed.then(() => (query as (...a: unknown[]) => unknown).apply(this, args));
@@ -97,16 +105,16 @@ describe(`destination leases between two instances (${dialect})`, { skip: postgr
 
   it('takes over from a holder stopped inside its state write within the lease, and the holder commits nothing', async () => {
     const now = Date.now();
-    assert.equal(await a.destinations.acquireLease(id, 'a', now, now + LEASE_MS), true);
+    assert.equal(await a.destinations.acquireLease(id, A, now, now + LEASE_MS), true);
     const stored = (await b.destinations.getById(id))!;
 
     // The holder's state write stops between its UPDATE of the row and its COMMIT.
-    const commit = holdNextCommit();
+    const commit = holdCommitAfterUpdateBy(A);
     let writing: Promise<boolean>;
     try {
       writing = a.destinations.writeState(
         id,
-        'a',
+        A,
         { deliveredAdd: 7, lastError: 'written by the stopped holder' },
         new Date().toISOString(),
         [
@@ -131,7 +139,7 @@ describe(`destination leases between two instances (${dialect})`, { skip: postgr
     }
 
     // The other instance tries every 50 ms, as its passes would (each waits for the row's lock only briefly).
-    const { taken, after, outcomes } = await takeOver(b, 'b', id);
+    const { taken, after, outcomes } = await takeOver(b, B, id);
     commit.resume();
     assert.equal(taken, true, `taken over while the holder is stopped (attempts: ${outcomes})`);
     // The lease runs out at most LEASE_MS after the stop, and the stopped session is ended LEASE_MS after it went idle.
@@ -140,13 +148,13 @@ describe(`destination leases between two instances (${dialect})`, { skip: postgr
     // Resumed, the holder finds its session gone: nothing of its write is committed.
     await assert.rejects(writing!);
     const now2 = (await b.destinations.getById(id))!;
-    assert.equal(now2.leaseHolder, 'b');
+    assert.equal(now2.leaseHolder, B);
     assert.equal(now2.delivered, stored.delivered);
     assert.equal(now2.lastError, stored.lastError);
     const log = await b.destinations.listDeliveries(productId, id, 10);
     assert.equal(log.filter((d) => d.webhookId === 'msg_stopped_holder').length, 0, 'no attempt of its in the log');
     // The holder's storage goes on working on a new session; its write is refused by the fence.
-    assert.equal(await a.destinations.writeState(id, 'a', { deliveredAdd: 1 }, new Date().toISOString()), false);
+    assert.equal(await a.destinations.writeState(id, A, { deliveredAdd: 1 }, new Date().toISOString()), false);
   });
 
   it('a lease pass that finds the row locked waits only briefly and learns nothing', async () => {
@@ -157,7 +165,7 @@ describe(`destination leases between two instances (${dialect})`, { skip: postgr
       await client.query('BEGIN');
       await client.query('UPDATE destinations SET updated_at = updated_at WHERE id = $1', [id]);
       const t = Date.now();
-      const attempt = b.destinations.acquireLease(id, 'b', t, t + LEASE_MS);
+      const attempt = b.destinations.acquireLease(id, B, t, t + LEASE_MS);
       const outcome = await Promise.race([
         attempt,
         new Promise<string>((resolve) => setTimeout(() => resolve('still waiting'), 2_000)),
@@ -166,22 +174,22 @@ describe(`destination leases between two instances (${dialect})`, { skip: postgr
       assert.ok(Date.now() - t < LEASE_MS, `waited ${Date.now() - t} ms`);
       await client.query('ROLLBACK');
       await attempt;
-      assert.equal(await b.destinations.acquireLease(id, 'b', Date.now(), Date.now() + LEASE_MS), true);
+      assert.equal(await b.destinations.acquireLease(id, B, Date.now(), Date.now() + LEASE_MS), true);
     } finally {
       await client.end();
     }
   });
 
   it('takes over from a holder stopped inside its lease renewal', async () => {
-    const renewal = holdNextCommit();
+    const renewal = holdCommitAfterUpdateBy(B);
     const now = Date.now();
-    const renewing = b.destinations.acquireLease(id, 'b', now, now + LEASE_MS);
+    const renewing = b.destinations.acquireLease(id, B, now, now + LEASE_MS);
     await renewal.reached;
-    const { taken, after, outcomes } = await takeOver(a, 'a', id);
+    const { taken, after, outcomes } = await takeOver(a, A, id);
     renewal.resume();
     assert.equal(taken, true, `taken over while the holder is stopped (attempts: ${outcomes})`);
     assert.ok(after < 2 * LEASE_MS + 1000, `taken over ${after} ms after the stop`);
     await assert.rejects(renewing);
-    assert.equal((await a.destinations.getById(id))!.leaseHolder, 'a');
+    assert.equal((await a.destinations.getById(id))!.leaseHolder, A);
   });
 });
