@@ -65,6 +65,7 @@ const storage = await openStorage(config.databaseUrl, {
   sqliteBusyTimeoutMs: 0,
   postgresPoolSize: WORKER_POOL_SIZE,
   queryTimeoutMs: config.databaseQueryTimeoutMs,
+  destinationLeaseMs: config.destinationLeaseMs,
   ...(postgresSchema === undefined ? {} : { postgresSchema }),
 });
 await storage.capabilities.prepareDeliveryWorker();

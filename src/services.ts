@@ -90,6 +90,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
     sqliteWriterThreadAfter: config.sqliteWriterThreadAfter,
     postgresPoolSize: config.postgresPoolSize,
     queryTimeoutMs: config.databaseQueryTimeoutMs,
+    destinationLeaseMs: config.destinationLeaseMs,
     ...(options.postgresSchema === undefined ? {} : { postgresSchema: options.postgresSchema }),
     ...(options.onMigration === undefined ? {} : { onMigration: options.onMigration }),
   });

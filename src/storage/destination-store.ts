@@ -6,6 +6,8 @@
 // Leases: `lease_holder` and `lease_until` (epoch ms) on the destination row. A holder renews its lease
 // while it delivers; another instance takes it once `lease_until` has passed. Every write of delivery
 // state is fenced by `lease_holder = me`, so an instance that lost its lease cannot move the cursor.
+// PostgreSQL: a holder stopped inside a state write's transaction holds the row's lock for at most the lease's
+// length (`leaseMs`), and a takeover waits for that lock only briefly per pass (destinations/state.ts, rows.ts).
 import type BetterSqlite3 from 'better-sqlite3';
 import type { Kysely } from 'kysely';
 import type { Database } from './database.js';
@@ -17,15 +19,19 @@ import type { DestinationStore, Dialect } from './types.js';
 
 export type { DestinationTables } from './destinations/tables.js';
 
+/** INLET_DESTINATION_LEASE_MS's default, for a store opened without the setting. */
+const DEFAULT_LEASE_MS = 15_000;
+
 export function destinationStore(
   database: Kysely<Database>,
   dialect: Dialect,
   rawSqlite?: BetterSqlite3.Database,
+  leaseMs = DEFAULT_LEASE_MS,
 ): DestinationStore {
   const db = database.withTables<DestinationTables>() as DestinationDb;
   return {
-    ...destinationRows(db),
-    ...deliveryState(db, dialect, rawSqlite),
+    ...destinationRows(db, dialect, leaseMs),
+    ...deliveryState(db, dialect, rawSqlite, leaseMs),
     ...destinationReads(database, dialect, rawSqlite),
   };
 }

@@ -689,8 +689,11 @@ export interface DestinationStore {
   any(): Promise<boolean>;
   update(productId: string, id: string, patch: DestinationPatch): Promise<DestinationRecord | undefined>;
   delete(productId: string, id: string): Promise<boolean>;
-  /** Takes or renews the lease of a destination; true when `holder` has it until `until` (epoch ms). */
-  acquireLease(id: string, holder: string, nowMs: number, until: number): Promise<boolean>;
+  /**
+   * Takes or renews the lease of a destination; true when `holder` has it until `until` (epoch ms). PostgreSQL:
+   * undefined when another transaction kept the row locked past a short wait (nothing is known of the lease).
+   */
+  acquireLease(id: string, holder: string, nowMs: number, until: number): Promise<boolean | undefined>;
   releaseLease(id: string, holder: string): Promise<void>;
   /** Records warnings on the destination (a warehouse's limit reached); the latest few are kept. */
   addWarnings(id: string, messages: string[], at: string): Promise<void>;

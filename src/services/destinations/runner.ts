@@ -106,7 +106,10 @@ async function tick(x: Runner): Promise<void> {
     // Ours already: a delivery worker restarted after a crash goes on under its predecessor's name.
     if (fresh) x.held.add(d.id);
     else {
-      if (await x.store.acquireLease(d.id, x.holder, now, now + x.leaseMs)) x.held.add(d.id);
+      const taken = await x.store.acquireLease(d.id, x.holder, now, now + x.leaseMs);
+      // Its row stayed locked (a holder stopped inside its state write): nothing known, tried next pass.
+      if (taken === undefined) continue;
+      if (taken) x.held.add(d.id);
       else {
         x.held.delete(d.id);
         continue;

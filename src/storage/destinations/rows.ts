@@ -1,6 +1,13 @@
 // The destinations' rows: their settings, and the lease a deliverer holds on its row. Each function runs on the
 // database it is given.
-import { deliveryStateColumns } from './state.js';
+//
+// PostgreSQL: a lease is taken by an UPDATE of the row, which waits for any transaction holding the row's lock
+// (a holder's state write, state.ts). It waits at most a quarter of the lease (`lock_timeout`, 1 s at most):
+// a pass that finds the row locked learns nothing about that lease and goes on to the next destination,
+// instead of holding up the renewal of every other lease of the instance behind one stuck holder. Its own
+// transaction is bounded like a state write's, should its instance stop between the UPDATE and the COMMIT.
+import { sql } from 'kysely';
+import { deliveryStateColumns, idleInTransactionLimit } from './state.js';
 import type { DestinationDb, DestinationRow } from './tables.js';
 import type {
   DestinationBatch,
@@ -13,7 +20,18 @@ import type {
   DestinationTransformation,
   DestinationType,
   DestinationWarning,
+  Dialect,
 } from '../types.js';
+
+/** The longest a lease's UPDATE waits for the row's lock (PostgreSQL), given the lease's length. */
+export function leaseLockWaitMs(leaseMs: number): number {
+  return Math.max(1, Math.min(1000, Math.floor(leaseMs / 4)));
+}
+
+/** PostgreSQL's "lock not available": lock_timeout passed. */
+function isLockTimeout(error: unknown): boolean {
+  return (error as { code?: unknown } | null)?.code === '55P03';
+}
 
 function fromRow(row: DestinationRow): DestinationRecord {
   return {
@@ -83,8 +101,11 @@ function toRow(record: DestinationRecord): DestinationRow {
   };
 }
 
-/** The DestinationStore's destinations and their leases. */
-export function destinationRows(db: DestinationDb) {
+/**
+ * The DestinationStore's destinations and their leases. `idleLimitMs` (PostgreSQL): how long a transaction
+ * that locked a destination's row may sit idle before the server ends its session (state.ts).
+ */
+export function destinationRows(db: DestinationDb, dialect: Dialect, idleLimitMs?: number) {
   return {
     async insert(record: DestinationRecord): Promise<void> {
       await db.insertInto('destinations').values(toRow(record)).execute();
@@ -169,6 +190,7 @@ export function destinationRows(db: DestinationDb) {
     /** Adds warnings (a message once: a repeat only moves its time), keeping the latest WARNINGS_KEPT. */
     async addWarnings(id: string, messages: string[], at: string): Promise<void> {
       await db.transaction().execute(async (tx) => {
+        if (dialect === 'postgres' && idleLimitMs !== undefined) await idleInTransactionLimit(tx, idleLimitMs);
         const row = await tx.selectFrom('destinations').select('warnings').where('id', '=', id).executeTakeFirst();
         if (row === undefined) return;
         const kept = (row.warnings === null ? [] : (JSON.parse(row.warnings) as DestinationWarning[])).filter(
@@ -180,17 +202,35 @@ export function destinationRows(db: DestinationDb) {
       });
     },
 
-    /** Takes or renews the lease of a destination; true when `holder` has it until `until`. */
-    async acquireLease(id: string, holder: string, nowMs: number, until: number): Promise<boolean> {
-      const result = await db
-        .updateTable('destinations')
-        .set({ lease_holder: holder, lease_until: until })
-        .where('id', '=', id)
-        .where((eb) =>
-          eb.or([eb('lease_holder', '=', holder), eb('lease_holder', 'is', null), eb('lease_until', '<', nowMs)]),
-        )
-        .executeTakeFirst();
-      return Number(result.numUpdatedRows) > 0;
+    /**
+     * Takes or renews the lease of a destination; true when `holder` has it until `until`. PostgreSQL:
+     * undefined when the row stayed locked by another transaction past leaseLockWaitMs (nothing is known).
+     */
+    async acquireLease(id: string, holder: string, nowMs: number, until: number): Promise<boolean | undefined> {
+      const take = async (q: DestinationDb) => {
+        const result = await q
+          .updateTable('destinations')
+          .set({ lease_holder: holder, lease_until: until })
+          .where('id', '=', id)
+          .where((eb) =>
+            eb.or([eb('lease_holder', '=', holder), eb('lease_holder', 'is', null), eb('lease_until', '<', nowMs)]),
+          )
+          .executeTakeFirst();
+        return Number(result.numUpdatedRows) > 0;
+      };
+      if (dialect !== 'postgres') return take(db);
+      try {
+        return await db.transaction().execute(async (tx) => {
+          // This transaction, too, holds the row's lock between its UPDATE and its COMMIT (state.ts).
+          const settings = sql`SELECT set_config('lock_timeout', ${String(leaseLockWaitMs(until - nowMs))}, true),
+            set_config('idle_in_transaction_session_timeout', ${String(idleLimitMs ?? until - nowMs)}, true)`;
+          await settings.execute(tx);
+          return take(tx);
+        });
+      } catch (error) {
+        if (isLockTimeout(error)) return undefined;
+        throw error;
+      }
     },
 
     async releaseLease(id: string, holder: string): Promise<void> {

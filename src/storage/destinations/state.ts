@@ -1,6 +1,15 @@
 // Destinations' delivery state (events-out §6): the deliverer's fenced state write with the attempts of its
 // delivery log, and the log's reads. Every write of delivery state is fenced by `lease_holder = me` (and, for a
 // cycle, by the cursor it started from), so an instance that lost its lease cannot move the cursor.
+//
+// PostgreSQL: the write's transaction holds the destination's row lock from its UPDATE to its COMMIT, and
+// another instance's lease takeover (rows.ts) needs that lock. A holder stopped between the two (a process
+// stopped, a VM paused, a network gone) would keep it, and the takeover would wait for as long. So the
+// transaction sets `idle_in_transaction_session_timeout` to the lease's length: the server ends a session
+// left idle in it that long, which rolls the write back and frees the row by the time the lease has run out
+// (a stopped holder is taken over like a dead one). The holder, if it wakes, finds its session gone: nothing
+// of the cycle is committed. A legitimate gap is one turn of the event loop; one as long as the lease would
+// have lost the lease anyway.
 import type BetterSqlite3 from 'better-sqlite3';
 import { sql } from 'kysely';
 import type { DestinationDb, DestinationRow } from './tables.js';
@@ -112,10 +121,12 @@ function sqliteStateWrite(raw: BetterSqlite3.Database): StateWrite {
 async function kyselyStateWrite(
   db: DestinationDb,
   dialect: Dialect,
+  idleLimitMs: number | undefined,
   ...[id, holder, set, deliveredAdd, deliveries, from]: Parameters<StateWrite>
 ): Promise<boolean> {
   const write = async (q: DestinationDb): Promise<boolean> => {
     if (deliveries.length > 0) {
+      if (idleLimitMs !== undefined) await idleInTransactionLimit(q, idleLimitMs);
       await q
         .insertInto('destination_deliveries')
         .values(
@@ -151,9 +162,26 @@ async function kyselyStateWrite(
   return deliveries.length === 0 ? write(db) : db.transaction().execute(write);
 }
 
-/** The DestinationStore's delivery state and delivery log. */
-export function deliveryState(db: DestinationDb, dialect: Dialect, rawSqlite?: BetterSqlite3.Database) {
+/**
+ * PostgreSQL: ends the session should it stay idle in this transaction for `ms` (see the header), which
+ * rolls the transaction back and releases its locks.
+ */
+export async function idleInTransactionLimit(q: DestinationDb, ms: number): Promise<void> {
+  await sql.raw(`SET LOCAL idle_in_transaction_session_timeout = ${Math.max(1, Math.floor(ms))}`).execute(q);
+}
+
+/**
+ * The DestinationStore's delivery state and delivery log. `idleLimitMs` (PostgreSQL): the longest a state
+ * write's transaction may sit idle before the server ends its session, the lease's length.
+ */
+export function deliveryState(
+  db: DestinationDb,
+  dialect: Dialect,
+  rawSqlite?: BetterSqlite3.Database,
+  idleLimitMs?: number,
+) {
   const rawWrite = rawSqlite === undefined ? undefined : sqliteStateWrite(rawSqlite);
+  const limit = dialect === 'postgres' ? idleLimitMs : undefined;
   return {
     /**
      * Writes delivery state if `holder` still holds the lease (false when it lost it), and the attempts of
@@ -171,7 +199,7 @@ export function deliveryState(db: DestinationDb, dialect: Dialect, rawSqlite?: B
       const deliveredAdd = patch.deliveredAdd ?? 0;
       if (rawWrite !== undefined && !rawSqlite!.inTransaction)
         return rawWrite(id, holder, set, deliveredAdd, deliveries, from);
-      return kyselyStateWrite(db, dialect, id, holder, set, deliveredAdd, deliveries, from);
+      return kyselyStateWrite(db, dialect, limit, id, holder, set, deliveredAdd, deliveries, from);
     },
 
     /** Newest first; `before` is the id of the last row of the previous page. */

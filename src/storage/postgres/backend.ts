@@ -32,6 +32,11 @@ export interface PostgresOptions {
   postgresPoolSize?: number;
   /** PostgreSQL: client-side deadline per query once start-up (migrations) is done; 0: none. */
   queryTimeoutMs?: number;
+  /**
+   * INLET_DESTINATION_LEASE_MS: bounds how long a deliverer stopped inside its state write's transaction
+   * keeps its destination's row locked (storage/destinations/state.ts).
+   */
+  destinationLeaseMs?: number;
 }
 
 const DEFAULT_POOL_SIZE = 10;
@@ -231,7 +236,7 @@ export async function openPostgresBackend(url: string, options: PostgresOptions 
         storeDialect: postgresStoreDialect(),
         // The writer prepares its statements against the migrated schema.
         events: { insertMany: postgresEventWriter(db).insertMany, ...eventReads(db, 'postgres') },
-        destinations: destinationStore(db, 'postgres'),
+        destinations: destinationStore(db, 'postgres', undefined, options.destinationLeaseMs),
         eventDeletes: postgresEventDeletes(db, side.maintenance),
         ping: () => pingWritable(db, hosts),
         isUnavailable: isPostgresUnavailable,
