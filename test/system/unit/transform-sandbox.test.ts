@@ -57,6 +57,23 @@ describe('a function (transformations §4)', () => {
     fn.dispose();
   });
 
+  it('drops the `__proto__` and `constructor` keys a function writes, as the routes refuse them', async () => {
+    const fn = await compiled(`function transform(event) {
+      var p = JSON.parse('{"__proto__":{"polluted":1},"nested":{"__proto__":{"x":1},"y":2}}');
+      p.constructor = { prototype: { polluted: 1 } };
+      p.kept = 'constructor';
+      event.properties = p;
+      return event;
+    }`);
+    const [outcome] = await fn.runMany([doc('a.b')], meta);
+    assert.equal(outcome?.kind, 'event');
+    const properties = (outcome as { event: Record<string, unknown> }).event.properties as Record<string, unknown>;
+    assert.deepEqual(Object.keys(properties), ['nested', 'kept']);
+    assert.deepEqual(Object.keys(properties.nested as object), ['y']);
+    assert.equal(({} as Record<string, unknown>).polluted, undefined);
+    fn.dispose();
+  });
+
   it('returns any JSON document unchanged through an identity function', async () => {
     const fn = await compiled('function transform(event) { return event; }');
     // Documents as a route parses them: plain objects, no `__proto__` or `constructor` keys (the routes refuse them).
