@@ -16,6 +16,7 @@ import {
   type QuickJSSyncVariant,
   type QuickJSWASMModule,
 } from 'quickjs-emscripten-core';
+import { storableJson } from '../../domain/json-values.js';
 
 export interface FunctionLimits {
   /** CPU time of one call (one item), and of the code's top level at compile. */
@@ -35,9 +36,10 @@ export type ItemOutcome =
  * <document>}`, `{"k":"d"}` or `{"k":"x","m":<message>}`), so a document is parsed once, where it is used; or
  * one item's error when the call itself ended on a limit. `plain` says the text cannot hold a `__proto__` or
  * `constructor` key, however escaped, so the host parses it without the checks for them: the check runs here, on
- * the sandbox's thread, rather than on the host's, which serves the requests.
+ * the sandbox's thread, rather than on the host's, which serves the requests. `storable` says the same of the
+ * storage check of the returned events (storableJson).
  */
-export type RunChunk = { items: string; plain: boolean } | { error: string };
+export type RunChunk = { items: string; plain: boolean; storable: boolean } | { error: string };
 
 /** Told when user code starts on an item (-1: the top level) and when it stops (null), for a watchdog outside. */
 export type Watch = (item: number | null) => void;
@@ -380,7 +382,7 @@ export class QuickJsFunction {
     metaText: string,
     from: number,
     to: number,
-  ): { items: string; plain: boolean } | { error: string; at: number } {
+  ): { items: string; plain: boolean; storable: boolean } | { error: string; at: number } {
     const live = this.live!;
     const { context, run } = live;
     const handles = [
@@ -416,10 +418,10 @@ export class QuickJsFunction {
     }
     const text = context.getString(result.value);
     result.value.dispose();
-    if (!text.startsWith('!')) return { items: text, plain: isPlain(text) };
+    if (!text.startsWith('!')) return { items: text, plain: isPlain(text), storable: storableJson(text) };
     this.stop();
     const items = text.slice(1);
-    return { items, plain: isPlain(items) };
+    return { items, plain: isPlain(items), storable: storableJson(items) };
   }
 
   private stop(): void {

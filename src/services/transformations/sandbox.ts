@@ -12,6 +12,7 @@
  */
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
 import secureJson from 'secure-json-parse';
+import { markStorable } from '../../domain/transform-check.js';
 import type { CompileOutcome, FunctionLimits, RunChunk } from './quickjs-function.js';
 
 export interface SandboxSettings {
@@ -384,8 +385,10 @@ function readChunks(chunks: RunChunk[]): FunctionOutcome[] {
       ? (JSON.parse(chunk.items) as unknown)
       : secureJson.parse(chunk.items, undefined, { protoAction: 'remove', constructorAction: 'remove' });
     for (const raw of items as RawItem[]) {
-      if (raw.k === 'e') outcomes.push({ kind: 'event', event: raw.v! });
-      else if (raw.k === 'd') outcomes.push({ kind: 'drop' });
+      if (raw.k === 'e') {
+        if (chunk.storable) markStorable(raw.v!);
+        outcomes.push({ kind: 'event', event: raw.v! });
+      } else if (raw.k === 'd') outcomes.push({ kind: 'drop' });
       else outcomes.push({ kind: 'error', message: raw.m ?? 'failed' });
     }
   }
