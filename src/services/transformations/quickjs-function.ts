@@ -32,8 +32,8 @@ export type ItemOutcome =
   { kind: 'event'; event: Record<string, unknown> } | { kind: 'drop' } | { kind: 'error'; message: string };
 
 /**
- * What a call gives back, to be read on the host thread: JSON text of an array of raw items (`{"k":"e","v":
- * <document>}`, `{"k":"d"}` or `{"k":"x","m":<message>}`), so a document is parsed once, where it is used; or
+ * What a call gives back, to be read on the host thread: JSON text of an array of raw items (the returned
+ * document, `null` for a drop or the error's message), so a document is parsed once, where it is used; or
  * one item's error when the call itself ended on a limit. `plain` says the text cannot hold a `__proto__` or
  * `constructor` key, however escaped, so the host parses it without the checks for them: the check runs here, on
  * the sandbox's thread, rather than on the host's, which serves the requests. `storable` says the same of the
@@ -136,16 +136,16 @@ const PRELUDE = `(function (memoryMessage) {
   function one(doc, meta, maxBytes) {
     try {
       var result = transform(doc, meta);
-      if (result === null) return '{"k":"d"}';
-      if (result === undefined) return '{"k":"x","m":"transform returned undefined: return the event, or null to drop it"}';
-      if (typeof result !== 'object' || isArray(result)) return '{"k":"x","m":"transform must return an object (the event) or null"}';
-      if (result instanceof PromiseCtor || typeof result.then === 'function') return '{"k":"x","m":"transform must return the event itself, not a Promise"}';
+      if (result === null) return 'null';
+      if (result === undefined) return '"transform returned undefined: return the event, or null to drop it"';
+      if (typeof result !== 'object' || isArray(result)) return '"transform must return an object (the event) or null"';
+      if (result instanceof PromiseCtor || typeof result.then === 'function') return '"transform must return the event itself, not a Promise"';
       var text = stringify(result);
-      if (typeof text !== 'string' || text.charAt(0) !== '{') return '{"k":"x","m":"transform returned a value that is not a JSON object"}';
-      if (text.length > maxBytes) return '{"k":"x","m":"the returned event is larger than ' + maxBytes + ' bytes"}';
-      return '{"k":"e","v":' + text + '}';
+      if (typeof text !== 'string' || text.charAt(0) !== '{') return '"transform returned a value that is not a JSON object"';
+      if (text.length > maxBytes) return '"the returned event is larger than ' + maxBytes + ' bytes"';
+      return text;
     } catch (thrown) {
-      return '{"k":"x","m":' + stringify(describe(thrown)) + '}';
+      return stringify(describe(thrown));
     }
   }
   return {

@@ -366,11 +366,8 @@ class CompiledFunction implements SandboxFunction {
   }
 }
 
-interface RawItem {
-  k: 'e' | 'd' | 'x';
-  v?: Record<string, unknown>;
-  m?: string;
-}
+/** One item as the sandbox's text gives it: the returned event, null for a drop, or the error's message. */
+type RawItem = Record<string, unknown> | null | string;
 
 function readChunks(chunks: RunChunk[]): FunctionOutcome[] {
   const outcomes: FunctionOutcome[] = [];
@@ -385,11 +382,12 @@ function readChunks(chunks: RunChunk[]): FunctionOutcome[] {
       ? (JSON.parse(chunk.items) as unknown)
       : secureJson.parse(chunk.items, undefined, { protoAction: 'remove', constructorAction: 'remove' });
     for (const raw of items as RawItem[]) {
-      if (raw.k === 'e') {
-        if (chunk.storable) markStorable(raw.v!);
-        outcomes.push({ kind: 'event', event: raw.v! });
-      } else if (raw.k === 'd') outcomes.push({ kind: 'drop' });
-      else outcomes.push({ kind: 'error', message: raw.m ?? 'failed' });
+      if (raw === null) outcomes.push({ kind: 'drop' });
+      else if (typeof raw === 'string') outcomes.push({ kind: 'error', message: raw });
+      else {
+        if (chunk.storable) markStorable(raw);
+        outcomes.push({ kind: 'event', event: raw });
+      }
     }
   }
   return outcomes;
