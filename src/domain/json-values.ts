@@ -113,6 +113,19 @@ export function jsonNestsDeeperThan(text: string, max: number): boolean {
   return false;
 }
 
+// eslint-disable-next-line no-control-regex -- U+0000 is exactly what this looks for
+const ESCAPE_OR_SUSPECT = /\\u|[\u0000\uD800-\uDFFF]/;
+
+/**
+ * Whether rejectUnstorable would accept every value parsed from this JSON text (as JSON.stringify writes it) at
+ * any depth: no escape through which U+0000 or a surrogate could be written, no such character itself, and no
+ * nesting as deep as the limit (the whole text's, so the values inside it nest less). Numbers in such text are
+ * finite. False says only that the values must be walked.
+ */
+export function storableJson(text: string): boolean {
+  return !ESCAPE_OR_SUSPECT.test(text) && !jsonNestsDeeperThan(text, MAX_PROPERTY_DEPTH);
+}
+
 // eslint-disable-next-line no-control-regex -- U+0000 is exactly what this replaces
 const UNSTORABLE_CHARACTERS = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 

@@ -50,6 +50,14 @@ function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
+/** Returned events whose values the sandbox has found storable already (storableJson of their text). */
+const storableReturns = new WeakSet<object>();
+
+/** Marks an event parsed from text that storableJson accepted: adoptReturned does not walk its values again. */
+export function markStorable(returned: object): void {
+  storableReturns.add(returned);
+}
+
 /**
  * The document a function returned, checked like input and taken field by field into a new document:
  * `type` and `source` stay what they were; anything else at the top level is ignored.
@@ -70,6 +78,7 @@ export function adoptReturned(before: TransformDocument, returned: unknown): Tra
     if (!isObject(traits)) throw new Error('traits must be an object');
     next.traits = traits;
   }
+  if (storableReturns.has(returned)) return next;
   const errors: FieldError[] = [];
   rejectUnstorable(next.properties, 'properties', errors);
   rejectUnstorable(next.context, 'context', errors);

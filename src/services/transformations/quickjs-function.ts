@@ -16,6 +16,7 @@ import {
   type QuickJSSyncVariant,
   type QuickJSWASMModule,
 } from 'quickjs-emscripten-core';
+import { storableJson } from '../../domain/json-values.js';
 
 export interface FunctionLimits {
   /** CPU time of one call (one item), and of the code's top level at compile. */
@@ -31,11 +32,14 @@ export type ItemOutcome =
   { kind: 'event'; event: Record<string, unknown> } | { kind: 'drop' } | { kind: 'error'; message: string };
 
 /**
- * What a call gives back, to be read on the host thread: JSON text of an array of raw items (`{"k":"e","v":
- * <document>}`, `{"k":"d"}` or `{"k":"x","m":<message>}`), so a document is parsed once, where it is used; or
- * one item's error when the call itself ended on a limit.
+ * What a call gives back, to be read on the host thread: JSON text of an array of raw items (the returned
+ * document, `null` for a drop or the error's message), so a document is parsed once, where it is used; or
+ * one item's error when the call itself ended on a limit. `plain` says the text cannot hold a `__proto__` or
+ * `constructor` key, however escaped, so the host parses it without the checks for them: the check runs here, on
+ * the sandbox's thread, rather than on the host's, which serves the requests. `storable` says the same of the
+ * storage check of the returned events (storableJson).
  */
-export type RunChunk = { items: string } | { error: string };
+export type RunChunk = { items: string; plain: boolean; storable: boolean } | { error: string };
 
 /** Told when user code starts on an item (-1: the top level) and when it stops (null), for a watchdog outside. */
 export type Watch = (item: number | null) => void;
@@ -132,16 +136,16 @@ const PRELUDE = `(function (memoryMessage) {
   function one(doc, meta, maxBytes) {
     try {
       var result = transform(doc, meta);
-      if (result === null) return '{"k":"d"}';
-      if (result === undefined) return '{"k":"x","m":"transform returned undefined: return the event, or null to drop it"}';
-      if (typeof result !== 'object' || isArray(result)) return '{"k":"x","m":"transform must return an object (the event) or null"}';
-      if (result instanceof PromiseCtor || typeof result.then === 'function') return '{"k":"x","m":"transform must return the event itself, not a Promise"}';
+      if (result === null) return 'null';
+      if (result === undefined) return '"transform returned undefined: return the event, or null to drop it"';
+      if (typeof result !== 'object' || isArray(result)) return '"transform must return an object (the event) or null"';
+      if (result instanceof PromiseCtor || typeof result.then === 'function') return '"transform must return the event itself, not a Promise"';
       var text = stringify(result);
-      if (typeof text !== 'string' || text.charAt(0) !== '{') return '{"k":"x","m":"transform returned a value that is not a JSON object"}';
-      if (text.length > maxBytes) return '{"k":"x","m":"the returned event is larger than ' + maxBytes + ' bytes"}';
-      return '{"k":"e","v":' + text + '}';
+      if (typeof text !== 'string' || text.charAt(0) !== '{') return '"transform returned a value that is not a JSON object"';
+      if (text.length > maxBytes) return '"the returned event is larger than ' + maxBytes + ' bytes"';
+      return text;
     } catch (thrown) {
-      return '{"k":"x","m":' + stringify(describe(thrown)) + '}';
+      return stringify(describe(thrown));
     }
   }
   return {
@@ -378,7 +382,7 @@ export class QuickJsFunction {
     metaText: string,
     from: number,
     to: number,
-  ): { items: string } | { error: string; at: number } {
+  ): { items: string; plain: boolean; storable: boolean } | { error: string; at: number } {
     const live = this.live!;
     const { context, run } = live;
     const handles = [
@@ -414,9 +418,10 @@ export class QuickJsFunction {
     }
     const text = context.getString(result.value);
     result.value.dispose();
-    if (!text.startsWith('!')) return { items: text };
+    if (!text.startsWith('!')) return { items: text, plain: isPlain(text), storable: storableJson(text) };
     this.stop();
-    return { items: text.slice(1) };
+    const items = text.slice(1);
+    return { items, plain: isPlain(items), storable: storableJson(items) };
   }
 
   private stop(): void {
@@ -435,6 +440,14 @@ export class QuickJsFunction {
       // Dropped with its instance.
     }
   }
+}
+
+/**
+ * Whether JSON text holds neither `__proto__` nor `constructor` nor any `\u00` escape (through which either could
+ * be written): then no key of it is one secure-json-parse would remove, and plain JSON.parse gives the same.
+ */
+export function isPlain(text: string): boolean {
+  return !text.includes('__proto__') && !text.includes('constructor') && !text.includes('\\u00');
 }
 
 /** The sandbox's own messages for a limit, said in the user's terms. */

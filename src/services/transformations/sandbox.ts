@@ -12,6 +12,7 @@
  */
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
 import secureJson from 'secure-json-parse';
+import { markStorable } from '../../domain/transform-check.js';
 import type { CompileOutcome, FunctionLimits, RunChunk } from './quickjs-function.js';
 
 export interface SandboxSettings {
@@ -365,11 +366,8 @@ class CompiledFunction implements SandboxFunction {
   }
 }
 
-interface RawItem {
-  k: 'e' | 'd' | 'x';
-  v?: Record<string, unknown>;
-  m?: string;
-}
+/** One item as the sandbox's text gives it: the returned event, null for a drop, or the error's message. */
+type RawItem = Record<string, unknown> | null | string;
 
 function readChunks(chunks: RunChunk[]): FunctionOutcome[] {
   const outcomes: FunctionOutcome[] = [];
@@ -378,12 +376,18 @@ function readChunks(chunks: RunChunk[]): FunctionOutcome[] {
       outcomes.push({ kind: 'error', message: chunk.error });
       continue;
     }
-    // A function may write a `__proto__` key; it is dropped, as the routes refuse it in what clients send.
-    const items = secureJson.parse(chunk.items, undefined, { protoAction: 'remove', constructorAction: 'remove' });
+    // A function may write a `__proto__` key; it is dropped, as the routes refuse it in what clients send. The
+    // sandbox's thread has looked for such keys already: text without any is parsed as it is.
+    const items = chunk.plain
+      ? (JSON.parse(chunk.items) as unknown)
+      : secureJson.parse(chunk.items, undefined, { protoAction: 'remove', constructorAction: 'remove' });
     for (const raw of items as RawItem[]) {
-      if (raw.k === 'e') outcomes.push({ kind: 'event', event: raw.v! });
-      else if (raw.k === 'd') outcomes.push({ kind: 'drop' });
-      else outcomes.push({ kind: 'error', message: raw.m ?? 'failed' });
+      if (raw === null) outcomes.push({ kind: 'drop' });
+      else if (typeof raw === 'string') outcomes.push({ kind: 'error', message: raw });
+      else {
+        if (chunk.storable) markStorable(raw);
+        outcomes.push({ kind: 'event', event: raw });
+      }
     }
   }
   return outcomes;

@@ -9,6 +9,8 @@ import {
   type Sandbox,
   type SandboxFunction,
 } from '../../../src/services/transformations/sandbox.js';
+import { applyStepsToBatch } from '../../../src/domain/transform-engine.js';
+import type { TransformDocument } from '../../../src/domain/transform-types.js';
 
 const meta: FunctionMeta = { product_id: 'prod_a', key_id: 'key_1', route: 'v2' };
 const doc = (event: string, properties: Record<string, unknown> = {}) => ({
@@ -54,6 +56,57 @@ describe('a function (transformations §4)', () => {
       kind: 'event',
       event: doc('x.y', { product: 'prod_a', route: 'v2' }),
     });
+    fn.dispose();
+  });
+
+  it('drops the `__proto__` and `constructor` keys a function writes, as the routes refuse them', async () => {
+    const fn = await compiled(`function transform(event) {
+      var p = JSON.parse('{"__proto__":{"polluted":1},"nested":{"__proto__":{"x":1},"y":2}}');
+      p.constructor = { prototype: { polluted: 1 } };
+      p.kept = 'constructor';
+      event.properties = p;
+      return event;
+    }`);
+    const [outcome] = await fn.runMany([doc('a.b')], meta);
+    assert.equal(outcome?.kind, 'event');
+    const properties = (outcome as { event: Record<string, unknown> }).event.properties as Record<string, unknown>;
+    assert.deepEqual(Object.keys(properties), ['nested', 'kept']);
+    assert.deepEqual(Object.keys(properties.nested as object), ['y']);
+    assert.equal(({} as Record<string, unknown>).polluted, undefined);
+    fn.dispose();
+  });
+
+  it('refuses the values it returns that cannot be stored, as the routes do, and keeps the others', async () => {
+    const fn = await compiled(`function transform(event) {
+      var p = event.properties, deep = {};
+      if (p.n === 1) p.bad = 'a' + String.fromCharCode(0) + 'b';
+      if (p.n === 2) p.bad = 'a' + String.fromCharCode(0xd800);
+      if (p.n === 3) { for (var i = 0; i < 70; i++) deep = { d: deep }; p.deep = deep; }
+      if (p.n === 4) event.context[String.fromCharCode(0xdc00)] = 1;
+      if (p.n === 5) p.fine = 'été 😀 \\\\u0000';
+      return event;
+    }`);
+    const docs = [0, 1, 2, 3, 4, 5].map(
+      (n) =>
+        ({
+          ...doc('a.b', { n }),
+          event_type: 'a',
+          action: 'b',
+          occurred_at: '2026-01-01T00:00:00Z',
+          source: 'api',
+        }) as TransformDocument,
+    );
+    const contexts = docs.map(() => ({ secret: 's', messageId: 'm', meta, enrichers: {}, functions: [fn] }));
+    const results = await applyStepsToBatch(docs, [{ kind: 'function', code: '' }] as never, contexts as never);
+    assert.deepEqual(
+      results.map((result) => result.outcome),
+      ['kept', 'error', 'error', 'error', 'error', 'kept'],
+    );
+    assert.match(results[1]!.error!.message, /^properties\/bad: must not contain the NUL character/);
+    assert.match(results[2]!.error!.message, /^properties\/bad: must not contain a lone surrogate/);
+    assert.match(results[3]!.error!.message, /is nested more than 64 levels deep/);
+    assert.match(results[4]!.error!.message, /^context\/.*property names must not contain a lone surrogate/);
+    assert.equal(results[5]!.document.properties.fine, 'été 😀 \\u0000');
     fn.dispose();
   });
 
