@@ -6,7 +6,6 @@
 // a pass that finds the row locked learns nothing about that lease and goes on to the next destination,
 // instead of holding up the renewal of every other lease of the instance behind one stuck holder. Its own
 // transaction is bounded like a state write's, should its instance stop between the UPDATE and the COMMIT.
-import { sql } from 'kysely';
 import { deliveryStateColumns, idleInTransactionLimit } from './state.js';
 import type { DestinationDb, DestinationRow } from './tables.js';
 import type {
@@ -222,9 +221,7 @@ export function destinationRows(db: DestinationDb, dialect: Dialect, idleLimitMs
       try {
         return await db.transaction().execute(async (tx) => {
           // This transaction, too, holds the row's lock between its UPDATE and its COMMIT (state.ts).
-          const settings = sql`SELECT set_config('lock_timeout', ${String(leaseLockWaitMs(until - nowMs))}, true),
-            set_config('idle_in_transaction_session_timeout', ${String(idleLimitMs ?? until - nowMs)}, true)`;
-          await settings.execute(tx);
+          await idleInTransactionLimit(tx, idleLimitMs ?? until - nowMs, leaseLockWaitMs(until - nowMs));
           return take(tx);
         });
       } catch (error) {

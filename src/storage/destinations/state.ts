@@ -164,10 +164,17 @@ async function kyselyStateWrite(
 
 /**
  * PostgreSQL: ends the session should it stay idle in this transaction for `ms` (see the header), which
- * rolls the transaction back and releases its locks.
+ * rolls the transaction back and releases its locks; with `lockWaitMs`, a statement of the transaction also
+ * waits at most that long for a lock (lock_timeout). One round trip, for this transaction only.
  */
-export async function idleInTransactionLimit(q: DestinationDb, ms: number): Promise<void> {
-  await sql.raw(`SET LOCAL idle_in_transaction_session_timeout = ${Math.max(1, Math.floor(ms))}`).execute(q);
+export async function idleInTransactionLimit(q: DestinationDb, ms: number, lockWaitMs?: number): Promise<void> {
+  const idle = String(Math.max(1, Math.floor(ms)));
+  await (
+    lockWaitMs === undefined
+      ? sql`SELECT set_config('idle_in_transaction_session_timeout', ${idle}, true)`
+      : sql`SELECT set_config('idle_in_transaction_session_timeout', ${idle}, true),
+          set_config('lock_timeout', ${String(Math.max(1, Math.floor(lockWaitMs)))}, true)`
+  ).execute(q);
 }
 
 /**
