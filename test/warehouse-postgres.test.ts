@@ -348,15 +348,15 @@ describe('postgres warehouse: a loader that lost the lease', () => {
     await client.connect();
     try {
       const load = (holds: boolean) =>
-        loadBatch(
-          client as unknown as pg.PoolClient,
+        loadBatch({
+          client: client as unknown as pg.PoolClient,
           schema,
-          'dst_stale',
-          [message],
-          () => 'evt_stale',
-          { maxTables: 4, maxColumns: 8 },
-          async () => holds,
-        );
+          destinationId: 'dst_stale',
+          messages: [message],
+          messageId: () => 'evt_stale',
+          limits: { maxTables: 4, maxColumns: 8 },
+          holds: async () => holds,
+        });
       await assert.rejects(load(false), StaleLoad);
       assert.equal(await count(`SELECT count(*) AS n FROM ${schema}.events`), 0, 'nothing of it was applied');
       assert.equal(await count(`SELECT count(*) AS n FROM ${schema}._inlet_loads`), 0);

@@ -135,16 +135,16 @@ function postgresDriver(options: DriverOptions): DestinationDriver {
             link.ready = true;
           }
           const mode = replacing.has(d.id) ? 'replace' : 'insert';
-          const { rows, columnsAdded, widenings, warnings, ...how } = await loadBatch(
+          const { rows, columnsAdded, widenings, warnings, ...how } = await loadBatch({
             client,
-            d.config.schema!,
-            d.id,
+            schema: d.config.schema!,
+            destinationId: d.id,
             messages,
-            messageIdOf,
+            messageId: messageIdOf,
             limits,
-            context.holds,
+            holds: context.holds,
             mode,
-          );
+          });
           if (how.replaced > 0) replacing.add(d.id);
           else replacing.delete(d.id);
           const seconds = (performance.now() - started) / 1000;

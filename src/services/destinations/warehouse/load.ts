@@ -343,6 +343,20 @@ const LOCK = `SELECT pg_advisory_xact_lock(hashtext('inlet_warehouse'), hashtext
 /** PostgreSQL's unique_violation: a row of the batch is there already. */
 const UNIQUE_VIOLATION = '23505';
 
+/** One batch for loadBatch: where it goes, what it is, and how to tell this instance still holds it. */
+export interface LoadRequest {
+  client: PoolClient;
+  schema: string;
+  destinationId: string;
+  /** In position order. */
+  messages: StoredMessage[];
+  messageId: (message: StoredMessage) => string;
+  limits: Limits;
+  holds: () => Promise<boolean>;
+  /** Default "insert". */
+  mode?: LoadMode;
+}
+
 /**
  * Loads `messages` (in position order) in one transaction on `client`, and records the load under
  * `destinationId`; either all of it is in the warehouse or none (the caller rolls back on an error). In
@@ -353,32 +367,18 @@ const UNIQUE_VIOLATION = '23505';
  * and a later `user.erased` deleted; it drops the load instead (StaleLoad). Once the answer is yes, a new holder
  * can only load after this transaction ends, since it needs the same lock.
  */
-export async function loadBatch(
-  client: PoolClient,
-  schema: string,
-  destinationId: string,
-  messages: StoredMessage[],
-  messageId: (message: StoredMessage) => string,
-  limits: Limits,
-  holds: () => Promise<boolean>,
-  mode: LoadMode = 'insert',
-): Promise<LoadResult> {
+export async function loadBatch(request: LoadRequest): Promise<LoadResult> {
+  const mode = request.mode ?? 'insert';
   try {
-    return await loadOnce(client, schema, destinationId, messages, messageId, limits, holds, mode);
+    return await loadOnce(request, mode);
   } catch (error) {
     if (mode !== 'insert' || (error as { code?: unknown }).code !== UNIQUE_VIOLATION) throw error;
-    return loadOnce(client, schema, destinationId, messages, messageId, limits, holds, 'replace');
+    return loadOnce(request, 'replace');
   }
 }
 
 async function loadOnce(
-  client: PoolClient,
-  schema: string,
-  destinationId: string,
-  messages: StoredMessage[],
-  messageId: (message: StoredMessage) => string,
-  limits: Limits,
-  holds: () => Promise<boolean>,
+  { client, schema, destinationId, messages, messageId, limits, holds }: LoadRequest,
   mode: LoadMode,
 ): Promise<LoadResult> {
   await client.query('BEGIN');
