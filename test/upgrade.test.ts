@@ -207,11 +207,29 @@ describe('inlet migrate on a database of an earlier release', { skip }, () => {
   });
 });
 
+/** A SQLite file migrated to just below `below` (event-rows.ts's fileBefore), in a directory of its own that
+ *  `work` may reopen at `path`; the connection is closed (unless `work` closed it) and the directory removed. */
+async function withFileBefore(
+  below: number,
+  work: (file: Awaited<ReturnType<typeof fileBefore>> & { path: string }) => Promise<void>,
+) {
+  const dir = mkdtempSync(join(testTempDir(), `inlet-m${below}-`));
+  try {
+    const path = join(dir, 'inlet.db');
+    const file = await fileBefore(path, below);
+    try {
+      await work({ ...file, path });
+    } finally {
+      if (file.raw.open) await file.db.destroy();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 describe('migration 853: SQLite event times as milliseconds', { skip }, () => {
   it('converts every stored time, keeps positions, the position counter, the indexes and the delete triggers', async () => {
-    const dir = mkdtempSync(join(testTempDir(), 'inlet-m853-'));
-    try {
-      const { raw, db, insert, migrateAll } = await fileBefore(join(dir, 'inlet.db'), 853);
+    await withFileBefore(853, async ({ raw, insert, migrateAll }) => {
       for (const externalId of ['a', 'b', 'c']) insert(externalId);
       raw.prepare(`DELETE FROM events WHERE external_id = 'c'`).run();
       // Up to 853 only: the statement stores the product's text id, which 854 replaces by its number.
@@ -231,18 +249,13 @@ describe('migration 853: SQLite event times as milliseconds', { skip }, () => {
       insert('d');
       assert.equal(raw.prepare(`SELECT position FROM events WHERE external_id = 'd'`).pluck().get(), 4);
       assertRebuiltEvents(raw);
-      await db.destroy();
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    });
   });
 });
 
 describe('migration 854: SQLite event products and keys as numbers', { skip }, () => {
   it('numbers every product, converts every row, keeps positions, the counter, the indexes and the triggers', async () => {
-    const dir = mkdtempSync(join(testTempDir(), 'inlet-m854-'));
-    try {
-      const { raw, db, productId, insert, migrateAll } = await fileBefore(join(dir, 'inlet.db'), 854);
+    await withFileBefore(854, async ({ raw, db, productId, insert, migrateAll, path }) => {
       const other = 'prod_other_0000000000000';
       raw.prepare('INSERT INTO products (id, name, created_at) VALUES (?, ?, ?)').run(other, 'other', '2026-01-01');
       for (const externalId of ['a', 'b', 'c']) insert(externalId);
@@ -274,7 +287,7 @@ describe('migration 854: SQLite event products and keys as numbers', { skip }, (
       assert.equal(raw.prepare(`SELECT number FROM product_numbers WHERE product_id = 'prod_new'`).pluck().get(), 3);
       // The server's writer and reads: the product's text id in, the text id back out.
       await db.destroy();
-      const storage = await openStorage(`sqlite:${join(dir, 'inlet.db')}`);
+      const storage = await openStorage(`sqlite:${path}`);
       try {
         const [stored] = await storage.events.insertMany([eventRow(productId, 'd', { apiKeyId: 'key_1' })]);
         assert.equal(stored!.status, 'created');
@@ -301,15 +314,13 @@ describe('migration 854: SQLite event products and keys as numbers', { skip }, (
       } finally {
         await storage.close();
       }
-      const reopened = new BetterSqlite3(join(dir, 'inlet.db'));
+      const reopened = new BetterSqlite3(path);
       try {
         assertRebuiltEvents(reopened);
       } finally {
         reopened.close();
       }
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    });
   });
 });
 
@@ -318,9 +329,7 @@ describe(
   { skip },
   () => {
     it('converts exactly those, gives every id and format back as it came, finds duplicates of both forms', async () => {
-      const dir = mkdtempSync(join(testTempDir(), 'inlet-m855-'));
-      try {
-        const { raw, db, productId, migrateAll } = await fileBefore(join(dir, 'inlet.db'), 855);
+      await withFileBefore(855, async ({ raw, db, productId, migrateAll, path }) => {
         const lower = '0f8fad5b-d9cb-469f-a165-70867728950e';
         const upper = '7C9E6679-7425-40DE-944B-E07FC1F90AE7';
         const bare = '0f8fad5bd9cb469fa16570867728950e';
@@ -349,7 +358,7 @@ describe(
           bare.toUpperCase(),
         );
         await db.destroy();
-        const storage = await openStorage(`sqlite:${join(dir, 'inlet.db')}`);
+        const storage = await openStorage(`sqlite:${path}`);
         const fresh = 'a1b2c3d4-0000-4000-8000-00000000000f';
         try {
           const created = await storage.events.insertMany([eventRow(productId, 'd'), eventRow(productId, fresh)]);
@@ -388,7 +397,7 @@ describe(
         } finally {
           await storage.close();
         }
-        const reopened = new BetterSqlite3(join(dir, 'inlet.db'));
+        const reopened = new BetterSqlite3(path);
         try {
           assert.deepEqual(
             reopened
@@ -404,15 +413,11 @@ describe(
         } finally {
           reopened.close();
         }
-      } finally {
-        rmSync(dir, { recursive: true, force: true });
-      }
+      });
     });
 
     it('numbers every name once across products, keeps a split of its own, reads and filters names exactly', async () => {
-      const dir = mkdtempSync(join(testTempDir(), 'inlet-m855-names-'));
-      try {
-        const { raw, db, productId, migrateAll } = await fileBefore(join(dir, 'inlet.db'), 855);
+      await withFileBefore(855, async ({ raw, db, productId, migrateAll, path }) => {
         const other = 'prod_other';
         raw.prepare('INSERT INTO products (id, name, created_at) VALUES (?, ?, ?)').run(other, 'other', '2026-01-01');
         const insert = raw.prepare(
@@ -444,7 +449,7 @@ describe(
           ],
         );
         await db.destroy();
-        const storage = await openStorage(`sqlite:${join(dir, 'inlet.db')}`);
+        const storage = await openStorage(`sqlite:${path}`);
         try {
           const named = (eventType: string, action: string, canonicalName: string) => ({
             eventType,
@@ -494,7 +499,7 @@ describe(
         } finally {
           await storage.close();
         }
-        const reopened = new BetterSqlite3(join(dir, 'inlet.db'));
+        const reopened = new BetterSqlite3(path);
         try {
           assert.deepEqual(
             reopened
@@ -536,9 +541,7 @@ describe(
         } finally {
           reopened.close();
         }
-      } finally {
-        rmSync(dir, { recursive: true, force: true });
-      }
+      });
     });
   },
 );
