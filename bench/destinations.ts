@@ -23,6 +23,7 @@ import {
   startChild,
   waitUntilReady,
   buildServer,
+  serverEnv,
 } from './processes.js';
 import { ExternalIds, batchJson } from './workload.js';
 
@@ -313,19 +314,10 @@ export async function destinationsMain(argv: string[]): Promise<number> {
       SERVER_NODE_FLAG,
       join(ROOT, 'dist/main.js'),
     ],
-    {
-      PATH: process.env.PATH,
-      HOST: '127.0.0.1',
-      PORT: String(port),
-      INLET_DATABASE_URL: database.url,
-      INLET_ADMIN_TOKEN: adminToken,
-      INLET_LOG_LEVEL: 'info',
-      INLET_RATE_LIMIT_RPS: '10000000',
-      // The receiver and NATS are on loopback: allowed here, as an operator with local targets would set it.
-      INLET_OUTBOUND_ALLOW_PRIVATE: 'true',
-      INLET_OUTBOUND_ALLOW: '127.0.0.0/8,::1',
-      INLET_DESTINATIONS_WORKER: args.inProcess ? 'false' : 'true',
-    },
+    serverEnv(
+      { port, databaseUrl: database.url, adminToken, logLevel: 'info', outbound: true },
+      { INLET_DESTINATIONS_WORKER: args.inProcess ? 'false' : 'true' },
+    ),
     logFile,
   );
   const base = `http://127.0.0.1:${port}`;

@@ -31,6 +31,7 @@ import {
   startChild,
   waitUntilReady,
   buildServer,
+  serverEnv,
 } from './processes.js';
 import { fillSqliteEvents, postgresDatabase, tempDirectory } from './database.js';
 import { prefillPostgres } from './prefill.js';
@@ -166,15 +167,7 @@ async function main(): Promise<number> {
     'inlet server',
     process.execPath,
     [SERVER_NODE_FLAG, join(ROOT, 'dist/main.js')],
-    {
-      PATH: process.env.PATH,
-      HOST: '127.0.0.1',
-      PORT: String(port),
-      INLET_DATABASE_URL: postgres?.url ?? `sqlite:${file}`,
-      INLET_ADMIN_TOKEN: adminToken,
-      INLET_LOG_LEVEL: 'warn',
-      INLET_RATE_LIMIT_RPS: '10000000',
-    },
+    serverEnv({ port, databaseUrl: postgres?.url ?? `sqlite:${file}`, adminToken }),
     logFile,
   );
   const base = `http://127.0.0.1:${port}`;

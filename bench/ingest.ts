@@ -20,6 +20,7 @@ import {
   startChild,
   waitUntilReady,
   buildServer,
+  serverEnv,
 } from './processes.js';
 import { formatTable, formatTargets, type Line, type TargetCheck } from './report.js';
 import { formatBreakdowns, monotonicMicros, stageBreakdowns, type StageWindow } from './stages.js';
@@ -70,26 +71,21 @@ async function startInlet(args: BenchArgs, database: BenchDatabase, dir: string)
     'inlet server',
     process.execPath,
     [...nodeArgs, ...args.serverNodeOptions, join(ROOT, 'dist/main.js')],
-    {
-      PATH: process.env.PATH,
-      HOST: '127.0.0.1',
-      PORT: String(port),
-      INLET_DATABASE_URL: database.url,
-      INLET_ADMIN_TOKEN: adminToken,
-      INLET_LOG_LEVEL: args.logLevel,
-      INLET_SQLITE_SYNCHRONOUS: args.sqliteSynchronous,
-      // The limiter runs as in production, with a budget too large to refuse (2000/s by default would cap the run).
-      INLET_RATE_LIMIT_RPS: '10000000',
-      // Comparing the limiter's stores (memory, postgres, redis): passed through when set.
-      ...(process.env.INLET_RATE_LIMIT_STORE === undefined
-        ? {}
-        : { INLET_RATE_LIMIT_STORE: process.env.INLET_RATE_LIMIT_STORE }),
-      ...(process.env.INLET_REDIS_URL === undefined ? {} : { INLET_REDIS_URL: process.env.INLET_REDIS_URL }),
-      // The SQLite writer thread (off by default), passed through when set.
-      ...(process.env.INLET_SQLITE_WRITER_THREAD_AFTER === undefined
-        ? {}
-        : { INLET_SQLITE_WRITER_THREAD_AFTER: process.env.INLET_SQLITE_WRITER_THREAD_AFTER }),
-    },
+    serverEnv(
+      { port, databaseUrl: database.url, adminToken, logLevel: args.logLevel },
+      {
+        INLET_SQLITE_SYNCHRONOUS: args.sqliteSynchronous,
+        // Comparing the limiter's stores (memory, postgres, redis): passed through when set.
+        ...(process.env.INLET_RATE_LIMIT_STORE === undefined
+          ? {}
+          : { INLET_RATE_LIMIT_STORE: process.env.INLET_RATE_LIMIT_STORE }),
+        ...(process.env.INLET_REDIS_URL === undefined ? {} : { INLET_REDIS_URL: process.env.INLET_REDIS_URL }),
+        // The SQLite writer thread (off by default), passed through when set.
+        ...(process.env.INLET_SQLITE_WRITER_THREAD_AFTER === undefined
+          ? {}
+          : { INLET_SQLITE_WRITER_THREAD_AFTER: process.env.INLET_SQLITE_WRITER_THREAD_AFTER }),
+      },
+    ),
     logFile,
   );
   const base = `http://127.0.0.1:${port}`;

@@ -66,6 +66,30 @@ export interface Child {
   stop(graceMs?: number): Promise<number | null>;
 }
 
+/**
+ * The environment of a bench's Inlet server: loopback, its database and admin token, and the rate limiter on as
+ * in production with a budget too large to refuse (2000/s by default would cap a run). `outbound`: destinations
+ * on loopback allowed, as an operator with local targets would set it. `extra` adds to it or overrides it.
+ */
+export function serverEnv(
+  server: { port: number; databaseUrl: string; adminToken: string; logLevel?: string; outbound?: boolean },
+  extra: NodeJS.ProcessEnv = {},
+): NodeJS.ProcessEnv {
+  return {
+    PATH: process.env.PATH,
+    HOST: '127.0.0.1',
+    PORT: String(server.port),
+    INLET_DATABASE_URL: server.databaseUrl,
+    INLET_ADMIN_TOKEN: server.adminToken,
+    INLET_LOG_LEVEL: server.logLevel ?? 'warn',
+    INLET_RATE_LIMIT_RPS: '10000000',
+    ...(server.outbound === true
+      ? { INLET_OUTBOUND_ALLOW_PRIVATE: 'true', INLET_OUTBOUND_ALLOW: '127.0.0.0/8,::1' }
+      : {}),
+    ...extra,
+  };
+}
+
 export function startChild(
   name: string,
   command: string,

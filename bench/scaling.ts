@@ -23,6 +23,7 @@ import {
   waitUntilReady,
   type Child,
   buildServer,
+  serverEnv,
 } from './processes.js';
 import { externalIdMaker, workloadBatchJson } from './workload.js';
 
@@ -135,17 +136,10 @@ async function startInstances(
       `inlet ${i + 1}/${count}`,
       process.execPath,
       [SERVER_NODE_FLAG, join(ROOT, 'dist/main.js')],
-      {
-        PATH: process.env.PATH,
-        HOST: '127.0.0.1',
-        PORT: String(port),
-        INLET_DATABASE_URL: url,
-        INLET_ADMIN_TOKEN: adminToken,
-        INLET_LOG_LEVEL: 'warn',
-        INLET_RATE_LIMIT_RPS: '10000000', // the limiter runs, with a budget too large to refuse
-        INLET_RATE_LIMIT_STORE: store,
-        INLET_TRAFFIC_SYNC_INTERVAL_MS: '0',
-      },
+      serverEnv(
+        { port, databaseUrl: url, adminToken },
+        { INLET_RATE_LIMIT_STORE: store, INLET_TRAFFIC_SYNC_INTERVAL_MS: '0' },
+      ),
       logFile,
     );
     const base = `http://127.0.0.1:${port}`;

@@ -22,6 +22,7 @@ import {
   startChild,
   waitUntilReady,
   buildServer,
+  serverEnv,
 } from './processes.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
@@ -154,15 +155,7 @@ async function startServer(dir: string, databaseUrl: string) {
       SERVER_NODE_FLAG,
       join(ROOT, 'dist/main.js'),
     ],
-    {
-      PATH: process.env.PATH,
-      HOST: '127.0.0.1',
-      PORT: String(port),
-      INLET_DATABASE_URL: databaseUrl,
-      INLET_ADMIN_TOKEN: adminToken,
-      INLET_LOG_LEVEL: 'warn',
-      INLET_RATE_LIMIT_RPS: '10000000',
-    },
+    serverEnv({ port, databaseUrl, adminToken }),
     logFile,
   );
   const base = `http://127.0.0.1:${port}`;

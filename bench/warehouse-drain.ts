@@ -19,6 +19,7 @@ import {
   startChild,
   waitUntilReady,
   runBench,
+  serverEnv,
 } from './processes.js';
 import { ExternalIds, batchJson } from './workload.js';
 
@@ -60,17 +61,7 @@ async function main(): Promise<void> {
     'inlet server',
     process.execPath,
     [...nodeArgs, join(ROOT, values.dist ?? 'dist', 'main.js')],
-    {
-      PATH: process.env.PATH,
-      HOST: '127.0.0.1',
-      PORT: String(port),
-      INLET_DATABASE_URL: database.url,
-      INLET_ADMIN_TOKEN: adminToken,
-      INLET_LOG_LEVEL: 'info',
-      INLET_RATE_LIMIT_RPS: '10000000',
-      INLET_OUTBOUND_ALLOW_PRIVATE: 'true',
-      INLET_OUTBOUND_ALLOW: '127.0.0.0/8,::1',
-    },
+    serverEnv({ port, databaseUrl: database.url, adminToken, logLevel: 'info', outbound: true }),
     logFile,
   );
   const base = `http://127.0.0.1:${port}`;

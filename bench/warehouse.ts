@@ -23,6 +23,7 @@ import {
   waitUntilReady,
   buildServer,
   runBench,
+  serverEnv,
 } from './processes.js';
 import { ExternalIds, batchJson } from './workload.js';
 
@@ -79,18 +80,10 @@ async function main(): Promise<void> {
     'inlet server',
     process.execPath,
     [SERVER_NODE_FLAG, join(ROOT, 'dist/main.js')],
-    {
-      PATH: process.env.PATH,
-      HOST: '127.0.0.1',
-      PORT: String(port),
-      INLET_DATABASE_URL: database.url,
-      INLET_ADMIN_TOKEN: adminToken,
-      INLET_LOG_LEVEL: 'warn',
-      INLET_RATE_LIMIT_RPS: '10000000',
-      INLET_OUTBOUND_ALLOW_PRIVATE: 'true',
-      INLET_OUTBOUND_ALLOW: '127.0.0.0/8,::1',
-      INLET_FILE_DESTINATIONS_ROOT: join(dir, 'files'),
-    },
+    serverEnv(
+      { port, databaseUrl: database.url, adminToken, outbound: true },
+      { INLET_FILE_DESTINATIONS_ROOT: join(dir, 'files') },
+    ),
     logFile,
   );
   const base = `http://127.0.0.1:${port}`;
