@@ -171,38 +171,26 @@ export function fillSqliteEvents(
           .all() as Array<{ name: string; sql: string }>)
       : [];
     for (const index of indexes) fill.exec(`DROP INDEX ${index.name}`);
+    // What the schema declares a column of `events` as (undefined: no such column): the fill follows it.
+    const declared = (column: string) =>
+      fill.prepare(`SELECT type FROM pragma_table_info('events') WHERE name = ?`).pluck().get(column) as
+        string | undefined;
     // Each row with its key and subject hashes, as the writer stores them (src/storage/sqlite/event-keys.ts), where
     // the schema has them: a file filled here then looks like one the server grew.
-    const hashed =
-      (fill
-        .prepare(`SELECT count(*) FROM pragma_table_info('events') WHERE name = 'key_hash'`)
-        .pluck()
-        .get() as number) === 1;
+    const hashed = declared('key_hash') !== undefined;
     const seed = hashed ? (fill.prepare('SELECT seed FROM event_keys_state WHERE id = 1').pluck().get() as number) : 0;
     const columns = hashed ? [...ROW_COLUMNS, 'key_hash', 'subject_hash'] : [...ROW_COLUMNS];
     const at = (name: string) => ROW_COLUMNS.indexOf(name as (typeof ROW_COLUMNS)[number]);
     const [product, source, external, subject] = [at('product_id'), at('source'), at('external_id'), at('subject_id')];
     // Times as the writer stores them where the schema has them as milliseconds (migration 853).
-    const millis =
-      (fill
-        .prepare(`SELECT count(*) FROM pragma_table_info('events') WHERE name = 'received_at' AND type = 'INTEGER'`)
-        .pluck()
-        .get() as number) === 1;
+    const millis = declared('received_at') === 'INTEGER';
     const times = [at('occurred_at'), at('received_at')];
     // And the id as its 16 bytes where the schema has it as a BLOB (migration 853).
-    const idBytes =
-      (fill
-        .prepare(`SELECT count(*) FROM pragma_table_info('events') WHERE name = 'id' AND type = 'BLOB'`)
-        .pluck()
-        .get() as number) === 1;
+    const idBytes = declared('id') === 'BLOB';
     const id = at('id');
     // And the external id as its 16 bytes when it is a lowercase uuid, the name format as its number, where the
     // schema has them so (migration 855).
-    const externalBytes =
-      (fill
-        .prepare(`SELECT count(*) FROM pragma_table_info('events') WHERE name = 'external_id' AND type = 'BLOB'`)
-        .pluck()
-        .get() as number) === 1;
+    const externalBytes = declared('external_id') === 'BLOB';
     const nameFormat = at('name_format');
     // And the name as its number in `event_names`, the type and the action NULL where they are the name's, where
     // the schema has them so (migration 855), as the writer stores them.
