@@ -178,12 +178,7 @@ describe('parquet files: two writers after a takeover (fencing tokens)', () => {
     (await rows(`SELECT id FROM read_parquet('${pathOf(folder, name)}') ORDER BY id`)).map((r) => String(r.id));
   const names = (folder: string) => files(folder).map((f) => f.slice(f.lastIndexOf('/') + 1));
   const tokenIn = (folder: string, name: string) => {
-    const path = join(
-      root,
-      folder,
-      files(folder).find((f) => f.endsWith(`/${name}`))!,
-    );
-    const bytes = readFileSync(path);
+    const bytes = readFileSync(pathOf(folder, name));
     const metadata = parquetMetadata(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length));
     return metadata.key_value_metadata?.find((kv) => kv.key === 'inlet.lease_until')?.value;
   };
