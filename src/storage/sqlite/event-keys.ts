@@ -97,7 +97,7 @@ export function registerEventKeyFunction(raw: BetterSqlite3.Database): void {
  */
 export function mergeAllEventKeys(raw: BetterSqlite3.Database): void {
   registerEventKeyFunction(raw);
-  raw.transaction(() => {
+  const merge = raw.transaction(() => {
     const seed = raw.prepare('SELECT seed FROM event_keys_state WHERE id = 1').pluck().get() as number;
     for (const t of Object.values(KINDS)) {
       const merged = raw.prepare(`SELECT ${t.merged} FROM event_keys_state WHERE id = 1`).pluck().get() as number;
@@ -120,7 +120,10 @@ export function mergeAllEventKeys(raw: BetterSqlite3.Database): void {
         )
         .run();
     }
-  })();
+  });
+  // IMMEDIATE: a deferred transaction that reads first cannot take the write lock once another connection has
+  // committed (SQLITE_BUSY at once, whatever the busy timeout); this one waits for the lock instead.
+  merge.immediate();
 }
 
 /**
