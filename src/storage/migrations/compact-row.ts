@@ -58,6 +58,14 @@
 // writer numbers a new name in its commit (event-writer.ts); the select lists give the text back (event-columns.ts,
 // `SQLITE_NUMBERED`), a name filter compares the number (`PositionSql.named`, `StoreDialect.eventNamed`: the index
 // `events_by_name (product_id, canonical_name)` is searched as before), a type or action filter the text.
+//
+// 856, SQLite: `source` ('api', 'segment': what the server writes) and `subject_type` ('user', 'account',
+// 'subscription': what the contract allows) as small numbers, each its index in SOURCE_CODES and SUBJECT_TYPE_CODES
+// (database.ts); 0 and 1 take no byte in the row. Any other text stays that text: the columns are declared BLOB (no
+// affinity, so a text comes back exactly as stored; the writer binds the codes as BigInts, which stay integers).
+// The table is rebuilt as in 853 and every row converted. The select lists give the text back (`SQLITE_CODED` in
+// event-columns.ts), a filter on either compares the code (`PositionSql.code`); neither has an index of its own, so
+// no plan changes. PostgreSQL keeps the text.
 import type { Migration } from './index.js';
 
 const COLUMNS =
@@ -78,6 +86,10 @@ const LOWER_UUID = [8, 4, 4, 4, 12].map((n) => '[0-9a-f]'.repeat(n)).join('-');
 const NAME_FORMAT_CODE = `CASE name_format ${['preferred', 'segment', 'unified', 'legacy', 'v1']
   .map((format, code) => `WHEN '${format}' THEN ${code}`)
   .join(' ')} ELSE name_format END`;
+
+/** A text column's known values → their codes (their index in `values`), any other text as it is. */
+const coded = (column: string, values: readonly string[]) =>
+  `CASE ${column} ${values.map((value, code) => `WHEN '${value}' THEN ${code}`).join(' ')} ELSE ${column} END`;
 
 /** An event's name in `event_names`: its type and action (NULL where they are the name's) and its number. */
 const nameOf = (column: string) =>
@@ -277,6 +289,41 @@ export const compactRowMigrations: Migration[] = [
          )`,
         `INSERT INTO events_compact (${COLUMNS})
            SELECT ${COLUMNS.replace(' external_id,', ` CASE WHEN external_id GLOB '${LOWER_UUID}' THEN unhex(replace(external_id, '-', '')) ELSE external_id END,`).replace(' name_format,', ` ${NAME_FORMAT_CODE},`).replace(' event_type, action, canonical_name,', ` ${NAMED}`)}
+             FROM events ORDER BY position`,
+        ...rebuilt,
+      ],
+      postgres: [],
+    },
+  },
+  {
+    version: 856,
+    name: 'SQLite: event sources and subject types as numbers',
+    rewrites: { sqlite: 'every stored event' },
+    statements: {
+      sqlite: [
+        `CREATE TABLE events_compact (
+           position INTEGER PRIMARY KEY AUTOINCREMENT,
+           id BLOB NOT NULL,
+           product_id INTEGER NOT NULL,
+           source BLOB NOT NULL,
+           external_id BLOB,
+           event_type TEXT,
+           action TEXT,
+           canonical_name INTEGER NOT NULL,
+           name_format INTEGER NOT NULL,
+           subject_type BLOB NOT NULL,
+           subject_id TEXT NOT NULL,
+           occurred_at INTEGER NOT NULL,
+           received_at INTEGER NOT NULL,
+           properties TEXT NOT NULL,
+           api_key_id INTEGER,
+           context TEXT,
+           original TEXT,
+           key_hash INTEGER,
+           subject_hash INTEGER
+         )`,
+        `INSERT INTO events_compact (${COLUMNS})
+           SELECT ${COLUMNS.replace(' source,', ` ${coded('source', ['api', 'segment'])},`).replace(' subject_type,', ` ${coded('subject_type', ['user', 'account', 'subscription'])},`)}
              FROM events ORDER BY position`,
         ...rebuilt,
       ],
