@@ -44,7 +44,8 @@ export interface EventsTable {
   event_type: string;
   action: string;
   canonical_name: string;
-  name_format: string;
+  /** Its number on PostgreSQL and, when known, on SQLite (migrations 855, 857): `nameFormatText`. */
+  name_format: string | number;
   subject_type: string;
   subject_id: string;
   occurred_at: EventTime;
@@ -214,6 +215,13 @@ const NAME_FORMAT_CODES = new Map(NAME_FORMATS.map((format, code) => [format, co
 export function nameFormatCode(text: string): number | string {
   return NAME_FORMAT_CODES.get(text) ?? text;
 }
+
+/**
+ * The same in SQL, for PostgreSQL's writer (migration 857): the name format in `column` as its number, NULL for any
+ * other text (the column is NOT NULL there: a format of no number is refused, not stored).
+ */
+export const nameFormatCodeSql = (column: string): string =>
+  `CASE ${column} ${NAME_FORMATS.map((format, code) => `WHEN '${format}' THEN ${code}`).join(' ')} END`;
 
 /** And back: a stored name format as its text (PostgreSQL's, and SQLite's unknown ones, are the text). */
 export function nameFormatText(value: string | number): string {

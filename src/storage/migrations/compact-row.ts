@@ -66,6 +66,12 @@
 // The table is rebuilt as in 853 and every row converted. The select lists give the text back (`SQLITE_CODED` in
 // event-columns.ts), a filter on either compares the code (`PositionSql.code`); neither has an index of its own, so
 // no plan changes. PostgreSQL keeps the text.
+//
+// 857, PostgreSQL: `name_format` as a smallint, the format's number as in 855 (2 bytes instead of the text's 8–10,
+// e.g. 'preferred'; docs/design.md has where PostgreSQL's bytes go and why this is the one change taken). The five
+// formats are all the service writes (`NameFormat`), so any other text fails the migration rather than being lost.
+// The writer converts the text in its statement (`nameFormatCodeSql`), and the row mappers already read a number
+// back as its text (`nameFormatText`). Nothing queries the column. ALTER … TYPE rewrites every partition.
 import type { Migration } from './index.js';
 
 const COLUMNS =
@@ -82,10 +88,12 @@ const bytes = (column: string) =>
 /** A lowercase canonical uuid, as GLOB (case-sensitive) matches it. */
 const LOWER_UUID = [8, 4, 4, 4, 12].map((n) => '[0-9a-f]'.repeat(n)).join('-');
 
-/** A name format's text → its number (`nameFormatCode` in database.ts), an unknown one as it is. */
-const NAME_FORMAT_CODE = `CASE name_format ${['preferred', 'segment', 'unified', 'legacy', 'v1']
+/** A name format's text → its number (`nameFormatCode` in database.ts). */
+const NAME_FORMAT_CASES = `CASE name_format ${['preferred', 'segment', 'unified', 'legacy', 'v1']
   .map((format, code) => `WHEN '${format}' THEN ${code}`)
-  .join(' ')} ELSE name_format END`;
+  .join(' ')}`;
+/** SQLite keeps an unknown one as it is. */
+const NAME_FORMAT_CODE = `${NAME_FORMAT_CASES} ELSE name_format END`;
 
 /** A text column's known values → their codes (their index in `values`), any other text as it is. */
 const coded = (column: string, values: readonly string[]) =>
@@ -328,6 +336,15 @@ export const compactRowMigrations: Migration[] = [
         ...rebuilt,
       ],
       postgres: [],
+    },
+  },
+  {
+    version: 857,
+    name: 'PostgreSQL: event name formats as numbers',
+    rewrites: { postgres: 'every stored event' },
+    statements: {
+      sqlite: [],
+      postgres: [`ALTER TABLE events ALTER COLUMN name_format TYPE smallint USING (${NAME_FORMAT_CASES} END)`],
     },
   },
 ];
