@@ -39,7 +39,8 @@ export interface EventColumn {
   /**
    * How SQLite stores a text column other than as its text (migration 855; PostgreSQL keeps the text): `uuid`, a
    * lowercase canonical uuid as its 16 bytes and any other text as it is (`externalIdInto`, back through
-   * `externalIdText`); `name-format`, a known name format as its small number (`nameFormatCode`, `nameFormatText`).
+   * `externalIdText`); `name-format`, a known name format as its small number (`nameFormatCode`, `nameFormatText`;
+   * PostgreSQL stores that number too since 857, converted by its writer's statement).
    */
   readonly sqliteCode?: 'uuid' | 'name-format';
 }
