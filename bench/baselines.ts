@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import pg from 'pg';
 import { openStorage } from '../src/storage/connect.js';
+import { nameFormatCode } from '../src/storage/database.js';
 import type { IdKind } from './args.js';
 import { ExternalIds, ROW_COLUMNS, externalIdMaker, rowValues, workloadRowValues } from './workload.js';
 
@@ -117,6 +118,7 @@ export async function postgresRawInsert(
   await client.connect();
   try {
     const width = ROW_COLUMNS.length;
+    const nameFormatAt = ROW_COLUMNS.indexOf('name_format');
     const placeholders = Array.from(
       { length: batchSize },
       (_, r) => `(${ROW_COLUMNS.map((_, c) => `$${r * width + c + 1}`).join(', ')})`,
@@ -129,7 +131,12 @@ export async function postgresRawInsert(
     while (Date.now() < until) {
       const values: unknown[] = [];
       // A source of its own keeps these rows apart from the ones the server stored.
-      for (let i = 0; i < batchSize; i++) values.push(...row(productId, apiKeyId, 'bench-baseline', rows + i));
+      for (let i = 0; i < batchSize; i++) {
+        const one = row(productId, apiKeyId, 'bench-baseline', rows + i);
+        // The name format as the server stores it (migration 857).
+        one[nameFormatAt] = nameFormatCode(one[nameFormatAt] as string);
+        values.push(...one);
+      }
       const started = process.hrtime.bigint();
       await client.query({ name: 'bench-baseline-insert', text, values });
       timed += process.hrtime.bigint() - started;

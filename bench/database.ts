@@ -5,7 +5,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
-import { externalIdInto, nameFormatCode, uuidBytes } from '../src/storage/database.js';
+import {
+  externalIdInto,
+  nameFormatCode,
+  SOURCE_CODES,
+  SUBJECT_TYPE_CODES,
+  uuidBytes,
+} from '../src/storage/database.js';
 import { sqlitePlaceholder } from '../src/storage/event-columns.js';
 import { keyHash, mergeAllEventKeys, subjectHash } from '../src/storage/sqlite/event-keys.js';
 import pg from 'pg';
@@ -38,7 +44,9 @@ export function sqliteDatabase(dir: string): BenchDatabase {
     async countEvents(source) {
       const db = new BetterSqlite3(path, { readonly: true });
       try {
-        return (db.prepare('SELECT count(*) AS n FROM events WHERE source = ?').get(source) as { n: number }).n;
+        // The source as stored (its code since migration 856).
+        const stored = SOURCE_CODES.code(source);
+        return (db.prepare('SELECT count(*) AS n FROM events WHERE source = ?').get(stored) as { n: number }).n;
       } finally {
         db.close();
       }
@@ -194,6 +202,9 @@ export function fillSqliteEvents(
     // schema has them so (migration 855).
     const externalBytes = declared('external_id') === 'BLOB';
     const nameFormat = at('name_format');
+    // And the source and the subject type as their codes where the schema has them so (migration 856).
+    const coded = declared('source') === 'BLOB';
+    const subjectType = at('subject_type');
     // And the name as its number in `event_names`, the type and the action NULL where they are the name's, where
     // the schema has them so (migration 855), as the writer stores them.
     const namesNumbered =
@@ -234,7 +245,7 @@ export function fillSqliteEvents(
     );
     const group = fill.transaction((from: number, to: number) => {
       for (let i = from; i < to; i++) {
-        const values = rowAt(i) as Array<string | number | Buffer>;
+        const values = rowAt(i) as Array<string | number | bigint | Buffer>;
         if (millis) for (const t of times) values[t] = Date.parse(values[t] as string);
         if (idBytes) values[id] = uuidBytes(values[id] as string);
         const externalText = values[external] as string | null;
@@ -243,11 +254,13 @@ export function fillSqliteEvents(
           values[nameFormat] = nameFormatCode(values[nameFormat] as string);
         }
         if (namesNumbered) numberName(values);
+        const sourceText = values[source] as string;
+        if (coded) {
+          values[source] = SOURCE_CODES.code(sourceText);
+          values[subjectType] = SUBJECT_TYPE_CODES.code(values[subjectType] as string);
+        }
         if (hashed) {
-          const key =
-            externalText === null
-              ? null
-              : keyHash(seed, values[product] as string, values[source] as string, externalText);
+          const key = externalText === null ? null : keyHash(seed, values[product] as string, sourceText, externalText);
           insert.run(...values, key, subjectHash(keyHash, seed, values[product] as string, values[subject] as string));
         } else insert.run(...values);
       }

@@ -11,6 +11,7 @@ import { postgresDatabase, postgresRunMeter, sqliteDatabase, tempDirectory, type
 import { memorySampler, postgresFootprint, sqliteFootprint, type DiskFootprint, type MemoryPeak } from './footprint.js';
 import { runLoad, runWrk, stopLoad, stopWrk, wrkAvailable, type LoadResult } from './load.js';
 import { prefillPostgres, prefillSqlite } from './prefill.js';
+import { SOURCE_CODES } from '../src/storage/database.js';
 import {
   cleanUp,
   cpuSeconds,
@@ -731,7 +732,9 @@ async function countRun(
   try {
     const count = (where: string, ...params: unknown[]) =>
       (
-        db.prepare(`SELECT count(*) AS n FROM events WHERE source = ? AND ${where}`).get(source, ...params) as {
+        db
+          .prepare(`SELECT count(*) AS n FROM events WHERE source = ? AND ${where}`)
+          .get(SOURCE_CODES.code(source), ...params) as {
           n: number;
         }
       ).n;

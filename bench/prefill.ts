@@ -142,7 +142,7 @@ export async function prefillPostgres(
          )
          INSERT INTO events (id, product_id, source, external_id, event_type, action, canonical_name, name_format,
                              subject_type, subject_id, occurred_at, received_at, properties, api_key_id)
-         SELECT id, $9, 'api', external_id, ($11::text[])[k], ($12::text[])[k], ($11::text[])[k] || '_' || ($12::text[])[k], 'preferred',
+         SELECT id, $9, 'api', external_id, ($11::text[])[k], ($12::text[])[k], ($11::text[])[k] || '_' || ($12::text[])[k], 0,
                 'user', subject_id, '${OCCURRED_AT}', received_at, properties::json, $10
            FROM input`,
         [

@@ -20,6 +20,9 @@ export const dialect: Dialect = process.env.INLET_TEST_DIALECT === 'postgres' ? 
 /** The value to compare `product_id` of `events` with: SQLite stores the product's number (migration 854). */
 export const eventProduct = positionSql(dialect).product;
 
+/** The value to compare `source` or `subject_type` of `events` with: SQLite stores a known one's code (856). */
+export const eventCode = positionSql(dialect).code;
+
 /** The product's stored events, their columns as the storage reads them (the product as its text id). */
 export function storedEvents(db: Kysely<Database>, productId: string) {
   return db

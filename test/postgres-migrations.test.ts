@@ -8,6 +8,7 @@ import { migrations } from '../src/storage/migrations/index.js';
 import { migrate } from '../src/storage/migrate.js';
 import { postgresSettings } from '../src/storage/postgres/connection-url.js';
 import { ConfigError, loadConfig } from '../src/config.js';
+import type { EventRecord } from '../src/storage/types.js';
 import { eventRow } from './event-rows.js';
 import { dialect, testDatabase, type TestDatabase } from './helpers.js';
 
@@ -243,6 +244,74 @@ describe('migration 851: idempotency keys as a digest (PostgreSQL)', { skip }, (
       retried.map((o) => [o.status, o.event.id]),
       [['duplicate', outcomes[2]!.event.id]],
     );
+  });
+});
+
+describe('migration 857: event name formats as numbers (PostgreSQL)', { skip }, () => {
+  let database: TestDatabase;
+  let storage: OpenedStorage | undefined;
+  after(async () => {
+    await storage?.close();
+    await database?.drop();
+  });
+
+  it('converts every stored format, reads every event back as before, stores new ones as numbers', async () => {
+    database = testDatabase();
+    const formats = ['preferred', 'segment', 'unified', 'legacy', 'v1'];
+    let before: EventRecord[] = [];
+    storage = await upgradedAcross(database, 857, async (old) => {
+      await old.products.create({ id: 'prd_m857', name: 'm857', createdAt: new Date().toISOString() });
+      for (const [i, format] of formats.entries()) {
+        const row = eventRow('prd_m857', `old-${i}`);
+        // As the writer stored them before 857: the format's text.
+        await sql`INSERT INTO events (id, product_id, source, external_id, event_type, action, canonical_name, name_format, subject_type, subject_id,
+                                      occurred_at, received_at, properties)
+                  VALUES (${row.id}::uuid, 'prd_m857', 'api', ${row.externalId}, 'order', 'placed', 'order_placed', ${format}, 'user', 'u1',
+                          ${row.occurredAt}::timestamptz, ${row.receivedAt}::timestamptz, '{"n": 1}')`.execute(old.db);
+        await sql`INSERT INTO event_dedup (product_id, key_hash, event_id, received_at)
+                  VALUES ('prd_m857', inlet_event_dedup_key('api', ${row.externalId}), ${row.id}::uuid, ${row.receivedAt}::timestamptz)`.execute(
+          old.db,
+        );
+      }
+      before = (await old.events.page({ productId: 'prd_m857', filter: {}, limit: 10, order: 'asc', jsonText: true }))
+        .events;
+    });
+    assert.ok(storage.migration!.applied.some((m) => m.version === 857));
+    assert.deepEqual(
+      before.map((e) => e.nameFormat),
+      formats,
+    );
+    const stored = async () =>
+      (
+        await sql<{ name_format: number; type: string }>`SELECT name_format, pg_typeof(name_format)::text AS type
+                                                          FROM events ORDER BY tx, seq`.execute(storage!.db)
+      ).rows;
+    assert.deepEqual(
+      await stored(),
+      formats.map((_, code) => ({ name_format: code, type: 'smallint' })),
+    );
+    const after857 = await storage.events.page({
+      productId: 'prd_m857',
+      filter: {},
+      limit: 10,
+      order: 'asc',
+      jsonText: true,
+    });
+    assert.deepEqual(after857.events, before);
+    const outcomes = await storage.events.insertMany([
+      eventRow('prd_m857', 'old-3'),
+      eventRow('prd_m857', 'new-1', { nameFormat: 'unified' }),
+    ]);
+    assert.deepEqual(
+      outcomes.map((o) => [o.status, o.event.nameFormat]),
+      [
+        ['duplicate', 'legacy'],
+        ['created', 'unified'],
+      ],
+    );
+    assert.deepEqual((await stored()).at(-1), { name_format: 2, type: 'smallint' });
+    const read = await storage.events.get('prd_m857', outcomes[1]!.event.id);
+    assert.equal(read?.nameFormat, 'unified');
   });
 });
 

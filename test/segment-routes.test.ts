@@ -5,7 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { gzipSync } from 'node:zlib';
 import { sql } from 'kysely';
-import { createTestApp, eventProduct, problemOf, storedEvents, type TestContext } from './helpers.js';
+import { createTestApp, eventCode, eventProduct, problemOf, storedEvents, type TestContext } from './helpers.js';
 
 let ctx: TestContext;
 let key: string;
@@ -33,7 +33,7 @@ function post(url: string, payload: unknown, headers: Record<string, string> = b
 
 async function stored(messageId: string) {
   const rows = await storedEvents(ctx.services.storage.db, productId)
-    .where('source', '=', 'segment')
+    .where('source', '=', eventCode('source', 'segment'))
     .where('external_id', '=', messageId)
     .execute();
   return rows;
@@ -211,7 +211,7 @@ describe('Segment mapping', () => {
         sql<number>`sum(CASE WHEN context IS NULL AND original IS NULL THEN 1 ELSE 0 END)`.as('none'),
       ])
       .where('product_id', '=', eventProduct(productId))
-      .where('source', '=', 'api')
+      .where('source', '=', eventCode('source', 'api'))
       .executeTakeFirstOrThrow();
     assert.equal(Number(nulls.none), Number(nulls.n));
     assert.ok(Number(nulls.n) >= 1);

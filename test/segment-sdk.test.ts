@@ -10,7 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { Analytics as AnalyticsNode3 } from '@segment/analytics-node';
 import { Analytics as AnalyticsNode2 } from 'segment-analytics-node-2';
 import RudderAnalytics from '@rudderstack/rudder-sdk-node';
-import { createTestApp, storedEvents, type TestContext } from './helpers.js';
+import { createTestApp, eventCode, storedEvents, type TestContext } from './helpers.js';
 import { guardLoopback, type LoopbackGuard } from './support/loopback-guard.js';
 
 type Fault = 'pass' | '503-after-store' | '429-after-store';
@@ -81,7 +81,9 @@ after(async () => {
 });
 
 async function segmentEvents(productId: string) {
-  const rows = await storedEvents(ctx.services.storage.db, productId).where('source', '=', 'segment').execute();
+  const rows = await storedEvents(ctx.services.storage.db, productId)
+    .where('source', '=', eventCode('source', 'segment'))
+    .execute();
   return rows.map((row) => ({ ...row, occurred_at: new Date(row.occurred_at as string).toISOString() }));
 }
 

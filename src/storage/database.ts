@@ -44,7 +44,8 @@ export interface EventsTable {
   event_type: string;
   action: string;
   canonical_name: string;
-  name_format: string;
+  /** Its number on PostgreSQL and, when known, on SQLite (migrations 855, 857): `nameFormatText`. */
+  name_format: string | number;
   subject_type: string;
   subject_id: string;
   occurred_at: EventTime;
@@ -215,10 +216,47 @@ export function nameFormatCode(text: string): number | string {
   return NAME_FORMAT_CODES.get(text) ?? text;
 }
 
+/**
+ * The same in SQL, for PostgreSQL's writer (migration 857): the name format in `column` as its number, NULL for any
+ * other text (the column is NOT NULL there: a format of no number is refused, not stored).
+ */
+export const nameFormatCodeSql = (column: string): string =>
+  `CASE ${column} ${NAME_FORMATS.map((format, code) => `WHEN '${format}' THEN ${code}`).join(' ')} END`;
+
 /** And back: a stored name format as its text (PostgreSQL's, and SQLite's unknown ones, are the text). */
 export function nameFormatText(value: string | number): string {
   return typeof value === 'number' ? (NAME_FORMATS[value] ?? String(value)) : value;
 }
+
+/**
+ * A column SQLite stores as a small number where its text is one of a few known values (migration 856), each its
+ * index in `values`; any other text stays that text. The columns are declared without affinity (BLOB) so that a
+ * text comes back exactly as stored (a column of INTEGER affinity stores the text '1' as the number 1), and a code
+ * is bound as a BigInt: better-sqlite3 binds a JS number as a REAL, which would take 8 bytes in such a column.
+ */
+export interface TextCodes {
+  /** The value SQLite stores (or compares) for this text: its code, or the text itself. */
+  code(text: string): bigint | string;
+  /** SQL giving the stored value of `column` back as its text. */
+  text(column: string): string;
+}
+
+export function textCodes(values: readonly string[]): TextCodes {
+  const codes = new Map(values.map((value, code) => [value, BigInt(code)]));
+  const cases = values.map((value, code) => `WHEN ${code} THEN '${value}'`).join(' ');
+  return {
+    code: (text) => codes.get(text) ?? text,
+    text: (column) => `CASE ${column} ${cases} ELSE ${column} END`,
+  };
+}
+
+/**
+ * An event's source (what the server writes: contract §4, segment-compat.md) and subject type (the three the
+ * contract allows, checked on every way in, transformations included). The most common first: 0 and 1 take no
+ * byte in the row (SQLite keeps them in the record's header).
+ */
+export const SOURCE_CODES = textCodes(['api', 'segment']);
+export const SUBJECT_TYPE_CODES = textCodes(['user', 'account', 'subscription']);
 
 export function toIsoOrNull(value: Date | string | null): string | null {
   return value === null ? null : toIso(value);

@@ -5,7 +5,17 @@
 // SQLite's `key_hash` and `subject_hash`) are not in the table: the storage that has them writes or reads them
 // itself.
 import { sql, type AliasedRawBuilder, type Selectable } from 'kysely';
-import { externalIdText, fromJson, nameFormatText, toIso, uuidText, type EventsTable } from './database.js';
+import {
+  externalIdText,
+  fromJson,
+  nameFormatText,
+  SOURCE_CODES,
+  SUBJECT_TYPE_CODES,
+  toIso,
+  uuidText,
+  type EventsTable,
+  type TextCodes,
+} from './database.js';
 import type { EventInsert, EventRecord } from './types.js';
 
 /**
@@ -29,7 +39,8 @@ export interface EventColumn {
   /**
    * How SQLite stores a text column other than as its text (migration 855; PostgreSQL keeps the text): `uuid`, a
    * lowercase canonical uuid as its 16 bytes and any other text as it is (`externalIdInto`, back through
-   * `externalIdText`); `name-format`, a known name format as its small number (`nameFormatCode`, `nameFormatText`).
+   * `externalIdText`); `name-format`, a known name format as its small number (`nameFormatCode`, `nameFormatText`;
+   * PostgreSQL stores that number too since 857, converted by its writer's statement).
    */
   readonly sqliteCode?: 'uuid' | 'name-format';
 }
@@ -134,6 +145,18 @@ export const SQLITE_NAME_TEXT = sqliteNameText('canonical_name');
 export const SQLITE_EVENT_TYPE_TEXT = `coalesce(event_type, ${sqliteNameText('event_type')})`;
 export const SQLITE_ACTION_TEXT = `coalesce(action, ${sqliteNameText('action')})`;
 
+/**
+ * The columns SQLite stores as a small number where their text is a known value (migration 856): the writer binds
+ * the text's code, a filter compares with it (`PositionSql.code`), a select list gives the text back.
+ */
+export const SQLITE_CODED: Partial<Record<keyof EventsTable, TextCodes>> = {
+  source: SOURCE_CODES,
+  subject_type: SUBJECT_TYPE_CODES,
+};
+
+/** SQLite's `source` of a row of `events` as its text: what the idempotency keys hash when built from the rows. */
+export const SQLITE_SOURCE_TEXT = SOURCE_CODES.text('events.source');
+
 /** SQLite's value of each numbered column (its one parameter the text id), and how a select list reads it back. */
 const SQLITE_NUMBERED: Partial<Record<keyof EventsTable, { number: string; text: string }>> = {
   product_id: { number: SQLITE_PRODUCT_NUMBER, text: SQLITE_PRODUCT_TEXT },
@@ -142,12 +165,15 @@ const SQLITE_NUMBERED: Partial<Record<keyof EventsTable, { number: string; text:
   canonical_name: { number: '?', text: SQLITE_NAME_TEXT },
   event_type: { number: '?', text: SQLITE_EVENT_TYPE_TEXT },
   action: { number: '?', text: SQLITE_ACTION_TEXT },
+  // The writer binds the code (SQLITE_CODED).
+  source: { number: '?', text: SQLITE_SOURCE_TEXT },
+  subject_type: { number: '?', text: SUBJECT_TYPE_CODES.text('events.subject_type') },
 };
 
 /** SQLite's placeholder of a column in an insert: `?`, or the lookup of a numbered column's number. */
 export const sqlitePlaceholder = (name: string): string => SQLITE_NUMBERED[name as keyof EventsTable]?.number ?? '?';
 
-/** SQLite's select list of hand-written SQL: the columns, the product, the key and the name as their text. */
+/** SQLite's select list of hand-written SQL: every column as its text (the numbered and coded ones looked up). */
 export const SQLITE_EVENT_COLUMN_LIST = EVENT_COLUMN_NAMES.map((name) => {
   const numbered = SQLITE_NUMBERED[name];
   return numbered === undefined ? name : `${numbered.text} AS ${name}`;

@@ -7,6 +7,7 @@ import {
   EVENT_COLUMN_NAMES,
   SQLITE_EVENT_SELECTIONS,
   SQLITE_ACTION_TEXT,
+  SQLITE_CODED,
   SQLITE_EVENT_TYPE_TEXT,
   SQLITE_KEY_NUMBER,
   SQLITE_NAME_NUMBER,
@@ -50,6 +51,8 @@ export interface PositionSql {
    * `events_by_name (product_id, canonical_name)` by, in position order, as it did the name's text.
    */
   named(names: string[]): Expression<SqlBool>;
+  /** The value to compare `source` or `subject_type` of `events` with (SQLite stores a known one's code: 856). */
+  code(column: 'source' | 'subject_type', text: string): Expression<string>;
   /** `event_type` or `action` of `events` as text, for a filter (SQLite: NULL in the row where it is the name's). */
   nameColumn(column: 'event_type' | 'action'): RawBuilder<string>;
   /** The select list of an event's columns (Kysely's): on SQLite with the product as its text id. */
@@ -138,6 +141,7 @@ export function positionSql(dialect: Dialect): PositionSql {
           ? sql<SqlBool>`canonical_name = ${numbers[0]}`
           : sql<SqlBool>`canonical_name IN (${sql.join(numbers)})`;
       },
+      code: (column, text) => sql<string>`${SQLITE_CODED[column]!.code(text)}`,
       nameColumn: (column) => sql.raw<string>(column === 'event_type' ? SQLITE_EVENT_TYPE_TEXT : SQLITE_ACTION_TEXT),
       columns: SQLITE_EVENT_SELECTIONS,
     };
@@ -165,6 +169,7 @@ export function positionSql(dialect: Dialect): PositionSql {
     product: (productId) => sql<string>`${productId}`,
     key: (keyId) => sql<string>`${keyId}`,
     named: (names) => sql<SqlBool>`canonical_name IN (${sql.join(names)})`,
+    code: (_column, text) => sql<string>`${text}`,
     nameColumn: (column) => sql.ref<string>(column),
     columns: EVENT_COLUMN_NAMES,
   };

@@ -179,9 +179,13 @@ async function readRows(page: PageRead, filter: EventFilter, only?: number[]): P
   select = whereGiven(select, [
     [position.nameColumn('event_type'), '=', filter.eventType],
     [position.nameColumn('action'), '=', filter.action],
-    ['source', '=', filter.source],
+    ['source', '=', filter.source === undefined ? undefined : position.code('source', filter.source)],
     ['api_key_id', '=', filter.keyId === undefined ? undefined : position.key(filter.keyId)],
-    ['subject_type', '=', filter.subjectType],
+    [
+      'subject_type',
+      '=',
+      filter.subjectType === undefined ? undefined : position.code('subject_type', filter.subjectType),
+    ],
     ['subject_id', 'in', filter.subjectIds],
     ['received_at', '>=', filter.receivedFrom === undefined ? undefined : position.time(filter.receivedFrom)],
     ['received_at', '<', filter.receivedTo === undefined ? undefined : position.time(filter.receivedTo)],
@@ -264,7 +268,7 @@ async function listBySubjects(
       : eventsAtPositions(db, productId, await subjects.subjectPositions(productId, subjectIds, { order: 'asc' }));
   const rows = await from
     .select([...position.columns, position.select.as('position')] as never)
-    .where('subject_type', '=', subjectType)
+    .where('subject_type', '=', position.code('subject_type', subjectType))
     .where('subject_id', 'in', subjectIds)
     .orderBy('occurred_at', 'desc')
     .orderBy('id', 'desc')

@@ -7,6 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { uuidv7 } from '../../src/domain/ids.js';
 import { openStorage, type OpenedStorage } from '../../src/storage/connect.js';
+import { nameFormatCode } from '../../src/storage/database.js';
 import type { EventInsert } from '../../src/storage/types.js';
 import { dialect, postgresUrl, testDatabase, type TestDatabase } from '../helpers.js';
 
@@ -64,7 +65,8 @@ function values(r: EventInsert): unknown[] {
     r.eventType,
     r.action,
     r.canonicalName,
-    r.nameFormat,
+    // As PostgreSQL's writer stores it (migration 857).
+    nameFormatCode(r.nameFormat),
     r.subjectType,
     r.subjectId,
     r.occurredAt,

@@ -9,7 +9,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import { chromium, type Browser } from 'playwright-core';
-import { adminHeaders, createTestApp, dialect, storedEvents, type TestContext } from '../helpers.js';
+import { adminHeaders, createTestApp, dialect, eventCode, storedEvents, type TestContext } from '../helpers.js';
 import { CHROMIUM, CHROMIUM_ARGS } from '../support/console-browser.js';
 import { snippet } from '../support/segment-snippet.js';
 
@@ -122,7 +122,7 @@ describe('analytics.js in Chromium', { skip }, () => {
     const started = Date.now();
     for (;;) {
       const rows = (await storedEvents(ctx.services.storage.db, productId)
-        .where('source', '=', 'segment')
+        .where('source', '=', eventCode('source', 'segment'))
         .execute()) as Array<Record<string, unknown>>;
       if (predicate(rows) || Date.now() - started > timeoutMs) return rows;
       await new Promise((resolve) => setTimeout(resolve, 100));

@@ -17,9 +17,10 @@ import {
   SQLITE_KEY_TEXT,
   SQLITE_NAME_TEXT,
   SQLITE_PRODUCT_TEXT,
+  SQLITE_SOURCE_TEXT,
   type EventRow,
 } from '../../src/storage/event-columns.js';
-import { externalIdInto, nameFormatCode } from '../../src/storage/database.js';
+import { externalIdInto, nameFormatCode, SUBJECT_TYPE_CODES } from '../../src/storage/database.js';
 import type { EventInsert, EventRecord } from '../../src/storage/types.js';
 
 const NAMES =
@@ -41,7 +42,9 @@ test('the lists name every column once, in the table order, json cast to text wh
       .replace('api_key_id', `${SQLITE_KEY_TEXT} AS api_key_id`)
       .replace('event_type', `${SQLITE_EVENT_TYPE_TEXT} AS event_type`)
       .replace(' action', ` ${SQLITE_ACTION_TEXT} AS action`)
-      .replace(' canonical_name', ` ${SQLITE_NAME_TEXT} AS canonical_name`),
+      .replace(' canonical_name', ` ${SQLITE_NAME_TEXT} AS canonical_name`)
+      .replace(' source', ` ${SQLITE_SOURCE_TEXT} AS source`)
+      .replace(' subject_type', ` ${SUBJECT_TYPE_CODES.text('events.subject_type')} AS subject_type`),
   );
   assert.equal(RAW_EVENT_COLUMNS, `${SQLITE_EVENT_COLUMN_LIST}, position`);
   assert.equal(

@@ -58,6 +58,20 @@
 // writer numbers a new name in its commit (event-writer.ts); the select lists give the text back (event-columns.ts,
 // `SQLITE_NUMBERED`), a name filter compares the number (`PositionSql.named`, `StoreDialect.eventNamed`: the index
 // `events_by_name (product_id, canonical_name)` is searched as before), a type or action filter the text.
+//
+// 856, SQLite: `source` ('api', 'segment': what the server writes) and `subject_type` ('user', 'account',
+// 'subscription': what the contract allows) as small numbers, each its index in SOURCE_CODES and SUBJECT_TYPE_CODES
+// (database.ts); 0 and 1 take no byte in the row. Any other text stays that text: the columns are declared BLOB (no
+// affinity, so a text comes back exactly as stored; the writer binds the codes as BigInts, which stay integers).
+// The table is rebuilt as in 853 and every row converted. The select lists give the text back (`SQLITE_CODED` in
+// event-columns.ts), a filter on either compares the code (`PositionSql.code`); neither has an index of its own, so
+// no plan changes. PostgreSQL keeps the text.
+//
+// 857, PostgreSQL: `name_format` as a smallint, the format's number as in 855 (2 bytes instead of the text's 8–10,
+// e.g. 'preferred'; docs/design.md has where PostgreSQL's bytes go and why this is the one change taken). The five
+// formats are all the service writes (`NameFormat`), so any other text fails the migration rather than being lost.
+// The writer converts the text in its statement (`nameFormatCodeSql`), and the row mappers already read a number
+// back as its text (`nameFormatText`). Nothing queries the column. ALTER … TYPE rewrites every partition.
 import type { Migration } from './index.js';
 
 const COLUMNS =
@@ -74,10 +88,16 @@ const bytes = (column: string) =>
 /** A lowercase canonical uuid, as GLOB (case-sensitive) matches it. */
 const LOWER_UUID = [8, 4, 4, 4, 12].map((n) => '[0-9a-f]'.repeat(n)).join('-');
 
-/** A name format's text → its number (`nameFormatCode` in database.ts), an unknown one as it is. */
-const NAME_FORMAT_CODE = `CASE name_format ${['preferred', 'segment', 'unified', 'legacy', 'v1']
+/** A name format's text → its number (`nameFormatCode` in database.ts). */
+const NAME_FORMAT_CASES = `CASE name_format ${['preferred', 'segment', 'unified', 'legacy', 'v1']
   .map((format, code) => `WHEN '${format}' THEN ${code}`)
-  .join(' ')} ELSE name_format END`;
+  .join(' ')}`;
+/** SQLite keeps an unknown one as it is. */
+const NAME_FORMAT_CODE = `${NAME_FORMAT_CASES} ELSE name_format END`;
+
+/** A text column's known values → their codes (their index in `values`), any other text as it is. */
+const coded = (column: string, values: readonly string[]) =>
+  `CASE ${column} ${values.map((value, code) => `WHEN '${value}' THEN ${code}`).join(' ')} ELSE ${column} END`;
 
 /** An event's name in `event_names`: its type and action (NULL where they are the name's) and its number. */
 const nameOf = (column: string) =>
@@ -281,6 +301,50 @@ export const compactRowMigrations: Migration[] = [
         ...rebuilt,
       ],
       postgres: [],
+    },
+  },
+  {
+    version: 856,
+    name: 'SQLite: event sources and subject types as numbers',
+    rewrites: { sqlite: 'every stored event' },
+    statements: {
+      sqlite: [
+        `CREATE TABLE events_compact (
+           position INTEGER PRIMARY KEY AUTOINCREMENT,
+           id BLOB NOT NULL,
+           product_id INTEGER NOT NULL,
+           source BLOB NOT NULL,
+           external_id BLOB,
+           event_type TEXT,
+           action TEXT,
+           canonical_name INTEGER NOT NULL,
+           name_format INTEGER NOT NULL,
+           subject_type BLOB NOT NULL,
+           subject_id TEXT NOT NULL,
+           occurred_at INTEGER NOT NULL,
+           received_at INTEGER NOT NULL,
+           properties TEXT NOT NULL,
+           api_key_id INTEGER,
+           context TEXT,
+           original TEXT,
+           key_hash INTEGER,
+           subject_hash INTEGER
+         )`,
+        `INSERT INTO events_compact (${COLUMNS})
+           SELECT ${COLUMNS.replace(' source,', ` ${coded('source', ['api', 'segment'])},`).replace(' subject_type,', ` ${coded('subject_type', ['user', 'account', 'subscription'])},`)}
+             FROM events ORDER BY position`,
+        ...rebuilt,
+      ],
+      postgres: [],
+    },
+  },
+  {
+    version: 857,
+    name: 'PostgreSQL: event name formats as numbers',
+    rewrites: { postgres: 'every stored event' },
+    statements: {
+      sqlite: [],
+      postgres: [`ALTER TABLE events ALTER COLUMN name_format TYPE smallint USING (${NAME_FORMAT_CASES} END)`],
     },
   },
 ];

@@ -27,10 +27,13 @@
 // escapes every element of a JS array with two regular expressions, 7 % of the instance's CPU in the
 // batch bench on PostgreSQL; the json columns travel as one JSON array text, which needs no escaping at all.
 //
+// `name_format` is stored as its number (migration 857; `nameFormatCodeSql`): the array carries the text, the
+// statement converts it, and the row mappers give the text back (`nameFormatText`).
+//
 // The statement's text is the same at every call, so it runs as a named prepared statement on each connection
 // (the `inlet:prepare` mark, postgres/pool.ts): parsed and planned once instead of at every commit.
 import { sql, type Kysely, type RawBuilder } from 'kysely';
-import type { Database } from '../database.js';
+import { nameFormatCodeSql, type Database } from '../database.js';
 import { EVENT_COLUMN_LIST, EVENT_COLUMNS, eventFromRow } from '../event-columns.js';
 import type { EventInsert, InsertOutcome } from '../types.js';
 
@@ -97,6 +100,12 @@ function unnestArrays(rows: EventInsert[]) {
 }
 
 const COLUMNS = sql.raw(EVENT_COLUMN_LIST);
+/** The insert's select list over the unnest's columns: each as it is, the name format as its number. */
+const STORED = sql.raw(
+  EVENT_COLUMNS.map((column) =>
+    column.name === 'name_format' ? `${nameFormatCodeSql('t.name_format')} AS name_format` : `t.${column.name}`,
+  ).join(', '),
+);
 
 export function postgresEventWriter(db: Kysely<Database>) {
   async function insert(rows: EventInsert[]): Promise<Set<string>> {
@@ -116,7 +125,7 @@ export function postgresEventWriter(db: Kysely<Database>) {
         RETURNING event_id
       )
       INSERT INTO events (${COLUMNS})
-      SELECT ${COLUMNS}
+      SELECT ${STORED}
         FROM unnest(${unnestArrays(rows)}) WITH ORDINALITY AS t(${COLUMNS}, n)
        WHERE external_id IS NULL OR id IN (SELECT event_id FROM claimed)
        -- In request order: the columns tx and seq (the commit position) take their defaults row by row.

@@ -8,7 +8,7 @@ import type { EventDeletes } from '../erasure/event-deletes.js';
 import { list } from '../erasure/tables.js';
 import type { EventKeys } from './event-keys.js';
 
-const { product } = positionSql('sqlite');
+const { product, code } = positionSql('sqlite');
 
 /** The longest a background batch waits for room in the WAL (roomToWrite): bounds how much it can slow a job. */
 const ROOM_WAIT_MS = 1000;
@@ -68,7 +68,7 @@ async function deleteBySubjects(
       if (positions.length === 0) return { deleted: [] as number[], positions };
       const gone = await sql<{ position: number }>`DELETE FROM events
         WHERE position IN (SELECT value FROM json_each(${JSON.stringify(positions)})) AND +product_id = ${product(productId)}
-          AND subject_type = 'user' AND subject_id IN ${list(externalIds)}
+          AND subject_type = ${code('subject_type', 'user')} AND subject_id IN ${list(externalIds)}
         RETURNING position`.execute(conn);
       const deleted = gone.rows.map((r) => Number(r.position));
       index.forgetLocked(productId, externalIds, deleted);

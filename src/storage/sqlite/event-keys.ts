@@ -44,7 +44,7 @@
 // and a collision only costs a row read.
 import { performance } from 'node:perf_hooks';
 import type BetterSqlite3 from 'better-sqlite3';
-import { SQLITE_EXTERNAL_ID_TEXT, SQLITE_PRODUCT_TEXT } from '../event-columns.js';
+import { SQLITE_EXTERNAL_ID_TEXT, SQLITE_PRODUCT_TEXT, SQLITE_SOURCE_TEXT } from '../event-columns.js';
 import type { EventKeyStats } from '../types.js';
 import { withoutCommitSync } from './wal-sync.js';
 
@@ -298,7 +298,7 @@ const KINDS: Record<HashIndexKind, KindTables> = {
     rowHash: 'key_hash',
     gone: 'event_keys_gone',
     merged: 'merged_through',
-    hashed: [SQLITE_PRODUCT_TEXT, 'source', SQLITE_EXTERNAL_ID_TEXT],
+    hashed: [SQLITE_PRODUCT_TEXT, SQLITE_SOURCE_TEXT, SQLITE_EXTERNAL_ID_TEXT],
     where: 'external_id IS NOT NULL',
   },
   subjects: {

@@ -10,6 +10,7 @@ import {
   EVENT_COLUMNS,
   eventFromRow,
   SQLITE_EVENT_COLUMN_LIST,
+  SQLITE_CODED,
   sqlitePlaceholder,
   type EventRow,
 } from '../event-columns.js';
@@ -22,9 +23,10 @@ import { withoutCommitSync, type WalSync } from './wal-sync.js';
 // 853) and ids as their 16 bytes, external ids that are lowercase uuids too and name formats as small numbers
 // (migration 855): `stored` wraps the expression of such a column's text in Date.parse, uuidBytesInto,
 // externalIdInto (one buffer per column for every row: better-sqlite3 copies a blob when it binds it, after every
-// argument was made) or nameFormatCode. The product and the key are stored as their numbers (migration 854), looked
-// up by the statement; the name as its number in `event_names` (migration 855), looked up or added by the
-// transaction, with the type and the action NULL where they are the name's (`StoredName`).
+// argument was made) or nameFormatCode; the source and the subject type in their codes (`SQLITE_CODED`, migration
+// 856). The product and the key are stored as their numbers (migration 854), looked up by the statement; the name
+// as its number in `event_names` (migration 855), looked up or added by the transaction, with the type and the
+// action NULL where they are the name's (`StoredName`).
 const PLACEHOLDERS = EVENT_COLUMNS.map((column) => sqlitePlaceholder(column.name)).join(', ');
 const stored = (column: number, text: string) => {
   const { name, type, sqliteCode } = EVENT_COLUMNS[column]!;
@@ -34,6 +36,7 @@ const stored = (column: number, text: string) => {
   if (type === 'timestamptz') return `Date.parse(${text})`;
   if (type === 'uuid') return `uuidBytesInto(${text}, idBytes)`;
   if (sqliteCode === 'name-format') return `nameFormatCode(${text})`;
+  if (SQLITE_CODED[name] !== undefined) return `coded.${name}.code(${text})`;
   return sqliteCode === 'uuid' ? `externalIdInto(${text}, externalBytes)` : text;
 };
 const idBytes = Buffer.alloc(16);
@@ -75,9 +78,18 @@ function compileRunInsert<Rows>(argument: (column: number) => string, values: un
     'externalIdInto',
     'externalBytes',
     'nameFormatCode',
+    'coded',
     source,
   );
-  return make(values, uuidBytesInto, idBytes, externalIdInto, externalBytes, nameFormatCode) as RunInsert<Rows>;
+  return make(
+    values,
+    uuidBytesInto,
+    idBytes,
+    externalIdInto,
+    externalBytes,
+    nameFormatCode,
+    SQLITE_CODED,
+  ) as RunInsert<Rows>;
 }
 
 /** The rows of one commit, whatever their shape: the fields the transaction reads, and the insert of one. */

@@ -11,6 +11,7 @@ import { describe, it } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
 import { uuidv7 } from '../../../src/domain/ids.js';
 import { SQLITE_PRODUCT_NUMBER } from '../../../src/storage/event-columns.js';
+import { SUBJECT_TYPE_CODES } from '../../../src/storage/database.js';
 import { openStorage, type OpenedStorage } from '../../../src/storage/connect.js';
 import { erasureStore } from '../../../src/storage/erasure-store.js';
 import { sqliteStoreDialect } from '../../../src/storage/sqlite/store-dialect.js';
@@ -19,6 +20,9 @@ import { eventReads } from '../../../src/storage/event-reads.js';
 import { keyHash, subjectHash } from '../../../src/storage/sqlite/event-keys.js';
 import type { EventFilter, EventInsert } from '../../../src/storage/types.js';
 import { eventRow, fileBefore, sqliteDirectWriter } from '../../event-rows.js';
+
+/** A row's subject type as its text (SQLite stores a known one's code: migration 856). */
+const SUBJECT_TYPE_TEXT = SUBJECT_TYPE_CODES.text('subject_type');
 
 function withDir(test: (dir: string) => Promise<void>): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'inlet-event-subjects-'));
@@ -82,7 +86,7 @@ function expectedPositions(
 ): number[] {
   const rows = raw
     .prepare(
-      `SELECT position, subject_type AS type, subject_id AS id FROM events WHERE product_id = ${SQLITE_PRODUCT_NUMBER} ORDER BY position`,
+      `SELECT position, ${SUBJECT_TYPE_TEXT} AS type, subject_id AS id FROM events WHERE product_id = ${SQLITE_PRODUCT_NUMBER} ORDER BY position`,
     )
     .all(productId) as Array<{ position: number; type: string; id: string }>;
   const matching = rows
@@ -252,7 +256,9 @@ describe('SQLite subject index', () => {
       assert.equal(deleted, 11);
       assert.ok(batches >= 3, `batches of at most 4 (${batches})`);
       const left = raw
-        .prepare(`SELECT subject_type || ':' || subject_id AS s, count(*) AS n FROM events GROUP BY 1 ORDER BY 1`)
+        .prepare(
+          `SELECT ${SUBJECT_TYPE_TEXT} || ':' || subject_id AS s, count(*) AS n FROM events GROUP BY 1 ORDER BY 1`,
+        )
         .all();
       assert.deepEqual(left, [
         { s: 'anonymous:s1', n: 13 },
