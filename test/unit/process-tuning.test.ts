@@ -1,5 +1,6 @@
 // What the server process sets on itself at start (src/main.ts): V8's old generation grows by a fixed, smaller
-// factor between full collections (src/services/heap-growth.ts).
+// factor between full collections (src/services/heap-growth.ts), and the log is written off the event loop
+// (logDestination in src/http/app.ts) yet completely when the process exits.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -47,4 +48,24 @@ test('with the limit, promoted garbage holds less of the old generation between 
   const without = peakOldSpace(false);
   const withLimit = peakOldSpace(true);
   assert.ok(withLimit < without * 0.8, `old space peak ${withLimit} B with the limit, ${without} B without`);
+});
+
+test('the log is written asynchronously, and every line is out when the process exits', () => {
+  const lines = 5000;
+  const output = runModule(`
+    import { pino } from 'pino';
+    import { logDestination, loggerOptions } from ${JSON.stringify(source('http/app.ts'))};
+    const destination = logDestination();
+    const log = pino(loggerOptions('info'), destination);
+    for (let i = 0; i < ${lines}; i++) log.info({ i }, 'request');
+    log.info({ sync: destination.sync }, 'last');
+    process.exit(0);
+  `);
+  const written = output.trim().split('\n');
+  assert.equal(written.length, lines + 1);
+  assert.deepEqual(
+    written.slice(0, 3).map((line) => (JSON.parse(line) as { i: number }).i),
+    [0, 1, 2],
+  );
+  assert.equal((JSON.parse(written.at(-1)!) as { sync: boolean }).sync, false);
 });
