@@ -4,7 +4,7 @@ import { availableParallelism } from 'node:os';
 import { parseArgs } from 'node:util';
 
 /** The V8 flag `npm start` gives the server (docs/operations.md); every bench's server runs with it. */
-export const SERVER_NODE_FLAG = '--max-semi-space-size=64';
+export const SERVER_NODE_FLAG = '--max-semi-space-size=32';
 
 export type Scenario = 'single' | 'batch' | 'segment';
 export type IdKind = 'random' | 'v7' | 'sequential';
@@ -38,7 +38,7 @@ export interface BenchArgs {
   stages: boolean;
   /** SQLite: the bytes by table and index too (dbstat reads every page of the file; PostgreSQL always prints them). */
   footprintParts: boolean;
-  /** V8 flags of the server process (default as `npm start`: --max-semi-space-size=64). */
+  /** V8 flags of the server process (default as `npm start`: --max-semi-space-size=32). */
   serverNodeOptions: string[];
   /** Issue 35: after the last phase's runs, batches until this many events are acknowledged (0: not run). */
   sustained: number;
@@ -71,7 +71,7 @@ export const USAGE = `npm run bench -- [options]
                             draft, insert, commit, respond, …) for each measured run, from CPU profiles
   --sustained <n>           after the runs, batches until n events are acknowledged: the rate over all of them
                             and of their first and last 250,000 (a quarter of a shorter run; issue 35: 3 M)
-  --server-node-options <s> node flags of the server, space-separated (default "--max-semi-space-size=64",
+  --server-node-options <s> node flags of the server, space-separated (default "--max-semi-space-size=32",
                             as npm start; "" for Node's defaults)
   (machine cores: ${availableParallelism()})`;
 

@@ -1,5 +1,5 @@
 // `npm run bench:erasure`: issue 18's performance figures (governance.md §5). One Inlet server (a separate
-// process, SQLite with synchronous=FULL, `--max-semi-space-size=64` as npm start), a product pre-filled with
+// process, SQLite with synchronous=FULL, `--max-semi-space-size=32` as npm start), a product pre-filled with
 // --events events of which --person belong to one person ("victim-1"), then single events sent by
 // autocannon (--connections connections, random uuid v4 external ids) for --seconds without a job, and again
 // while that person is erased through the admin API, until the job is done. Reports ingest p50/p99 of both,

@@ -2,13 +2,15 @@
 import { pino } from 'pino';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { createServices } from './services.js';
-import { buildApp, loggerOptions } from './http/app.js';
+import { buildApp, logDestination, loggerOptions } from './http/app.js';
 import { startDelivery } from './delivery.js';
 import { narrateMigrations } from './services/migration-narration.js';
+import { limitHeapGrowth } from './services/heap-growth.js';
 
 async function start(config: Config): Promise<void> {
+  limitHeapGrowth();
   // Made before the services so that a long upgrade of the schema is told in the log while it runs.
-  const log = pino(loggerOptions(config.logLevel));
+  const log = pino(loggerOptions(config.logLevel), logDestination());
   const services = await createServices(config, {
     onMigration: narrateMigrations((level, message) => log[level](message)),
   });

@@ -17,7 +17,7 @@ export interface ServerProcess {
 
 export async function startServerProcess(env: Record<string, string>, timeoutMs = 20_000): Promise<ServerProcess> {
   // The V8 flag npm start gives the server (docs/operations.md), so system tests measure what runs in production.
-  const child = spawn(process.execPath, ['--max-semi-space-size=64', '--import', 'tsx', mainPath], {
+  const child = spawn(process.execPath, ['--max-semi-space-size=32', '--import', 'tsx', mainPath], {
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', INLET_LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

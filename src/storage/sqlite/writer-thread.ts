@@ -61,7 +61,7 @@ export class WriterThreadError extends Error {
 function spawn(setup: WriterSetup): Worker {
   const entry = new URL(`./writer-worker.${import.meta.url.endsWith('.ts') ? 'ts' : 'js'}`, import.meta.url);
   // The thread's garbage is each commit's rows, short-lived: a small young generation keeps its isolate's memory
-  // small (it would inherit the server's --max-semi-space-size=64).
+  // small (it would inherit the server's --max-semi-space-size).
   const options = { workerData: setup, name: 'inlet-sqlite-writer', resourceLimits: { maxYoungGenerationSizeMb: 16 } };
   if (!entry.pathname.endsWith('.ts')) return new Worker(entry, options);
   // A worker thread does not inherit tsx's loader hooks (Node 20): it registers them itself first.
