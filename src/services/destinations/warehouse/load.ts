@@ -9,13 +9,14 @@
 // position order: an erasure deletes the rows loaded before it, in this batch too.
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import type { PoolClient } from 'pg';
+import type { PoolClient, QueryResult } from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import type { EventRecord, StoredMessage, UserRecord } from '../../../storage/types.js';
 import {
   columnsFor,
   EVENT_COLUMNS,
-  readLayout,
+  layoutOf,
+  layoutReads,
   tableFor,
   type Column,
   type Layout,
@@ -337,8 +338,13 @@ async function erase(client: PoolClient, layout: Layout, externalIds: string[]):
 /** A load by an instance that no longer holds the destination's lease: dropped, never applied. */
 export class StaleLoad extends Error {}
 
-/** A hash of the schema's name for its advisory lock (one loader per schema at a time). */
-const LOCK = `SELECT pg_advisory_xact_lock(hashtext('inlet_warehouse'), hashtext($1))`;
+/**
+ * The load's start, one round trip: the transaction, the schema's advisory lock (one loader per schema at a time,
+ * keyed by a hash of its name), then the layout. The schema's name is checked (`^[a-z_][a-z0-9_]*$`) and
+ * quoted as a literal all the same.
+ */
+const start = (client: PoolClient, schema: string) =>
+  `BEGIN; SELECT pg_advisory_xact_lock(hashtext('inlet_warehouse'), hashtext(${client.escapeLiteral(schema)})); ${layoutReads(schema)}`;
 
 /** PostgreSQL's unique_violation: a row of the batch is there already. */
 const UNIQUE_VIOLATION = '23505';
@@ -381,12 +387,12 @@ async function loadOnce(
   { client, schema, destinationId, messages, messageId, limits, holds }: LoadRequest,
   mode: LoadMode,
 ): Promise<LoadResult> {
-  await client.query('BEGIN');
   let load: Load;
   try {
-    await client.query(LOCK, [schema]);
+    // Several statements in one text: node-postgres answers with one result per statement.
+    const [, , tables, columns] = (await client.query(start(client, schema))) as unknown as QueryResult[];
     if (!(await holds())) throw new StaleLoad('this instance no longer holds the destination; the load is dropped');
-    const layout = await readLayout(client, schema);
+    const layout = layoutOf(schema, tables!.rows, columns!.rows);
     load = { client, layout, limits, changes: { columnsAdded: 0, widenings: 0, warnings: [] }, mode, replaced: 0 };
     let events: EventRecord[] = [];
     let identity: IdentityMessage[] = [];
@@ -409,14 +415,14 @@ async function loadOnce(
       }
     }
     await flush();
+    // The load's record and the commit, one round trip (a failed insert leaves the COMMIT unrun: rolled back below).
+    const last = messageId(messages[messages.length - 1]!);
     await client.query(
       `INSERT INTO ${quoted(schema)}._inlet_loads (destination_id, loaded_at, messages, last_message_id)
-       VALUES ($1, now(), $2, $3)
+       VALUES (${client.escapeLiteral(destinationId)}, now(), ${messages.length}, ${client.escapeLiteral(last)})
        ON CONFLICT (destination_id) DO UPDATE SET loaded_at = now(),
-         messages = _inlet_loads.messages + EXCLUDED.messages, last_message_id = EXCLUDED.last_message_id`,
-      [destinationId, messages.length, messageId(messages[messages.length - 1]!)],
+         messages = _inlet_loads.messages + EXCLUDED.messages, last_message_id = EXCLUDED.last_message_id; COMMIT`,
     );
-    await client.query('COMMIT');
   } catch (error) {
     await client.query('ROLLBACK').catch(() => {});
     throw error;
