@@ -106,11 +106,20 @@ const EVENT_FIXED = EVENT_COLUMNS.map(([n]) => n).filter((n) => !['properties', 
 const EMPTY = Buffer.alloc(0);
 
 /**
+ * Buffers of COPYs that finished, for the next ones (loads of several destinations may run at once: each takes
+ * its own). A COPY of a big load is megabytes; made afresh each time, that memory counts against V8's external
+ * memory and brings on full collections, and its pages are faulted in again.
+ */
+const spares: Buffer[] = [];
+const SPARES_KEPT = 2;
+const SPARE_BYTES = 16 * 1024 * 1024;
+
+/**
  * A COPY's text, written line by line into one buffer as UTF-8: a string of a whole COPY made by joining its
  * lines costs several times more (the join, then the flattening and encoding of the result).
  */
 class CopyText {
-  private bytes = EMPTY;
+  private bytes = spares.pop() ?? EMPTY;
   private length = 0;
 
   /** `rows`: how many lines are coming (the first one's length sizes the buffer). */
@@ -136,12 +145,23 @@ class CopyText {
   get buffer(): Buffer {
     return this.bytes.subarray(0, this.length);
   }
+
+  /**
+   * Gives the buffer back for another COPY: only once this one completed, when the server has read every byte
+   * (a COPY that failed may still be writing it to the socket, so its buffer is dropped).
+   */
+  done(): void {
+    if (this.bytes.length <= SPARE_BYTES && spares.length < SPARES_KEPT) spares.push(this.bytes);
+    this.bytes = EMPTY;
+    this.length = 0;
+  }
 }
 
 async function copyRows(client: PoolClient, target: string, columns: string[], text: CopyText): Promise<void> {
-  if (text.empty) return;
+  if (text.empty) return text.done();
   const stream = client.query(copyFrom(`COPY ${target} (${columns.map(quoted).join(', ')}) FROM STDIN`));
   await pipeline(Readable.from([text.buffer]), stream);
+  text.done();
 }
 
 /** In replace mode, deletes the rows of `ids` (a re-load replaces them), counting them. */
