@@ -41,6 +41,9 @@ export interface LoadResult extends LayoutChanges {
 /** One row for COPY: its key, the fixed fields (in COPY's text form, tab-separated) and the flattened properties. */
 interface Row {
   id: string;
+  /** The first fixed fields, already written into another COPY's text (an event's, into `events`'): copied. */
+  encoded?: { text: CopyText; start: number; end: number };
+  /** The fixed fields (those after `encoded`'s, from their tab on, when it is set). */
   fixed: string;
   leaves: Leaf[];
 }
@@ -122,20 +125,44 @@ class CopyText {
   private bytes = spares.pop() ?? EMPTY;
   private length = 0;
 
-  /** `rows`: how many lines are coming (the first one's length sizes the buffer). */
+  /** `rows`: how many lines are coming (the first write sizes the buffer for as many). */
   constructor(private readonly rows: number) {}
 
-  line(text: string): void {
-    // At most 3 bytes per UTF-16 unit, and the newline.
-    const most = text.length * 3 + 1;
-    if (this.length + most > this.bytes.length) {
-      const size = this.length === 0 ? Math.ceil((text.length + 1) * this.rows * 1.25) : this.bytes.length * 2;
-      const grown = Buffer.allocUnsafe(Math.max(size, this.length + most));
-      this.bytes.copy(grown, 0, 0, this.length);
-      this.bytes = grown;
-    }
+  /** Room for `bytes` more. */
+  private room(bytes: number): void {
+    if (this.length + bytes <= this.bytes.length) return;
+    const size = this.length === 0 ? Math.ceil((bytes + 1) * this.rows * 1.25) : this.bytes.length * 2;
+    const grown = Buffer.allocUnsafe(Math.max(size, this.length + bytes));
+    this.bytes.copy(grown, 0, 0, this.length);
+    this.bytes = grown;
+  }
+
+  /** Writes `text` (no newline). */
+  put(text: string): void {
+    this.room(text.length * 3); // at most 3 bytes per UTF-16 unit
     this.length += this.bytes.write(text, this.length, 'utf8');
+  }
+
+  /** Writes the bytes `start` to `end` of another text (already encoded: not encoded again). */
+  copy(from: CopyText, start: number, end: number): void {
+    this.room(end - start);
+    this.length += from.bytes.copy(this.bytes, this.length, start, end);
+  }
+
+  /** Ends the line. */
+  end(): void {
+    this.room(1);
     this.bytes[this.length++] = 0x0a;
+  }
+
+  line(text: string): void {
+    this.put(text);
+    this.end();
+  }
+
+  /** Bytes written so far (where the next write starts). */
+  get size(): number {
+    return this.length;
   }
 
   get empty(): boolean {
@@ -148,7 +175,8 @@ class CopyText {
 
   /**
    * Gives the buffer back for another COPY: only once this one completed, when the server has read every byte
-   * (a COPY that failed may still be writing it to the socket, so its buffer is dropped).
+   * (a COPY that failed may still be writing it to the socket, so its buffer is dropped), and no other text
+   * copies from it any more.
    */
   done(): void {
     if (this.bytes.length <= SPARE_BYTES && spares.length < SPARES_KEPT) spares.push(this.bytes);
@@ -158,10 +186,9 @@ class CopyText {
 }
 
 async function copyRows(client: PoolClient, target: string, columns: string[], text: CopyText): Promise<void> {
-  if (text.empty) return text.done();
+  if (text.empty) return;
   const stream = client.query(copyFrom(`COPY ${target} (${columns.map(quoted).join(', ')}) FROM STDIN`));
   await pipeline(Readable.from([text.buffer]), stream);
-  text.done();
 }
 
 /** In replace mode, deletes the rows of `ids` (a re-load replaces them), counting them. */
@@ -205,6 +232,7 @@ async function writeRows(
   const text = new CopyText(rows.length);
   const extra: string[] = new Array<string>(used.length);
   for (const row of rows) {
+    if (row.encoded !== undefined) text.copy(row.encoded.text, row.encoded.start, row.encoded.end);
     if (used.length === 0) {
       text.line(row.fixed);
       continue;
@@ -217,6 +245,7 @@ async function writeRows(
     text.line(`${row.fixed}\t${extra.join('\t')}`);
   }
   await copyRows(load.client, target, [...fixedColumns, ...used.map((c) => c.name)], text);
+  text.done();
 }
 
 /** The property columns of a table for these rows (added or widened first). */
@@ -239,12 +268,16 @@ async function loadEvents(load: Load, events: EventRecord[]): Promise<void> {
   const byName = new Map<string, Row[]>();
   for (const event of events) {
     const json = jsonOf(event);
-    const fixed = eventFixed(event, json.original);
     ids.push(event.id);
-    text.line(`${fixed}\t${json.propertiesField}\t${json.contextField}`);
+    // The fixed fields once, encoded into `events`' text; each event table's row copies those bytes.
+    const start = text.size;
+    text.put(eventFixed(event, json.original));
+    const end = text.size;
+    const context = `\t${json.contextField}`;
+    text.line(`\t${json.propertiesField}${context}`);
     let rows = byName.get(event.canonicalName);
     if (rows === undefined) byName.set(event.canonicalName, (rows = []));
-    rows.push({ id: event.id, fixed: `${fixed}\t${json.contextField}`, leaves: flatten(json.properties) });
+    rows.push({ id: event.id, encoded: { text, start, end }, fixed: context, leaves: flatten(json.properties) });
   }
   const target = `${quoted(load.layout.schema)}.events`;
   await replaceRows(load, target, UUID_KEY, ids);
@@ -255,6 +288,7 @@ async function loadEvents(load: Load, events: EventRecord[]): Promise<void> {
     const columns = await prepareColumns(load, table, rows);
     await writeRows(load, table, UUID_KEY, EVENT_TABLE_COLUMNS, rows, columns);
   }
+  text.done(); // the tables' rows copied from it
 }
 
 const USER_FIXED = ['external_id', 'user_id', 'identifiers', 'aliases', 'created_at', 'updated_at'];
