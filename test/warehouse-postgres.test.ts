@@ -291,38 +291,6 @@ describe('postgres warehouse: loads', () => {
     assert.equal(await count(`SELECT count(*) AS n FROM ${schema}.aliases`), 0);
   });
 
-  it('a destination behind loads in bigger loads (fewer transactions), each event still once', async () => {
-    const product = await ctx.product('wh-catch-up');
-    const schema = 'wh_catch_up';
-    const total = 2500;
-    for (let n = 0; n < total; n += 100) {
-      const events = Array.from({ length: 100 }, (_, i) => ({
-        event: 'step.done',
-        subject_type: 'user',
-        subject_id: `u${(n + i) % 7}`,
-        properties: { n: n + i },
-      }));
-      await post(product.eventsKey, 'events/batch', { events });
-    }
-    // A cycle takes 1,000 messages (20 batches of 50); behind, the next one takes up to twice as many.
-    const d = await warehouseDestination(product.id, schema);
-    await deliver();
-    const loads = async () => {
-      const res = await admin('GET', `/products/${product.id}/destinations/${d.id}/deliveries?limit=100`);
-      return (res.json().data as Array<{ outcome: string }>).map((r) => r.outcome);
-    };
-    assert.deepEqual(await loads(), ['success', 'success'], 'loads of 1,000 and then 1,500 messages');
-    assert.equal(await count(`SELECT count(DISTINCT id) AS n FROM ${schema}.events`), total);
-    assert.equal(await count(`SELECT count(*) AS n FROM ${schema}.step_done`), total);
-    // Loaded again from the beginning in the same bigger loads: replaced, not added.
-    const replayed = await admin('POST', `/products/${product.id}/destinations/${d.id}/replay`, { from: 'beginning' });
-    assert.equal(replayed.statusCode, 200, replayed.body);
-    await deliver();
-    assert.equal((await loads()).length, 4);
-    assert.equal(await count(`SELECT count(*) AS n FROM ${schema}.events`), total);
-    assert.equal(await count(`SELECT count(*) AS n FROM ${schema}.step_done`), total);
-  });
-
   it('a table or column limit: the event still lands in events, with a warning on the destination and in metrics', async () => {
     const product = await ctx.product('wh-limits');
     const schema = 'wh_limits';

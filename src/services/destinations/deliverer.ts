@@ -59,8 +59,6 @@ interface Deliverer extends DelivererOptions {
   held: Map<string, Held>;
   /** Per destination: how long its last delivery took per message (ms), to start a held batch in time. */
   msPerMessage: Map<string, number>;
-  /** Per destination whose type grows its cycles when behind (catchUpMessages): the next cycle's size. */
-  cycleSize: Map<string, number>;
 }
 
 /**
@@ -87,7 +85,7 @@ interface Carried {
 }
 
 export function createDeliverer(options: DelivererOptions): { loop(id: string): Promise<void> } {
-  const deliverer: Deliverer = { ...options, held: new Map(), msPerMessage: new Map(), cycleSize: new Map() };
+  const deliverer: Deliverer = { ...options, held: new Map(), msPerMessage: new Map() };
   return { loop: (id) => deliverLoop(deliverer, id) };
 }
 
@@ -233,27 +231,6 @@ function handedOver(x: Deliverer, d: DestinationRecord, wanted: Wanted, batchSiz
 }
 
 /**
- * The size of the destination's next cycle, for a type that grows its cycles when behind: twice this one's (in
- * whole batches, up to the type's bound) when this one's read did not reach the end of the log, else back to the
- * usual size. Bigger cycles mean fewer deliveries and state writes per message; they start only when a backlog
- * is there, so a destination that keeps up delivers as soon as before.
- */
-function nextCycleSize(
-  x: Deliverer,
-  d: DestinationRecord,
-  most: number | undefined,
-  cycle: { base: number; limit: number; batchSize: number | undefined; behind: boolean },
-): void {
-  if (most === undefined || !cycle.behind || most <= cycle.base) {
-    x.cycleSize.delete(d.id);
-    return;
-  }
-  const unit = cycle.batchSize ?? 1;
-  const grown = Math.min(cycle.limit * 2, Math.max(cycle.base, Math.floor(most / unit) * unit));
-  x.cycleSize.set(d.id, grown);
-}
-
-/**
  * One delivery cycle: reads up to CYCLE_MESSAGES wanted messages after the cursor, has the driver deliver them
  * (webhooks: batches of `max_messages`, one after another, each only after the previous was accepted; NATS:
  * every publish pipelined, all acks awaited), then writes the cursor after the last accepted message and the
@@ -263,9 +240,8 @@ function nextCycleSize(
 async function cycle(x: Deliverer, d: DestinationRecord, previous?: Carried): Promise<boolean | Carried> {
   const driver = x.drivers[d.type];
   const batchSize = driver.batchSize(d);
-  const base =
+  const limit =
     batchSize === undefined ? CYCLE_MESSAGES : batchSize * Math.max(1, Math.floor(CYCLE_MESSAGES / batchSize));
-  const limit = x.cycleSize.get(d.id) ?? base;
   let wanted: Wanted;
   try {
     wanted = await readWanted(x, d, limit);
@@ -273,7 +249,6 @@ async function cycle(x: Deliverer, d: DestinationRecord, previous?: Carried): Pr
     if (!(error instanceof TransformationUnavailable)) throw error;
     return holdBack(x, d, previous, error.message);
   }
-  nextCycleSize(x, d, driver.catchUpMessages?.(d), { base, limit, batchSize, behind: !wanted.exhausted });
   if (wanted.messages.length === 0) {
     if (previous !== undefined && !(await previous.write)) return false;
     const now = new Date(x.now()).toISOString();

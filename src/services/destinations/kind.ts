@@ -79,12 +79,6 @@ export interface DestinationDriver {
    * max_wait_ms; undefined when the type has no batches (a cycle's messages go in one delivery).
    */
   batchSize(destination: DestinationRecord): number | undefined;
-  /**
-   * Messages one delivery may take at most while the destination is behind (a backlog bigger than a cycle):
-   * cycles then grow towards it, so that a type whose every delivery has a fixed cost (a warehouse's transaction)
-   * pays it less often when it catches up. Undefined: a cycle's size never changes.
-   */
-  catchUpMessages?(destination: DestinationRecord): number;
   /** Delivers `messages` in order; the receiver's acceptance of a prefix of them is what moves the cursor. */
   deliver(destination: DestinationRecord, messages: StoredMessage[], context: DeliveryContext): Promise<Delivered>;
   /** Lets go of what it keeps for destinations deleted (not `present`) or no longer delivered here (not `held`). */

@@ -22,8 +22,6 @@ import { loadBatch } from './warehouse/load.js';
 import { MAX_NAME, safeName } from './warehouse/names.js';
 
 const SCHEMA = /^[a-z_][a-z0-9_]*$/;
-/** Messages of one load at most: the largest `max_messages`, and the size loads grow to when behind. */
-const MAX_LOAD = 10_000;
 /** Query parameters that would point the connection elsewhere than the URL's one host. */
 const REDIRECTING = ['host', 'hostaddr', 'port', 'service', 'target_session_attrs'];
 
@@ -124,9 +122,6 @@ function postgresDriver(options: DriverOptions): DestinationDriver {
 
   return {
     batchSize: (d) => d.batch.maxMessages,
-    // Each load has a fixed cost in the warehouse (its transaction, the layout read, a COPY per table, the
-    // commit) and here (the cycle's reads and state write): behind, loads grow to the type's largest batch.
-    catchUpMessages: () => MAX_LOAD,
     async deliver(d, messages, context) {
       const started = performance.now();
       let outcome: SendOutcome = { ok: true, status: null, error: null };
@@ -243,7 +238,7 @@ export const postgresKind: DestinationKind = {
   label: 'PostgreSQL warehouse',
   fields: ['url', 'schema'],
   editable: ['url'],
-  batch: { defaultMessages: 1000, maxMessages: MAX_LOAD, defaultWaitMs: 5000, maxWaitMs: 60_000 },
+  batch: { defaultMessages: 1000, maxMessages: 10_000, defaultWaitMs: 5000, maxWaitMs: 60_000 },
   defaultStart: 'beginning',
   parse(input, errors, { productId }) {
     parseUrl(input.url, errors);
