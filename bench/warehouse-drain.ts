@@ -1,9 +1,10 @@
 // `npm run bench:warehouse-drain`: the PostgreSQL warehouse loader's CPU per loaded event. `--events` events
 // (bench/workload.ts's) are ingested with no destination, then a warehouse destination is created from the
-// beginning; while it drains, the delivery worker thread's CPU, the main thread's and the warehouse database's
-// backends' (from /proc) per loaded event. Repeated `--repeats` times, a fresh schema each (the first pays for
-// the worker's start). `--dist <dir>` runs another build of the server (a folder beside dist/, for before and
-// after), `--cpu-prof <dir>` writes the server's CPU profiles (every thread), `--database` as bench/warehouse.ts.
+// beginning; while it drains, the CPU per loaded event (from /proc) of the delivery worker thread, the main
+// thread, the whole server (every thread: V8's GC helpers too) and the warehouse database's backends. Repeated
+// `--repeats` times, a fresh schema each (the first pays for the worker's start). `--dist <dir>` runs another
+// build of the server (a folder beside dist/, for before and after), `--cpu-prof <dir>` writes the server's CPU
+// profiles (every thread), `--database` as bench/warehouse.ts.
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
@@ -108,6 +109,7 @@ async function main(): Promise<void> {
     }
     const w0 = threadSeconds(pid, tid);
     const m0 = threadSeconds(pid, pid);
+    const p0 = cpuSeconds(pid) ?? 0;
     // The warehouse database's own backends: the COPYs and their transactions.
     const meter = postgresCpuMeter(warehouseName, { background: false });
     const t0 = performance.now();
@@ -120,9 +122,11 @@ async function main(): Promise<void> {
     const seconds = (performance.now() - t0) / 1000;
     const worker = threadSeconds(pid, tid) - w0;
     const main = threadSeconds(pid, pid) - m0;
+    // Every thread of the server: V8's GC helpers and libuv's pool work for the worker too.
+    const whole = (cpuSeconds(pid) ?? 0) - p0;
     const per = (s: number) => ((s * 1e6) / (requests * batchSize)).toFixed(1);
     process.stdout.write(
-      `drain ${r}: ${seconds.toFixed(1)} s; µs/event: worker ${per(worker)}, warehouse backend ${per(backend)}, main ${per(main)}; load ${startedLoad.toFixed(1)}→${loadavg()[0]!.toFixed(1)}\n`,
+      `drain ${r}: ${seconds.toFixed(1)} s; µs/event: worker ${per(worker)}, warehouse backend ${per(backend)}, main ${per(main)}, server (every thread) ${per(whole)}; load ${startedLoad.toFixed(1)}→${loadavg()[0]!.toFixed(1)}\n`,
     );
     await admin('DELETE', `${productPath}/destinations/${d.id as string}`);
   }

@@ -1,6 +1,7 @@
 // `npm run bench:warehouse`: issue 34's figures for the PostgreSQL warehouse destination, against one Inlet
 // server (SQLite by default, or --database postgres://…) and a fresh warehouse database on the local PostgreSQL:
-// 1. ingest at full load in interleaved rounds without and with a warehouse destination (ratio: within 10 %?);
+// 1. ingest at full load in interleaved rounds without and with a warehouse destination (ratio: within 10 %?),
+//    with the server's and the warehouse backends' CPU per ingested event (until the backlog is loaded);
 // 2. ingest paced at half the peak measured in step 1 with the destination: the warehouse lag, sampled every
 //    second as the age of the newest loaded event and as messages behind (< 10 s?);
 // 3. every stored event is in the warehouse once;
@@ -16,8 +17,10 @@ import { adminClient, parseDatabase, SERVER_NODE_FLAG } from './args.js';
 import { postgresDatabase, sqliteDatabase, tempDirectory } from './database.js';
 import { runLoad, stopLoad } from './load.js';
 import {
+  cpuSeconds,
   freePort,
   installExitHandlers,
+  postgresCpuMeter,
   onCleanup,
   startChild,
   waitUntilReady,
@@ -88,6 +91,8 @@ async function main(): Promise<void> {
   );
   const base = `http://127.0.0.1:${port}`;
   await waitUntilReady(server, `${base}/healthz`, logFile);
+  const serverPid = server.process.pid!;
+  const warehouseName = new URL(warehouse.url).pathname.slice(1);
   const admin = adminClient(base, adminToken);
   const product = await admin('POST', '/products', { name: 'bench' });
   const key = await admin('POST', `/products/${product.id as string}/keys`, { kind: 'events', name: 'bench' });
@@ -124,6 +129,10 @@ async function main(): Promise<void> {
   for (let round = 1; round <= rounds; round++) {
     for (const variant of ['without', 'with'] as const) {
       const id = variant === 'with' ? await createWarehouse(`full_${round}`) : undefined;
+      // CPU of the server (every thread) and of the warehouse's backends, from the load's start until the
+      // backlog is loaded: what ingest and the loader cost together, per event ingested.
+      const server0 = cpuSeconds(serverPid) ?? 0;
+      const backends = postgresCpuMeter(warehouseName, { background: false });
       const load = await runLoad(
         {
           url: base,
@@ -138,11 +147,15 @@ async function main(): Promise<void> {
       const rate = load.requestsPerSecond * batchSize;
       rates[variant].push(rate);
       const drained = id === undefined ? undefined : await drain(id);
+      const ingested = load.ok * batchSize;
+      const perEvent = (seconds: number) => ((seconds * 1e6) / ingested).toFixed(1);
+      const cpu = `  CPU µs/event: server ${perEvent((cpuSeconds(serverPid) ?? 0) - server0)}, warehouse backends ${perEvent(backends.stop())}`;
       // Deleted once drained: only the destination measured next loads.
       if (id !== undefined) await admin('DELETE', `${productPath}/destinations/${id}`);
       lines.push(
         `round ${round} ${variant.padEnd(7)} ${fmt(rate).padStart(7)} events/s  load ${loadavg()[0]!.toFixed(1)}` +
-          (drained === undefined ? '' : `  backlog loaded ${drained.toFixed(1)} s after the load`),
+          (drained === undefined ? '' : `  backlog loaded ${drained.toFixed(1)} s after the load`) +
+          cpu,
       );
       process.stdout.write(`${lines.at(-1)}\n`);
     }

@@ -118,8 +118,22 @@ const THREE = Array.from({ length: 1000 }, (_, i) => String(i).padStart(3, '0'))
 /** Days since 1970 of 0000-01-01 and of 10000-01-01: the years whose ISO text has four digits. */
 const FIRST_DAY = -719_528;
 const END_DAY = 2_932_897;
-let cachedDay = Number.NaN;
-let cachedDate = '';
+/**
+ * The date parts made last, for two days: an event's `occurred_at` and `received_at` often fall on different
+ * days (a backfill, a client's clock), and a mapper formats both for every event it reads.
+ */
+const cachedDays = [Number.NaN, Number.NaN];
+const cachedDates = ['', ''];
+let olderSlot = 0;
+
+function datePart(day: number): string {
+  if (cachedDays[0] === day) return cachedDates[0]!;
+  if (cachedDays[1] === day) return cachedDates[1]!;
+  const slot = olderSlot;
+  olderSlot = 1 - slot;
+  cachedDays[slot] = day;
+  return (cachedDates[slot] = new Date(day * DAY_MS).toISOString().slice(0, 11));
+}
 
 /**
  * `new Date(ms).toISOString()` at a fraction of its cost (it took ~1 µs, twice for every event an export or a
@@ -128,17 +142,14 @@ let cachedDate = '';
 function isoOfMillis(ms: number): string {
   const day = Math.floor(ms / DAY_MS);
   if (!Number.isSafeInteger(ms) || day < FIRST_DAY || day >= END_DAY) return new Date(ms).toISOString();
-  if (day !== cachedDay) {
-    cachedDate = new Date(day * DAY_MS).toISOString().slice(0, 11);
-    cachedDay = day;
-  }
+  const date = datePart(day);
   let rest = ms - day * DAY_MS;
   const hours = Math.floor(rest / 3_600_000);
   rest -= hours * 3_600_000;
   const minutes = Math.floor(rest / 60_000);
   rest -= minutes * 60_000;
   const seconds = Math.floor(rest / 1000);
-  return `${cachedDate}${TWO[hours]}:${TWO[minutes]}:${TWO[seconds]}.${THREE[rest - seconds * 1000]}Z`;
+  return `${date}${TWO[hours]}:${TWO[minutes]}:${TWO[seconds]}.${THREE[rest - seconds * 1000]}Z`;
 }
 
 const HEX_DIGIT = new Int8Array(128).fill(-1);

@@ -14,10 +14,10 @@ import type BetterSqlite3 from 'better-sqlite3';
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../database.js';
 import {
+  EVENT_COLUMN_NAMES,
   EVENT_TEXT_COLUMN_LIST,
   eventFromRawRow,
   eventFromRow,
-  RAW_EVENT_COLUMNS,
   SQLITE_EVENT_COLUMN_LIST,
   SQLITE_PRODUCT_NUMBER,
   type EventRow,
@@ -135,14 +135,65 @@ function inOneSnapshot<T>(
   return db.transaction().execute((trx) => work(trx, undefined));
 }
 
+/**
+ * SQLite's numbered columns (migrations 854–855) as stored, in the order of RAW_EVENT_COLUMNS (whose select list
+ * turns them into their text with a subquery per column and row: five lookups per event read). The deliverers read
+ * every event, so they read the numbers and map them here, each number looked up once (`SqliteNumbers`).
+ */
+const STORED_EVENT_COLUMNS = `${EVENT_COLUMN_NAMES.join(', ')}, position`;
+const at = (name: (typeof EVENT_COLUMN_NAMES)[number]) => EVENT_COLUMN_NAMES.indexOf(name);
+const PRODUCT = at('product_id');
+const KEY = at('api_key_id');
+const NAME = at('canonical_name');
+const TYPE = at('event_type');
+const ACTION = at('action');
+
+/** Numbers kept at most per map before it starts again (names and keys are few; this only bounds memory). */
+const NUMBERS_KEPT = 100_000;
+
+/**
+ * The text of SQLite's stored numbers, each looked up once: `key_numbers` and `event_names` only ever gain rows
+ * (a number, once given, names the same key or name for good), so what was read stays true.
+ */
+function sqliteNumbers(raw: BetterSqlite3.Database) {
+  const keyText = raw.prepare('SELECT key_id FROM key_numbers WHERE number = ?').pluck(true);
+  const nameText = raw.prepare('SELECT canonical_name, event_type, action FROM event_names WHERE number = ?').raw(true);
+  const keys = new Map<unknown, string | null>();
+  const names = new Map<unknown, [string | null, string | null, string | null]>();
+  const bounded = (map: Map<unknown, unknown>) => {
+    if (map.size >= NUMBERS_KEPT) map.clear();
+  };
+  return {
+    key(stored: unknown): string | null {
+      if (stored === null) return null;
+      let text = keys.get(stored);
+      if (text === undefined) {
+        bounded(keys);
+        keys.set(stored, (text = (keyText.get(stored) as string | undefined) ?? null));
+      }
+      return text;
+    },
+    name(stored: unknown): [string | null, string | null, string | null] {
+      let name = names.get(stored);
+      if (name === undefined) {
+        bounded(names);
+        const row = nameText.get(stored) as [string, string, string] | undefined;
+        names.set(stored, (name = row ?? [null, null, null]));
+      }
+      return name;
+    },
+  };
+}
+
 /** SQLite: the page of each log as prepared statements returning arrays (as the export reads). */
 function sqliteLogStatements(raw: BetterSqlite3.Database) {
   return {
     events: raw
       .prepare(
-        `SELECT ${RAW_EVENT_COLUMNS} FROM events WHERE product_id = ${SQLITE_PRODUCT_NUMBER} AND position > ? ORDER BY position LIMIT ?`,
+        `SELECT ${STORED_EVENT_COLUMNS} FROM events WHERE product_id = ${SQLITE_PRODUCT_NUMBER} AND position > ? ORDER BY position LIMIT ?`,
       )
       .raw(true),
+    numbers: sqliteNumbers(raw),
     identity: raw.prepare(
       'SELECT id, type, created_at, data, position, after_event FROM identity_messages WHERE product_id = ? AND position > ? ORDER BY position LIMIT ?',
     ),
@@ -151,9 +202,22 @@ function sqliteLogStatements(raw: BetterSqlite3.Database) {
 type SqliteLogStatements = ReturnType<typeof sqliteLogStatements>;
 
 function sqliteEvents(statements: SqliteLogStatements, productId: string, after: string | null, limit: number) {
-  return (statements.events.all(productId, after === null ? -1 : Number(after), limit) as unknown[][]).map(
-    eventFromRawRow,
-  );
+  const rows = statements.events.all(productId, after === null ? -1 : Number(after), limit) as unknown[][];
+  const numbers = statements.numbers;
+  const events: EventRecord[] = new Array<EventRecord>(rows.length);
+  for (let i = 0; i < rows.length; i++) {
+    // The row as RAW_EVENT_COLUMNS reads it: the numbers as their text (the type and the action stored only where
+    // they differ from the name's, else NULL: `coalesce` as SQLITE_EVENT_TYPE_TEXT).
+    const row = rows[i]!;
+    const name = numbers.name(row[NAME]);
+    row[PRODUCT] = productId;
+    row[KEY] = numbers.key(row[KEY]);
+    row[NAME] = name[0];
+    row[TYPE] ??= name[1];
+    row[ACTION] ??= name[2];
+    events[i] = eventFromRawRow(row);
+  }
+  return events;
 }
 
 /**

@@ -120,20 +120,22 @@ function fixedNames(table: string): string[] {
   return EVENT_COLUMNS.filter(([n]) => n !== 'properties').map(([n]) => n);
 }
 
-/** Reads the layout (inside the load's transaction, after the schema's lock). */
-export async function readLayout(client: PoolClient, schema: string): Promise<Layout> {
+type TableRow = { canonical_name: string; table_name: string };
+type ColumnRow = { table_name: string; path: string; column_name: string; type: ColumnType };
+
+/** The two reads of the layout, as one text of statements (a load sends them with its lock: one round trip). */
+export function layoutReads(schema: string): string {
   const s = quoted(schema);
+  return `SELECT canonical_name, table_name FROM ${s}._inlet_tables; SELECT table_name, path, column_name, type FROM ${s}._inlet_columns`;
+}
+
+/** The layout from the rows of layoutReads (read inside the load's transaction, after the schema's lock). */
+export function layoutOf(schema: string, tables: TableRow[], columns: ColumnRow[]): Layout {
   const layout: Layout = { schema, tables: new Map(), columns: new Map(), names: new Map() };
-  const tables = await client.query<{ canonical_name: string; table_name: string }>(
-    `SELECT canonical_name, table_name FROM ${s}._inlet_tables`,
-  );
-  for (const row of tables.rows) layout.tables.set(row.canonical_name, row.table_name);
+  for (const row of tables) layout.tables.set(row.canonical_name, row.table_name);
   for (const table of ['identifies', 'users', ...layout.tables.values()])
     layout.names.set(table, new Set(fixedNames(table)));
-  const columns = await client.query<{ table_name: string; path: string; column_name: string; type: ColumnType }>(
-    `SELECT table_name, path, column_name, type FROM ${s}._inlet_columns`,
-  );
-  for (const row of columns.rows) {
+  for (const row of columns) {
     let map = layout.columns.get(row.table_name);
     if (map === undefined) layout.columns.set(row.table_name, (map = new Map()));
     map.set(row.path, { name: row.column_name, type: row.type });

@@ -9,13 +9,14 @@
 // position order: an erasure deletes the rows loaded before it, in this batch too.
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import type { PoolClient } from 'pg';
+import type { PoolClient, QueryResult } from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import type { EventRecord, StoredMessage, UserRecord } from '../../../storage/types.js';
 import {
   columnsFor,
   EVENT_COLUMNS,
-  readLayout,
+  layoutOf,
+  layoutReads,
   tableFor,
   type Column,
   type Layout,
@@ -40,6 +41,9 @@ export interface LoadResult extends LayoutChanges {
 /** One row for COPY: its key, the fixed fields (in COPY's text form, tab-separated) and the flattened properties. */
 interface Row {
   id: string;
+  /** The first fixed fields, already written into another COPY's text (an event's, into `events`'): copied. */
+  encoded?: { text: CopyText; start: number; end: number };
+  /** The fixed fields (those after `encoded`'s, from their tab on, when it is set). */
   fixed: string;
   leaves: Leaf[];
 }
@@ -105,27 +109,60 @@ const EVENT_FIXED = EVENT_COLUMNS.map(([n]) => n).filter((n) => !['properties', 
 const EMPTY = Buffer.alloc(0);
 
 /**
+ * Buffers of COPYs that finished, for the next ones (loads of several destinations may run at once: each takes
+ * its own). A COPY of a big load is megabytes; made afresh each time, that memory counts against V8's external
+ * memory and brings on full collections, and its pages are faulted in again.
+ */
+const spares: Buffer[] = [];
+const SPARES_KEPT = 2;
+const SPARE_BYTES = 16 * 1024 * 1024;
+
+/**
  * A COPY's text, written line by line into one buffer as UTF-8: a string of a whole COPY made by joining its
  * lines costs several times more (the join, then the flattening and encoding of the result).
  */
 class CopyText {
-  private bytes = EMPTY;
+  private bytes = spares.pop() ?? EMPTY;
   private length = 0;
 
-  /** `rows`: how many lines are coming (the first one's length sizes the buffer). */
+  /** `rows`: how many lines are coming (the first write sizes the buffer for as many). */
   constructor(private readonly rows: number) {}
 
-  line(text: string): void {
-    // At most 3 bytes per UTF-16 unit, and the newline.
-    const most = text.length * 3 + 1;
-    if (this.length + most > this.bytes.length) {
-      const size = this.length === 0 ? Math.ceil((text.length + 1) * this.rows * 1.25) : this.bytes.length * 2;
-      const grown = Buffer.allocUnsafe(Math.max(size, this.length + most));
-      this.bytes.copy(grown, 0, 0, this.length);
-      this.bytes = grown;
-    }
+  /** Room for `bytes` more. */
+  private room(bytes: number): void {
+    if (this.length + bytes <= this.bytes.length) return;
+    const size = this.length === 0 ? Math.ceil((bytes + 1) * this.rows * 1.25) : this.bytes.length * 2;
+    const grown = Buffer.allocUnsafe(Math.max(size, this.length + bytes));
+    this.bytes.copy(grown, 0, 0, this.length);
+    this.bytes = grown;
+  }
+
+  /** Writes `text` (no newline). */
+  put(text: string): void {
+    this.room(text.length * 3); // at most 3 bytes per UTF-16 unit
     this.length += this.bytes.write(text, this.length, 'utf8');
+  }
+
+  /** Writes the bytes `start` to `end` of another text (already encoded: not encoded again). */
+  copy(from: CopyText, start: number, end: number): void {
+    this.room(end - start);
+    this.length += from.bytes.copy(this.bytes, this.length, start, end);
+  }
+
+  /** Ends the line. */
+  end(): void {
+    this.room(1);
     this.bytes[this.length++] = 0x0a;
+  }
+
+  line(text: string): void {
+    this.put(text);
+    this.end();
+  }
+
+  /** Bytes written so far (where the next write starts). */
+  get size(): number {
+    return this.length;
   }
 
   get empty(): boolean {
@@ -134,6 +171,17 @@ class CopyText {
 
   get buffer(): Buffer {
     return this.bytes.subarray(0, this.length);
+  }
+
+  /**
+   * Gives the buffer back for another COPY: only once this one completed, when the server has read every byte
+   * (a COPY that failed may still be writing it to the socket, so its buffer is dropped), and no other text
+   * copies from it any more.
+   */
+  done(): void {
+    if (this.bytes.length <= SPARE_BYTES && spares.length < SPARES_KEPT) spares.push(this.bytes);
+    this.bytes = EMPTY;
+    this.length = 0;
   }
 }
 
@@ -184,6 +232,7 @@ async function writeRows(
   const text = new CopyText(rows.length);
   const extra: string[] = new Array<string>(used.length);
   for (const row of rows) {
+    if (row.encoded !== undefined) text.copy(row.encoded.text, row.encoded.start, row.encoded.end);
     if (used.length === 0) {
       text.line(row.fixed);
       continue;
@@ -196,6 +245,7 @@ async function writeRows(
     text.line(`${row.fixed}\t${extra.join('\t')}`);
   }
   await copyRows(load.client, target, [...fixedColumns, ...used.map((c) => c.name)], text);
+  text.done();
 }
 
 /** The property columns of a table for these rows (added or widened first). */
@@ -218,12 +268,16 @@ async function loadEvents(load: Load, events: EventRecord[]): Promise<void> {
   const byName = new Map<string, Row[]>();
   for (const event of events) {
     const json = jsonOf(event);
-    const fixed = eventFixed(event, json.original);
     ids.push(event.id);
-    text.line(`${fixed}\t${json.propertiesField}\t${json.contextField}`);
+    // The fixed fields once, encoded into `events`' text; each event table's row copies those bytes.
+    const start = text.size;
+    text.put(eventFixed(event, json.original));
+    const end = text.size;
+    const context = `\t${json.contextField}`;
+    text.line(`\t${json.propertiesField}${context}`);
     let rows = byName.get(event.canonicalName);
     if (rows === undefined) byName.set(event.canonicalName, (rows = []));
-    rows.push({ id: event.id, fixed: `${fixed}\t${json.contextField}`, leaves: flatten(json.properties) });
+    rows.push({ id: event.id, encoded: { text, start, end }, fixed: context, leaves: flatten(json.properties) });
   }
   const target = `${quoted(load.layout.schema)}.events`;
   await replaceRows(load, target, UUID_KEY, ids);
@@ -234,6 +288,7 @@ async function loadEvents(load: Load, events: EventRecord[]): Promise<void> {
     const columns = await prepareColumns(load, table, rows);
     await writeRows(load, table, UUID_KEY, EVENT_TABLE_COLUMNS, rows, columns);
   }
+  text.done(); // the tables' rows copied from it
 }
 
 const USER_FIXED = ['external_id', 'user_id', 'identifiers', 'aliases', 'created_at', 'updated_at'];
@@ -337,8 +392,13 @@ async function erase(client: PoolClient, layout: Layout, externalIds: string[]):
 /** A load by an instance that no longer holds the destination's lease: dropped, never applied. */
 export class StaleLoad extends Error {}
 
-/** A hash of the schema's name for its advisory lock (one loader per schema at a time). */
-const LOCK = `SELECT pg_advisory_xact_lock(hashtext('inlet_warehouse'), hashtext($1))`;
+/**
+ * The load's start, one round trip: the transaction, the schema's advisory lock (one loader per schema at a time,
+ * keyed by a hash of its name), then the layout. The schema's name is checked (`^[a-z_][a-z0-9_]*$`) and
+ * quoted as a literal all the same.
+ */
+const start = (client: PoolClient, schema: string) =>
+  `BEGIN; SELECT pg_advisory_xact_lock(hashtext('inlet_warehouse'), hashtext(${client.escapeLiteral(schema)})); ${layoutReads(schema)}`;
 
 /** PostgreSQL's unique_violation: a row of the batch is there already. */
 const UNIQUE_VIOLATION = '23505';
@@ -381,12 +441,12 @@ async function loadOnce(
   { client, schema, destinationId, messages, messageId, limits, holds }: LoadRequest,
   mode: LoadMode,
 ): Promise<LoadResult> {
-  await client.query('BEGIN');
   let load: Load;
   try {
-    await client.query(LOCK, [schema]);
+    // Several statements in one text: node-postgres answers with one result per statement.
+    const [, , tables, columns] = (await client.query(start(client, schema))) as unknown as QueryResult[];
     if (!(await holds())) throw new StaleLoad('this instance no longer holds the destination; the load is dropped');
-    const layout = await readLayout(client, schema);
+    const layout = layoutOf(schema, tables!.rows, columns!.rows);
     load = { client, layout, limits, changes: { columnsAdded: 0, widenings: 0, warnings: [] }, mode, replaced: 0 };
     let events: EventRecord[] = [];
     let identity: IdentityMessage[] = [];
@@ -409,14 +469,14 @@ async function loadOnce(
       }
     }
     await flush();
+    // The load's record and the commit, one round trip (a failed insert leaves the COMMIT unrun: rolled back below).
+    const last = messageId(messages[messages.length - 1]!);
     await client.query(
       `INSERT INTO ${quoted(schema)}._inlet_loads (destination_id, loaded_at, messages, last_message_id)
-       VALUES ($1, now(), $2, $3)
+       VALUES (${client.escapeLiteral(destinationId)}, now(), ${messages.length}, ${client.escapeLiteral(last)})
        ON CONFLICT (destination_id) DO UPDATE SET loaded_at = now(),
-         messages = _inlet_loads.messages + EXCLUDED.messages, last_message_id = EXCLUDED.last_message_id`,
-      [destinationId, messages.length, messageId(messages[messages.length - 1]!)],
+         messages = _inlet_loads.messages + EXCLUDED.messages, last_message_id = EXCLUDED.last_message_id; COMMIT`,
     );
-    await client.query('COMMIT');
   } catch (error) {
     await client.query('ROLLBACK').catch(() => {});
     throw error;
