@@ -11,6 +11,7 @@ describe('redactUrl', () => {
     [`/v1/projects/not-a-key/settings`, '/v1/projects/[redacted]/settings'],
     [`/beacon/v1/batch?writeKey=${key}&x=1`, '/beacon/v1/batch?writeKey=[redacted]&x=1'],
     [`/sourceConfig/?v=3&writeKey=abc`, '/sourceConfig/?v=3&writeKey=[redacted]'],
+    [`/beacon/v1/batch?WRITEKEY=abc`, '/beacon/v1/batch?WRITEKEY=[redacted]'],
     [`/v1/batch?foo=${key}`, '/v1/batch?foo=inlet_pk_[redacted]'],
     ['/api/v2/events', '/api/v2/events'],
   ];
