@@ -250,6 +250,8 @@ export interface TextCodes {
   code(text: string): bigint | string;
   /** SQL giving the stored value of `column` back as its text. */
   text(column: string): string;
+  /** The text of a stored value as SQLite returns it (a code as a number): what `text` does in SQL. */
+  decode(stored: unknown): unknown;
 }
 
 export function textCodes(values: readonly string[]): TextCodes {
@@ -258,6 +260,7 @@ export function textCodes(values: readonly string[]): TextCodes {
   return {
     code: (text) => codes.get(text) ?? text,
     text: (column) => `CASE ${column} ${cases} ELSE ${column} END`,
+    decode: (stored) => (typeof stored === 'number' || typeof stored === 'bigint' ? values[Number(stored)] : stored),
   };
 }
 

@@ -12,7 +12,7 @@
 // returned (what lies beyond a full page's end may still be missing from the other).
 import type BetterSqlite3 from 'better-sqlite3';
 import { sql, type Kysely } from 'kysely';
-import type { Database } from '../database.js';
+import { SOURCE_CODES, SUBJECT_TYPE_CODES, type Database } from '../database.js';
 import {
   EVENT_COLUMN_NAMES,
   EVENT_TEXT_COLUMN_LIST,
@@ -136,7 +136,7 @@ function inOneSnapshot<T>(
 }
 
 /**
- * SQLite's numbered columns (migrations 854–855) as stored, in the order of RAW_EVENT_COLUMNS (whose select list
+ * SQLite's numbered columns (migrations 854–856) as stored, in the order of RAW_EVENT_COLUMNS (whose select list
  * turns them into their text with a subquery per column and row: five lookups per event read). The deliverers read
  * every event, so they read the numbers and map them here, each number looked up once (`SqliteNumbers`).
  */
@@ -147,6 +147,8 @@ const KEY = at('api_key_id');
 const NAME = at('canonical_name');
 const TYPE = at('event_type');
 const ACTION = at('action');
+const SOURCE = at('source');
+const SUBJECT_TYPE = at('subject_type');
 
 /** Numbers kept at most per map before it starts again (names and keys are few; this only bounds memory). */
 const NUMBERS_KEPT = 100_000;
@@ -215,6 +217,8 @@ function sqliteEvents(statements: SqliteLogStatements, productId: string, after:
     row[NAME] = name[0];
     row[TYPE] ??= name[1];
     row[ACTION] ??= name[2];
+    row[SOURCE] = SOURCE_CODES.decode(row[SOURCE]);
+    row[SUBJECT_TYPE] = SUBJECT_TYPE_CODES.decode(row[SUBJECT_TYPE]);
     events[i] = eventFromRawRow(row);
   }
   return events;
