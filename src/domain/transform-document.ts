@@ -3,6 +3,7 @@
 import { splitV2Name, type SplitName } from './event-names.js';
 import type { EventDraft } from './events.js';
 import { segmentId } from './segment.js';
+import { jsonWithShared } from './shared-json.js';
 import type { TransformDocument } from './transform-types.js';
 
 const SEGMENT_TYPES: ReadonlySet<string> = new Set(['track', 'page', 'screen', 'identify', 'group', 'alias']);
@@ -122,7 +123,8 @@ export function draftOf(draft: EventDraft, document: TransformDocument): EventDr
     propertiesJson: undefined,
     personIds: draft.personIds,
     context,
-    contextJson: undefined,
+    // With the shared answers of enrichment steps (a user agent's) spliced in as text; else made by the row.
+    contextJson: context === null ? undefined : jsonWithShared(context),
     original: originalAfter(draft.original, draft.subjectId, document.subject_id),
     received: draft.received,
   };

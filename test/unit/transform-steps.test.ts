@@ -14,6 +14,9 @@ import {
   type RunContext,
 } from '../../src/domain/transform-engine.js';
 import { parseSteps } from '../../src/domain/transform-validate.js';
+import { draftOf } from '../../src/domain/transform-document.js';
+import type { EventDraft } from '../../src/domain/events.js';
+import { sharedJson } from '../../src/domain/shared-json.js';
 import type { FunctionOutcome, Step, TransformDocument } from '../../src/domain/transform-types.js';
 
 function steps(body: unknown): Step[] {
@@ -320,6 +323,64 @@ describe('applySteps', () => {
     ]);
   });
 });
+
+describe('shared enrichment answers (frozen, shared by the events of one user agent)', () => {
+  const shared = sharedJson({ browser: { name: 'Firefox', version: '120.0' }, os: { name: 'Windows' }, device: {} });
+  const sharing: RunContext = { ...context, owned: true, enrichers: { userAgent: () => shared } };
+
+  it('a step that writes, masks or removes inside one changes a copy in this event only', () => {
+    const result = applySteps(
+      doc(),
+      steps({
+        steps: [
+          { kind: 'user_agent' },
+          { kind: 'set', path: 'context.user_agent.browser.name', value: 'Changed' },
+          { kind: 'mask', paths: ['context.user_agent.os.name'], with: 'redact' },
+          { kind: 'remove', paths: ['context.user_agent.device'] },
+          { kind: 'rename_property', from: 'context.user_agent.browser.version', to: 'context.version' },
+        ],
+      }),
+      sharing,
+    );
+    assert.equal(result.outcome, 'kept', JSON.stringify(result));
+    assert.deepEqual(result.document.context.user_agent, { browser: { name: 'Changed' }, os: { name: REDACTED } });
+    assert.equal(result.document.context.version, '120.0');
+    assert.deepEqual(shared, { browser: { name: 'Firefox', version: '120.0' }, os: { name: 'Windows' }, device: {} });
+    // The event's serialisation follows its own objects, not the shared answer's text.
+    const next = draftOf(draftFor(), result.document);
+    assert.deepEqual(JSON.parse(next.contextJson ?? JSON.stringify(next.context)), result.document.context);
+  });
+
+  it('an event that leaves it as it is serialises its text', () => {
+    const result = applySteps(doc(), steps({ steps: [{ kind: 'user_agent' }, { kind: 'bot' }] }), {
+      ...sharing,
+      enrichers: { userAgent: () => shared, isBot: () => false },
+    });
+    assert.equal(result.document.context.user_agent, shared);
+    const next = draftOf(draftFor(), result.document);
+    assert.equal(next.contextJson, JSON.stringify(result.document.context));
+  });
+});
+
+/** A native draft whose document is doc(). */
+function draftFor(): EventDraft {
+  const document = doc();
+  return {
+    name: {
+      canonicalName: document.event,
+      eventType: document.event_type,
+      action: document.action,
+      nameFormat: 'preferred',
+    },
+    subjectType: document.subject_type,
+    subjectId: document.subject_id,
+    occurredAt: document.occurred_at,
+    externalId: null,
+    properties: document.properties,
+    propertiesJson: undefined,
+    context: document.context,
+  };
+}
 
 describe('invariants', () => {
   const json = fc.jsonValue({ maxDepth: 3 });
