@@ -27,7 +27,8 @@ export function sharedText(value: object): string | undefined {
 // eslint-disable-next-line no-control-regex -- control characters are exactly what JSON escapes
 const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
 
-function stringText(value: string): string {
+/** `JSON.stringify(value)` of a string, without the call for one that needs no escape (most do not). */
+export function stringText(value: string): string {
   return NEEDS_ESCAPE.test(value) ? JSON.stringify(value) : `"${value}"`;
 }
 

@@ -136,6 +136,45 @@ export function removePath(root: Record<string, unknown>, path: string): boolean
   return true;
 }
 
+/**
+ * Moves the value found at `from` (given) to `to`: setPath(to) then removePath(from). Two keys of one object (a
+ * property renamed) make one copy of it instead of a new key on it and then a copy without the old one.
+ */
+export function movePath(root: Record<string, unknown>, from: string, to: string, value: unknown): void {
+  const source = segmentsOf(from);
+  const target = segmentsOf(to);
+  const depth = source.length - 1;
+  if (depth < 1 || target.length !== source.length || !samePrefix(source, target, depth)) {
+    setPath(root, to, value);
+    removePath(root, from);
+    return;
+  }
+  // The holder of the object both keys belong to (found: `from` was), shared values on the way copied.
+  let holder = root;
+  for (let i = 0; i < depth - 1; i++)
+    holder = ownable(holder, source[i]!, holder[source[i]!] as Record<string, unknown>);
+  const object = holder[source[depth - 1]!] as Record<string, unknown>;
+  const out: Record<string, unknown> = {};
+  const fromKey = source[depth]!;
+  const toKey = target[depth]!;
+  for (const name of Object.keys(object)) {
+    if (name === fromKey) continue;
+    const kept = name === toKey ? value : object[name];
+    // An own `__proto__` key (JSON.parse makes one) must stay data, not become the copy's prototype.
+    if (name === '__proto__')
+      Object.defineProperty(out, name, { value: kept, enumerable: true, writable: true, configurable: true });
+    else out[name] = kept;
+  }
+  // A key not there yet comes last, as setPath adds it.
+  if (!Object.hasOwn(object, toKey)) out[toKey] = value;
+  holder[source[depth - 1]!] = out;
+}
+
+function samePrefix(a: readonly string[], b: readonly string[], length: number): boolean {
+  for (let i = 0; i < length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
 /** A deep copy of JSON data (what a document holds), so steps never change what they were given. */
 export function cloneJson<T>(value: T): T {
   if (value === null || typeof value !== 'object') return value;

@@ -4,6 +4,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
+import { createHmac } from 'node:crypto';
 import {
   applySteps,
   applyStepsToBatch,
@@ -17,6 +18,7 @@ import { parseSteps } from '../../src/domain/transform-validate.js';
 import { draftOf } from '../../src/domain/transform-document.js';
 import type { EventDraft } from '../../src/domain/events.js';
 import { sharedJson } from '../../src/domain/shared-json.js';
+import { getPath, movePath, removePath, setPath } from '../../src/domain/transform-paths.js';
 import type { FunctionOutcome, Step, TransformDocument } from '../../src/domain/transform-types.js';
 
 function steps(body: unknown): Step[] {
@@ -178,6 +180,21 @@ describe('applySteps', () => {
     const nested = '1c6c39aef7534e6d4e2bdbb2321cdff640aacc492bc54fbf2cc684de2da26389';
     assert.equal(maskHash('sécret', { card: '4111' }), nested);
     assert.equal(maskHash('sécret', { card: '4111' }, new PathHashes()), nested, 'the same through a cache');
+  });
+
+  it('hashes a string as the JSON text JSON.stringify writes, escapes included (property)', () => {
+    fc.assert(
+      fc.property(fc.string({ unit: 'binary', maxLength: 40 }), (value) => {
+        const expected = createHmac('sha256', 'secret').update(JSON.stringify(value)).digest('hex');
+        assert.equal(maskHash('secret', value), expected);
+        assert.equal(maskHash('secret', value, new PathHashes()), expected);
+      }),
+      { numRuns: 1000, seed: 5 },
+    );
+    assert.equal(
+      maskHash('secret', 'a "quoted" \\ back\u0001'),
+      createHmac('sha256', 'secret').update(JSON.stringify('a "quoted" \\ back\u0001')).digest('hex'),
+    );
   });
 
   it('stops remembering the hashes of a path whose values do not come back, and gives the same hashes', () => {
@@ -381,6 +398,45 @@ function draftFor(): EventDraft {
     context: document.context,
   };
 }
+
+describe('movePath (rename_property)', () => {
+  it('leaves what setPath then removePath would, key order included (property)', () => {
+    const key = fc.constantFrom('a', 'b', 'c', '__proto__', 'x');
+    const object = fc.dictionary(key, fc.oneof(fc.integer(), fc.dictionary(key, fc.integer(), { maxKeys: 3 })), {
+      maxKeys: 4,
+    });
+    const path = fc.array(fc.constantFrom('a', 'b', 'c', 'x'), { minLength: 1, maxLength: 3 });
+    fc.assert(
+      fc.property(object, object, path, path, fc.boolean(), (properties, context, from, to, share) => {
+        // Each run on its own copy, as the engine's document is; a shared context stays the one shared value. Copied
+        // through JSON, which keeps an own `__proto__` key as data.
+        const clone = <T>(value: T): T => JSON.parse(JSON.stringify(value)) as T;
+        const shared = share ? sharedJson(clone(context)) : undefined;
+        const make = () => ({ properties: clone(properties), context: shared ?? clone(context) });
+        const fromPath = `properties.${from.join('.')}`;
+        const toPath = `${to.length === from.length ? 'properties' : 'context'}.${to.join('.')}`;
+        const value = getPath(make(), fromPath);
+        if (value === undefined || fromPath === toPath) return;
+        const expected = make();
+        let error: unknown;
+        try {
+          setPath(expected, toPath, value);
+          removePath(expected, fromPath);
+        } catch (caught) {
+          error = caught;
+        }
+        const moved = make();
+        if (error === undefined) {
+          movePath(moved, fromPath, toPath, value);
+          assert.equal(JSON.stringify(moved), JSON.stringify(expected));
+        } else assert.throws(() => movePath(moved, fromPath, toPath, value));
+        if (shared !== undefined)
+          assert.equal(JSON.stringify(shared), JSON.stringify(context), 'a shared value is unchanged');
+      }),
+      { numRuns: 2000, seed: 11 },
+    );
+  });
+});
 
 describe('invariants', () => {
   const json = fc.jsonValue({ maxDepth: 3 });
