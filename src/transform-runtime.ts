@@ -36,7 +36,8 @@ export async function createTransformRuntime(config: Config): Promise<TransformR
   }
   return {
     enrichers: {
-      // Both remember their answers (a bounded cache of recent user agents); the parser's are copied on the way out.
+      // Both remember their answers (a bounded cache of recent user agents); the parser's are shared between events,
+      // frozen (a step that writes inside one copies it).
       userAgent: (userAgent) => parseUserAgent(userAgent) as unknown as Record<string, unknown>,
       isBot,
       ...(geoip === undefined

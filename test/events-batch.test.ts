@@ -386,6 +386,25 @@ describe('configured limits are the ones enforced', () => {
     assert.equal(problemOf(single).code, 'payload_too_large');
   });
 
+  it('an element whose size bound is over maxEventBytes is measured exactly: under it, stored; over it, refused', async () => {
+    // 40 small numbers: the bound counts each as the longest number JSON can write, far more than the 512 bytes
+    // allowed, while the element's JSON is about 400 bytes. A second, just over the limit, is refused with its size.
+    const numbers = Array.from({ length: 40 }, (_, i) => i % 10);
+    const under = ev({ external_id: 'bound-under', properties: { n: numbers } });
+    const underBytes = Buffer.byteLength(JSON.stringify(under));
+    assert.ok(underBytes <= 512, String(underBytes));
+    const over = ev({ external_id: 'bound-over', properties: { n: numbers, pad: 'x'.repeat(513 - underBytes) } });
+    const overBytes = Buffer.byteLength(JSON.stringify(over));
+    assert.ok(overBytes > 512, String(overBytes));
+    const res = await send('/api/v2/events/batch', { events: [under, over] });
+    assert.equal(res.statusCode, 207, res.body);
+    const body = res.json() as { data: Item[] };
+    assert.equal(body.data[0]!.status, 'created', res.body);
+    assert.deepEqual(body.data[0]!.event!.properties, { n: numbers });
+    assert.equal(body.data[1]!.error!.code, 'payload_too_large');
+    assert.equal(body.data[1]!.error!.detail, `Event 1 is ${overBytes} bytes of JSON; one event may be at most 512.`);
+  });
+
   it('a body over maxBodyBytes → 413', async () => {
     const res = await send('/api/v2/events/batch', {
       events: [ev({ properties: { blob: 'x'.repeat(400) } }), ev({ properties: { blob: 'x'.repeat(5000) } })],

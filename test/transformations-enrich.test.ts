@@ -76,6 +76,33 @@ describe('enrichment steps', () => {
     assert.equal(bot.geo, undefined, 'an address not in the database adds nothing');
   });
 
+  it('steps after user_agent that change its answer change this event only, in the answer and as stored', async () => {
+    // One answer per user agent is shared by every event that carries it (frozen, its text made once): a product
+    // that masks and removes inside it must store its own copy, and the next product gets the answer unchanged.
+    const masked = await newProduct('tf-ua-masked');
+    await masked.put([
+      { kind: 'user_agent' },
+      { kind: 'mask', paths: ['context.user_agent.os.name'], with: 'redact' },
+      { kind: 'remove', paths: ['context.user_agent.browser.version'] },
+    ]);
+    const plain = await newProduct('tf-ua-plain');
+    await plain.put([{ kind: 'user_agent' }]);
+    const sent = event({ context: { userAgent: FIREFOX } });
+    const first = await masked.batch([sent, sent]);
+    assert.equal(first.statusCode, 200, first.body);
+    const second = await plain.batch([sent]);
+    assert.equal(second.statusCode, 200, second.body);
+    const maskedAnswer = { browser: { name: 'Firefox' }, os: { name: '[redacted]', version: '10' }, device: {} };
+    for (const row of first.json().data as Row[]) assert.deepEqual(row.event.context.user_agent, maskedAnswer);
+    const stored = await masked.events();
+    assert.equal(stored.length, 2);
+    for (const row of stored) assert.deepEqual(row.context.user_agent, maskedAnswer);
+    assert.ok(!JSON.stringify(stored).includes('"name":"Windows"'), JSON.stringify(stored));
+    const full = { browser: { name: 'Firefox', version: '120.0' }, os: { name: 'Windows', version: '10' }, device: {} };
+    assert.deepEqual((second.json().data as Row[])[0]!.event.context.user_agent, full);
+    assert.deepEqual((await plain.events())[0]!.context.user_agent, full);
+  });
+
   it('bot drop on the Segment routes: the bot item counts as accepted and is not stored', async () => {
     const p = await newProduct('tf-bot-drop');
     await p.put([{ kind: 'bot', action: 'drop' }]);

@@ -37,8 +37,12 @@ export interface EventDraft {
   occurredAt: string;
   externalId: string | null;
   properties: Record<string, unknown>;
-  /** `properties` serialised once, here: the batch size check and the storage row both use it. */
-  propertiesJson: string;
+  /**
+   * `properties` as JSON text, once made: by the batch route when it had to measure an event near the size
+   * limit, or by a route that received it so. The row makes it otherwise, from `properties` as the stages left
+   * them (a transformation changes them): one serialisation per stored event.
+   */
+  propertiesJson: string | undefined;
   /**
    * The ids of a person the item names (Segment: userId, anonymousId, previousId), checked against
    * erasure's suppressions; absent for native events, whose person is a `user` subject.
@@ -113,7 +117,7 @@ function completeDraft(
       occurredAt: at,
       externalId: input.external_id ?? null,
       properties: sent,
-      propertiesJson: JSON.stringify(sent),
+      propertiesJson: undefined,
       received: { base, field: sentField?.[0] ?? properties[0]![0] },
     },
   };

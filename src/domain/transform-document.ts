@@ -3,6 +3,7 @@
 import { splitV2Name, type SplitName } from './event-names.js';
 import type { EventDraft } from './events.js';
 import { segmentId } from './segment.js';
+import { jsonWithShared } from './shared-json.js';
 import type { TransformDocument } from './transform-types.js';
 
 const SEGMENT_TYPES: ReadonlySet<string> = new Set(['track', 'page', 'screen', 'identify', 'group', 'alias']);
@@ -99,7 +100,7 @@ export function originalAfter(
   return { ...original, [field]: after };
 }
 
-/** The draft of a transformed document: the name split again when it changed, objects serialised again. */
+/** The draft of a transformed document: the name split again when it changed; the row serialises its objects. */
 export function draftOf(draft: EventDraft, document: TransformDocument): EventDraft {
   let name: SplitName = draft.name;
   if (document.event !== draft.name.canonicalName) {
@@ -109,8 +110,8 @@ export function draftOf(draft: EventDraft, document: TransformDocument): EventDr
   }
   const properties = document.traits ?? document.properties;
   const context = Object.keys(document.context).length === 0 && draft.context == null ? null : document.context;
-  // The context's text, if the draft had one, is of the context before the steps: made again when written. Left
-  // out by value rather than with `delete`, which would make the draft a slow dictionary for the rest of its way.
+  // The texts, if the draft had them, are of the objects before the steps: the row makes them again. Left out by
+  // value rather than with `delete`, which would make the draft a slow dictionary for the rest of its way.
   // Every field written out rather than spread: a spread of the draft cost more than serialising its properties.
   const next: AllFields<EventDraft> = {
     name,
@@ -119,10 +120,11 @@ export function draftOf(draft: EventDraft, document: TransformDocument): EventDr
     occurredAt: document.occurred_at,
     externalId: draft.externalId,
     properties,
-    propertiesJson: JSON.stringify(properties),
+    propertiesJson: undefined,
     personIds: draft.personIds,
     context,
-    contextJson: undefined,
+    // With the shared answers of enrichment steps (a user agent's) spliced in as text; else made by the row.
+    contextJson: context === null ? undefined : jsonWithShared(context),
     original: originalAfter(draft.original, draft.subjectId, document.subject_id),
     received: draft.received,
   };

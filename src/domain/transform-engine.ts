@@ -5,7 +5,8 @@ import { createHash, createHmac } from 'node:crypto';
 import { HmacSha256 } from './hmac-sha256.js';
 import { holds } from './transform-condition.js';
 import { adoptReturned, setTopLevel } from './transform-check.js';
-import { cloneJson, getPath, removePath, setPath } from './transform-paths.js';
+import { cloneJson, getPath, movePath, removePath, setPath } from './transform-paths.js';
+import { stringText } from './shared-json.js';
 import type {
   Enrichers,
   FunctionMeta,
@@ -89,7 +90,7 @@ export function sampleShare(id: string): number {
 
 /** `mask` `hash`: lowercase hex HMAC-SHA256 of the value's JSON text under the product's secret. */
 export function maskHash(secret: string, value: unknown, cache?: PathHashes): string {
-  const text = JSON.stringify(value);
+  const text = typeof value === 'string' ? stringText(value) : JSON.stringify(value);
   if (cache === undefined) return hmacHex(secret, text);
   if (cache.bypass > 0) {
     cache.bypass--;
@@ -229,8 +230,7 @@ function applyStep(document: TransformDocument, step: Step, context: RunContext)
     case 'rename_property': {
       const value = getPath(root(document), step.from);
       if (value === undefined || step.from === step.to) return 'unchanged';
-      setPath(root(document), step.to, value);
-      removePath(root(document), step.from);
+      movePath(root(document), step.from, step.to, value);
       return 'changed';
     }
     case 'mask':

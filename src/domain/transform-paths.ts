@@ -64,7 +64,8 @@ export function getPath(root: Record<string, unknown>, path: string): unknown {
 
 /**
  * Sets a value, creating objects on the way. Throws when a part of the way holds something that is not
- * an object (writing through it would destroy that value silently).
+ * an object (writing through it would destroy that value silently). A shared value on the way (frozen:
+ * shared-json.ts) is replaced by a copy first, so the write changes this document only.
  */
 export function setPath(root: Record<string, unknown>, path: string, value: unknown): void {
   const segments = segmentsOf(path);
@@ -76,14 +77,14 @@ export function setPath(root: Record<string, unknown>, path: string, value: unkn
       const created: Record<string, unknown> = {};
       node[segment] = created;
       node = created;
-    } else if (isObject(next)) node = next;
+    } else if (isObject(next)) node = ownable(node, segment, next);
     else throw new Error(`${segments.slice(0, i + 1).join('.')} is not an object`);
   }
   node[segments[segments.length - 1]!] = value;
 }
 
-/** `object` without `key`, as a new object with the other keys in their order. */
-function without(object: Record<string, unknown>, key: string): Record<string, unknown> {
+/** `object` without `key` (all of it when undefined), as a new object with the other keys in their order. */
+function without(object: Record<string, unknown>, key: string | undefined): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const name of Object.keys(object)) {
     if (name === key) continue;
@@ -95,10 +96,23 @@ function without(object: Record<string, unknown>, key: string): Record<string, u
   return out;
 }
 
+/** `parent[key]` (the object `child`) made writable: a frozen one, shared with other events, is copied in its place. */
+function ownable(
+  parent: Record<string, unknown>,
+  key: string,
+  child: Record<string, unknown>,
+): Record<string, unknown> {
+  if (!Object.isFrozen(child)) return child;
+  const copy = without(child, undefined);
+  parent[key] = copy;
+  return copy;
+}
+
 /**
  * Removes the value at a path; false when there was none. The object that held it is replaced in its parent by a
  * copy without the key rather than changed with `delete`, which would turn it into a slow dictionary for the rest
  * of the request (its serialisation, the catalogue's walk, later steps). The root itself is changed in place.
+ * Shared values on the way are copied (setPath), only once the path was found.
  */
 export function removePath(root: Record<string, unknown>, path: string): boolean {
   const segments = segmentsOf(path);
@@ -111,8 +125,53 @@ export function removePath(root: Record<string, unknown>, path: string): boolean
   }
   const last = segments[segments.length - 1]!;
   if (!isObject(node) || !Object.hasOwn(node, last)) return false;
-  if (parent === undefined) delete node[last];
-  else parent[segments[segments.length - 2]!] = without(node, last);
+  if (parent === undefined) {
+    delete node[last];
+    return true;
+  }
+  let holder = root;
+  for (let i = 0; i < segments.length - 2; i++)
+    holder = ownable(holder, segments[i]!, holder[segments[i]!] as Record<string, unknown>);
+  holder[segments[segments.length - 2]!] = without(node, last);
+  return true;
+}
+
+/**
+ * Moves the value found at `from` (given) to `to`: setPath(to) then removePath(from). Two keys of one object (a
+ * property renamed) make one copy of it instead of a new key on it and then a copy without the old one.
+ */
+export function movePath(root: Record<string, unknown>, from: string, to: string, value: unknown): void {
+  const source = segmentsOf(from);
+  const target = segmentsOf(to);
+  const depth = source.length - 1;
+  if (depth < 1 || target.length !== source.length || !samePrefix(source, target, depth)) {
+    setPath(root, to, value);
+    removePath(root, from);
+    return;
+  }
+  // The holder of the object both keys belong to (found: `from` was), shared values on the way copied.
+  let holder = root;
+  for (let i = 0; i < depth - 1; i++)
+    holder = ownable(holder, source[i]!, holder[source[i]!] as Record<string, unknown>);
+  const object = holder[source[depth - 1]!] as Record<string, unknown>;
+  const out: Record<string, unknown> = {};
+  const fromKey = source[depth]!;
+  const toKey = target[depth]!;
+  for (const name of Object.keys(object)) {
+    if (name === fromKey) continue;
+    const kept = name === toKey ? value : object[name];
+    // An own `__proto__` key (JSON.parse makes one) must stay data, not become the copy's prototype.
+    if (name === '__proto__')
+      Object.defineProperty(out, name, { value: kept, enumerable: true, writable: true, configurable: true });
+    else out[name] = kept;
+  }
+  // A key not there yet comes last, as setPath adds it.
+  if (!Object.hasOwn(object, toKey)) out[toKey] = value;
+  holder[source[depth - 1]!] = out;
+}
+
+function samePrefix(a: readonly string[], b: readonly string[], length: number): boolean {
+  for (let i = 0; i < length; i++) if (a[i] !== b[i]) return false;
   return true;
 }
 

@@ -139,6 +139,17 @@ export function schemaErrors(schema: TSchema, value: unknown, base = ''): FieldE
   return errors.length === 0 ? unstorableErrors(value, base) : errors;
 }
 
+/**
+ * schemaErrors, and when the value passed: an upper bound of the UTF-8 bytes of `JSON.stringify(value)`, from the
+ * same walk (rejectUnstorable); Infinity when it failed, or passed only once code points refuted a maxLength error.
+ */
+export function schemaCheck(schema: TSchema, value: unknown, base = ''): { errors: FieldError[]; maxBytes: number } {
+  if (!compileSchema(schema).Check(value)) return { errors: schemaErrors(schema, value, base), maxBytes: Infinity };
+  const errors: FieldError[] = [];
+  const maxBytes = rejectUnstorable(value, base, errors);
+  return { errors, maxBytes };
+}
+
 /** Fastify's validator compiler: the same TypeBox checks, failing with our `validation_error`. */
 export const validatorCompiler: FastifySchemaCompiler<TSchema> = ({ schema, httpPart }) => {
   const check = compileSchema(schema);

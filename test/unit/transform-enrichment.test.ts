@@ -61,10 +61,15 @@ describe('user_agent: browser, OS and device (§3)', () => {
     assert.deepEqual(parseUserAgent('???'), { browser: {}, os: {}, device: {} });
   });
 
-  it('gives a fresh object each time, so writing into one event never changes the next', () => {
+  it('shares one frozen answer per user agent, so writing into one event can never change the next', () => {
     const first = parseUserAgent(firefoxLinux);
-    first.browser.name = 'changed';
-    (first.device as Record<string, string>).type = 'changed';
+    assert.equal(parseUserAgent(firefoxLinux), first);
+    assert.throws(() => {
+      (first.browser as Record<string, string>).name = 'changed';
+    }, TypeError);
+    assert.throws(() => {
+      (first as unknown as Record<string, unknown>).device = {};
+    }, TypeError);
     assert.deepEqual(parseUserAgent(firefoxLinux), {
       browser: { name: 'Firefox', version: '121.0' },
       os: { name: 'Ubuntu' },

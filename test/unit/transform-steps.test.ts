@@ -4,6 +4,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
+import { createHmac } from 'node:crypto';
 import {
   applySteps,
   applyStepsToBatch,
@@ -14,6 +15,10 @@ import {
   type RunContext,
 } from '../../src/domain/transform-engine.js';
 import { parseSteps } from '../../src/domain/transform-validate.js';
+import { draftOf } from '../../src/domain/transform-document.js';
+import type { EventDraft } from '../../src/domain/events.js';
+import { sharedJson } from '../../src/domain/shared-json.js';
+import { getPath, movePath, removePath, setPath } from '../../src/domain/transform-paths.js';
 import type { FunctionOutcome, Step, TransformDocument } from '../../src/domain/transform-types.js';
 
 function steps(body: unknown): Step[] {
@@ -177,6 +182,21 @@ describe('applySteps', () => {
     assert.equal(maskHash('sécret', { card: '4111' }, new PathHashes()), nested, 'the same through a cache');
   });
 
+  it('hashes a string as the JSON text JSON.stringify writes, escapes included (property)', () => {
+    fc.assert(
+      fc.property(fc.string({ unit: 'binary', maxLength: 40 }), (value) => {
+        const expected = createHmac('sha256', 'secret').update(JSON.stringify(value)).digest('hex');
+        assert.equal(maskHash('secret', value), expected);
+        assert.equal(maskHash('secret', value, new PathHashes()), expected);
+      }),
+      { numRuns: 1000, seed: 5 },
+    );
+    assert.equal(
+      maskHash('secret', 'a "quoted" \\ back\u0001'),
+      createHmac('sha256', 'secret').update(JSON.stringify('a "quoted" \\ back\u0001')).digest('hex'),
+    );
+  });
+
   it('stops remembering the hashes of a path whose values do not come back, and gives the same hashes', () => {
     const fresh = new PathHashes();
     for (let i = 0; i <= 10_000; i++) maskHash('secret', `order-${i}`, fresh);
@@ -318,6 +338,103 @@ describe('applySteps', () => {
       { step: 0, changed: ['properties.plan'] },
       { step: 1, changed: ['context.bot'] },
     ]);
+  });
+});
+
+describe('shared enrichment answers (frozen, shared by the events of one user agent)', () => {
+  const shared = sharedJson({ browser: { name: 'Firefox', version: '120.0' }, os: { name: 'Windows' }, device: {} });
+  const sharing: RunContext = { ...context, owned: true, enrichers: { userAgent: () => shared } };
+
+  it('a step that writes, masks or removes inside one changes a copy in this event only', () => {
+    const result = applySteps(
+      doc(),
+      steps({
+        steps: [
+          { kind: 'user_agent' },
+          { kind: 'set', path: 'context.user_agent.browser.name', value: 'Changed' },
+          { kind: 'mask', paths: ['context.user_agent.os.name'], with: 'redact' },
+          { kind: 'remove', paths: ['context.user_agent.device'] },
+          { kind: 'rename_property', from: 'context.user_agent.browser.version', to: 'context.version' },
+        ],
+      }),
+      sharing,
+    );
+    assert.equal(result.outcome, 'kept', JSON.stringify(result));
+    assert.deepEqual(result.document.context.user_agent, { browser: { name: 'Changed' }, os: { name: REDACTED } });
+    assert.equal(result.document.context.version, '120.0');
+    assert.deepEqual(shared, { browser: { name: 'Firefox', version: '120.0' }, os: { name: 'Windows' }, device: {} });
+    // The event's serialisation follows its own objects, not the shared answer's text.
+    const next = draftOf(draftFor(), result.document);
+    assert.deepEqual(JSON.parse(next.contextJson ?? JSON.stringify(next.context)), result.document.context);
+  });
+
+  it('an event that leaves it as it is serialises its text', () => {
+    const result = applySteps(doc(), steps({ steps: [{ kind: 'user_agent' }, { kind: 'bot' }] }), {
+      ...sharing,
+      enrichers: { userAgent: () => shared, isBot: () => false },
+    });
+    assert.equal(result.document.context.user_agent, shared);
+    const next = draftOf(draftFor(), result.document);
+    assert.equal(next.contextJson, JSON.stringify(result.document.context));
+  });
+});
+
+/** A native draft whose document is doc(). */
+function draftFor(): EventDraft {
+  const document = doc();
+  return {
+    name: {
+      canonicalName: document.event,
+      eventType: document.event_type,
+      action: document.action,
+      nameFormat: 'preferred',
+    },
+    subjectType: document.subject_type,
+    subjectId: document.subject_id,
+    occurredAt: document.occurred_at,
+    externalId: null,
+    properties: document.properties,
+    propertiesJson: undefined,
+    context: document.context,
+  };
+}
+
+describe('movePath (rename_property)', () => {
+  it('leaves what setPath then removePath would, key order included (property)', () => {
+    const key = fc.constantFrom('a', 'b', 'c', '__proto__', 'x');
+    const object = fc.dictionary(key, fc.oneof(fc.integer(), fc.dictionary(key, fc.integer(), { maxKeys: 3 })), {
+      maxKeys: 4,
+    });
+    const path = fc.array(fc.constantFrom('a', 'b', 'c', 'x'), { minLength: 1, maxLength: 3 });
+    fc.assert(
+      fc.property(object, object, path, path, fc.boolean(), (properties, context, from, to, share) => {
+        // Each run on its own copy, as the engine's document is; a shared context stays the one shared value. Copied
+        // through JSON, which keeps an own `__proto__` key as data.
+        const clone = <T>(value: T): T => JSON.parse(JSON.stringify(value)) as T;
+        const shared = share ? sharedJson(clone(context)) : undefined;
+        const make = () => ({ properties: clone(properties), context: shared ?? clone(context) });
+        const fromPath = `properties.${from.join('.')}`;
+        const toPath = `${to.length === from.length ? 'properties' : 'context'}.${to.join('.')}`;
+        const value = getPath(make(), fromPath);
+        if (value === undefined || fromPath === toPath) return;
+        const expected = make();
+        let error: unknown;
+        try {
+          setPath(expected, toPath, value);
+          removePath(expected, fromPath);
+        } catch (caught) {
+          error = caught;
+        }
+        const moved = make();
+        if (error === undefined) {
+          movePath(moved, fromPath, toPath, value);
+          assert.equal(JSON.stringify(moved), JSON.stringify(expected));
+        } else assert.throws(() => movePath(moved, fromPath, toPath, value));
+        if (shared !== undefined)
+          assert.equal(JSON.stringify(shared), JSON.stringify(context), 'a shared value is unchanged');
+      }),
+      { numRuns: 2000, seed: 11 },
+    );
   });
 });
 

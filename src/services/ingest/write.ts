@@ -39,7 +39,7 @@ function rowOf(auth: AuthContext, draft: EventDraft, receivedAt: string, source:
     occurredAt: draft.occurredAt,
     receivedAt,
     properties: draft.properties,
-    propertiesJson: draft.propertiesJson,
+    propertiesJson: draft.propertiesJson ?? JSON.stringify(draft.properties),
     apiKeyId: auth.keyId,
     context: draft.context ?? null,
     original: draft.original ?? null,

@@ -6,6 +6,7 @@
 import { createRequire } from 'node:module';
 import maxmind, { Reader, type CityResponse } from 'maxmind';
 import UAParser from 'ua-parser-js';
+import { sharedJson } from '../../domain/shared-json.js';
 
 /** The `user_agent` step's answer: keys are absent when the parser does not know them. */
 export interface UserAgentDetails {
@@ -59,17 +60,19 @@ function present<T extends object>(fields: T): T {
   ) as T;
 }
 
-/** Browser, OS and device of a user agent; a fresh object each call, since the caller writes it into an event. */
-export function parseUserAgent(userAgent: string): UserAgentDetails {
-  const details = parsed.get(userAgent.slice(0, MAX_USER_AGENT), (text) => {
+/**
+ * Browser, OS and device of a user agent: one answer per user agent, shared by the events that carry it (frozen,
+ * with its JSON text made once: shared-json.ts). A step that writes inside it works on a copy (transform-paths.ts).
+ */
+export function parseUserAgent(userAgent: string): Readonly<UserAgentDetails> {
+  return parsed.get(userAgent.slice(0, MAX_USER_AGENT), (text) => {
     const { browser, os, device } = UAParser(text);
-    return {
+    return sharedJson({
       browser: present({ name: browser.name, version: browser.version }),
       os: present({ name: os.name, version: os.version }),
       device: present({ type: device.type, vendor: device.vendor, model: device.model }),
-    };
+    });
   });
-  return { browser: { ...details.browser }, os: { ...details.os }, device: { ...details.device } };
 }
 
 interface BotPattern {
