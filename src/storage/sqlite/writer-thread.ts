@@ -12,6 +12,7 @@
 // goes to the thread. Both writers are ordinary SQLite connections: the thread's first transaction takes in the keys of
 // every row the in-process writer stored (EventKeys.catchUp). Should the thread die, its commits in flight fail
 // as unavailable (503: their outcome is unknown) and the in-process writer takes over again.
+import { setFlagsFromString } from 'node:v8';
 import { Worker } from 'node:worker_threads';
 import type { EventRow } from '../event-columns.js';
 import type { EventInsert, EventKeyStats } from '../types.js';
@@ -57,12 +58,49 @@ export class WriterThreadError extends Error {
   readonly code = 'SQLITE_IOERR';
 }
 
+/** The thread's young generation: its garbage is each commit's rows, short-lived, so a small one keeps its
+ *  isolate's memory small. */
+const THREAD_YOUNG_GENERATION_MB = 16;
+
+/** The `--max-semi-space-size` the process was started with (its command line or NODE_OPTIONS), if any. */
+export function semiSpaceFlag(argv: readonly string[], nodeOptions = ''): string | undefined {
+  const args = [...nodeOptions.split(/\s+/), ...argv];
+  let value: string | undefined;
+  args.forEach((arg, i) => {
+    const match = /^--max[-_]semi[-_]space[-_]size(?:=(.*))?$/.exec(arg);
+    if (match !== null) value = match[1] ?? args[i + 1];
+  });
+  return value === undefined || !/^\d+$/.test(value) ? undefined : value;
+}
+
+let spawning = 0;
+
+/**
+ * V8 sizes every isolate's semi-spaces by `--max-semi-space-size` when the process was given it (as `npm start`
+ * does), ahead of a worker's `resourceLimits`: the thread would get the server's large young generation, whose
+ * pages its garbage touches in full. The flag is lifted while the thread's isolate is made (it is read only then)
+ * and put back once the thread answers; the returned function puts it back.
+ */
+export function liftSemiSpaceFlag(): () => void {
+  const flag = semiSpaceFlag(process.execArgv, process.env.NODE_OPTIONS);
+  if (flag === undefined) return () => {};
+  if (spawning++ === 0) setFlagsFromString('--max-semi-space-size=0');
+  let restored = false;
+  return () => {
+    if (restored) return;
+    restored = true;
+    if (--spawning === 0) setFlagsFromString(`--max-semi-space-size=${flag}`);
+  };
+}
+
 /** A thread running `entry`: compiled JavaScript, or under tsx (tests, `npm run dev`) the TypeScript source. */
 function spawn(setup: WriterSetup): Worker {
   const entry = new URL(`./writer-worker.${import.meta.url.endsWith('.ts') ? 'ts' : 'js'}`, import.meta.url);
-  // The thread's garbage is each commit's rows, short-lived: a small young generation keeps its isolate's memory
-  // small (it would inherit the server's --max-semi-space-size).
-  const options = { workerData: setup, name: 'inlet-sqlite-writer', resourceLimits: { maxYoungGenerationSizeMb: 16 } };
+  const options = {
+    workerData: setup,
+    name: 'inlet-sqlite-writer',
+    resourceLimits: { maxYoungGenerationSizeMb: THREAD_YOUNG_GENERATION_MB },
+  };
   if (!entry.pathname.endsWith('.ts')) return new Worker(entry, options);
   // A worker thread does not inherit tsx's loader hooks (Node 20): it registers them itself first.
   const source = `import('tsx/esm/api').then((tsx) => { tsx.register(); return import(${JSON.stringify(entry.href)}); });`;
@@ -100,8 +138,22 @@ export class WriterThread {
 
   /** Resolves once the thread has opened its connection. */
   static start(setup: WriterSetup, onGone: () => void): Promise<WriterThread> {
-    const thread = new WriterThread(spawn(setup), onGone);
-    return thread.ask({ id: 0 }, 0).then(() => thread);
+    const restore = liftSemiSpaceFlag();
+    let thread: WriterThread;
+    try {
+      thread = new WriterThread(spawn(setup), onGone);
+    } catch (error) {
+      restore();
+      throw error;
+    }
+    // Its isolate exists once it answers (or is gone).
+    return thread.ask({ id: 0 }, 0).then(
+      () => (restore(), thread),
+      (error: unknown) => {
+        restore();
+        throw error;
+      },
+    );
   }
 
   get alive(): boolean {

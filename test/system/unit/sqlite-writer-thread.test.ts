@@ -3,7 +3,8 @@
 // product and source (across the hand-over from the in-process writer, merges and a restart), reads by subject
 // find an event once it is acknowledged, and the storage closes cleanly.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -12,6 +13,7 @@ import { uuidv7 } from '../../../src/domain/ids.js';
 import { openStorage, type OpenedStorage } from '../../../src/storage/connect.js';
 import { EventKeys } from '../../../src/storage/sqlite/event-keys.js';
 import { sqliteEventWriting } from '../../../src/storage/sqlite/event-writing.js';
+import { semiSpaceFlag } from '../../../src/storage/sqlite/writer-thread.js';
 import { eventRow, sqliteDirectWriter } from '../../event-rows.js';
 
 function withDir(test: (dir: string) => Promise<void>): Promise<void> {
@@ -130,5 +132,53 @@ describe('SQLite writer thread, when it dies', () => {
         await writing.close();
         await close();
       }
+    }));
+});
+
+describe('SQLite writer thread, its young generation', () => {
+  it('reads the --max-semi-space-size the process was given', () => {
+    assert.equal(semiSpaceFlag(['--max-semi-space-size=32']), '32');
+    assert.equal(semiSpaceFlag(['--max_semi_space_size', '8'], '--max-semi-space-size=64'), '8');
+    assert.equal(semiSpaceFlag([], '--max-semi-space-size=64 --inspect'), '64');
+    assert.equal(semiSpaceFlag(['--max-old-space-size=512']), undefined);
+  });
+
+  it("is the small one asked for, not the server's --max-semi-space-size, which is put back afterwards", () =>
+    withDir(async (dir) => {
+      // A worker that fills its young generation and reports its committed size: V8 sizes a worker's semi-spaces
+      // by the process's flag ahead of its resourceLimits unless the flag is lifted while its isolate is made.
+      const writerThread = new URL('../../../src/storage/sqlite/writer-thread.ts', import.meta.url).href;
+      const script = join(dir, 'young.mjs');
+      writeFileSync(
+        script,
+        `import { Worker } from 'node:worker_threads';
+        import { liftSemiSpaceFlag } from ${JSON.stringify(writerThread)};
+        const filler = \`
+          const { parentPort } = require('node:worker_threads');
+          const v8 = require('node:v8');
+          parentPort.postMessage('up');
+          let keep = [];
+          for (let i = 0; i < 3e6; i++) { keep.push({ a: 'x' + i, b: [i] }); if (keep.length > 2000) keep = []; }
+          parentPort.postMessage(v8.getHeapSpaceStatistics().find((s) => s.space_name === 'new_space').space_size);
+        \`;
+        const young = (lifted) => new Promise((resolve) => {
+          const restore = lifted ? liftSemiSpaceFlag() : () => {};
+          const worker = new Worker(filler, { eval: true, resourceLimits: { maxYoungGenerationSizeMb: 16 } });
+          worker.on('message', (m) => {
+            if (m === 'up') return restore();
+            resolve(m / 1048576);
+            void worker.terminate();
+          });
+        });
+        const lifted = await young(true);
+        const after = await young(false);
+        console.log(JSON.stringify({ lifted, after }));`,
+      );
+      const out = execFileSync(process.execPath, ['--max-semi-space-size=32', '--import', 'tsx', script], {
+        encoding: 'utf8',
+      });
+      const { lifted, after } = JSON.parse(out) as { lifted: number; after: number };
+      assert.ok(lifted <= 16, `the thread's new space: ${lifted} MB`);
+      assert.ok(after > 16, `a later worker's new space, the flag put back: ${after} MB`);
     }));
 });
