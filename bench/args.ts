@@ -2,6 +2,7 @@
 import { spawnSync } from 'node:child_process';
 import { availableParallelism } from 'node:os';
 import { parseArgs } from 'node:util';
+import { BATCH_SIZE } from './workload.js';
 
 /** The V8 flag `npm start` gives the server (docs/operations.md); every bench's server runs with it. */
 export const SERVER_NODE_FLAG = '--max-semi-space-size=32';
@@ -150,7 +151,7 @@ export function parseBenchArgs(argv: string[], env: NodeJS.ProcessEnv): BenchArg
   if (synchronous !== 'full' && synchronous !== 'normal')
     throw new Error(`--sqlite-synchronous must be full or normal, got "${synchronous}"`);
   const connections = positiveInteger('connections', values.connections, 50);
-  const batchSize = positiveInteger('batch-size', values['batch-size'], 100);
+  const batchSize = positiveInteger('batch-size', values['batch-size'], BATCH_SIZE);
   const durationSeconds = positiveInteger('duration', values.duration, 10);
   if (connections < 1 || batchSize < 1 || durationSeconds < 1)
     throw new Error('--connections, --batch-size and --duration must be at least 1');

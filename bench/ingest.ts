@@ -352,10 +352,10 @@ async function main(): Promise<number> {
       const target = { productId: inlet.productId, apiKeyId: inlet.keyId };
       if (sqliteFile !== undefined) {
         const from = sqliteFootprint(sqliteFile).events + 1;
-        prefillSqlite(sqliteFile, phase.prefilled, args.ids, target, args.prefillIndexes === 'rebuild');
+        prefillSqlite(sqliteFile, phase.prefilled, args.ids, target, args.prefillIndexes === 'rebuild', args.batchSize);
         prefillPositions = { from, to: sqliteFootprint(sqliteFile).events };
       } else {
-        await prefillPostgres(database.url, phase.prefilled, args.ids, target);
+        await prefillPostgres(database.url, phase.prefilled, args.ids, target, undefined, args.batchSize);
       }
       prefillSeconds = (Date.now() - started) / 1000;
       process.stdout.write(`prefill: done in ${prefillSeconds.toFixed(0)} s\n`);

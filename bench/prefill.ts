@@ -9,17 +9,21 @@
 //   `--prefill-indexes keep` fills with the indexes in place (slow, organic).
 // - PostgreSQL: INSERT … SELECT FROM generate_series in the server, 50,000 rows a statement, into
 //   event_dedup and events in one statement (as the writer does).
-// Received times are spread over the day before the run, in insertion order, and event ids are UUIDv7 of their
-// receive time, as the service makes them; on a PostgreSQL table that already holds events (`--compare-empty`) the
-// times run from just after the newest stored event to now instead. Either way the prefill's rows go at the end of the
-// primary key and of `events_by_time`, as the service's would, so the bytes per event it leaves are the service's
-// (docs/design.md, "How the benches are set up", has what the other choices cost).
-// Postgres: event ids built in SQL (48 bits of milliseconds, version 7, 12 bits of the time within the millisecond,
-// the rest from a random uuid, its variant bits included); v7 external ids as bench/workload.ts's.
+// Received times are spread over the day before the run, rising in insertion order, and shared by each
+// `perRequest` events in a row (`--batch-size`, BATCH_SIZE by default): the service gives the events of one request
+// one received time, in whole milliseconds, and PostgreSQL's B-tree deduplication packs `events_by_time` by that.
+// Event ids are UUIDv7 of their receive time as the service makes them: within one request the same millisecond and
+// a rising 12-bit counter. On a PostgreSQL table that already holds events (`--compare-empty`) the times run from just
+// after the newest stored event to now instead. Either way the prefill's rows go at the end of the primary key and of
+// `events_by_time`, as the service's would, so the bytes per event it leaves are the service's (docs/design.md, "How
+// the benches are set up", has what the other choices cost).
+// Postgres: event ids built in SQL (48 bits of milliseconds, version 7, the event's place in its request as the
+// 12-bit counter, the rest from a random uuid, its variant bits included); v7 external ids as bench/workload.ts's.
 import BetterSqlite3 from 'better-sqlite3';
 import pg from 'pg';
 import { fillSqliteEvents } from './database.js';
 import {
+  BATCH_SIZE,
   EVENT_NAMES,
   OCCURRED_AT,
   PROPERTIES_TEMPLATE,
@@ -41,7 +45,19 @@ function progress(filled: number, total: number): void {
     process.stderr.write(`\rprefill ${filled.toLocaleString('en-US')} / ${total.toLocaleString('en-US')}`);
 }
 
-export function prefillSqlite(file: string, total: number, ids: IdKind, target: PrefillTarget, rebuild: boolean): void {
+/** The received time of the `i`-th of `total` events from `from` over `span` ms: one per request of `perRequest`. */
+function receivedAtOf(i: number, total: number, perRequest: number, from: number, span: number): number {
+  return from + Math.floor(((i - (i % perRequest)) / total) * span);
+}
+
+export function prefillSqlite(
+  file: string,
+  total: number,
+  ids: IdKind,
+  target: PrefillTarget,
+  rebuild: boolean,
+  perRequest = BATCH_SIZE,
+): void {
   const externalId = externalIdMaker(ids, 'prefill');
   const from = Date.now() - DAY_MS;
   let dropped: Array<{ name: string; sql: string }> = [];
@@ -59,14 +75,10 @@ export function prefillSqlite(file: string, total: number, ids: IdKind, target: 
   fillSqliteEvents(
     file,
     total,
-    (i) =>
-      workloadRowValues(
-        target.productId,
-        target.apiKeyId,
-        'api',
-        externalId(),
-        from + Math.floor((i / total) * DAY_MS),
-      ),
+    (i) => {
+      const at = receivedAtOf(i, total, perRequest, from, DAY_MS);
+      return workloadRowValues(target.productId, target.apiKeyId, 'api', externalId(at), at);
+    },
     (filled) => progress(filled, total),
   );
   if (rebuild) {
@@ -97,6 +109,7 @@ export async function prefillPostgres(
   ids: IdKind,
   target: PrefillTarget,
   person?: PrefillPerson,
+  perRequest = BATCH_SIZE,
 ): Promise<void> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
@@ -126,15 +139,15 @@ export async function prefillPostgres(
                       CASE WHEN $13::text IS NOT NULL AND g % $14 = 0 AND g / $14 < $15 THEN $13
                            ELSE 'user_' || floor(random() * ${SUBJECTS})::int END AS subject_id,
                       received_at,
-                      lpad(to_hex(floor(extract(epoch FROM received_at) * 1000)::bigint), 12, '0') AS h,
-                      -- rand_a: the time within the millisecond in 1/4096ths, so that ids follow the insertion order
-                      -- also when many events share a millisecond (as the service's 12-bit counter does).
-                      lpad(to_hex(floor((extract(epoch FROM received_at) * 1000 - floor(extract(epoch FROM received_at) * 1000)) * 4096)::int), 3, '0') AS sub,
+                      lpad(to_hex(floor(extract(epoch FROM received_at) * 1000)::bigint + g % $17 / 4096), 12, '0') AS h,
+                      -- rand_a: the event's place in its request, as the service's 12-bit counter (past 4096 the
+                      -- next millisecond, as src/domain/ids.ts).
+                      lpad(to_hex((g % $17 % 4096)::int), 3, '0') AS sub,
                       gen_random_uuid()::text AS r,
                       gen_random_uuid()::text AS e,
                       $3 || substr(md5(random()::text), 1, 8) || $4 || substr(md5(random()::text), 1, 8) || $5 || md5(random()::text) || $6 AS properties
                  FROM generate_series($1::bigint, $2::bigint - 1) g,
-                      LATERAL (SELECT $7::timestamptz + (g::float8 / $8) * ($16::float8 * interval '1 millisecond') AS received_at) t
+                      LATERAL (SELECT $7::timestamptz + floor((g - g % $17)::float8 / $8 * $16) * interval '1 millisecond' AS received_at) t
              ) s
          ), claimed AS (
            INSERT INTO event_dedup (product_id, key_hash, event_id, received_at)
@@ -162,6 +175,7 @@ export async function prefillPostgres(
           person?.every ?? 1,
           person?.count ?? 0,
           spanMs,
+          perRequest,
         ],
       );
       progress(end, total);

@@ -7,6 +7,8 @@ import type { IdKind } from './args.js';
 export type { IdKind };
 
 export const OCCURRED_AT = '2026-03-01T12:00:00Z';
+/** Events per batch request (`--batch-size`'s default); the prefills share a received time among as many. */
+export const BATCH_SIZE = 100;
 const OCCURRED_AT_UTC = '2026-03-01T12:00:00.000Z';
 const PROPERTIES = { plan: 'pro', seats: 3, trial: false, referrer: 'https://example.com/pricing' };
 const PROPERTIES_JSON = JSON.stringify(PROPERTIES);
@@ -140,11 +142,14 @@ export function randomProperties(): string {
   return `${parts[0]}${hex(4)}${parts[1]}${hex(4)}${parts[2]}${hex(16)}${parts[3]}`;
 }
 
-/** External ids of one kind; `sequential` uses the prefix and a counter. */
-export function externalIdMaker(kind: IdKind, prefix: string): () => string {
+/**
+ * External ids of one kind; `sequential` uses the prefix and a counter, `v7` the time given (by default now: a
+ * prefill passes the event's received time, as ids.ts keeps one clock for all its ids).
+ */
+export function externalIdMaker(kind: IdKind, prefix: string): (at?: number) => string {
   let n = 0;
   if (kind === 'random') return () => randomUUID();
-  if (kind === 'v7') return () => uuidv7();
+  if (kind === 'v7') return (at = Date.now()) => uuidv7(at);
   return () => `${prefix}-${n++}`;
 }
 
