@@ -44,8 +44,11 @@ export interface RunContext {
   secret: string;
   /** Hashes already made under `secret`, shared by the items of one version (HashCache). */
   hashCache?: HashCache;
-  /** The idempotency key as received, or the event's assigned id when it has none (`sample` by `message_id`). */
-  messageId: string;
+  /**
+   * The idempotency key as received, or the event's assigned id when it has none (`sample` by `message_id`); a
+   * context shared by a batch's items leaves it out and the batch is given each item's id beside it.
+   */
+  messageId?: string;
   meta: FunctionMeta;
   enrichers: Enrichers;
   /** The compiled function of each `function` step, by step index. */
@@ -206,12 +209,12 @@ function unavailable(kind: string): never {
 }
 
 /** One step on the document (changed in place); throws when the step fails, before changing anything. */
-function applyStep(document: TransformDocument, step: Step, context: RunContext): Applied {
+function applyStep(document: TransformDocument, step: Step, context: RunContext, messageId: string): Applied {
   switch (step.kind) {
     case 'drop':
       return 'dropped';
     case 'sample': {
-      const id = step.by === 'subject' ? `${document.subject_type}\u0000${document.subject_id}` : context.messageId;
+      const id = step.by === 'subject' ? `${document.subject_type}\u0000${document.subject_id}` : messageId;
       return sampleShare(id) < step.rate ? 'unchanged' : 'dropped';
     }
     case 'rename_event':
@@ -305,17 +308,22 @@ function messageOf(error: unknown): string {
   return String(error);
 }
 
+/** The warnings of an item none of whose steps was skipped (nearly all): one frozen array, not one per item. */
+const NO_WARNINGS: StepFailure[] = Object.freeze([]) as unknown as StepFailure[];
+
 /** One item on its way through the steps: its document as it stands, and what each step did. */
 class ItemRun {
   document: TransformDocument;
   readonly outcomes: StepOutcome[] = [];
-  readonly warnings: StepFailure[] = [];
+  /** NO_WARNINGS until a step is skipped: then the item's own array. */
+  warnings: StepFailure[] = NO_WARNINGS;
   readonly trace: Array<{ step: number; changed: string[] }> | undefined;
   result: TransformResult | undefined;
 
   constructor(
     input: TransformDocument,
     readonly context: RunContext,
+    readonly messageId: string,
   ) {
     this.document = context.owned === true ? input : cloneJson(input);
     this.trace = context.trace === true ? [] : undefined;
@@ -349,6 +357,7 @@ class ItemRun {
     this.outcomes.push('error');
     const failure = { step: index, kind: step.kind, message: messageOf(error) };
     if (step.on_error === 'skip') {
+      if (this.warnings === NO_WARNINGS) this.warnings = [];
       this.warnings.push(failure);
       this.trace?.push({ step: index, changed: [] });
     } else this.result = this.end('error', { error: failure });
@@ -360,7 +369,7 @@ class ItemRun {
     if (working === undefined) return;
     const started = !timed || this.context.cpu === undefined ? 0 : performance.now();
     try {
-      this.close(index, working, applyStep(working, step, this.context));
+      this.close(index, working, applyStep(working, step, this.context, this.messageId));
     } catch (error) {
       this.fail(step, index, error);
     }
@@ -391,7 +400,7 @@ class ItemRun {
  * `unchanged`; a drop ends the run; a failing step ends it (`on_error: "reject"`) or is skipped with a warning.
  */
 export function applySteps(input: TransformDocument, steps: readonly Step[], context: RunContext): TransformResult {
-  const run = new ItemRun(input, context);
+  const run = new ItemRun(input, context, messageIdOf(context));
   for (let index = 0; index < steps.length && run.result === undefined; index++) run.apply(steps[index]!, index);
   return run.finish();
 }
@@ -406,14 +415,44 @@ function applyToEach(runs: readonly ItemRun[], step: Step, index: number, cpu: R
   addTime(cpu, step.kind, started);
 }
 
+/** A context's message id, required of a context not shared by a batch. */
+function messageIdOf(context: RunContext): string {
+  if (context.messageId === undefined) throw new Error("a run context without a message id needs the items' ids");
+  return context.messageId;
+}
+
+/**
+ * The batch's item runs: each item with its own context, or all with one shared context (one object for the
+ * request rather than one per item) and `messageIds`, one per item.
+ */
+function itemRuns(
+  inputs: readonly TransformDocument[],
+  contexts: RunContext | readonly RunContext[],
+  messageIds: readonly string[] | undefined,
+): ItemRun[] {
+  if (!Array.isArray(contexts)) {
+    const shared = contexts as RunContext;
+    return inputs.map((input, i) => new ItemRun(input, shared, messageIds?.[i] ?? messageIdOf(shared)));
+  }
+  return inputs.map((input, i) => {
+    const context = (contexts as readonly RunContext[])[i]!;
+    return new ItemRun(input, context, messageIds?.[i] ?? messageIdOf(context));
+  });
+}
+
+function firstContext(contexts: RunContext | readonly RunContext[]): RunContext | undefined {
+  return Array.isArray(contexts) ? (contexts as readonly RunContext[])[0] : (contexts as RunContext);
+}
+
 /** applySteps on several items whose contexts share their metrics, step by step (no `function` step). */
 export function applyStepsToEach(
   inputs: readonly TransformDocument[],
   steps: readonly Step[],
-  contexts: readonly RunContext[],
+  contexts: RunContext | readonly RunContext[],
+  messageIds?: readonly string[],
 ): TransformResult[] {
-  const runs = inputs.map((input, i) => new ItemRun(input, contexts[i]!));
-  const cpu = contexts[0]?.cpu;
+  const runs = itemRuns(inputs, contexts, messageIds);
+  const cpu = firstContext(contexts)?.cpu;
   for (let index = 0; index < steps.length; index++) applyToEach(runs, steps[index]!, index, cpu);
   return runs.map((run) => run.finish());
 }
@@ -455,14 +494,16 @@ async function callFunction(runs: ItemRun[], step: Step, index: number, context:
 export async function applyStepsToBatch(
   inputs: readonly TransformDocument[],
   steps: readonly Step[],
-  contexts: readonly RunContext[],
+  contexts: RunContext | readonly RunContext[],
+  messageIds?: readonly string[],
 ): Promise<TransformResult[]> {
-  const runs = inputs.map((input, i) => new ItemRun(input, contexts[i]!));
+  const runs = itemRuns(inputs, contexts, messageIds);
+  const first = firstContext(contexts);
   for (let index = 0; index < steps.length && runs.length > 0; index++) {
     const step = steps[index]!;
     const live = runs.filter((run) => run.result === undefined);
-    if (step.kind === 'function') await callFunction(live, step, index, contexts[0]!);
-    else applyToEach(live, step, index, contexts[0]!.cpu);
+    if (step.kind === 'function') await callFunction(live, step, index, first!);
+    else applyToEach(live, step, index, first!.cpu);
   }
   return runs.map((run) => run.finish());
 }

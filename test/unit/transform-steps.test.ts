@@ -8,6 +8,7 @@ import { createHmac } from 'node:crypto';
 import {
   applySteps,
   applyStepsToBatch,
+  applyStepsToEach,
   maskHash,
   PathHashes,
   REDACTED,
@@ -326,6 +327,41 @@ describe('applySteps', () => {
       1,
     );
     assert.equal(applySteps(doc(), fn, context).outcome, 'error', 'the single-item runner has no functions');
+  });
+
+  it('runs a batch on one shared context, each item with its own message id and warnings', async () => {
+    const sample = steps({ steps: [{ kind: 'sample', rate: 0.5 }] });
+    const ids = Array.from({ length: 40 }, (_, i) => `m-${i}`);
+    const docs = () => ids.map(() => doc());
+    const { messageId: _, ...shared } = context;
+    const perItem = applyStepsToEach(
+      docs(),
+      sample,
+      ids.map((messageId) => ({ ...context, messageId })),
+    ).map((r) => r.outcome);
+    assert.ok(perItem.includes('kept') && perItem.includes('dropped'), 'the ids sample both ways');
+    assert.deepEqual(
+      applyStepsToEach(docs(), sample, shared, ids).map((r) => r.outcome),
+      perItem,
+    );
+    assert.deepEqual(
+      (await applyStepsToBatch(docs(), sample, shared, ids)).map((r) => r.outcome),
+      perItem,
+    );
+    assert.throws(() => applyStepsToEach([doc()], sample, shared), /message id/);
+
+    // Only the item whose step was skipped gets a warning; the others' (shared, empty) stay empty.
+    const skip = steps({ steps: [{ kind: 'set', path: 'properties.email.inner', value: 1, on_error: 'skip' }] });
+    const [failed, fine, later] = applyStepsToEach(
+      [doc(), doc({ properties: { email: {} } }), doc({ properties: { email: {} } })],
+      skip,
+      shared,
+      ['a', 'b', 'c'],
+    );
+    assert.equal(failed!.warnings.length, 1);
+    assert.deepEqual(fine!.warnings, []);
+    assert.deepEqual(later!.warnings, []);
+    assert.deepEqual(applyStepsToEach([doc()], skip, shared, ['d'])[0]!.warnings.length, 1);
   });
 
   it('traces the paths each step changed', () => {

@@ -26,26 +26,10 @@ export function transformationRefusal(failure: { step: number; kind: StepKind; m
   );
 }
 
-/** Each item's run context: sampling by message id on an item without one uses its event id, assigned here. */
-function contextOf(
-  item: AcceptItem,
-  meta: RunContext['meta'],
-  prepared: PreparedTransformation,
-  runtime: TransformRuntime,
-  cpu: Map<StepKind, number>,
-): RunContext {
+/** An item's message id: sampling by message id on an item without one uses its event id, assigned here. */
+function messageIdOf(item: AcceptItem): string {
   if (item.draft.externalId === null) item.eventId = uuidv7();
-  return {
-    secret: prepared.secret,
-    hashCache: prepared.hashCache,
-    messageId: item.draft.externalId ?? item.eventId!,
-    meta,
-    enrichers: runtime.enrichers,
-    functions: prepared.functions,
-    cpu,
-    // The draft is replaced by the result: its objects (parsed from this request's body) may be changed in place.
-    owned: true,
-  };
+  return item.draft.externalId ?? item.eventId!;
 }
 
 /** The items' runs: one by one without functions, as a batch (one sandbox call per function step) with them. */
@@ -58,10 +42,22 @@ function runItems(
   const source = run.options.source ?? API_SOURCE;
   // One meta for the request's items: functions see it frozen (the sandbox), and no step changes it.
   const meta = { product_id: run.auth.productId, key_id: run.auth.keyId, route: run.options.endpoint };
-  const contexts = run.items.map((item) => contextOf(item, meta, prepared, runtime, cpu));
+  // One context for the request's items (what differs per item is only its message id).
+  const context: RunContext = {
+    secret: prepared.secret,
+    hashCache: prepared.hashCache,
+    meta,
+    enrichers: runtime.enrichers,
+    functions: prepared.functions,
+    cpu,
+    // The draft is replaced by the result: its objects (parsed from this request's body) may be changed in place.
+    owned: true,
+  };
+  const messageIds = run.items.map(messageIdOf);
   const documents = run.items.map((item) => documentOf(item.draft, source));
-  if (prepared.functions.every((fn) => fn === undefined)) return applyStepsToEach(documents, prepared.steps, contexts);
-  return applyStepsToBatch(documents, prepared.steps, contexts);
+  if (prepared.functions.every((fn) => fn === undefined))
+    return applyStepsToEach(documents, prepared.steps, context, messageIds);
+  return applyStepsToBatch(documents, prepared.steps, context, messageIds);
 }
 
 /** The items' results taken into the run: kept items get their transformed draft, the others their outcome. */
