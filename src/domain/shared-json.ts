@@ -47,7 +47,8 @@ export function jsonWithShared(object: Record<string, unknown>): string | undefi
     }
   }
   if (!found) return undefined;
-  let text = '';
+  // Appended piece by piece, each key's text made once: a template per key cost a flat copy of the text so far.
+  let text = '{';
   for (const key of keys) {
     const value = object[key];
     let part: string | undefined;
@@ -56,7 +57,23 @@ export function jsonWithShared(object: Record<string, unknown>): string | undefi
     else part = JSON.stringify(value);
     // What JSON.stringify leaves out of an object (undefined, functions, symbols).
     if (part === undefined) continue;
-    text += `${text === '' ? '{' : ','}${stringText(key)}:${part}`;
+    if (text.length > 1) text += ',';
+    text += keyText(key);
+    text += part;
   }
-  return text === '' ? '{}' : `${text}}`;
+  return text + '}';
+}
+
+/** `"key":` of the keys objects are serialised with here (a few, the same on every event); bounded all the same. */
+const keyTexts = new Map<string, string>();
+const KEY_TEXT_ENTRIES = 1024;
+
+function keyText(key: string): string {
+  let text = keyTexts.get(key);
+  if (text === undefined) {
+    if (keyTexts.size >= KEY_TEXT_ENTRIES) keyTexts.clear();
+    text = `${stringText(key)}:`;
+    keyTexts.set(key, text);
+  }
+  return text;
 }

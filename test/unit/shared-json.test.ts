@@ -34,4 +34,14 @@ describe('shared JSON values', () => {
       { numRuns: 500, seed: 7 },
     );
   });
+
+  it('leaves no comma for values JSON.stringify leaves out first, and keeps many distinct keys right', () => {
+    const shared = sharedJson({ b: 1 });
+    const object = { gone: undefined, fn: () => 1, ua: shared, after: undefined, last: 'x' };
+    assert.equal(jsonWithShared(object), JSON.stringify(object));
+    for (let i = 0; i < 3000; i++) {
+      const many = { [`k${i}`]: i, [`"${i}`]: shared };
+      assert.equal(jsonWithShared(many), JSON.stringify(many));
+    }
+  });
 });
