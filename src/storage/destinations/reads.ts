@@ -12,12 +12,13 @@
 // returned (what lies beyond a full page's end may still be missing from the other).
 import type BetterSqlite3 from 'better-sqlite3';
 import { sql, type Kysely } from 'kysely';
-import { SOURCE_CODES, SUBJECT_TYPE_CODES, type Database } from '../database.js';
+import type { Database } from '../database.js';
 import {
   EVENT_COLUMN_NAMES,
   EVENT_TEXT_COLUMN_LIST,
   eventFromRawRow,
   eventFromRow,
+  SQLITE_CODED,
   SQLITE_EVENT_COLUMN_LIST,
   SQLITE_PRODUCT_NUMBER,
   type EventRow,
@@ -147,8 +148,11 @@ const KEY = at('api_key_id');
 const NAME = at('canonical_name');
 const TYPE = at('event_type');
 const ACTION = at('action');
-const SOURCE = at('source');
-const SUBJECT_TYPE = at('subject_type');
+/** The coded columns (migration 856), each with its place in the row: every one SQLITE_CODED names. */
+const CODED = Object.entries(SQLITE_CODED).map(([name, codes]) => ({
+  index: at(name as (typeof EVENT_COLUMN_NAMES)[number]),
+  codes: codes!,
+}));
 
 /** Numbers kept at most per map before it starts again (names and keys are few; this only bounds memory). */
 const NUMBERS_KEPT = 100_000;
@@ -217,8 +221,7 @@ function sqliteEvents(statements: SqliteLogStatements, productId: string, after:
     row[NAME] = name[0];
     row[TYPE] ??= name[1];
     row[ACTION] ??= name[2];
-    row[SOURCE] = SOURCE_CODES.decode(row[SOURCE]);
-    row[SUBJECT_TYPE] = SUBJECT_TYPE_CODES.decode(row[SUBJECT_TYPE]);
+    for (const { index, codes } of CODED) row[index] = codes.decode(row[index]);
     events[i] = eventFromRawRow(row);
   }
   return events;
