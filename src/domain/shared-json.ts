@@ -2,6 +2,7 @@
 // from one user agent). Each is frozen, so nothing can change it in place: a step that writes inside one copies it
 // first (transform-paths.ts), and the event then holds its own. Its JSON text is made once, and an object holding
 // shared values is serialised with their texts spliced in rather than walked again.
+import { boundedMemo } from './bounded-memo.js';
 
 const texts = new WeakMap<object, string>();
 
@@ -65,15 +66,4 @@ export function jsonWithShared(object: Record<string, unknown>): string | undefi
 }
 
 /** `"key":` of the keys objects are serialised with here (a few, the same on every event); bounded all the same. */
-const keyTexts = new Map<string, string>();
-const KEY_TEXT_ENTRIES = 1024;
-
-function keyText(key: string): string {
-  let text = keyTexts.get(key);
-  if (text === undefined) {
-    if (keyTexts.size >= KEY_TEXT_ENTRIES) keyTexts.clear();
-    text = `${stringText(key)}:`;
-    keyTexts.set(key, text);
-  }
-  return text;
-}
+const keyText = boundedMemo(1024, (key: string) => `${stringText(key)}:`);

@@ -2,6 +2,7 @@
 // enrichers and functions it is handed: the input is never changed (the engine works on a copy), and a
 // step that fails leaves the document as it was before that step.
 import { createHash, createHmac } from 'node:crypto';
+import { boundedMemo } from './bounded-memo.js';
 import { HmacSha256 } from './hmac-sha256.js';
 import { holds } from './transform-condition.js';
 import { adoptReturned, setTopLevel } from './transform-check.js';
@@ -130,18 +131,7 @@ const MAX_SCRIPT_HMAC = 65_536;
  * Each secret's HMAC, its key's states computed once (HmacSha256): Node's createHmac costs about as much per call as
  * the hashing of a short value itself. Bounded like the hashes: one secret per product.
  */
-const hmacs = new Map<string, HmacSha256>();
-const HMAC_KEY_ENTRIES = 1_000;
-
-function hmacOf(secret: string): HmacSha256 {
-  let hmac = hmacs.get(secret);
-  if (hmac === undefined) {
-    if (hmacs.size >= HMAC_KEY_ENTRIES) hmacs.clear();
-    hmac = new HmacSha256(Buffer.from(secret, 'utf8'));
-    hmacs.set(secret, hmac);
-  }
-  return hmac;
-}
+const hmacOf = boundedMemo(1_000, (secret: string) => new HmacSha256(Buffer.from(secret, 'utf8')));
 
 /** The hashes of one path in the version's cache (made on first use: a version names a bounded set of paths). */
 function pathCache(context: RunContext, path: string): PathHashes | undefined {

@@ -1,5 +1,6 @@
 // Dotted paths into a transformation document (transformations.md §3): reading, writing (objects created
 // on the way), removing. Paths that do not exist are skipped by every reader and remover.
+import { boundedMemo } from './bounded-memo.js';
 
 /** Segments no path may name: they would reach an object's prototype instead of its data. */
 const FORBIDDEN_SEGMENTS: ReadonlySet<string> = new Set(['__proto__', 'prototype', 'constructor']);
@@ -39,18 +40,7 @@ function isObject(value: unknown): value is Record<string, unknown> {
  * A path's segments. Steps name the same few paths on every event: each is split once (the cache is bounded, and
  * the arrays are never changed by their users).
  */
-const splitPaths = new Map<string, readonly string[]>();
-const SPLIT_CACHE_ENTRIES = 4096;
-
-function segmentsOf(path: string): readonly string[] {
-  let segments = splitPaths.get(path);
-  if (segments === undefined) {
-    if (splitPaths.size >= SPLIT_CACHE_ENTRIES) splitPaths.clear();
-    segments = path.split('.');
-    splitPaths.set(path, segments);
-  }
-  return segments;
-}
+const segmentsOf = boundedMemo<string, readonly string[]>(4096, (path) => path.split('.'));
 
 /** The value at a path; undefined when any part of the way is missing. */
 export function getPath(root: Record<string, unknown>, path: string): unknown {

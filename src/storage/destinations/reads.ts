@@ -12,6 +12,7 @@
 // returned (what lies beyond a full page's end may still be missing from the other).
 import type BetterSqlite3 from 'better-sqlite3';
 import { sql, type Kysely } from 'kysely';
+import { boundedMemo } from '../../domain/bounded-memo.js';
 import type { Database } from '../database.js';
 import {
   EVENT_COLUMN_NAMES,
@@ -164,30 +165,14 @@ const NUMBERS_KEPT = 100_000;
 function sqliteNumbers(raw: BetterSqlite3.Database) {
   const keyText = raw.prepare('SELECT key_id FROM key_numbers WHERE number = ?').pluck(true);
   const nameText = raw.prepare('SELECT canonical_name, event_type, action FROM event_names WHERE number = ?').raw(true);
-  const keys = new Map<unknown, string | null>();
-  const names = new Map<unknown, [string | null, string | null, string | null]>();
-  const bounded = (map: Map<unknown, unknown>) => {
-    if (map.size >= NUMBERS_KEPT) map.clear();
-  };
+  const key = boundedMemo(NUMBERS_KEPT, (stored: unknown) => (keyText.get(stored) as string | undefined) ?? null);
   return {
-    key(stored: unknown): string | null {
-      if (stored === null) return null;
-      let text = keys.get(stored);
-      if (text === undefined) {
-        bounded(keys);
-        keys.set(stored, (text = (keyText.get(stored) as string | undefined) ?? null));
-      }
-      return text;
-    },
-    name(stored: unknown): [string | null, string | null, string | null] {
-      let name = names.get(stored);
-      if (name === undefined) {
-        bounded(names);
-        const row = nameText.get(stored) as [string, string, string] | undefined;
-        names.set(stored, (name = row ?? [null, null, null]));
-      }
-      return name;
-    },
+    key: (stored: unknown): string | null => (stored === null ? null : key(stored)),
+    name: boundedMemo(
+      NUMBERS_KEPT,
+      (stored: unknown) =>
+        (nameText.get(stored) as [string, string, string] | undefined) ?? ([null, null, null] as const),
+    ),
   };
 }
 
