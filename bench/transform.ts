@@ -233,7 +233,7 @@ function report(results: Map<Variant, Round[]>, dialect: string): void {
       const rateRatio = rate / median(none.map((r) => r.rate));
       const cpuRatio = median(none.map((r) => r.cpuUs)) / cpu;
       const pass = Math.max(rateRatio, cpuRatio) >= targets[variant];
-      verdict = `[${pass ? 'PASS' : 'FAIL'}] rate ${rateRatio.toFixed(2)}×, CPU ${cpuRatio.toFixed(2)}× (target ≥ ${targets[variant]}×)`;
+      verdict = `[${pass ? 'PASS' : 'FAIL'}] rate ${rateRatio.toFixed(3)}×, CPU ${cpuRatio.toFixed(3)}× (target ≥ ${targets[variant]}×)`;
     }
     console.log(
       `  ${variant.padEnd(11)} ${String(Math.round(rate)).padStart(6)} events/s  ${cpu.toFixed(1)} µs CPU/event  ${verdict}`,
