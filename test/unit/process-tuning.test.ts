@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { heapGrowthFlag, HEAP_GROWING_PERCENT } from '../../src/services/heap-growth.js';
+import { nodeFlagValue } from '../../src/domain/node-flags.js';
 
 const source = (path: string) => fileURLToPath(new URL(`../../src/${path}`, import.meta.url));
 
@@ -17,12 +18,24 @@ function runModule(code: string, nodeFlags: string[] = []): string {
   });
 }
 
-test('the server asks for a fixed heap growth unless its command line chooses one', () => {
+test('the server asks for a fixed heap growth unless its command line or NODE_OPTIONS chooses one', () => {
   const flag = `--heap-growing-percent=${HEAP_GROWING_PERCENT}`;
   assert.equal(heapGrowthFlag([]), flag);
   assert.equal(heapGrowthFlag(['--max-semi-space-size=32', '--enable-source-maps']), flag);
   assert.equal(heapGrowthFlag(['--heap-growing-percent=100']), undefined);
   assert.equal(heapGrowthFlag(['--heap_growing_percent=20']), undefined);
+  assert.equal(heapGrowthFlag(['--heap-growing-percent', '30']), undefined);
+  assert.equal(heapGrowthFlag([], '--max-semi-space-size=32 --heap-growing-percent=80'), undefined);
+  assert.equal(heapGrowthFlag(['--enable-source-maps'], '--max-old-space-size=512'), flag);
+});
+
+test('a flag is read as Node and V8 read it: NODE_OPTIONS first, the command line last, either spelling', () => {
+  assert.equal(nodeFlagValue('max-semi-space-size', ['--max-semi-space-size=32']), '32');
+  assert.equal(nodeFlagValue('max-semi-space-size', ['--max_semi_space_size', '8'], '--max-semi-space-size=64'), '8');
+  assert.equal(nodeFlagValue('max-semi-space-size', [], '  --inspect   --max-semi-space-size=64 '), '64');
+  assert.equal(nodeFlagValue('max-semi-space-size', ['--max-semi-space-size', '--inspect']), '');
+  assert.equal(nodeFlagValue('max-semi-space-size', ['--max-semi-space-size-extra=1']), undefined);
+  assert.equal(nodeFlagValue('max-semi-space-size', ['--max-old-space-size=512']), undefined);
 });
 
 test("once set, V8 computes the old generation's limit with the fixed factor", () => {
@@ -31,7 +44,7 @@ test("once set, V8 computes the old generation's limit with the fixed factor", (
   const trace = runModule(
     `
       import { limitHeapGrowth } from ${JSON.stringify(source('services/heap-growth.ts'))};
-      limitHeapGrowth([]);
+      limitHeapGrowth([], '');
       globalThis.kept = Array.from({ length: 200000 }, (_, i) => ({ i, s: 'kept' + i }));
       globalThis.gc();
       globalThis.gc();

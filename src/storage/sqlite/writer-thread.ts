@@ -18,6 +18,7 @@ import type { EventRow } from '../event-columns.js';
 import type { EventInsert, EventKeyStats } from '../types.js';
 import { flattenRows, type RowOutcomes } from './event-writer.js';
 import type { TuneOptions } from './tune.js';
+import { nodeFlagValue } from '../../domain/node-flags.js';
 
 export interface WriterSetup extends TuneOptions {
   path: string;
@@ -64,12 +65,7 @@ const THREAD_YOUNG_GENERATION_MB = 16;
 
 /** The `--max-semi-space-size` the process was started with (its command line or NODE_OPTIONS), if any. */
 export function semiSpaceFlag(argv: readonly string[], nodeOptions = ''): string | undefined {
-  const args = [...nodeOptions.split(/\s+/), ...argv];
-  let value: string | undefined;
-  args.forEach((arg, i) => {
-    const match = /^--max[-_]semi[-_]space[-_]size(?:=(.*))?$/.exec(arg);
-    if (match !== null) value = match[1] ?? args[i + 1];
-  });
+  const value = nodeFlagValue('max-semi-space-size', argv, nodeOptions);
   return value === undefined || !/^\d+$/.test(value) ? undefined : value;
 }
 
