@@ -14,7 +14,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { adminClient, parseDatabase, SERVER_NODE_FLAG } from './args.js';
 import { postgresDatabase, sqliteDatabase, tempDirectory } from './database.js';
-import { runLoad, stopLoad, type LoadResult } from './load.js';
+import { pacedLoad, runLoad, stopLoad, type LoadResult } from './load.js';
 import {
   cpuSeconds,
   freePort,
@@ -43,6 +43,9 @@ export const DESTINATIONS_USAGE = `npm run bench -- --destinations [options]
                             both) delivering them from the beginning with nothing else running, CPU per message by part
   --transformation <file>   with --drain: time the webhook alone, alternating without and with this {"steps": […]} as
                             the webhook's own transformation (twice each), instead of webhook, NATS and both
+  --webhook-only            the rounds with the webhook alone (issue 35: a live webhook costs ingest at most 10 %), then
+                            ingest paced at half the rounds' peak with a fresh webhook: how long each request's
+                            oldest message took from being received by Inlet to reaching the receiver (≤ 2 s)
   --in-process              deliver on the server's main thread (INLET_DESTINATIONS_WORKER=false), not in its worker
   --no-build                use dist/ as it is
   --cpu-prof <dir>          run the server with node --cpu-prof, profiles written to <dir>`;
@@ -58,6 +61,7 @@ interface Args {
   build: boolean;
   cpuProfileDir: string | undefined;
   inProcess: boolean;
+  webhookOnly: boolean;
   verifyOfficial: boolean;
   drain: number | undefined;
   /** A destination transformation ({"steps": […]}) for the drain's webhook. */
@@ -78,6 +82,7 @@ function parse(argv: string[]): Args {
       'webhook-batch': { type: 'string' },
       'no-build': { type: 'boolean' },
       'in-process': { type: 'boolean' },
+      'webhook-only': { type: 'boolean' },
       'verify-official': { type: 'boolean' },
       drain: { type: 'string' },
       transformation: { type: 'string' },
@@ -109,6 +114,7 @@ function parse(argv: string[]): Args {
     build: values['no-build'] !== true,
     cpuProfileDir: values['cpu-prof'],
     inProcess: values['in-process'] === true,
+    webhookOnly: values['webhook-only'] === true,
     verifyOfficial: values['verify-official'] === true,
     drain: values.drain === undefined ? undefined : whole('drain', values.drain, 0),
     transformation:
@@ -209,6 +215,14 @@ interface DestinationView {
   status: string;
   last_error: string | null;
   secret?: string;
+}
+
+/** The receiver's GET /ages: per request, ms from its oldest message's received_at to its arrival there. */
+interface AgeSummary {
+  count: number;
+  p50Ms: number;
+  p99Ms: number;
+  maxMs: number;
 }
 
 interface RoundResult {
@@ -464,7 +478,7 @@ export async function destinationsMain(argv: string[]): Promise<number> {
       let natsDestination: DestinationView | undefined;
       if (variant === 'with') {
         webhook = await createWebhook(`bench-webhook-${round}`, 'now');
-        natsDestination = await createNats(`bench-nats-${round}`, 'now');
+        if (!args.webhookOnly) natsDestination = await createNats(`bench-nats-${round}`, 'now');
       }
       if (args.warmupSeconds > 0) await loadFor(args.warmupSeconds, `${round}-${variant}-warm`);
       const show = async (d: DestinationView) =>
@@ -475,11 +489,14 @@ export async function destinationsMain(argv: string[]): Promise<number> {
         while (sampling) {
           await sleep(1000);
           if (!sampling) break;
-          lagSamples.push([(await show(webhook!)).lag, (await show(natsDestination!)).lag]);
+          lagSamples.push([
+            (await show(webhook!)).lag,
+            natsDestination === undefined ? 0 : (await show(natsDestination)).lag,
+          ]);
         }
       })();
       const webhookBefore = variant === 'with' ? (await receiverCounts()).distinct : 0;
-      const natsBefore = variant === 'with' ? await streamMessages() : 0;
+      const natsBefore = natsDestination !== undefined ? await streamMessages() : 0;
       const cpuBefore = cpuSeconds(server.process.pid);
       const partsBefore = snapshot();
       const load = await loadFor(args.durationSeconds, `${round}-${variant}`);
@@ -490,29 +507,30 @@ export async function destinationsMain(argv: string[]): Promise<number> {
       await sampler;
       const webhookPerSecond =
         variant === 'with' ? ((await receiverCounts()).distinct - webhookBefore) / load.seconds : 0;
-      const natsPerSecond = variant === 'with' ? ((await streamMessages()) - natsBefore) / load.seconds : 0;
+      const natsPerSecond = natsDestination !== undefined ? ((await streamMessages()) - natsBefore) / load.seconds : 0;
       let drainSeconds: number | undefined;
       if (variant === 'with') {
         const drainStart = Date.now();
+        const showNats = async () => (natsDestination === undefined ? undefined : show(natsDestination));
         for (;;) {
-          const [w, n] = [await show(webhook!), await show(natsDestination!)];
-          if (w.lag === 0 && n.lag === 0) {
+          const [w, n] = [await show(webhook!), await showNats()];
+          if (w.lag === 0 && (n?.lag ?? 0) === 0) {
             drainSeconds = (Date.now() - drainStart) / 1000;
             break;
           }
           if (Date.now() - drainStart > 120_000) {
             process.stdout.write(
-              ` not drained after 120 s (webhook lag ${w.lag}, last error ${w.last_error}; nats lag ${n.lag}, last error ${n.last_error})`,
+              ` not drained after 120 s (webhook lag ${w.lag}, last error ${w.last_error}; nats lag ${n?.lag}, last error ${n?.last_error})`,
             );
             break;
           }
           await sleep(200);
         }
-        const [w, n] = [await show(webhook!), await show(natsDestination!)];
+        const [w, n] = [await show(webhook!), await showNats()];
         expectedWebhook += w.delivered;
-        expectedNats += n.delivered;
+        expectedNats += n?.delivered ?? 0;
         await admin('DELETE', `${productPath}/destinations/${webhook!.id}`);
-        await admin('DELETE', `${productPath}/destinations/${natsDestination!.id}`);
+        if (natsDestination !== undefined) await admin('DELETE', `${productPath}/destinations/${natsDestination.id}`);
       }
       const events = load.ok * args.batchSize;
       rounds.push({
@@ -532,6 +550,45 @@ export async function destinationsMain(argv: string[]): Promise<number> {
       });
       process.stdout.write(` ${Math.round(events / load.seconds)} events/s\n`);
     }
+  }
+
+  // --webhook-only: ingest paced at half the rounds' peak (the median without), with a fresh webhook.
+  let half: { perSecond: number; achieved: number; seconds: number; lags: number[]; ages: AgeSummary } | undefined;
+  if (args.webhookOnly && args.drain === undefined) {
+    const perSecond = median(rounds.filter((r) => r.variant === 'without').map((r) => r.eventsPerSecond)) / 2;
+    process.stdout.write(`half load, ${Math.round(perSecond)} events/s paced, with a webhook…`);
+    const webhook = await createWebhook('bench-webhook-half', 'now');
+    const ids = new ExternalIds(`${runId}-half`);
+    await fetch(`${receiverBase}/ages`); // only this phase's requests count
+    const seconds = Math.max(2 * args.durationSeconds, 15);
+    const paced = pacedLoad(
+      {
+        url: base,
+        path: '/api/v2/events/batch',
+        headers,
+        body: () => batchJson(ids, args.batchSize, requestN++),
+        connections: args.connections,
+        requestsPerSecond: perSecond / args.batchSize,
+      },
+      200,
+    );
+    const lags: number[] = [];
+    for (let second = 0; second < seconds; second++) {
+      await sleep(1000);
+      lags.push(((await admin('GET', `${productPath}/destinations/${webhook.id}`)) as unknown as DestinationView).lag);
+    }
+    const achieved = (await paced.stop()) * args.batchSize;
+    const drainStart = Date.now();
+    let view = (await admin('GET', `${productPath}/destinations/${webhook.id}`)) as unknown as DestinationView;
+    while (view.lag > 0 && Date.now() - drainStart < 120_000) {
+      await sleep(200);
+      view = (await admin('GET', `${productPath}/destinations/${webhook.id}`)) as unknown as DestinationView;
+    }
+    expectedWebhook += view.delivered;
+    const ages = (await (await fetch(`${receiverBase}/ages`)).json()) as AgeSummary;
+    await admin('DELETE', `${productPath}/destinations/${webhook.id}`);
+    half = { perSecond, achieved, seconds, lags, ages };
+    process.stdout.write(` ${Math.round(achieved)} events/s, slowest delivery ${ages.maxMs} ms\n`);
   }
 
   const finalCounts = await receiverCounts();
@@ -557,7 +614,9 @@ export async function destinationsMain(argv: string[]): Promise<number> {
     `receiver: ${args.verifyOfficial ? 'verifies every request with the official standardwebhooks package (pure-JavaScript SHA-256)' : 'verifies every request with node:crypto HMAC-SHA256, every 10th (and the first 10) also with the official standardwebhooks package, the two signatures compared byte for byte'}`,
   );
   lines.push(
-    `with:     a webhook (batch.max_messages ${args.webhookBatch}) to that receiver, and a NATS JetStream destination (own nats-server), both created at the round's start ("start": "now") and deleted after draining`,
+    args.webhookOnly
+      ? `with:     a webhook (batch.max_messages ${args.webhookBatch}) to that receiver, created at the round's start ("start": "now") and deleted after draining`
+      : `with:     a webhook (batch.max_messages ${args.webhookBatch}) to that receiver, and a NATS JetStream destination (own nats-server), both created at the round's start ("start": "now") and deleted after draining`,
   );
   lines.push('');
   if (args.drain !== undefined) {
@@ -580,7 +639,7 @@ export async function destinationsMain(argv: string[]): Promise<number> {
     const avg = (xs: number[]) => (xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length);
     const lagText =
       r.variant === 'with'
-        ? [0, 1]
+        ? (args.webhookOnly ? [0] : [0, 1])
             .map(
               (k) =>
                 `${fmt(avg(r.lagSamples.slice(0, third).map((s) => s[k]!)))}→${fmt(avg(r.lagSamples.slice(-third).map((s) => s[k]!)))}, ${fmt(Math.max(0, ...r.lagSamples.map((s) => s[k]!)))}`,
@@ -629,7 +688,7 @@ export async function destinationsMain(argv: string[]): Promise<number> {
     .filter((r) => r.variant === 'with')
     .map((r) => {
       const third = Math.max(1, Math.floor(r.lagSamples.length / 3));
-      return [0, 1].map((k) => {
+      return (args.webhookOnly ? [0] : [0, 1]).map((k) => {
         const first = r.lagSamples.slice(0, third).reduce((a, s) => a + s[k]!, 0) / third;
         const last = r.lagSamples.slice(-third).reduce((a, s) => a + s[k]!, 0) / third;
         return last - first > r.eventsPerSecond;
@@ -638,12 +697,17 @@ export async function destinationsMain(argv: string[]): Promise<number> {
     .flat()
     .some(Boolean);
   lines.push('');
-  lines.push('targets (issue 13):');
+  lines.push(args.webhookOnly ? 'targets (issue 35, a live webhook destination):' : 'targets (issue 13):');
   lines.push(
-    `  ${ratio >= 0.9 ? 'PASS' : 'FAIL'}  ingest with destinations ≥ 0.9× without (medians): ${fmt(withRate)} vs ${fmt(without)} events/s = ${ratio.toFixed(3)}×`,
+    `  ${ratio >= 0.9 ? 'PASS' : 'FAIL'}  ingest with ${args.webhookOnly ? 'the webhook' : 'destinations'} ≥ 0.9× without (medians): ${fmt(withRate)} vs ${fmt(without)} events/s = ${ratio.toFixed(3)}×`,
   );
+  if (half !== undefined) {
+    lines.push(
+      `  ${half.ages.count > 0 && half.ages.maxMs <= 2000 ? 'PASS' : 'FAIL'}  delivered within 2 s at half load (${fmt(half.achieved)} events/s paced of ${fmt(half.perSecond)}, ${half.seconds} s): from received to the receiver, per request's oldest message, median ${half.ages.p50Ms} ms, p99 ${half.ages.p99Ms} ms, max ${half.ages.maxMs} ms over ${fmt(half.ages.count)} requests; lag each second ${half.lags.map(fmt).join(' ')}`,
+    );
+  }
   lines.push(
-    `  ${growing ? 'FAIL' : 'PASS'}  lag does not grow during the load (last third's mean ≤ first third's + 1 s of ingest, both destinations, every round)`,
+    `  ${growing ? 'FAIL' : 'PASS'}  lag does not grow during the load (last third's mean ≤ first third's + 1 s of ingest, ${args.webhookOnly ? 'the webhook' : 'both destinations'}, every round)`,
   );
   lines.push(`  ${drained ? 'PASS' : 'FAIL'}  the backlog drains after the load (within 120 s)`);
   const everyWebhook = finalCounts.distinct >= expectedWebhook && finalCounts.invalid === 0;
@@ -657,9 +721,10 @@ export async function destinationsMain(argv: string[]): Promise<number> {
     );
   }
   const everyNats = finalStream >= expectedNats;
-  lines.push(
-    `  ${everyNats ? 'PASS' : 'FAIL'}  nats: ${fmt(finalStream)} messages in the stream (deduplicated by Nats-Msg-Id), destinations reported ${fmt(expectedNats)} delivered`,
-  );
+  if (!args.webhookOnly)
+    lines.push(
+      `  ${everyNats ? 'PASS' : 'FAIL'}  nats: ${fmt(finalStream)} messages in the stream (deduplicated by Nats-Msg-Id), destinations reported ${fmt(expectedNats)} delivered`,
+    );
   lines.push(
     `  ${exitCode === 0 ? 'PASS' : 'FAIL'}  server shut down cleanly (exit ${exitCode}); ${fmt(stored)} events stored`,
   );

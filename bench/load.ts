@@ -85,6 +85,65 @@ export function runLoad(options: LoadOptions, okStatus: number): Promise<LoadRes
   });
 }
 
+/** A paced load: requests sent at a fixed rate (at most `connections` in flight), not as fast as possible. */
+export interface PacedLoad {
+  /** Requests sent so far. */
+  readonly sent: number;
+  /** Stops sending, waits for the answers in flight, and gives the rate achieved in requests a second. */
+  stop(): Promise<number>;
+}
+
+/**
+ * Sends `requestsPerSecond` POST requests a second to `path` until stopped, each answered with `okStatus`
+ * (anything else fails the run: a paced load measures latency downstream, not refusals).
+ */
+export function pacedLoad(
+  options: Omit<LoadOptions, 'durationSeconds'> & { requestsPerSecond: number },
+  okStatus: number,
+): PacedLoad {
+  const headers = { 'content-type': 'application/json', ...options.headers };
+  const startedAt = performance.now();
+  let stopping = false;
+  let sent = 0;
+  let failure: Error | undefined;
+  const done = (async () => {
+    const inFlight = new Set<Promise<void>>();
+    while (!stopping && failure === undefined) {
+      const due = Math.floor(((performance.now() - startedAt) / 1000) * options.requestsPerSecond);
+      while (sent < due && inFlight.size < options.connections) {
+        sent++;
+        const request: Promise<void> = fetch(`${options.url}${options.path}`, {
+          method: 'POST',
+          headers,
+          body: options.body(),
+        })
+          .then(async (response) => {
+            const text = await response.text();
+            if (response.status !== okStatus) failure ??= new Error(`answered ${response.status}: ${text}`);
+          })
+          .catch((error: unknown) => {
+            failure ??= error instanceof Error ? error : new Error(String(error));
+          })
+          .finally(() => inFlight.delete(request));
+        inFlight.add(request);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    await Promise.all(inFlight);
+  })();
+  return {
+    get sent() {
+      return sent;
+    },
+    async stop() {
+      stopping = true;
+      await done;
+      if (failure !== undefined) throw failure;
+      return sent / ((performance.now() - startedAt) / 1000);
+    },
+  };
+}
+
 // ---------------------------------------------------------------------------------------------------
 // wrk (Debian's package) with a Lua script that builds every request itself: the issue-11 workload
 // (workload.ts) with random uuid v4 / v7 / sequential external ids. One wrk thread: it uses at most one

@@ -1,7 +1,9 @@
 // The webhook receiver of the destinations bench (bench/destinations.ts), a separate process so that its
 // CPU is not the load generator's. Every request's signature is verified, the message ids inside are
 // counted once each, and the counts are served at GET /counts. The bench sets the signing secret with
-// PUT /secret after creating the destination.
+// PUT /secret after creating the destination. For each request it also notes how long its first (oldest) message
+// took from being received by Inlet to arriving here; GET /ages answers their count, median, p99 and maximum since
+// the last GET /ages.
 //
 // How it verifies (VERIFY):
 // - `native` (the default): every request with node:crypto's HMAC-SHA256 over the bytes received, the same
@@ -91,10 +93,30 @@ function messageIds(body: Buffer): string[] {
   return ids;
 }
 
+/** Per request: milliseconds from its first message's `received_at` to its arrival here. */
+let ages: number[] = [];
+const RECEIVED_AT = Buffer.from('"received_at":"');
+
+/** The first message's `received_at` in a body (the oldest: a batch is in position order), in ms, or undefined. */
+function firstReceivedAt(body: Buffer): number | undefined {
+  const at = body.indexOf(RECEIVED_AT);
+  if (at < 0) return undefined;
+  const start = at + RECEIVED_AT.length;
+  const time = Date.parse(body.toString('latin1', start, body.indexOf(QUOTE, start)));
+  return Number.isNaN(time) ? undefined : time;
+}
+
+function agesSummary(): { count: number; p50Ms: number; p99Ms: number; maxMs: number } {
+  const sorted = ages.sort((a, b) => a - b);
+  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0;
+  return { count: sorted.length, p50Ms: at(0.5), p99Ms: at(0.99), maxMs: sorted.at(-1) ?? 0 };
+}
+
 let scratch = Buffer.allocUnsafeSlow(256 * 1024);
 let scratchBusy = false;
 
 const server = createServer((req, res) => {
+  const arrived = Date.now();
   // The body is copied into memory reused from request to request (a fresh 130 KB Buffer per request costs
   // ~0.5 ms in page faults on the bench machine), unless another request is using it (then its own).
   const own = scratchBusy;
@@ -123,6 +145,11 @@ const server = createServer((req, res) => {
       official = new Webhook(secret);
       key = Buffer.from(secret.slice('whsec_'.length), 'base64');
       res.writeHead(204).end();
+      return;
+    }
+    if (req.method === 'GET' && req.url === '/ages') {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(agesSummary()));
+      ages = [];
       return;
     }
     if (req.method === 'GET' && req.url === '/counts') {
@@ -182,6 +209,8 @@ const server = createServer((req, res) => {
         return;
       }
       requests++;
+      const received = firstReceivedAt(raw);
+      if (received !== undefined) ages.push(arrived - received);
       for (const id of ids) {
         messages++;
         seen.add(id);
