@@ -1,6 +1,6 @@
 // The export formats (events-out §5): NDJSON lines of the event resource, and CSV with a header row
 // whose nested objects are JSON in their cell.
-import type { EventRecord } from '../storage/types.js';
+import type { EventInsert, EventRecord } from '../storage/types.js';
 import { eventResource, type EventResource } from './events.js';
 
 export type ExportFormat = 'ndjson' | 'csv';
@@ -55,6 +55,23 @@ export function eventJsonFromText(event: EventRecord, json: NonNullable<EventRec
     (json.original === null ? '' : `,"original":${json.original}`) +
     '}'
   );
+}
+
+/**
+ * The event resource's JSON from any record: the JSON text it already carries (a read with `jsonText`, or a row the
+ * ingest path serialised for storage: `propertiesJson`, `contextJson`, `originalJson`) goes in as it is, the rest is
+ * serialised here. The ingest answers use it: their events were serialised once for the row.
+ */
+export function eventJson(event: EventRecord): string {
+  if (event.jsonText !== undefined) return eventJsonFromText(event, event.jsonText);
+  const serialised = event as Partial<EventInsert>;
+  const context = event.context ?? null;
+  const original = event.original ?? null;
+  return eventJsonFromText(event, {
+    properties: serialised.propertiesJson ?? JSON.stringify(event.properties),
+    context: context === null ? null : (serialised.contextJson ?? JSON.stringify(context)),
+    original: original === null ? null : (serialised.originalJson ?? JSON.stringify(original)),
+  });
 }
 
 function csvFromText(event: EventRecord, json: NonNullable<EventRecord['jsonText']>): string {
