@@ -38,7 +38,21 @@ export function csvHeader(): string {
   return `${CSV_COLUMNS.join(',')}\r\n`;
 }
 
-const text = (value: string | null): string => (value === null ? 'null' : JSON.stringify(value));
+/** Whether JSON writes `value` as it is between quotes: printable ASCII without a quote or a backslash. */
+function plainAscii(value: string): boolean {
+  for (let i = 0; i < value.length; i++) {
+    const code = value.charCodeAt(i);
+    if (code < 0x20 || code === 0x22 || code === 0x5c || code > 0x7e) return false;
+  }
+  return true;
+}
+
+/**
+ * A string field as JSON. Most are ids, names and times in printable ASCII, quoted as they are: a loop over their
+ * characters costs less than JSON.stringify's call for such short strings; the others go through JSON.stringify.
+ */
+const text = (value: string | null): string =>
+  value === null ? 'null' : plainAscii(value) ? `"${value}"` : JSON.stringify(value);
 
 /**
  * The event resource's JSON written out by hand from a record read with `jsonText`: the stored JSON of
