@@ -24,10 +24,16 @@ let lastMillis = 0;
 let sequence = 0;
 const pool = Buffer.alloc(16 * 256);
 let poolOffset = pool.length;
+/** Each byte's two hex digits. */
+const HEX = Array.from({ length: 256 }, (_, byte) => byte.toString(16).padStart(2, '0'));
+/** The id's first two groups, the same for every id of one millisecond: made once per millisecond. */
+let prefixMillis = -1;
+let prefix = '';
 
 /**
  * UUIDv7 with a 12-bit counter in rand_a (RFC 9562 §6.2, method 1), so ids made in the same
- * millisecond by this process still sort in creation order.
+ * millisecond by this process still sort in creation order. The hex digits come from a table and the
+ * millisecond's part is made once: the ingest path makes one id per event.
  */
 export function uuidv7(now = Date.now()): string {
   if (now > lastMillis) {
@@ -44,12 +50,26 @@ export function uuidv7(now = Date.now()): string {
     randomFillSync(pool);
     poolOffset = 0;
   }
-  const rand = pool.subarray(poolOffset, poolOffset + 10);
+  const r = poolOffset;
   poolOffset += 10;
-  const ms = lastMillis;
-  const hex = ms.toString(16).padStart(12, '0');
-  const randA = (0x7000 | sequence).toString(16);
-  const variant = ((rand[0]! & 0x3f) | 0x80).toString(16).padStart(2, '0');
-  const tail = rand.subarray(1, 8).toString('hex');
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${randA}-${variant}${tail.slice(0, 2)}-${tail.slice(2, 14)}`;
+  if (prefixMillis !== lastMillis) {
+    prefixMillis = lastMillis;
+    const hex = lastMillis.toString(16).padStart(12, '0');
+    prefix = `${hex.slice(0, 8)}-${hex.slice(8, 12)}-`;
+  }
+  return (
+    prefix +
+    HEX[0x70 | (sequence >> 8)]! +
+    HEX[sequence & 0xff]! +
+    '-' +
+    HEX[(pool[r]! & 0x3f) | 0x80]! +
+    HEX[pool[r + 1]!]! +
+    '-' +
+    HEX[pool[r + 2]!]! +
+    HEX[pool[r + 3]!]! +
+    HEX[pool[r + 4]!]! +
+    HEX[pool[r + 5]!]! +
+    HEX[pool[r + 6]!]! +
+    HEX[pool[r + 7]!]!
+  );
 }

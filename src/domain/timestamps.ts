@@ -8,8 +8,51 @@ function daysInMonth(year: number, month: number): number {
   return new Date(Date.UTC(year, month, 0)).getUTCDate();
 }
 
+/** The number of the two digits at `at`, or NaN. */
+function twoDigits(value: string, at: number): number {
+  const tens = value.charCodeAt(at) - 48;
+  const ones = value.charCodeAt(at + 1) - 48;
+  return tens >= 0 && tens <= 9 && ones >= 0 && ones <= 9 ? tens * 10 + ones : NaN;
+}
+
+const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+
+/**
+ * A timestamp already in UTC as `toISOString` writes it, with or without the milliseconds (`…:ssZ`, `…:ss.sssZ`),
+ * the form most senders use: checked character by character, and its UTC form is itself (with `.000` added),
+ * without the regular expression and the date arithmetic below. Anything else is undefined and goes the long way.
+ */
+function canonicalUtc(value: string): string | undefined {
+  const length = value.length;
+  if (length !== 24 && length !== 20) return undefined;
+  if (
+    value.charCodeAt(4) !== 45 /* - */ ||
+    value.charCodeAt(7) !== 45 ||
+    value.charCodeAt(10) !== 84 /* T */ ||
+    value.charCodeAt(13) !== 58 /* : */ ||
+    value.charCodeAt(16) !== 58 ||
+    value.charCodeAt(length - 1) !== 90 /* Z */
+  )
+    return undefined;
+  if (
+    length === 24 &&
+    (value.charCodeAt(19) !== 46 /* . */ || !(twoDigits(value, 20) >= 0) || !(twoDigits(value, 21) >= 0))
+  )
+    return undefined;
+  const year = twoDigits(value, 0) * 100 + twoDigits(value, 2);
+  const month = twoDigits(value, 5);
+  const day = twoDigits(value, 8);
+  if (!(year >= 0 && month >= 1 && month <= 12 && day >= 1)) return undefined;
+  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+  if (day > (month === 2 && leap ? 29 : DAYS_IN_MONTH[month - 1]!)) return undefined;
+  if (!(twoDigits(value, 11) <= 23 && twoDigits(value, 14) <= 59 && twoDigits(value, 17) <= 59)) return undefined;
+  return length === 24 ? value : `${value.slice(0, 19)}.000Z`;
+}
+
 /** Parses an RFC 3339 timestamp; returns the UTC form `YYYY-MM-DDTHH:mm:ss.sssZ`, or undefined if invalid. */
 export function parseRfc3339(value: string): string | undefined {
+  const canonical = canonicalUtc(value);
+  if (canonical !== undefined) return canonical;
   const m = RFC3339.exec(value);
   if (!m) return undefined;
   const year = Number(m[1]);

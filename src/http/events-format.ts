@@ -4,6 +4,7 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyReply } from 'fastify';
 import { eventResource, type EventResource } from '../resources/events.js';
+import { eventJson } from '../resources/event-export.js';
 import type { draftV1 } from '../domain/events.js';
 import { AppError, validationError } from '../domain/errors.js';
 import type { AcceptOptions, Candidate, ItemOutcome } from '../services/ingest/service.js';
@@ -46,22 +47,55 @@ export function singleEventResponses(extra: Record<number, unknown> = {}) {
   };
 }
 
+/** What Fastify's serializers answer with; an answer written here as JSON text sets it itself. */
+export const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
+
 /**
  * A single event's outcome as the answer: 201 with the new event, 200 + `Idempotent-Replayed: true`
- * with the original one (contract §4), or the rejection thrown as the request's error.
+ * with the original one (contract §4), or the rejection thrown as the request's error. The event goes out as
+ * JSON text written by hand (`eventJson`, the fields of `EventRecordSchema` in its order): a new event's
+ * properties were serialised once for its row, and that text is the answer's too. Sent here: the caller returns
+ * the reply.
  */
-export function answerOutcome(
-  reply: FastifyReply,
-  outcome: ItemOutcome,
-): { data: EventResource } | { data: null; meta: { dropped: true; step: number } } {
+export function answerOutcome(reply: FastifyReply, outcome: ItemOutcome): FastifyReply {
   if (outcome.status === 'rejected') throw outcome.error;
-  if (outcome.status === 'dropped') {
-    reply.code(200);
-    return { data: null, meta: { dropped: true, step: outcome.step } };
-  }
+  if (outcome.status === 'dropped')
+    return reply.code(200).send({ data: null, meta: { dropped: true, step: outcome.step } });
   if (outcome.status === 'duplicate') reply.header('idempotent-replayed', 'true').code(200);
   else reply.code(201);
-  return { data: eventResource(outcome.event) };
+  return reply.type(JSON_CONTENT_TYPE).send(`{"data":${eventJson(outcome.event)}}`);
+}
+
+/**
+ * The batch route's answer (`BatchResponse`) as JSON text written by hand, its fields in the schema's order: 200,
+ * or 207 when an element was rejected. Each new event's properties were serialised once for its row, and that
+ * text is the answer's too (`eventJson`), where the route's compiled serializer walked every event's properties
+ * again and checked each status against the schema.
+ */
+export function batchAnswer(outcomes: readonly ItemOutcome[], requestId: string): { status: 200 | 207; json: string } {
+  let created = 0;
+  let duplicates = 0;
+  let rejected = 0;
+  let dropped = 0;
+  let data = '';
+  for (let index = 0; index < outcomes.length; index++) {
+    const outcome = outcomes[index]!;
+    const head = `${index === 0 ? '' : ','}{"index":${index},"status":"${outcome.status}"`;
+    if (outcome.status === 'rejected') {
+      rejected++;
+      data += `${head},"error":${JSON.stringify(outcome.error.toProblem(requestId))}}`;
+    } else if (outcome.status === 'dropped') {
+      dropped++;
+      data += `${head},"step":${outcome.step}}`;
+    } else {
+      if (outcome.status === 'created') created++;
+      else duplicates++;
+      data += `${head},"event":${eventJson(outcome.event)}}`;
+    }
+  }
+  // `dropped` is present only when the product's transformation dropped an element (transformations.md §5).
+  const meta = `{"created":${created},"duplicates":${duplicates},"rejected":${rejected}${dropped > 0 ? `,"dropped":${dropped}` : ''}}`;
+  return { status: rejected > 0 ? 207 : 200, json: `{"data":[${data}],"meta":${meta}}` };
 }
 
 /** A single-event request as the pipeline's one candidate: its schema error, its draft errors, or its draft. */

@@ -1,6 +1,6 @@
 // The export formats (events-out §5): NDJSON lines of the event resource, and CSV with a header row
 // whose nested objects are JSON in their cell.
-import type { EventRecord } from '../storage/types.js';
+import type { EventInsert, EventRecord } from '../storage/types.js';
 import { eventResource, type EventResource } from './events.js';
 
 export type ExportFormat = 'ndjson' | 'csv';
@@ -38,7 +38,21 @@ export function csvHeader(): string {
   return `${CSV_COLUMNS.join(',')}\r\n`;
 }
 
-const text = (value: string | null): string => (value === null ? 'null' : JSON.stringify(value));
+/** Whether JSON writes `value` as it is between quotes: printable ASCII without a quote or a backslash. */
+function plainAscii(value: string): boolean {
+  for (let i = 0; i < value.length; i++) {
+    const code = value.charCodeAt(i);
+    if (code < 0x20 || code === 0x22 || code === 0x5c || code > 0x7e) return false;
+  }
+  return true;
+}
+
+/**
+ * A string field as JSON. Most are ids, names and times in printable ASCII, quoted as they are: a loop over their
+ * characters costs less than JSON.stringify's call for such short strings; the others go through JSON.stringify.
+ */
+const text = (value: string | null): string =>
+  value === null ? 'null' : plainAscii(value) ? `"${value}"` : JSON.stringify(value);
 
 /**
  * The event resource's JSON written out by hand from a record read with `jsonText`: the stored JSON of
@@ -55,6 +69,23 @@ export function eventJsonFromText(event: EventRecord, json: NonNullable<EventRec
     (json.original === null ? '' : `,"original":${json.original}`) +
     '}'
   );
+}
+
+/**
+ * The event resource's JSON from any record: the JSON text it already carries (a read with `jsonText`, or a row the
+ * ingest path serialised for storage: `propertiesJson`, `contextJson`, `originalJson`) goes in as it is, the rest is
+ * serialised here. The ingest answers use it: their events were serialised once for the row.
+ */
+export function eventJson(event: EventRecord): string {
+  if (event.jsonText !== undefined) return eventJsonFromText(event, event.jsonText);
+  const serialised = event as Partial<EventInsert>;
+  const context = event.context ?? null;
+  const original = event.original ?? null;
+  return eventJsonFromText(event, {
+    properties: serialised.propertiesJson ?? JSON.stringify(event.properties),
+    context: context === null ? null : (serialised.contextJson ?? JSON.stringify(context)),
+    original: original === null ? null : (serialised.originalJson ?? JSON.stringify(original)),
+  });
 }
 
 function csvFromText(event: EventRecord, json: NonNullable<EventRecord['jsonText']>): string {

@@ -1,20 +1,15 @@
 // POST /api/v2/events/batch — up to 1000 events, each validated and stored on its own (contract §4).
 import type { FastifyInstance } from 'fastify';
-import { AppError, validationError, type Problem } from '../../domain/errors.js';
+import { AppError, validationError } from '../../domain/errors.js';
 import { draftV2, eventJsonBytes, type V2EventInput } from '../../domain/events.js';
 import type { Services } from '../../services.js';
 import type { Candidate } from '../../services/ingest/service.js';
 import { authOf } from '../auth.js';
 import { requireIngestKey } from '../browser-keys.js';
-import { DEPRECATION_HEADERS, eventResource, type EventResource } from '../events-format.js';
+import { batchAnswer, DEPRECATION_HEADERS, JSON_CONTENT_TYPE } from '../events-format.js';
 import { BatchEnvelope, BatchRequest, BatchResponse, EventV2Request } from '../schemas/events.js';
 import { keyedWriteErrors } from '../schemas/common.js';
 import { compileSchema, schemaCheck, schemaErrors } from '../validation.js';
-
-type ItemResult =
-  | { index: number; status: 'created' | 'duplicate'; event: EventResource }
-  | { index: number; status: 'rejected'; error: Problem }
-  | { index: number; status: 'dropped'; step: number };
 
 export function eventsBatchRoute(app: FastifyInstance, services: Services): void {
   const envelopeCheck = compileSchema(BatchEnvelope);
@@ -72,28 +67,9 @@ export function eventsBatchRoute(app: FastifyInstance, services: Services): void
         },
       });
 
-      const meta: { created: number; duplicates: number; rejected: number; dropped?: number } = {
-        created: 0,
-        duplicates: 0,
-        rejected: 0,
-      };
-      const results: ItemResult[] = outcomes.map((outcome, index) => {
-        if (outcome.status === 'rejected') {
-          meta.rejected++;
-          return { index, status: 'rejected', error: outcome.error.toProblem(request.id) };
-        }
-        if (outcome.status === 'dropped') {
-          // Present only when the product's transformation dropped an element (transformations.md §5).
-          meta.dropped = (meta.dropped ?? 0) + 1;
-          return { index, status: 'dropped', step: outcome.step };
-        }
-        if (outcome.status === 'created') meta.created++;
-        else meta.duplicates++;
-        return { index, status: outcome.status, event: eventResource(outcome.event) };
-      });
+      const answer = batchAnswer(outcomes, request.id);
       if (legacySeen) reply.headers(DEPRECATION_HEADERS);
-      reply.code(meta.rejected > 0 ? 207 : 200);
-      return { data: results, meta };
+      return reply.code(answer.status).type(JSON_CONTENT_TYPE).send(answer.json);
     },
   );
 }

@@ -32,8 +32,8 @@
 // `product_numbers` gives each product its number once (AUTOINCREMENT: never one used before, also after the
 // newest one's row went), a trigger numbering every new product. `api_key_id` (in the row only) likewise:
 // `key_numbers`, numbered by a trigger on `api_keys` (an event's key no longer there is numbered too). The table is
-// rebuilt as in 853 and every row converted. The writer stores the numbers (`sqlitePlaceholder`: a subquery by the
-// text id), every query on `events` compares `product_id` with the number of the product asked for
+// rebuilt as in 853 and every row converted. The writer stores the numbers (looked up once per commit and id:
+// `StoredNumbers` in event-writer.ts), every query on `events` compares `product_id` with the number of the product asked for
 // (`PositionSql.product`, `StoreDialect.eventProduct`: a subquery SQLite evaluates once, before it searches an
 // index by it) and `api_key_id` with the key's (`PositionSql.key`), and SQLite's select lists give the text ids
 // back (`SQLITE_PRODUCT_TEXT`, `SQLITE_KEY_TEXT`; event-columns.ts). The key and subject hashes stay over the

@@ -11,7 +11,6 @@ import {
   eventFromRow,
   SQLITE_EVENT_COLUMN_LIST,
   SQLITE_CODED,
-  sqlitePlaceholder,
   type EventRow,
 } from '../event-columns.js';
 import type { EventInsert, InsertOutcome } from '../types.js';
@@ -24,12 +23,14 @@ import { withoutCommitSync, type WalSync } from './wal-sync.js';
 // (migration 855): `stored` wraps the expression of such a column's text in Date.parse, uuidBytesInto,
 // externalIdInto (one buffer per column for every row: better-sqlite3 copies a blob when it binds it, after every
 // argument was made) or nameFormatCode; the source and the subject type in their codes (`SQLITE_CODED`, migration
-// 856). The product and the key are stored as their numbers (migration 854), looked up by the statement; the name
-// as its number in `event_names` (migration 855), looked up or added by the transaction, with the type and the
-// action NULL where they are the name's (`StoredName`).
-const PLACEHOLDERS = EVENT_COLUMNS.map((column) => sqlitePlaceholder(column.name)).join(', ');
+// 856). The product and the key are stored as their numbers (migration 854), looked up by the transaction once per
+// commit and id (`StoredNumbers`); the name as its number in `event_names` (migration 855), looked up or added by
+// the transaction, with the type and the action NULL where they are the name's (`StoredName`).
+const PLACEHOLDERS = EVENT_COLUMNS.map(() => '?').join(', ');
 const stored = (column: number, text: string) => {
   const { name, type, sqliteCode } = EVENT_COLUMNS[column]!;
+  if (name === 'product_id') return 'numbers.product';
+  if (name === 'api_key_id') return 'numbers.key';
   if (name === 'canonical_name') return 'name.number';
   if (name === 'event_type') return 'name.eventType';
   if (name === 'action') return 'name.action';
@@ -53,6 +54,16 @@ export interface StoredName {
   action: string | null;
 }
 
+/**
+ * A row's product and key as their numbers in `product_numbers` and `key_numbers` (migration 854): null when the id
+ * has none (an unknown product is then refused by `product_id` NOT NULL, as the statement's subquery had it; no key
+ * is NULL).
+ */
+export interface StoredNumbers {
+  product: number | null;
+  key: number | null;
+}
+
 type RunInsert<Rows> = (
   statement: BetterSqlite3.Statement,
   rows: Rows,
@@ -60,6 +71,7 @@ type RunInsert<Rows> = (
   keyHash: number | null,
   subjectHash: number,
   name: StoredName,
+  numbers: StoredNumbers,
 ) => BetterSqlite3.RunResult;
 
 /**
@@ -70,7 +82,7 @@ type RunInsert<Rows> = (
 function compileRunInsert<Rows>(argument: (column: number) => string, values: unknown): RunInsert<Rows> {
   const call = `statement.run(${EVENT_COLUMNS.map((_, i) => stored(i, argument(i))).join(', ')}, keyHash, subjectHash)`;
   const names = EVENT_COLUMNS.map((_, i) => `v${i}`).join(', ');
-  const source = `'use strict';\nconst [${names}] = values;\nreturn (statement, rows, i, keyHash, subjectHash, name) => ${call};`;
+  const source = `'use strict';\nconst [${names}] = values;\nreturn (statement, rows, i, keyHash, subjectHash, name, numbers) => ${call};`;
   const make = new Function(
     'values',
     'uuidBytesInto',
@@ -96,6 +108,7 @@ function compileRunInsert<Rows>(argument: (column: number) => string, values: un
 export interface RowSource<Rows> {
   count(rows: Rows): number;
   productId(rows: Rows, i: number): string;
+  apiKeyId(rows: Rows, i: number): string | null;
   source(rows: Rows, i: number): string;
   externalId(rows: Rows, i: number): string | null;
   subjectId(rows: Rows, i: number): string;
@@ -111,6 +124,7 @@ const getters = EVENT_COLUMNS.map((column) => column.value);
 export const EVENT_INSERTS: RowSource<EventInsert[]> = {
   count: (rows) => rows.length,
   productId: (rows, i) => rows[i]!.productId,
+  apiKeyId: (rows, i) => rows[i]!.apiKeyId,
   source: (rows, i) => rows[i]!.source,
   externalId: (rows, i) => rows[i]!.externalId,
   subjectId: (rows, i) => rows[i]!.subjectId,
@@ -123,15 +137,16 @@ export const EVENT_INSERTS: RowSource<EventInsert[]> = {
 /** How many values a row takes in a flat array (`flattenRows`). */
 export const ROW_WIDTH = EVENT_COLUMNS.length;
 const at = (field: string) => EVENT_COLUMNS.findIndex((column) => column.field === field);
-const [PRODUCT, SOURCE, EXTERNAL, SUBJECT, NAME, TYPE, ACTION] = [
+const [PRODUCT, KEY, SOURCE, EXTERNAL, SUBJECT, NAME, TYPE, ACTION] = [
   'productId',
+  'apiKeyId',
   'source',
   'externalId',
   'subjectId',
   'canonicalName',
   'eventType',
   'action',
-].map(at) as [number, number, number, number, number, number, number];
+].map(at) as [number, number, number, number, number, number, number, number];
 
 /** Rows as one flat array of their column values, in the table's order: what crosses to the writer thread
  *  (one array of strings clones faster than an object per row with its keys). */
@@ -145,6 +160,7 @@ export function flattenRows(rows: readonly EventInsert[]): Array<string | null> 
 export const FLAT_ROWS: RowSource<Array<string | null>> = {
   count: (rows) => rows.length / ROW_WIDTH,
   productId: (rows, i) => rows[i * ROW_WIDTH + PRODUCT]!,
+  apiKeyId: (rows, i) => rows[i * ROW_WIDTH + KEY] ?? null,
   source: (rows, i) => rows[i * ROW_WIDTH + SOURCE]!,
   externalId: (rows, i) => rows[i * ROW_WIDTH + EXTERNAL]!,
   subjectId: (rows, i) => rows[i * ROW_WIDTH + SUBJECT]!,
@@ -182,6 +198,19 @@ export function eventTransaction<Rows>(
   const byPosition = raw.prepare(`SELECT ${SQLITE_EVENT_COLUMN_LIST} FROM events WHERE position = ?`);
   const nameGet = raw.prepare('SELECT number, event_type, action FROM event_names WHERE canonical_name = ?');
   const nameAdd = raw.prepare('INSERT INTO event_names (canonical_name, event_type, action) VALUES (?, ?, ?)');
+  const productNumber = raw.prepare('SELECT number FROM product_numbers WHERE product_id = ?').pluck();
+  const keyNumber = raw.prepare('SELECT number FROM key_numbers WHERE key_id = ?').pluck();
+
+  // A product's or key's number, looked up once per commit and id (a commit's rows nearly all share both): no cache
+  // across commits, so a number is always the one the database holds when the row is written.
+  const numberOf = (known: Map<string, number | null>, lookup: BetterSqlite3.Statement, id: string) => {
+    let number = known.get(id);
+    if (number === undefined) {
+      number = (lookup.get(id) as number | undefined) ?? null;
+      known.set(id, number);
+    }
+    return number;
+  };
 
   // A name's number and its type and action in `event_names`, numbered by the first event that has it. Looked up
   // once per commit and name (no cache across commits: a rolled-back commit takes its numbers with it).
@@ -242,6 +271,9 @@ export function eventTransaction<Rows>(
       subjects.catchUp(keys.catchUp());
       const mine = new Map<number, number[]>();
       const names = new Map<string, NameEntry>();
+      const products = new Map<string, number | null>();
+      const apiKeys = new Map<string, number | null>();
+      const numbers: StoredNumbers = { product: null, key: null };
       const count = shape.count(rows);
       const outcomes: RowOutcomes = new Array<EventRow | undefined>(count);
       for (let i = 0; i < count; i++) {
@@ -257,8 +289,11 @@ export function eventTransaction<Rows>(
             continue;
           }
         }
+        const apiKeyId = shape.apiKeyId(rows, i);
+        numbers.product = numberOf(products, productNumber, productId);
+        numbers.key = apiKeyId === null ? null : numberOf(apiKeys, keyNumber, apiKeyId);
         const position = Number(
-          shape.run(insert, rows, i, h ?? null, subjectHash, storedName(names, rows, i)).lastInsertRowid,
+          shape.run(insert, rows, i, h ?? null, subjectHash, storedName(names, rows, i), numbers).lastInsertRowid,
         );
         last.position = position;
         addedSubjects.push([subjectHash, position]);
