@@ -1,5 +1,6 @@
 // The export formats (events-out §5): NDJSON lines of the event resource, and CSV with a header row
 // whose nested objects are JSON in their cell.
+import { stringText } from '../domain/shared-json.js';
 import type { EventInsert, EventRecord } from '../storage/types.js';
 import { eventResource, type EventResource } from './events.js';
 
@@ -38,21 +39,8 @@ export function csvHeader(): string {
   return `${CSV_COLUMNS.join(',')}\r\n`;
 }
 
-/** Whether JSON writes `value` as it is between quotes: printable ASCII without a quote or a backslash. */
-function plainAscii(value: string): boolean {
-  for (let i = 0; i < value.length; i++) {
-    const code = value.charCodeAt(i);
-    if (code < 0x20 || code === 0x22 || code === 0x5c || code > 0x7e) return false;
-  }
-  return true;
-}
-
-/**
- * A string field as JSON. Most are ids, names and times in printable ASCII, quoted as they are: a loop over their
- * characters costs less than JSON.stringify's call for such short strings; the others go through JSON.stringify.
- */
-const text = (value: string | null): string =>
-  value === null ? 'null' : plainAscii(value) ? `"${value}"` : JSON.stringify(value);
+/** A string field as JSON: most are ids, names and times, quoted as they are (stringText). */
+const text = (value: string | null): string => (value === null ? 'null' : stringText(value));
 
 /**
  * The event resource's JSON written out by hand from a record read with `jsonText`: the stored JSON of

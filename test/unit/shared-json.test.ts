@@ -3,12 +3,28 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { jsonWithShared, sharedJson, sharedText } from '../../src/domain/shared-json.js';
+import { jsonWithShared, sharedJson, sharedText, stringText } from '../../src/domain/shared-json.js';
 
 const text = fc.string({ unit: 'binary', maxLength: 20 });
 const json = fc.jsonValue({ maxDepth: 3 });
 
 describe('shared JSON values', () => {
+  it("a string's text is JSON.stringify's, byte for byte (property)", () => {
+    const awkward = fc.constantFrom('"', '\\', '\u0000', '\u001f', '\u007f', '\u2028', '\ud800', '\udfff', '😀', 'é');
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          fc.string({ unit: 'binary', maxLength: 40 }),
+          fc.array(awkward).map((xs) => xs.join('')),
+        ),
+        (value) => {
+          assert.equal(stringText(value), JSON.stringify(value));
+        },
+      ),
+      { numRuns: 2000 },
+    );
+  });
+
   it('are frozen all the way down, with their JSON text', () => {
     const value = sharedJson({ a: { b: [1, { c: 'd' }] }, e: {} });
     assert.ok(Object.isFrozen(value) && Object.isFrozen(value.a.b[1]) && Object.isFrozen(value.e));
