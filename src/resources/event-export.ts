@@ -43,13 +43,18 @@ export function csvHeader(): string {
 // The values' JSON texts, made the cheapest way that gives JSON.stringify's bytes: the export and the deliverers write
 // a dozen per event, and JSON.stringify's call cost more than the rest of the message (stringText skips it for the
 // strings that need no escape, most). Names, types, sources and keys are few different values: each text is made
-// once (bounded). Times: events read together mostly share theirs, so the last one's text is kept.
+// once (bounded). Times: events read together mostly share theirs, so the last one's text is kept (one for each
+// of the two times, which mostly differ from each other).
 const text = (value: string | null): string => (value === null ? 'null' : stringText(value));
 const fewText = boundedMemo(1_000, text);
-let lastTime = '';
-let lastTimeText = '""';
-const timeText = (value: string): string =>
-  value === lastTime ? lastTimeText : (lastTimeText = stringText((lastTime = value)));
+
+function lastTextKept(): (value: string) => string {
+  let last = '';
+  let lastText = '""';
+  return (value) => (value === last ? lastText : (lastText = stringText((last = value))));
+}
+const occurredText = lastTextKept();
+const receivedText = lastTextKept();
 
 /** The JSON texts of an event's uuid and received_at, which a destination message also carries (messages.ts). */
 export interface EventTexts {
@@ -59,7 +64,7 @@ export interface EventTexts {
 
 export const eventTexts = (event: EventRecord): EventTexts => ({
   uuid: stringText(event.id),
-  receivedAt: timeText(event.receivedAt),
+  receivedAt: receivedText(event.receivedAt),
 });
 
 /**
@@ -75,7 +80,7 @@ export function eventJsonFromText(
   return (
     `{"uuid":${texts.uuid},"event_type":${fewText(event.eventType)},"action":${fewText(event.action)},"canonical_name":${fewText(event.canonicalName)}` +
     `,"source":${fewText(event.source)},"subject_type":${fewText(event.subjectType)},"subject_id":${text(event.subjectId)}` +
-    `,"occurred_at":${timeText(event.occurredAt)},"received_at":${texts.receivedAt},"external_id":${text(event.externalId)}` +
+    `,"occurred_at":${occurredText(event.occurredAt)},"received_at":${texts.receivedAt},"external_id":${text(event.externalId)}` +
     `,"properties":${json.properties},"key_id":${fewText(event.apiKeyId)}` +
     (json.context === null ? '' : `,"context":${json.context}`) +
     (json.original === null ? '' : `,"original":${json.original}`) +
