@@ -5,8 +5,11 @@ import { strict as assert } from 'node:assert';
 import { after, before, describe, it } from 'node:test';
 import { uuidv7 } from '../src/domain/ids.js';
 import type { Services } from '../src/services.js';
+import { messageIdOfEvent } from '../src/domain/destinations.js';
+import { destinationMessage } from '../src/resources/destination-messages.js';
+import { eventResource } from '../src/resources/events.js';
 import type { EventInsert } from '../src/storage/types.js';
-import { createTestServices } from './helpers.js';
+import { createTestServices, dialect } from './helpers.js';
 
 let services: Services;
 let close: () => Promise<void>;
@@ -65,5 +68,60 @@ describe('destination reads', () => {
       events.map((event) => [event.source, event.subjectType, event.apiKeyId, event.eventType, event.action]),
       rows.map((row) => [row.source, row.subjectType, row.apiKeyId, row.eventType, row.action]),
     );
+  });
+
+  it('make each event message the bytes of JSON.stringify of its object form', async () => {
+    const product = await services.keys.createProduct('message-bytes');
+    const { record: key } = await services.keys.createKey(product.id, { kind: 'events' });
+    const times = ['2026-11-28T23:59:59.999Z', '2026-11-29T00:00:00.000Z'];
+    // Values that need escapes and values that do not, repeated and not (the texts of few-valued fields and of the
+    // last time are kept between events: resources/event-export.ts), and on SQLite an id that is no uuid.
+    const forms: Array<Partial<EventInsert>> = [
+      { subjectId: 'plain', externalId: uuidv7(), apiKeyId: key.id },
+      { subjectId: 'say "hi"\n\t\u0001\\', externalId: 'e "1"', canonicalName: 'q"uote', eventType: 'q"uote' },
+      { subjectId: 'café ☕ 𝄞 \u2028', externalId: null, source: 'sé\u007f', subjectType: 'ac"count' },
+      { subjectId: 'plain', occurredAt: times[1], receivedAt: times[1], apiKeyId: key.id },
+      { subjectId: 'plain', occurredAt: times[0], receivedAt: times[1] },
+      ...(dialect === 'sqlite' ? [{ id: 'not-a-uuid "x"', subjectId: 'text id' }] : []),
+    ];
+    const rows: EventInsert[] = forms.map((form, i) => ({
+      id: uuidv7(),
+      productId: product.id,
+      source: 'api',
+      externalId: null,
+      eventType: 'order',
+      action: 'placed',
+      canonicalName: 'order_placed',
+      nameFormat: 'preferred',
+      subjectType: 'user',
+      subjectId: `s${i}`,
+      occurredAt: times[0]!,
+      receivedAt: times[0]!,
+      properties: { i, s: 'x"y' },
+      propertiesJson: JSON.stringify({ i, s: 'x"y' }),
+      apiKeyId: null,
+      ...form,
+    }));
+    await services.storage.events.insertMany(rows);
+
+    const messages = await services.storage.destinations.readMessages(product.id, { event: null, identity: null }, 100);
+    assert.equal(messages.length, rows.length);
+    for (const message of messages) {
+      assert.equal(message.kind, 'event');
+      if (message.kind !== 'event') continue;
+      const stored = (await services.storage.events.get(product.id, message.event.id))!;
+      const id = messageIdOfEvent(stored.id);
+      const expected = JSON.stringify({
+        id,
+        type: 'event.created',
+        timestamp: stored.receivedAt,
+        data: eventResource(stored),
+      });
+      const made = destinationMessage(message);
+      assert.deepEqual(JSON.parse(made.json), JSON.parse(expected));
+      // SQLite keeps the JSON text Inlet wrote (JSON.stringify's): the same bytes there.
+      if (dialect === 'sqlite') assert.equal(made.json, expected);
+      assert.equal(made.id, id);
+    }
   });
 });

@@ -3,7 +3,7 @@
 import { messageIdOfEvent } from '../domain/destinations.js';
 import type { WireMessage } from '../services/destinations/messages.js';
 import type { StoredMessage, UserRecord } from '../storage/types.js';
-import { eventJsonFromText } from './event-export.js';
+import { eventJsonFromText, eventTexts } from './event-export.js';
 import { eventResource } from './events.js';
 import { userResource } from './identity.js';
 
@@ -18,11 +18,14 @@ export function destinationMessage(message: StoredMessage): WireMessage {
     // Read with its JSON columns as text (storage/destinations/reads.ts): written out around that text, the same
     // bytes as JSON.stringify of the object form (test/destinations.test.ts).
     if (event.jsonText !== undefined) {
+      const texts = eventTexts(event);
+      // The message id is the uuid without its dashes: it needs no escape when the uuid needed none.
+      const idText = texts.uuid.length === event.id.length + 2 ? `"${id}"` : JSON.stringify(id);
       return {
         id,
         type: 'event.created',
         timestamp: event.receivedAt,
-        json: `{"id":${JSON.stringify(id)},"type":"event.created","timestamp":${JSON.stringify(event.receivedAt)},"data":${eventJsonFromText(event, event.jsonText)}}`,
+        json: `{"id":${idText},"type":"event.created","timestamp":${texts.receivedAt},"data":${eventJsonFromText(event, event.jsonText, texts)}}`,
       };
     }
     return wire(id, 'event.created', event.receivedAt, eventResource(event));

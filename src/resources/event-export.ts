@@ -1,5 +1,6 @@
 // The export formats (events-out §5): NDJSON lines of the event resource, and CSV with a header row
 // whose nested objects are JSON in their cell.
+import { boundedMemo } from '../domain/bounded-memo.js';
 import { stringText } from '../domain/shared-json.js';
 import type { EventInsert, EventRecord } from '../storage/types.js';
 import { eventResource, type EventResource } from './events.js';
@@ -39,20 +40,48 @@ export function csvHeader(): string {
   return `${CSV_COLUMNS.join(',')}\r\n`;
 }
 
-/** A string field as JSON: most are ids, names and times, quoted as they are (stringText). */
+// The values' JSON texts, made the cheapest way that gives JSON.stringify's bytes: the export and the deliverers write
+// a dozen per event, and JSON.stringify's call cost more than the rest of the message (stringText skips it for the
+// strings that need no escape, most). Names, types, sources and keys are few different values: each text is made
+// once (bounded). Times: events read together mostly share theirs, so the last one's text is kept (one for each
+// of the two times, which mostly differ from each other).
 const text = (value: string | null): string => (value === null ? 'null' : stringText(value));
+const fewText = boundedMemo(1_000, text);
+
+function lastTextKept(): (value: string) => string {
+  let last = '';
+  let lastText = '""';
+  return (value) => (value === last ? lastText : (lastText = stringText((last = value))));
+}
+const occurredText = lastTextKept();
+const receivedText = lastTextKept();
+
+/** The JSON texts of an event's uuid and received_at, which a destination message also carries (messages.ts). */
+export interface EventTexts {
+  uuid: string;
+  receivedAt: string;
+}
+
+export const eventTexts = (event: EventRecord): EventTexts => ({
+  uuid: stringText(event.id),
+  receivedAt: receivedText(event.receivedAt),
+});
 
 /**
  * The event resource's JSON written out by hand from a record read with `jsonText`: the stored JSON of
  * properties, context and original goes in as it is, instead of a parse and a stringify each. The same
  * fields in the same order as `JSON.stringify(eventResource(event))` (test/event-export-format.test.ts).
  */
-export function eventJsonFromText(event: EventRecord, json: NonNullable<EventRecord['jsonText']>): string {
+export function eventJsonFromText(
+  event: EventRecord,
+  json: NonNullable<EventRecord['jsonText']>,
+  texts: EventTexts = eventTexts(event),
+): string {
   return (
-    `{"uuid":${text(event.id)},"event_type":${text(event.eventType)},"action":${text(event.action)},"canonical_name":${text(event.canonicalName)}` +
-    `,"source":${text(event.source)},"subject_type":${text(event.subjectType)},"subject_id":${text(event.subjectId)}` +
-    `,"occurred_at":${text(event.occurredAt)},"received_at":${text(event.receivedAt)},"external_id":${text(event.externalId)}` +
-    `,"properties":${json.properties},"key_id":${text(event.apiKeyId)}` +
+    `{"uuid":${texts.uuid},"event_type":${fewText(event.eventType)},"action":${fewText(event.action)},"canonical_name":${fewText(event.canonicalName)}` +
+    `,"source":${fewText(event.source)},"subject_type":${fewText(event.subjectType)},"subject_id":${text(event.subjectId)}` +
+    `,"occurred_at":${occurredText(event.occurredAt)},"received_at":${texts.receivedAt},"external_id":${text(event.externalId)}` +
+    `,"properties":${json.properties},"key_id":${fewText(event.apiKeyId)}` +
     (json.context === null ? '' : `,"context":${json.context}`) +
     (json.original === null ? '' : `,"original":${json.original}`) +
     '}'

@@ -140,6 +140,26 @@ function datePart(day: number): string {
  * deliverer reads from SQLite): the date part is made once per day, the time of day from integers.
  */
 function isoOfMillis(ms: number): string {
+  // Events read together mostly share their times (a batch's received_at): the two texts used last are kept.
+  if (ms === cachedMillis[0]) {
+    olderIsoSlot = 1;
+    return cachedIsos[0]!;
+  }
+  if (ms === cachedMillis[1]) {
+    olderIsoSlot = 0;
+    return cachedIsos[1]!;
+  }
+  const slot = olderIsoSlot;
+  olderIsoSlot = 1 - slot;
+  cachedMillis[slot] = ms;
+  return (cachedIsos[slot] = isoOfMillisMade(ms));
+}
+
+const cachedMillis = [Number.NaN, Number.NaN];
+const cachedIsos = ['', ''];
+let olderIsoSlot = 0;
+
+function isoOfMillisMade(ms: number): string {
   const day = Math.floor(ms / DAY_MS);
   if (!Number.isSafeInteger(ms) || day < FIRST_DAY || day >= END_DAY) return new Date(ms).toISOString();
   const date = datePart(day);

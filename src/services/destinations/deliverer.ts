@@ -176,14 +176,14 @@ async function readWanted(x: Deliverer, d: DestinationRecord, limit: number): Pr
         const message = page[i]!;
         wanted.cursor =
           message.kind === 'event'
-            ? { ...wanted.cursor, event: message.position }
-            : { ...wanted.cursor, identity: message.position };
+            ? { event: message.position, identity: wanted.cursor.identity }
+            : { event: wanted.cursor.event, identity: message.position };
         wanted.moved = true;
         if (chosen[k] !== message) continue;
-        const outcome = outcomes?.[k] ?? { message };
+        const outcome = outcomes?.[k];
         k++;
-        if (!('message' in outcome)) continue;
-        wanted.messages.push(outcome.message);
+        if (outcome !== undefined && !('message' in outcome)) continue;
+        wanted.messages.push(outcome === undefined ? message : outcome.message);
         wanted.afterEach.push(wanted.cursor);
       }
       from = to;

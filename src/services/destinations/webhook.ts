@@ -90,25 +90,28 @@ export async function sendWebhook(options: {
     'webhook-timestamp': String(Math.floor(timestamp.getTime() / 1000)),
     'webhook-signature': signatureHeader(options.secrets, options.webhookId, timestamp, options.body),
   };
-  const signals = [AbortSignal.timeout(options.timeoutMs)];
-  if (options.signal !== undefined) signals.push(options.signal);
+  const aborting = abortAfter(options.timeoutMs, options.signal);
   try {
     const response = await request(options.url, {
       method: 'POST',
       headers,
       body: options.body,
       dispatcher: options.guard.dispatcher(),
-      signal: AbortSignal.any(signals),
+      signal: aborting.signal,
       headersTimeout: options.timeoutMs,
       bodyTimeout: options.timeoutMs,
     });
-    // The answer's body is not used; read a little of it for the error and drop the rest.
+    const status = response.statusCode;
+    // The answer's body is not used: a success's is dropped (dump: no async iterator per request); of a failure's
+    // a little is read for the error and the rest dropped.
+    if (status >= 200 && status < 300) {
+      await response.body.dump();
+      return { ok: true, status, error: null };
+    }
     let text = '';
     for await (const chunk of response.body) {
       if (text.length < 300) text += (chunk as Buffer).toString('utf8');
     }
-    const status = response.statusCode;
-    if (status >= 200 && status < 300) return { ok: true, status, error: null };
     const outcome: SendOutcome = {
       ok: false,
       status,
@@ -132,7 +135,33 @@ export async function sendWebhook(options: {
         err.cause?.message !== undefined && err.cause.message !== err.message ? `: ${err.cause.message}` : '';
       return `${name}${cause}`;
     });
+  } finally {
+    aborting.done();
   }
+}
+
+/**
+ * A request's signal: aborted after `timeoutMs` (a TimeoutError, as AbortSignal.timeout's) or when `outer` is. One
+ * controller and a timer cleared at the end: AbortSignal.any of AbortSignal.timeout cost ~20 µs a request (their
+ * weak references and the timers left to run out), 0.2 µs per message of a batch of 100.
+ */
+function abortAfter(timeoutMs: number, outer: AbortSignal | undefined): { signal: AbortSignal; done(): void } {
+  const controller = new AbortController();
+  const timer = setTimeout(
+    () => controller.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError')),
+    timeoutMs,
+  );
+  timer.unref();
+  const onAbort = () => controller.abort(outer!.reason);
+  if (outer?.aborted) controller.abort(outer.reason);
+  else outer?.addEventListener('abort', onAbort, { once: true });
+  return {
+    signal: controller.signal,
+    done() {
+      clearTimeout(timer);
+      outer?.removeEventListener('abort', onAbort);
+    },
+  };
 }
 
 function parseUrl(value: unknown, errors: FieldError[]): string | undefined {

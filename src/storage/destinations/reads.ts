@@ -74,6 +74,15 @@ function keyOf(
 
 /** The merge of both pages in the one order, up to `limit`, and only below both full pages' ends. */
 function mergeLogs(dialect: Dialect, { events, identity }: Logs, limit: number): StoredMessage[] {
+  // No identity message in the page (the usual case): the events as they are, without sort keys to compare.
+  if (identity.length === 0) {
+    const messages = new Array<StoredMessage>(Math.min(events.length, limit));
+    for (let i = 0; i < messages.length; i++) {
+      const event = events[i]!;
+      messages[i] = { kind: 'event', position: event.position!, event };
+    }
+    return messages;
+  }
   type Item = { key: bigint[]; message: StoredMessage };
   const eventItems: Item[] = events.map((event) => ({
     key: keyOf(dialect, { kind: 'event', position: event.position! }),
@@ -138,12 +147,25 @@ function inOneSnapshot<T>(
 }
 
 /**
+ * The event's id (16 bytes on SQLite, migration 853) read as text made in SQL: better-sqlite3 gives each BLOB as a
+ * Buffer of its own, which costs more than several other columns together. Its 32 lowercase hex digits; a text id
+ * (never written: ids are uuids) as itself after a space (no hex digit), so the two stay apart (`idText`).
+ */
+const SQLITE_ID = `CASE typeof(id) WHEN 'blob' THEN lower(hex(id)) ELSE ' ' || id END AS id`;
+
+function idText(stored: string): string {
+  if (stored.charCodeAt(0) === 0x20) return stored.slice(1);
+  return `${stored.slice(0, 8)}-${stored.slice(8, 12)}-${stored.slice(12, 16)}-${stored.slice(16, 20)}-${stored.slice(20)}`;
+}
+
+/**
  * SQLite's numbered columns (migrations 854–856) as stored, in the order of RAW_EVENT_COLUMNS (whose select list
  * turns them into their text with a subquery per column and row: five lookups per event read). The deliverers read
  * every event, so they read the numbers and map them here, each number looked up once (`SqliteNumbers`).
  */
-const STORED_EVENT_COLUMNS = `${EVENT_COLUMN_NAMES.join(', ')}, position`;
+const STORED_EVENT_COLUMNS = `${EVENT_COLUMN_NAMES.map((name) => (name === 'id' ? SQLITE_ID : name)).join(', ')}, position`;
 const at = (name: (typeof EVENT_COLUMN_NAMES)[number]) => EVENT_COLUMN_NAMES.indexOf(name);
+const ID = at('id');
 const PRODUCT = at('product_id');
 const KEY = at('api_key_id');
 const NAME = at('canonical_name');
@@ -201,6 +223,7 @@ function sqliteEvents(statements: SqliteLogStatements, productId: string, after:
     // they differ from the name's, else NULL: `coalesce` as SQLITE_EVENT_TYPE_TEXT).
     const row = rows[i]!;
     const name = numbers.name(row[NAME]);
+    row[ID] = idText(row[ID] as string);
     row[PRODUCT] = productId;
     row[KEY] = numbers.key(row[KEY]);
     row[NAME] = name[0];
