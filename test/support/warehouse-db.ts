@@ -27,6 +27,7 @@ export async function createWarehouseDb(): Promise<WarehouseDb> {
   await admin.end();
   const url = serverUrl(name);
   const pool = new pg.Pool({ connectionString: url, max: 2 });
+  pool.on('error', () => {});
   return {
     name,
     url,

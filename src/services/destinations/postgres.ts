@@ -108,6 +108,10 @@ function postgresDriver(options: DriverOptions): DestinationDriver {
     if (typeof target === 'string') throw new Error(`the warehouse URL ${target}`);
     const pool = new pg.Pool(await poolConfig(target, options.guard, options.timeoutMs));
     pool.on('error', () => {}); // an idle connection lost: the next load connects again
+    // One lost while checked out (the warehouse restarted, or ended the backend, during a load) fails that load's
+    // query, then emits 'error' on its client, where pg-pool listens only while the client is idle: without a
+    // listener of its own that is an uncaught exception. The load fails and the client is dropped on release.
+    pool.on('connect', (client) => client.on('error', () => {}));
     const created = { url, pool, ready: false };
     pools.set(d.id, created);
     return created;
