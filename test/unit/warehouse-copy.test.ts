@@ -68,7 +68,16 @@ test('uuids, texts, jsonb and numbers are framed as the binary format has them',
     field((out) => out.uuid(id)),
     Buffer.from(id.replaceAll('-', ''), 'hex'),
   );
-  assert.throws(() => field((out) => out.uuid('0192f3a4-5b6c')), /uuid/);
+  assert.deepEqual(
+    field((out) => out.uuid(id.toUpperCase())),
+    Buffer.from(id.replaceAll('-', ''), 'hex'),
+  );
+  assert.deepEqual(
+    field((out) => out.uuid(id.replaceAll('-', ''))),
+    Buffer.from(id.replaceAll('-', ''), 'hex'),
+  );
+  for (const bad of ['0192f3a4-5b6c', `${id.slice(0, 35)}g`, `${id.slice(0, 35)}\u0130`, `${id}0`])
+    assert.throws(() => field((out) => out.uuid(bad)), /uuid/, bad);
   for (const text of ['', 'plain', 'tab\there', 'naïve ☃ 𝄞', 'x'.repeat(500)])
     assert.equal(field((out) => out.text(text)).toString('utf8'), text);
   const json = field((out) => out.jsonb('{"a":"é"}'));
