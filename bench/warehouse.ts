@@ -1,12 +1,15 @@
 // `npm run bench:warehouse`: issue 34's figures for the PostgreSQL warehouse destination, against one Inlet
 // server (SQLite by default, or --database postgres://…) and a fresh warehouse database on the local PostgreSQL:
 // 1. ingest at full load in interleaved rounds without and with a warehouse destination (ratio: within 10 %?),
-//    with the server's and the warehouse backends' CPU per ingested event (until the backlog is loaded);
+//    with the server's and the warehouse backends' CPU per ingested event (until the backlog is loaded); every
+//    other round starts with the destination. Beside the ratio of the best of each (the target), each round's
+//    ratio, with their median and range;
 // 2. ingest paced at half the peak measured in step 1 with the destination: the warehouse lag, sampled every
 //    second as the age of the newest loaded event and as messages behind (< 10 s?);
 // 3. every stored event is in the warehouse once;
 // 4. the same half load with a Parquet destination (max_wait_ms 2000): how old the newest event in the files
 //    is, sampled every second with DuckDB (files within max_wait_ms?). See bench/README.md ("Warehouses").
+// `--dist <dir>` runs another build of the server (a folder beside dist/, for before and after; with --no-build).
 import { randomBytes } from 'node:crypto';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
@@ -45,6 +48,7 @@ const { values } = parseArgs({
     'max-messages': { type: 'string' },
     'no-build': { type: 'boolean' },
     'file-wait': { type: 'string' },
+    dist: { type: 'string' },
   },
   strict: true,
 });
@@ -82,7 +86,7 @@ async function main(): Promise<void> {
   const server = startChild(
     'inlet server',
     process.execPath,
-    [SERVER_NODE_FLAG, join(ROOT, 'dist/main.js')],
+    [SERVER_NODE_FLAG, join(ROOT, values.dist ?? 'dist', 'main.js')],
     serverEnv(
       { port, databaseUrl: database.url, adminToken, outbound: true },
       { INLET_FILE_DESTINATIONS_ROOT: join(dir, 'files') },
@@ -127,7 +131,9 @@ async function main(): Promise<void> {
   const rates: Record<'without' | 'with', number[]> = { without: [], with: [] };
   const lines: string[] = [];
   for (let round = 1; round <= rounds; round++) {
-    for (const variant of ['without', 'with'] as const) {
+    // Every other round starts with the destination: a drift of the machine's load over a run weighs on both.
+    const order = round % 2 === 1 ? (['without', 'with'] as const) : (['with', 'without'] as const);
+    for (const variant of order) {
       const id = variant === 'with' ? await createWarehouse(`full_${round}`) : undefined;
       // CPU of the server (every thread) and of the warehouse's backends, from the load's start until the
       // backlog is loaded: what ingest and the loader cost together, per event ingested.
@@ -163,6 +169,16 @@ async function main(): Promise<void> {
   const best = (xs: number[]) => Math.max(...xs);
   const peak = best(rates.without);
   const ratio = best(rates.with) / peak;
+  const median = (xs: number[]) => {
+    const sorted = [...xs].sort((a, b) => a - b);
+    const mid = Math.floor(sorted.length / 2);
+    return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+  };
+  // The same ratio round by round (each with its own round's without, run back to back): its median is less at
+  // the mercy of one lucky or unlucky run than the best of each, and its range shows how much the machine moved.
+  const roundRatios = rates.with.map((rate, i) => rate / rates.without[i]!);
+  const spread = (xs: number[]) =>
+    `${xs.map((x) => x.toFixed(3)).join(', ')}; median ${median(xs).toFixed(3)} (range ${Math.min(...xs).toFixed(3)}–${Math.max(...xs).toFixed(3)})`;
 
   // 2. Half the peak, paced, with a fresh warehouse destination: lag sampled every second.
   const id = await createWarehouse('half');
@@ -265,6 +281,7 @@ async function main(): Promise<void> {
       '',
       `full load: without ${rates.without.map(fmt).join(', ')}; with ${rates.with.map(fmt).join(', ')} events/s`,
       `  ingest with a warehouse / without (best of each): ${ratio.toFixed(3)}× (target ≥ 0.9): ${ratio >= 0.9 ? 'PASS' : 'FAIL'}`,
+      `  round by round (with / its round's without): ${spread(roundRatios)}`,
       `half load: ${fmt(achieved)} events/s paced (target ${fmt(targetPerSecond)}), ${halfSeconds} s`,
       `  warehouse lag, age of the newest loaded event (after the first 2 s): max ${maxAge.toFixed(1)} s (target < 10 s): ${maxAge < 10 ? 'PASS' : 'FAIL'}`,
       `  messages behind: max ${fmt(maxMessagesBehind)}; samples ${samples.map((s) => s.ageSeconds.toFixed(1)).join(' ')}`,

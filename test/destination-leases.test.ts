@@ -56,7 +56,7 @@ async function takeOver(taker: OpenedStorage, name: string, id: string) {
   let taken: boolean | undefined = false;
   while (taken !== true && Date.now() - started < 6_000) {
     const t = Date.now();
-    taken = await taker.destinations.acquireLease(id, name, t, t + LEASE_MS);
+    taken = await taker.destinations.acquireLease(id, name, LEASE_MS);
     const waited = Date.now() - t;
     assert.ok(waited < LEASE_MS, `one attempt waited ${waited} ms for the row`);
     outcomes.set(String(taken), (outcomes.get(String(taken)) ?? 0) + 1);
@@ -104,8 +104,7 @@ describe(`destination leases between two instances (${dialect})`, { skip: postgr
   });
 
   it('takes over from a holder stopped inside its state write within the lease, and the holder commits nothing', async () => {
-    const now = Date.now();
-    assert.equal(await a.destinations.acquireLease(id, A, now, now + LEASE_MS), true);
+    assert.equal(await a.destinations.acquireLease(id, A, LEASE_MS), true);
     const stored = (await b.destinations.getById(id))!;
 
     // The holder's state write stops between its UPDATE of the row and its COMMIT.
@@ -165,7 +164,7 @@ describe(`destination leases between two instances (${dialect})`, { skip: postgr
       await client.query('BEGIN');
       await client.query('UPDATE destinations SET updated_at = updated_at WHERE id = $1', [id]);
       const t = Date.now();
-      const attempt = b.destinations.acquireLease(id, B, t, t + LEASE_MS);
+      const attempt = b.destinations.acquireLease(id, B, LEASE_MS);
       const outcome = await Promise.race([
         attempt,
         new Promise<string>((resolve) => setTimeout(() => resolve('still waiting'), 2_000)),
@@ -174,7 +173,7 @@ describe(`destination leases between two instances (${dialect})`, { skip: postgr
       assert.ok(Date.now() - t < LEASE_MS, `waited ${Date.now() - t} ms`);
       await client.query('ROLLBACK');
       await attempt;
-      assert.equal(await b.destinations.acquireLease(id, B, Date.now(), Date.now() + LEASE_MS), true);
+      assert.equal(await b.destinations.acquireLease(id, B, LEASE_MS), true);
     } finally {
       await client.end();
     }
@@ -182,8 +181,7 @@ describe(`destination leases between two instances (${dialect})`, { skip: postgr
 
   it('takes over from a holder stopped inside its lease renewal', async () => {
     const renewal = holdCommitAfterUpdateBy(B);
-    const now = Date.now();
-    const renewing = b.destinations.acquireLease(id, B, now, now + LEASE_MS);
+    const renewing = b.destinations.acquireLease(id, B, LEASE_MS);
     await renewal.reached;
     const { taken, after, outcomes } = await takeOver(a, A, id);
     renewal.resume();

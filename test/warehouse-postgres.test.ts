@@ -192,8 +192,18 @@ describe('postgres warehouse: loads', () => {
     const product = await ctx.product('wh-widen');
     const schema = 'wh_widen';
     await warehouseDestination(product.id, schema);
-    await track(product.eventsKey, 'item.rated', 'u1', { score: 3, flag: true, when: '2026-01-01T00:00:00Z' });
+    await track(product.eventsKey, 'item.rated', 'u1', {
+      score: 3,
+      flag: true,
+      when: '2026-01-01T00:00:00Z',
+      // Not times PostgreSQL takes (no such day; an offset past ±15:59): text, and the load goes through.
+      no_day: '2026-02-30T00:00:00Z',
+      far_offset: '2026-03-01T12:00:00+16:00',
+    });
     await deliver();
+    const first = await columnsOf(schema, 'item_rated');
+    assert.equal(first.no_day, 'text');
+    assert.equal(first.far_offset, 'text');
     await track(product.eventsKey, 'item.rated', 'u2', { score: 3.5, flag: 'maybe', when: 'yesterday' });
     await deliver();
     let columns = await columnsOf(schema, 'item_rated');

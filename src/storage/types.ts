@@ -592,6 +592,7 @@ export interface DestinationRecord {
   createdAt: string;
   updatedAt: string;
   leaseHolder: string | null;
+  /** When the lease ends, epoch ms on the database's clock (DestinationStore.databaseNow). */
   leaseUntil: number;
   /** The latest warnings (a warehouse reached a table or column limit), oldest first. */
   warnings: DestinationWarning[];
@@ -689,11 +690,14 @@ export interface DestinationStore {
   any(): Promise<boolean>;
   update(productId: string, id: string, patch: DestinationPatch): Promise<DestinationRecord | undefined>;
   delete(productId: string, id: string): Promise<boolean>;
+  /** The database's time (epoch ms): leases are taken and judged by it, never by an instance's own clock. */
+  databaseNow(): Promise<number>;
   /**
-   * Takes or renews the lease of a destination; true when `holder` has it until `until` (epoch ms). PostgreSQL:
-   * undefined when another transaction kept the row locked past a short wait (nothing is known of the lease).
+   * Takes or renews the lease of a destination for `leaseMs` from the database's now (its `leaseUntil`, on the
+   * same clock); true when `holder` has it. PostgreSQL: undefined when another transaction kept the row locked
+   * past a short wait (nothing is known of the lease).
    */
-  acquireLease(id: string, holder: string, nowMs: number, until: number): Promise<boolean | undefined>;
+  acquireLease(id: string, holder: string, leaseMs: number): Promise<boolean | undefined>;
   releaseLease(id: string, holder: string): Promise<void>;
   /** Records warnings on the destination (a warehouse's limit reached); the latest few are kept. */
   addWarnings(id: string, messages: string[], at: string): Promise<void>;

@@ -34,6 +34,11 @@ export interface DeliveryRun {
   abort: AbortController;
   /** Products with several active destinations: their page reads are shared (pages.ts). */
   shared: Set<string>;
+  /**
+   * The database's clock less this instance's (`now`), as the runner's last pass read it: leases end on the
+   * database's clock (storage/destinations/rows.ts).
+   */
+  clockOffset: number;
 }
 
 export interface DelivererOptions {
@@ -102,7 +107,7 @@ async function deliverLoop(x: Deliverer, id: string): Promise<void> {
         stored === undefined ||
         stored.status !== 'active' ||
         stored.leaseHolder !== x.holder ||
-        stored.leaseUntil < x.now()
+        stored.leaseUntil < x.now() + x.run.clockOffset
       ) {
         x.held.delete(id);
         return;

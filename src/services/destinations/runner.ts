@@ -84,6 +84,9 @@ export function createDeliveryRunner(options: RunnerOptions) {
 async function tick(x: Runner): Promise<void> {
   if (x.run.stopped) return;
   const now = x.now();
+  // Leases are judged on the database's clock (an instance's own may be off): read once a pass.
+  const databaseNow = await x.store.databaseNow();
+  x.run.clockOffset = databaseNow - now;
   const all = await x.store.listAll();
   const present = new Set(all.map((d) => d.id));
   for (const id of x.held) if (!present.has(id)) x.held.delete(id);
@@ -102,11 +105,11 @@ async function tick(x: Runner): Promise<void> {
       }
       continue;
     }
-    const fresh = d.leaseHolder === x.holder && d.leaseUntil - now > (x.leaseMs * 2) / 3;
+    const fresh = d.leaseHolder === x.holder && d.leaseUntil - databaseNow > (x.leaseMs * 2) / 3;
     // Ours already: a delivery worker restarted after a crash goes on under its predecessor's name.
     if (fresh) x.held.add(d.id);
     else {
-      const taken = await x.store.acquireLease(d.id, x.holder, now, now + x.leaseMs);
+      const taken = await x.store.acquireLease(d.id, x.holder, x.leaseMs);
       // Its row stayed locked (a holder stopped inside its state write): nothing known, tried next pass.
       if (taken === undefined) continue;
       if (taken) x.held.add(d.id);

@@ -110,7 +110,7 @@ export function createDestinationService(
       }),
     ]),
   ) as Record<DestinationType, DestinationDriver>;
-  const run: DeliveryRun = { stopped: false, abort: new AbortController(), shared: new Set() };
+  const run: DeliveryRun = { stopped: false, abort: new AbortController(), shared: new Set(), clockOffset: 0 };
   const transform = createDestinationTransformer(options.transformations, {
     counted: (destinationId, figures) => report.transformed(destinationId, figures),
     failed: (destinationId, warnings) =>

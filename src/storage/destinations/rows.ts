@@ -6,6 +6,11 @@
 // a pass that finds the row locked learns nothing about that lease and goes on to the next destination,
 // instead of holding up the renewal of every other lease of the instance behind one stuck holder. Its own
 // transaction is bounded like a state write's, should its instance stop between the UPDATE and the COMMIT.
+//
+// Lease times are the database's clock, never an instance's: a lease's end is set, and compared with now, in
+// the statement that takes it, so an instance whose clock runs ahead cannot take over a live lease (nor one
+// whose clock lags hold on to a dead one). The instances read that clock (`databaseNow`) to judge their own.
+import { sql } from 'kysely';
 import { deliveryStateColumns, idleInTransactionLimit } from './state.js';
 import type { DestinationDb, DestinationRow } from './tables.js';
 import type {
@@ -26,6 +31,15 @@ import type {
 export function leaseLockWaitMs(leaseMs: number): number {
   return Math.max(1, Math.min(1000, Math.floor(leaseMs / 4)));
 }
+
+/**
+ * The database's time, epoch milliseconds. PostgreSQL: the statement's start (a lease's UPDATE that waited for
+ * the row compares with the time before it waited: never later than the truth). SQLite: the statement's time.
+ */
+const DATABASE_NOW = {
+  postgres: sql<number>`floor(extract(epoch from statement_timestamp()) * 1000)::bigint`,
+  sqlite: sql<number>`CAST(round(unixepoch('subsec') * 1000) AS INTEGER)`,
+};
 
 /** PostgreSQL's "lock not available": lock_timeout passed. */
 function isLockTimeout(error: unknown): boolean {
@@ -201,18 +215,26 @@ export function destinationRows(db: DestinationDb, dialect: Dialect, idleLimitMs
       });
     },
 
+    /** The database's time (epoch ms), which leases are taken and judged by. */
+    async databaseNow(): Promise<number> {
+      const result = await sql<{ now: number | string }>`SELECT ${DATABASE_NOW[dialect]} AS now`.execute(db);
+      return Number(result.rows[0]!.now);
+    },
+
     /**
-     * Takes or renews the lease of a destination; true when `holder` has it until `until`. PostgreSQL:
-     * undefined when the row stayed locked by another transaction past leaseLockWaitMs (nothing is known).
+     * Takes or renews the lease of a destination for `leaseMs` from the database's now; true when `holder` has
+     * it. PostgreSQL: undefined when the row stayed locked by another transaction past leaseLockWaitMs
+     * (nothing is known).
      */
-    async acquireLease(id: string, holder: string, nowMs: number, until: number): Promise<boolean | undefined> {
+    async acquireLease(id: string, holder: string, leaseMs: number): Promise<boolean | undefined> {
+      const now = DATABASE_NOW[dialect];
       const take = async (q: DestinationDb) => {
         const result = await q
           .updateTable('destinations')
-          .set({ lease_holder: holder, lease_until: until })
+          .set({ lease_holder: holder, lease_until: sql<number>`${now} + ${leaseMs}` })
           .where('id', '=', id)
           .where((eb) =>
-            eb.or([eb('lease_holder', '=', holder), eb('lease_holder', 'is', null), eb('lease_until', '<', nowMs)]),
+            eb.or([eb('lease_holder', '=', holder), eb('lease_holder', 'is', null), eb('lease_until', '<', now)]),
           )
           .executeTakeFirst();
         return Number(result.numUpdatedRows) > 0;
@@ -221,7 +243,7 @@ export function destinationRows(db: DestinationDb, dialect: Dialect, idleLimitMs
       try {
         return await db.transaction().execute(async (tx) => {
           // This transaction, too, holds the row's lock between its UPDATE and its COMMIT (state.ts).
-          await idleInTransactionLimit(tx, idleLimitMs ?? until - nowMs, leaseLockWaitMs(until - nowMs));
+          await idleInTransactionLimit(tx, idleLimitMs ?? leaseMs, leaseLockWaitMs(leaseMs));
           return take(tx);
         });
       } catch (error) {

@@ -25,7 +25,8 @@ import {
   leafTypes,
 } from './layout.js';
 import { quoted } from './names.js';
-import { copyField, copyText, flatten, NULL_FIELD, typeOf, type ColumnType, type Leaf } from './values.js';
+import { CopyRows } from './copy.js';
+import { copyValue, flatten, typeOf, type ColumnType, type Leaf } from './values.js';
 
 /** "insert": COPY only (a key conflict means the batch was loaded before); "replace": delete the ids first. */
 export type LoadMode = 'insert' | 'replace';
@@ -38,13 +39,17 @@ export interface LoadResult extends LayoutChanges {
   replaced: number;
 }
 
-/** One row for COPY: its key, the fixed fields (in COPY's text form, tab-separated) and the flattened properties. */
+/**
+ * One row for COPY: its key, its fixed fields (already encoded, bytes `start` to `end` of `from`: an event's,
+ * into `events`' COPY, are copied from there into its table's) and the flattened properties.
+ */
 interface Row {
   id: string;
-  /** The first fixed fields, already written into another COPY's text (an event's, into `events`'): copied. */
-  encoded?: { text: CopyText; start: number; end: number };
-  /** The fixed fields (those after `encoded`'s, from their tab on, when it is set). */
-  fixed: string;
+  from: CopyRows;
+  start: number;
+  end: number;
+  /** How many fixed fields. */
+  fields: number;
   leaves: Leaf[];
 }
 
@@ -58,8 +63,7 @@ interface Load {
   replaced: number;
 }
 
-const field = (value: string | null | undefined): string => (value == null ? NULL_FIELD : copyText(value));
-const jsonField = (value: unknown): string => (value == null ? NULL_FIELD : copyText(JSON.stringify(value)));
+const json = (value: unknown): string | null => (value == null ? null : JSON.stringify(value));
 const idOf = (value: unknown): string | null =>
   typeof value === 'string' || typeof value === 'number' ? String(value) : null;
 
@@ -69,126 +73,53 @@ function parsed(text: string | null | undefined): Record<string, unknown> | null
 
 /**
  * An event's properties (parsed: they are flattened), `original` (parsed only when there is one: it gives the
- * user and anonymous ids) and its `properties` and `context` as COPY fields (the stored JSON text as it is,
- * when it was read as text, as deliveries read it).
+ * user and anonymous ids) and its `properties` and `context` as JSON text (the stored text as it is, when it
+ * was read as text, as deliveries read it).
  */
 function jsonOf(event: EventRecord): {
   properties: Record<string, unknown>;
   original: Record<string, unknown> | null;
-  propertiesField: string;
-  contextField: string;
+  propertiesJson: string;
+  contextJson: string | null;
 } {
   const text = event.jsonText;
   if (text === undefined)
     return {
       properties: event.properties,
       original: event.original ?? null,
-      propertiesField: jsonField(event.properties),
-      contextField: jsonField(event.context),
+      propertiesJson: JSON.stringify(event.properties),
+      contextJson: json(event.context),
     };
   return {
     properties: parsed(text.properties) ?? {},
     original: parsed(text.original),
-    propertiesField: copyText(text.properties),
-    contextField: field(text.context),
+    propertiesJson: text.properties,
+    contextJson: text.context,
   };
 }
 
 /** The fixed fields of an event, in EVENT_COLUMNS order without `properties`, `context` and `loaded_at`. */
-function eventFixed(event: EventRecord, original: Record<string, unknown> | null): string {
-  return (
-    `${event.id}\t${event.receivedAt}\t${field(event.occurredAt)}\t${copyText(event.canonicalName)}\t` +
-    `${field(event.eventType)}\t${field(event.action)}\t${field(event.subjectType)}\t${field(event.subjectId)}\t` +
-    `${field(event.source)}\t${field(event.externalId)}\t${field(idOf(original?.userId) ?? event.externalId)}\t` +
-    field(idOf(original?.anonymousId))
-  );
+function eventFixed(out: CopyRows, event: EventRecord, original: Record<string, unknown> | null): void {
+  out.uuid(event.id);
+  out.time(event.receivedAt);
+  out.timeOrNull(event.occurredAt);
+  out.text(event.canonicalName);
+  out.textOrNull(event.eventType);
+  out.textOrNull(event.action);
+  out.textOrNull(event.subjectType);
+  out.textOrNull(event.subjectId);
+  out.textOrNull(event.source);
+  out.textOrNull(event.externalId);
+  out.textOrNull(idOf(original?.userId) ?? event.externalId);
+  out.textOrNull(idOf(original?.anonymousId));
 }
 
 const EVENT_FIXED = EVENT_COLUMNS.map(([n]) => n).filter((n) => !['properties', 'context', 'loaded_at'].includes(n));
 
-const EMPTY = Buffer.alloc(0);
-
-/**
- * Buffers of COPYs that finished, for the next ones (loads of several destinations may run at once: each takes
- * its own). A COPY of a big load is megabytes; made afresh each time, that memory counts against V8's external
- * memory and brings on full collections, and its pages are faulted in again.
- */
-const spares: Buffer[] = [];
-const SPARES_KEPT = 2;
-const SPARE_BYTES = 16 * 1024 * 1024;
-
-/**
- * A COPY's text, written line by line into one buffer as UTF-8: a string of a whole COPY made by joining its
- * lines costs several times more (the join, then the flattening and encoding of the result).
- */
-class CopyText {
-  private bytes = spares.pop() ?? EMPTY;
-  private length = 0;
-
-  /** `rows`: how many lines are coming (the first write sizes the buffer for as many). */
-  constructor(private readonly rows: number) {}
-
-  /** Room for `bytes` more. */
-  private room(bytes: number): void {
-    if (this.length + bytes <= this.bytes.length) return;
-    const size = this.length === 0 ? Math.ceil((bytes + 1) * this.rows * 1.25) : this.bytes.length * 2;
-    const grown = Buffer.allocUnsafe(Math.max(size, this.length + bytes));
-    this.bytes.copy(grown, 0, 0, this.length);
-    this.bytes = grown;
-  }
-
-  /** Writes `text` (no newline). */
-  put(text: string): void {
-    this.room(text.length * 3); // at most 3 bytes per UTF-16 unit
-    this.length += this.bytes.write(text, this.length, 'utf8');
-  }
-
-  /** Writes the bytes `start` to `end` of another text (already encoded: not encoded again). */
-  copy(from: CopyText, start: number, end: number): void {
-    this.room(end - start);
-    this.length += from.bytes.copy(this.bytes, this.length, start, end);
-  }
-
-  /** Ends the line. */
-  end(): void {
-    this.room(1);
-    this.bytes[this.length++] = 0x0a;
-  }
-
-  line(text: string): void {
-    this.put(text);
-    this.end();
-  }
-
-  /** Bytes written so far (where the next write starts). */
-  get size(): number {
-    return this.length;
-  }
-
-  get empty(): boolean {
-    return this.length === 0;
-  }
-
-  get buffer(): Buffer {
-    return this.bytes.subarray(0, this.length);
-  }
-
-  /**
-   * Gives the buffer back for another COPY: only once this one completed, when the server has read every byte
-   * (a COPY that failed may still be writing it to the socket, so its buffer is dropped), and no other text
-   * copies from it any more.
-   */
-  done(): void {
-    if (this.bytes.length <= SPARE_BYTES && spares.length < SPARES_KEPT) spares.push(this.bytes);
-    this.bytes = EMPTY;
-    this.length = 0;
-  }
-}
-
-async function copyRows(client: PoolClient, target: string, columns: string[], text: CopyText): Promise<void> {
-  if (text.empty) return;
-  const stream = client.query(copyFrom(`COPY ${target} (${columns.map(quoted).join(', ')}) FROM STDIN`));
-  await pipeline(Readable.from([text.buffer]), stream);
+async function copyRows(client: PoolClient, target: string, columns: string[], rows: CopyRows): Promise<void> {
+  if (rows.empty) return;
+  const statement = `COPY ${target} (${columns.map(quoted).join(', ')}) FROM STDIN (FORMAT binary)`;
+  await pipeline(Readable.from([rows.finish()]), client.query(copyFrom(statement)));
 }
 
 /** In replace mode, deletes the rows of `ids` (a re-load replaces them), counting them. */
@@ -229,23 +160,21 @@ async function writeRows(
         place.set(leaf.path, used.length);
         used.push(column);
       }
-  const text = new CopyText(rows.length);
-  const extra: string[] = new Array<string>(used.length);
+  const out = new CopyRows(rows.length);
+  const values: unknown[] = new Array<unknown>(used.length);
   for (const row of rows) {
-    if (row.encoded !== undefined) text.copy(row.encoded.text, row.encoded.start, row.encoded.end);
-    if (used.length === 0) {
-      text.line(row.fixed);
-      continue;
-    }
-    extra.fill(NULL_FIELD);
+    out.row(row.fields + used.length);
+    out.copy(row.from, row.start, row.end);
+    if (used.length === 0) continue;
+    values.fill(undefined);
     for (const leaf of row.leaves) {
       const i = place.get(leaf.path);
-      if (i !== undefined) extra[i] = copyField(leaf.value, used[i]!.type);
+      if (i !== undefined) values[i] = leaf.value;
     }
-    text.line(`${row.fixed}\t${extra.join('\t')}`);
+    for (let i = 0; i < used.length; i++) copyValue(out, values[i], used[i]!.type);
   }
-  await copyRows(load.client, target, [...fixedColumns, ...used.map((c) => c.name)], text);
-  text.done();
+  await copyRows(load.client, target, [...fixedColumns, ...used.map((c) => c.name)], out);
+  out.done();
 }
 
 /** The property columns of a table for these rows (added or widened first). */
@@ -258,61 +187,79 @@ async function prepareColumns(load: Load, table: string, rows: Row[]): Promise<M
 }
 
 const UUID_KEY = { column: 'id', cast: 'uuid' };
-const EVENTS_COLUMNS = [...EVENT_FIXED, 'properties', 'context'];
+// `context` before `properties` in `events`' COPY: an event table's row is the bytes up to it.
 const EVENT_TABLE_COLUMNS = [...EVENT_FIXED, 'context'];
+const EVENTS_COLUMNS = [...EVENT_TABLE_COLUMNS, 'properties'];
 
 /** A run of events: into `events`, and each into its event name's table. */
 async function loadEvents(load: Load, events: EventRecord[]): Promise<void> {
   const ids: string[] = [];
-  const text = new CopyText(events.length);
+  const out = new CopyRows(events.length);
   const byName = new Map<string, Row[]>();
   for (const event of events) {
     const json = jsonOf(event);
     ids.push(event.id);
-    // The fixed fields once, encoded into `events`' text; each event table's row copies those bytes.
-    const start = text.size;
-    text.put(eventFixed(event, json.original));
-    const end = text.size;
-    const context = `\t${json.contextField}`;
-    text.line(`\t${json.propertiesField}${context}`);
+    // The fixed fields and `context` once, encoded into `events`' COPY; each event table's row copies them.
+    out.row(EVENTS_COLUMNS.length);
+    const start = out.size;
+    eventFixed(out, event, json.original);
+    out.jsonbOrNull(json.contextJson);
+    const end = out.size;
+    out.jsonb(json.propertiesJson);
     let rows = byName.get(event.canonicalName);
     if (rows === undefined) byName.set(event.canonicalName, (rows = []));
-    rows.push({ id: event.id, encoded: { text, start, end }, fixed: context, leaves: flatten(json.properties) });
+    rows.push({
+      id: event.id,
+      from: out,
+      start,
+      end,
+      fields: EVENT_TABLE_COLUMNS.length,
+      leaves: flatten(json.properties),
+    });
   }
   const target = `${quoted(load.layout.schema)}.events`;
   await replaceRows(load, target, UUID_KEY, ids);
-  await copyRows(load.client, target, EVENTS_COLUMNS, text);
+  await copyRows(load.client, target, EVENTS_COLUMNS, out);
   for (const [name, rows] of byName) {
     const table = await tableFor(load.client, load.layout, name, load.limits, load.changes);
     if (table === undefined) continue;
     const columns = await prepareColumns(load, table, rows);
     await writeRows(load, table, UUID_KEY, EVENT_TABLE_COLUMNS, rows, columns);
   }
-  text.done(); // the tables' rows copied from it
+  out.done(); // the tables' rows copied from it
 }
 
 const USER_FIXED = ['external_id', 'user_id', 'identifiers', 'aliases', 'created_at', 'updated_at'];
 
-function userRow(user: UserRecord): Row {
-  return {
-    id: user.externalId,
-    fixed: [
-      copyText(user.externalId),
-      copyText(user.id),
-      jsonField(user.identifiers),
-      jsonField(user.aliases),
-      field(user.createdAt),
-      field(user.updatedAt),
-    ].join('\t'),
-    leaves: flatten(user.traits as Record<string, unknown>),
-  };
+/** A row whose `fields` fixed fields `write` encodes into `from` (rows encoded once, then copied into a COPY). */
+function encodedRow(from: CopyRows, id: string, fields: number, leaves: Leaf[], write: (out: CopyRows) => void): Row {
+  const start = from.size;
+  write(from);
+  return { id, from, start, end: from.size, fields, leaves };
+}
+
+function userRow(from: CopyRows, user: UserRecord): Row {
+  return encodedRow(
+    from,
+    user.externalId,
+    USER_FIXED.length,
+    flatten(user.traits as Record<string, unknown>),
+    (out) => {
+      out.text(user.externalId);
+      out.textOrNull(user.id);
+      out.jsonbOrNull(json(user.identifiers));
+      out.jsonbOrNull(json(user.aliases));
+      out.timeOrNull(user.createdAt);
+      out.timeOrNull(user.updatedAt);
+    },
+  );
 }
 
 /** Users upserted to their latest state: the last row of each external id in the run replaces the stored one. */
-async function loadUsers(load: Load, users: UserRecord[]): Promise<void> {
-  const latest = new Map<string, Row>();
-  for (const user of users) latest.set(user.externalId, userRow(user));
-  const rows = [...latest.values()];
+async function loadUsers(load: Load, from: CopyRows, users: UserRecord[]): Promise<void> {
+  const latest = new Map<string, UserRecord>();
+  for (const user of users) latest.set(user.externalId, user);
+  const rows = [...latest.values()].map((user) => userRow(from, user));
   const columns = await prepareColumns(load, 'users', rows);
   // Always replaced, whatever the mode (a user's row is updated by later messages), and not counted as a re-load.
   const upsert: Load = { ...load, mode: 'replace', replaced: 0 };
@@ -327,33 +274,31 @@ async function loadIdentity(load: Load, messages: IdentityMessage[]): Promise<vo
   const aliases: Row[] = [];
   const users: UserRecord[] = [];
   const mergedAway: string[] = [];
+  // The rows' fixed fields, encoded once: copied from here into the COPYs (never sent itself).
+  const from = new CopyRows(messages.length);
   for (const message of messages) {
     if (message.type === 'user.identified') {
       const user = (message.data as { user: UserRecord }).user;
-      identifies.push({
-        id: message.id,
-        fixed: [
-          copyText(message.id),
-          copyText(user.externalId),
-          copyText(user.id),
-          jsonField(user.identifiers),
-          message.createdAt,
-        ].join('\t'),
-        leaves: flatten(user.traits as Record<string, unknown>),
-      });
+      identifies.push(
+        encodedRow(from, message.id, 5, flatten(user.traits as Record<string, unknown>), (out) => {
+          out.text(message.id);
+          out.text(user.externalId);
+          out.textOrNull(user.id);
+          out.jsonbOrNull(json(user.identifiers));
+          out.time(message.createdAt);
+        }),
+      );
       users.push(user);
     } else {
       const data = message.data as { fromExternalId: string; user: UserRecord };
-      aliases.push({
-        id: message.id,
-        fixed: [
-          copyText(message.id),
-          copyText(data.fromExternalId),
-          copyText(data.user.externalId),
-          message.createdAt,
-        ].join('\t'),
-        leaves: [],
-      });
+      aliases.push(
+        encodedRow(from, message.id, 4, [], (out) => {
+          out.text(message.id);
+          out.text(data.fromExternalId);
+          out.text(data.user.externalId);
+          out.time(message.createdAt);
+        }),
+      );
       mergedAway.push(data.fromExternalId);
       users.push(data.user);
     }
@@ -366,7 +311,8 @@ async function loadIdentity(load: Load, messages: IdentityMessage[]): Promise<vo
   }
   const aliasColumns = ['id', 'from_external_id', 'to_external_id', 'merged_at'];
   if (aliases.length > 0) await writeRows(load, 'aliases', text, aliasColumns, aliases, undefined);
-  if (users.length > 0) await loadUsers(load, users);
+  if (users.length > 0) await loadUsers(load, from, users);
+  from.done();
   const kept = new Set(users.map((u) => u.externalId));
   const gone = mergedAway.filter((id) => !kept.has(id));
   if (gone.length > 0)

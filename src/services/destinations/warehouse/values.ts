@@ -2,13 +2,14 @@
 // to 3 segments, arrays (and objects below the third segment) as one jsonb column; each column's type inferred
 // from the first value seen and widened when a later value does not fit (bigint → double precision → text;
 // boolean, timestamptz or jsonb → text), so a load never fails and no value is lost. Values are written in
-// COPY's text format.
+// COPY's binary format (copy.ts).
+import { parseTime, type CopyRows } from './copy.js';
 
 export type ColumnType = 'boolean' | 'bigint' | 'double precision' | 'timestamptz' | 'text' | 'jsonb';
 
 /** Paths of up to this many segments become columns of their own. */
 const MAX_DEPTH = 3;
-const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/;
+const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/;
 /** bigint's range, short of its ends (a number this large is not exact in JavaScript anyway). */
 const BIGINT_LIMIT = 9_000_000_000_000_000_000;
 
@@ -66,22 +67,9 @@ export function flatten(object: Record<string, unknown>): Leaf[] {
   return leaves;
 }
 
-/** Whether a string is an RFC 3339 time PostgreSQL takes as timestamptz. */
+/** Whether a string is an RFC 3339 time PostgreSQL takes as timestamptz (a real date: no February 30th). */
 function isTime(value: string): boolean {
-  const match = RFC3339.exec(value);
-  if (match === null) return false;
-  const [year, month, day, hour, minute, second] = match.slice(1, 7).map(Number) as number[];
-  return (
-    year! >= 1 &&
-    month! >= 1 &&
-    month! <= 12 &&
-    day! >= 1 &&
-    day! <= 31 &&
-    hour! <= 23 &&
-    minute! <= 59 &&
-    second! <= 59 &&
-    !Number.isNaN(Date.parse(value.replace(' ', 'T')))
-  );
+  return RFC3339.test(value) && Number(value.slice(0, 4)) >= 1 && parseTime(value) !== undefined;
 }
 
 /** The type a value would have in a new column. */
@@ -105,21 +93,14 @@ export function widened(column: ColumnType, value: ColumnType): ColumnType {
   return 'text';
 }
 
-/** COPY text format: backslash, tab, newline and carriage return escaped; null is \N. */
-export function copyText(text: string): string {
-  return /[\\\t\n\r]/.test(text)
-    ? text.replace(/[\\\t\n\r]/g, (c) => (c === '\\' ? '\\\\' : c === '\t' ? '\\t' : c === '\n' ? '\\n' : '\\r'))
-    : text;
-}
-
-export const NULL_FIELD = '\\N';
-
 /** A value as a COPY field of a column of type `column` (which it fits: the column was widened first). */
-export function copyField(value: unknown, column: ColumnType): string {
-  if (value === null || value === undefined) return NULL_FIELD;
-  if (column === 'jsonb') return copyText(JSON.stringify(value));
-  if (typeof value === 'string') return copyText(value);
-  if (typeof value === 'boolean') return column === 'text' ? String(value) : value ? 't' : 'f';
-  if (typeof value === 'number') return String(value);
-  return copyText(JSON.stringify(value));
+export function copyValue(out: CopyRows, value: unknown, column: ColumnType): void {
+  if (value === null || value === undefined) out.nul();
+  else if (column === 'jsonb') out.jsonb(JSON.stringify(value));
+  else if (column === 'text')
+    out.text(typeof value === 'string' ? value : typeof value === 'object' ? JSON.stringify(value) : String(value));
+  else if (column === 'bigint') out.int8(value as number);
+  else if (column === 'double precision') out.float8(value as number);
+  else if (column === 'boolean') out.bool(value as boolean);
+  else out.time(value as string);
 }
