@@ -28,6 +28,11 @@ export function sharedText(value: object): string | undefined {
 // eslint-disable-next-line no-control-regex -- control characters are exactly what JSON escapes
 const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
 
+/** Whether JSON.stringify writes the string as it is, between quotes. */
+export function isPlainString(value: string): boolean {
+  return !NEEDS_ESCAPE.test(value);
+}
+
 /** `JSON.stringify(value)` of a string, without the call for one that needs no escape (most do not). */
 export function stringText(value: string): string {
   return NEEDS_ESCAPE.test(value) ? JSON.stringify(value) : `"${value}"`;

@@ -7,7 +7,7 @@ import { HmacSha256 } from './hmac-sha256.js';
 import { holds } from './transform-condition.js';
 import { adoptReturned, setTopLevel } from './transform-check.js';
 import { cloneJson, getPath, movePath, removePath, setPath } from './transform-paths.js';
-import { stringText } from './shared-json.js';
+import { isPlainString, stringText } from './shared-json.js';
 import type {
   Enrichers,
   FunctionMeta,
@@ -21,7 +21,7 @@ import type {
 export const REDACTED = '[redacted]';
 
 /**
- * `mask` `hash` results of one secret: by the path masked, then by the value's JSON text. One map per path, so that
+ * `mask` `hash` results of one secret: by the path masked, then by the value (PathHashes). One map per path, so that
  * a path whose values never repeat (an order id) cannot push out those of a path whose values do (an e-mail
  * address, which a person sends with each of their events).
  */
@@ -33,10 +33,15 @@ export type HashCache = Map<string, PathHashes>;
  * hashed without it for a while, and then it is tried again.
  */
 export class PathHashes {
+  /**
+   * Strings (nearly every masked value) by themselves, so a hit makes no JSON text; other values in `others`, by
+   * their JSON text (the string "1" and the number 1 have different hashes).
+   */
   readonly known = new Map<string, string>();
-  /** Values found in `known` since it was last cleared. */
+  readonly others = new Map<string, string>();
+  /** Values found in `known` or `others` since they were last cleared. */
   hits = 0;
-  /** Values still to hash without `known`. */
+  /** Values still to hash without the maps. */
   bypass = 0;
 }
 
@@ -94,26 +99,36 @@ export function sampleShare(id: string): number {
 
 /** `mask` `hash`: lowercase hex HMAC-SHA256 of the value's JSON text under the product's secret. */
 export function maskHash(secret: string, value: unknown, cache?: PathHashes): string {
-  const text = typeof value === 'string' ? stringText(value) : JSON.stringify(value);
-  if (cache === undefined) return hmacHex(secret, text);
+  if (cache === undefined) return hashOf(secret, value);
   if (cache.bypass > 0) {
     cache.bypass--;
-    return hmacHex(secret, text);
+    return hashOf(secret, value);
   }
-  const known = cache.known.get(text);
+  const isString = typeof value === 'string';
+  const key = isString ? value : JSON.stringify(value);
+  const map = isString ? cache.known : cache.others;
+  const known = map.get(key);
   if (known !== undefined) {
     cache.hits++;
     return known;
   }
-  const hash = hmacHex(secret, text);
+  const hash = isString ? hashOf(secret, value) : hmacHex(secret, key);
   // Bounded: the values that repeat (e-mail addresses, ids) stay; a flood of new ones starts it again.
-  if (cache.known.size >= MASK_CACHE_ENTRIES) {
+  if (cache.known.size + cache.others.size >= MASK_CACHE_ENTRIES) {
     if (cache.hits < MASK_CACHE_ENTRIES / 4) cache.bypass = MASK_BYPASS_VALUES;
     cache.known.clear();
+    cache.others.clear();
     cache.hits = 0;
   }
-  if (cache.bypass === 0) cache.known.set(text, hash);
+  if (cache.bypass === 0) map.set(key, hash);
   return hash;
+}
+
+/** The hash of a value's JSON text; a string that needs no escape is hashed between quotes without making the text. */
+function hashOf(secret: string, value: unknown): string {
+  if (typeof value !== 'string') return hmacHex(secret, JSON.stringify(value));
+  if (value.length <= MAX_QUOTED_HMAC && isPlainString(value)) return hmacOf(secret).hex(value, true);
+  return hmacHex(secret, stringText(value));
 }
 
 function hmacHex(secret: string, text: string): string {
@@ -124,6 +139,8 @@ function hmacHex(secret: string, text: string): string {
 const MASK_CACHE_ENTRIES = 10_000;
 /** How many values a path whose values seldom repeat is hashed without its cache before it is tried again. */
 const MASK_BYPASS_VALUES = 100_000;
+/** Strings hashed between quotes straight from their characters: within the HMAC's scratch buffer. */
+const MAX_QUOTED_HMAC = 1024;
 /** Longer texts (a whole object masked) go through node:crypto, whose per-call cost no longer matters then. */
 const MAX_SCRIPT_HMAC = 65_536;
 
