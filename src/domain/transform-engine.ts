@@ -6,6 +6,7 @@ import { boundedMemo } from './bounded-memo.js';
 import { HmacSha256 } from './hmac-sha256.js';
 import { holds } from './transform-condition.js';
 import { adoptReturned, setTopLevel } from './transform-check.js';
+import { applyKeyEdits, keyEditRuns, type KeyEditRun } from './transform-key-edits.js';
 import { cloneJson, getPath, movePath, removePath, setPath } from './transform-paths.js';
 import { isPlainString, stringText } from './shared-json.js';
 import type {
@@ -383,6 +384,20 @@ class ItemRun {
     if (timed) addTime(this.context.cpu, step.kind, started);
   }
 
+  /**
+   * Runs the steps of a key edit run on this item (`changed`: scratch for their outcomes). With a trace, step by
+   * step, each traced.
+   */
+  applyKeyEdits(steps: readonly Step[], run: KeyEditRun, changed: boolean[]): void {
+    if (this.trace !== undefined) {
+      for (let index = run.first; index <= run.last && this.result === undefined; index++)
+        this.apply(steps[index]!, index, false);
+      return;
+    }
+    applyKeyEdits(root(this.document), run, changed);
+    for (let i = 0; i < run.edits.length; i++) this.outcomes.push(changed[i] ? 'changed' : 'unchanged');
+  }
+
   /** The result, made field by field: spreads of the optional parts cost more than the rest of a small step. */
   end(outcome: TransformResult['outcome'], extra?: { droppedBy?: number; error?: StepFailure }): TransformResult {
     const result: TransformResult = {
@@ -420,6 +435,40 @@ function applyToEach(runs: readonly ItemRun[], step: Step, index: number, cpu: R
   const started = cpu === undefined ? 0 : performance.now();
   for (const run of runs) if (run.result === undefined) run.apply(step, index, false);
   addTime(cpu, step.kind, started);
+}
+
+/** A key edit run on each item still running, timed once, the time shared equally by its steps' kinds. */
+function applyKeyEditsToEach(
+  runs: readonly ItemRun[],
+  steps: readonly Step[],
+  run: KeyEditRun,
+  cpu: RunContext['cpu'],
+) {
+  const started = cpu === undefined ? 0 : performance.now();
+  const changed: boolean[] = [];
+  for (const item of runs) if (item.result === undefined) item.applyKeyEdits(steps, run, changed);
+  if (cpu === undefined) return;
+  const share = (performance.now() - started) / 1000 / (run.last - run.first + 1);
+  for (let index = run.first; index <= run.last; index++) {
+    const kind = steps[index]!.kind;
+    cpu.set(kind, (cpu.get(kind) ?? 0) + share);
+  }
+}
+
+/** The declarative step at `index` (or the key edit run starting there) on each item; the index of the next step. */
+function applyDeclarative(
+  runs: readonly ItemRun[],
+  steps: readonly Step[],
+  index: number,
+  cpu: RunContext['cpu'],
+): number {
+  const run = keyEditRuns(steps)[index];
+  if (run === undefined) {
+    applyToEach(runs, steps[index]!, index, cpu);
+    return index + 1;
+  }
+  applyKeyEditsToEach(runs, steps, run, cpu);
+  return run.last + 1;
 }
 
 /** A context's message id, required of a context not shared by a batch. */
@@ -460,7 +509,7 @@ export function applyStepsToEach(
 ): TransformResult[] {
   const runs = itemRuns(inputs, contexts, messageIds);
   const cpu = firstContext(contexts)?.cpu;
-  for (let index = 0; index < steps.length; index++) applyToEach(runs, steps[index]!, index, cpu);
+  for (let index = 0; index < steps.length;) index = applyDeclarative(runs, steps, index, cpu);
   return runs.map((run) => run.finish());
 }
 
@@ -506,11 +555,11 @@ export async function applyStepsToBatch(
 ): Promise<TransformResult[]> {
   const runs = itemRuns(inputs, contexts, messageIds);
   const first = firstContext(contexts);
-  for (let index = 0; index < steps.length && runs.length > 0; index++) {
+  for (let index = 0; index < steps.length && runs.length > 0;) {
     const step = steps[index]!;
     const live = runs.filter((run) => run.result === undefined);
-    if (step.kind === 'function') await callFunction(live, step, index, first!);
-    else applyToEach(live, step, index, first!.cpu);
+    if (step.kind === 'function') await callFunction(live, step, index++, first!);
+    else index = applyDeclarative(live, steps, index, first!.cpu);
   }
   return runs.map((run) => run.finish());
 }
