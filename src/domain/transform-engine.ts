@@ -322,7 +322,12 @@ const NO_WARNINGS: StepFailure[] = Object.freeze([]) as unknown as StepFailure[]
 /** One item on its way through the steps: its document as it stands, and what each step did. */
 class ItemRun {
   document: TransformDocument;
-  readonly outcomes: StepOutcome[] = [];
+  /**
+   * Made with room for every step (an empty array grows to 17 slots at its first push); `ran` of them are written,
+   * and the array is cut to those when the run ends.
+   */
+  readonly outcomes: StepOutcome[];
+  private ran = 0;
   /** NO_WARNINGS until a step is skipped: then the item's own array. */
   warnings: StepFailure[] = NO_WARNINGS;
   readonly trace: Array<{ step: number; changed: string[] }> | undefined;
@@ -332,7 +337,9 @@ class ItemRun {
     input: TransformDocument,
     readonly context: RunContext,
     readonly messageId: string,
+    steps: number,
   ) {
+    this.outcomes = new Array<StepOutcome>(steps);
     this.document = context.owned === true ? input : cloneJson(input);
     this.trace = context.trace === true ? [] : undefined;
   }
@@ -355,14 +362,14 @@ class ItemRun {
   }
 
   close(index: number, working: TransformDocument, applied: Applied): void {
-    this.outcomes.push(applied);
+    this.outcomes[this.ran++] = applied;
     this.trace?.push({ step: index, changed: changedPaths(this.document, working) });
     this.document = working;
     if (applied === 'dropped') this.result = this.end('dropped', { droppedBy: index });
   }
 
   fail(step: Step, index: number, error: unknown): void {
-    this.outcomes.push('error');
+    this.outcomes[this.ran++] = 'error';
     const failure = { step: index, kind: step.kind, message: messageOf(error) };
     if (step.on_error === 'skip') {
       if (this.warnings === NO_WARNINGS) this.warnings = [];
@@ -395,11 +402,12 @@ class ItemRun {
       return;
     }
     applyKeyEdits(root(this.document), run, changed);
-    for (let i = 0; i < run.edits.length; i++) this.outcomes.push(changed[i] ? 'changed' : 'unchanged');
+    for (let i = 0; i < run.edits.length; i++) this.outcomes[this.ran++] = changed[i] ? 'changed' : 'unchanged';
   }
 
   /** The result, made field by field: spreads of the optional parts cost more than the rest of a small step. */
   end(outcome: TransformResult['outcome'], extra?: { droppedBy?: number; error?: StepFailure }): TransformResult {
+    if (this.outcomes.length !== this.ran) this.outcomes.length = this.ran;
     const result: TransformResult = {
       outcome,
       document: this.document,
@@ -422,7 +430,7 @@ class ItemRun {
  * `unchanged`; a drop ends the run; a failing step ends it (`on_error: "reject"`) or is skipped with a warning.
  */
 export function applySteps(input: TransformDocument, steps: readonly Step[], context: RunContext): TransformResult {
-  const run = new ItemRun(input, context, messageIdOf(context));
+  const run = new ItemRun(input, context, messageIdOf(context), steps.length);
   for (let index = 0; index < steps.length && run.result === undefined; index++) run.apply(steps[index]!, index);
   return run.finish();
 }
@@ -485,14 +493,15 @@ function itemRuns(
   inputs: readonly TransformDocument[],
   contexts: RunContext | readonly RunContext[],
   messageIds: readonly string[] | undefined,
+  steps: number,
 ): ItemRun[] {
   if (!Array.isArray(contexts)) {
     const shared = contexts as RunContext;
-    return inputs.map((input, i) => new ItemRun(input, shared, messageIds?.[i] ?? messageIdOf(shared)));
+    return inputs.map((input, i) => new ItemRun(input, shared, messageIds?.[i] ?? messageIdOf(shared), steps));
   }
   return inputs.map((input, i) => {
     const context = (contexts as readonly RunContext[])[i]!;
-    return new ItemRun(input, context, messageIds?.[i] ?? messageIdOf(context));
+    return new ItemRun(input, context, messageIds?.[i] ?? messageIdOf(context), steps);
   });
 }
 
@@ -507,7 +516,7 @@ export function applyStepsToEach(
   contexts: RunContext | readonly RunContext[],
   messageIds?: readonly string[],
 ): TransformResult[] {
-  const runs = itemRuns(inputs, contexts, messageIds);
+  const runs = itemRuns(inputs, contexts, messageIds, steps.length);
   const cpu = firstContext(contexts)?.cpu;
   for (let index = 0; index < steps.length;) index = applyDeclarative(runs, steps, index, cpu);
   return runs.map((run) => run.finish());
@@ -553,7 +562,7 @@ export async function applyStepsToBatch(
   contexts: RunContext | readonly RunContext[],
   messageIds?: readonly string[],
 ): Promise<TransformResult[]> {
-  const runs = itemRuns(inputs, contexts, messageIds);
+  const runs = itemRuns(inputs, contexts, messageIds, steps.length);
   const first = firstContext(contexts);
   for (let index = 0; index < steps.length && runs.length > 0;) {
     const step = steps[index]!;
