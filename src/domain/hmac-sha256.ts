@@ -92,6 +92,9 @@ const encoder = new TextEncoder();
 /** Messages up to this many bytes go through the scratch buffer; longer ones get their own. */
 const SCRATCH_BYTES = 4096;
 const scratch = new Uint8Array(SCRATCH_BYTES + 72);
+/** The scratch buffer after a leading quote (a view made once: encodeInto writes from a view's start). */
+const afterQuote = scratch.subarray(1);
+const QUOTE = 0x22;
 const outer = new Uint8Array(64);
 const inner = new Int32Array(8);
 const result = new Int32Array(8);
@@ -114,12 +117,20 @@ export class HmacSha256 {
     compress(this.outerState, padded, 0);
   }
 
-  /** Lowercase hex HMAC of the text's UTF-8 bytes. */
-  hex(text: string): string {
+  /**
+   * Lowercase hex HMAC of the text's UTF-8 bytes; `quoted`: of the text between double quotes (a string's JSON text
+   * when it needs no escape), without making that text.
+   */
+  hex(text: string, quoted = false): string {
     // UTF-8 takes at most 3 bytes per UTF-16 unit: a text that fits so is encoded into the scratch buffer.
     let buffer = scratch;
     let length: number;
-    if (text.length * 3 <= SCRATCH_BYTES) length = encoder.encodeInto(text, scratch).written;
+    if (quoted && text.length * 3 + 2 <= SCRATCH_BYTES) {
+      scratch[0] = QUOTE;
+      length = encoder.encodeInto(text, afterQuote).written + 2;
+      scratch[length - 1] = QUOTE;
+    } else if (quoted) return this.hex(`"${text}"`);
+    else if (text.length * 3 <= SCRATCH_BYTES) length = encoder.encodeInto(text, scratch).written;
     else {
       const bytes = encoder.encode(text);
       length = bytes.length;

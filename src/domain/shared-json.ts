@@ -35,6 +35,11 @@ function needsNoEscape(value: string): boolean {
   return true;
 }
 
+/** Whether JSON.stringify writes the string as it is, between quotes. */
+export function isPlainString(value: string): boolean {
+  return !NEEDS_ESCAPE.test(value);
+}
+
 /** `JSON.stringify(value)` of a string, without the call for one that needs no escape (most do not). */
 export function stringText(value: string): string {
   return needsNoEscape(value) ? `"${value}"` : JSON.stringify(value);

@@ -6,8 +6,9 @@ import { boundedMemo } from './bounded-memo.js';
 import { HmacSha256 } from './hmac-sha256.js';
 import { holds } from './transform-condition.js';
 import { adoptReturned, setTopLevel } from './transform-check.js';
+import { applyKeyEdits, keyEditRuns, type KeyEditRun } from './transform-key-edits.js';
 import { cloneJson, getPath, movePath, removePath, setPath } from './transform-paths.js';
-import { stringText } from './shared-json.js';
+import { isPlainString, stringText } from './shared-json.js';
 import type {
   Enrichers,
   FunctionMeta,
@@ -21,7 +22,7 @@ import type {
 export const REDACTED = '[redacted]';
 
 /**
- * `mask` `hash` results of one secret: by the path masked, then by the value's JSON text. One map per path, so that
+ * `mask` `hash` results of one secret: by the path masked, then by the value (PathHashes). One map per path, so that
  * a path whose values never repeat (an order id) cannot push out those of a path whose values do (an e-mail
  * address, which a person sends with each of their events).
  */
@@ -33,10 +34,15 @@ export type HashCache = Map<string, PathHashes>;
  * hashed without it for a while, and then it is tried again.
  */
 export class PathHashes {
+  /**
+   * Strings (nearly every masked value) by themselves, so a hit makes no JSON text; other values in `others`, by
+   * their JSON text (the string "1" and the number 1 have different hashes).
+   */
   readonly known = new Map<string, string>();
-  /** Values found in `known` since it was last cleared. */
+  readonly others = new Map<string, string>();
+  /** Values found in `known` or `others` since they were last cleared. */
   hits = 0;
-  /** Values still to hash without `known`. */
+  /** Values still to hash without the maps. */
   bypass = 0;
 }
 
@@ -94,26 +100,36 @@ export function sampleShare(id: string): number {
 
 /** `mask` `hash`: lowercase hex HMAC-SHA256 of the value's JSON text under the product's secret. */
 export function maskHash(secret: string, value: unknown, cache?: PathHashes): string {
-  const text = typeof value === 'string' ? stringText(value) : JSON.stringify(value);
-  if (cache === undefined) return hmacHex(secret, text);
+  if (cache === undefined) return hashOf(secret, value);
   if (cache.bypass > 0) {
     cache.bypass--;
-    return hmacHex(secret, text);
+    return hashOf(secret, value);
   }
-  const known = cache.known.get(text);
+  const isString = typeof value === 'string';
+  const key = isString ? value : JSON.stringify(value);
+  const map = isString ? cache.known : cache.others;
+  const known = map.get(key);
   if (known !== undefined) {
     cache.hits++;
     return known;
   }
-  const hash = hmacHex(secret, text);
+  const hash = isString ? hashOf(secret, value) : hmacHex(secret, key);
   // Bounded: the values that repeat (e-mail addresses, ids) stay; a flood of new ones starts it again.
-  if (cache.known.size >= MASK_CACHE_ENTRIES) {
+  if (cache.known.size + cache.others.size >= MASK_CACHE_ENTRIES) {
     if (cache.hits < MASK_CACHE_ENTRIES / 4) cache.bypass = MASK_BYPASS_VALUES;
     cache.known.clear();
+    cache.others.clear();
     cache.hits = 0;
   }
-  if (cache.bypass === 0) cache.known.set(text, hash);
+  if (cache.bypass === 0) map.set(key, hash);
   return hash;
+}
+
+/** The hash of a value's JSON text; a string that needs no escape is hashed between quotes without making the text. */
+function hashOf(secret: string, value: unknown): string {
+  if (typeof value !== 'string') return hmacHex(secret, JSON.stringify(value));
+  if (value.length <= MAX_QUOTED_HMAC && isPlainString(value)) return hmacOf(secret).hex(value, true);
+  return hmacHex(secret, stringText(value));
 }
 
 function hmacHex(secret: string, text: string): string {
@@ -124,6 +140,8 @@ function hmacHex(secret: string, text: string): string {
 const MASK_CACHE_ENTRIES = 10_000;
 /** How many values a path whose values seldom repeat is hashed without its cache before it is tried again. */
 const MASK_BYPASS_VALUES = 100_000;
+/** Strings hashed between quotes straight from their characters: within the HMAC's scratch buffer. */
+const MAX_QUOTED_HMAC = 1024;
 /** Longer texts (a whole object masked) go through node:crypto, whose per-call cost no longer matters then. */
 const MAX_SCRIPT_HMAC = 65_536;
 
@@ -304,7 +322,12 @@ const NO_WARNINGS: StepFailure[] = Object.freeze([]) as unknown as StepFailure[]
 /** One item on its way through the steps: its document as it stands, and what each step did. */
 class ItemRun {
   document: TransformDocument;
-  readonly outcomes: StepOutcome[] = [];
+  /**
+   * Made with room for every step (an empty array grows to 17 slots at its first push); `ran` of them are written,
+   * and the array is cut to those when the run ends.
+   */
+  readonly outcomes: StepOutcome[];
+  private ran = 0;
   /** NO_WARNINGS until a step is skipped: then the item's own array. */
   warnings: StepFailure[] = NO_WARNINGS;
   readonly trace: Array<{ step: number; changed: string[] }> | undefined;
@@ -314,7 +337,9 @@ class ItemRun {
     input: TransformDocument,
     readonly context: RunContext,
     readonly messageId: string,
+    steps: number,
   ) {
+    this.outcomes = new Array<StepOutcome>(steps);
     this.document = context.owned === true ? input : cloneJson(input);
     this.trace = context.trace === true ? [] : undefined;
   }
@@ -337,14 +362,14 @@ class ItemRun {
   }
 
   close(index: number, working: TransformDocument, applied: Applied): void {
-    this.outcomes.push(applied);
+    this.outcomes[this.ran++] = applied;
     this.trace?.push({ step: index, changed: changedPaths(this.document, working) });
     this.document = working;
     if (applied === 'dropped') this.result = this.end('dropped', { droppedBy: index });
   }
 
   fail(step: Step, index: number, error: unknown): void {
-    this.outcomes.push('error');
+    this.outcomes[this.ran++] = 'error';
     const failure = { step: index, kind: step.kind, message: messageOf(error) };
     if (step.on_error === 'skip') {
       if (this.warnings === NO_WARNINGS) this.warnings = [];
@@ -366,8 +391,23 @@ class ItemRun {
     if (timed) addTime(this.context.cpu, step.kind, started);
   }
 
+  /**
+   * Runs the steps of a key edit run on this item (`changed`: scratch for their outcomes). With a trace, step by
+   * step, each traced.
+   */
+  applyKeyEdits(steps: readonly Step[], run: KeyEditRun, changed: boolean[]): void {
+    if (this.trace !== undefined) {
+      for (let index = run.first; index <= run.last && this.result === undefined; index++)
+        this.apply(steps[index]!, index, false);
+      return;
+    }
+    applyKeyEdits(root(this.document), run, changed);
+    for (let i = 0; i < run.edits.length; i++) this.outcomes[this.ran++] = changed[i] ? 'changed' : 'unchanged';
+  }
+
   /** The result, made field by field: spreads of the optional parts cost more than the rest of a small step. */
   end(outcome: TransformResult['outcome'], extra?: { droppedBy?: number; error?: StepFailure }): TransformResult {
+    if (this.outcomes.length !== this.ran) this.outcomes.length = this.ran;
     const result: TransformResult = {
       outcome,
       document: this.document,
@@ -390,7 +430,7 @@ class ItemRun {
  * `unchanged`; a drop ends the run; a failing step ends it (`on_error: "reject"`) or is skipped with a warning.
  */
 export function applySteps(input: TransformDocument, steps: readonly Step[], context: RunContext): TransformResult {
-  const run = new ItemRun(input, context, messageIdOf(context));
+  const run = new ItemRun(input, context, messageIdOf(context), steps.length);
   for (let index = 0; index < steps.length && run.result === undefined; index++) run.apply(steps[index]!, index);
   return run.finish();
 }
@@ -403,6 +443,40 @@ function applyToEach(runs: readonly ItemRun[], step: Step, index: number, cpu: R
   const started = cpu === undefined ? 0 : performance.now();
   for (const run of runs) if (run.result === undefined) run.apply(step, index, false);
   addTime(cpu, step.kind, started);
+}
+
+/** A key edit run on each item still running, timed once, the time shared equally by its steps' kinds. */
+function applyKeyEditsToEach(
+  runs: readonly ItemRun[],
+  steps: readonly Step[],
+  run: KeyEditRun,
+  cpu: RunContext['cpu'],
+) {
+  const started = cpu === undefined ? 0 : performance.now();
+  const changed: boolean[] = [];
+  for (const item of runs) if (item.result === undefined) item.applyKeyEdits(steps, run, changed);
+  if (cpu === undefined) return;
+  const share = (performance.now() - started) / 1000 / (run.last - run.first + 1);
+  for (let index = run.first; index <= run.last; index++) {
+    const kind = steps[index]!.kind;
+    cpu.set(kind, (cpu.get(kind) ?? 0) + share);
+  }
+}
+
+/** The declarative step at `index` (or the key edit run starting there) on each item; the index of the next step. */
+function applyDeclarative(
+  runs: readonly ItemRun[],
+  steps: readonly Step[],
+  index: number,
+  cpu: RunContext['cpu'],
+): number {
+  const run = keyEditRuns(steps)[index];
+  if (run === undefined) {
+    applyToEach(runs, steps[index]!, index, cpu);
+    return index + 1;
+  }
+  applyKeyEditsToEach(runs, steps, run, cpu);
+  return run.last + 1;
 }
 
 /** A context's message id, required of a context not shared by a batch. */
@@ -419,14 +493,15 @@ function itemRuns(
   inputs: readonly TransformDocument[],
   contexts: RunContext | readonly RunContext[],
   messageIds: readonly string[] | undefined,
+  steps: number,
 ): ItemRun[] {
   if (!Array.isArray(contexts)) {
     const shared = contexts as RunContext;
-    return inputs.map((input, i) => new ItemRun(input, shared, messageIds?.[i] ?? messageIdOf(shared)));
+    return inputs.map((input, i) => new ItemRun(input, shared, messageIds?.[i] ?? messageIdOf(shared), steps));
   }
   return inputs.map((input, i) => {
     const context = (contexts as readonly RunContext[])[i]!;
-    return new ItemRun(input, context, messageIds?.[i] ?? messageIdOf(context));
+    return new ItemRun(input, context, messageIds?.[i] ?? messageIdOf(context), steps);
   });
 }
 
@@ -441,9 +516,9 @@ export function applyStepsToEach(
   contexts: RunContext | readonly RunContext[],
   messageIds?: readonly string[],
 ): TransformResult[] {
-  const runs = itemRuns(inputs, contexts, messageIds);
+  const runs = itemRuns(inputs, contexts, messageIds, steps.length);
   const cpu = firstContext(contexts)?.cpu;
-  for (let index = 0; index < steps.length; index++) applyToEach(runs, steps[index]!, index, cpu);
+  for (let index = 0; index < steps.length;) index = applyDeclarative(runs, steps, index, cpu);
   return runs.map((run) => run.finish());
 }
 
@@ -487,13 +562,13 @@ export async function applyStepsToBatch(
   contexts: RunContext | readonly RunContext[],
   messageIds?: readonly string[],
 ): Promise<TransformResult[]> {
-  const runs = itemRuns(inputs, contexts, messageIds);
+  const runs = itemRuns(inputs, contexts, messageIds, steps.length);
   const first = firstContext(contexts);
-  for (let index = 0; index < steps.length && runs.length > 0; index++) {
+  for (let index = 0; index < steps.length && runs.length > 0;) {
     const step = steps[index]!;
     const live = runs.filter((run) => run.result === undefined);
-    if (step.kind === 'function') await callFunction(live, step, index, first!);
-    else applyToEach(live, step, index, first!.cpu);
+    if (step.kind === 'function') await callFunction(live, step, index++, first!);
+    else index = applyDeclarative(live, steps, index, first!.cpu);
   }
   return runs.map((run) => run.finish());
 }

@@ -18,6 +18,7 @@ describe('HmacSha256', () => {
       for (let length = 0; length <= 200; length++) {
         const text = 'a'.repeat(length);
         assert.equal(hmac.hex(text), expected(key, text), `key of ${keyLength} bytes, text of ${length}`);
+        assert.equal(hmac.hex(text, true), expected(key, `"${text}"`), `the same between quotes`);
       }
     }
   });
@@ -31,6 +32,7 @@ describe('HmacSha256', () => {
           const hmac = new HmacSha256(key);
           assert.equal(hmac.hex(text), expected(key, text));
           assert.equal(hmac.hex(text), expected(key, text), 'the same again: no state is left from the last call');
+          assert.equal(hmac.hex(text, true), expected(key, `"${text}"`), 'between quotes, without making the text');
         },
       ),
       { numRuns: 300 },

@@ -474,6 +474,73 @@ describe('movePath (rename_property)', () => {
   });
 });
 
+describe('runs of remove and rename_property (one copy for the run)', () => {
+  const key = fc.constantFrom('a', 'b', 'c', 'x');
+  const value = fc.oneof(fc.integer(), fc.constant(null), fc.dictionary(key, fc.integer(), { maxKeys: 2 }));
+  // Keys as JSON.parse makes them, an own `__proto__` included.
+  const object = fc.dictionary(fc.constantFrom('a', 'b', 'c', 'x', '__proto__'), value, { maxKeys: 5 });
+  const field = fc.constantFrom('properties', 'context');
+  const edit = fc.oneof(
+    fc.record({
+      kind: fc.constant('remove'),
+      paths: fc.array(
+        fc.tuple(field, key).map(([f, k]) => `${f}.${k}`),
+        { minLength: 1, maxLength: 3 },
+      ),
+    }),
+    fc.record({
+      kind: fc.constant('rename_property'),
+      from: fc.tuple(field, key).map(([f, k]) => `${f}.${k}`),
+      to: fc.tuple(field, key).map(([f, k]) => `${f}.${k}`),
+    }),
+    // Steps that end or split a run.
+    fc.record({ kind: fc.constant('remove'), paths: fc.constant(['properties.a.b']) }),
+    fc.record({ kind: fc.constant('set'), path: key.map((k) => `properties.${k}`), value: fc.integer() }),
+    fc.record({
+      kind: fc.constant('remove'),
+      paths: fc.constant(['properties.c']),
+      where: fc.constant({ '!!': [{ var: 'properties.a' }] }),
+    }),
+    fc.record({ kind: fc.constant('remove'), paths: fc.constant(['properties.x']), on_error: fc.constant('skip') }),
+  );
+  const depth = (path: string) => path.split('.').length;
+  const root = (path: string) => path.split('.')[0];
+
+  it('leaves what the steps one by one leave, outcomes and key order included (property)', () => {
+    fc.assert(
+      fc.property(object, object, fc.array(edit, { maxLength: 6 }), (properties, contextObject, rawSteps) => {
+        const rules = steps({ steps: rawSteps });
+        const make = () =>
+          doc(JSON.parse(JSON.stringify({ properties, context: contextObject })) as Partial<TransformDocument>);
+        // applySteps runs each step on its own; the items of a batch go through the runs.
+        const expected = applySteps(make(), rules, context);
+        // Owned, as at ingest: a run replaces the object it edits and never changes the one it was given.
+        const input = make();
+        const given = { properties: input.properties, context: input.context };
+        const before = JSON.stringify(given);
+        const [fused] = applyStepsToEach([input], rules, { ...context, owned: true });
+        assert.equal(JSON.stringify(fused!.document), JSON.stringify(expected.document));
+        assert.deepEqual(fused!.outcomes, expected.outcomes);
+        // Only key edits right under one field (a deeper one, or a rename to another field, writes in place).
+        const keyEdits = rules.every(
+          (step) =>
+            (step.kind === 'remove' && step.paths.every((path) => depth(path) === 2)) ||
+            (step.kind === 'rename_property' &&
+              depth(step.from) === 2 &&
+              depth(step.to) === 2 &&
+              root(step.from) === root(step.to)),
+        );
+        if (keyEdits) assert.equal(JSON.stringify(given), before, 'the objects it was given are as they were');
+        // With a trace, every step is traced on its own.
+        const [traced] = applyStepsToEach([make()], rules, { ...context, trace: true });
+        assert.equal(JSON.stringify(traced!.document), JSON.stringify(expected.document));
+        assert.equal(traced!.trace!.length, expected.outcomes.length);
+      }),
+      { numRuns: 3000, seed: 33 },
+    );
+  });
+});
+
 describe('invariants', () => {
   const json = fc.jsonValue({ maxDepth: 3 });
   const key = fc.stringMatching(/^[a-z]{1,6}$/);
