@@ -27,7 +27,7 @@ export function sharedText(value: object): string | undefined {
 /** Whether JSON.stringify writes `value` as it is between quotes: no control character, quote, backslash or
  *  UTF-16 surrogate (a lone one is escaped). A loop costs less than a regular expression or JSON.stringify's call
  *  for the short ids, names and times most strings are. */
-function needsNoEscape(value: string): boolean {
+export function isPlainString(value: string): boolean {
   for (let i = 0; i < value.length; i++) {
     const code = value.charCodeAt(i);
     if (code < 0x20 || code === 0x22 || code === 0x5c || (code >= 0xd800 && code <= 0xdfff)) return false;
@@ -35,14 +35,9 @@ function needsNoEscape(value: string): boolean {
   return true;
 }
 
-/** Whether JSON.stringify writes the string as it is, between quotes. */
-export function isPlainString(value: string): boolean {
-  return !NEEDS_ESCAPE.test(value);
-}
-
 /** `JSON.stringify(value)` of a string, without the call for one that needs no escape (most do not). */
 export function stringText(value: string): string {
-  return needsNoEscape(value) ? `"${value}"` : JSON.stringify(value);
+  return isPlainString(value) ? `"${value}"` : JSON.stringify(value);
 }
 
 /**
