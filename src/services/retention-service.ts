@@ -74,14 +74,14 @@ export function createRetentionService(storage: Storage, metrics: Metrics, optio
 
   /** One pass over every product with a limit; returns what it deleted. */
   async function runOnce(): Promise<RetentionPass> {
-    if (!(await store.takeLease(LEASE_NAME, holder, clock(), LEASE_MS)))
+    if (!(await store.takeLease(LEASE_NAME, holder, LEASE_MS)))
       return { deleted: {}, ran: false, dropped: [], kept: [] };
     const pass: RetentionPass = { deleted: {}, ran: true, dropped: [], kept: [] };
     let renewedAt = clock();
     // Renew the lease as we go: a long pass must not let another instance start one.
     const renew = async (): Promise<boolean> => {
       if (clock() - renewedAt <= LEASE_MS / 3) return true;
-      if (!(await store.takeLease(LEASE_NAME, holder, clock(), LEASE_MS))) return false;
+      if (!(await store.takeLease(LEASE_NAME, holder, LEASE_MS))) return false;
       renewedAt = clock();
       return true;
     };

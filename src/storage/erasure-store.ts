@@ -43,6 +43,7 @@ import type { ErasureDb, ErasureTables } from './erasure/tables.js';
 export type ErasureDialect = Pick<
   StoreDialect,
   | 'writeTransaction'
+  | 'nowMs'
   | 'lockIdentityLog'
   | 'appendIdentityMessage'
   | 'jsonText'
@@ -61,8 +62,8 @@ export function erasureStore(database: Kysely<Database>, dialect: ErasureDialect
     request: (input) => request(db, dialect, input),
     get: (productId, id) => getJob(db, productId, id),
     list: (productId, query) => listJobs(db, productId, query),
-    claim: (holder, now, leaseMs, only) => claim(db, holder, now, leaseMs, only),
-    save: (record, holder, leaseUntil) => save(db, record, holder, leaseUntil),
+    claim: (holder, leaseMs, only) => claim(db, dialect.nowMs, holder, leaseMs, only),
+    save: (record, holder, leaseMs) => save(db, dialect.nowMs, record, holder, leaseMs),
     release: (productId, id, holder) => release(db, productId, id, holder),
     targets: (productId, erasureId) => targets(db, productId, erasureId),
     deleteEvents: (productId, externalIds, limit) => deleteEvents(deletes, dialect, productId, externalIds, limit),
@@ -85,7 +86,7 @@ export function erasureStore(database: Kysely<Database>, dialect: ErasureDialect
       monthsOf(deletes).deleteKeys(name, productIds, after, limit),
     dropEventMonth: (month, now, lockTimeoutMs) => dropEventMonth(monthsOf(deletes), month, now, lockTimeoutMs),
     oldestEvent: (productId) => oldestEvent(db, dialect, productId),
-    takeLease: (name, holder, now, leaseMs) => takeLease(db, name, holder, now, leaseMs),
+    takeLease: (name, holder, leaseMs) => takeLease(db, dialect.nowMs, name, holder, leaseMs),
     releaseLease: (name, holder) => releaseLease(db, name, holder),
   };
 }

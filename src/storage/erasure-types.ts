@@ -97,15 +97,16 @@ export interface ErasureStore {
     productId: string,
     query: { beforeId?: string | undefined; limit: number; idHmac?: string | undefined },
   ): Promise<ErasureRecord[]>;
-  /** Takes the lease of one pending or running job whose lease is free or expired (or of the given one). */
-  claim(
-    holder: string,
-    now: number,
-    leaseMs: number,
-    only?: { productId: string; id: string },
-  ): Promise<ErasureRecord | undefined>;
-  /** Saves progress, fenced by the lease holder (also renews the lease); false when the lease was lost. */
-  save(record: ErasureRecord, holder: string, leaseUntil: number): Promise<boolean>;
+  /**
+   * Takes the lease of one pending or running job whose lease is free or expired (or of the given one), for
+   * `leaseMs` from the database's clock, by which expiry is judged too (an instance's own clock may be off).
+   */
+  claim(holder: string, leaseMs: number, only?: { productId: string; id: string }): Promise<ErasureRecord | undefined>;
+  /**
+   * Saves progress, fenced by the lease holder; false when the lease was lost. Renews the lease for `leaseMs` from
+   * the database's clock, or ends it when `leaseMs` is 0.
+   */
+  save(record: ErasureRecord, holder: string, leaseMs: number): Promise<boolean>;
   release(productId: string, id: string, holder: string): Promise<void>;
   targets(productId: string, erasureId: string): Promise<ErasureTargets>;
   /** Deletes at most `limit` events of these ids (subject, or a Segment group call's user) in one transaction. */
@@ -169,7 +170,7 @@ export interface ErasureStore {
   dropEventMonth(month: EventMonth, now: number, lockTimeoutMs: number): Promise<EventMonthDrop>;
   /** The receive time of the product's oldest event, or null. */
   oldestEvent(productId: string): Promise<string | null>;
-  /** A named lease over background work: true when `holder` has it until `now + leaseMs`. */
-  takeLease(name: string, holder: string, now: number, leaseMs: number): Promise<boolean>;
+  /** A named lease over background work: true when `holder` has it for `leaseMs` from the database's clock. */
+  takeLease(name: string, holder: string, leaseMs: number): Promise<boolean>;
   releaseLease(name: string, holder: string): Promise<void>;
 }

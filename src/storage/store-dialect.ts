@@ -32,6 +32,8 @@ export interface StoreDialect {
   round(value: Expression<unknown>, decimals: number): RawBuilder<unknown>;
   /** The text of a top-level field of a JSON column; both names are constants of ours, never input. */
   jsonText(column: string, field: string): RawBuilder<unknown>;
+  /** The database's now, epoch ms (database-clock.ts): what leases are taken and judged by. */
+  nowMs: RawBuilder<number>;
   /** A timestamp parameter, typed to compare with a timestamp column. */
   timestamp(value: string): RawBuilder<unknown>;
   /** The same, to compare with a time of `events` (milliseconds on SQLite: migration 853). */

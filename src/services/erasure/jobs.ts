@@ -88,7 +88,7 @@ export function createErasureJobs(options: ErasureJobOptions) {
   async function tick(): Promise<void> {
     for (;;) {
       if (stopped) return;
-      const job = await store.claim(options.holder, Date.now(), LEASE_MS);
+      const job = await store.claim(options.holder, LEASE_MS);
       if (job === undefined) break;
       const done = await runClaimed(jobs, job);
       if (done.status !== 'done') break;
@@ -150,7 +150,7 @@ async function sweepMessages({ storage, messageKeepDays }: Jobs, productId: stri
 async function runNow(jobs: Jobs, productId: string, id: string, onProgress?: Progress): Promise<ErasureRecord> {
   const store = jobs.storage.erasure;
   for (;;) {
-    const job = await store.claim(jobs.holder, Date.now(), LEASE_MS, { productId, id });
+    const job = await store.claim(jobs.holder, LEASE_MS, { productId, id });
     if (job !== undefined) {
       const done = await runClaimed(jobs, job, onProgress);
       if (done.status === 'done' || done.status === 'failed') return done;
@@ -200,7 +200,7 @@ async function runJob(jobs: Jobs, job: ErasureRecord, onProgress?: Progress): Pr
   const record: ErasureRecord = { ...job, counts: { ...job.counts } };
   let savedAt = 0;
   const save = async () => {
-    if (!(await store.save(record, holder, Date.now() + LEASE_MS))) throw new LeaseLost();
+    if (!(await store.save(record, holder, LEASE_MS))) throw new LeaseLost();
     savedAt = Date.now();
     onProgress?.({ ...record, counts: { ...record.counts } });
   };

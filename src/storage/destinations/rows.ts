@@ -11,6 +11,7 @@
 // the statement that takes it, so an instance whose clock runs ahead cannot take over a live lease (nor one
 // whose clock lags hold on to a dead one). The instances read that clock (`databaseNow`) to judge their own.
 import { sql } from 'kysely';
+import { DATABASE_NOW_MS as DATABASE_NOW } from '../database-clock.js';
 import { deliveryStateColumns, idleInTransactionLimit } from './state.js';
 import type { DestinationDb, DestinationRow } from './tables.js';
 import type {
@@ -31,15 +32,6 @@ import type {
 export function leaseLockWaitMs(leaseMs: number): number {
   return Math.max(1, Math.min(1000, Math.floor(leaseMs / 4)));
 }
-
-/**
- * The database's time, epoch milliseconds. PostgreSQL: the statement's start (a lease's UPDATE that waited for
- * the row compares with the time before it waited: never later than the truth). SQLite: the statement's time.
- */
-const DATABASE_NOW = {
-  postgres: sql<number>`floor(extract(epoch from statement_timestamp()) * 1000)::bigint`,
-  sqlite: sql<number>`CAST(round(unixepoch('subsec') * 1000) AS INTEGER)`,
-};
 
 /** PostgreSQL's "lock not available": lock_timeout passed. */
 function isLockTimeout(error: unknown): boolean {

@@ -1,6 +1,6 @@
 // Erasure jobs (governance.md §3): the request that resolves the person and suppresses their ids in one
 // transaction, the job's record, lease and targets, and the installation's HMAC key they are keyed with.
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import type { StoreDialect } from '../store-dialect.js';
 import type { ErasureCounts, ErasureRecord, ErasureRequestInput, ErasureTargets } from '../types.js';
 import { EMPTY_COUNTS, fromRow, type ErasureDb, type ErasureTables } from './tables.js';
@@ -194,11 +194,14 @@ export async function listJobs(
   return (await select.orderBy('id', 'desc').limit(query.limit).execute()).map(fromRow);
 }
 
-/** Takes the lease of one pending or running job whose lease is free or expired (or of the given one). */
+/**
+ * Takes the lease of one pending or running job whose lease is free or expired (or of the given one), for `leaseMs`
+ * from the database's now (`now`, the dialect's clock expression).
+ */
 export async function claim(
   db: ErasureDb,
+  now: RawBuilder<number>,
   holder: string,
-  now: number,
   leaseMs: number,
   only?: { productId: string; id: string },
 ): Promise<ErasureRecord | undefined> {
@@ -213,7 +216,7 @@ export async function claim(
   for (const candidate of await candidates.orderBy('requested_at').limit(5).execute()) {
     const result = await db
       .updateTable('erasures')
-      .set({ lease_holder: holder, lease_until: now + leaseMs })
+      .set({ lease_holder: holder, lease_until: sql<number>`${now} + ${leaseMs}` })
       .where('product_id', '=', candidate.product_id)
       .where('id', '=', candidate.id)
       .where('status', 'in', ['pending', 'running'])
@@ -234,8 +237,17 @@ export async function claim(
   return undefined;
 }
 
-/** Saves progress, fenced by the lease holder (also renews the lease); false when the lease was lost. */
-export async function save(db: ErasureDb, record: ErasureRecord, holder: string, leaseUntil: number) {
+/**
+ * Saves progress, fenced by the lease holder; false when the lease was lost. Renews the lease for `leaseMs` from
+ * the database's now, or ends it when `leaseMs` is 0.
+ */
+export async function save(
+  db: ErasureDb,
+  now: RawBuilder<number>,
+  record: ErasureRecord,
+  holder: string,
+  leaseMs: number,
+) {
   const result = await db
     .updateTable('erasures')
     .set({
@@ -245,7 +257,7 @@ export async function save(db: ErasureDb, record: ErasureRecord, holder: string,
       started_at: record.startedAt,
       finished_at: record.finishedAt,
       error: record.error,
-      lease_until: leaseUntil,
+      lease_until: leaseMs === 0 ? 0 : sql<number>`${now} + ${leaseMs}`,
     })
     .where('product_id', '=', record.productId)
     .where('id', '=', record.id)

@@ -1,7 +1,7 @@
 // Retention of events (governance.md §4): each product's limit, the batch deletes of older events, the drop of
 // whole monthly partitions where the database has them, and the named leases that keep background work to one
 // instance at a time.
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type RawBuilder } from 'kysely';
 import { toIso, type Database } from '../database.js';
 import type { StoreDialect } from '../store-dialect.js';
 import type { EventMonth, EventMonthDrop } from '../types.js';
@@ -84,12 +84,12 @@ export async function oldestEvent(
   return oldest == null ? null : toIso(oldest);
 }
 
-/** A named lease over background work: true when `holder` has it until `now + leaseMs`. */
+/** A named lease over background work: true when `holder` has it for `leaseMs` from the database's `now`. */
 export async function takeLease(
   db: ErasureDb,
+  now: RawBuilder<number>,
   name: string,
   holder: string,
-  now: number,
   leaseMs: number,
 ): Promise<boolean> {
   await db
@@ -99,7 +99,7 @@ export async function takeLease(
     .execute();
   const result = await db
     .updateTable('background_leases')
-    .set({ holder, lease_until: now + leaseMs })
+    .set({ holder, lease_until: sql<number>`${now} + ${leaseMs}` })
     .where('name', '=', name)
     .where((eb) => eb.or([eb('holder', 'is', null), eb('holder', '=', holder), eb('lease_until', '<', now)]))
     .executeTakeFirst();

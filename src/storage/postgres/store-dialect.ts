@@ -4,6 +4,7 @@
 import { createHash } from 'node:crypto';
 import { sql, type QueryExecutorProvider, type SqlBool } from 'kysely';
 import { RetryTransaction, type StoreDialect } from '../store-dialect.js';
+import { DATABASE_NOW_MS } from '../database-clock.js';
 
 /** How often a locking transaction is tried before its error is given to the caller. */
 const MAX_ATTEMPTS = 8;
@@ -34,6 +35,7 @@ export function postgresStoreDialect(): StoreDialect {
     // round(x, n) takes NUMERIC only.
     round: (value, decimals) => sql`round(CAST(${value} AS NUMERIC), ${sql.lit(decimals)})`,
     jsonText: (column, field) => sql.raw(`${column}->>'${field}'`),
+    nowMs: DATABASE_NOW_MS.postgres,
     timestamp: (value) => sql`${value}::timestamptz`,
     eventTime: (value) => sql`${value}::timestamptz`,
     eventProduct: (productId) => sql<string>`${productId}`,

@@ -3,6 +3,7 @@
 // are no-ops, and the only other writer is another process (the CLI), kept out by BEGIN IMMEDIATE.
 import { sql, type Kysely } from 'kysely';
 import { positionSql } from '../event-position.js';
+import { DATABASE_NOW_MS } from '../database-clock.js';
 import type { StoreDialect } from '../store-dialect.js';
 
 /**
@@ -31,6 +32,7 @@ export function sqliteStoreDialect(): StoreDialect {
     greatest: (a, b) => sql`max(${a}, ${b})`,
     round: (value, decimals) => sql`round(${value}, ${sql.lit(decimals)})`,
     jsonText: (column, field) => sql.raw(`json_extract(${column}, '$.${field}')`),
+    nowMs: DATABASE_NOW_MS.sqlite,
     timestamp: (value) => sql`${value}`,
     eventTime: (value) => sql`${Date.parse(value)}`,
     eventProduct: positionSql('sqlite').product,
