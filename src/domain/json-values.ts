@@ -123,15 +123,19 @@ function walk(state: Walk, value: unknown, depth: number): number {
  */
 export function jsonNestsDeeperThan(text: string, max: number): boolean {
   let depth = 0;
-  let inString = false;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
-    if (inString) {
-      if (c === 0x5c)
-        i++; // a backslash escapes the next character
-      else if (c === 0x22) inString = false;
-    } else if (c === 0x22) inString = true;
-    else if (c === 0x7b || c === 0x5b) {
+    if (c === 0x22) {
+      // Most of the text is strings: jump to the quote that ends this one, the first not escaped by an odd run of
+      // backslashes (the opening quote stops the run), instead of looking at each character of it.
+      for (;;) {
+        i = text.indexOf('"', i + 1);
+        if (i === -1) return false;
+        let before = i - 1;
+        while (text.charCodeAt(before) === 0x5c) before--;
+        if ((i - before) % 2 === 1) break;
+      }
+    } else if (c === 0x7b || c === 0x5b) {
       if (++depth > max) return true;
     } else if (c === 0x7d || c === 0x5d) depth--;
   }

@@ -215,6 +215,39 @@ function fastStrings(context: QuickJSContext): void {
   };
 }
 
+/**
+ * A string in the engine made from UTF-8 bytes (the documents' JSON text, encoded on the host's thread and moved
+ * here without a copy) by copying them into its memory: the text is neither copied as a string between the threads
+ * nor encoded again here. The bytes hold no NUL (JSON escapes it). Through a string when the library's insides are
+ * not what this expects.
+ */
+function bytesHandle(context: QuickJSContext, bytes: Uint8Array): QuickJSHandle {
+  const { memory, ffi, ctx } = context as unknown as {
+    memory?: Partial<ContextMemory> & { heapValueHandle?(pointer: number): QuickJSHandle };
+    ffi?: { QTS_NewString?(context: unknown, pointer: number): number };
+    ctx?: { value: unknown };
+  };
+  const module = memory?.module;
+  if (
+    typeof memory?.heapValueHandle !== 'function' ||
+    typeof ffi?.QTS_NewString !== 'function' ||
+    typeof module?._malloc !== 'function' ||
+    typeof module._free !== 'function' ||
+    !(module.HEAPU8 instanceof Uint8Array) ||
+    ctx === undefined
+  )
+    return context.newString(decoder.decode(bytes));
+  const pointer = module._malloc(bytes.length + 1);
+  if (pointer === 0) throw new Error('out of memory');
+  try {
+    module.HEAPU8.set(bytes, pointer);
+    module.HEAPU8[pointer + bytes.length] = 0;
+    return memory.heapValueHandle(ffi.QTS_NewString(ctx.value, pointer));
+  } finally {
+    module._free(pointer);
+  }
+}
+
 interface Live {
   module: QuickJSWASMModule;
   progress: { view: Float64Array; index: number } | undefined;
@@ -256,16 +289,17 @@ export class QuickJsFunction {
   }
 
   /**
-   * Runs the function on each of `count` documents (JSON text of an array), each item under its own limits.
+   * Runs the function on each of `count` documents (JSON text of an array, or its UTF-8 bytes), each item under
+   * its own limits.
    * When a limit ends a call, that item gets the error, and the items before it in that call run again.
    */
-  async run(docsText: string, metaText: string, count: number): Promise<RunChunk[]> {
+  async run(docsText: string | Uint8Array, metaText: string, count: number): Promise<RunChunk[]> {
     const chunks: RunChunk[] = [];
     await this.runSpan(docsText, metaText, 0, count, chunks);
     return chunks;
   }
 
-  private async runSpan(docsText: string, metaText: string, from: number, to: number, chunks: RunChunk[]) {
+  private async runSpan(docsText: string | Uint8Array, metaText: string, from: number, to: number, chunks: RunChunk[]) {
     while (from < to) {
       if (!this.live) {
         const outcome = this.start(await newModule(this.limits.memoryBytes));
@@ -378,7 +412,7 @@ export class QuickJsFunction {
 
   /** One call into the sandbox for items `from` to `to` (excluded); a limit that ends the call says at which item. */
   private runRange(
-    docsText: string,
+    docsText: string | Uint8Array,
     metaText: string,
     from: number,
     to: number,
@@ -386,7 +420,7 @@ export class QuickJsFunction {
     const live = this.live!;
     const { context, run } = live;
     const handles = [
-      context.newString(docsText),
+      typeof docsText === 'string' ? context.newString(docsText) : bytesHandle(context, docsText),
       context.newString(metaText),
       context.newNumber(from),
       context.newNumber(to),
