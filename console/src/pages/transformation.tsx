@@ -50,13 +50,15 @@ export function TransformationPage({ product }: { product: Product }) {
   );
   const events = useLoad(() => get<Page<InletEvent>>(productPath(product.id, '/events'), { limit: 20 }), [product.id]);
   const [text, setText] = useState('');
+  /** The steps were edited here since the stored version was last shown: a load that ends late keeps them. */
+  const [edited, setEdited] = useState(false);
   const [results, setResults] = useState<TestResult[]>();
   const [error, setError] = useState<unknown>();
   const [saved, setSaved] = useState<Version>();
   const stored = current.data?.data;
 
   useEffect(() => {
-    setText(JSON.stringify(stored?.steps ?? EXAMPLE, null, 2));
+    if (current.data !== undefined && !edited) setText(JSON.stringify(stored?.steps ?? EXAMPLE, null, 2));
   }, [stored]);
 
   function steps(): unknown {
@@ -87,6 +89,7 @@ export function TransformationPage({ product }: { product: Product }) {
     try {
       const answer = await put<Envelope<Version>>(productPath(product.id, '/transformation'), { steps: steps() });
       setSaved(answer.data);
+      setEdited(false);
       current.reload();
     } catch (cause) {
       setError(cause);
@@ -98,9 +101,11 @@ export function TransformationPage({ product }: { product: Product }) {
       <h1>Transformation · {product.name}</h1>
       <Section title="Steps">
         <p class="hint">
-          {stored === undefined || stored === null
-            ? 'No transformation yet: every event is stored as it arrives.'
-            : `Version ${stored.version}, saved ${time(stored.created_at)}.`}
+          {stored === undefined
+            ? 'Loading the current version…'
+            : stored === null
+              ? 'No transformation yet: every event is stored as it arrives.'
+              : `Version ${stored.version}, saved ${time(stored.created_at)}.`}
         </p>
         <label for="transformation-steps">Steps (JSON array)</label>
         <textarea
@@ -108,10 +113,13 @@ export function TransformationPage({ product }: { product: Product }) {
           rows={14}
           spellcheck={false}
           value={text}
-          onInput={(e) => setText((e.target as HTMLTextAreaElement).value)}
+          onInput={(e) => {
+            setText((e.target as HTMLTextAreaElement).value);
+            setEdited(true);
+          }}
         />
         <p>
-          <button type="button" onClick={() => void tryIt()}>
+          <button type="button" disabled={events.data === undefined} onClick={() => void tryIt()}>
             Try on the last 20 events
           </button>{' '}
           <button type="button" onClick={() => void save()}>
