@@ -4,8 +4,30 @@ const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?
 export const RFC3339_PATTERN_SOURCE =
   '^\\d{4}-\\d{2}-\\d{2}[Tt]\\d{2}:\\d{2}:\\d{2}(\\.\\d+)?([Zz]|[+-]\\d{2}:\\d{2})$';
 
-function daysInMonth(year: number, month: number): number {
-  return new Date(Date.UTC(year, month, 0)).getUTCDate();
+/** The days of a month of the proleptic Gregorian calendar, any year (Date.UTC would read years 0–99 as 19xx). */
+export function daysInMonth(year: number, month: number): number {
+  if (month !== 2) return month === 4 || month === 6 || month === 9 || month === 11 ? 30 : 31;
+  return year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0) ? 29 : 28;
+}
+
+/** Whether the fields name a real date and time of day (no February 30th, no hour 24, no second 60). */
+export function isCivilDateTime(
+  year: number,
+  month: number,
+  day: number,
+  hour: number,
+  minute: number,
+  second: number,
+): boolean {
+  return (
+    month >= 1 &&
+    month <= 12 &&
+    day >= 1 &&
+    day <= daysInMonth(year, month) &&
+    hour <= 23 &&
+    minute <= 59 &&
+    second <= 59
+  );
 }
 
 /** The number of the two digits at `at`, or NaN. */
@@ -14,8 +36,6 @@ function twoDigits(value: string, at: number): number {
   const ones = value.charCodeAt(at + 1) - 48;
   return tens >= 0 && tens <= 9 && ones >= 0 && ones <= 9 ? tens * 10 + ones : NaN;
 }
-
-const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
 
 /**
  * A timestamp already in UTC as `toISOString` writes it, with or without the milliseconds (`…:ssZ`, `…:ss.sssZ`),
@@ -43,8 +63,7 @@ function canonicalUtc(value: string): string | undefined {
   const month = twoDigits(value, 5);
   const day = twoDigits(value, 8);
   if (!(year >= 0 && month >= 1 && month <= 12 && day >= 1)) return undefined;
-  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
-  if (day > (month === 2 && leap ? 29 : DAYS_IN_MONTH[month - 1]!)) return undefined;
+  if (day > daysInMonth(year, month)) return undefined;
   if (!(twoDigits(value, 11) <= 23 && twoDigits(value, 14) <= 59 && twoDigits(value, 17) <= 59)) return undefined;
   return length === 24 ? value : `${value.slice(0, 19)}.000Z`;
 }
@@ -61,8 +80,7 @@ export function parseRfc3339(value: string): string | undefined {
   const hour = Number(m[4]);
   const minute = Number(m[5]);
   const second = Number(m[6]);
-  if (month < 1 || month > 12 || day < 1 || day > daysInMonth(year, month)) return undefined;
-  if (hour > 23 || minute > 59 || second > 59) return undefined;
+  if (!isCivilDateTime(year, month, day, hour, minute, second)) return undefined;
   const millis = m[7] === undefined ? 0 : Number(m[7].padEnd(3, '0').slice(0, 3));
   let offsetMinutes = 0;
   if (m[8] === undefined) {

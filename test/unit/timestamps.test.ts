@@ -41,3 +41,11 @@ test('the character check agrees with the long way on dates across four centurie
     assert.equal(parseRfc3339(`${iso.slice(0, 19)}Z`), `${iso.slice(0, 19)}.000Z`);
   }
 });
+
+test('leap days of years 0–99 follow the proleptic Gregorian calendar, not 19xx', () => {
+  // Year 0 is divisible by 400: a leap year (1900 is not one, which is what Date.UTC would read "0000" as).
+  assert.equal(parseRfc3339('0000-02-29T00:00:00+00:00'), '0000-02-29T00:00:00.000Z');
+  assert.equal(parseRfc3339('0004-02-29T12:00:00Z'), '0004-02-29T12:00:00.000Z');
+  assert.equal(parseRfc3339('0001-02-29T00:00:00+00:00'), undefined);
+  assert.equal(parseRfc3339('1900-02-29T00:00:00+00:00'), undefined);
+});

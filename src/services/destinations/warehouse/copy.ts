@@ -5,6 +5,7 @@
 // lines flushes sooner, and those rows' slots cost it about what the parsing saved; split COPYs cost the
 // client more than they saved the server. Times are converted exactly as the server's text input would read
 // them: RFC 3339, fractions past the microsecond rounded half to even.
+import { daysInMonth, isCivilDateTime } from '../../../domain/timestamps.js';
 const EMPTY = Buffer.alloc(0);
 /** The format's signature, its flags (none) and its header extension's length (none). */
 const HEADER = Buffer.from([0x50, 0x47, 0x43, 0x4f, 0x50, 0x59, 0x0a, 0xff, 0x0d, 0x0a, 0x00, 0, 0, 0, 0, 0, 0, 0, 0]);
@@ -44,11 +45,6 @@ function daysFromCivil(year: number, month: number, day: number): number {
 /** Days from 1970-01-01 to PostgreSQL's epoch, 2000-01-01. */
 const PG_EPOCH_DAYS = daysFromCivil(2000, 1, 1);
 
-function daysInMonth(year: number, month: number): number {
-  if (month !== 2) return month === 4 || month === 6 || month === 9 || month === 11 ? 30 : 31;
-  return year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0) ? 29 : 28;
-}
-
 const TIME = /^([+-]\d{6}|\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?(?:[Zz]|([+-])(\d{2}):?(\d{2}))$/;
 
 /** rint: to the nearest integer, a half to the even one (as the server rounds a fraction of a second). */
@@ -76,8 +72,7 @@ export function parseTime(text: string): Instant | undefined {
   const hour = Number(m[4]);
   const minute = Number(m[5]);
   const second = Number(m[6]);
-  if (month < 1 || month > 12 || day < 1 || day > daysInMonth(year, month)) return undefined;
-  if (hour > 23 || minute > 59 || second > 59) return undefined;
+  if (!isCivilDateTime(year, month, day, hour, minute, second)) return undefined;
   let offset = 0;
   if (m[8] !== undefined) {
     const hours = Number(m[9]);
