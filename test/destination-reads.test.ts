@@ -9,7 +9,7 @@ import { messageIdOfEvent } from '../src/domain/destinations.js';
 import { destinationMessage } from '../src/resources/destination-messages.js';
 import { eventResource } from '../src/resources/events.js';
 import type { EventInsert } from '../src/storage/types.js';
-import { createTestServices, dialect } from './helpers.js';
+import { createTestServices, dialect, eventRow } from './helpers.js';
 
 let services: Services;
 let close: () => Promise<void>;
@@ -32,24 +32,9 @@ describe('destination reads', () => {
       { source: 'import', subjectType: 'user', eventType: 'order_pl', action: 'aced' },
       { source: 'segment', subjectType: 'user', nameFormat: 'segment', apiKeyId: key.id },
     ];
-    const rows: EventInsert[] = forms.map((form, i) => ({
-      id: uuidv7(),
-      productId: product.id,
-      source: 'api',
-      externalId: null,
-      eventType: 'order',
-      action: 'placed',
-      canonicalName: 'order_placed',
-      nameFormat: 'preferred',
-      subjectType: 'user',
-      subjectId: `s${i}`,
-      occurredAt: now,
-      receivedAt: now,
-      properties: { i },
-      propertiesJson: JSON.stringify({ i }),
-      apiKeyId: null,
-      ...form,
-    }));
+    const rows = forms.map((form, i) =>
+      eventRow(product.id, { subjectId: `s${i}`, occurredAt: now, receivedAt: now, properties: { i }, ...form }),
+    );
     await services.storage.events.insertMany(rows);
 
     const messages = await services.storage.destinations.readMessages(product.id, { event: null, identity: null }, 100);
@@ -84,24 +69,15 @@ describe('destination reads', () => {
       { subjectId: 'plain', occurredAt: times[0], receivedAt: times[1] },
       ...(dialect === 'sqlite' ? [{ id: 'not-a-uuid "x"', subjectId: 'text id' }] : []),
     ];
-    const rows: EventInsert[] = forms.map((form, i) => ({
-      id: uuidv7(),
-      productId: product.id,
-      source: 'api',
-      externalId: null,
-      eventType: 'order',
-      action: 'placed',
-      canonicalName: 'order_placed',
-      nameFormat: 'preferred',
-      subjectType: 'user',
-      subjectId: `s${i}`,
-      occurredAt: times[0]!,
-      receivedAt: times[0]!,
-      properties: { i, s: 'x"y' },
-      propertiesJson: JSON.stringify({ i, s: 'x"y' }),
-      apiKeyId: null,
-      ...form,
-    }));
+    const rows = forms.map((form, i) =>
+      eventRow(product.id, {
+        subjectId: `s${i}`,
+        occurredAt: times[0]!,
+        receivedAt: times[0]!,
+        properties: { i, s: 'x"y' },
+        ...form,
+      }),
+    );
     await services.storage.events.insertMany(rows);
 
     const messages = await services.storage.destinations.readMessages(product.id, { event: null, identity: null }, 100);

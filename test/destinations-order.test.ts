@@ -6,9 +6,8 @@ import { strict as assert } from 'node:assert';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import { messageIdOfEvent } from '../src/domain/destinations.js';
-import { uuidv7 } from '../src/domain/ids.js';
 import type { Services } from '../src/services.js';
-import { createTestServices, dialect, eventProduct, reusableDatabase, type TestDatabase } from './helpers.js';
+import { createTestServices, dialect, eventProduct, eventRow, reusableDatabase, type TestDatabase } from './helpers.js';
 import { startWebhookReceiver, type WebhookReceiver } from './fakes/webhook-receiver.js';
 
 let database: TestDatabase;
@@ -78,23 +77,9 @@ describe('destinations: concurrent writers, one order, nothing skipped', () => {
       while (writing) {
         const now = new Date().toISOString();
         // The real writer of each backend (the group commit's insertMany), five events per transaction.
-        const rows = Array.from({ length: 5 }, () => ({
-          id: uuidv7(),
-          productId: product.id,
-          source: 'api',
-          externalId: null,
-          eventType: 'order',
-          action: 'placed',
-          canonicalName: 'order_placed',
-          nameFormat: 'preferred' as const,
-          subjectType: 'user',
-          subjectId: `w${worker}-${n++}`,
-          occurredAt: now,
-          receivedAt: now,
-          properties: {},
-          propertiesJson: '{}',
-          apiKeyId: null,
-        }));
+        const rows = Array.from({ length: 5 }, () =>
+          eventRow(product.id, { subjectId: `w${worker}-${n++}`, occurredAt: now, receivedAt: now }),
+        );
         await services.storage.events.insertMany(rows);
         await yieldToIo();
       }
