@@ -170,7 +170,7 @@ describe('retention: exactly the older events removed while ingest runs', () => 
     assert.equal(kept.statusCode, 200, 'a kept event still deduplicates');
   });
 
-  it('one instance at a time: a second runner does nothing while the first holds the lease', async () => {
+  it('one instance at a time: a second runner does nothing while the first holds the lease, whatever its clock', async () => {
     const other = createRetentionService(ctx.services.storage, createMetrics({ defaultMetrics: false }), {
       intervalMs: 0,
       holder: 'other-instance',
@@ -178,6 +178,14 @@ describe('retention: exactly the older events removed while ingest runs', () => 
     const first = await ctx.services.retention.runOnce();
     assert.equal(first.ran, true);
     assert.deepEqual(await other.runOnce(), { deleted: {}, ran: false, dropped: [], kept: [] });
+    // The lease is judged on the database's clock: an instance whose own clock runs past the lease's end does not
+    // take it over either.
+    const ahead = createRetentionService(ctx.services.storage, createMetrics({ defaultMetrics: false }), {
+      intervalMs: 0,
+      holder: 'instance-ahead',
+      now: () => Date.now() + 10 * 60_000,
+    });
+    assert.deepEqual(await ahead.runOnce(), { deleted: {}, ran: false, dropped: [], kept: [] });
   });
 });
 
