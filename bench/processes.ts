@@ -86,6 +86,8 @@ export function serverEnv(
     ...(server.outbound === true
       ? { INLET_OUTBOUND_ALLOW_PRIVATE: 'true', INLET_OUTBOUND_ALLOW: '127.0.0.0/8,::1' }
       : {}),
+    // An INLET_ setting in the bench's own environment reaches the server (a before/after of one setting).
+    ...Object.fromEntries(Object.entries(process.env).filter(([name]) => name.startsWith('INLET_'))),
     ...extra,
   };
 }

@@ -88,6 +88,8 @@ export interface Config {
   fileDestinationsRoot: string | undefined;
   /** INLET_DESTINATIONS_WORKER (default on): deliver in a worker thread with its own storage connection, off the request loop. */
   destinationsWorker: boolean;
+  /** INLET_DESTINATIONS_WORKER_NICE (10; 0–19): the delivery worker thread's nice value on Linux, 0 to keep the process's. */
+  destinationsWorkerNice: number;
   /** The web console at /console (issue 14): INLET_CONSOLE on|off; served only while the admin API is on. */
   consoleEnabled: boolean;
   /** The event catalogue (governance.md §1): INLET_CATALOG on|off, its bounds and flush interval. */
@@ -361,6 +363,7 @@ export function loadConfig(env: Env = process.env): Config {
     warehouseMaxColumns: integer(env, 'INLET_WAREHOUSE_MAX_COLUMNS', 1000, 1, 1600),
     fileDestinationsRoot: fileDestinationsRoot(env),
     destinationsWorker: (env.INLET_DESTINATIONS_WORKER?.trim() ?? '') === '' || flag(env, 'INLET_DESTINATIONS_WORKER'),
+    destinationsWorkerNice: integer(env, 'INLET_DESTINATIONS_WORKER_NICE', 10, 0, 19),
     consoleEnabled: oneOf(env, 'INLET_CONSOLE', ['on', 'off'] as const, 'on') === 'on',
     catalogEnabled: oneOf(env, 'INLET_CATALOG', ['on', 'off'] as const, 'on') === 'on',
     catalogMaxEvents: integer(env, 'INLET_CATALOG_MAX_EVENTS', 5000, 1, 1_000_000),

@@ -6,6 +6,7 @@
 // that a worker that dies loses next to none. (Sent after each turn of its loop, they were one postMessage per
 // webhook batch, ~3 % of the worker's busy time in a drain, and as many messages for the request loop.)
 import { readlinkSync } from 'node:fs';
+import { setPriority } from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
 import type { DeliverySettings } from './delivery.js';
 import { openStorage } from './storage/connect.js';
@@ -48,6 +49,26 @@ const forward: DeliveryMetrics = {
   loaded: (destination, load) => push(['loaded', destination, { ...load, warnings: [...load.warnings] }]),
   transformed: (destination, figures) => push(['transformed', destination, figures]),
 };
+
+// The thread's OS id (Linux), logged by the main thread: the bench reads this thread's CPU time from /proc.
+let tid: number | undefined;
+try {
+  tid = Number(readlinkSync('/proc/thread-self').split('/').pop());
+} catch {
+  // not Linux
+}
+// Delivery is background work: on a busy machine this thread yields the CPU to the threads that acknowledge
+// events (INLET_DESTINATIONS_WORKER_NICE). On Linux the nice value is a thread's own, and threads started here
+// later (a destination transformation's sandbox) inherit it; the main thread keeps its own.
+let nice: { value: number } | { error: string } | undefined;
+if (tid !== undefined && config.destinationsWorkerNice > 0) {
+  try {
+    setPriority(tid, config.destinationsWorkerNice);
+    nice = { value: config.destinationsWorkerNice };
+  } catch (error) {
+    nice = { error: (error as Error).message };
+  }
+}
 
 const storage = await openStorage(config.databaseUrl, {
   migrate: false,
@@ -100,11 +121,4 @@ port.on('message', (message: ToWorker) => {
   }
 });
 service.start();
-// The thread's OS id (Linux), logged by the main thread: the bench reads this thread's CPU time from /proc.
-let tid: number | undefined;
-try {
-  tid = Number(readlinkSync('/proc/thread-self').split('/').pop());
-} catch {
-  // not Linux
-}
-port.postMessage({ type: 'ready', ...(tid === undefined ? {} : { tid }) });
+port.postMessage({ type: 'ready', ...(tid === undefined ? {} : { tid }), ...(nice === undefined ? {} : { nice }) });

@@ -4,6 +4,7 @@
 // cursor; close() stops it and releases its leases; the outbound guard applies inside it; the thread starts only
 // once a destination exists (created here, or by the CLI in another process).
 import { strict as assert } from 'node:assert';
+import { readdirSync, readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { startDelivery } from '../../src/delivery.js';
 import type { DestinationWorker, WorkerLog } from '../../src/services/destinations/worker.js';
@@ -94,6 +95,21 @@ describe('destinations: the delivery worker', () => {
     const destination = JSON.parse(created.out).data as { id: string; secret: string };
     receiver.secrets = [destination.secret];
     await until(() => logged.some((l) => l.message.includes('delivery worker started')), 60_000, 'the worker to start');
+    // Delivery is background work: on Linux its thread runs at nice 10 (INLET_DESTINATIONS_WORKER_NICE), while
+    // the thread that serves requests, and libuv's pool it shares, keep the process's priority.
+    if (process.platform === 'linux') {
+      const started = logged.find((l) => l.message.includes('delivery worker started'))!.object as {
+        tid: number;
+        nice?: number;
+      };
+      assert.equal(started.nice, 10);
+      const niceOf = (tid: number | string) =>
+        Number(readFileSync(`/proc/self/task/${tid}/stat`, 'utf8').split(') ')[1]!.split(' ')[16]);
+      assert.equal(niceOf(started.tid), 10, 'the worker thread');
+      assert.equal(niceOf(process.pid), 0, 'the main thread');
+      const others = readdirSync('/proc/self/task').filter((tid) => Number(tid) !== started.tid && niceOf(tid) !== 0);
+      assert.deepEqual(others, [], 'no other thread of the process was lowered');
+    }
     const first = await send(product.eventsKey, 7, 'first');
     await until(() => receiver.accepted.length >= 7, 20_000, 'the first messages');
     assert.deepEqual(

@@ -19,6 +19,8 @@
 //   warning that names the cause: a handle the worker left open).
 // The composition root decides whether delivery runs here (src/delivery.ts) and names the thread's entry
 // (src/delivery-worker.ts, which builds storage and the deliverers from the settings it is given).
+import { access } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { DeliveryMetrics, TransformFigures, WarehouseFigures } from './metrics.js';
 import type { DestinationService } from './service.js';
@@ -30,7 +32,9 @@ export type MetricReport =
   | ['transformed', string, TransformFigures];
 export type ToWorker = { type: 'poke' } | { type: 'stop' };
 export type FromWorker =
-  { type: 'ready'; tid?: number } | { type: 'stopped' } | { type: 'metrics'; reports: MetricReport[] };
+  | { type: 'ready'; tid?: number; nice?: { value: number } | { error: string } }
+  | { type: 'stopped' }
+  | { type: 'metrics'; reports: MetricReport[] };
 /** What the thread is started with: the deliverers' lease holder name, and what its entry needs to build them. */
 export interface WorkerData<Settings> {
   holder: string;
@@ -65,6 +69,15 @@ export function applyReports(metrics: DeliveryMetrics, reports: MetricReport[]):
     else if (what === 'latency') metrics.latency(destination, value);
     else metrics.attempt(destination, value);
   }
+}
+
+/**
+ * libuv's thread pool (files, DNS lookups) is started by the first thread that uses it, and its threads take that
+ * thread's nice value: the main thread starts it before the worker lowers its own priority
+ * (INLET_DESTINATIONS_WORKER_NICE), so the pool keeps the process's.
+ */
+function startThreadPool(entry: URL): Promise<void> {
+  return access(fileURLToPath(entry)).catch(() => {});
 }
 
 /** A thread running `entry`: compiled JavaScript, or under tsx (tests, `npm run dev`) the TypeScript source. */
@@ -121,6 +134,7 @@ export function startDeliveryWorker<Settings>(
       let found = false;
       try {
         found = await service.hasDestinations();
+        if (found) await startThreadPool(entry);
         failingSaid = false;
       } catch (error) {
         // Said once per outage (the storage's own errors say the rest), not every checkMs.
@@ -150,8 +164,18 @@ export function startDeliveryWorker<Settings>(
     let lastError: Error | undefined;
     w.on('message', (message: FromWorker) => {
       if (message.type === 'metrics') applyReports(service.deliveryMetrics, message.reports);
-      else if (message.type === 'ready')
-        log.info({ threadId: w.threadId, tid: message.tid, restarts }, 'destinations: delivery worker started');
+      else if (message.type === 'ready') {
+        const nice = message.nice !== undefined && 'value' in message.nice ? message.nice.value : undefined;
+        log.info(
+          { threadId: w.threadId, tid: message.tid, restarts, ...(nice === undefined ? {} : { nice }) },
+          'destinations: delivery worker started',
+        );
+        if (message.nice !== undefined && 'error' in message.nice)
+          log.warn(
+            { err: message.nice.error },
+            "destinations: could not lower the delivery worker's priority (INLET_DESTINATIONS_WORKER_NICE); it runs at the process's",
+          );
+      }
     });
     w.on('error', (error) => {
       lastError = error;
