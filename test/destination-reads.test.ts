@@ -9,7 +9,8 @@ import { messageIdOfEvent } from '../src/domain/destinations.js';
 import { destinationMessage } from '../src/resources/destination-messages.js';
 import { eventResource } from '../src/resources/events.js';
 import type { EventInsert } from '../src/storage/types.js';
-import { createTestServices, dialect, eventRow } from './helpers.js';
+import { createTestServices, dialect } from './helpers.js';
+import { eventRow } from './event-rows.js';
 
 let services: Services;
 let close: () => Promise<void>;
@@ -33,7 +34,7 @@ describe('destination reads', () => {
       { source: 'segment', subjectType: 'user', nameFormat: 'segment', apiKeyId: key.id },
     ];
     const rows = forms.map((form, i) =>
-      eventRow(product.id, { subjectId: `s${i}`, occurredAt: now, receivedAt: now, properties: { i }, ...form }),
+      eventRow(product.id, null, { subjectId: `s${i}`, occurredAt: now, receivedAt: now, properties: { i }, ...form }),
     );
     await services.storage.events.insertMany(rows);
 
@@ -70,7 +71,7 @@ describe('destination reads', () => {
       ...(dialect === 'sqlite' ? [{ id: 'not-a-uuid "x"', subjectId: 'text id' }] : []),
     ];
     const rows = forms.map((form, i) =>
-      eventRow(product.id, {
+      eventRow(product.id, null, {
         subjectId: `s${i}`,
         occurredAt: times[0]!,
         receivedAt: times[0]!,

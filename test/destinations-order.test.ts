@@ -7,7 +7,8 @@ import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import { messageIdOfEvent } from '../src/domain/destinations.js';
 import type { Services } from '../src/services.js';
-import { createTestServices, dialect, eventProduct, eventRow, reusableDatabase, type TestDatabase } from './helpers.js';
+import { createTestServices, dialect, eventProduct, reusableDatabase, type TestDatabase } from './helpers.js';
+import { eventRow } from './event-rows.js';
 import { startWebhookReceiver, type WebhookReceiver } from './fakes/webhook-receiver.js';
 
 let database: TestDatabase;
@@ -78,7 +79,7 @@ describe('destinations: concurrent writers, one order, nothing skipped', () => {
         const now = new Date().toISOString();
         // The real writer of each backend (the group commit's insertMany), five events per transaction.
         const rows = Array.from({ length: 5 }, () =>
-          eventRow(product.id, { subjectId: `w${worker}-${n++}`, occurredAt: now, receivedAt: now }),
+          eventRow(product.id, null, { subjectId: `w${worker}-${n++}`, occurredAt: now, receivedAt: now }),
         );
         await services.storage.events.insertMany(rows);
         await yieldToIo();

@@ -3,11 +3,11 @@
 // request (services/event-export.ts). Every event still comes exactly once, in position order.
 import { strict as assert } from 'node:assert';
 import { after, before, it } from 'node:test';
-import { uuidv7 } from '../src/domain/ids.js';
 import { EXPORT_PAGE_MAX_EVENTS, EXPORT_PAGE_TARGET_BYTES } from '../src/services/event-export.js';
 import type { Services } from '../src/services.js';
 import type { EventInsert } from '../src/storage/types.js';
 import { createTestServices } from './helpers.js';
+import { eventRow } from './event-rows.js';
 
 let services: Services;
 let close: () => Promise<void>;
@@ -18,24 +18,16 @@ const SMALL = 6000;
 function rows(count: number, propertyBytes: number, tag: string): EventInsert[] {
   const properties = { text: 'x'.repeat(propertyBytes) };
   const propertiesJson = JSON.stringify(properties);
-  const now = new Date().toISOString();
-  return Array.from({ length: count }, (_, i) => ({
-    id: uuidv7(),
-    productId,
-    source: 'api',
-    externalId: `${tag}-${i}`,
-    eventType: tag,
-    action: 'loaded',
-    canonicalName: `${tag}_loaded`,
-    nameFormat: 'preferred',
-    subjectType: 'user',
-    subjectId: `u-${i % 10}`,
-    occurredAt: now,
-    receivedAt: now,
-    properties,
-    propertiesJson,
-    apiKeyId: null,
-  }));
+  return Array.from({ length: count }, (_, i) =>
+    eventRow(productId, `${tag}-${i}`, {
+      eventType: tag,
+      action: 'loaded',
+      canonicalName: `${tag}_loaded`,
+      subjectId: `u-${i % 10}`,
+      properties,
+      propertiesJson,
+    }),
+  );
 }
 
 before(async () => {

@@ -10,9 +10,10 @@ import {
   ensureEventPartitions,
   listEventPartitions,
 } from '../src/storage/postgres/event-partitions.js';
-import { prefixedId, uuidv7 } from '../src/domain/ids.js';
+import { prefixedId } from '../src/domain/ids.js';
 import type { EventInsert } from '../src/storage/types.js';
 import { dialect, testDatabase, type TestDatabase } from './helpers.js';
+import { eventRow } from './event-rows.js';
 
 function event(
   productId: string,
@@ -20,25 +21,15 @@ function event(
   receivedAt: string,
   extra: Partial<EventInsert> = {},
 ): EventInsert {
-  const properties = { n: Math.random() };
-  return {
-    id: uuidv7(),
-    productId,
-    source: 'api',
-    externalId,
+  return eventRow(productId, externalId, {
     eventType: 'project',
     action: 'created',
     canonicalName: 'project_created',
-    nameFormat: 'preferred',
-    subjectType: 'user',
-    subjectId: 'u1',
     occurredAt: receivedAt,
     receivedAt,
-    properties,
-    propertiesJson: JSON.stringify(properties),
-    apiKeyId: null,
+    properties: { n: Math.random() },
     ...extra,
-  };
+  });
 }
 
 /** YYYY-MM of the UTC month `offset` months from now. */

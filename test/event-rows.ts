@@ -11,13 +11,18 @@ import { sqliteEventWriter } from '../src/storage/sqlite/event-writer.js';
 import type { WalSync } from '../src/storage/sqlite/wal-sync.js';
 import type { EventInsert } from '../src/storage/types.js';
 
-/** One stored-event row of `productId` received now; `overrides` replaces any of its fields (a subject, a receive time, …). */
+/**
+ * A row as the write path hands it to `storage.events.insertMany`: an `order_placed` of `productId` by user `u1`,
+ * received now; `overrides` replaces any of its fields (a subject, a receive time, …), and its properties' JSON
+ * follows its properties unless given.
+ */
 export function eventRow(
   productId: string,
   externalId: string | null,
   overrides: Partial<EventInsert> = {},
 ): EventInsert {
   const now = new Date().toISOString();
+  const properties = overrides.properties ?? {};
   return {
     id: uuidv7(),
     productId,
@@ -31,8 +36,8 @@ export function eventRow(
     subjectId: 'u1',
     occurredAt: now,
     receivedAt: now,
-    properties: {},
-    propertiesJson: '{}',
+    properties,
+    propertiesJson: JSON.stringify(properties),
     apiKeyId: null,
     ...overrides,
   };

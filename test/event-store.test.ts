@@ -17,10 +17,7 @@ before(async () => {
 after(async () => services.close());
 
 function row(externalId: string | null): EventInsert {
-  return eventRow(productId, externalId, {
-    properties: { externalId },
-    propertiesJson: JSON.stringify({ externalId }),
-  });
+  return eventRow(productId, externalId, { properties: { externalId } });
 }
 
 describe('EventStore.insertMany', () => {

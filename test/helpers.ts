@@ -9,8 +9,7 @@ import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { loadConfig, type Config } from '../src/config.js';
 import { createServices, type Services } from '../src/services.js';
 import { buildApp } from '../src/http/app.js';
-import type { Dialect, EventInsert } from '../src/storage/types.js';
-import { uuidv7 } from '../src/domain/ids.js';
+import type { Dialect } from '../src/storage/types.js';
 import type { Kysely } from 'kysely';
 import type { Database, EventsTable } from '../src/storage/database.js';
 import { positionSql } from '../src/storage/event-position.js';
@@ -459,31 +458,4 @@ export function problemOf(response: LightMyRequestResponse): Record<string, unkn
   if (body.status !== response.statusCode)
     throw new Error(`problem status ${body.status} differs from HTTP ${response.statusCode}`);
   return body;
-}
-
-/**
- * A row as the write path hands it to `storage.events.insertMany`: an `order_placed` by user `u`, received now,
- * with `fields` over it (its properties' JSON follows its properties unless given).
- */
-export function eventRow(productId: string, fields: Partial<EventInsert> = {}): EventInsert {
-  const now = new Date().toISOString();
-  const properties = fields.properties ?? {};
-  return {
-    id: uuidv7(),
-    productId,
-    source: 'api',
-    externalId: null,
-    eventType: 'order',
-    action: 'placed',
-    canonicalName: 'order_placed',
-    nameFormat: 'preferred',
-    subjectType: 'user',
-    subjectId: 'u',
-    occurredAt: now,
-    receivedAt: now,
-    properties,
-    propertiesJson: JSON.stringify(properties),
-    apiKeyId: null,
-    ...fields,
-  };
 }

@@ -4,7 +4,7 @@
 import { strict as assert } from 'node:assert';
 import { readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
-import { uuidv7 } from '../../src/domain/ids.js';
+import { eventRow } from '../event-rows.js';
 import { openStorage } from '../../src/storage/connect.js';
 import type { EventInsert } from '../../src/storage/types.js';
 import { ADMIN_TOKEN, dialect, testDatabase, type TestDatabase } from '../helpers.js';
@@ -42,27 +42,15 @@ before(async () => {
   const properties = { plan: 'pro', note: 'comma, "quote"', nested: { a: [1, 2] } };
   const propertiesJson = JSON.stringify(properties);
   let n = 0;
-  const row = (productId: string): EventInsert => {
-    n++;
-    const now = new Date().toISOString();
-    return {
-      id: uuidv7(),
-      productId,
-      source: 'api',
-      externalId: null,
+  const row = (productId: string): EventInsert =>
+    eventRow(productId, null, {
       eventType: 'export',
       action: 'tested',
       canonicalName: 'export_tested',
-      nameFormat: 'preferred',
-      subjectType: 'user',
-      subjectId: `u${n % 1000}`,
-      occurredAt: now,
-      receivedAt: now,
+      subjectId: `u${++n % 1000}`,
       properties,
       propertiesJson,
-      apiKeyId: null,
-    };
-  };
+    });
   for (let left = EVENTS; left > 0;) {
     const size = Math.min(5000, left);
     left -= size;

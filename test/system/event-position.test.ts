@@ -5,7 +5,7 @@ import { strict as assert } from 'node:assert';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
-import { uuidv7 } from '../../src/domain/ids.js';
+import { eventRow } from '../event-rows.js';
 import { openStorage, type OpenedStorage } from '../../src/storage/connect.js';
 import { nameFormatCode } from '../../src/storage/database.js';
 import type { EventInsert } from '../../src/storage/types.js';
@@ -34,24 +34,12 @@ after(async () => {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 function row(): EventInsert {
-  const now = new Date().toISOString();
-  return {
-    id: uuidv7(),
-    productId: PRODUCT,
-    source: 'api',
-    externalId: randomUUID(),
+  return eventRow(PRODUCT, randomUUID(), {
     eventType: 'position',
     action: 'tested',
     canonicalName: 'position_tested',
-    nameFormat: 'preferred',
-    subjectType: 'user',
     subjectId: 'u',
-    occurredAt: now,
-    receivedAt: now,
-    properties: {},
-    propertiesJson: '{}',
-    apiKeyId: null,
-  };
+  });
 }
 
 const INSERT_COLUMNS =

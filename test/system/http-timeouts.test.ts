@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/http/app.js';
-import { uuidv7 } from '../../src/domain/ids.js';
+import { eventRow } from '../event-rows.js';
 import type { EventInsert } from '../../src/storage/types.js';
 import type { Services } from '../../src/services.js';
 import { ADMIN_TOKEN, createTestServices } from '../helpers.js';
@@ -79,24 +79,16 @@ before(async () => {
   // blocks the process for a moment).
   const properties = { text: 'x'.repeat(3000) };
   const propertiesJson = JSON.stringify(properties);
-  const now = new Date().toISOString();
-  const rows: EventInsert[] = Array.from({ length: EXPORT_EVENTS }, (_, i) => ({
-    id: uuidv7(),
-    productId: exportProductId,
-    source: 'api',
-    externalId: null,
-    eventType: 'bulk',
-    action: 'loaded',
-    canonicalName: 'bulk_loaded',
-    nameFormat: 'preferred',
-    subjectType: 'user',
-    subjectId: `bulk-${i}`,
-    occurredAt: now,
-    receivedAt: now,
-    properties,
-    propertiesJson,
-    apiKeyId: null,
-  }));
+  const rows: EventInsert[] = Array.from({ length: EXPORT_EVENTS }, (_, i) =>
+    eventRow(exportProductId, null, {
+      eventType: 'bulk',
+      action: 'loaded',
+      canonicalName: 'bulk_loaded',
+      subjectId: `bulk-${i}`,
+      properties,
+      propertiesJson,
+    }),
+  );
   await services.storage.events.insertMany(rows);
 });
 after(async () => {
