@@ -16,7 +16,7 @@ import {
   type QuickJSSyncVariant,
   type QuickJSWASMModule,
 } from 'quickjs-emscripten-core';
-import { storableJson } from '../../domain/json-values.js';
+import { jsonNestsDeeperThan, MAX_PROPERTY_DEPTH, storableJson } from '../../domain/json-values.js';
 
 export interface FunctionLimits {
   /** CPU time of one call (one item), and of the code's top level at compile. */
@@ -452,10 +452,10 @@ export class QuickJsFunction {
     }
     const text = context.getString(result.value);
     result.value.dispose();
-    if (!text.startsWith('!')) return { items: text, plain: isPlain(text), storable: storableJson(text) };
+    if (!text.startsWith('!')) return { items: text, ...textFlags(text) };
     this.stop();
     const items = text.slice(1);
-    return { items, plain: isPlain(items), storable: storableJson(items) };
+    return { items, ...textFlags(items) };
   }
 
   private stop(): void {
@@ -482,6 +482,18 @@ export class QuickJsFunction {
  */
 export function isPlain(text: string): boolean {
   return !text.includes('__proto__') && !text.includes('constructor') && !text.includes('\\u00');
+}
+
+// eslint-disable-next-line no-control-regex -- U+0000 is one of the characters storableJson looks for
+const SUSPECT_TEXT = /__proto__|constructor|\\u|[\u0000\uD800-\uDFFF]/;
+
+/**
+ * isPlain and storableJson of a call's text. Nearly always the text holds none of the words and characters either
+ * looks for: one search says so, and only the depth is left to check, instead of four passes over the text.
+ */
+export function textFlags(text: string): { plain: boolean; storable: boolean } {
+  if (SUSPECT_TEXT.test(text)) return { plain: isPlain(text), storable: storableJson(text) };
+  return { plain: true, storable: !jsonNestsDeeperThan(text, MAX_PROPERTY_DEPTH) };
 }
 
 /** The sandbox's own messages for a limit, said in the user's terms. */
