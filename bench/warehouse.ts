@@ -1,6 +1,8 @@
 // `npm run bench:warehouse`: issue 34's figures for the PostgreSQL warehouse destination, against one Inlet
 // server (SQLite by default, or --database postgres://…) and a fresh warehouse database on the local PostgreSQL:
 // 1. ingest at full load in interleaved rounds without and with a warehouse destination (ratio: within 10 %?),
+//    each run after `--warmup` seconds (default 2) of unmeasured load, as in the destinations bench: the delivery
+//    worker starts with the first destination and each round's destination creates its tables then,
 //    with the server's and the warehouse backends' CPU per ingested event (until the backlog is loaded); every
 //    other round starts with the destination. Beside the ratio of the best of each (the target), each round's
 //    ratio, with their median and range;
@@ -43,6 +45,7 @@ const { values } = parseArgs({
     warehouse: { type: 'string' },
     rounds: { type: 'string' },
     duration: { type: 'string' },
+    warmup: { type: 'string' },
     connections: { type: 'string' },
     'batch-size': { type: 'string' },
     'max-messages': { type: 'string' },
@@ -54,6 +57,7 @@ const { values } = parseArgs({
 });
 const rounds = Number(values.rounds ?? 2);
 const durationSeconds = Number(values.duration ?? 8);
+const warmupSeconds = Number(values.warmup ?? 2);
 const connections = Number(values.connections ?? 16);
 const batchSize = Number(values['batch-size'] ?? 100);
 const maxMessages = Number(values['max-messages'] ?? 1000);
@@ -62,7 +66,7 @@ const fileWaitMs = Number(values['file-wait'] ?? 2000);
 const warehouseServer = values.warehouse ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
 async function main(): Promise<void> {
-  installExitHandlers(rounds * 2 * (durationSeconds + 60) + 300);
+  installExitHandlers(rounds * 2 * (warmupSeconds + durationSeconds + 60) + 300);
   onCleanup(stopLoad);
   process.stdout.write(
     `npm run bench:warehouse --${process.argv
@@ -135,6 +139,18 @@ async function main(): Promise<void> {
     const order = round % 2 === 1 ? (['without', 'with'] as const) : (['with', 'without'] as const);
     for (const variant of order) {
       const id = variant === 'with' ? await createWarehouse(`full_${round}`) : undefined;
+      if (warmupSeconds > 0)
+        await runLoad(
+          {
+            url: base,
+            path: '/api/v2/events/batch',
+            headers,
+            body: body(new ExternalIds(`${runId}-${round}-${variant}-warm`)),
+            connections,
+            durationSeconds: warmupSeconds,
+          },
+          200,
+        );
       // CPU of the server (every thread) and of the warehouse's backends, from the load's start until the
       // backlog is loaded: what ingest and the loader cost together, per event ingested.
       const server0 = cpuSeconds(serverPid) ?? 0;
@@ -279,7 +295,7 @@ async function main(): Promise<void> {
   process.stdout.write(
     [
       '',
-      `full load: without ${rates.without.map(fmt).join(', ')}; with ${rates.with.map(fmt).join(', ')} events/s`,
+      `full load (${durationSeconds} s measured after ${warmupSeconds} s of warm-up each): without ${rates.without.map(fmt).join(', ')}; with ${rates.with.map(fmt).join(', ')} events/s`,
       `  ingest with a warehouse / without (best of each): ${ratio.toFixed(3)}× (target ≥ 0.9): ${ratio >= 0.9 ? 'PASS' : 'FAIL'}`,
       `  round by round (with / its round's without): ${spread(roundRatios)}`,
       `half load: ${fmt(achieved)} events/s paced (target ${fmt(targetPerSecond)}), ${halfSeconds} s`,
