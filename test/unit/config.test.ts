@@ -21,6 +21,7 @@ describe('loadConfig defaults (contract §2, §5, §7)', () => {
     ['INLET_TRANSFORM_FUNCTION_CPU_MS', config.transformFunctionCpuMs, 50],
     ['INLET_TRANSFORM_FUNCTION_MEMORY_MB', config.transformFunctionMemoryMb, 32],
     ['INLET_GEOIP_DATABASE', config.geoipDatabase, undefined],
+    ['INLET_DESTINATIONS_WORKER_NICE', config.destinationsWorkerNice, 10],
   ];
   for (const [name, actual, expected] of defaults) {
     it(`${name} defaults to ${String(expected)}`, () => assert.equal(actual, expected));
@@ -75,6 +76,8 @@ describe('loadConfig errors name the variable and the bad value', () => {
     ['INLET_TRANSFORM_FUNCTION_CPU_MS', '0'],
     ['INLET_TRANSFORM_FUNCTION_MEMORY_MB', '8'],
     ['INLET_GEOIP_DATABASE', 'no/such/GeoLite2-City.mmdb'],
+    ['INLET_DESTINATIONS_WORKER_NICE', '20'],
+    ['INLET_DESTINATIONS_WORKER_NICE', '-5'],
   ];
   for (const [name, value] of bad) {
     it(`${name}=${JSON.stringify(value)}`, () => {
