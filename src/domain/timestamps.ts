@@ -31,7 +31,7 @@ export function isCivilDateTime(
 }
 
 /** The number of the two digits at `at`, or NaN. */
-function twoDigits(value: string, at: number): number {
+export function twoDigits(value: string, at: number): number {
   const tens = value.charCodeAt(at) - 48;
   const ones = value.charCodeAt(at + 1) - 48;
   return tens >= 0 && tens <= 9 && ones >= 0 && ones <= 9 ? tens * 10 + ones : NaN;

@@ -60,6 +60,13 @@ test('a time as toISOString writes it is the same microseconds by the fast path 
     { numRuns: 2000, seed: 34 },
   );
   assert.throws(() => field((out) => out.time('2026-02-30T00:00:00.000Z')), /out of range|invalid/);
+  // The fast path's shape with a character that is not a digit in any digit's place: refused, never written.
+  const shape = '2026-03-01T12:34:56.789Z';
+  for (let at = 0; at < shape.length; at++) {
+    if (!/\d/.test(shape[at]!)) continue;
+    const text = `${shape.slice(0, at)}x${shape.slice(at + 1)}`;
+    assert.throws(() => field((out) => out.time(text)), /out of range|invalid/, text);
+  }
 });
 
 test('uuids, texts, jsonb and numbers are framed as the binary format has them', () => {

@@ -5,7 +5,7 @@
 // lines flushes sooner, and those rows' slots cost it about what the parsing saved; split COPYs cost the
 // client more than they saved the server. Times are converted exactly as the server's text input would read
 // them: RFC 3339, fractions past the microsecond rounded half to even.
-import { daysInMonth, isCivilDateTime } from '../../../domain/timestamps.js';
+import { daysInMonth, isCivilDateTime, twoDigits } from '../../../domain/timestamps.js';
 const EMPTY = Buffer.alloc(0);
 /** The format's signature, its flags (none) and its header extension's length (none). */
 const HEADER = Buffer.from([0x50, 0x47, 0x43, 0x4f, 0x50, 0x59, 0x0a, 0xff, 0x0d, 0x0a, 0x00, 0, 0, 0, 0, 0, 0, 0, 0]);
@@ -85,13 +85,6 @@ export function parseTime(text: string): Instant | undefined {
   return { seconds: seconds - offset, micros };
 }
 
-/** Two digits at `at` as a number; negative when either is not a digit. */
-function pair(text: string, at: number): number {
-  const a = text.charCodeAt(at) - 48;
-  const b = text.charCodeAt(at + 1) - 48;
-  return a >= 0 && a <= 9 && b >= 0 && b <= 9 ? a * 10 + b : -1_000_000;
-}
-
 /** The last date isoParts met (`year * 10000 + month * 100 + day`) and its days since 2000-01-01. */
 let lastDate = -1;
 let lastDays = 0;
@@ -114,19 +107,19 @@ function isoParts(text: string): number | undefined {
     text.charCodeAt(23) !== 90
   )
     return undefined;
-  const year = pair(text, 0) * 100 + pair(text, 2);
-  const month = pair(text, 5);
-  const day = pair(text, 8);
-  const hour = pair(text, 11);
-  const minute = pair(text, 14);
-  const second = pair(text, 17);
+  // twoDigits gives NaN for a character that is not a digit, which every comparison below refuses.
+  const year = twoDigits(text, 0) * 100 + twoDigits(text, 2);
+  const month = twoDigits(text, 5);
+  const day = twoDigits(text, 8);
+  const hour = twoDigits(text, 11);
+  const minute = twoDigits(text, 14);
+  const second = twoDigits(text, 17);
   const last = text.charCodeAt(22) - 48;
-  const millis = last >= 0 && last <= 9 ? pair(text, 20) * 10 + last : -1;
-  if (year < 0 || hour < 0 || hour > 23 || minute < 0 || minute > 59 || second < 0 || second > 59 || millis < 0)
-    return undefined;
+  const millis = last >= 0 && last <= 9 ? twoDigits(text, 20) * 10 + last : NaN;
+  if (!(year >= 0 && hour <= 23 && minute <= 59 && second <= 59 && millis >= 0)) return undefined;
   const date = year * 10_000 + month * 100 + day;
   if (date !== lastDate) {
-    if (month < 1 || month > 12 || day < 1 || day > daysInMonth(year, month)) return undefined;
+    if (!(month >= 1 && month <= 12 && day >= 1 && day <= daysInMonth(year, month))) return undefined;
     lastDays = daysFromCivil(year, month, day) - PG_EPOCH_DAYS;
     lastDate = date;
   }
