@@ -6,7 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { openStorage, type OpenedStorage } from '../src/storage/connect.js';
 import { createDeliveryRunner } from '../src/services/destinations/runner.js';
-import { createTestServices, dialect, testDatabase, type TestDatabase } from './helpers.js';
+import { dialect, storedWebhookDestination, testDatabase, type TestDatabase } from './helpers.js';
 
 const HOUR = 3_600_000;
 const LEASE_MS = 1000;
@@ -19,15 +19,7 @@ describe(`destination leases on the database's clock (${dialect})`, () => {
 
   before(async () => {
     database = testDatabase();
-    const { services } = await createTestServices({}, database);
-    const product = await services.keys.createProduct('Lease clock');
-    const created = await services.destinations.create(product.id, {
-      type: 'webhook',
-      name: 'lease-clock',
-      url: 'http://127.0.0.1:9/hook',
-    });
-    id = created.destination.id;
-    await services.close();
+    ({ id } = await storedWebhookDestination(database, 'lease-clock'));
     storage = await openStorage(database.databaseUrl, {
       ...(database.postgresSchema === undefined ? {} : { postgresSchema: database.postgresSchema }),
       migrate: false,

@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import pg from 'pg';
 import { openStorage, type OpenedStorage } from '../src/storage/connect.js';
-import { createTestServices, dialect, postgresUrl, testDatabase, type TestDatabase } from './helpers.js';
+import { dialect, postgresUrl, storedWebhookDestination, testDatabase, type TestDatabase } from './helpers.js';
 
 const LEASE_MS = 1000;
 /** The two instances' lease holder names, unique to this run (the driver's wrapper picks its statements by them). */
@@ -76,16 +76,7 @@ describe(`destination leases between two instances (${dialect})`, { skip: postgr
   before(async () => {
     database = testDatabase();
     cleanups.push(() => database.drop());
-    const { services } = await createTestServices({}, database);
-    const product = await services.keys.createProduct('Leases');
-    productId = product.id;
-    const created = await services.destinations.create(product.id, {
-      type: 'webhook',
-      name: 'leases',
-      url: 'http://127.0.0.1:9/hook',
-    });
-    id = created.destination.id;
-    await services.close();
+    ({ productId, id } = await storedWebhookDestination(database, 'leases'));
     const open = () =>
       openStorage(database.databaseUrl, {
         postgresSchema: database.postgresSchema!,

@@ -459,3 +459,25 @@ export function problemOf(response: LightMyRequestResponse): Record<string, unkn
     throw new Error(`problem status ${body.status} differs from HTTP ${response.statusCode}`);
   return body;
 }
+
+/**
+ * A product with one webhook destination to the discard port, made through the services on `database`, which are
+ * closed again: for tests that drive the destination's rows through storage opened their own way (leases).
+ */
+export async function storedWebhookDestination(
+  database: TestDatabase,
+  name: string,
+): Promise<{ productId: string; id: string }> {
+  const { services } = await createTestServices({}, database);
+  try {
+    const product = await services.keys.createProduct(name);
+    const created = await services.destinations.create(product.id, {
+      type: 'webhook',
+      name,
+      url: 'http://127.0.0.1:9/hook',
+    });
+    return { productId: product.id, id: created.destination.id };
+  } finally {
+    await services.close();
+  }
+}
