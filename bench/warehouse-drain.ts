@@ -1,6 +1,6 @@
-// `npm run bench:warehouse-drain`: the PostgreSQL warehouse loader's CPU per loaded event. `--events` events
-// (bench/workload.ts's) are ingested with no destination, then a warehouse destination is created from the
-// beginning; while it drains, the CPU per loaded event (from /proc) of the delivery worker thread, the main
+// `npm run bench:warehouse-drain`: a warehouse loader's CPU per loaded event. `--events` events
+// (bench/workload.ts's) are ingested with no destination, then a warehouse destination (`--type postgres`, the
+// default, or `parquet`: files under a temporary root) is created from the beginning; while it drains, the CPU per loaded event (from /proc) of the delivery worker thread, the main
 // thread, the whole server (every thread: V8's GC helpers too) and the warehouse database's backends. Repeated
 // `--repeats` times, a fresh schema each (the first pays for the worker's start). `--dist <dir>` runs another
 // build of the server (a folder beside dist/, for before and after), `--cpu-prof <dir>` writes the server's CPU
@@ -35,12 +35,16 @@ const { values } = parseArgs({
     'max-messages': { type: 'string' },
     'cpu-prof': { type: 'string' },
     dist: { type: 'string' },
+    type: { type: 'string' },
   },
   strict: true,
 });
+const type = values.type ?? 'postgres';
+if (type !== 'postgres' && type !== 'parquet') throw new Error(`--type: postgres or parquet, not "${type}"`);
 const events = Number(values.events ?? 100_000);
 const repeats = Number(values.repeats ?? 2);
-const maxMessages = Number(values['max-messages'] ?? 1000);
+// PostgreSQL's loads default to 1,000 rows; Parquet to the type's own default (one file per 100,000 rows).
+const maxMessages = values['max-messages'] === undefined ? undefined : Number(values['max-messages']);
 const batchSize = 100;
 
 /** CPU seconds of one thread of the server so far (0 once it is gone). */
@@ -62,7 +66,10 @@ async function main(): Promise<void> {
     'inlet server',
     process.execPath,
     [...nodeArgs, join(ROOT, values.dist ?? 'dist', 'main.js')],
-    serverEnv({ port, databaseUrl: database.url, adminToken, logLevel: 'info', outbound: true }),
+    serverEnv(
+      { port, databaseUrl: database.url, adminToken, logLevel: 'info', outbound: true },
+      { INLET_FILE_DESTINATIONS_ROOT: join(dir, 'files') },
+    ),
     logFile,
   );
   const base = `http://127.0.0.1:${port}`;
@@ -89,17 +96,22 @@ async function main(): Promise<void> {
   await Promise.all(Array.from({ length: 8 }, send));
   const pid = server.process.pid!;
   let tid: number | undefined;
-  process.stdout.write(`${requests * batchSize} events stored; draining into ${warehouse.description}\n`);
+  process.stdout.write(
+    `${requests * batchSize} events stored; draining into ${type === 'postgres' ? warehouse.description : `Parquet files under ${join(dir, 'files')}`}\n`,
+  );
   for (let r = 1; r <= repeats; r++) {
     const startedLoad = loadavg()[0]!;
-    const d = await admin('POST', `${productPath}/destinations`, {
-      type: 'postgres',
-      name: `drain_${r}`,
-      url: warehouse.url,
-      schema: `drain_${r}`,
-      start: 'beginning',
-      batch: { max_messages: maxMessages, max_wait_ms: 1000 },
-    });
+    const batch = {
+      max_messages: maxMessages ?? (type === 'postgres' ? 1000 : undefined),
+      max_wait_ms: 1000,
+    };
+    const d = await admin(
+      'POST',
+      `${productPath}/destinations`,
+      type === 'postgres'
+        ? { type, name: `drain_${r}`, url: warehouse.url, schema: `drain_${r}`, start: 'beginning', batch }
+        : { type, name: `drain_${r}`, path: `drain_${r}`, start: 'beginning', batch },
+    );
     while (tid === undefined) {
       const line = readFileSync(logFile, 'utf8')
         .split('\n')
