@@ -26,8 +26,8 @@ import {
   type SchemaElement,
 } from 'hyparquet';
 import { hashParquetValue, readBloomFilter, sbbfContains } from 'hyparquet/src/bloom.js';
-import { parquetWriteBuffer } from 'hyparquet-writer';
 import type { EventRecord, StoredMessage, UserRecord } from '../../../storage/types.js';
+import { parquetWithBlooms } from './parquet-bloom.js';
 
 type ColumnKind = 'STRING' | 'TIMESTAMP';
 type Row = Record<string, string | Date | null>;
@@ -138,20 +138,12 @@ function tokenOf(metadata: FileMetaData): number {
  * A file's bytes. The columns that name a person carry a Parquet bloom filter (split-block, 1 % false positives),
  * so that an erasure passes over a file that cannot hold the person after reading its footer and filters.
  */
-function parquetBytes(columns: Array<[string, ColumnKind]>, rows: Row[], token: number): Uint8Array {
-  const keys = keysOf(columns);
-  const buffer = parquetWriteBuffer({
-    columnData: columns.map(([name, type]) => ({
-      name,
-      type,
-      data: rows.map((r) => r[name] ?? null),
-      ...(keys.includes(name) && { bloomFilter: true }),
-    })),
-    codec: 'SNAPPY',
-    createdBy: 'inlet',
+async function parquetBytes(columns: Array<[string, ColumnKind]>, rows: Row[], token: number): Promise<Uint8Array> {
+  return parquetWithBlooms({
+    columns: columns.map(([name, type]) => ({ name, type, data: rows.map((r) => r[name] ?? null) })),
+    bloomed: new Set(keysOf(columns)),
     kvMetadata: [{ key: TOKEN_KEY, value: String(token) }],
   });
-  return new Uint8Array(buffer);
 }
 
 async function syncFolder(folder: string): Promise<void> {
@@ -238,7 +230,7 @@ async function replace(path: string, columns: Array<[string, ColumnKind]>, rows:
     await syncFolder(folder);
   } else
     await commit(
-      await writeTemporary(folder, name, parquetBytes(columns, restore(columns, rows), token)),
+      await writeTemporary(folder, name, await parquetBytes(columns, restore(columns, rows), token)),
       folder,
       name,
     );
@@ -384,7 +376,7 @@ export async function writeMessages(
   for (const [sub, group] of groups) {
     const folder = join(root, sub);
     const name = `${group.first}-${group.last}.parquet`;
-    const temporary = await writeTemporary(folder, name, parquetBytes(group.columns, group.rows, writer.token));
+    const temporary = await writeTemporary(folder, name, await parquetBytes(group.columns, group.rows, writer.token));
     await commit(temporary, folder, name);
     await writer.placed?.(join(folder, name));
     const ids = new Set(group.rows.map((r) => String(r.id)));
