@@ -1,6 +1,6 @@
 // Parquet files' bloom filters made with xxhash-wasm (src/services/destinations/files/parquet-bloom.ts): the file
-// is byte for byte the one hyparquet-writer writes with its own filters, over row groups, nulls, repeats and
-// characters beyond ASCII, and a filter holds each of its column's values.
+// is byte for byte the one hyparquet-writer writes with its own filters, over row groups, nulls, repeats,
+// characters beyond ASCII and lone surrogates, and a filter holds each of its column's values.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
@@ -13,7 +13,11 @@ import {
   type StringColumns,
 } from '../../src/services/destinations/files/parquet-bloom.js';
 
-const id = fc.oneof(fc.uuid(), fc.string({ unit: 'binary', maxLength: 40 }), fc.constantFrom('a', 'é', '😀'));
+const id = fc.oneof(
+  fc.uuid(),
+  fc.string({ unit: 'binary', maxLength: 40 }),
+  fc.constantFrom('a', 'é', '😀', '\uD800', 'a\uDC00b'),
+);
 
 function file(keys: Array<string | null>, others: Array<string | null>): StringColumns {
   const at = new Date(Date.UTC(2026, 10, 29, 8));
