@@ -143,6 +143,63 @@ describe('parquet files: an instance that lost the destination', () => {
   });
 });
 
+describe('parquet files: partitions', () => {
+  /** One event a position, received at each of `times`. */
+  const received = (times: string[]): StoredMessage[] =>
+    times.map(
+      (at, n) =>
+        ({
+          kind: 'event',
+          position: String(n + 1),
+          event: {
+            ...{ id: `00000000-0000-4000-8000-${String(n + 1).padStart(12, '0')}`, productId: 'prd_part' },
+            ...{ source: 'api', externalId: 'p', eventType: 'page', action: 'viewed', canonicalName: 'page_viewed' },
+            ...{ nameFormat: 'legacy', subjectType: 'user', subjectId: 'p', occurredAt: at, receivedAt: at },
+            ...{ properties: {}, apiKeyId: null },
+          },
+        }) as StoredMessage,
+    );
+  const times = [
+    '2026-11-28T23:59:59.999Z',
+    '2026-11-29T00:00:00.000Z',
+    '2026-11-28T23:00:00.000Z',
+    '2026-11-29T00:30:00.000Z',
+    '1969-12-31T23:59:59.000Z',
+    '2026-11-29T01:00:00.000Z',
+  ];
+  const folderOf = (f: string) => f.slice(0, f.lastIndexOf('/'));
+
+  it('one delivery across hours and days: each event in the folder of its received hour (UTC)', async () => {
+    await writeMessages(join(root, 'part-hour'), 'hour', received(times), new Date(), (a, b) => Number(a) - Number(b), {
+      token: 1,
+    });
+    assert.deepEqual(
+      [...new Set(files('part-hour').map(folderOf))],
+      [
+        'events/date=1969-12-31/hour=23',
+        'events/date=2026-11-28/hour=23',
+        'events/date=2026-11-29/hour=00',
+        'events/date=2026-11-29/hour=01',
+      ],
+    );
+    const placed = await rows(`SELECT id, date, hour FROM ${events('part-hour')} ORDER BY id`);
+    assert.deepEqual(
+      placed.map((r) => `${String(r.date).slice(0, 10)} ${String(r.hour).padStart(2, '0')}`),
+      ['2026-11-28 23', '2026-11-29 00', '2026-11-28 23', '2026-11-29 00', '1969-12-31 23', '2026-11-29 01'],
+    );
+  });
+
+  it('by day: each event in the folder of its received date (UTC)', async () => {
+    await writeMessages(join(root, 'part-day'), 'day', received(times), new Date(), (a, b) => Number(a) - Number(b), {
+      token: 1,
+    });
+    assert.deepEqual(
+      [...new Set(files('part-day').map(folderOf))],
+      ['events/date=1969-12-31', 'events/date=2026-11-28', 'events/date=2026-11-29'],
+    );
+  });
+});
+
 describe('parquet files: two writers after a takeover (fencing tokens)', () => {
   const hour = new Date().toISOString();
   /** Events at positions `from`..`to`, each with a fixed id (the same message written by either writer). */

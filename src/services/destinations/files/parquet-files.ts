@@ -353,12 +353,18 @@ export async function writeMessages(
   writer: FileWriter,
 ): Promise<FileLoad> {
   const groups = new Map<string, { columns: Array<[string, ColumnKind]>; rows: Row[]; first: string; last: string }>();
+  // A delivery's messages fall in a few hours: each folder is made once, by the hour (or day) since the epoch.
+  const folders = new Map<string, string>();
+  const unit = partition === 'day' ? 86_400_000 : 3_600_000;
   for (const message of messages) {
     const row = message.kind === 'event' ? eventRow(message.event, now) : identityRow(message as never, now);
-    const folder = join(
-      message.kind === 'event' ? 'events' : 'identities',
-      partitionOf(row.received_at as Date | null, partition),
-    );
+    const at = row.received_at as Date | null;
+    const key = `${message.kind}:${Math.floor((at?.getTime() ?? 0) / unit)}`;
+    let folder = folders.get(key);
+    if (folder === undefined) {
+      folder = join(message.kind === 'event' ? 'events' : 'identities', partitionOf(at, partition));
+      folders.set(key, folder);
+    }
     let group = groups.get(folder);
     if (group === undefined) {
       group = {
