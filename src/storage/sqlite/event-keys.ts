@@ -13,7 +13,8 @@
 // Instead, a key is a 53-bit hash of (product_id, source, external_id) under a per-database random seed, and
 // lives in one of three places:
 // - the *tail*: an in-memory map hash → positions of the events stored since the last merge;
-// - the *merging* map: the previous tail, while it is being merged;
+// - the *merging* maps: the previous tail (one generation, or several if it filled while a merge ran), while it is
+//   being merged;
 // - on disk, in two levels of (h, position) WITHOUT ROWID tables of ~21 bytes an entry, written only by merges:
 //   `event_keys_recent`, which each merge writes the tail's keys into, sorted by hash and range by range (each of
 //   its leaves written about once per merge for the whole tail instead of once per event), and `event_keys`, the
@@ -49,7 +50,7 @@ import type { EventKeyStats } from '../types.js';
 import { withoutCommitSync } from './wal-sync.js';
 
 /** Keys per tail before it is merged into `event_keys`: more means fewer passes over the table, more memory
- *  (~48 bytes a key in memory). At 10 M events a merge writes each of ~45,000 leaves once per 250,000 events. */
+ *  (~28 bytes a key in memory). At 10 M events a merge writes each of ~45,000 leaves once per 250,000 events. */
 export const TAIL_KEYS = 250_000;
 
 /** cyrb53 (a public-domain 53-bit string hash): two 32-bit multiply-xorshift lanes over UTF-16 code units. */
@@ -126,41 +127,58 @@ export function mergeAllEventKeys(raw: BetterSqlite3.Database): void {
   merge.immediate();
 }
 
+/** (h, position) pairs interleaved in `log`, the first `count` of them: what hashBuckets sorts. */
+interface PairLog {
+  readonly log: Float64Array;
+  readonly count: number;
+}
+
 /**
- * Keys of one generation (the tail, or the tail being merged), with no object per key: the (h, position) pairs in
- * position order (the log, what a merge writes), and an open-addressing table on typed arrays from each distinct
- * h to its newest pair, each pair linked to the previous one with the same h. A subject's events all share one
- * h (thousands, for a busy subject), so a lookup or an insert never walks more than the distinct hashes that
- * share its slot, and a lookup walks only its own pairs. ~44 bytes a key (250,000 keys are ~11 MB). Positions
- * start at 1, and chain links at 1 (0: none).
+ * Keys of one generation (a part of the tail, or of the tail being merged), with no object per key: the
+ * (h, position) pairs in position order (the log, what a merge writes), and an open-addressing table on a typed
+ * array from each distinct h to its newest pair (the table keeps no h of its own: a slot's h is its newest pair's,
+ * in the log), each pair linked to the previous one with the same h. A subject's events all share one h
+ * (thousands, for a busy subject), so a lookup or an insert never walks more than the distinct hashes that share
+ * its slot, and a lookup walks only its own pairs. ~28 bytes a key (250,000 keys are ~7 MB). Positions start at 1,
+ * and chain links at 1 (0: none).
+ *
+ * It holds at most `capacity` pairs (a tail's worth), its arrays grown by doubling up to the size that many need. A
+ * tail that fills while a merge runs goes on in a new generation instead of doubling its arrays past that: a tail
+ * * that grew during a long move ended in arrays sized for up to four times that (docs/design.md, "Memory of the
+ * key index").
  */
-class Generation {
+class Generation implements PairLog {
   count = 0;
   private distinct = 0;
-  private hs = new Float64Array(1024);
   /** Per slot: 1 + the log index of the newest pair with that h (0: an empty slot). */
   private heads = new Int32Array(1024);
   /** Per pair: 1 + the log index of the previous pair with the same h (0: none). */
   private prev = new Int32Array(512);
   log = new Float64Array(1024);
 
-  constructor(public through: number) {}
+  constructor(
+    public through: number,
+    readonly capacity: number,
+  ) {}
 
+  get full(): boolean {
+    return this.count >= this.capacity;
+  }
+
+  /** Adds a pair; the generation must not be full. */
   add(h: number, position: number): void {
-    if ((this.distinct + 1) * 2 > this.hs.length) this.grow();
+    if ((this.distinct + 1) * 2 > this.heads.length) this.grow();
     if (this.count + 1 > this.prev.length) {
-      const log = new Float64Array(this.log.length * 2);
+      const pairs = Math.min(this.prev.length * 2, this.capacity);
+      const log = new Float64Array(2 * pairs);
       log.set(this.log);
       this.log = log;
-      const prev = new Int32Array(this.prev.length * 2);
+      const prev = new Int32Array(pairs);
       prev.set(this.prev);
       this.prev = prev;
     }
     const slot = this.slotOf(h);
-    if (this.heads[slot] === 0) {
-      this.hs[slot] = h;
-      this.distinct++;
-    }
+    if (this.heads[slot] === 0) this.distinct++;
     this.prev[this.count] = this.heads[slot]!;
     this.heads[slot] = this.count + 1;
     this.log[2 * this.count] = h;
@@ -177,23 +195,17 @@ class Generation {
 
   /** The slot of `h`, or the empty slot where it would go. */
   private slotOf(h: number): number {
-    const mask = this.hs.length - 1;
+    const mask = this.heads.length - 1;
     let slot = (h % 4294967296) & mask;
-    while (this.heads[slot] !== 0 && this.hs[slot] !== h) slot = (slot + 1) & mask;
+    for (let head = this.heads[slot]!; head !== 0 && this.log[2 * (head - 1)] !== h; head = this.heads[slot]!)
+      slot = (slot + 1) & mask;
     return slot;
   }
 
   private grow(): void {
-    const hs = this.hs;
     const heads = this.heads;
-    this.hs = new Float64Array(hs.length * 2);
     this.heads = new Int32Array(heads.length * 2);
-    for (let i = 0; i < heads.length; i++) {
-      if (heads[i] === 0) continue;
-      const slot = this.slotOf(hs[i]!);
-      this.hs[slot] = hs[i]!;
-      this.heads[slot] = heads[i]!;
-    }
+    for (const head of heads) if (head !== 0) this.heads[this.slotOf(this.log[2 * (head - 1)]!)] = head;
   }
 }
 
@@ -384,24 +396,52 @@ export function moveThreshold(bigEntries: number, tailKeys: number): number {
 }
 
 /**
- * (h, position) pairs, interleaved in `pairs`, bucket by bucket of the hash range, each bucket sorted by hash and
- * position: what a merge inserts and a sweep deletes, so that each leaf of event_keys is written about once.
+ * The (h, position) pairs of `logs`, bucket by bucket of the hash range, each bucket sorted by hash and position
+ * and interleaved in the array yielded (valid until the next bucket is asked for): what a merge inserts and a
+ * sweep deletes, so that each leaf of event_keys is written about once.
  */
-function* hashBuckets(pairs: Float64Array, count: number): Generator<number[]> {
-  // Which bucket each pair falls in, then per bucket the pairs' indexes (a counting sort).
+function* hashBuckets(logs: readonly PairLog[]): Generator<Float64Array> {
+  // Which bucket each pair falls in, then per bucket the pairs' indexes across the logs (a counting sort).
+  const offsets = [0];
+  for (const { count } of logs) offsets.push(offsets[offsets.length - 1]! + count);
+  const count = offsets[logs.length]!;
   const buckets = Math.max(1, Math.ceil(count / MERGE_CHUNK));
   const width = 2 ** 53 / buckets;
-  const bucketOf = (pair: number) => Math.min(buckets - 1, Math.floor(pairs[2 * pair]! / width));
+  const bucketOf = (h: number) => Math.min(buckets - 1, Math.floor(h / width));
   const starts = new Uint32Array(buckets + 1);
-  for (let pair = 0; pair < count; pair++) starts[bucketOf(pair) + 1]!++;
-  for (let b = 0; b < buckets; b++) starts[b + 1]! += starts[b]!;
+  for (const { log, count } of logs) for (let pair = 0; pair < count; pair++) starts[bucketOf(log[2 * pair]!) + 1]!++;
+  let largest = 0;
+  for (let b = 0; b < buckets; b++) {
+    largest = Math.max(largest, starts[b + 1]!);
+    starts[b + 1]! += starts[b]!;
+  }
   const order = new Uint32Array(count);
   const next = starts.slice(0, buckets);
-  for (let pair = 0; pair < count; pair++) order[next[bucketOf(pair)]!++] = pair;
+  logs.forEach(({ log, count }, l) => {
+    for (let pair = 0; pair < count; pair++) order[next[bucketOf(log[2 * pair]!)]!++] = offsets[l]! + pair;
+  });
+  const pairs = new Float64Array(2 * largest);
+  const sorted = new Float64Array(2 * largest);
   for (let b = 0; b < buckets; b++) {
-    yield Array.from(order.subarray(starts[b]!, starts[b + 1]!)).sort(
+    // A bucket's pairs, in the order of their indexes across the logs (the counting sort kept it): the log of
+    // each is found by walking forward.
+    const size = starts[b + 1]! - starts[b]!;
+    for (let i = 0, l = 0; i < size; i++) {
+      const index = order[starts[b]! + i]!;
+      while (index >= offsets[l + 1]!) l++;
+      const log = logs[l]!.log;
+      const pair = index - offsets[l]!;
+      pairs[2 * i] = log[2 * pair]!;
+      pairs[2 * i + 1] = log[2 * pair + 1]!;
+    }
+    const byKey = Array.from({ length: size }, (_, i) => i).sort(
       (x, y) => pairs[2 * x]! - pairs[2 * y]! || pairs[2 * x + 1]! - pairs[2 * y + 1]!,
     );
+    for (let i = 0; i < size; i++) {
+      sorted[2 * i] = pairs[2 * byKey[i]!]!;
+      sorted[2 * i + 1] = pairs[2 * byKey[i]! + 1]!;
+    }
+    yield sorted.subarray(0, 2 * size);
   }
 }
 
@@ -412,8 +452,11 @@ export class EventKeys {
   private seen = 0;
   /** The highest position catchUp read from the rows: a commit reported later (the writer thread's) skips those. */
   private readThrough = 0;
-  private tail = new Generation(0);
-  private merging: Generation | undefined;
+  /** The generation that takes new keys, the full ones before it that wait for a merge, and those a merge
+   *  writes (both oldest first). */
+  private tail: Generation;
+  private waiting: Generation[] = [];
+  private merging: Generation[] = [];
   /** Kind `keys`: every key in event_keys and in memory (built from the table in the background at start), and
    *  whether that build has ended (until then every lookup probes the table). */
   private filter: HashFilter | undefined;
@@ -472,6 +515,7 @@ export class EventKeys {
     private readonly options: EventKeysOptions,
   ) {
     this.tailKeys = options.tailKeys ?? TAIL_KEYS;
+    this.tail = new Generation(0, this.tailKeys);
     this.hashOf = options.hash ?? keyHash;
     const t = KINDS[options.kind ?? 'keys'];
     this.tables = t;
@@ -574,9 +618,21 @@ export class EventKeys {
     return last;
   }
 
-  /** Keys held in memory (the tail and a generation being merged). */
+  /** Keys held in memory (the tail and the generations being merged). */
   get held(): number {
-    return this.tail.count + (this.merging?.count ?? 0);
+    return [this.tail, ...this.waiting, ...this.merging].reduce((sum, generation) => sum + generation.count, 0);
+  }
+
+  /** Keys of the tail and of the generations that wait for a merge. */
+  private get unmerged(): number {
+    return this.waiting.reduce((sum, generation) => sum + generation.count, this.tail.count);
+  }
+
+  /** The positions under `h` held in memory, newest first: the tail's, then the generations' being merged. */
+  private heldPositions(h: number, into: number[]): void {
+    this.tail.positionsOf(h, into);
+    for (let i = this.waiting.length - 1; i >= 0; i--) this.waiting[i]!.positionsOf(h, into);
+    for (let i = this.merging.length - 1; i >= 0; i--) this.merging[i]!.positionsOf(h, into);
   }
 
   hash(productId: string, source: string, externalId: string): number {
@@ -587,8 +643,7 @@ export class EventKeys {
    *  generation's and both levels'. */
   candidates(h: number, found: number[] = []): number[] {
     // A position is in one generation only, and never among this transaction's own (`found` on entry).
-    this.tail.positionsOf(h, found);
-    this.merging?.positionsOf(h, found);
+    this.heldPositions(h, found);
     if (this.filterReady && !this.filter!.has(h)) return found;
     this.probes++;
     for (const position of this.probe.all(h, h) as number[]) if (!found.includes(position)) found.push(position);
@@ -627,8 +682,8 @@ export class EventKeys {
   private startFilterBuild(through: number): void {
     this.filterReady = false;
     this.filter = new HashFilter(Math.ceil(through * 1.1) + this.tailKeys);
-    for (const generation of [this.tail, this.merging]) {
-      for (let pair = 0; pair < (generation?.count ?? 0); pair++) this.filter.add(generation!.log[2 * pair]!);
+    for (const generation of [this.tail, ...this.waiting, ...this.merging]) {
+      for (let pair = 0; pair < generation.count; pair++) this.filter.add(generation.log[2 * pair]!);
     }
     if (this.filterBuilding) {
       this.filterAgain = true;
@@ -688,8 +743,7 @@ export class EventKeys {
     for (const subjectId of new Set(subjectIds)) {
       const h = this.hashSubject(productId, subjectId);
       const held: number[] = [];
-      this.tail.positionsOf(h, held);
-      this.merging?.positionsOf(h, held);
+      this.heldPositions(h, held);
       for (const position of held) if (position > after && position < before) found.add(position);
       for (const level of this.levels) {
         const table = range.order === 'asc' ? level.rangeAsc : level.rangeDesc;
@@ -731,7 +785,7 @@ export class EventKeys {
 
   /** Starts a merge once the tail is full and no merge or sweep runs (one that does starts it when it ends). */
   private mergeIfFull(): void {
-    if (this.tail.count >= this.tailKeys && this.mergeRun === undefined && !this.stopped)
+    if (this.unmerged >= this.tailKeys && this.mergeRun === undefined && !this.stopped)
       this.startMerge().catch((error: unknown) => this.options.onMergeError?.(error));
   }
 
@@ -759,7 +813,7 @@ export class EventKeys {
    *  then merges the tail (a merge ends with a sweep) or only sweeps. */
   async mergeNow(): Promise<void> {
     while (this.mergeRun !== undefined) await this.idle();
-    if (this.tail.count > 0) await this.startMerge();
+    if (this.unmerged > 0) await this.startMerge();
     else await this.startSweep();
   }
 
@@ -774,12 +828,17 @@ export class EventKeys {
 
   private add(h: number, position: number): void {
     this.filter?.add(h);
+    if (this.tail.full) {
+      this.waiting.push(this.tail);
+      this.tail = new Generation(this.tail.through, this.tailKeys);
+    }
     this.tail.add(h, position);
   }
 
   private startMerge(): Promise<void> {
-    this.merging = this.tail;
-    this.tail = new Generation(this.merging.through);
+    this.merging = [...this.waiting, this.tail];
+    this.waiting = [];
+    this.tail = new Generation(this.tail.through, this.tailKeys);
     const merging = this.merging;
     return this.running(async () => {
       await this.merge(merging);
@@ -831,13 +890,13 @@ export class EventKeys {
   }
 
   /**
-   * A generation into the tables, in short transactions on the writer's connection with the event loop yielding
+   * Generations into the tables, in short transactions on the writer's connection with the event loop yielding
    * between them: the recent level bucket by bucket of the hash range, each bucket sorted (each leaf written about
-   * once); a last transaction moves `merged_through`. If one fails (disk full, the process stopping), the generation goes back into the tail,
-   * where lookups keep finding it, and is merged again later (INSERT OR IGNORE); a restart rebuilds it from the
-   * rows after `merged_through`.
+   * once); a last transaction moves `merged_through`. If one fails (disk full, the process stopping), the
+   * generations go back before the tail, where lookups keep finding them, and are merged again later (INSERT OR
+   * IGNORE); a restart rebuilds them from the rows after `merged_through`.
    */
-  private async merge(merging: Generation): Promise<void> {
+  private async merge(merging: Generation[]): Promise<void> {
     // Merges need no sync of their own: what a power loss takes back is merged again from the rows, since
     // merged_through moves last (the WAL keeps the order of commits).
     const transaction = (work: () => void) => this.transaction(work);
@@ -849,28 +908,25 @@ export class EventKeys {
       // sweeps change. Another writer's merges are not counted: they only move the next move earlier or later.
       if (this.recentEntries === undefined)
         this.recentEntries = await this.background(() => this.countRecent.get() as number);
-      const log = merging.log;
-      for (const bucket of hashBuckets(log, merging.count)) {
+      for (const bucket of hashBuckets(merging)) {
         if (this.stopped) throw new Error('stopped');
         await transaction(() => {
           let added = 0;
-          for (const pair of bucket) added += this.insertKey.run(log[2 * pair], log[2 * pair + 1]).changes;
+          for (let i = 0; i < bucket.length; i += 2) added += this.insertKey.run(bucket[i], bucket[i + 1]).changes;
           if (this.recentEntries !== undefined) this.recentEntries += added;
         });
         await pause();
       }
       // Last, once every key is in: a merge cut off before here is done again from the rows.
-      await transaction(() => this.setMerged.run(merging.through));
+      await transaction(() => this.setMerged.run(merging[merging.length - 1]!.through));
       this.merges++;
       this.mergeSeconds += (performance.now() - started) / 1000;
-      if (this.merging === merging) this.merging = undefined;
+      if (this.merging === merging) this.merging = [];
     } catch (error) {
       if (this.merging === merging) {
-        // Back into the tail, older than what it holds: lookups find the keys, the next merge writes them.
-        const newer = this.tail;
-        this.tail = merging;
-        for (let pair = 0; pair < newer.count; pair++) this.add(newer.log[2 * pair]!, newer.log[2 * pair + 1]!);
-        this.merging = undefined;
+        // Back before the tail, older than what it holds: lookups find the keys, the next merge writes them.
+        this.waiting = [...merging, ...this.waiting];
+        this.merging = [];
       }
       if (!this.stopped) throw error;
     }
@@ -923,41 +979,39 @@ export class EventKeys {
    */
   private async sweep(): Promise<void> {
     const started = performance.now();
-    let pairs = new Float64Array(2 * MERGE_CHUNK);
-    let count = 0;
+    // The pairs read, a log per chunk of notes: no array grown by copying.
+    const chunks: PairLog[] = [];
     const positions: number[] = [];
     for (let after = 0; positions.length < SWEEP_MAX;) {
       if (this.stopped) return;
       const rows = await this.background(
         () => this.goneAfter.all(after, MERGE_CHUNK) as Array<{ position: number; h: number | null }>,
       );
+      const log = new Float64Array(2 * rows.length);
+      let count = 0;
       for (const { position, h } of rows) {
         positions.push(position);
         if (h === null) continue;
-        if (2 * count + 2 > pairs.length) {
-          const grown = new Float64Array(pairs.length * 2);
-          grown.set(pairs);
-          pairs = grown;
-        }
-        pairs[2 * count] = h;
-        pairs[2 * count + 1] = position;
+        log[2 * count] = h;
+        log[2 * count + 1] = position;
         count++;
       }
+      chunks.push({ log, count });
       if (rows.length < MERGE_CHUNK) break;
       after = rows[rows.length - 1]!.position;
       await pause();
     }
     if (positions.length === 0) return;
     let removed = 0;
-    for (const bucket of hashBuckets(pairs, count)) {
+    for (const bucket of hashBuckets(chunks)) {
       if (this.stopped) return;
       await this.transaction(() => {
         const [recent, big] = this.levels;
         let fromRecent = 0;
-        for (const pair of bucket) {
+        for (let i = 0; i < bucket.length; i += 2) {
           // In one level or the other (or in neither: never merged, or taken out by an erasure already).
-          if (recent!.deleteKey.run(pairs[2 * pair], pairs[2 * pair + 1]).changes === 1) fromRecent++;
-          else removed += big!.deleteKey.run(pairs[2 * pair], pairs[2 * pair + 1]).changes;
+          if (recent!.deleteKey.run(bucket[i], bucket[i + 1]).changes === 1) fromRecent++;
+          else removed += big!.deleteKey.run(bucket[i], bucket[i + 1]).changes;
         }
         removed += fromRecent;
         this.forgetRecent(fromRecent);

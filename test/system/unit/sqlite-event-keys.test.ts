@@ -522,6 +522,33 @@ describe('SQLite idempotency keys', () => {
       await close();
     }));
 
+  it('a tail that fills while a merge runs goes on in generations of its size, all found, then merged at once', () =>
+    withDir(async (dir) => {
+      const { a, raw, keys, subjects, writer, close } = await writerOnProduct(dir, { tailKeys: 50 });
+      await writer.insertMany(Array.from({ length: 40 }, (_, i) => row(a, `m${i}`)));
+      const merging = keys.mergeNow();
+      // 130 keys while the 40 are merged: two full generations of 50 and a third of 30.
+      await writer.insertMany(Array.from({ length: 130 }, (_, i) => row(a, `n${i}`)));
+      assert.equal(keys.held, 170, 'the merging keys are still held');
+      const again = await writer.insertMany([row(a, 'm3'), row(a, 'n0'), row(a, 'n77'), row(a, 'n129')]);
+      assert.ok(again.every((o) => o.status === 'duplicate'));
+      // One subject for all: its chain runs through every generation.
+      assert.equal((await subjects.subjectPositions(a, ['u1'], { order: 'asc' })).length, 170);
+      await merging;
+      while (keys.merges < 2) await new Promise((resolve) => setTimeout(resolve, 5));
+      await keys.idle();
+      assert.equal(keys.merges, 2, 'the 130 keys in one merge');
+      assert.equal(keys.held, 0);
+      assert.equal(keysOnDisk(raw), 170);
+      // A new tail: every key still found, new ones stored.
+      const more = await writer.insertMany([row(a, 'm39'), row(a, 'n100'), row(a, 'fresh')]);
+      assert.deepEqual(
+        more.map((o) => o.status),
+        ['duplicate', 'duplicate', 'created'],
+      );
+      await close();
+    }));
+
   it('migration 804: rows carry their hashes, notes take them (or the by-position entry of an older row), and sweeps remove those keys', () =>
     withDir(async (dir) => {
       const file = join(dir, 'inlet.db');
