@@ -20,6 +20,7 @@
 // Postgres: event ids built in SQL (48 bits of milliseconds, version 7, the event's place in its request as the
 // 12-bit counter, the rest from a random uuid, its variant bits included); v7 external ids as bench/workload.ts's.
 import BetterSqlite3 from 'better-sqlite3';
+import { request as httpRequest } from 'node:http';
 import pg from 'pg';
 import { fillSqliteEvents } from './database.js';
 import {
@@ -29,6 +30,7 @@ import {
   PROPERTIES_TEMPLATE,
   SUBJECTS,
   externalIdMaker,
+  workloadEventJson,
   workloadRowValues,
   type IdKind,
 } from './workload.js';
@@ -186,4 +188,54 @@ export async function prefillPostgres(
     await client.end();
   }
   if (process.stderr.isTTY) process.stderr.write('\n');
+}
+
+/**
+ * SQLite: the prefill merged millions of keys behind the running server, so its next write starts building its
+ * key filter again from event_keys (src/storage/sqlite/event-keys.ts), which a restarted server would do at
+ * start-up. One event starts it (counted as acknowledged when answered 201); the runs begin once
+ * `inlet_sqlite_event_key_filter_bytes` is above 0.
+ */
+export async function awaitKeyFilter(base: string, headers: Record<string, string>): Promise<number> {
+  const started = Date.now();
+  // Each request on a connection of its own: the keep-alive connections left from before the prefill were closed
+  // by the server while it was idle (a POST on one failed with EPIPE, and fetch does not send a POST again).
+  const status = await fresh(
+    `${base}/api/v2/events`,
+    'POST',
+    { ...headers, 'content-type': 'application/json' },
+    workloadEventJson(`filter-${Date.now()}`),
+  );
+  for (;;) {
+    const text = (await fresh(`${base}/metrics`, 'GET', {})).body;
+    const bytes = Number(/^inlet_sqlite_event_key_filter_bytes ([0-9.e+-]+)$/m.exec(text)?.[1] ?? NaN);
+    if (!(bytes === 0) || Date.now() - started > 300_000) {
+      process.stdout.write(
+        `key filter: ${Number.isFinite(bytes) ? `${(bytes / 1e6).toFixed(1)} MB, ` : ''}ready ${((Date.now() - started) / 1000).toFixed(1)} s after the prefill\n`,
+      );
+      return status.status === 201 ? 1 : 0;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+}
+
+/** One HTTP request on a new connection (no agent, no keep-alive). */
+export function fresh(
+  url: string,
+  method: string,
+  headers: Record<string, string>,
+  body?: string,
+): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const request = httpRequest(url, { method, headers, agent: false }, (response) => {
+      const chunks: Buffer[] = [];
+      response.on('data', (chunk: Buffer) => chunks.push(chunk));
+      response.on('end', () =>
+        resolve({ status: response.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }),
+      );
+      response.on('error', reject);
+    });
+    request.on('error', reject);
+    request.end(body);
+  });
 }
