@@ -3,7 +3,8 @@
 // BigInt arithmetic (a few dozen BigInts a value); here the values are hashed by xxhash-wasm, and the writer is
 // handed the finished filters. Where the writer's insides are not what this expects, it writes the filters itself.
 import { ByteWriter, ParquetWriter, parquetWriteBuffer, schemaFromColumnData } from 'hyparquet-writer';
-import { optimalNumBytes, sbbfInsert } from 'hyparquet-writer/src/bloom.js';
+import { BloomBuilder } from 'hyparquet-writer/src/bloom.js';
+import type { SchemaElement } from 'hyparquet';
 import xxhash from 'xxhash-wasm';
 
 export interface StringColumns {
@@ -14,10 +15,8 @@ export interface StringColumns {
   kvMetadata: Array<{ key: string; value: string }>;
 }
 
-/** The writer's defaults for a filter (BloomBuilder): 1 % false positives, at most 1 MiB. */
-const FALSE_POSITIVES = 0.01;
-const MAX_FILTER_BYTES = 1024 * 1024;
-const MIN_FILTER_BYTES = 32;
+/** What both ways of writing a file share. */
+const WRITE = { codec: 'SNAPPY', createdBy: 'inlet' } as const;
 /** The writer's row groups (its default): 1,000 rows first, then up to 100,000 each. */
 const ROW_GROUP_SIZE = [1000, 100_000];
 
@@ -29,19 +28,18 @@ function h64(): Promise<(text: string) => bigint> {
   return hasher;
 }
 
-/** The filter of one column chunk's values: as the writer's BloomBuilder finalizes it, or none when all are null. */
-export function bloomFilter(
+/**
+ * The filter of one column chunk's values, or none when all are null: the writer's own BloomBuilder (its sizing,
+ * defaults and insertion), given the hashes instead of hashing each value itself.
+ */
+function bloomFilter(
+  element: SchemaElement,
   values: Iterable<string | Date | null>,
   hash: (text: string) => bigint,
 ): Uint32Array | undefined {
-  const hashes = new Set<bigint>();
-  for (const value of values) if (typeof value === 'string') hashes.add(hash(value));
-  if (hashes.size === 0) return undefined;
-  let bytes = optimalNumBytes(hashes.size, FALSE_POSITIVES);
-  while (bytes > MAX_FILTER_BYTES && bytes > MIN_FILTER_BYTES) bytes >>= 1;
-  const blocks = new Uint32Array(bytes >> 2);
-  for (const h of hashes) sbbfInsert(blocks, h);
-  return blocks;
+  const builder = new BloomBuilder(element);
+  for (const value of values) if (typeof value === 'string') builder.hashes.add(hash(value));
+  return builder.finalize();
 }
 
 interface Pending {
@@ -63,18 +61,17 @@ export async function withOwnFilters({ columns, bloomed, kvMetadata }: StringCol
   const hash = await h64();
   const columnData = columns.map(({ name, type, data }) => ({ name, type, data }));
   const writer = new ByteWriter();
-  const parquet = new ParquetWriter({
-    writer,
-    schema: schemaFromColumnData({ columnData }),
-    codec: 'SNAPPY',
-    createdBy: 'inlet',
-    kvMetadata,
-  });
+  const schema = schemaFromColumnData({ columnData });
+  const parquet = new ParquetWriter({ writer, schema, ...WRITE, kvMetadata });
   await parquet.write({ columnData, rowGroupSize: ROW_GROUP_SIZE });
   const insides = parquet as unknown as WriterInsides;
   const groups = insides.row_groups;
   const pending = insides.pendingIndexes;
-  if (!Array.isArray(groups) || !Array.isArray(pending) || !handFilters(groups, pending, columns, bloomed, hash))
+  if (
+    !Array.isArray(groups) ||
+    !Array.isArray(pending) ||
+    !handFilters(groups, pending, columns, schema, bloomed, hash)
+  )
     return undefined;
   await parquet.finish();
   return new Uint8Array(writer.getBuffer());
@@ -85,6 +82,7 @@ function handFilters(
   groups: NonNullable<WriterInsides['row_groups']>,
   pending: Pending[],
   columns: StringColumns['columns'],
+  schema: SchemaElement[],
   bloomed: ReadonlySet<string>,
   hash: (text: string) => bigint,
 ): boolean {
@@ -97,7 +95,10 @@ function handFilters(
       const entry = byChunk.get(group.columns[j]);
       const column = columns[j]!;
       if (entry === undefined || entry.chunk.meta_data?.path_in_schema?.[0] !== column.name) return false;
-      if (bloomed.has(column.name)) entry.bloomFilter = bloomFilter(column.data.slice(start, start + rows), hash);
+      if (schema[j + 1]?.name !== column.name) return false;
+      // The schema's root element first, then one per column.
+      if (bloomed.has(column.name))
+        entry.bloomFilter = bloomFilter(schema[j + 1]!, column.data.slice(start, start + rows), hash);
     }
     start += rows;
   }
@@ -108,8 +109,7 @@ function handFilters(
 export function libraryBytes({ columns, bloomed, kvMetadata }: StringColumns): Uint8Array {
   const buffer = parquetWriteBuffer({
     columnData: columns.map(({ name, type, data }) => ({ name, type, data, bloomFilter: bloomed.has(name) })),
-    codec: 'SNAPPY',
-    createdBy: 'inlet',
+    ...WRITE,
     kvMetadata,
   });
   return new Uint8Array(buffer);
