@@ -142,8 +142,8 @@ export function jsonNestsDeeperThan(text: string, max: number): boolean {
   return false;
 }
 
-// eslint-disable-next-line no-control-regex -- U+0000 is exactly what this looks for
-const ESCAPE_OR_SUSPECT = /\\u|[\u0000\uD800-\uDFFF]/;
+/** An escape through which U+0000 or a surrogate could be written, or such a character itself (storableJson). */
+export const ESCAPE_OR_SUSPECT = new RegExp(`\\\\u|${SUSPECT.source}`);
 
 /**
  * Whether rejectUnstorable would accept every value parsed from this JSON text (as JSON.stringify writes it) at

@@ -16,7 +16,7 @@ import {
   type QuickJSSyncVariant,
   type QuickJSWASMModule,
 } from 'quickjs-emscripten-core';
-import { jsonNestsDeeperThan, MAX_PROPERTY_DEPTH, storableJson } from '../../domain/json-values.js';
+import { ESCAPE_OR_SUSPECT, jsonNestsDeeperThan, MAX_PROPERTY_DEPTH, storableJson } from '../../domain/json-values.js';
 
 export interface FunctionLimits {
   /** CPU time of one call (one item), and of the code's top level at compile. */
@@ -484,8 +484,8 @@ export function isPlain(text: string): boolean {
   return !text.includes('__proto__') && !text.includes('constructor') && !text.includes('\\u00');
 }
 
-// eslint-disable-next-line no-control-regex -- U+0000 is one of the characters storableJson looks for
-const SUSPECT_TEXT = /__proto__|constructor|\\u|[\u0000\uD800-\uDFFF]/;
+/** What isPlain and storableJson look for, in one search (`\\u` covers isPlain's `\\u00`). */
+const SUSPECT_TEXT = new RegExp(`__proto__|constructor|${ESCAPE_OR_SUSPECT.source}`);
 
 /**
  * isPlain and storableJson of a call's text. Nearly always the text holds none of the words and characters either
