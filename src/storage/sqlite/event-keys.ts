@@ -144,8 +144,8 @@ interface PairLog {
  *
  * It holds at most `capacity` pairs (a tail's worth), its arrays grown by doubling up to the size that many need. A
  * tail that fills while a merge runs goes on in a new generation instead of doubling its arrays past that: a tail
- * * that grew during a long move ended in arrays sized for up to four times that (docs/design.md, "Memory of the
- * key index").
+ * that grew during a long move ended in arrays sized for up to four times that (docs/design.md, "the tail in
+ * generations of a tail's size").
  */
 class Generation implements PairLog {
   count = 0;
