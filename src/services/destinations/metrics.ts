@@ -120,7 +120,7 @@ export function createDestinationMetrics(
   });
   const transformCpu = new Counter({
     name: 'inlet_destination_transformation_cpu_seconds_total',
-    help: "CPU time spent in the steps of a destination's own transformation, by destination and step kind",
+    help: "Seconds spent in the steps of a destination's own transformation, by destination and step kind (a function step: the wait for the sandbox)",
     labelNames: ['destination', 'kind'],
     registers: [metrics.registry],
   });

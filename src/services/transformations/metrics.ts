@@ -20,7 +20,7 @@ export function createTransformMetrics(registry: Registry): TransformMetrics {
   });
   const cpu = new Counter({
     name: 'inlet_transformation_cpu_seconds_total',
-    help: 'CPU time spent in transformation steps, by step kind',
+    help: 'Seconds spent in transformation steps, by step kind (a function step: the wait for the sandbox)',
     labelNames: ['kind'],
     registers: [registry],
   });
