@@ -537,6 +537,7 @@ async function main(): Promise<number> {
         `${sustainedCpuMicros === undefined ? '' : `, server CPU ${sustainedCpuMicros.toFixed(1)} µs per event`}; ` +
         `first ${sustained.window.toLocaleString('en-US')} events ${rate(sustained.firstWindowRate)}, last ${rate(sustained.lastWindowRate)}; ` +
         `${sustained.notOk} answers not 200, ${sustained.errors} errors or timeouts`,
+      `  each ${sustained.window.toLocaleString('en-US')} events in turn, thousand events/s: ${sustained.windowRates.map((r) => (r / 1000).toFixed(1)).join(' ')}`,
       '',
     );
   }

@@ -25,12 +25,22 @@ export interface SustainedResult {
   window: number;
   firstWindowRate: number;
   lastWindowRate: number;
+  /** The rate of each window in turn (the last one may be shorter): a steady slide or a dip at the end. */
+  windowRates: number[];
 }
 
 /** The rate of the acknowledged events between the ok answers at index `from` and `to` (their times in ms). */
 function rate(times: number[], from: number, to: number, eventsPerRequest: number): number {
   const ms = times[to]! - times[from]!;
   return ms <= 0 ? 0 : ((to - from) * eventsPerRequest * 1000) / ms;
+}
+
+/** The rates of consecutive windows of `perWindow` answers (`times` starts with the run's start). */
+function windowRates(times: number[], perWindow: number, eventsPerRequest: number): number[] {
+  const rates: number[] = [];
+  for (let from = 0; from < times.length - 1; from += perWindow)
+    rates.push(rate(times, from, Math.min(from + perWindow, times.length - 1), eventsPerRequest));
+  return rates;
 }
 
 export function runSustained(options: SustainedOptions, okStatus: number): Promise<SustainedResult> {
@@ -73,6 +83,7 @@ export function runSustained(options: SustainedOptions, okStatus: number): Promi
           window: perWindow * options.eventsPerRequest,
           firstWindowRate: ok > 2 * perWindow ? rate([started, ...times], 0, perWindow, options.eventsPerRequest) : 0,
           lastWindowRate: ok > 2 * perWindow ? rate(times, last - perWindow, last, options.eventsPerRequest) : 0,
+          windowRates: windowRates([started, ...times], perWindow, options.eventsPerRequest),
         });
       },
     );
