@@ -74,16 +74,19 @@ export function runSustained(options: SustainedOptions, okStatus: number): Promi
           Math.floor(Math.min(SUSTAINED_WINDOW, options.events / 4) / options.eventsPerRequest),
         );
         const last = ok - 1;
+        // The run's start, then each answer: the first window is the first of the windows in turn.
+        const marks = [started, ...times];
+        const windows = windowRates(marks, perWindow, options.eventsPerRequest);
         resolve({
           seconds: (performance.now() - started) / 1000,
           ok,
           notOk: result.non2xx,
           errors: result.errors + result.timeouts,
-          eventsPerSecond: rate([started, ...times], 0, ok, options.eventsPerRequest),
+          eventsPerSecond: rate(marks, 0, ok, options.eventsPerRequest),
           window: perWindow * options.eventsPerRequest,
-          firstWindowRate: ok > 2 * perWindow ? rate([started, ...times], 0, perWindow, options.eventsPerRequest) : 0,
+          firstWindowRate: ok > 2 * perWindow ? windows[0]! : 0,
           lastWindowRate: ok > 2 * perWindow ? rate(times, last - perWindow, last, options.eventsPerRequest) : 0,
-          windowRates: windowRates([started, ...times], perWindow, options.eventsPerRequest),
+          windowRates: windows,
         });
       },
     );
