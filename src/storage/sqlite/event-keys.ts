@@ -620,7 +620,7 @@ export class EventKeys {
 
   /** Keys held in memory (the tail and the generations being merged). */
   get held(): number {
-    return [this.tail, ...this.waiting, ...this.merging].reduce((sum, generation) => sum + generation.count, 0);
+    return this.merging.reduce((sum, generation) => sum + generation.count, this.unmerged);
   }
 
   /** Keys of the tail and of the generations that wait for a merge. */
