@@ -19,9 +19,10 @@
 //   `event_keys_recent`, which each merge writes the tail's keys into, sorted by hash and range by range (each of
 //   its leaves written about once per merge for the whole tail instead of once per event), and `event_keys`, the
 //   big level, which the recent one moves into, in hash order, once it holds about sqrt(2 × big × tail) entries
-//   (moveThreshold): a merge straight into the big table rewrote nearly all of it each time (at 10 M events,
-//   ~50,000 pages per merge), while now each leaf of the big table is written once per several merges and a
-//   merge rewrites only the small level (docs/design.md, "Levels").
+//   (moveThreshold), a slice of the hash range after each merge (moveSlices): a merge straight into the big table
+//   rewrote nearly all of it each time (at 10 M events, ~50,000 pages per merge), while now each leaf of the big
+//   table is written once per several merges and a merge rewrites only the small level (docs/design.md,
+//   "Levels").
 // Every event with an external_id looks in all four places (two map lookups and a B-tree probe per level, no
 // write); each
 // position found is read back and its (product_id, source, external_id) compared, so a hash collision costs a
@@ -395,6 +396,23 @@ export function moveThreshold(bigEntries: number, tailKeys: number): number {
   return Math.max(tailKeys, Math.ceil(Math.sqrt(2 * Math.max(0, bigEntries) * tailKeys)));
 }
 
+/** The most slices of the hash range a move is spread over, one slice after each merge. */
+const MOVE_SLICES_MAX = 8;
+
+/**
+ * The slices a move that starts at `threshold` entries takes, one after each merge: about a tail's entries each
+ * (at 10 M entries and tails of 250,000, 8 slices of ~280,000), so that each merge moves about what it added
+ * instead of every ~9th merge moving ~2.2 M entries at once (seconds of the event loop in one burst, per index).
+ */
+export function moveSlices(threshold: number, tailKeys: number): number {
+  return Math.max(1, Math.min(MOVE_SLICES_MAX, Math.floor(threshold / tailKeys)));
+}
+
+/** The first hash of slice `slice` (0-based) of `slices`: hashes are below 2^53. */
+export function sliceStart(slice: number, slices: number): number {
+  return Math.floor((2 ** 53 / slices) * slice);
+}
+
 /**
  * The (h, position) pairs of `logs`, bucket by bucket of the hash range, each bucket sorted by hash and position
  * and interleaved in the array yielded (valid until the next bucket is asked for): what a merge inserts and a
@@ -485,10 +503,12 @@ export class EventKeys {
   private readonly recentEdge: BetterSqlite3.Statement;
   private readonly recentLast: BetterSqlite3.Statement;
   private readonly countRecent: BetterSqlite3.Statement;
-  private readonly moveUpTo: BetterSqlite3.Statement;
-  private readonly dropUpTo: BetterSqlite3.Statement;
+  private readonly moveRange: BetterSqlite3.Statement;
+  private readonly dropRange: BetterSqlite3.Statement;
   /** Entries of the recent level as this process counts them (counted once, at its first merge). */
   private recentEntries: number | undefined;
+  /** The move in progress: its slices of the hash range and how many have moved (one after each merge). */
+  private move: { slices: number; done: number } | undefined;
   private readonly insertKey: BetterSqlite3.Statement;
   private readonly setMerged: BetterSqlite3.Statement;
   private readonly lastPosition: BetterSqlite3.Statement;
@@ -537,16 +557,25 @@ export class EventKeys {
       deleteKey: raw.prepare(`DELETE FROM ${table} WHERE h = ? AND position = ?`),
       deleteKeys: raw.prepare(`DELETE FROM ${table} WHERE h = ? AND position IN (SELECT value FROM json_each(?))`),
     }));
-    // A move's chunk: the recent level's entries up to its MERGE_CHUNK-th (or its last), by a range of the primary
-    // key, copied and deleted in SQL (half the CPU of a statement per entry from JS: 1.6–2.0 against 3.3–3.6 µs
-    // an entry into a table of 2 M, a throwaway script).
-    this.recentEdge = raw.prepare(`SELECT h, position FROM ${t.recent} ORDER BY h, position LIMIT 1 OFFSET ?`).raw();
-    this.recentLast = raw.prepare(`SELECT h, position FROM ${t.recent} ORDER BY h DESC, position DESC LIMIT 1`).raw();
+    // A move's chunk: the recent level's entries after a (hash, position) and below a slice's end, up to the
+    // MERGE_CHUNK-th (or the slice's last), by a range of the primary key, copied and deleted in SQL (half the CPU
+    // of a statement per entry from JS: 1.6–2.0 against 3.3–3.6 µs an entry into a table of 2 M, a throwaway
+    // script).
+    this.recentEdge = raw
+      .prepare(
+        `SELECT h, position FROM ${t.recent} WHERE (h, position) > (?, ?) AND h < ? ORDER BY h, position LIMIT 1 OFFSET ?`,
+      )
+      .raw();
+    this.recentLast = raw
+      .prepare(
+        `SELECT h, position FROM ${t.recent} WHERE (h, position) > (?, ?) AND h < ? ORDER BY h DESC, position DESC LIMIT 1`,
+      )
+      .raw();
     this.countRecent = raw.prepare(`SELECT count(*) FROM ${t.recent}`).pluck();
-    this.moveUpTo = raw.prepare(
-      `INSERT OR IGNORE INTO ${t.table} (h, position) SELECT h, position FROM ${t.recent} WHERE (h, position) <= (?, ?) ORDER BY h, position`,
+    this.moveRange = raw.prepare(
+      `INSERT OR IGNORE INTO ${t.table} (h, position) SELECT h, position FROM ${t.recent} WHERE (h, position) > (?, ?) AND (h, position) <= (?, ?) ORDER BY h, position`,
     );
-    this.dropUpTo = raw.prepare(`DELETE FROM ${t.recent} WHERE (h, position) <= (?, ?)`);
+    this.dropRange = raw.prepare(`DELETE FROM ${t.recent} WHERE (h, position) > (?, ?) AND (h, position) <= (?, ?)`);
     // Every pair of a generation, its row deleted meanwhile or not: the row's note takes the key out again (sweep).
     this.insertKey = raw.prepare(`INSERT OR IGNORE INTO ${t.recent} (h, position) VALUES (?, ?)`);
     // Never backwards: another writer may have merged further (everything up to either value is merged).
@@ -648,6 +677,11 @@ export class EventKeys {
     this.probes++;
     for (const position of this.probe.all(h, h) as number[]) if (!found.includes(position)) found.push(position);
     return found;
+  }
+
+  /** The move in progress, if one is: its slices and how many of them have moved (tests). */
+  get moving(): { readonly slices: number; readonly done: number } | undefined {
+    return this.move === undefined ? undefined : { ...this.move };
   }
 
   /** The key filter's size once it is built (0 before, and for the subject index). */
@@ -939,34 +973,48 @@ export class EventKeys {
 
   /**
    * After a merge: once the recent level holds moveThreshold entries (the big one estimated from the positions
-   * merged: an upper bound, rows deleted since included), all of it into the big table, in hash order, in short
-   * transactions that each copy the level's first MERGE_CHUNK entries into the big table and delete them from the
-   * recent one, so an entry is in exactly one level whenever the connection's lock is free (lookups, reads by
-   * subject). Each leaf of the big table is written about once per move. A move cut off halfway (an error, the
-   * process stopping) leaves both levels consistent; the rest moves after a later merge.
+   * merged: an upper bound, rows deleted since included), a move starts, spread over moveSlices slices of the hash
+   * range, one after this merge and one after each of the next ones: each slice's entries into the big table, in
+   * hash order, in short transactions that each copy the slice's next MERGE_CHUNK entries and delete them from the
+   * recent level, so an entry is in exactly one level whenever the connection's lock is free (lookups, reads by
+   * subject). Each leaf of the big table is written about once per move. Entries merged into a slice already moved
+   * stay in the recent level for the next move. A slice cut off halfway (an error, the process stopping) leaves
+   * both levels consistent; the next merge takes it up again (a process that starts anew waits for the threshold).
    */
   private async moveIfLarge(): Promise<void> {
-    const recent = this.recentEntries ?? 0;
-    if (recent < moveThreshold(this.tail.through - recent, this.tailKeys)) return;
+    if (this.move === undefined) {
+      const recent = this.recentEntries ?? 0;
+      const threshold = moveThreshold(this.tail.through - recent, this.tailKeys);
+      if (recent < threshold) return;
+      this.move = { slices: moveSlices(threshold, this.tailKeys), done: 0 };
+    }
+    const move = this.move;
     const started = performance.now();
+    const end = move.done + 1 === move.slices ? 2 ** 53 : sliceStart(move.done + 1, move.slices);
+    // Positions start at 1: (start, 0) is below every entry of the slice.
+    let after: [number, number] = [sliceStart(move.done, move.slices), 0];
     for (let last = false; !last;) {
       if (this.stopped) return;
       let taken = 0;
       await this.transaction(() => {
-        let edge = this.recentEdge.get(MERGE_CHUNK - 1) as [number, number] | undefined;
+        let edge = this.recentEdge.get(...after, end, MERGE_CHUNK - 1) as [number, number] | undefined;
         if (edge === undefined) {
           last = true;
-          edge = this.recentLast.get() as [number, number] | undefined;
+          edge = this.recentLast.get(...after, end) as [number, number] | undefined;
           if (edge === undefined) return;
         }
-        this.moveUpTo.run(...edge);
-        taken = this.dropUpTo.run(...edge).changes;
+        this.moveRange.run(...after, ...edge);
+        taken = this.dropRange.run(...after, ...edge).changes;
+        after = edge;
       });
       this.forgetRecent(taken);
       if (!last) await pause();
     }
-    this.recentEntries = 0;
-    this.moves++;
+    move.done++;
+    if (move.done === move.slices) {
+      this.move = undefined;
+      this.moves++;
+    }
     this.mergeSeconds += (performance.now() - started) / 1000;
   }
 

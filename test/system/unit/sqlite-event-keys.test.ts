@@ -12,7 +12,14 @@ import { sql } from 'kysely';
 import { uuidv7 } from '../../../src/domain/ids.js';
 import { SQLITE_PRODUCT_NUMBER } from '../../../src/storage/event-columns.js';
 import { openStorage, type OpenedStorage } from '../../../src/storage/connect.js';
-import { keyHash, mergeAllEventKeys, moveThreshold, subjectHash } from '../../../src/storage/sqlite/event-keys.js';
+import {
+  keyHash,
+  mergeAllEventKeys,
+  moveSlices,
+  moveThreshold,
+  sliceStart,
+  subjectHash,
+} from '../../../src/storage/sqlite/event-keys.js';
 import { eventRow, fileBefore, sqliteDirectWriter } from '../../event-rows.js';
 
 function withDir(test: (dir: string) => Promise<void>): Promise<void> {
@@ -259,6 +266,69 @@ describe('SQLite idempotency keys', () => {
       );
       await close();
     }));
+
+  it('spreads a move over the merges after it starts, a slice of the hash range each; every key in one level, found', () =>
+    withDir(async (dir) => {
+      const tailKeys = 50;
+      const { a, raw, keys, writer, close } = await writerOnProduct(dir, { tailKeys });
+      const merged = raw.prepare('SELECT merged_through FROM event_keys_state WHERE id = 1').pluck();
+      const ids: string[] = [];
+      let midMove = 0;
+      let checked = false;
+      let startedThrough = 0;
+      for (let i = 0; i < 2000; i += 25) {
+        const batch = Array.from({ length: 25 }, (_, j) => `sl${i + j}`);
+        await writer.insertMany(batch.map((id) => row(a, id)));
+        ids.push(...batch);
+        await keys.idle(); // a merge per tail, and a slice of a move after it
+        const move = keys.moving;
+        if (move === undefined) {
+          startedThrough = 0;
+          continue;
+        }
+        // The merge that started this move is the first one after which it is seen: every entry it had merged
+        // by then and whose hash is in a slice moved since has left the recent level.
+        if (startedThrough === 0) startedThrough = merged.get() as number;
+        assert.equal(
+          raw
+            .prepare('SELECT count(*) FROM event_keys_recent WHERE h < ? AND position <= ?')
+            .pluck()
+            .get(sliceStart(move.done, move.slices), startedThrough),
+          0,
+          `slices 1–${move.done} of ${move.slices} moved`,
+        );
+        assert.ok(
+          tableCount(raw, `event_keys_recent WHERE h >= ${sliceStart(move.done, move.slices)}`) > 0,
+          'the slices still to move are in the recent level',
+        );
+        assert.equal(tableCount(raw, 'event_keys_recent r JOIN event_keys k USING (h, position)'), 0);
+        assert.equal(keysOnDisk(raw), merged.get());
+        if (move.done < move.slices) midMove++;
+        if (!checked) {
+          // Halfway through a move every stored id is still a duplicate.
+          checked = true;
+          const again = await writer.insertMany(ids.map((id) => row(a, id)));
+          assert.ok(again.every((o) => o.status === 'duplicate'));
+        }
+      }
+      assert.ok(midMove >= 4, `merges seen halfway through a move: ${midMove}`);
+      assert.ok(keys.moves >= 2, `moves ${keys.moves}`);
+      const again = await writer.insertMany(ids.map((id) => row(a, id)));
+      assert.deepEqual(
+        again.map((o) => o.status),
+        ids.map(() => 'duplicate'),
+      );
+      await close();
+    }));
+
+  it('moveSlices: about a tail a slice, at most 8', () => {
+    assert.equal(moveSlices(250_000, 250_000), 1);
+    assert.equal(moveSlices(707_107, 250_000), 2);
+    assert.equal(moveSlices(2_236_068, 250_000), 8);
+    assert.equal(moveSlices(7_071_068, 250_000), 8);
+    assert.equal(sliceStart(0, 8), 0);
+    assert.equal(sliceStart(8, 8), 2 ** 53);
+  });
 
   it('moveThreshold: sqrt(2 × big × tail), at least a tail', () => {
     assert.equal(moveThreshold(0, 250_000), 250_000);
