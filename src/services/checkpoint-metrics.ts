@@ -106,7 +106,7 @@ function registerHashIndexMetrics(
   counterOf(
     registry,
     `inlet_sqlite_event_${one}_level_moves_total`,
-    `Moves of the recent level (${table}_recent, which merges write into) into the big ${table} table, once it holds about sqrt(2 × big × 250,000) entries`,
+    `Moves of the recent level (${table}_recent, which merges write into) into the big ${table} table, once it holds about sqrt(2 × big × 250,000) entries: counted when the last of its slices (up to 8, one after each merge) has moved`,
     () => stats().moves,
   );
   counterOf(
