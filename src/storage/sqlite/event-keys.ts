@@ -408,9 +408,9 @@ export function moveSlices(threshold: number, tailKeys: number): number {
   return Math.max(1, Math.min(MOVE_SLICES_MAX, Math.floor(threshold / tailKeys)));
 }
 
-/** The first hash of slice `slice` (0-based) of `slices`: hashes are below 2^53. */
+/** The first hash of slice `slice` (0-based) of `slices`, and for `slices` itself 2^53, above every hash. */
 export function sliceStart(slice: number, slices: number): number {
-  return Math.floor((2 ** 53 / slices) * slice);
+  return slice >= slices ? 2 ** 53 : Math.floor((2 ** 53 / slices) * slice);
 }
 
 /**
@@ -990,7 +990,7 @@ export class EventKeys {
     }
     const move = this.move;
     const started = performance.now();
-    const end = move.done + 1 === move.slices ? 2 ** 53 : sliceStart(move.done + 1, move.slices);
+    const end = sliceStart(move.done + 1, move.slices);
     // Positions start at 1: (start, 0) is below every entry of the slice.
     let after: [number, number] = [sliceStart(move.done, move.slices), 0];
     for (let last = false; !last;) {
