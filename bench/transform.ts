@@ -2,10 +2,11 @@
 // service on loopback, for one product without a transformation, one with the six declarative steps of §7 (a drop
 // with where, mask hash of 2 paths, remove, rename_property, user_agent, bot) and one with a ~20-line function.
 // One server (dist/main.js, as `npm start`) holds the three products; the variants take turns in interleaved
-// rounds, every other one in reverse order, so a change of machine load or table size hits each alike. Batches of 100 native events (random uuid v4 ids) with ~500
-// bytes of properties and a browser context (userAgent, ip), as §8 says. Targets: declarative ≥ 0.85×, function
-// ≥ 0.6× of the run without, by events/s and by server CPU per event (the steadier on a shared machine).
-// Usage: npm run bench:transform -- [--seconds 5] [--rounds 3] [--connections 16] [--database postgres://…]
+// rounds, every other one in reverse order, so a change of machine load or table size hits each alike. Batches
+// of 100 native events (random uuid v4 ids) with ~500 bytes of properties and a browser context (userAgent, ip),
+// as §8 says. Targets: declarative ≥ 0.85×, function ≥ 0.6× of the run without, by events/s and by server CPU per
+// event (the steadier on a shared machine).
+// Usage: npm run bench:transform -- [--seconds 5] [--rounds 4] [--connections 16] [--database postgres://…]
 //        [--variants none,declarative,function] [--no-build] [--cpu-prof <dir>: the server's CPU profile]
 import { randomBytes, randomUUID } from 'node:crypto';
 import { loadavg } from 'node:os';
@@ -30,7 +31,7 @@ const ROOT = new URL('..', import.meta.url).pathname;
 const { values } = parseArgs({
   options: {
     seconds: { type: 'string', default: '5' },
-    rounds: { type: 'string', default: '3' },
+    rounds: { type: 'string', default: '4' },
     connections: { type: 'string', default: '16' },
     database: { type: 'string' },
     variants: { type: 'string', default: 'none,declarative,function' },
@@ -199,7 +200,8 @@ async function main(): Promise<void> {
   });
   for (let round = 0; round < ROUNDS; round++) {
     // Every other round runs the variants in reverse order: the table grows through the run and its cost per event
-    // with it, which a fixed order would charge to the variants that run last in each round.
+    // with it, which a fixed order would charge to the variants that run last in each round (an even number of
+    // rounds, the default 4, cancels a steady drift).
     for (const variant of round % 2 === 0 ? VARIANTS : [...VARIANTS].reverse()) {
       await runLoad(options(variant, WARMUP_SECONDS), 200);
       const cpuBefore = cpuSeconds(server.process.pid)!;
