@@ -54,6 +54,9 @@ import { withoutCommitSync } from './wal-sync.js';
  *  (~28 bytes a key in memory). At 10 M events a merge writes each of ~45,000 leaves once per 250,000 events. */
 export const TAIL_KEYS = 250_000;
 
+/** Every hash is below this (keyHash's 53 bits): the range that merges cut into buckets and moves into slices. */
+export const HASH_RANGE = 2 ** 53;
+
 /** cyrb53 (a public-domain 53-bit string hash): two 32-bit multiply-xorshift lanes over UTF-16 code units. */
 export function keyHash(seed: number, productId: string, source: string, externalId: string): number {
   let h1 = 0xdeadbeef ^ seed;
@@ -408,9 +411,9 @@ export function moveSlices(threshold: number, tailKeys: number): number {
   return Math.max(1, Math.min(MOVE_SLICES_MAX, Math.floor(threshold / tailKeys)));
 }
 
-/** The first hash of slice `slice` (0-based) of `slices`, and for `slices` itself 2^53, above every hash. */
+/** The first hash of slice `slice` (0-based) of `slices`, and for `slices` itself HASH_RANGE, above every hash. */
 export function sliceStart(slice: number, slices: number): number {
-  return slice >= slices ? 2 ** 53 : Math.floor((2 ** 53 / slices) * slice);
+  return slice >= slices ? HASH_RANGE : Math.floor((HASH_RANGE / slices) * slice);
 }
 
 /**
@@ -424,7 +427,7 @@ function* hashBuckets(logs: readonly PairLog[]): Generator<Float64Array> {
   for (const { count } of logs) offsets.push(offsets[offsets.length - 1]! + count);
   const count = offsets[logs.length]!;
   const buckets = Math.max(1, Math.ceil(count / MERGE_CHUNK));
-  const width = 2 ** 53 / buckets;
+  const width = HASH_RANGE / buckets;
   const bucketOf = (h: number) => Math.min(buckets - 1, Math.floor(h / width));
   const starts = new Uint32Array(buckets + 1);
   for (const { log, count } of logs) for (let pair = 0; pair < count; pair++) starts[bucketOf(log[2 * pair]!) + 1]!++;

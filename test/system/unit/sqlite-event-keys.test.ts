@@ -13,6 +13,7 @@ import { uuidv7 } from '../../../src/domain/ids.js';
 import { SQLITE_PRODUCT_NUMBER } from '../../../src/storage/event-columns.js';
 import { openStorage, type OpenedStorage } from '../../../src/storage/connect.js';
 import {
+  HASH_RANGE,
   keyHash,
   mergeAllEventKeys,
   moveSlices,
@@ -321,15 +322,27 @@ describe('SQLite idempotency keys', () => {
       await close();
     }));
 
+  it('every key and subject hash is a whole number below HASH_RANGE, where the last slice of a move ends', () => {
+    // An entry hashed at or above HASH_RANGE would sit past every slice and never leave the recent level.
+    let seed = 0x9e3779b9;
+    const random = () => (seed = Math.imul(seed ^ (seed >>> 15), 2246822507) >>> 0);
+    for (let i = 0; i < 20_000; i++) {
+      const text = `${random().toString(36)}-${'ü€'.repeat(random() % 3)}${random()}`;
+      for (const h of [keyHash(random(), `p${i}`, 'api', text), subjectHash(keyHash, random(), `p${i}`, text)]) {
+        assert.ok(Number.isInteger(h) && h >= 0 && h < HASH_RANGE, `${text}: ${h}`);
+      }
+    }
+  });
+
   it('moveSlices: about a tail a slice, at most 8', () => {
     assert.equal(moveSlices(250_000, 250_000), 1);
     assert.equal(moveSlices(707_107, 250_000), 2);
     assert.equal(moveSlices(2_236_068, 250_000), 8);
     assert.equal(moveSlices(7_071_068, 250_000), 8);
     assert.equal(sliceStart(0, 8), 0);
-    assert.equal(sliceStart(8, 8), 2 ** 53);
-    assert.equal(sliceStart(3, 3), 2 ** 53, 'the last slice ends above every hash, whatever the count');
-    assert.ok(sliceStart(1, 3) < sliceStart(2, 3) && sliceStart(2, 3) < 2 ** 53);
+    assert.equal(sliceStart(8, 8), HASH_RANGE);
+    assert.equal(sliceStart(3, 3), HASH_RANGE, 'the last slice ends above every hash, whatever the count');
+    assert.ok(sliceStart(1, 3) < sliceStart(2, 3) && sliceStart(2, 3) < HASH_RANGE);
   });
 
   it('moveThreshold: sqrt(2 × big × tail), at least a tail', () => {
