@@ -26,6 +26,7 @@ import {
   serverEnv,
 } from './processes.js';
 import { ExternalIds, batchJson } from './workload.js';
+import { median } from './report.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 
@@ -123,7 +124,6 @@ function parse(argv: string[]): Args {
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 // ---- where the CPU goes (Linux /proc): per process and, for the server, per thread ---------------------
 

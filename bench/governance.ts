@@ -18,6 +18,7 @@ import { createServices } from '../src/services.js';
 import { createCatalogService } from '../src/services/catalog-service.js';
 import type { Candidate } from '../src/services/ingest/service.js';
 import type { EventRecord, Storage } from '../src/storage/types.js';
+import { median } from './report.js';
 
 const { values } = parseArgs({
   options: {
@@ -229,7 +230,6 @@ async function main(): Promise<void> {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
-  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
   const base = median(results.get('none')!.map((r) => r.rate));
   const baseCpu = median(results.get('none')!.map((r) => r.cpuUs));
   console.log(

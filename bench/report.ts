@@ -17,6 +17,14 @@ export interface TargetCheck {
   pass: boolean;
 }
 
+/** The median: the middle value, or the mean of the two middle ones for an even count (the rounds of a bench
+ *  that alternates the order of its variants are even). */
+export function median(xs: readonly number[]): number {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
 const number = (value: number | undefined, digits = 0) =>
   value === undefined
     ? '—'

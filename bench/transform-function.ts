@@ -8,6 +8,7 @@ import { parseArgs } from 'node:util';
 import { createSandbox, type FunctionMeta } from '../src/services/transformations/sandbox.js';
 import { geoIpFromBuffer, isBot, parseUserAgent } from '../src/services/transformations/enrichment.js';
 import { buildMmdb, cityRecord } from '../test/support/mmdb-writer.js';
+import { median } from './report.js';
 
 const { values } = parseArgs({
   options: { batches: { type: 'string', default: '30' }, rounds: { type: 'string', default: '5' } },
@@ -75,8 +76,6 @@ const TYPICAL = `function transform(event, meta) {
   event.context.route = meta.route;
   return event;
 }`;
-
-const median = (list: number[]) => [...list].sort((a, b) => a - b)[Math.floor(list.length / 2)]!;
 
 interface Figure {
   wallUs: number;

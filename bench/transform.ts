@@ -25,6 +25,7 @@ import {
   buildServer,
   serverEnv,
 } from './processes.js';
+import { median } from './report.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 
@@ -223,7 +224,6 @@ async function main(): Promise<void> {
 }
 
 function report(results: Map<Variant, Round[]>, dialect: string): void {
-  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
   const none = results.get('none');
   console.log(
     `through the service (${dialect}; batches of ${BATCH}, ${CONNECTIONS} connections, ${SECONDS} s × ${ROUNDS} rounds after ${WARMUP_SECONDS} s of warm-up each, medians; server CPU includes the sandbox's thread):`,

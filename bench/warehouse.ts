@@ -38,6 +38,7 @@ import {
 } from './processes.js';
 import { awaitKeyFilter, prefillPostgres, prefillSqlite } from './prefill.js';
 import { ExternalIds, batchJson } from './workload.js';
+import { median } from './report.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -202,11 +203,6 @@ async function main(): Promise<void> {
   const best = (xs: number[]) => Math.max(...xs);
   const peak = best(rates.without);
   const ratio = best(rates.with) / peak;
-  const median = (xs: number[]) => {
-    const sorted = [...xs].sort((a, b) => a - b);
-    const mid = Math.floor(sorted.length / 2);
-    return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-  };
   // The same ratio round by round (each with its own round's without, run back to back): its median is less at
   // the mercy of one lucky or unlucky run than the best of each, and its range shows how much the machine moved.
   const roundRatios = rates.with.map((rate, i) => rate / rates.without[i]!);

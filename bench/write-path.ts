@@ -28,6 +28,7 @@ import type { EventInsert } from '../src/storage/types.js';
 import BetterSqlite3 from 'better-sqlite3';
 import { prefillSqlite } from './prefill.js';
 import { externalIdMaker, randomProperties, type IdKind } from './workload.js';
+import { median } from './report.js';
 
 const { values } = parseArgs({
   options: {
@@ -286,7 +287,6 @@ function mainThreadCpuSeconds(): number {
   }
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 for (const [variant, list] of results) {
   process.stdout.write(
     `median ${variant}: ${median(list.map((r) => r.eventsPerSecond))} events/s, ${median(list.map((r) => r.cpuMicrosPerEvent))} µs CPU/event, main thread ${median(list.map((r) => r.mainThreadCpuMicrosPerEvent))} (${list.length} rounds; load ${loadavg()[0]!.toFixed(1)})\n`,
