@@ -85,6 +85,9 @@ describe('GET /metrics', () => {
     const metrics = (await ctx.app.inject({ method: 'GET', url: '/metrics' })).body;
     for (const name of [
       'inlet_sqlite_event_key_merges_total',
+      'inlet_sqlite_event_key_merge_seconds_total',
+      'inlet_sqlite_event_key_level_moves_total',
+      'inlet_sqlite_event_subject_level_moves_total',
       'inlet_sqlite_event_keys_swept_total',
       'inlet_sqlite_event_key_sweep_seconds_total',
       'inlet_sqlite_event_subject_merges_total',
