@@ -19,6 +19,7 @@ import {
   cpuSeconds,
   freePort,
   installExitHandlers,
+  machineSeconds,
   onCleanup,
   startChild,
   waitUntilReady,
@@ -151,24 +152,12 @@ function threadSeconds(pid: number | undefined): Map<number, number> {
   return out;
 }
 
-/** The machine's busy and total CPU seconds (all cores) from /proc/stat. */
-function machineSeconds(): { busy: number; all: number } {
-  try {
-    const [, ...values] = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/);
-    const n = values.slice(0, 8).map(Number);
-    const all = n.reduce((a, b) => a + b, 0);
-    return { busy: (all - n[3]! - n[4]!) / 100, all: all / 100 };
-  } catch {
-    return { busy: 0, all: 0 };
-  }
-}
-
 interface CpuSnapshot {
   server: Map<number, number>;
   receiver: number;
   nats: number;
   generator: number;
-  machine: { busy: number; all: number };
+  machine: { busy: number; steal: number; all: number };
 }
 
 /** CPU seconds used between two snapshots, by part. */

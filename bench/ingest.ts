@@ -426,6 +426,7 @@ async function main(): Promise<number> {
           connections: args.batchConnections,
           events: args.sustained,
           eventsPerRequest: args.batchSize,
+          serverPid: inlet.server.process.pid,
         },
         200,
       );
@@ -538,6 +539,8 @@ async function main(): Promise<number> {
         `first ${sustained.window.toLocaleString('en-US')} events ${rate(sustained.firstWindowRate)}, last ${rate(sustained.lastWindowRate)}; ` +
         `${sustained.notOk} answers not 200, ${sustained.errors} errors or timeouts`,
       `  each ${sustained.window.toLocaleString('en-US')} events in turn, thousand events/s: ${sustained.windowRates.map((r) => (r / 1000).toFixed(1)).join(' ')}`,
+      `  the same windows, server CPU µs an event: ${sustained.windowCosts.map((c) => (c.serverMicrosPerEvent === undefined ? '?' : c.serverMicrosPerEvent.toFixed(1))).join(' ')}`,
+      `  the same windows, the machine's cores idle / stolen by the hypervisor, %: ${sustained.windowCosts.map((c) => `${Math.round(c.idleShare * 100)}/${Math.round(c.stealShare * 100)}`).join(' ')}`,
       '',
     );
   }

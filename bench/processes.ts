@@ -156,6 +156,21 @@ export function cpuSeconds(pid: number | undefined, tid?: number): number | unde
   }
 }
 
+/**
+ * The machine's CPU seconds from /proc/stat (all cores): `busy` (neither idle nor waiting on I/O; what the
+ * hypervisor stole counts as busy), `steal` of those, and `all`.
+ */
+export function machineSeconds(): { busy: number; steal: number; all: number } {
+  try {
+    const [, ...values] = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/);
+    const n = values.slice(0, 8).map(Number);
+    const all = n.reduce((a, b) => a + b, 0);
+    return { busy: (all - n[3]! - n[4]!) / CLOCK_TICKS, steal: (n[7] ?? 0) / CLOCK_TICKS, all: all / CLOCK_TICKS };
+  } catch {
+    return { busy: 0, steal: 0, all: 0 };
+  }
+}
+
 /** USER_HZ: 100 on every mainstream Linux build. */
 const CLOCK_TICKS = 100;
 

@@ -1,6 +1,7 @@
 // Issue 35's sustained figure: batches sent until `events` were acknowledged, the rate over the whole run, and the
 // rate of its first and of its last window of events (does ingest slow as the table grows?).
 import autocannon, { type Result } from 'autocannon';
+import { cpuSeconds, machineSeconds } from './processes.js';
 
 /** Issue 35's window: the first and the last 250,000 events of 3 M; a quarter of a shorter run. */
 export const SUSTAINED_WINDOW = 250_000;
@@ -13,6 +14,19 @@ export interface SustainedOptions {
   connections: number;
   events: number;
   eventsPerRequest: number;
+  /** The server's process: its CPU is read at each window's end. */
+  serverPid?: number;
+}
+
+/**
+ * What one window cost: the server's CPU per event, and the machine's idle and stolen shares of its cores. A window
+ * that is slower at the same CPU per event lost its time to the machine (the generator, a neighbour, the hypervisor),
+ * not to the table's growth.
+ */
+export interface WindowCost {
+  serverMicrosPerEvent: number | undefined;
+  idleShare: number;
+  stealShare: number;
 }
 
 export interface SustainedResult {
@@ -27,6 +41,32 @@ export interface SustainedResult {
   lastWindowRate: number;
   /** The rate of each window in turn (the last one may be shorter): a steady slide or a dip at the end. */
   windowRates: number[];
+  /** Each window's cost, in the same order (the last one may be shorter). */
+  windowCosts: WindowCost[];
+}
+
+interface Mark {
+  answers: number;
+  server: number | undefined;
+  machine: ReturnType<typeof machineSeconds>;
+}
+
+function markNow(answers: number, serverPid: number | undefined): Mark {
+  return { answers, server: cpuSeconds(serverPid), machine: machineSeconds() };
+}
+
+function costBetween(from: Mark, to: Mark, eventsPerRequest: number): WindowCost {
+  const events = (to.answers - from.answers) * eventsPerRequest;
+  const all = to.machine.all - from.machine.all;
+  const share = (part: number) => (all > 0 ? part / all : 0);
+  return {
+    serverMicrosPerEvent:
+      from.server === undefined || to.server === undefined || events <= 0
+        ? undefined
+        : ((to.server - from.server) * 1e6) / events,
+    idleShare: share(all - (to.machine.busy - from.machine.busy)),
+    stealShare: share(to.machine.steal - from.machine.steal),
+  };
 }
 
 /** The rate of the acknowledged events between the ok answers at index `from` and `to` (their times in ms). */
@@ -46,6 +86,8 @@ function windowRates(times: number[], perWindow: number, eventsPerRequest: numbe
 export function runSustained(options: SustainedOptions, okStatus: number): Promise<SustainedResult> {
   const requests = Math.ceil(options.events / options.eventsPerRequest);
   const times: number[] = [];
+  const perWindow = Math.max(1, Math.floor(Math.min(SUSTAINED_WINDOW, options.events / 4) / options.eventsPerRequest));
+  const marks: Mark[] = [markNow(0, options.serverPid)];
   const started = performance.now();
   return new Promise((resolve, reject) => {
     const instance = autocannon(
@@ -69,29 +111,29 @@ export function runSustained(options: SustainedOptions, okStatus: number): Promi
           return;
         }
         const ok = times.length;
-        const perWindow = Math.max(
-          1,
-          Math.floor(Math.min(SUSTAINED_WINDOW, options.events / 4) / options.eventsPerRequest),
-        );
+        if (ok > marks[marks.length - 1]!.answers) marks.push(markNow(ok, options.serverPid));
         const last = ok - 1;
         // The run's start, then each answer: the first window is the first of the windows in turn.
-        const marks = [started, ...times];
-        const windows = windowRates(marks, perWindow, options.eventsPerRequest);
+        const answerTimes = [started, ...times];
+        const windows = windowRates(answerTimes, perWindow, options.eventsPerRequest);
         resolve({
           seconds: (performance.now() - started) / 1000,
           ok,
           notOk: result.non2xx,
           errors: result.errors + result.timeouts,
-          eventsPerSecond: rate(marks, 0, ok, options.eventsPerRequest),
+          eventsPerSecond: rate(answerTimes, 0, ok, options.eventsPerRequest),
           window: perWindow * options.eventsPerRequest,
           firstWindowRate: ok > 2 * perWindow ? windows[0]! : 0,
           lastWindowRate: ok > 2 * perWindow ? rate(times, last - perWindow, last, options.eventsPerRequest) : 0,
           windowRates: windows,
+          windowCosts: marks.slice(1).map((mark, i) => costBetween(marks[i]!, mark, options.eventsPerRequest)),
         });
       },
     );
     instance.on('response', (_client: unknown, statusCode: number) => {
-      if (statusCode === okStatus) times.push(performance.now());
+      if (statusCode !== okStatus) return;
+      times.push(performance.now());
+      if (times.length % perWindow === 0) marks.push(markNow(times.length, options.serverPid));
     });
   });
 }
