@@ -60,6 +60,21 @@ await storage.products.create({ id: 'prod_other', name: 'other', createdAt: new 
 
 const NAMES = Array.from({ length: 40 }, (_, i) => [`entity${i % 8}`, `did${Math.floor(i / 8)}`] as const);
 const KEYS = ['key_a', 'key_b', 'key_c'];
+// The keys exist, as a live product's do: SQLite stores an event's key as the number `key_numbers` gives each key
+// when it is created (migration 854), and a key that was never created has none (its events read back without one).
+for (const [i, id] of KEYS.entries())
+  await storage.apiKeys.create({
+    id,
+    productId,
+    kind: 'events',
+    name: id,
+    prefix: `inlet_ev_${i}`,
+    keyHash: `reads-bench-${id}`,
+    createdAt: new Date().toISOString(),
+    expiresAt: null,
+    revokedAt: null,
+    lastUsedAt: null,
+  });
 const start = Date.now() - 30 * 86_400_000;
 const properties = { plan: 'pro', seats: 12, path: '/settings/billing', referrer: 'https://example.com/' };
 const propertiesJson = JSON.stringify(properties);
