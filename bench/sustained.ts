@@ -45,7 +45,8 @@ export interface SustainedResult {
   windowCosts: WindowCost[];
 }
 
-interface Mark {
+/** The server's CPU and the machine's at the end of a window's last answer (`answers` so far). */
+export interface Mark {
   answers: number;
   server: number | undefined;
   machine: ReturnType<typeof machineSeconds>;
@@ -55,7 +56,8 @@ function markNow(answers: number, serverPid: number | undefined): Mark {
   return { answers, server: cpuSeconds(serverPid), machine: machineSeconds() };
 }
 
-function costBetween(from: Mark, to: Mark, eventsPerRequest: number): WindowCost {
+/** What the window between two marks cost: its events are the answers between them × events per request. */
+export function costBetween(from: Mark, to: Mark, eventsPerRequest: number): WindowCost {
   const events = (to.answers - from.answers) * eventsPerRequest;
   const all = to.machine.all - from.machine.all;
   const share = (part: number) => (all > 0 ? part / all : 0);
