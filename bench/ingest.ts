@@ -291,7 +291,6 @@ async function main(): Promise<number> {
   const unseenBound = { api: 0, segment: 0 };
   let prefillSeconds = 0;
   let sustained: SustainedResult | undefined;
-  let sustainedCpuMicros: number | undefined;
   // SQLite: the positions the prefill took (so the count of the run's rows skips them by rowid range).
   let prefillPositions: { from: number; to: number } | undefined;
   for (const phase of phases) {
@@ -416,7 +415,6 @@ async function main(): Promise<number> {
     if (args.sustained > 0 && phase === phases[phases.length - 1]) {
       process.stdout.write(`${phase.label}, sustained: ${args.sustained.toLocaleString('en-US')} events…`);
       const next = externalIdMaker(args.ids, `${randomBytes(4).toString('hex')}-sustained-${Date.now()}`);
-      const cpuBefore = cpuSeconds(inlet.server.process.pid);
       sustained = await runSustained(
         {
           url: inlet.base,
@@ -430,9 +428,6 @@ async function main(): Promise<number> {
         },
         200,
       );
-      const cpuAfter = cpuSeconds(inlet.server.process.pid);
-      if (cpuBefore !== undefined && cpuAfter !== undefined && sustained.ok > 0)
-        sustainedCpuMicros = ((cpuAfter - cpuBefore) * 1e6) / (sustained.ok * args.batchSize);
       acknowledged.api += sustained.ok * args.batchSize;
       unseenBound.api += (args.batchConnections + sustained.errors) * args.batchSize;
       process.stdout.write(' done\n');
@@ -535,12 +530,12 @@ async function main(): Promise<number> {
     const rate = (n: number) => `${Math.round(n).toLocaleString('en-US')} events/s`;
     tables.push(
       `sustained batches of ${args.batchSize} (${args.batchConnections} connections) until ${args.sustained.toLocaleString('en-US')} events: ${rate(sustained.eventsPerSecond)} over ${sustained.seconds.toFixed(0)} s` +
-        `${sustainedCpuMicros === undefined ? '' : `, server CPU ${sustainedCpuMicros.toFixed(1)} µs per event`}; ` +
+        `${sustained.serverMicrosPerEvent === undefined ? '' : `, server CPU ${sustained.serverMicrosPerEvent.toFixed(1)} µs per event`}; ` +
         `first ${sustained.window.toLocaleString('en-US')} events ${rate(sustained.firstWindowRate)}, last ${rate(sustained.lastWindowRate)}; ` +
         `${sustained.notOk} answers not 200, ${sustained.errors} errors or timeouts`,
-      `  each ${sustained.window.toLocaleString('en-US')} events in turn, thousand events/s: ${sustained.windowRates.map((r) => (r / 1000).toFixed(1)).join(' ')}`,
-      `  the same windows, server CPU µs an event: ${sustained.windowCosts.map((c) => (c.serverMicrosPerEvent === undefined ? '?' : c.serverMicrosPerEvent.toFixed(1))).join(' ')}`,
-      `  the same windows, the machine's cores idle / stolen by the hypervisor, %: ${sustained.windowCosts.map((c) => `${Math.round(c.idleShare * 100)}/${Math.round(c.stealShare * 100)}`).join(' ')}`,
+      `  each ${sustained.window.toLocaleString('en-US')} events in turn, thousand events/s: ${sustained.windows.map((w) => (w.eventsPerSecond / 1000).toFixed(1)).join(' ')}`,
+      `  the same windows, server CPU µs an event: ${sustained.windows.map((w) => (w.serverMicrosPerEvent === undefined ? '?' : w.serverMicrosPerEvent.toFixed(1))).join(' ')}`,
+      `  the same windows, the machine's cores idle / stolen by the hypervisor, %: ${sustained.windows.map((w) => `${Math.round(w.idleShare * 100)}/${Math.round(w.stealShare * 100)}`).join(' ')}`,
       '',
     );
   }

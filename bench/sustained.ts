@@ -14,16 +14,17 @@ export interface SustainedOptions {
   connections: number;
   events: number;
   eventsPerRequest: number;
-  /** The server's process: its CPU is read at each window's end. */
-  serverPid?: number;
+  /** The server's process: its CPU is read at the run's start and at each window's end. */
+  serverPid: number | undefined;
 }
 
 /**
- * What one window cost: the server's CPU per event, and the machine's idle and stolen shares of its cores. A window
- * that is slower at the same CPU per event lost its time to the machine (the generator, a neighbour, the hypervisor),
- * not to the table's growth.
+ * One window of the run: its rate, the server's CPU per event, and the machine's idle and stolen shares of its
+ * cores. A window that is slower at the same CPU per event lost its time to the machine (the generator, a
+ * neighbour, the hypervisor), not to the table's growth.
  */
-export interface WindowCost {
+export interface Window {
+  eventsPerSecond: number;
   serverMicrosPerEvent: number | undefined;
   idleShare: number;
   stealShare: number;
@@ -36,32 +37,36 @@ export interface SustainedResult {
   notOk: number;
   errors: number;
   eventsPerSecond: number;
+  /** The server's CPU per event over the whole run. */
+  serverMicrosPerEvent: number | undefined;
   window: number;
   firstWindowRate: number;
   lastWindowRate: number;
-  /** The rate of each window in turn (the last one may be shorter): a steady slide or a dip at the end. */
-  windowRates: number[];
-  /** Each window's cost, in the same order (the last one may be shorter). */
-  windowCosts: WindowCost[];
+  /** Each window of `window` events in turn (the last one may be shorter): a steady slide or a dip at the end. */
+  windows: Window[];
 }
 
-/** The server's CPU and the machine's at the end of a window's last answer (`answers` so far). */
+/** The clock, the server's CPU and the machine's when `answers` answers had come (the start: 0). */
 export interface Mark {
   answers: number;
+  /** performance.now() of the last of those answers (of the start for 0). */
+  at: number;
   server: number | undefined;
   machine: ReturnType<typeof machineSeconds>;
 }
 
-function markNow(answers: number, serverPid: number | undefined): Mark {
-  return { answers, server: cpuSeconds(serverPid), machine: machineSeconds() };
+function markNow(answers: number, at: number, serverPid: number | undefined): Mark {
+  return { answers, at, server: cpuSeconds(serverPid), machine: machineSeconds() };
 }
 
-/** What the window between two marks cost: its events are the answers between them × events per request. */
-export function costBetween(from: Mark, to: Mark, eventsPerRequest: number): WindowCost {
+/** The window between two marks: its events are the answers between them × events per request. */
+export function windowBetween(from: Mark, to: Mark, eventsPerRequest: number): Window {
   const events = (to.answers - from.answers) * eventsPerRequest;
+  const ms = to.at - from.at;
   const all = to.machine.all - from.machine.all;
   const share = (part: number) => (all > 0 ? part / all : 0);
   return {
+    eventsPerSecond: ms <= 0 ? 0 : (events * 1000) / ms,
     serverMicrosPerEvent:
       from.server === undefined || to.server === undefined || events <= 0
         ? undefined
@@ -77,20 +82,11 @@ function rate(times: number[], from: number, to: number, eventsPerRequest: numbe
   return ms <= 0 ? 0 : ((to - from) * eventsPerRequest * 1000) / ms;
 }
 
-/** The rates of consecutive windows of `perWindow` answers (`times` starts with the run's start). */
-function windowRates(times: number[], perWindow: number, eventsPerRequest: number): number[] {
-  const rates: number[] = [];
-  for (let from = 0; from < times.length - 1; from += perWindow)
-    rates.push(rate(times, from, Math.min(from + perWindow, times.length - 1), eventsPerRequest));
-  return rates;
-}
-
 export function runSustained(options: SustainedOptions, okStatus: number): Promise<SustainedResult> {
   const requests = Math.ceil(options.events / options.eventsPerRequest);
   const times: number[] = [];
   const perWindow = Math.max(1, Math.floor(Math.min(SUSTAINED_WINDOW, options.events / 4) / options.eventsPerRequest));
-  const marks: Mark[] = [markNow(0, options.serverPid)];
-  const started = performance.now();
+  const marks: Mark[] = [markNow(0, performance.now(), options.serverPid)];
   return new Promise((resolve, reject) => {
     const instance = autocannon(
       {
@@ -113,29 +109,29 @@ export function runSustained(options: SustainedOptions, okStatus: number): Promi
           return;
         }
         const ok = times.length;
-        if (ok > marks[marks.length - 1]!.answers) marks.push(markNow(ok, options.serverPid));
+        if (ok > marks[marks.length - 1]!.answers) marks.push(markNow(ok, times[ok - 1]!, options.serverPid));
         const last = ok - 1;
-        // The run's start, then each answer: the first window is the first of the windows in turn.
-        const answerTimes = [started, ...times];
-        const windows = windowRates(answerTimes, perWindow, options.eventsPerRequest);
+        const windows = marks.slice(1).map((mark, i) => windowBetween(marks[i]!, mark, options.eventsPerRequest));
+        const whole = windowBetween(marks[0]!, marks[marks.length - 1]!, options.eventsPerRequest);
         resolve({
-          seconds: (performance.now() - started) / 1000,
+          seconds: (performance.now() - marks[0]!.at) / 1000,
           ok,
           notOk: result.non2xx,
           errors: result.errors + result.timeouts,
-          eventsPerSecond: rate(answerTimes, 0, ok, options.eventsPerRequest),
+          eventsPerSecond: whole.eventsPerSecond,
+          serverMicrosPerEvent: whole.serverMicrosPerEvent,
           window: perWindow * options.eventsPerRequest,
-          firstWindowRate: ok > 2 * perWindow ? windows[0]! : 0,
+          firstWindowRate: ok > 2 * perWindow ? windows[0]!.eventsPerSecond : 0,
           lastWindowRate: ok > 2 * perWindow ? rate(times, last - perWindow, last, options.eventsPerRequest) : 0,
-          windowRates: windows,
-          windowCosts: marks.slice(1).map((mark, i) => costBetween(marks[i]!, mark, options.eventsPerRequest)),
+          windows,
         });
       },
     );
     instance.on('response', (_client: unknown, statusCode: number) => {
       if (statusCode !== okStatus) return;
-      times.push(performance.now());
-      if (times.length % perWindow === 0) marks.push(markNow(times.length, options.serverPid));
+      const at = performance.now();
+      times.push(at);
+      if (times.length % perWindow === 0) marks.push(markNow(times.length, at, options.serverPid));
     });
   });
 }

@@ -1,37 +1,47 @@
-// The sustained run's cost of a window (bench/sustained.ts), which tells a window the machine slowed from one the
-// table slowed: the server's CPU an event, and the machine's idle and stolen shares of its cores over the window.
+// The sustained run's windows (bench/sustained.ts), which tell a window the machine slowed from one the table
+// slowed: each window's rate, the server's CPU an event, and the machine's idle and stolen shares of its cores.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { costBetween, type Mark } from '../../bench/sustained.js';
+import { windowBetween, type Mark } from '../../bench/sustained.js';
 
-const mark = (answers: number, server: number | undefined, busy: number, steal: number, all: number): Mark => ({
-  answers,
-  server,
-  machine: { busy, steal, all },
-});
+const mark = (
+  answers: number,
+  at: number,
+  server: number | undefined,
+  machine: { busy: number; steal: number; all: number } = { busy: 0, steal: 0, all: 0 },
+): Mark => ({ answers, at, server, machine });
 
-test("a window's server CPU is per event: its answers times the events each carries", () => {
-  // 2,500 answers of 100 events; the server used 9 s of CPU: 36 µs an event.
-  const cost = costBetween(mark(2_500, 100, 0, 0, 0), mark(5_000, 109, 0, 0, 0), 100);
-  assert.ok(Math.abs(cost.serverMicrosPerEvent! - 36) < 1e-9);
+const close = (actual: number | undefined, expected: number) =>
+  assert.ok(actual !== undefined && Math.abs(actual - expected) < 1e-9, `${actual} ≠ ${expected}`);
+
+test("a window's rate and server CPU are per event: its answers times the events each carries", () => {
+  // 2,500 answers of 100 events in 10 s, the server using 9 s of CPU: 25,000 events/s, 36 µs an event.
+  const window = windowBetween(mark(2_500, 5_000, 100), mark(5_000, 15_000, 109), 100);
+  close(window.eventsPerSecond, 25_000);
+  close(window.serverMicrosPerEvent, 36);
 });
 
 test('the idle and stolen shares are of all the cores over the window', () => {
-  // 20 s of both cores (40 core-seconds, `all`); 30 busy, 2 of them stolen.
-  const cost = costBetween(mark(0, 0, 100, 5, 400), mark(10, 1, 130, 7, 440), 100);
-  assert.ok(Math.abs(cost.idleShare - 0.25) < 1e-9);
-  assert.ok(Math.abs(cost.stealShare - 0.05) < 1e-9);
+  // 20 s of both cores (40 core-seconds of `all`); 30 busy, 2 of them stolen.
+  const window = windowBetween(
+    mark(0, 0, 0, { busy: 100, steal: 5, all: 400 }),
+    mark(10, 20_000, 1, { busy: 130, steal: 7, all: 440 }),
+    100,
+  );
+  close(window.idleShare, 0.25);
+  close(window.stealShare, 0.05);
 });
 
-test('a server whose CPU could not be read gives no figure, not a wrong one', () => {
-  assert.equal(costBetween(mark(0, undefined, 0, 0, 10), mark(10, 5, 5, 0, 20), 100).serverMicrosPerEvent, undefined);
-  assert.equal(costBetween(mark(0, 1, 0, 0, 10), mark(10, undefined, 5, 0, 20), 100).serverMicrosPerEvent, undefined);
-  // And a window without answers has no CPU an event.
-  assert.equal(costBetween(mark(10, 1, 0, 0, 10), mark(10, 2, 5, 0, 20), 100).serverMicrosPerEvent, undefined);
+test('a server whose CPU could not be read, or a window without answers, gives no CPU figure, not a wrong one', () => {
+  assert.equal(windowBetween(mark(0, 0, undefined), mark(10, 1_000, 5), 100).serverMicrosPerEvent, undefined);
+  assert.equal(windowBetween(mark(0, 0, 1), mark(10, 1_000, undefined), 100).serverMicrosPerEvent, undefined);
+  assert.equal(windowBetween(mark(10, 0, 1), mark(10, 1_000, 2), 100).serverMicrosPerEvent, undefined);
 });
 
-test('a window without clock ticks (the same reading twice) has no shares rather than a division by zero', () => {
-  const cost = costBetween(mark(0, 1, 5, 1, 10), mark(10, 2, 5, 1, 10), 100);
-  assert.equal(cost.idleShare, 0);
-  assert.equal(cost.stealShare, 0);
+test('a window without time or clock ticks (the same reading twice) divides nothing by zero', () => {
+  const same = mark(10, 1_000, 2, { busy: 5, steal: 1, all: 10 });
+  const window = windowBetween(mark(0, 1_000, 1, { busy: 5, steal: 1, all: 10 }), same, 100);
+  assert.equal(window.eventsPerSecond, 0);
+  assert.equal(window.idleShare, 0);
+  assert.equal(window.stealShare, 0);
 });
