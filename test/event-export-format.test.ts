@@ -37,6 +37,22 @@ before(async () => {
           properties: awkward,
         },
         { event_type: 'page', action: 'viewed', subject_type: 'user', subject_id: 'u2' },
+        // Times the export reads another way than the list on PostgreSQL (milliseconds since 1970, not a Date):
+        // before 1970, with an offset, and in the first century.
+        {
+          event_type: 'page',
+          action: 'viewed',
+          subject_type: 'user',
+          subject_id: 'u3',
+          occurred_at: '1969-12-31T23:59:59.999-01:30',
+        },
+        {
+          event_type: 'page',
+          action: 'viewed',
+          subject_type: 'user',
+          subject_id: 'u4',
+          occurred_at: '0099-02-03T04:05:06.007Z',
+        },
       ],
     },
   });
@@ -102,7 +118,7 @@ describe('export lines written from the stored JSON text', () => {
     // As the export reads: up to the end position it started at (on SQLite, the prepared range statement).
     const upTo = (await ctx.services.storage.events.endPosition(productId))!;
     const text = await ctx.services.storage.events.page({ ...query, jsonText: true, upTo });
-    assert.equal(parsed.events.length, 3);
+    assert.equal(parsed.events.length, 5);
     assert.deepEqual(
       text.events.map((e) => e.position),
       parsed.events.map((e) => e.position),
@@ -114,7 +130,7 @@ describe('export lines written from the stored JSON text', () => {
       ...query,
       jsonText: true,
       upTo,
-      limit: 2,
+      limit: 3,
       after: paged.next!,
     });
     assert.deepEqual(
