@@ -25,6 +25,15 @@ export function median(xs: readonly number[]): number {
   return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
+/**
+ * The variants in the order round `round` (from 0) runs them: as given in even rounds, reversed in odd ones. A fixed
+ * order charges whatever drifts through a run (the machine's load, the table's size and its cost per event) to the
+ * variants that run last; alternating cancels a steady drift over an even number of rounds.
+ */
+export function inRoundOrder<T>(variants: readonly T[], round: number): T[] {
+  return round % 2 === 0 ? [...variants] : [...variants].reverse();
+}
+
 const number = (value: number | undefined, digits = 0) =>
   value === undefined
     ? '—'

@@ -25,7 +25,7 @@ import {
   buildServer,
   serverEnv,
 } from './processes.js';
-import { median } from './report.js';
+import { inRoundOrder, median } from './report.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 
@@ -200,10 +200,8 @@ async function main(): Promise<void> {
     durationSeconds,
   });
   for (let round = 0; round < ROUNDS; round++) {
-    // Every other round runs the variants in reverse order: the table grows through the run and its cost per event
-    // with it, which a fixed order would charge to the variants that run last in each round (an even number of
-    // rounds, the default 4, cancels a steady drift).
-    for (const variant of round % 2 === 0 ? VARIANTS : [...VARIANTS].reverse()) {
+    // The table grows through the run, and its cost per event with it (an even number of rounds, the default 4).
+    for (const variant of inRoundOrder(VARIANTS, round)) {
       await runLoad(options(variant, WARMUP_SECONDS), 200);
       const cpuBefore = cpuSeconds(server.process.pid)!;
       const run = await runLoad(options(variant, SECONDS), 200);

@@ -38,7 +38,7 @@ import {
 } from './processes.js';
 import { awaitKeyFilter, prefillPostgres, prefillSqlite } from './prefill.js';
 import { ExternalIds, batchJson } from './workload.js';
-import { median } from './report.js';
+import { inRoundOrder, median } from './report.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -153,9 +153,7 @@ async function main(): Promise<void> {
   const rates: Record<'without' | 'with', number[]> = { without: [], with: [] };
   const lines: string[] = [];
   for (let round = 1; round <= rounds; round++) {
-    // Every other round starts with the destination: a drift of the machine's load over a run weighs on both.
-    const order = round % 2 === 1 ? (['without', 'with'] as const) : (['with', 'without'] as const);
-    for (const variant of order) {
+    for (const variant of inRoundOrder(['without', 'with'] as const, round - 1)) {
       const id = variant === 'with' ? await createWarehouse(`full_${round}`) : undefined;
       if (warmupSeconds > 0)
         await runLoad(
