@@ -17,6 +17,7 @@ import {
   freePort,
   installExitHandlers,
   onCleanup,
+  postgresCpuMeter,
   startChild,
   waitUntilReady,
   buildServer,
@@ -415,6 +416,8 @@ async function main(): Promise<number> {
     if (args.sustained > 0 && phase === phases[phases.length - 1]) {
       process.stdout.write(`${phase.label}, sustained: ${args.sustained.toLocaleString('en-US')} events…`);
       const next = externalIdMaker(args.ids, `${randomBytes(4).toString('hex')}-sustained-${Date.now()}`);
+      const databaseMeter =
+        database.dialect === 'postgres' ? postgresCpuMeter(new URL(database.url).pathname.slice(1)) : undefined;
       sustained = await runSustained(
         {
           url: inlet.base,
@@ -425,9 +428,11 @@ async function main(): Promise<number> {
           events: args.sustained,
           eventsPerRequest: args.batchSize,
           serverPid: inlet.server.process.pid,
+          ...(databaseMeter === undefined ? {} : { databaseCpu: databaseMeter.read }),
         },
         200,
       );
+      databaseMeter?.stop();
       acknowledged.api += sustained.ok * args.batchSize;
       unseenBound.api += (args.batchConnections + sustained.errors) * args.batchSize;
       process.stdout.write(' done\n');
@@ -530,11 +535,17 @@ async function main(): Promise<number> {
     const rate = (n: number) => `${Math.round(n).toLocaleString('en-US')} events/s`;
     tables.push(
       `sustained batches of ${args.batchSize} (${args.batchConnections} connections) until ${args.sustained.toLocaleString('en-US')} events: ${rate(sustained.eventsPerSecond)} over ${sustained.seconds.toFixed(0)} s` +
-        `${sustained.serverMicrosPerEvent === undefined ? '' : `, server CPU ${sustained.serverMicrosPerEvent.toFixed(1)} µs per event`}; ` +
+        `${sustained.serverMicrosPerEvent === undefined ? '' : `, server CPU ${sustained.serverMicrosPerEvent.toFixed(1)} µs per event`}` +
+        `${sustained.databaseMicrosPerEvent === undefined ? '' : `, PostgreSQL's ${sustained.databaseMicrosPerEvent.toFixed(1)}`}; ` +
         `first ${sustained.window.toLocaleString('en-US')} events ${rate(sustained.firstWindowRate)}, last ${rate(sustained.lastWindowRate)}; ` +
         `${sustained.notOk} answers not 200, ${sustained.errors} errors or timeouts`,
       `  each ${sustained.window.toLocaleString('en-US')} events in turn, thousand events/s: ${sustained.windows.map((w) => (w.eventsPerSecond / 1000).toFixed(1)).join(' ')}`,
       `  the same windows, server CPU µs an event: ${sustained.windows.map((w) => (w.serverMicrosPerEvent === undefined ? '?' : w.serverMicrosPerEvent.toFixed(1))).join(' ')}`,
+      ...(sustained.databaseMicrosPerEvent === undefined
+        ? []
+        : [
+            `  the same windows, PostgreSQL's CPU µs an event: ${sustained.windows.map((w) => (w.databaseMicrosPerEvent === undefined ? '?' : w.databaseMicrosPerEvent.toFixed(1))).join(' ')}`,
+          ]),
       `  the same windows, the machine's cores idle / stolen by the hypervisor, %: ${sustained.windows.map((w) => `${Math.round(w.idleShare * 100)}/${Math.round(w.stealShare * 100)}`).join(' ')}`,
       '',
     );

@@ -226,20 +226,28 @@ function postgresProcessCpu(database: string, background: boolean): Map<number, 
  * It samples every 100 ms, so a backend that starts and ends within the interval (a baseline's own connection)
  * is counted up to its last sample.
  */
-export function postgresCpuMeter(database: string, { background = true } = {}): { stop(): number } {
+export function postgresCpuMeter(database: string, { background = true } = {}): { read(): number; stop(): number } {
   const first = postgresProcessCpu(database, background);
   const last = new Map(first);
   const sample = () => {
     for (const [pid, seconds] of postgresProcessCpu(database, background)) last.set(pid, seconds);
   };
+  const total = () => {
+    let seconds = 0;
+    for (const [pid, now] of last) seconds += now - (first.get(pid) ?? 0);
+    return seconds;
+  };
   const timer = setInterval(sample, 100);
   return {
+    /** The CPU seconds so far (a sample taken now). */
+    read() {
+      sample();
+      return total();
+    },
     stop() {
       clearInterval(timer);
       sample();
-      let total = 0;
-      for (const [pid, seconds] of last) total += seconds - (first.get(pid) ?? 0);
-      return total;
+      return total();
     },
   };
 }

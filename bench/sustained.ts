@@ -16,16 +16,19 @@ export interface SustainedOptions {
   eventsPerRequest: number;
   /** The server's process: its CPU is read at the run's start and at each window's end. */
   serverPid: number | undefined;
+  /** The database's CPU seconds so far (PostgreSQL's processes), read with the server's. */
+  databaseCpu?: () => number;
 }
 
 /**
- * One window of the run: its rate, the server's CPU per event, and the machine's idle and stolen shares of its
- * cores. A window that is slower at the same CPU per event lost its time to the machine (the generator, a
- * neighbour, the hypervisor), not to the table's growth.
+ * One window of the run: its rate, the server's (and PostgreSQL's) CPU per event, and the machine's idle and stolen
+ * shares of its cores. A window that is slower at the same CPU per event lost its time to the machine (the
+ * generator, a neighbour, the hypervisor), not to the table's growth.
  */
 export interface Window {
   eventsPerSecond: number;
   serverMicrosPerEvent: number | undefined;
+  databaseMicrosPerEvent: number | undefined;
   idleShare: number;
   stealShare: number;
 }
@@ -37,8 +40,9 @@ export interface SustainedResult {
   notOk: number;
   errors: number;
   eventsPerSecond: number;
-  /** The server's CPU per event over the whole run. */
+  /** The server's CPU per event over the whole run, and the database's (PostgreSQL). */
   serverMicrosPerEvent: number | undefined;
+  databaseMicrosPerEvent: number | undefined;
   window: number;
   firstWindowRate: number;
   lastWindowRate: number;
@@ -46,17 +50,29 @@ export interface SustainedResult {
   windows: Window[];
 }
 
-/** The clock, the server's CPU and the machine's when `answers` answers had come (the start: 0). */
+/** The clock, the server's CPU, the database's and the machine's when `answers` answers had come (the start: 0). */
 export interface Mark {
   answers: number;
   /** performance.now() of the last of those answers (of the start for 0). */
   at: number;
   server: number | undefined;
+  database: number | undefined;
   machine: ReturnType<typeof machineSeconds>;
 }
 
-function markNow(answers: number, at: number, serverPid: number | undefined): Mark {
-  return { answers, at, server: cpuSeconds(serverPid), machine: machineSeconds() };
+function markNow(answers: number, at: number, options: SustainedOptions): Mark {
+  return {
+    answers,
+    at,
+    server: cpuSeconds(options.serverPid),
+    database: options.databaseCpu?.(),
+    machine: machineSeconds(),
+  };
+}
+
+/** CPU microseconds per event between two readings, when both were taken. */
+function microsPerEvent(from: number | undefined, to: number | undefined, events: number): number | undefined {
+  return from === undefined || to === undefined || events <= 0 ? undefined : ((to - from) * 1e6) / events;
 }
 
 /** The window between two marks: its events are the answers between them × events per request. */
@@ -67,10 +83,8 @@ export function windowBetween(from: Mark, to: Mark, eventsPerRequest: number): W
   const share = (part: number) => (all > 0 ? part / all : 0);
   return {
     eventsPerSecond: ms <= 0 ? 0 : (events * 1000) / ms,
-    serverMicrosPerEvent:
-      from.server === undefined || to.server === undefined || events <= 0
-        ? undefined
-        : ((to.server - from.server) * 1e6) / events,
+    serverMicrosPerEvent: microsPerEvent(from.server, to.server, events),
+    databaseMicrosPerEvent: microsPerEvent(from.database, to.database, events),
     idleShare: share(all - (to.machine.busy - from.machine.busy)),
     stealShare: share(to.machine.steal - from.machine.steal),
   };
@@ -86,7 +100,7 @@ export function runSustained(options: SustainedOptions, okStatus: number): Promi
   const requests = Math.ceil(options.events / options.eventsPerRequest);
   const times: number[] = [];
   const perWindow = Math.max(1, Math.floor(Math.min(SUSTAINED_WINDOW, options.events / 4) / options.eventsPerRequest));
-  const marks: Mark[] = [markNow(0, performance.now(), options.serverPid)];
+  const marks: Mark[] = [markNow(0, performance.now(), options)];
   return new Promise((resolve, reject) => {
     const instance = autocannon(
       {
@@ -109,7 +123,7 @@ export function runSustained(options: SustainedOptions, okStatus: number): Promi
           return;
         }
         const ok = times.length;
-        if (ok > marks[marks.length - 1]!.answers) marks.push(markNow(ok, times[ok - 1]!, options.serverPid));
+        if (ok > marks[marks.length - 1]!.answers) marks.push(markNow(ok, times[ok - 1]!, options));
         const last = ok - 1;
         const windows = marks.slice(1).map((mark, i) => windowBetween(marks[i]!, mark, options.eventsPerRequest));
         const whole = windowBetween(marks[0]!, marks[marks.length - 1]!, options.eventsPerRequest);
@@ -120,6 +134,7 @@ export function runSustained(options: SustainedOptions, okStatus: number): Promi
           errors: result.errors + result.timeouts,
           eventsPerSecond: whole.eventsPerSecond,
           serverMicrosPerEvent: whole.serverMicrosPerEvent,
+          databaseMicrosPerEvent: whole.databaseMicrosPerEvent,
           window: perWindow * options.eventsPerRequest,
           firstWindowRate: ok > 2 * perWindow ? windows[0]!.eventsPerSecond : 0,
           lastWindowRate: ok > 2 * perWindow ? rate(times, last - perWindow, last, options.eventsPerRequest) : 0,
@@ -131,7 +146,7 @@ export function runSustained(options: SustainedOptions, okStatus: number): Promi
       if (statusCode !== okStatus) return;
       const at = performance.now();
       times.push(at);
-      if (times.length % perWindow === 0) marks.push(markNow(times.length, at, options.serverPid));
+      if (times.length % perWindow === 0) marks.push(markNow(times.length, at, options));
     });
   });
 }

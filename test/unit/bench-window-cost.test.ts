@@ -1,5 +1,6 @@
 // The sustained run's windows (bench/sustained.ts), which tell a window the machine slowed from one the table
-// slowed: each window's rate, the server's CPU an event, and the machine's idle and stolen shares of its cores.
+// slowed: each window's rate, the server's (and PostgreSQL's) CPU an event, and the machine's idle and stolen shares
+// of its cores.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { windowBetween, type Mark } from '../../bench/sustained.js';
@@ -9,7 +10,8 @@ const mark = (
   at: number,
   server: number | undefined,
   machine: { busy: number; steal: number; all: number } = { busy: 0, steal: 0, all: 0 },
-): Mark => ({ answers, at, server, machine });
+  database?: number,
+): Mark => ({ answers, at, server, database, machine });
 
 const close = (actual: number | undefined, expected: number) =>
   assert.ok(actual !== undefined && Math.abs(actual - expected) < 1e-9, `${actual} ≠ ${expected}`);
@@ -19,6 +21,14 @@ test("a window's rate and server CPU are per event: its answers times the events
   const window = windowBetween(mark(2_500, 5_000, 100), mark(5_000, 15_000, 109), 100);
   close(window.eventsPerSecond, 25_000);
   close(window.serverMicrosPerEvent, 36);
+});
+
+test("PostgreSQL's CPU is per event too, apart from the server's, and absent on SQLite", () => {
+  // 1,000 answers of 100 events; PostgreSQL's processes used 5.5 s: 55 µs an event.
+  const window = windowBetween(mark(0, 0, 10, undefined, 20), mark(1_000, 4_000, 12, undefined, 25.5), 100);
+  close(window.databaseMicrosPerEvent, 55);
+  close(window.serverMicrosPerEvent, 20);
+  assert.equal(windowBetween(mark(0, 0, 1), mark(1_000, 4_000, 2), 100).databaseMicrosPerEvent, undefined);
 });
 
 test('the idle and stolen shares are of all the cores over the window', () => {
