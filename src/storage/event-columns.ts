@@ -88,11 +88,14 @@ export const EVENT_COLUMN_LIST = EVENT_COLUMN_NAMES.join(', ');
  * json cast to text (`properties::text AS properties`), which node-postgres would parse and the reader would
  * stringify again; a time as milliseconds since 1970, as SQLite stores it (`toIso` formats both alike), which
  * node-postgres would parse from its text into a Date only for the mapper to format it back (the two took a fifth
- * of an export's CPU). `floor`, as a Date made from PostgreSQL's microseconds keeps the millisecond they fall in.
+ * of an export's CPU). Truncated to the millisecond first, as a Date made from PostgreSQL's microseconds keeps the
+ * millisecond they fall in; then `round`, exact whether `extract` gives numeric (PostgreSQL 14 and later) or
+ * double precision (13, whose product by 1000 may fall a hair under the whole millisecond).
  */
 function textSelection(column: EventColumn): string | undefined {
   if (column.type === 'json') return `${column.name}::text`;
-  if (column.type === 'timestamptz') return `floor(extract(epoch FROM ${column.name}) * 1000)::int8`;
+  if (column.type === 'timestamptz')
+    return `round(extract(epoch FROM date_trunc('milliseconds', ${column.name})) * 1000)::int8`;
   return undefined;
 }
 

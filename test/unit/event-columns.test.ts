@@ -49,8 +49,14 @@ test('the lists name every column once, in the table order, json cast to text wh
   assert.equal(RAW_EVENT_COLUMNS, `${SQLITE_EVENT_COLUMN_LIST}, position`);
   assert.equal(
     EVENT_TEXT_COLUMN_LIST,
-    NAMES.replace('occurred_at', 'floor(extract(epoch FROM occurred_at) * 1000)::int8 AS occurred_at')
-      .replace('received_at', 'floor(extract(epoch FROM received_at) * 1000)::int8 AS received_at')
+    NAMES.replace(
+      'occurred_at',
+      "round(extract(epoch FROM date_trunc('milliseconds', occurred_at)) * 1000)::int8 AS occurred_at",
+    )
+      .replace(
+        'received_at',
+        "round(extract(epoch FROM date_trunc('milliseconds', received_at)) * 1000)::int8 AS received_at",
+      )
       .replace('properties', 'properties::text AS properties')
       .replace('context', 'context::text AS context')
       .replace('original', 'original::text AS original'),
