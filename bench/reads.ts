@@ -143,7 +143,7 @@ if (sqliteFile !== undefined) {
     if (process.stderr.isTTY) process.stderr.write(`\rprefill ${(total - left).toLocaleString('en-US')}`);
   }
   // As bench/prefill.ts: the reads start on a vacuumed and analysed table, not beside autovacuum's catching up with
-  // millions of rows written in minutes (on 2026-11-29 an ANALYZE ran into the reads' first seconds).
+  // millions of rows written in minutes.
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {

@@ -153,7 +153,7 @@ async function main(): Promise<void> {
   // 0. The delivery worker's thread starts with the first destination and runs from then on: a destination loads
   // one warm-up run's events and is deleted before the measured rounds, so that no round pays for the thread's
   // start and its code's first optimisations, as no round pays for the server's (each run's warm-up). Without it
-  // the first round with the warehouse ran at 0.64–0.70× its round's without, the others at 0.89–1.17×.
+  // the first round with the warehouse was the slowest of nearly every run (bench/runs/2026-11-warehouses.md).
   if (warmupSeconds > 0) {
     const id = await createWarehouse('warm_up');
     await runLoad(

@@ -87,10 +87,10 @@ export const EVENT_COLUMN_LIST = EVENT_COLUMN_NAMES.join(', ');
  * A column of PostgreSQL's select list for a reader that only writes the event out again (an export, a delivery):
  * json cast to text (`properties::text AS properties`), which node-postgres would parse and the reader would
  * stringify again; a time as milliseconds since 1970, as SQLite stores it (`toIso` formats both alike), which
- * node-postgres would parse from its text into a Date only for the mapper to format it back (the two took a fifth
- * of an export's CPU). Truncated to the millisecond first, as a Date made from PostgreSQL's microseconds keeps the
- * millisecond they fall in; then `round`, exact whether `extract` gives numeric (PostgreSQL 14 and later) or
- * double precision (13, whose product by 1000 may fall a hair under the whole millisecond).
+ * node-postgres would parse from its text into a Date only for the mapper to format it back (docs/design.md, "Live
+ * stream and export"). Truncated to the millisecond first, as a Date made from PostgreSQL's microseconds keeps the
+ * millisecond they fall in; then `round`, exact whether `extract` gives numeric (PostgreSQL 14 and later) or double
+ * precision (13, whose product by 1000 may fall a hair under the whole millisecond).
  */
 function textSelection(column: EventColumn): string | undefined {
   if (column.type === 'json') return `${column.name}::text`;
