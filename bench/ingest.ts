@@ -137,6 +137,8 @@ interface CommitCounters {
    *  the key filter's build) held the event loop. */
   merges: number;
   mergeBusySeconds: number;
+  /** SQLite: the key and subject indexes' level moves (a level merged into the next, larger one). */
+  levelMoves: number;
 }
 
 /** Group-commit counters and stall figures from the server's own /metrics, before and after each run. */
@@ -167,6 +169,9 @@ async function commitCounters(base: string): Promise<CommitCounters | undefined>
       mergeBusySeconds:
         (value('inlet_sqlite_event_key_maintenance_busy_seconds_total') || 0) +
         (value('inlet_sqlite_event_subject_maintenance_busy_seconds_total') || 0),
+      levelMoves:
+        (value('inlet_sqlite_event_key_level_moves_total') || 0) +
+        (value('inlet_sqlite_event_subject_level_moves_total') || 0),
       writerCheckpointsOver25ms:
         writerCheckpoints - (value('inlet_sqlite_checkpoint_seconds_bucket\\{le="0\\.025",by="writer"\\}') || 0),
     };
@@ -196,6 +201,7 @@ function describeCommits(before: CommitCounters | undefined, after: CommitCounte
     (after.mergeBusySeconds > before.mergeBusySeconds
       ? `; ${after.merges - before.merges} index merges ended, merges, sweeps and the filter's build held the event loop ${(after.mergeBusySeconds - before.mergeBusySeconds).toFixed(2)} s`
       : '') +
+    (after.levelMoves > before.levelMoves ? `; ${after.levelMoves - before.levelMoves} index level moves` : '') +
     (after.writerCheckpoints > before.writerCheckpoints
       ? `; ${after.writerCheckpoints - before.writerCheckpoints} WAL checkpoints by the writer on the event loop, ` +
         `${((1000 * (after.writerCheckpointSeconds - before.writerCheckpointSeconds)) / (after.writerCheckpoints - before.writerCheckpoints)).toFixed(1)} ms each on average, ` +
@@ -292,6 +298,7 @@ async function main(): Promise<number> {
   const unseenBound = { api: 0, segment: 0 };
   let prefillSeconds = 0;
   let sustained: SustainedResult | undefined;
+  let sustainedCommits = 'unknown';
   // SQLite: the positions the prefill took (so the count of the run's rows skips them by rowid range).
   let prefillPositions: { from: number; to: number } | undefined;
   for (const phase of phases) {
@@ -418,6 +425,7 @@ async function main(): Promise<number> {
       const next = externalIdMaker(args.ids, `${randomBytes(4).toString('hex')}-sustained-${Date.now()}`);
       const databaseMeter =
         database.dialect === 'postgres' ? postgresCpuMeter(new URL(database.url).pathname.slice(1)) : undefined;
+      const commitsBefore = await commitCounters(inlet.base);
       sustained = await runSustained(
         {
           url: inlet.base,
@@ -433,6 +441,7 @@ async function main(): Promise<number> {
         200,
       );
       databaseMeter?.stop();
+      sustainedCommits = describeCommits(commitsBefore, await commitCounters(inlet.base));
       acknowledged.api += sustained.ok * args.batchSize;
       unseenBound.api += (args.batchConnections + sustained.errors) * args.batchSize;
       process.stdout.write(' done\n');
@@ -547,6 +556,7 @@ async function main(): Promise<number> {
             `  the same windows, PostgreSQL's CPU µs an event: ${sustained.windows.map((w) => (w.databaseMicrosPerEvent === undefined ? '?' : w.databaseMicrosPerEvent.toFixed(1))).join(' ')}`,
           ]),
       `  the same windows, the machine's cores idle / stolen by the hypervisor, %: ${sustained.windows.map((w) => `${Math.round(w.idleShare * 100)}/${Math.round(w.stealShare * 100)}`).join(' ')}`,
+      `  group commit over the whole run (the server's /metrics): ${sustainedCommits}`,
       '',
     );
   }
