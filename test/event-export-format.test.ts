@@ -37,8 +37,8 @@ before(async () => {
           properties: awkward,
         },
         { event_type: 'page', action: 'viewed', subject_type: 'user', subject_id: 'u2' },
-        // Times the export reads another way than the list on PostgreSQL (milliseconds since 1970, not a Date):
-        // before 1970, with an offset, and in the first century.
+        // Times that PostgreSQL's reads make from milliseconds since 1970 (event-columns.ts): before 1970, with an
+        // offset, and in the first century.
         {
           event_type: 'page',
           action: 'viewed',
@@ -155,6 +155,21 @@ describe('export lines written from the stored JSON text', () => {
       assert.deepEqual(JSON.parse(fast), JSON.parse(generic));
       // SQLite keeps the text Inlet wrote (JSON.stringify's), so the lines are the same bytes there.
       if (dialect === 'sqlite') assert.equal(fast, generic);
+    }
+  });
+
+  it('times read back in UTC to the millisecond, as sent (contract: YYYY-MM-DDTHH:mm:ss.sssZ), on both reads', async () => {
+    const sent = {
+      u3: '1970-01-01T01:29:59.999Z', // 1969-12-31T23:59:59.999-01:30
+      u4: '0099-02-03T04:05:06.007Z',
+    };
+    for (const [parsed, text] of await both()) {
+      const expected = sent[parsed.subjectId as keyof typeof sent];
+      if (expected === undefined) continue;
+      assert.equal(parsed.occurredAt, expected, `the list's ${parsed.subjectId}`);
+      assert.equal(text.occurredAt, expected, `the export's ${parsed.subjectId}`);
+      assert.match(parsed.receivedAt, /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
+      assert.equal(text.receivedAt, parsed.receivedAt);
     }
   });
 

@@ -106,7 +106,7 @@ export interface Database {
 
 export type { Generated };
 
-/** A stored time as ISO text: a Date (PostgreSQL), milliseconds since 1970 (SQLite's event times) or the text. */
+/** A stored time as ISO text: a Date (PostgreSQL's other tables), milliseconds since 1970 (events' times) or the text. */
 export function toIso(value: Date | string | number): string {
   if (typeof value === 'string') return value;
   return typeof value === 'number' ? isoOfMillis(value) : value.toISOString();

@@ -20,8 +20,8 @@ import type { EventInsert, EventRecord } from './types.js';
 
 /**
  * The column's type on PostgreSQL (the element type of its unnest array), which also says how it reads back:
- * `timestamptz` as a Date from node-postgres (SQLite stores milliseconds since 1970, migration 853; the mappers
- * give both back as ISO text), `uuid` as text from node-postgres (SQLite stores its 16 bytes; the mappers format
+ * `timestamptz` as milliseconds since 1970 on both (SQLite stores them so, migration 853; PostgreSQL's select lists
+ * ask for them so, `postgresSelection`; the mappers give them back as ISO text), `uuid` as text from node-postgres (SQLite stores its 16 bytes; the mappers format
  * them), `json` parsed by node-postgres unless it is read as text (SQLite keeps the text).
  */
 export type EventColumnType = 'uuid' | 'text' | 'timestamptz' | 'json';
@@ -84,33 +84,41 @@ export const EVENT_COLUMN_NAMES: ReadonlyArray<keyof EventsTable> = EVENT_COLUMN
 export const EVENT_COLUMN_LIST = EVENT_COLUMN_NAMES.join(', ');
 
 /**
- * A column of PostgreSQL's select list for a reader that only writes the event out again (an export, a delivery):
- * json cast to text (`properties::text AS properties`), which node-postgres would parse and the reader would
- * stringify again; a time as milliseconds since 1970, as SQLite stores it (`toIso` formats both alike), which
- * node-postgres would parse from its text into a Date only for the mapper to format it back (docs/design.md, "Live
- * stream and export"). Truncated to the millisecond first, as a Date made from PostgreSQL's microseconds keeps the
- * millisecond they fall in; then `round`, exact whether `extract` gives numeric (PostgreSQL 14 and later) or double
- * precision (13, whose product by 1000 may fall a hair under the whole millisecond).
+ * A column of PostgreSQL's select lists of `events` when it is not read as it is. A time as milliseconds since 1970,
+ * as SQLite stores it (`toIso` formats both alike), in every read: node-postgres would parse its text into a Date
+ * only for the mapper to format it back (docs/design.md, "Live stream and export"); truncated to the millisecond
+ * first, as a Date made from PostgreSQL's microseconds keeps the millisecond they fall in, then `round`, exact
+ * whether `extract` gives numeric (PostgreSQL 14 and later) or double precision (13, whose product by 1000 may fall
+ * a hair under the whole millisecond). With `json: 'text'`, for a reader that only writes the event out again (an
+ * export, a delivery): json cast to text, which node-postgres would parse and the reader would stringify again.
  */
-function textSelection(column: EventColumn): string | undefined {
-  if (column.type === 'json') return `${column.name}::text`;
+function postgresSelection(column: EventColumn, json: 'text' | 'parsed'): string | undefined {
   if (column.type === 'timestamptz')
     return `round(extract(epoch FROM date_trunc('milliseconds', ${column.name})) * 1000)::int8`;
+  if (column.type === 'json' && json === 'text') return `${column.name}::text`;
   return undefined;
 }
 
-/** PostgreSQL's select list of hand-written SQL for such readers (`textSelection`). */
-export const EVENT_TEXT_COLUMN_LIST = EVENT_COLUMNS.map((column) => {
-  const selection = textSelection(column);
-  return selection === undefined ? column.name : `${selection} AS ${column.name}`;
-}).join(', ');
-
-/** The same as EVENT_TEXT_COLUMN_LIST, for Kysely's `select`. */
-export const EVENT_TEXT_SELECTIONS: ReadonlyArray<keyof EventsTable | AliasedRawBuilder<string, string>> =
-  EVENT_COLUMNS.map((column) => {
-    const selection = textSelection(column);
+function postgresSelections(
+  json: 'text' | 'parsed',
+): ReadonlyArray<keyof EventsTable | AliasedRawBuilder<string, string>> {
+  return EVENT_COLUMNS.map((column) => {
+    const selection = postgresSelection(column, json);
     return selection === undefined ? column.name : sql<string>`${sql.raw(selection)}`.as(column.name);
   });
+}
+
+/** PostgreSQL's select list of an event's columns for Kysely's `select` (`PositionSql.columns`). */
+export const POSTGRES_EVENT_SELECTIONS = postgresSelections('parsed');
+
+/** PostgreSQL's select list for a reader that writes the event out again: the JSON columns as their text. */
+export const EVENT_TEXT_SELECTIONS = postgresSelections('text');
+
+/** The same as EVENT_TEXT_SELECTIONS, for hand-written SQL. */
+export const EVENT_TEXT_COLUMN_LIST = EVENT_COLUMNS.map((column) => {
+  const selection = postgresSelection(column, 'text');
+  return selection === undefined ? column.name : `${selection} AS ${column.name}`;
+}).join(', ');
 
 /**
  * SQLite stores an event's product as the product's number (migration 854): the writer's value for `product_id`,

@@ -4,7 +4,7 @@
 import { sql, type AliasedRawBuilder, type Expression, type Kysely, type RawBuilder, type SqlBool } from 'kysely';
 import { uuidBytes, type Database, type EventsTable } from './database.js';
 import {
-  EVENT_COLUMN_NAMES,
+  POSTGRES_EVENT_SELECTIONS,
   SQLITE_EVENT_SELECTIONS,
   SQLITE_ACTION_TEXT,
   SQLITE_CODED,
@@ -55,7 +55,8 @@ export interface PositionSql {
   code(column: 'source' | 'subject_type', text: string): Expression<string>;
   /** `event_type` or `action` of `events` as text, for a filter (SQLite: NULL in the row where it is the name's). */
   nameColumn(column: 'event_type' | 'action'): RawBuilder<string>;
-  /** The select list of an event's columns (Kysely's): on SQLite with the product as its text id. */
+  /** The select list of an event's columns (Kysely's): on SQLite with the product as its text id, on PostgreSQL with
+   *  the times as milliseconds since 1970 (event-columns.ts, `postgresSelection`). */
   columns: ReadonlyArray<keyof EventsTable | AliasedRawBuilder<string, string>>;
 }
 
@@ -171,7 +172,7 @@ export function positionSql(dialect: Dialect): PositionSql {
     named: (names) => sql<SqlBool>`canonical_name IN (${sql.join(names)})`,
     code: (_column, text) => sql<string>`${text}`,
     nameColumn: (column) => sql.ref<string>(column),
-    columns: EVENT_COLUMN_NAMES,
+    columns: POSTGRES_EVENT_SELECTIONS,
   };
 }
 
