@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { fillSqliteEvents } from './database.js';
+import { vacuumPrefilled } from './prefill.js';
 import { uuidv7 } from '../src/domain/ids.js';
 import { exportText } from '../src/resources/event-export.js';
 import { exportPages } from '../src/services/event-export.js';
@@ -142,12 +143,10 @@ if (sqliteFile !== undefined) {
     await storage.events.insertMany(Array.from({ length: size }, row));
     if (process.stderr.isTTY) process.stderr.write(`\rprefill ${(total - left).toLocaleString('en-US')}`);
   }
-  // As bench/prefill.ts: the reads start on a vacuumed and analysed table, not beside autovacuum's catching up with
-  // millions of rows written in minutes.
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
-    for (const table of ['events', 'event_dedup']) await client.query(`VACUUM (ANALYZE) ${postgresSchema}.${table}`);
+    await vacuumPrefilled(client, postgresSchema);
   } finally {
     await client.end();
   }
