@@ -150,23 +150,27 @@ async function main(): Promise<void> {
     return (performance.now() - started) / 1000;
   };
 
+  /** Batches as fast as the server answers, for `seconds`, with external ids of their own (`label`). */
+  const fullLoad = (label: string, seconds: number) =>
+    runLoad(
+      {
+        url: base,
+        path: '/api/v2/events/batch',
+        headers,
+        body: body(new ExternalIds(`${runId}-${label}`)),
+        connections,
+        durationSeconds: seconds,
+      },
+      200,
+    );
+
   // 0. The delivery worker's thread starts with the first destination and runs from then on: a destination loads
   // one warm-up run's events and is deleted before the measured rounds, so that no round pays for the thread's
   // start and its code's first optimisations, as no round pays for the server's (each run's warm-up). Without it
   // the first round with the warehouse was the slowest of nearly every run (bench/runs/2026-11-warehouses.md).
   if (warmupSeconds > 0) {
     const id = await createWarehouse('warm_up');
-    await runLoad(
-      {
-        url: base,
-        path: '/api/v2/events/batch',
-        headers,
-        body: body(new ExternalIds(`${runId}-worker-warm`)),
-        connections,
-        durationSeconds: warmupSeconds * 2,
-      },
-      200,
-    );
+    await fullLoad('worker-warm', warmupSeconds * 2);
     await drain(id);
     await admin('DELETE', `${productPath}/destinations/${id}`);
   }
@@ -177,33 +181,12 @@ async function main(): Promise<void> {
   for (let round = 1; round <= rounds; round++) {
     for (const variant of inRoundOrder(['without', 'with'] as const, round - 1)) {
       const id = variant === 'with' ? await createWarehouse(`full_${round}`) : undefined;
-      if (warmupSeconds > 0)
-        await runLoad(
-          {
-            url: base,
-            path: '/api/v2/events/batch',
-            headers,
-            body: body(new ExternalIds(`${runId}-${round}-${variant}-warm`)),
-            connections,
-            durationSeconds: warmupSeconds,
-          },
-          200,
-        );
+      if (warmupSeconds > 0) await fullLoad(`${round}-${variant}-warm`, warmupSeconds);
       // CPU of the server (every thread) and of the warehouse's backends, from the load's start until the
       // backlog is loaded: what ingest and the loader cost together, per event ingested.
       const server0 = cpuSeconds(serverPid) ?? 0;
       const backends = postgresCpuMeter(warehouseName, { background: false });
-      const load = await runLoad(
-        {
-          url: base,
-          path: '/api/v2/events/batch',
-          headers,
-          body: body(new ExternalIds(`${runId}-${round}-${variant}`)),
-          connections,
-          durationSeconds,
-        },
-        200,
-      );
+      const load = await fullLoad(`${round}-${variant}`, durationSeconds);
       const rate = load.requestsPerSecond * batchSize;
       rates[variant].push(rate);
       const drained = id === undefined ? undefined : await drain(id);
