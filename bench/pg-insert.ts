@@ -12,11 +12,18 @@
 //   raw         the scaling bench's raw baseline: one multi-row INSERT into events (no idempotency key)
 //   raw+dedup   the same INSERT after a multi-row INSERT … ON CONFLICT DO NOTHING into event_dedup, one transaction
 //   dedup       the event_dedup claim alone
+//   copy        issue 35's COPY against the writer's unnest: the rows COPYed (binary) into a temporary table, then
+//               one statement claims the keys and inserts the events from it, as the writer's does from its arrays
+//               (two round trips a group; the claim in byte order of its keys, the events in request order)
+//   raw-copy    the raw baseline's rows COPYed (binary) straight into events (no idempotency key)
 import { readFileSync } from 'node:fs';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { parseArgs } from 'node:util';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
-import type { Database } from '../src/storage/database.js';
+import { from as copyFrom } from 'pg-copy-streams';
+import { nameFormatCode, nameFormatCodeSql, type Database } from '../src/storage/database.js';
 import { openStorage } from '../src/storage/connect.js';
 import { parsePostgresUrl } from '../src/storage/postgres/connection-url.js';
 import { postgresEventWriter } from '../src/storage/postgres/event-writer.js';
@@ -89,7 +96,8 @@ const asValues = (list: EventInsert[]) =>
     r.eventType,
     r.action,
     r.canonicalName,
-    r.nameFormat,
+    // As the writer stores it (migration 857).
+    nameFormatCode(r.nameFormat),
     r.subjectType,
     r.subjectId,
     r.occurredAt,
@@ -105,7 +113,12 @@ const placeholders = (n: number, width: number) =>
     (_, r) => `(${Array.from({ length: width }, (_, c) => `$${r * width + c + 1}`).join(', ')})`,
   ).join(', ');
 const rawText = `INSERT INTO events (${ROW_COLUMNS.join(', ')}) VALUES ${placeholders(batch, ROW_COLUMNS.length)}`;
-const dedupText = `INSERT INTO event_dedup (product_id, source, external_id, event_id, received_at) VALUES ${placeholders(batch, 5)} ON CONFLICT DO NOTHING RETURNING event_id`;
+// The key as the writer claims it since migration 851: a digest of the source and the external id.
+const dedupText = `INSERT INTO event_dedup (product_id, key_hash, event_id, received_at) VALUES ${Array.from(
+  { length: batch },
+  (_, r) =>
+    `($${r * 5 + 1}, inlet_event_dedup_key($${r * 5 + 2}::text, $${r * 5 + 3}::text), $${r * 5 + 4}::uuid, $${r * 5 + 5}::timestamptz)`,
+).join(', ')} ON CONFLICT DO NOTHING RETURNING event_id`;
 
 async function connection() {
   const client = new pg.Client({ connectionString: database.url });
@@ -113,6 +126,84 @@ async function connection() {
   const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
   return { client, pid };
 }
+
+/** The binary COPY format (PostgreSQL's "Binary Format" of COPY): a header, then per row its field count and each
+ *  field as a length and its bytes (-1: NULL), then -1. */
+class BinaryRows {
+  private parts: Buffer[] = [Buffer.from('PGCOPY\n\xff\r\n\0\0\0\0\0\0\0\0\0', 'latin1')];
+  private field(bytes: Buffer | null): void {
+    const length = Buffer.alloc(4);
+    length.writeInt32BE(bytes === null ? -1 : bytes.length);
+    this.parts.push(length);
+    if (bytes !== null) this.parts.push(bytes);
+  }
+  row(fields: number): this {
+    const count = Buffer.alloc(2);
+    count.writeInt16BE(fields);
+    this.parts.push(count);
+    return this;
+  }
+  text(value: string | null | undefined): this {
+    this.field(value == null ? null : Buffer.from(value, 'utf8'));
+    return this;
+  }
+  uuid(value: string): this {
+    this.field(Buffer.from(value.replace(/-/g, ''), 'hex'));
+    return this;
+  }
+  /** timestamptz: microseconds since 2000-01-01 UTC. */
+  time(iso: string): this {
+    const bytes = Buffer.alloc(8);
+    bytes.writeBigInt64BE(BigInt(Date.parse(iso) - 946_684_800_000) * 1000n);
+    this.field(bytes);
+    return this;
+  }
+  int2(value: number): this {
+    const bytes = Buffer.alloc(2);
+    bytes.writeInt16BE(value);
+    this.field(bytes);
+    return this;
+  }
+  finish(): Buffer {
+    return Buffer.concat([...this.parts, Buffer.from([0xff, 0xff])]);
+  }
+}
+/** The events' fields in ROW_COLUMNS order, the name format as text (`text`) or as its stored number. */
+function encodeRows(list: EventInsert[], nameFormat: 'text' | 'number'): Buffer {
+  const out = new BinaryRows();
+  for (const r of list) {
+    out.row(ROW_COLUMNS.length).uuid(r.id).text(r.productId).text(r.source).text(r.externalId);
+    out.text(r.eventType).text(r.action).text(r.canonicalName);
+    if (nameFormat === 'text') out.text(r.nameFormat);
+    else out.int2(nameFormatCode(r.nameFormat) as number);
+    out.text(r.subjectType).text(r.subjectId).time(r.occurredAt!).time(r.receivedAt);
+    out.text(r.propertiesJson).text(r.apiKeyId);
+  }
+  return out.finish();
+}
+async function copyInto(client: pg.Client, target: string, rows: Buffer): Promise<void> {
+  await pipeline(
+    Readable.from([rows]),
+    client.query(copyFrom(`COPY ${target} (${ROW_COLUMNS.join(', ')}) FROM STDIN (FORMAT binary)`)),
+  );
+}
+// The writer's statement over a temporary table instead of its unnest arrays: the same claim and insert.
+const STAGE_COLUMNS = ROW_COLUMNS.map((c) =>
+  c === 'name_format' ? `${nameFormatCodeSql('s.name_format')} AS name_format` : `s.${c}`,
+);
+const copyInsertText = `WITH claimed AS (
+    INSERT INTO event_dedup (product_id, key_hash, event_id, received_at)
+    SELECT product_id, inlet_event_dedup_key(source, external_id), id, received_at
+      FROM inlet_stage WHERE external_id IS NOT NULL
+     ORDER BY product_id COLLATE "C", source COLLATE "C", external_id COLLATE "C"
+    ON CONFLICT DO NOTHING
+    RETURNING event_id
+  )
+    INSERT INTO events (${ROW_COLUMNS.join(', ')})
+    SELECT ${STAGE_COLUMNS.join(', ')} FROM inlet_stage s
+     WHERE s.external_id IS NULL OR s.id IN (SELECT event_id FROM claimed)
+     ORDER BY s.n
+    RETURNING id`;
 
 const admin = await connection();
 await admin.client.query(`INSERT INTO products (id, name, created_at) VALUES ($1, 'pg-insert bench', now())`, [
@@ -123,11 +214,11 @@ for (let done = 0; done < prefill; done += 1000) {
   const list = rows(Math.min(1000, prefill - done), 'prefill');
   const column = (c: number) => list.map((r) => asValues([r])[c]);
   await admin.client.query(
-    `INSERT INTO event_dedup (product_id, source, external_id, event_id, received_at) SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::uuid[], $5::timestamptz[])`,
+    `INSERT INTO event_dedup (product_id, key_hash, event_id, received_at) SELECT p, inlet_event_dedup_key(s, e), id, r FROM unnest($1::text[], $2::text[], $3::text[], $4::uuid[], $5::timestamptz[]) AS k(p, s, e, id, r)`,
     [column(1), column(2), column(3), column(0), column(11)],
   );
   await admin.client.query(
-    `INSERT INTO events (${ROW_COLUMNS.join(', ')}) SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::json[], $14::text[])`,
+    `INSERT INTO events (${ROW_COLUMNS.join(', ')}) SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int2[], $9::text[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::json[], $14::text[])`,
     ROW_COLUMNS.map((_, c) => column(c)),
   );
 }
@@ -146,6 +237,14 @@ const unprepared = writerOn(new pg.Pool({ connectionString: database.url, max: 1
 const raw = await connection();
 const rawDedup = await connection();
 const dedup = await connection();
+const copying = await connection();
+await copying.client.query(
+  `CREATE TEMPORARY TABLE inlet_stage (id uuid, product_id text, source text, external_id text, event_type text,
+     action text, canonical_name text, name_format text, subject_type text, subject_id text, occurred_at timestamptz,
+     received_at timestamptz, properties json, api_key_id text, n int8 GENERATED ALWAYS AS IDENTITY)
+   ON COMMIT DELETE ROWS`,
+);
+const rawCopying = await connection();
 
 const variants: Array<{
   name: string;
@@ -173,6 +272,25 @@ const variants: Array<{
     name: 'dedup',
     pid: () => dedup.pid,
     run: (list) => dedup.client.query({ name: 'dedup', text: dedupText, values: keyValues(list) }),
+  },
+  {
+    name: 'copy',
+    pid: () => copying.pid,
+    run: async (list) => {
+      // One transaction: the temporary table is emptied at its commit (ON COMMIT DELETE ROWS truncates it, where a
+      // DELETE would leave dead rows that no autovacuum ever removes from a temporary table).
+      await copying.client.query('BEGIN');
+      await copyInto(copying.client, 'inlet_stage', encodeRows(list, 'text'));
+      const inserted = await copying.client.query({ name: 'copy-insert', text: copyInsertText });
+      await copying.client.query('COMMIT');
+      if (inserted.rowCount !== list.length)
+        throw new Error(`copy: ${inserted.rowCount} of ${list.length} rows stored`);
+    },
+  },
+  {
+    name: 'raw-copy',
+    pid: () => rawCopying.pid,
+    run: (list) => copyInto(rawCopying.client, 'events', encodeRows(list, 'number')),
   },
 ];
 
@@ -218,5 +336,5 @@ for (const [name, t] of totals) {
 }
 await inlet.db.destroy();
 await unprepared.db.destroy();
-for (const c of [raw, rawDedup, dedup, admin]) await c.client.end();
+for (const c of [raw, rawDedup, dedup, copying, rawCopying, admin]) await c.client.end();
 await cleanUp();
