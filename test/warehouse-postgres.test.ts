@@ -6,6 +6,7 @@ import { strict as assert } from 'node:assert';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
+import { EVENT_COLUMNS, WIDTH_LIMIT } from '../src/services/destinations/warehouse/layout.js';
 import { loadBatch, StaleLoad } from '../src/services/destinations/warehouse/load.js';
 import type { StoredMessage } from '../src/storage/types.js';
 import { bearer, createTestApp, problemOf, type TestContext } from './helpers.js';
@@ -325,6 +326,96 @@ describe('postgres warehouse: loads', () => {
     const metrics = await ctx.services.metrics.registry.metrics();
     assert.match(metrics, new RegExp(`inlet_warehouse_warnings_total\\{destination="${d.id}"\\} [1-9]`));
     assert.match(metrics, new RegExp(`inlet_warehouse_rows_loaded_total\\{destination="${d.id}"\\} 5`));
+  });
+});
+
+describe('postgres warehouse: a row is never too big', () => {
+  // The longest text PostgreSQL never moves out of a row (with its one-byte header, MAXALIGN(TOAST_POINTER_SIZE)),
+  // and a jsonb value of that size.
+  const shortest = (i: number) => `${i}`.padEnd(23, 'x');
+  const jsonb = '"abcdefghijklmno"';
+
+  it('the column bound holds for the worst row the layout allows, and one column more would not', async () => {
+    const schema = 'wh_width';
+    await warehouse.query(`CREATE SCHEMA ${schema}`);
+    const fixed = EVENT_COLUMNS.filter(([n]) => n !== 'properties');
+    const insert = async (properties: number) => {
+      const table = `${schema}.t${properties}`;
+      const columns = [
+        ...fixed.map(([n, t]) => `${n} ${t}`),
+        ...Array.from({ length: properties }, (_, i) => `p${i} text`),
+      ];
+      await warehouse.query(`CREATE TABLE ${table} (${columns.join(', ')})`);
+      // Every text and jsonb column at its widest, occurred_at null (so the row has a null bitmap).
+      const values = [
+        `'${randomUUID()}'`,
+        'now()',
+        'NULL',
+        ...Array.from({ length: 9 }, (_, i) => `'${shortest(1000 + i)}'`),
+        `'${jsonb}'`,
+        'now()',
+        ...Array.from({ length: properties }, (_, i) => `'${shortest(i)}'`),
+      ];
+      await warehouse.query(`INSERT INTO ${table} VALUES (${values.join(', ')})`);
+      const [size] = await warehouse.query<{ context: number }>(
+        `SELECT pg_column_size(context) AS context FROM ${table}`,
+      );
+      assert.equal(size!.context, 24, 'the jsonb value is as wide as one stays in the row');
+    };
+    await insert(WIDTH_LIMIT);
+    await assert.rejects(insert(WIDTH_LIMIT + 1), /row is too big/);
+  });
+
+  it('an event with more short string properties than a row holds lands, the rest in events with a warning', async () => {
+    // INLET_WAREHOUSE_MAX_COLUMNS at its default, above the bound: only the row's width bounds the table.
+    const wide = await createTestApp();
+    try {
+      const product = await wide.product('wh-wide');
+      const schema = 'wh_wide';
+      const created = await admin(
+        'POST',
+        `/products/${product.id}/destinations`,
+        { type: 'postgres', name: 'w', url: warehouse.url, schema, batch: { max_messages: 50, max_wait_ms: 0 } },
+        wide.app,
+      );
+      assert.equal(created.statusCode, 201, created.body);
+      const id = created.json().data.id as string;
+      const properties = Object.fromEntries(Array.from({ length: 400 }, (_, i) => [`p${i}`, shortest(i)]));
+      const sent = await wide.app.inject({
+        method: 'POST',
+        url: '/api/v2/events',
+        headers: bearer(product.eventsKey),
+        payload: { event: 'wide.row', subject_type: 'user', subject_id: shortest(0), properties },
+      });
+      assert.equal(sent.statusCode, 201, sent.body);
+      const uuid = sent.json().data.uuid as string;
+      for (let i = 0; i < 4; i++) {
+        await wide.services.destinations.tick();
+        await wide.services.destinations.idle();
+      }
+      const shown = (await admin('GET', `/products/${product.id}/destinations/${id}`, undefined, wide.app)).json().data;
+      assert.equal(shown.last_error, null, 'the load did not fail');
+      assert.equal(shown.lag, 0);
+      const columns = Object.keys(await columnsOf(schema, 'wide_row')).filter((c) => /^p\d+$/.test(c));
+      assert.equal(columns.length, WIDTH_LIMIT);
+      const [row] = await warehouse.query<Record<string, unknown>>(`SELECT * FROM ${schema}.wide_row`);
+      assert.equal(row!.id, uuid);
+      for (const column of columns) assert.equal(row![column], properties[column], column);
+      const [event] = await warehouse.query<{ properties: Record<string, string> }>(
+        `SELECT properties FROM ${schema}.events WHERE id = $1`,
+        [uuid],
+      );
+      assert.deepEqual(event!.properties, properties, 'every value is in events');
+      const warnings = (shown.warnings as Array<{ message: string }>).map((w) => w.message).join('\n');
+      assert.match(
+        warnings,
+        new RegExp(
+          `column limit \\(${WIDTH_LIMIT}\\) of table "wide_row" reached: ${400 - WIDTH_LIMIT} new properties`,
+        ),
+      );
+    } finally {
+      await wide.close();
+    }
   });
 });
 

@@ -54,12 +54,51 @@ const ALIASES_COLUMNS: ReadonlyArray<[string, string]> = [
 /** The tables whose columns grow with the data: each event table, `identifies` and `users` (traits). */
 export const FIXED_TABLES = new Set(['events', 'identifies', 'users', 'aliases']);
 
-/** Bytes a property column may take in a row at worst (a TOAST pointer, aligned). */
-const COLUMN_WIDTH = 20;
-/** Bytes of a row left to property columns: a heap page's room less the header, null bitmap and fixed columns. */
-const ROW_BUDGET = 7_400;
-/** Property columns a table can have before a row could be too big, whatever the types. */
-export const WIDTH_LIMIT = Math.floor(ROW_BUDGET / COLUMN_WIDTH);
+/**
+ * The largest row PostgreSQL stores (MaxHeapTupleSize, with the default page size): an insert of a longer one
+ * fails with "row is too big" on every retry.
+ */
+const MAX_ROW_BYTES = 8160;
+/** A row's header before its null bitmap (SizeofHeapTupleHeader). */
+const ROW_HEADER_BYTES = 23;
+/**
+ * The most a text or jsonb value can keep in a row that TOAST could not bring under its target: TOAST neither
+ * compresses nor moves out a value of at most MAXALIGN(TOAST_POINTER_SIZE) bytes, header included, and moves out
+ * every longer one before giving up. It is also a multiple of the widest alignment (a double's), so the padding
+ * before a column never makes a row longer than the sum of these widths (docs/design.md, "Warehouses").
+ */
+const VARLENA_WORST_BYTES = 24;
+
+/** The most bytes a column of this type can take in a row, rounded up to the widest alignment. */
+function worstBytes(type: string): number {
+  const base = type.split(' ')[0];
+  if (base === 'uuid') return 16;
+  if (base === 'timestamptz' || base === 'bigint' || base === 'boolean' || base === 'double') return 8;
+  return VARLENA_WORST_BYTES;
+}
+
+/**
+ * Property columns a table with these fixed columns can have before some row could be too big, whatever the
+ * values and whatever types the columns widen to: every property column counted as a text one, and the row's
+ * header with a null bitmap (one bit per column, the header then aligned).
+ */
+export function widthLimit(fixed: ReadonlyArray<[string, string]>): number {
+  const fixedBytes = fixed.reduce((sum, [, type]) => sum + worstBytes(type), 0);
+  const rowBytes = (properties: number) => {
+    const header = Math.ceil((ROW_HEADER_BYTES + Math.ceil((fixed.length + properties) / 8)) / 8) * 8;
+    return header + fixedBytes + properties * VARLENA_WORST_BYTES;
+  };
+  let properties = 0;
+  while (rowBytes(properties + 1) <= MAX_ROW_BYTES) properties++;
+  return properties;
+}
+
+/** Property columns a table can have, whatever the types: the bound of the table kind with the widest fixed part. */
+export const WIDTH_LIMIT = Math.min(
+  widthLimit(EVENT_COLUMNS.filter(([n]) => n !== 'properties')),
+  widthLimit(IDENTIFIES_COLUMNS),
+  widthLimit(USERS_COLUMNS),
+);
 
 export interface Limits {
   /** INLET_WAREHOUSE_MAX_TABLES: event tables per schema. */
