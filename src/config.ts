@@ -65,7 +65,8 @@ export interface Config {
   outboundAllow: string[] | undefined;
   /**
    * INLET_OUTBOUND_ALLOW_PRIVATE: allow loopback, private and link-local targets for every outbound connection
-   * (webhooks, NATS, traffic providers; outbound-guard.ts). Its old name INLET_DESTINATIONS_ALLOW_PRIVATE still works.
+   * (webhooks, NATS, PostgreSQL warehouses, traffic providers; outbound-guard.ts). Its old name
+   * INLET_DESTINATIONS_ALLOW_PRIVATE still works.
    */
   outboundAllowPrivate: boolean;
   /** Settings given under a deprecated name (still honoured): what the process warns about at start. */
@@ -251,7 +252,7 @@ function outboundAllowPrivate(env: Env, deprecations: string[]): boolean {
   const oldValue = flag(env, 'INLET_DESTINATIONS_ALLOW_PRIVATE');
   if ((env.INLET_OUTBOUND_ALLOW_PRIVATE?.trim() ?? '') === '') {
     deprecations.push(
-      'INLET_DESTINATIONS_ALLOW_PRIVATE is deprecated: set INLET_OUTBOUND_ALLOW_PRIVATE instead (it covers webhooks, NATS and traffic providers)',
+      'INLET_DESTINATIONS_ALLOW_PRIVATE is deprecated: set INLET_OUTBOUND_ALLOW_PRIVATE instead (it covers webhooks, NATS, PostgreSQL warehouses and traffic providers)',
     );
     return oldValue;
   }

@@ -83,7 +83,7 @@ export interface CreateServicesOptions {
 }
 
 export async function createServices(config: Config, options: CreateServicesOptions = {}): Promise<Services> {
-  // Every outbound connection (webhooks, NATS, traffic providers) passes this one guard.
+  // Every outbound connection (webhooks, NATS, PostgreSQL warehouses, traffic providers) passes this one guard.
   const guard = createOutboundGuard({ allow: config.outboundAllow, allowPrivate: config.outboundAllowPrivate });
   const storage = await openStorage(config.databaseUrl, {
     sqliteSynchronous: config.sqliteSynchronous,

@@ -11,6 +11,7 @@ import { loadBatch, StaleLoad } from '../src/services/destinations/warehouse/loa
 import type { StoredMessage } from '../src/storage/types.js';
 import { bearer, createTestApp, problemOf, type TestContext } from './helpers.js';
 import { cliTestDatabase } from './support/cli.js';
+import { guardLoopback } from './support/loopback-guard.js';
 import { createWarehouseDb, type WarehouseDb } from './support/warehouse-db.js';
 import { warehouseTestKit } from './support/warehouse-tests.js';
 
@@ -126,6 +127,73 @@ describe('postgres warehouse: creation', () => {
     for (const t of ['aliases', 'events', 'identifies', 'users']) assert.ok(names.includes(t), names.join());
     const shown = await admin('GET', `/products/${product.id}/destinations/${d.id}`);
     assert.ok(!shown.body.includes(warehouse.name));
+  });
+});
+
+describe('postgres warehouse: the outbound guard', () => {
+  // Hosts outside the tests' INLET_OUTBOUND_ALLOW (loopback only): a documentation address, a private one, an
+  // IPv6 documentation address. The guard must refuse them before any connection; the socket spy would refuse
+  // (and record) an attempt that got past it, so nothing leaves the machine either way.
+  const unlisted = ['192.0.2.10', '10.1.2.3', '[2001:db8::1]'];
+
+  it('refuses a warehouse URL on a host outside INLET_OUTBOUND_ALLOW at creation and edit, without connecting', async () => {
+    const spy = guardLoopback();
+    try {
+      const product = await ctx.product('wh-guard');
+      for (const host of unlisted) {
+        const url = `postgres://loader:secret@${host}:5432/analytics`;
+        const created = await admin('POST', `/products/${product.id}/destinations`, {
+          type: 'postgres',
+          name: 'w',
+          url,
+          schema: 'wh_guard',
+        });
+        assert.equal(created.statusCode, 400, `${host}: ${created.body}`);
+        assert.match(
+          problemOf(created).errors!.find((e) => e.pointer === '/url')!.message,
+          /refused by the outbound guard: .* is not on INLET_OUTBOUND_ALLOW/,
+        );
+        assert.ok(!created.body.includes('secret'), 'the URL is not echoed');
+      }
+      const d = await warehouseDestination(product.id, 'wh_guard');
+      for (const host of unlisted) {
+        const edited = await admin('PATCH', `/products/${product.id}/destinations/${d.id}`, {
+          url: `postgres://loader@${host}/analytics`,
+        });
+        assert.equal(edited.statusCode, 400, `${host}: ${edited.body}`);
+        assert.match(
+          problemOf(edited).errors!.find((e) => e.pointer === '/url')!.message,
+          /refused by the outbound guard: .* is not on INLET_OUTBOUND_ALLOW/,
+        );
+      }
+      assert.deepEqual(spy.refused, [], 'no connection beyond loopback was attempted');
+    } finally {
+      spy.restore();
+    }
+  });
+
+  it('refuses at load time a stored URL whose host the guard no longer allows, without connecting or retrying', async () => {
+    const product = await ctx.product('wh-guard-load');
+    const schema = 'wh_guard_load';
+    const d = await warehouseDestination(product.id, schema);
+    // As if the URL was stored while INLET_OUTBOUND_ALLOW still listed its host.
+    await ctx.services.storage.destinations.update(product.id, d.id, {
+      credentials: { url: `postgres://loader@${unlisted[0]}:5432/analytics` },
+      updatedAt: new Date().toISOString(),
+    });
+    await track(product.eventsKey, 'page.viewed', 'u1');
+    const spy = guardLoopback();
+    try {
+      await deliver();
+    } finally {
+      spy.restore();
+    }
+    assert.deepEqual(spy.refused, [], 'no connection beyond loopback was attempted');
+    const shown = (await admin('GET', `/products/${product.id}/destinations/${d.id}`)).json().data;
+    assert.match(shown.last_error, /refused by the outbound guard: .* is not on INLET_OUTBOUND_ALLOW/);
+    assert.equal(shown.status, 'disabled', 'a refusal is not retried');
+    assert.equal(shown.lag, 1, 'nothing was loaded');
+    assert.equal(await count(`SELECT count(*) AS n FROM ${schema}.events`), 0);
   });
 });
 

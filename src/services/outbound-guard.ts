@@ -1,6 +1,6 @@
 // The one outbound guard (clarifications §4, events-out §6 "SSRF"). Every connection Inlet opens to
-// another host passes here: webhook deliveries, NATS servers, and the traffic providers' HTTP calls
-// (src/sync/provider.ts).
+// another host passes here: webhook deliveries, NATS servers, PostgreSQL warehouses (connected to the
+// address checked here: destinations/postgres.ts), and the traffic providers' HTTP calls (src/sync/provider.ts).
 //
 // Rules, for a host name and each address it resolves to:
 // - INLET_OUTBOUND_ALLOW set (a comma list of host names, addresses and CIDRs): the host name or the
