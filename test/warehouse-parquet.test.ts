@@ -326,6 +326,56 @@ describe('parquet files: editing the path', () => {
   });
 });
 
+describe('parquet files: the CLI', () => {
+  it('creates one with --type parquet --path --partition, checked like the API; show gives its folder', async () => {
+    const product = await ctx.product('files-cli');
+    const env = { ...cliEnv(ctx.database), INLET_FILE_DESTINATIONS_ROOT: root };
+    const create = (...extra: string[]) =>
+      inlet(env, 'destinations', 'create', '--product', product.id, '--type', 'parquet', '--name', 'lake', ...extra);
+    const created = await create('--path', 'cli-made', '--partition', 'day', '--max-wait-ms', '0', '--json');
+    assert.equal(created.code, 0, created.err);
+    const d = JSON.parse(created.out).data;
+    assert.equal(d.type, 'parquet');
+    assert.equal(d.path, join(root, 'cli-made'));
+    assert.equal(d.partition, 'day');
+    assert.deepEqual(d.batch, { max_messages: 100_000, max_wait_ms: 0 });
+    const shown = await inlet(env, 'destinations', 'show', d.id, '--product', product.id);
+    assert.equal(shown.code, 0, shown.err);
+    assert.match(shown.out, new RegExp(`path\\s+${join(root, 'cli-made')}`));
+    const uuid = await track(product.eventsKey, 'cli.filed', 'c1');
+    await deliver();
+    const [file] = files('cli-made');
+    assert.match(file!, /^events\/date=\d{4}-\d{2}-\d{2}\/[0-9.]+-[0-9.]+\.parquet$/, 'partitioned by day');
+    assert.deepEqual(await rows(`SELECT id FROM ${events('cli-made')}`), [{ id: uuid }]);
+
+    for (const [extra, pointer] of [
+      [['--path', '../escape'], /\/path/],
+      [['--path', outside], /\/path/],
+      [['--path', 'fine', '--partition', 'minute'], /\/partition/],
+    ] as const) {
+      const refused = await create(...extra);
+      assert.equal(refused.code, 1, `${extra.join(' ')}: ${refused.out}`);
+      assert.match(refused.err, pointer);
+    }
+    // Without the operator's root, the type is refused.
+    const withoutRoot = await inlet(
+      cliEnv(ctx.database),
+      'destinations',
+      'create',
+      '--product',
+      product.id,
+      '--type',
+      'parquet',
+      '--name',
+      'lake',
+      '--path',
+      'x',
+    );
+    assert.equal(withoutRoot.code, 1);
+    assert.match(withoutRoot.err, /INLET_FILE_DESTINATIONS_ROOT/);
+  });
+});
+
 describe('parquet files: loads', () => {
   it('writes hive-partitioned files named by positions, readable by DuckDB with the events columns', async () => {
     const product = await ctx.product('files-load');

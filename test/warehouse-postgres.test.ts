@@ -201,7 +201,7 @@ describe('postgres warehouse: loads', () => {
   it('loads events, a table per event name with typed, flattened columns, and identity tables', async () => {
     const product = await ctx.product('wh-load');
     const schema = 'wh_load';
-    await warehouseDestination(product.id, schema);
+    const d = await warehouseDestination(product.id, schema);
     const first = await track(product.eventsKey, 'order.completed', 'ada', {
       total: 12,
       paid: true,
@@ -255,6 +255,24 @@ describe('postgres warehouse: loads', () => {
       aliases.map((a) => [a.from_external_id, a.to_external_id]),
       [['anon-9', 'ada']],
     );
+
+    // The metrics, as /metrics serves them: every column added (order_completed's, identifies' and users')
+    // counted once, and one duration per load the delivery log shows.
+    const metrics = (await ctx.app.inject({ method: 'GET', url: '/metrics' })).body;
+    const sample = (name: string) => {
+      const line = new RegExp(`^${name}\\{destination="${d.id}"\\} (\\S+)$`, 'm').exec(metrics);
+      assert.ok(line, `${name} for ${d.id} in /metrics`);
+      return Number(line[1]);
+    };
+    assert.equal(await count(`SELECT count(*) AS n FROM ${schema}._inlet_columns`), 11);
+    assert.equal(sample('inlet_warehouse_columns_added_total'), 11);
+    const deliveries = (await admin('GET', `/products/${product.id}/destinations/${d.id}/deliveries`)).json()
+      .data as Array<{ outcome: string }>;
+    const loads = deliveries.filter((l) => l.outcome === 'success').length;
+    assert.ok(loads >= 1 && loads === deliveries.length, JSON.stringify(deliveries));
+    assert.equal(sample('inlet_warehouse_load_duration_seconds_count'), loads);
+    assert.ok(sample('inlet_warehouse_load_duration_seconds_sum') > 0);
+    assert.equal(sample('inlet_warehouse_rows_loaded_total'), 4, 'two events, an identify, an alias');
   });
 
   it('widens a column when a later value does not fit, without losing a value or failing a load', async () => {
