@@ -182,11 +182,28 @@ describe('parquet files: partitions', () => {
         'events/date=2026-11-29/hour=01',
       ],
     );
-    const placed = await rows(`SELECT id, date, hour FROM ${events('part-hour')} ORDER BY id`);
+    const placed = await rows(
+      `SELECT id, date, hour, epoch_ms(received_at) AS ms FROM ${events('part-hour')} ORDER BY id`,
+    );
     assert.deepEqual(
       placed.map((r) => `${String(r.date).slice(0, 10)} ${String(r.hour).padStart(2, '0')}`),
       ['2026-11-28 23', '2026-11-29 00', '2026-11-28 23', '2026-11-29 00', '1969-12-31 23', '2026-11-29 01'],
     );
+    assert.deepEqual(
+      placed.map((r) => Number(r.ms)),
+      times.map((t) => Date.parse(t)),
+      'each time the instant it was, to the millisecond',
+    );
+    // The footer: the logical type TIMESTAMP(MILLIS, isAdjustedToUTC) and, for older readers, the converted type.
+    const [file] = files('part-hour');
+    const schema = await rows(
+      `SELECT name, logical_type, converted_type FROM parquet_schema('${join(root, 'part-hour', file!)}')`,
+    );
+    for (const column of ['received_at', 'occurred_at', 'loaded_at']) {
+      const element = schema.find((e) => e.name === column)!;
+      assert.match(String(element.logical_type), /^TimestampType\(isAdjustedToUTC=1, unit=TimeUnit\(MILLIS=/, column);
+      assert.equal(element.converted_type, 'TIMESTAMP_MILLIS', column);
+    }
   });
 
   it('by day: each event in the folder of its received date (UTC)', async () => {
@@ -409,7 +426,9 @@ describe('parquet files: loads', () => {
     );
     const types = await rows(`DESCRIBE SELECT * FROM ${events('load')}`);
     const typeOf = Object.fromEntries(types.map((t) => [t.column_name, t.column_type]));
-    assert.match(String(typeOf.received_at), /^TIMESTAMP/);
+    // TIMESTAMP(MILLIS, UTC): instants, not times without a zone.
+    for (const column of ['received_at', 'occurred_at', 'loaded_at'])
+      assert.equal(typeOf[column], 'TIMESTAMP WITH TIME ZONE', column);
     assert.equal(typeOf.properties, 'VARCHAR');
     assert.equal(typeOf.canonical_name, 'VARCHAR');
     assert.equal(String(typeOf.date), 'DATE');
@@ -418,9 +437,9 @@ describe('parquet files: loads', () => {
     );
     assert.deepEqual(first, { i: 0, canonical_name: 'file_written' });
     const identities = await rows(
-      `SELECT external_id, type FROM read_parquet('${join(root, 'load')}/identities/**/*.parquet')`,
+      `SELECT external_id, type, typeof(received_at) AS at FROM read_parquet('${join(root, 'load')}/identities/**/*.parquet')`,
     );
-    assert.deepEqual(identities, [{ external_id: 'u1', type: 'user.identified' }]);
+    assert.deepEqual(identities, [{ external_id: 'u1', type: 'user.identified', at: 'TIMESTAMP WITH TIME ZONE' }]);
     assert.ok(!written.some((f) => f.includes('.tmp')), 'no temporary file left');
   });
 

@@ -51,6 +51,19 @@ interface WriterInsides {
   pendingIndexes?: Pending[];
 }
 
+/**
+ * The file's schema. The writer gives a TIMESTAMP column only the legacy converted type TIMESTAMP_MILLIS, which
+ * readers such as DuckDB take as a time without a zone; the logical type says the values are UTC instants
+ * (warehouses.md §2: TIMESTAMP(MILLIS, UTC)). The converted type stays, for readers that know only that.
+ */
+export function schemaOf(columns: StringColumns['columns']): SchemaElement[] {
+  const schema = schemaFromColumnData({ columnData: columns.map(({ name, type, data }) => ({ name, type, data })) });
+  for (const element of schema)
+    if (element.converted_type === 'TIMESTAMP_MILLIS')
+      element.logical_type = { type: 'TIMESTAMP', isAdjustedToUTC: true, unit: 'MILLIS' };
+  return schema;
+}
+
 /** The file's bytes, SNAPPY-compressed, created by `inlet`. */
 export async function parquetWithBlooms(file: StringColumns): Promise<Uint8Array> {
   return (await withOwnFilters(file)) ?? libraryBytes(file);
@@ -59,9 +72,9 @@ export async function parquetWithBlooms(file: StringColumns): Promise<Uint8Array
 /** The file with filters made here; undefined when the writer's insides are not what this expects. */
 export async function withOwnFilters({ columns, bloomed, kvMetadata }: StringColumns): Promise<Uint8Array | undefined> {
   const hash = await h64();
-  const columnData = columns.map(({ name, type, data }) => ({ name, type, data }));
+  const columnData = columns.map(({ name, data }) => ({ name, data }));
   const writer = new ByteWriter();
-  const schema = schemaFromColumnData({ columnData });
+  const schema = schemaOf(columns);
   const parquet = new ParquetWriter({ writer, schema, ...WRITE, kvMetadata });
   await parquet.write({ columnData, rowGroupSize: ROW_GROUP_SIZE });
   const insides = parquet as unknown as WriterInsides;
@@ -108,7 +121,8 @@ function handFilters(
 /** The same file through the writer's own filters. */
 export function libraryBytes({ columns, bloomed, kvMetadata }: StringColumns): Uint8Array {
   const buffer = parquetWriteBuffer({
-    columnData: columns.map(({ name, type, data }) => ({ name, type, data, bloomFilter: bloomed.has(name) })),
+    columnData: columns.map(({ name, data }) => ({ name, data, bloomFilter: bloomed.has(name) })),
+    schema: schemaOf(columns),
     ...WRITE,
     kvMetadata,
   });
