@@ -343,6 +343,65 @@ describe('parquet files: editing the path', () => {
   });
 });
 
+describe('parquet files: erasure after path edits', () => {
+  it('rewrites the files of every folder the destination wrote to, and remembers them as earlier_paths', async () => {
+    const product = await ctx.product('files-moved-erase');
+    const created = await admin('POST', `/products/${product.id}/destinations`, {
+      type: 'parquet',
+      name: 'f',
+      path: 'moved-a',
+      batch: { max_messages: 100, max_wait_ms: 0 },
+    });
+    const id = created.json().data.id as string;
+    assert.deepEqual(created.json().data.earlier_paths, []);
+    const patch = (path: string) => admin('PATCH', `/products/${product.id}/destinations/${id}`, { path });
+    const load = async (folder: string) => {
+      await track(product.eventsKey, 'moved.erase', 'gone');
+      await track(product.eventsKey, 'moved.erase', 'kept');
+      await deliver();
+      assert.equal(files(folder).length, 1, `${folder}: ${files(folder).join()}`);
+    };
+    await load('moved-a');
+    await patch('moved-b');
+    await load('moved-b');
+    // Away and back: a folder is remembered once, and the current one is not among the earlier ones.
+    await patch('moved-c');
+    const back = await patch('moved-a');
+    assert.equal(back.statusCode, 200, back.body);
+    assert.deepEqual(back.json().data.earlier_paths, [join(root, 'moved-b'), join(root, 'moved-c')]);
+    await patch('moved-e');
+    await patch('moved-d');
+    const shown = (await admin('GET', `/products/${product.id}/destinations/${id}`)).json().data;
+    assert.equal(shown.path, join(root, 'moved-d'));
+    assert.deepEqual(
+      shown.earlier_paths,
+      ['moved-b', 'moved-c', 'moved-a', 'moved-e'].map((f) => join(root, f)),
+    );
+    await load('moved-d');
+    // Meanwhile one earlier folder was removed by hand, and another became a symbolic link out of the root, to
+    // a file that holds the person: erasure passes over both, and creates or rewrites nothing there.
+    rmSync(join(root, 'moved-c'), { recursive: true, force: true });
+    const away = mkdtempSync(join(tmpdir(), 'inlet-away-'));
+    mkdirSync(join(away, 'events'), { recursive: true });
+    const held = readFileSync(join(root, 'moved-d', files('moved-d')[0]!));
+    writeFileSync(join(away, 'events', 'held.parquet'), held);
+    rmSync(join(root, 'moved-e'), { recursive: true, force: true });
+    symlinkSync(away, join(root, 'moved-e'));
+
+    const erased = await admin('POST', `/products/${product.id}/erasures`, { external_id: 'gone' });
+    assert.equal(erased.statusCode, 202, erased.body);
+    await deliver();
+    const after = (await admin('GET', `/products/${product.id}/destinations/${id}`)).json().data;
+    assert.equal(after.last_error, null);
+    assert.equal(after.lag, 0, 'the erasure was delivered');
+    for (const folder of ['moved-a', 'moved-b', 'moved-d'])
+      assert.deepEqual(await rows(`SELECT subject_id FROM ${events(folder)}`), [{ subject_id: 'kept' }], folder);
+    assert.ok(!readdirSync(root).includes('moved-c'), 'erasure does not make a folder');
+    assert.ok(readFileSync(join(away, 'events', 'held.parquet')).equals(held), 'nothing outside the root is rewritten');
+    rmSync(away, { recursive: true, force: true });
+  });
+});
+
 describe('parquet files: the CLI', () => {
   it('creates one with --type parquet --path --partition, checked like the API; show gives its folder', async () => {
     const product = await ctx.product('files-cli');

@@ -9,7 +9,12 @@ import type { DeliveryRecord } from '../storage/types.js';
 function typeFields(d: DestinationView) {
   if (d.type === 'webhook') return { url: d.config.url ?? null };
   if (d.type === 'postgres') return { schema: d.config.schema ?? '' };
-  if (d.type === 'parquet') return { path: d.config.path ?? '', partition: d.config.partition ?? 'hour' };
+  if (d.type === 'parquet')
+    return {
+      path: d.config.path ?? '',
+      earlier_paths: d.config.earlierPaths ?? [],
+      partition: d.config.partition ?? 'hour',
+    };
   return { servers: d.config.servers ?? [], subject: d.config.subject ?? '', has_credentials: d.credentials !== null };
 }
 

@@ -550,6 +550,8 @@ export interface DestinationConfig {
   subject?: string;
   schema?: string;
   path?: string;
+  /** Parquet: the folders `path` named before it was edited (not the current one); erasure rewrites their files too. */
+  earlierPaths?: string[];
   partition?: 'hour' | 'day';
 }
 

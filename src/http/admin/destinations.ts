@@ -87,6 +87,12 @@ const Destination = Type.Object({
   subject: Type.Optional(Type.String()),
   schema: Type.Optional(Type.String({ description: 'postgres: the warehouse schema loaded into' })),
   path: Type.Optional(Type.String({ description: 'parquet: the folder the files are written under' })),
+  earlier_paths: Type.Optional(
+    Type.Array(Type.String(), {
+      description:
+        'parquet: the folders `path` named before it was edited; their files stay there, and erasure rewrites them too',
+    }),
+  ),
   partition: Type.Optional(Type.Union([Type.Literal('hour'), Type.Literal('day')])),
   has_credentials: Type.Optional(Type.Boolean()),
   filter: Type.Object({

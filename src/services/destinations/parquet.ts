@@ -49,6 +49,20 @@ async function realExisting(path: string): Promise<string> {
   }
 }
 
+/**
+ * An earlier folder of the destination, for erasure: undefined when it is gone, or no longer inside the root (the
+ * root changed, or a symbolic link now leads out), so erasure never creates a folder nor writes outside the root.
+ */
+async function earlierFolder(root: string, folder: string): Promise<string | undefined> {
+  if (!inside(root, folder)) return undefined;
+  try {
+    const realRoot = await realpath(root);
+    return inside(realRoot, await realpath(folder)) ? folder : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Refuses a folder that a symlink leads outside the root (before creating it, and after). */
 async function checkFolder(root: string, folder: string): Promise<void> {
   await mkdir(root, { recursive: true });
@@ -93,12 +107,18 @@ function parquetDriver(options: DriverOptions): DestinationDriver {
       let outcome: SendOutcome = { ok: true, status: null, error: null };
       try {
         if (options.fileRoot === undefined) throw new Error(OFF);
+        const root = options.fileRoot;
         const folder = d.config.path!;
-        await checkFolder(options.fileRoot, folder);
+        await checkFolder(root, folder);
         let rows = 0;
         for (const run of runs(messages)) {
           await mustHold(context);
           if (!Array.isArray(run)) {
+            // The files written before a path edit hold the person too.
+            for (const earlier of d.config.earlierPaths ?? []) {
+              const existing = await earlierFolder(root, earlier);
+              if (existing !== undefined) rows += await eraseFromFiles(existing, run.erase);
+            }
             rows += await eraseFromFiles(folder, run.erase);
             continue;
           }
@@ -147,11 +167,17 @@ export const parquetKind: DestinationKind = {
     return { config: { path, partition: partition as 'hour' | 'day' }, credentials: null };
   },
   // A new folder passes the checks of creation; the files written so far stay where they are, and the files
-  // from the cursor on go to the new folder.
+  // from the cursor on go to the new folder. The destination remembers the folders it wrote to before, so that
+  // an erasure reaches their files too.
   edit(current, input, errors, { fileRoot }) {
     if (input.path === undefined) return undefined;
     const path = parsePath(input.path, errors, fileRoot);
-    return path === undefined ? undefined : { ...current, path };
+    if (path === undefined) return undefined;
+    if (path === current.path) return current;
+    const earlier = [...(current.earlierPaths ?? []), current.path!].filter(
+      (p, i, all) => p !== path && all.indexOf(p) === i,
+    );
+    return { ...current, path, earlierPaths: earlier };
   },
   async check(config, { fileRoot }) {
     if (fileRoot === undefined) throw validationError([{ pointer: '/path', message: OFF }]);
