@@ -103,7 +103,7 @@ describe('parquet files: an instance that lost the destination', () => {
       timeoutMs: 1000,
       guard: undefined as never,
       now: () => Date.now(),
-      warehouse: { maxTables: 1, maxColumns: 1, loaded() {} },
+      warehouse: { maxTables: 1, maxColumns: 1, async loaded() {} },
       fileRoot: root,
       orderPositions: (a, b) => Number(a) - Number(b),
     });

@@ -119,6 +119,7 @@ describe('postgres warehouse: creation', () => {
     assert.equal(d.schema, `inlet_${product.id.toLowerCase()}`);
     assert.deepEqual(d.batch, { max_messages: 1000, max_wait_ms: 5000 });
     assert.equal(d.lag, 1, 'a warehouse starts from the beginning');
+    assert.deepEqual([d.columns_added, d.type_widenings], [0, 0]);
     const tables = await warehouse.query<{ table_name: string }>(
       `SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name`,
       [d.schema],
@@ -278,7 +279,7 @@ describe('postgres warehouse: loads', () => {
   it('widens a column when a later value does not fit, without losing a value or failing a load', async () => {
     const product = await ctx.product('wh-widen');
     const schema = 'wh_widen';
-    await warehouseDestination(product.id, schema);
+    const d = await warehouseDestination(product.id, schema);
     await track(product.eventsKey, 'item.rated', 'u1', {
       score: 3,
       flag: true,
@@ -314,6 +315,9 @@ describe('postgres warehouse: loads', () => {
     );
     const metrics = await ctx.services.metrics.registry.metrics();
     assert.match(metrics, /inlet_warehouse_type_widenings_total\{destination="[^"]+"\} 4/);
+    // The destination keeps the totals (the metrics are the process's own): five columns, four widenings.
+    const shown = (await admin('GET', `/products/${product.id}/destinations/${d.id}`)).json().data;
+    assert.deepEqual([shown.columns_added, shown.type_widenings], [5, 4]);
   });
 
   it('names: invalid identifiers, reserved words, fixed columns and 80-character names get safe, stable columns', async () => {

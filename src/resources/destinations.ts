@@ -8,7 +8,8 @@ import type { DeliveryRecord } from '../storage/types.js';
 /** Each type's own fields; a warehouse's URL (it holds the password) is never echoed. */
 function typeFields(d: DestinationView) {
   if (d.type === 'webhook') return { url: d.config.url ?? null };
-  if (d.type === 'postgres') return { schema: d.config.schema ?? '' };
+  if (d.type === 'postgres')
+    return { schema: d.config.schema ?? '', columns_added: d.columnsAdded, type_widenings: d.typeWidenings };
   if (d.type === 'parquet')
     return {
       path: d.config.path ?? '',

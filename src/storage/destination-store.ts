@@ -12,7 +12,7 @@ import type BetterSqlite3 from 'better-sqlite3';
 import type { Kysely } from 'kysely';
 import type { Database } from './database.js';
 import { destinationReads } from './destinations/reads.js';
-import { destinationRows } from './destinations/rows.js';
+import { destinationFigures, destinationRows } from './destinations/rows.js';
 import { deliveryState } from './destinations/state.js';
 import type { DestinationDb, DestinationTables } from './destinations/tables.js';
 import type { DestinationStore, Dialect } from './types.js';
@@ -31,6 +31,7 @@ export function destinationStore(
   const db = database.withTables<DestinationTables>() as DestinationDb;
   return {
     ...destinationRows(db, dialect, leaseMs),
+    ...destinationFigures(db, dialect, leaseMs),
     ...deliveryState(db, dialect, rawSqlite, leaseMs),
     ...destinationReads(database, dialect, rawSqlite),
   };

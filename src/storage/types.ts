@@ -598,6 +598,9 @@ export interface DestinationRecord {
   leaseUntil: number;
   /** The latest warnings (a warehouse reached a table or column limit), oldest first. */
   warnings: DestinationWarning[];
+  /** Columns a warehouse's loads added to its tables, and column types they widened (0 for other types). */
+  columnsAdded: number;
+  typeWidenings: number;
   /** The destination's own transformation (transformations.md §1), applied to its copy only; null: none. */
   transformation: DestinationTransformation | null;
 }
@@ -703,6 +706,8 @@ export interface DestinationStore {
   releaseLease(id: string, holder: string): Promise<void>;
   /** Records warnings on the destination (a warehouse's limit reached); the latest few are kept. */
   addWarnings(id: string, messages: string[], at: string): Promise<void>;
+  /** Adds a warehouse load's added columns and widened column types to the destination's totals. */
+  countLayoutChanges(id: string, columnsAdded: number, typeWidenings: number): Promise<void>;
   /**
    * The fenced state write, with the cycle's attempts for the delivery log in the same transaction: written only
    * if `holder` still holds the lease and, when `from` is given, the stored cursor is still `from` (the cycle's

@@ -86,6 +86,12 @@ const Destination = Type.Object({
   servers: Type.Optional(Type.Array(Type.String())),
   subject: Type.Optional(Type.String()),
   schema: Type.Optional(Type.String({ description: 'postgres: the warehouse schema loaded into' })),
+  columns_added: Type.Optional(
+    Type.Integer({ description: 'postgres: columns its loads added to the tables (properties and traits)' }),
+  ),
+  type_widenings: Type.Optional(
+    Type.Integer({ description: 'postgres: columns whose type its loads widened (bigint → double precision → text)' }),
+  ),
   path: Type.Optional(Type.String({ description: 'parquet: the folder the files are written under' })),
   earlier_paths: Type.Optional(
     Type.Array(Type.String(), {

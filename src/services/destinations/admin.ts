@@ -224,6 +224,8 @@ async function createDestination(
     leaseHolder: null,
     leaseUntil: 0,
     warnings: [],
+    columnsAdded: 0,
+    typeWidenings: 0,
     transformation: transformation ?? null,
   };
   await store.insert(record);

@@ -106,8 +106,8 @@ export interface WarehouseOptions {
   maxTables: number;
   /** INLET_WAREHOUSE_MAX_COLUMNS: property columns per table. */
   maxColumns: number;
-  /** Reports one load (rows, duration, columns added, widenings, warnings). */
-  loaded(destinationId: string, load: WarehouseLoad): void;
+  /** Reports one load (rows, duration, columns added, widenings, warnings); never fails. */
+  loaded(destinationId: string, load: WarehouseLoad): Promise<void>;
 }
 
 /** What one warehouse load did. */

@@ -133,7 +133,7 @@ function parquetDriver(options: DriverOptions): DestinationDriver {
             ).rows;
           }
         }
-        options.warehouse.loaded(d.id, {
+        await options.warehouse.loaded(d.id, {
           rows,
           seconds: (performance.now() - started) / 1000,
           columnsAdded: 0,

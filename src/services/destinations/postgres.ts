@@ -152,7 +152,7 @@ function postgresDriver(options: DriverOptions): DestinationDriver {
           if (how.replaced > 0) replacing.add(d.id);
           else replacing.delete(d.id);
           const seconds = (performance.now() - started) / 1000;
-          options.warehouse.loaded(d.id, { rows, columnsAdded, widenings, warnings, seconds });
+          await options.warehouse.loaded(d.id, { rows, columnsAdded, widenings, warnings, seconds });
         } catch (error) {
           broken = error as Error;
           throw error;

@@ -186,17 +186,24 @@ export function createDestinationService(
   };
 }
 
-/** A warehouse load's figures to the metrics, and its warnings (a limit reached) onto the destination. */
-function warehouseLoaded(
+/**
+ * A warehouse load's figures to the metrics, and onto the destination its warnings (a limit reached) and the
+ * columns it added and widened. Awaited by the driver, so the destination shows them once its cursor moves; a
+ * failed write loses those figures, never the load.
+ */
+async function warehouseLoaded(
   store: DestinationStore,
   report: DeliveryMetrics,
   now: () => number,
   destinationId: string,
   load: WarehouseLoad,
-): void {
+): Promise<void> {
   report.loaded(destinationId, load);
-  if (load.warnings.length > 0)
-    void store.addWarnings(destinationId, load.warnings, new Date(now()).toISOString()).catch(() => {});
+  await Promise.all([
+    load.warnings.length > 0 && store.addWarnings(destinationId, load.warnings, new Date(now()).toISOString()),
+    (load.columnsAdded > 0 || load.widenings > 0) &&
+      store.countLayoutChanges(destinationId, load.columnsAdded, load.widenings),
+  ]).catch(() => {});
 }
 
 export type DestinationService = ReturnType<typeof createDestinationService>;

@@ -66,6 +66,8 @@ function fromRow(row: DestinationRow): DestinationRecord {
     leaseHolder: row.lease_holder,
     leaseUntil: Number(row.lease_until),
     warnings: row.warnings === null ? [] : (JSON.parse(row.warnings) as DestinationWarning[]),
+    columnsAdded: Number(row.columns_added),
+    typeWidenings: Number(row.type_widenings),
     transformation: row.transformation == null ? null : (JSON.parse(row.transformation) as DestinationTransformation),
   };
 }
@@ -102,6 +104,8 @@ function toRow(record: DestinationRecord): DestinationRow {
     lease_holder: record.leaseHolder,
     lease_until: record.leaseUntil,
     warnings: record.warnings.length === 0 ? null : JSON.stringify(record.warnings),
+    columns_added: record.columnsAdded,
+    type_widenings: record.typeWidenings,
     transformation: record.transformation === null ? null : JSON.stringify(record.transformation),
   };
 }
@@ -192,21 +196,6 @@ export function destinationRows(db: DestinationDb, dialect: Dialect, idleLimitMs
       return Number(result.numDeletedRows) > 0;
     },
 
-    /** Adds warnings (a message once: a repeat only moves its time), keeping the latest WARNINGS_KEPT. */
-    async addWarnings(id: string, messages: string[], at: string): Promise<void> {
-      await db.transaction().execute(async (tx) => {
-        if (dialect === 'postgres' && idleLimitMs !== undefined) await idleInTransactionLimit(tx, idleLimitMs);
-        const row = await tx.selectFrom('destinations').select('warnings').where('id', '=', id).executeTakeFirst();
-        if (row === undefined) return;
-        const kept = (row.warnings === null ? [] : (JSON.parse(row.warnings) as DestinationWarning[])).filter(
-          (w) => !messages.includes(w.message),
-        );
-        for (const message of new Set(messages)) kept.push({ at, message });
-        const warnings = JSON.stringify(kept.slice(-WARNINGS_KEPT));
-        await tx.updateTable('destinations').set({ warnings }).where('id', '=', id).execute();
-      });
-    },
-
     /** The database's time (epoch ms), which leases are taken and judged by. */
     async databaseNow(): Promise<number> {
       const result = await sql<{ now: number | string }>`SELECT ${DATABASE_NOW[dialect]} AS now`.execute(db);
@@ -250,6 +239,37 @@ export function destinationRows(db: DestinationDb, dialect: Dialect, idleLimitMs
         .set({ lease_holder: null, lease_until: 0 })
         .where('id', '=', id)
         .where('lease_holder', '=', holder)
+        .execute();
+    },
+  };
+}
+
+/** What deliveries report onto a destination: its warnings, and the columns a warehouse's loads changed. */
+export function destinationFigures(db: DestinationDb, dialect: Dialect, idleLimitMs?: number) {
+  return {
+    /** Adds warnings (a message once: a repeat only moves its time), keeping the latest WARNINGS_KEPT. */
+    async addWarnings(id: string, messages: string[], at: string): Promise<void> {
+      await db.transaction().execute(async (tx) => {
+        if (dialect === 'postgres' && idleLimitMs !== undefined) await idleInTransactionLimit(tx, idleLimitMs);
+        const row = await tx.selectFrom('destinations').select('warnings').where('id', '=', id).executeTakeFirst();
+        if (row === undefined) return;
+        const kept = (row.warnings === null ? [] : (JSON.parse(row.warnings) as DestinationWarning[])).filter(
+          (w) => !messages.includes(w.message),
+        );
+        for (const message of new Set(messages)) kept.push({ at, message });
+        const warnings = JSON.stringify(kept.slice(-WARNINGS_KEPT));
+        await tx.updateTable('destinations').set({ warnings }).where('id', '=', id).execute();
+      });
+    },
+
+    async countLayoutChanges(id: string, columnsAdded: number, typeWidenings: number): Promise<void> {
+      await db
+        .updateTable('destinations')
+        .set((eb) => ({
+          columns_added: eb('columns_added', '+', columnsAdded),
+          type_widenings: eb('type_widenings', '+', typeWidenings),
+        }))
+        .where('id', '=', id)
         .execute();
     },
   };

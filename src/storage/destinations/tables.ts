@@ -33,6 +33,9 @@ export type DestinationTables = {
     lease_until: number;
     /** JSON list of the latest warnings (a warehouse's limits), newest last; migration 550. */
     warnings: string | null;
+    /** Columns a warehouse's loads added to its tables, and column types they widened; migration 551. */
+    columns_added: number;
+    type_widenings: number;
     /** JSON `{ "steps": [..] }` of the destination's own transformation, or null; migration 651. */
     transformation: string | null;
   };
