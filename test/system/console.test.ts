@@ -4,18 +4,23 @@
 // acknowledgement, clarifications §30), open one, see a rejection, look a user up after an identify and an
 // alias and see the merge, connect a traffic source (the local Plausible fake), sync and read the report,
 // revoke a key; the catalogue, a tracking plan that refuses an event and its violation, erasing a user and
-// the audit and suppressions, retention, the traffic CSV. Chromium's every request outside the app's port goes to a closed port (nothing leaves
+// the audit and suppressions, retention, the traffic CSV; destinations: a webhook to a local receiver, Parquet files
+// under a temp INLET_FILE_DESTINATIONS_ROOT (a folder outside it refused with the API's message), a PostgreSQL
+// warehouse in a database of the test's own on the local server. Chromium's every request outside the app's port goes to a closed port (nothing leaves
 // loopback). In the system tier (clarifications §6), SQLite pass only: the browser side is dialect-free.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { ADMIN_TOKEN, createTestApp, dialect, type TestContext } from '../helpers.js';
 import { startPlausibleFake, type PlausibleFake } from '../fakes/plausible-fake.js';
 import { CHROMIUM, CHROMIUM_ARGS, ensureConsoleBuilt } from '../support/console-browser.js';
 import { startWebhookReceiver } from '../fakes/webhook-receiver.js';
+import { createWarehouseDb } from '../support/warehouse-db.js';
 
 const skip = !existsSync(CHROMIUM)
   ? `${CHROMIUM} is missing (apt-get install -y chromium)`
@@ -40,6 +45,8 @@ describe('the console in Chromium', { skip }, () => {
   let productId: string;
   let eventsKey: string;
   let browserKey: string;
+  /** INLET_FILE_DESTINATIONS_ROOT of the app: Parquet destinations write only under it. */
+  const fileRoot = mkdtempSync(join(tmpdir(), 'inlet-console-files-'));
 
   before(async () => {
     ensureConsoleBuilt();
@@ -49,6 +56,7 @@ describe('the console in Chromium', { skip }, () => {
       catalogFlushMs: 100,
       erasurePollMs: 50,
       suppressionRefreshMs: 50,
+      fileDestinationsRoot: fileRoot,
     });
     await ctx.app.listen({ port: 0, host: '127.0.0.1' });
     const port = (ctx.app.server.address() as AddressInfo).port;
@@ -114,6 +122,7 @@ describe('the console in Chromium', { skip }, () => {
     await browser?.close();
     await plausible?.close();
     await ctx?.close();
+    rmSync(fileRoot, { recursive: true, force: true });
   });
 
   const api = (path: string, key: string, body: unknown, headers: Record<string, string> = {}) =>
@@ -387,8 +396,194 @@ describe('the console in Chromium', { skip }, () => {
       await card.getByRole('button', { name: 'Resume' }).click();
       await card.getByText('active').waitFor();
     } finally {
-      await ctx.services.destinations.close();
+      // Delivery goes on for the destinations that follow (a closed deliverer does not start again); the app's
+      // close stops it.
       await receiver.close();
+    }
+  });
+
+  /** The create form, its fields found by their labels. */
+  const createForm = () => page.getByRole('region', { name: 'Create a destination' });
+  /** A fact of a destination's card: the text after its term (Lag, Last load, …). */
+  const fact = (card: ReturnType<Page['getByRole']>, term: string) => card.locator(`dt:text-is("${term}") + dd`);
+  /** The product's destination of that name, as the admin API shows it. */
+  const listed = async (name: string) => {
+    const res = await fetch(`${base}/admin/v1/products/${productId}/destinations`, {
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+    });
+    return ((await res.json()) as { data: Array<Record<string, unknown>> }).data.find((d) => d.name === name);
+  };
+
+  it('destinations: a Parquet destination created through the form is listed with its fields, loads the history and is edited', async () => {
+    ctx.services.destinations.start();
+    await page.getByRole('link', { name: 'Destinations' }).click();
+    const form = createForm();
+    await form.getByLabel('Parquet files').check();
+    await form.getByLabel('Name', { exact: true }).fill('lake');
+    await form.getByLabel('Folder', { exact: true }).fill('lake');
+    await form.getByLabel('Files by').selectOption('day');
+    assert.equal(await form.getByLabel('Start').inputValue(), 'beginning', "a warehouse's default: the history too");
+    await form.getByLabel(/^Rows per file/).fill('500');
+    await form.getByLabel(/^Longest wait/).fill('0');
+    await form.getByRole('button', { name: 'Create destination' }).click();
+
+    const card = page.getByRole('region', { name: 'lake (parquet)' });
+    await fact(card, 'Parquet folder')
+      .getByText(`${join(fileRoot, 'lake')} (by day)`)
+      .waitFor();
+    await fact(card, 'Batch').getByText('rows per file: up to 500, waiting up to 0 ms for more').waitFor();
+    await fact(card, 'Columns')
+      .getByText(/^fixed/)
+      .waitFor();
+    await fact(card, 'Warnings').getByText('none').waitFor();
+    const created = (await listed('lake'))!;
+    assert.deepEqual(
+      [created.type, created.path, created.partition, created.batch],
+      ['parquet', join(fileRoot, 'lake'), 'day', { max_messages: 500, max_wait_ms: 0 }],
+    );
+    // The product's history is written out: no lag, a last load, files in day partitions.
+    await fact(card, 'Lag').getByText('0 messages behind').waitFor({ timeout: 15_000 });
+    await fact(card, 'Last load').filter({ hasNotText: '—' }).waitFor({ timeout: 15_000 });
+    const files = readdirSync(join(fileRoot, 'lake', 'events'), { recursive: true }).map(String);
+    assert.ok(
+      files.some((f) => /^date=\d{4}-\d{2}-\d{2}\/[^/]+\.parquet$/.test(f)),
+      files.join(', '),
+    );
+
+    await card.getByRole('button', { name: 'Edit' }).click();
+    const editor = card.getByRole('form', { name: 'Edit lake' });
+    await editor.getByLabel(/^Folder/).fill('lake-2');
+    await editor.getByRole('button', { name: 'Save changes' }).click();
+    await fact(card, 'Parquet folder')
+      .getByText(`${join(fileRoot, 'lake-2')} (by day)`)
+      .waitFor();
+    assert.equal(await editor.count(), 0, 'the editor closes once saved');
+  });
+
+  it("destinations: a Parquet folder outside INLET_FILE_DESTINATIONS_ROOT is refused, the API's message beside the field", async () => {
+    const outside = join(tmpdir(), 'inlet-console-not-under-the-root');
+    const form = createForm();
+    await form.getByLabel('Parquet files').check();
+    await form.getByLabel('Name', { exact: true }).fill('outside');
+    await form.getByLabel('Folder', { exact: true }).fill(outside);
+    await form.getByRole('button', { name: 'Create destination' }).click();
+    // The same body to the API: the page shows its 400's message for /path, next to the field.
+    const refused = await api(`/admin/v1/products/${productId}/destinations`, ADMIN_TOKEN, {
+      type: 'parquet',
+      name: 'outside',
+      path: outside,
+    });
+    assert.equal(refused.status, 400);
+    const problem = (await refused.json()) as { errors: Array<{ pointer: string; message: string }> };
+    const message = problem.errors.find((e) => e.pointer === '/path')!.message;
+    assert.match(message, /must be inside INLET_FILE_DESTINATIONS_ROOT/);
+    await form.locator('#dest-path-problem').getByText(message, { exact: true }).waitFor();
+    assert.equal(await form.getByLabel('Folder', { exact: true }).getAttribute('aria-invalid'), 'true');
+    assert.equal(
+      await form.getByLabel('Folder', { exact: true }).inputValue(),
+      outside,
+      'what was typed stays, to be corrected',
+    );
+    await form.getByRole('alert').getByText(message, { exact: false }).waitFor();
+    assert.ok(!existsSync(outside), 'nothing was made outside the root');
+    assert.equal(await listed('outside'), undefined, 'nothing created');
+
+    // An edit is refused the same way, beside the editor's field; the folder stays.
+    const card = page.getByRole('region', { name: 'lake (parquet)' });
+    await card.getByRole('button', { name: 'Edit' }).click();
+    const editor = card.getByRole('form', { name: 'Edit lake' });
+    await editor.getByLabel(/^Folder/).fill('../elsewhere');
+    await editor.getByRole('button', { name: 'Save changes' }).click();
+    await editor.getByText('must not contain ".."', { exact: true }).waitFor();
+    await card.getByRole('button', { name: 'Close the editor' }).click();
+    await fact(card, 'Parquet folder')
+      .getByText(`${join(fileRoot, 'lake-2')} (by day)`)
+      .waitFor();
+  });
+
+  it('destinations: a PostgreSQL warehouse created through the form loads events; lag, last load, columns added and widenings show; its URL never does', async (t) => {
+    let warehouse;
+    try {
+      warehouse = await createWarehouseDb();
+    } catch (error) {
+      t.skip(`no PostgreSQL server for a warehouse database (${(error as Error).message})`);
+      return;
+    }
+    ctx.services.destinations.start();
+    try {
+      // A password the local server does not ask for (trust on loopback), so that the test can look for it.
+      const password = 'never-shown-7c1e2a';
+      const url = new URL(warehouse.url);
+      url.password = password;
+      const form = createForm();
+      await form.getByLabel('PostgreSQL warehouse').check();
+      await form.getByLabel('Name', { exact: true }).fill('warehouse');
+      await form.getByLabel('Warehouse URL').fill(url.toString());
+      await form.getByLabel('Schema').fill('console_wh');
+      await form.getByLabel(/^Messages per load/).fill('100');
+      await form.getByLabel(/^Longest wait/).fill('0');
+      await form.getByRole('button', { name: 'Create destination' }).click();
+
+      const card = page.getByRole('region', { name: 'warehouse (postgres)' });
+      await fact(card, 'Warehouse schema').getByText('console_wh').waitFor();
+      assert.equal(await form.getByLabel('Warehouse URL').inputValue(), '', 'the form forgets the URL once created');
+      // The history first.
+      await fact(card, 'Lag').getByText('0 messages behind').waitFor({ timeout: 15_000 });
+      await fact(card, 'Last load').filter({ hasNotText: '—' }).waitFor({ timeout: 15_000 });
+      const shown = async () => (await listed('warehouse'))!;
+      const before = await shown();
+      const lastLoad = before.last_success_at;
+      const columns = before.columns_added as number;
+      assert.ok(columns > 0, 'the history had properties, each now a column');
+      await fact(card, 'Columns added').getByText(String(columns), { exact: true }).waitFor();
+
+      // One event with a new property: a new column, loaded; then a value that does not fit it: widened.
+      const send = async (seats: unknown) => {
+        const sent = await api('/api/v2/events', eventsKey, {
+          event_type: 'plan',
+          action: 'upgraded',
+          subject_type: 'user',
+          subject_id: 'user_wh',
+          properties: { seats },
+        });
+        assert.equal(sent.status, 201, await sent.text());
+      };
+      await send(3);
+      await fact(card, 'Columns added')
+        .getByText(String(columns + 1), { exact: true })
+        .waitFor({ timeout: 15_000 });
+      await fact(card, 'Lag').getByText('0 messages behind').waitFor({ timeout: 15_000 });
+      assert.notEqual((await shown()).last_success_at, lastLoad, 'a later load');
+      await send('a dozen');
+      await fact(card, 'Type widenings').getByText('1', { exact: true }).waitFor({ timeout: 15_000 });
+      const rows = await warehouse.query<{ seats: string }>(
+        'SELECT seats FROM console_wh.plan_upgraded ORDER BY seats',
+      );
+      assert.deepEqual(
+        rows.map((r) => r.seats),
+        ['3', 'a dozen'],
+      );
+      assert.ok(!(await page.content()).includes(password), 'the page never shows the password');
+      assert.ok(!JSON.stringify(await shown()).includes(password));
+
+      // A new URL that cannot connect is refused by an edit, the reason beside the field; the warehouse stays.
+      await card.getByRole('button', { name: 'Edit' }).click();
+      const editor = card.getByRole('form', { name: 'Edit warehouse' });
+      assert.equal(await editor.getByLabel(/^New warehouse URL/).inputValue(), '');
+      await editor.getByLabel(/^New warehouse URL/).fill('postgres://postgres@127.0.0.1:1/nowhere');
+      await editor.getByRole('button', { name: 'Save changes' }).click();
+      await editor
+        .locator('.field-error')
+        .getByText(/^cannot connect/)
+        .waitFor({ timeout: 15_000 });
+      await card.getByRole('button', { name: 'Close the editor' }).click();
+
+      // Deleted through its card before its database goes.
+      await card.getByRole('button', { name: 'Delete' }).click();
+      await card.getByRole('button', { name: 'Delete now' }).click();
+      await card.waitFor({ state: 'detached' });
+    } finally {
+      await warehouse.drop();
     }
   });
 
