@@ -244,6 +244,83 @@ describe('steps on every entry point', () => {
   });
 });
 
+describe('traits belong to identify and group items (transformations.md §2)', () => {
+  it('a write under traits. fails on any other item, which keeps its properties; the test endpoint agrees', async () => {
+    const p = await newProduct('tf-traits-shape');
+    const steps = [
+      { kind: 'set', path: 'traits.source', value: 'web' },
+      { kind: 'rename_property', from: 'properties.plan', to: 'traits.plan' },
+    ];
+    await p.put(steps);
+    const single = await v2(p.eventsKey, { properties: { amount: 12 } });
+    assert.equal(single.statusCode, 422, single.body);
+    const problem = problemOf(single);
+    assert.deepEqual([problem.code, problem.step, problem.kind], ['transformation_error', 0, 'set']);
+    assert.match(problem.detail, /traits\.source: only identify and group items have traits/);
+    const res = await p.segment([
+      { type: 'track', event: 'Order Completed', userId: 'u1', messageId: 'ts-1', properties: { amount: 3 } },
+      { type: 'page', name: 'Home', userId: 'u1', messageId: 'ts-2', properties: { path: '/' } },
+      { type: 'identify', userId: 'u1', messageId: 'ts-3', traits: { plan: 'pro' } },
+      { type: 'group', groupId: 'g1', userId: 'u1', messageId: 'ts-4', traits: { size: 5 } },
+    ]);
+    assert.equal(res.statusCode, 200, res.body);
+    assert.deepEqual(
+      res.json().rejected.map((r: { index: number; code: string }) => [r.index, r.code]),
+      [
+        [0, 'transformation_error'],
+        [1, 'transformation_error'],
+      ],
+    );
+    const events = await p.events();
+    assert.deepEqual(events.map((e) => e.canonical_name).sort(), ['group_identified', 'user_identified']);
+    const identify = events.find((e) => e.canonical_name === 'user_identified')!;
+    assert.deepEqual(identify.properties, { plan: 'pro', source: 'web' });
+    const group = events.find((e) => e.canonical_name === 'group_identified')!;
+    assert.deepEqual(group.properties, { size: 5, user_id: 'u1', source: 'web' });
+
+    // A step scoped to the items that have traits, or skipped on the others, leaves their properties alone.
+    await p.put([
+      { kind: 'set', path: 'traits.source', value: 'web', on_error: 'skip' },
+      { kind: 'rename_property', from: 'properties.plan', to: 'traits.plan', on_error: 'skip' },
+      { kind: 'set', path: 'traits.seen', value: true, where: { in: [{ var: 'type' }, ['identify', 'group']] } },
+    ]);
+    const kept = await v2(p.eventsKey, { properties: { amount: 12, plan: 'pro' } });
+    assert.equal(kept.statusCode, 201, kept.body);
+    assert.deepEqual(kept.json().data.properties, { amount: 12, plan: 'pro' }, 'stored as sent');
+    const skipped = (await p.rejections()).filter((r) => r.severity === 'warning');
+    assert.deepEqual(
+      skipped.map((r) => r.detail.match(/step (\d)/)[1]).sort(),
+      ['0', '1'],
+      'each skipped step recorded as a warning',
+    );
+
+    // The test endpoint answers what ingest would store: the same error, never traits on a track.
+    const tried = await p.admin('POST', '/transformation/test', {
+      route: 'segment',
+      steps,
+      items: [
+        { type: 'track', event: 'Order Completed', userId: 'u1', properties: { amount: 3, plan: 'pro' } },
+        { type: 'identify', userId: 'u1', traits: { plan: 'pro' } },
+      ],
+    });
+    assert.equal(tried.statusCode, 200, tried.body);
+    const [track, identified] = tried.json().data;
+    assert.equal(track.output, null);
+    assert.equal(track.error.step, 0);
+    assert.match(track.error.message, /only identify and group items have traits/);
+    assert.deepEqual(identified.output.traits, { plan: 'pro', source: 'web' });
+  });
+
+  it('a function that gives a track traits fails the same way', async () => {
+    const p = await newProduct('tf-traits-function');
+    await p.put([{ kind: 'function', code: 'function transform(e) { e.traits = { x: 1 }; return e; }' }]);
+    const res = await v2(p.eventsKey, { properties: { amount: 12 } });
+    assert.equal(res.statusCode, 422, res.body);
+    assert.deepEqual([problemOf(res).step, problemOf(res).kind], [0, 'function']);
+    assert.match(problemOf(res).detail, /only identify and group items have traits/);
+  });
+});
+
 describe('native identify', () => {
   it('the traits go through the steps: masked, dropped, or refused with 422', async () => {
     const p = await newProduct('tf-identify');

@@ -77,7 +77,9 @@ export function adoptReturned(before: TransformDocument, returned: unknown): Tra
     const traits = returned.traits ?? {};
     if (!isObject(traits)) throw new Error('traits must be an object');
     next.traits = traits;
-  }
+  } else if (returned.traits != null)
+    // Only identify and group items have traits (transformations.md §2), as for a declarative step's write.
+    throw new Error(`traits: only identify and group items have traits; this ${before.type} item has none`);
   if (storableReturns.has(returned)) return next;
   const errors: FieldError[] = [];
   rejectUnstorable(next.properties, 'properties', errors);

@@ -127,6 +127,16 @@ export function originalAfter(
   return { ...original, [field]: after };
 }
 
+/**
+ * What a document's item stores as its properties: its traits for an identify or group item, else its properties.
+ * By the item's type, never by which object is there, so that traits can never take the place of an event's
+ * properties (the engine refuses to give other items traits).
+ */
+export function storedProperties(document: TransformDocument): Record<string, unknown> {
+  if (document.type === 'identify' || document.type === 'group') return document.traits ?? {};
+  return document.properties;
+}
+
 /** The draft of a transformed document: the name split again when it changed; the row serialises its objects. */
 export function draftOf(draft: EventDraft, document: TransformDocument): EventDraft {
   let name: SplitName = draft.name;
@@ -135,7 +145,7 @@ export function draftOf(draft: EventDraft, document: TransformDocument): EventDr
     // The engine only writes names it split itself; an unsplittable one keeps the original name.
     if (split.ok) name = split.name;
   }
-  const properties = document.traits ?? document.properties;
+  const properties = storedProperties(document);
   const context = Object.keys(document.context).length === 0 && draft.context == null ? null : document.context;
   // The texts, if the draft had them, are of the objects before the steps: the row makes them again. Left out by
   // value rather than with `delete`, which would make the draft a slow dictionary for the rest of its way.

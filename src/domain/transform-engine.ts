@@ -203,11 +203,22 @@ function applyAllow(document: TransformDocument, paths: string[]): Applied {
   return changed ? 'changed' : 'unchanged';
 }
 
+/**
+ * Refuses a write under `traits.` on an item that has no traits (transformations.md §2: only identify and group
+ * items do). Creating them would make a document no item has, and its traits would then be stored in place of
+ * its properties; the step fails instead (`on_error` decides), before it changes anything.
+ */
+function refuseTraitsWithout(document: TransformDocument, path: string): void {
+  if (document.traits === undefined && path.startsWith('traits.'))
+    throw new Error(`${path}: only identify and group items have traits; this ${document.type} item has none`);
+}
+
 function enrich(document: TransformDocument, from: string, to: string, lookup: (input: string) => unknown): Applied {
   const input = getPath(root(document), from);
   if (typeof input !== 'string' || input === '') return 'unchanged';
   const value = lookup(input);
   if (value === undefined) return 'unchanged';
+  refuseTraitsWithout(document, to);
   setPath(root(document), to, value);
   return 'changed';
 }
@@ -231,7 +242,10 @@ function applyStep(document: TransformDocument, step: Step, context: RunContext,
       return 'changed';
     case 'set':
       if (isTopLevel(step.path)) setTopLevel(document, step.path, step.value);
-      else setPath(root(document), step.path, cloneJson(step.value));
+      else {
+        refuseTraitsWithout(document, step.path);
+        setPath(root(document), step.path, cloneJson(step.value));
+      }
       return 'changed';
     case 'remove': {
       let changed = false;
@@ -241,6 +255,7 @@ function applyStep(document: TransformDocument, step: Step, context: RunContext,
     case 'rename_property': {
       const value = getPath(root(document), step.from);
       if (value === undefined || step.from === step.to) return 'unchanged';
+      refuseTraitsWithout(document, step.to);
       movePath(root(document), step.from, step.to, value);
       return 'changed';
     }

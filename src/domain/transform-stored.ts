@@ -3,7 +3,7 @@
 // as at ingest, and a kept document into the event that destination receives here. Identity messages (user.identified, user.merged) carry a user whose traits the steps
 // see as an identify document; the rest of the message (ids, aliases, times) is not theirs to change.
 import { REDACTED } from './transform-engine.js';
-import type { DocumentParts } from './transform-document.js';
+import { storedProperties, type DocumentParts } from './transform-document.js';
 import type { TransformDocument } from './transform-types.js';
 
 /** What of a stored event a kept document changes: its name, subject, time, properties and context. */
@@ -21,7 +21,7 @@ export function eventPartsOf(document: TransformDocument, hadContext: boolean): 
     subjectType: document.subject_type,
     subjectId: document.subject_id,
     occurredAt: document.occurred_at,
-    properties: document.traits ?? document.properties,
+    properties: storedProperties(document),
     context: empty && !hadContext ? null : document.context,
   };
 }
