@@ -153,7 +153,8 @@ export async function createServices(config: Config, options: CreateServicesOpti
     suppressions: erasure,
     transformations,
   });
-  const identity = createIdentityService(storage, { suppressions: erasure, plans, catalog, rejections });
+  const identityStages = { suppressions: erasure, plans, catalog, rejections, transformations };
+  const identity = createIdentityService(storage, identityStages);
   const events = {
     reads: createEventReadService(storage),
     streams: createEventStreams(storage, { pollMs: config.eventStreamPollMs, maxStreams: config.eventStreamsMax }),

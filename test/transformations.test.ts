@@ -13,7 +13,8 @@ import { transformedProduct } from './support/transformations.js';
 
 let ctx: TestContext;
 before(async () => {
-  ctx = await createTestApp();
+  // An erasure answers once every instance has its suppressions (INLET_SUPPRESSION_REFRESH_MS): short here.
+  ctx = await createTestApp({ suppressionRefreshMs: 100 });
 });
 after(async () => ctx.close());
 
@@ -348,6 +349,50 @@ describe('native identify', () => {
     assert.equal(problemOf(failed).code, 'transformation_error');
     const user = (await p.admin('GET', '/users/n-1')).json().data;
     assert.equal(JSON.stringify(user).includes('example.com'), false);
+  });
+});
+
+describe('native identify: suppression first', () => {
+  it("an erased person's identify is refused whatever the steps do to the subject", async () => {
+    const p = await newProduct('tf-identify-erased');
+    const person = 'erased-person-4e1';
+    const erased = await p.admin('POST', '/erasures', { external_id: person });
+    assert.equal(erased.statusCode, 202, erased.body);
+    const identify = () =>
+      ctx.app.inject({
+        method: 'POST',
+        url: '/api/v2/identify',
+        headers: bearer(p.eventsKey),
+        payload: { external_id: person, traits: { plan: 'pro' } },
+      });
+    const secret = await ctx.services.storage.transformations.secret(p.id, () => 'unused');
+    const hashed = maskHash(secret, person);
+    for (const step of [
+      { kind: 'mask', paths: ['subject_id'], with: 'hash' },
+      { kind: 'set', path: 'subject_id', value: 'someone-else' },
+      { kind: 'drop' },
+    ]) {
+      await p.put([step]);
+      const res = await identify();
+      assert.equal(res.statusCode, 409, `${step.kind}: ${res.body}`);
+      assert.equal(problemOf(res).code, 'subject_suppressed');
+    }
+    for (const id of [hashed, 'someone-else'])
+      assert.equal((await p.admin('GET', `/users/${id}`)).statusCode, 404, `no user ${id}`);
+    // A Segment identify of the person, its subject masked by the steps, is refused the same way.
+    await p.put([{ kind: 'mask', paths: ['subject_id'], with: 'hash' }]);
+    const segment = await p.segment([{ type: 'identify', userId: person, messageId: 'er-1', traits: { a: 1 } }]);
+    assert.deepEqual(
+      segment.json().rejected.map((r: { code: string }) => r.code),
+      ['subject_suppressed'],
+    );
+    assert.equal((await p.events()).length, 0);
+    const recorded = await p.rejections();
+    assert.equal(recorded.length, 4);
+    for (const row of recorded) {
+      assert.equal(row.code, 'subject_suppressed');
+      assert.equal(row.item, null, 'recorded without the item');
+    }
   });
 });
 

@@ -35,8 +35,9 @@ export function createIdentityService(storage: Storage, dependencies: Omit<Ident
 
   return {
     /**
-     * Every identify and alias of the routes and of Segment items: browser-key rule, suppression, tracking plan,
-     * the change and the catalogue, in the pipeline's order. Throws the refusal as an AppError.
+     * Every identify and alias of the routes and of Segment items: browser-key rule, suppression, the product's
+     * transformation (a native identify's), tracking plan, the change and the catalogue, in the pipeline's order.
+     * Throws the refusal as an AppError; an identify a step dropped answers `{ dropped, step }`.
      */
     apply: pipeline.apply,
 

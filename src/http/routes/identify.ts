@@ -7,7 +7,6 @@ import { requireIngestKey } from '../browser-keys.js';
 import { dataEnvelope, keyedWriteErrors, problemResponse } from '../schemas/common.js';
 import { IdentifyRequest, UserCustomer } from '../schemas/identity.js';
 import { userResource } from '../../resources/identity.js';
-import { transformationRefusal } from '../../services/ingest/transformation.js';
 import { Type } from '@sinclair/typebox';
 
 /** Room for 32 KiB of traits plus 20 identifiers, with JSON escaping; anything larger is 413. */
@@ -53,36 +52,19 @@ export function identifyRoute(app: FastifyInstance, services: Services): void {
     },
     async (request, reply) => {
       const auth = authOf(request);
-      const receivedAt = new Date().toISOString();
-      let body = request.body;
-      // The product's transformation sees the traits first (transformations.md §1): what the user record gets,
-      // and what a refusal records, is the transformed form.
-      const transformed = await services.transformations.applyToIdentify(auth.productId, auth.keyId, {
-        externalId: body.external_id,
-        traits: body.traits ?? {},
-        receivedAt,
-        route: '/api/v2/identify',
-      });
-      if (transformed?.outcome === 'dropped') {
-        reply.code(200);
-        return { data: null, meta: { dropped: true as const, step: transformed.droppedBy! } };
-      }
-      if (transformed?.outcome === 'error') throw transformationRefusal(transformed.error!);
-      if (transformed !== undefined)
-        body = {
-          ...body,
-          external_id: transformed.document.subject_id,
-          ...(body.traits === undefined && Object.keys(transformed.document.traits ?? {}).length === 0
-            ? {}
-            : { traits: transformed.document.traits ?? {} }),
-        };
-      const { created, user } = await services.identity.apply(
+      const { body } = request;
+      // Suppression, the product's transformation, the plan and the change, in the order of transformations.md §1.
+      const result = await services.identity.apply(
         auth,
         { kind: 'identify', externalId: body.external_id, identifiers: body.identifiers, traits: body.traits },
-        { route: '/api/v2/identify', receivedAt, item: body },
+        { route: '/api/v2/identify', receivedAt: new Date().toISOString(), item: body },
       );
-      reply.code(created ? 201 : 200);
-      return { data: userResource(user) };
+      if ('dropped' in result) {
+        reply.code(200);
+        return { data: null, meta: { dropped: true as const, step: result.step } };
+      }
+      reply.code(result.created ? 201 : 200);
+      return { data: userResource(result.user) };
     },
   );
 }
