@@ -352,7 +352,7 @@ describe('native identify', () => {
   });
 });
 
-describe('native identify: suppression first', () => {
+describe('native identify: suppression first, refusals recorded', () => {
   it("an erased person's identify is refused whatever the steps do to the subject", async () => {
     const p = await newProduct('tf-identify-erased');
     const person = 'erased-person-4e1';
@@ -393,6 +393,49 @@ describe('native identify: suppression first', () => {
       assert.equal(row.code, 'subject_suppressed');
       assert.equal(row.item, null, 'recorded without the item');
     }
+  });
+
+  it('a failing step and a skipped one are recorded in the rejections list after masking', async () => {
+    const p = await newProduct('tf-identify-records');
+    const marker = 'IDMARKERK7Q';
+    await p.put([
+      { kind: 'mask', paths: ['traits.email'], with: 'redact' },
+      { kind: 'mask', paths: ['subject_id'], with: 'hash' },
+      { kind: 'set', path: 'traits.email.inner', value: 1, where: { '==': [{ var: 'traits.fail' }, true] } },
+      { kind: 'set', path: 'traits.plan.tier', value: 'x', on_error: 'skip' },
+    ]);
+    const identify = (externalId: string, traits: Record<string, unknown>) =>
+      ctx.app.inject({
+        method: 'POST',
+        url: '/api/v2/identify',
+        headers: bearer(p.eventsKey),
+        payload: { external_id: externalId, traits },
+      });
+    const failed = await identify(`${marker}-1`, { email: `${marker}@example.com`, fail: true });
+    assert.equal(failed.statusCode, 422, failed.body);
+    assert.deepEqual([problemOf(failed).step, problemOf(failed).kind], [2, 'set']);
+    const kept = await identify(`${marker}-2`, { email: `${marker}-2@example.com`, plan: 'pro' });
+    assert.equal(kept.statusCode, 201, kept.body);
+    const secret = await ctx.services.storage.transformations.secret(p.id, () => 'unused');
+    const recorded = await p.rejections();
+    const rejected = recorded.filter((r) => r.severity === 'rejected');
+    const warnings = recorded.filter((r) => r.severity === 'warning');
+    assert.equal(rejected.length, 1);
+    assert.equal(rejected[0]!.code, 'transformation_error');
+    assert.equal(rejected[0]!.route, '/api/v2/identify');
+    assert.match(rejected[0]!.detail, /step 2 \(set\)/);
+    assert.deepEqual(rejected[0]!.item, {
+      external_id: maskHash(secret, `${marker}-1`),
+      traits: { email: REDACTED, fail: true },
+    });
+    assert.equal(warnings.length, 1);
+    assert.equal(warnings[0]!.code, 'transformation_error');
+    assert.match(warnings[0]!.detail, /step 3 \(set\)/);
+    assert.deepEqual(warnings[0]!.item, {
+      external_id: maskHash(secret, `${marker}-2`),
+      traits: { email: REDACTED, plan: 'pro' },
+    });
+    await assertNoTrace(p, marker);
   });
 });
 

@@ -15,7 +15,7 @@ import type { CatalogService } from './catalog-service.js';
 import type { IdentityChanges } from './identity-changes.js';
 import { transformationRefusal } from './ingest/transformation.js';
 import type { AuthContext } from './key-service.js';
-import type { RejectionService } from './rejection-service.js';
+import type { RejectionEntry, RejectionService } from './rejection-service.js';
 import { planRefusal, type TrackingPlanService } from './tracking-plan-service.js';
 import type { TransformationService } from './transformations/service.js';
 
@@ -149,11 +149,14 @@ function requestAfter(item: unknown, op: Extract<IdentityOperation, { kind: 'ide
 /**
  * The product's transformation on an identify's traits and subject (transformations.md §1, §5): after suppression,
  * before the merge rule and the plan, so that the plan, the store and the catalogue all see the transformed traits.
- * A failing step refuses the identify with `transformation_error`; a later refusal records the request as the
- * steps left it (masks applied), never as received.
+ * Like every entry point's, a failing step refuses the identify with `transformation_error` and a skipped one is a
+ * warning, both recorded in the rejections list as the steps left the request (masks applied), never as received.
  * Marked inAccept: accept transforms a Segment item, whose identify then takes its traits from the stored event.
  */
-function transformation(transformations: NonNullable<IdentityPipelineDependencies['transformations']>): Stage['run'] {
+function transformation(
+  transformations: NonNullable<IdentityPipelineDependencies['transformations']>,
+  rejections: IdentityPipelineDependencies['rejections'],
+): Stage['run'] {
   return async (call) => {
     const { auth, op, entry } = call;
     if (op.kind !== 'identify') return;
@@ -173,7 +176,26 @@ function transformation(transformations: NonNullable<IdentityPipelineDependencie
     };
     call.op = transformed;
     call.item = requestAfter(entry.item, transformed);
-    if (result.outcome === 'error') throw transformationRefusal(result.error!);
+    const entries: RejectionEntry[] = result.warnings.map((warning) => ({
+      index: 0,
+      messageId: null,
+      code: 'transformation_error',
+      detail: transformationRefusal(warning).message,
+      severity: 'warning',
+      item: call.item,
+    }));
+    const refusal = result.outcome === 'error' ? transformationRefusal(result.error!) : undefined;
+    if (refusal !== undefined)
+      entries.push({
+        index: 0,
+        messageId: null,
+        code: refusal.code,
+        detail: refusal.message,
+        severity: 'rejected',
+        item: call.item,
+      });
+    if (entries.length > 0) rejections.record(auth, entry.route, entries, entry.receivedAt);
+    if (refusal !== undefined) throw refusal;
     if (result.outcome === 'dropped') call.droppedBy = result.droppedBy!;
   };
 }
@@ -250,7 +272,7 @@ export function createIdentityPipeline(dependencies: IdentityPipelineDependencie
     { name: 'suppression', inAccept: true, run: suppression(dependencies.suppressions) },
     ...(transformations === undefined
       ? []
-      : [{ name: 'transformation', inAccept: true, run: transformation(transformations) }]),
+      : [{ name: 'transformation', inAccept: true, run: transformation(transformations, dependencies.rejections) }]),
     { name: 'browser key: merges', run: browserKeyMerges(changes) },
     { name: 'tracking plan', inAccept: true, run: trackingPlan(dependencies.plans, dependencies.rejections) },
   ];
