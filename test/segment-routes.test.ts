@@ -350,6 +350,15 @@ describe('Segment mapping', () => {
     assert.equal(body.accepted, 1);
     assert.equal(body.warnings[0].code, 'identity_conflict');
   });
+
+  it('a group call carrying both ids links the visitor to the user, not to the group', async () => {
+    const res = await post('/v1/batch', {
+      batch: [{ type: 'group', groupId: 'gl-group', userId: 'gl-user', anonymousId: 'gl-anon', messageId: mid() }],
+    });
+    assert.equal(res.json().accepted, 1, res.body);
+    assert.deepEqual((await ctx.services.identity.getUser(productId, 'gl-user', 1)).user.aliases, ['gl-anon']);
+    await assert.rejects(ctx.services.identity.getUser(productId, 'gl-group', 1), /No user/);
+  });
 });
 
 describe('Segment extras', () => {

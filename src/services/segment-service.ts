@@ -153,6 +153,23 @@ async function admitIdentityItems(
   }
 }
 
+/**
+ * An operation as the product's transformation left its item: where it named the item's subject as received (an
+ * identify's external id, the target of an alias or of the link a call with both ids implies), it names the subject
+ * as the steps left it, so a step that changed `subject_id` (a masked userId) changes it there too. A group's
+ * subject is its groupId, which its link between the user's ids does not name.
+ */
+function withSubject(op: IdentityOperation, before: string, after: string): IdentityOperation {
+  if (before === after) return op;
+  if (op.kind === 'alias') return op.to === before ? { ...op, to: after } : op;
+  return op.externalId === before ? { ...op, externalId: after } : op;
+}
+
+/** The subject of a translated item as received (before the product's transformation). */
+function subjectAsReceived(candidate: Candidate | undefined): string | undefined {
+  return candidate?.ok === true ? candidate.draft.subjectId : undefined;
+}
+
 /** Performs one identity side effect of a stored item; returns the warning when it could not be done. */
 async function performIdentity(
   identity: Pick<IdentityService, 'apply'>,
@@ -181,14 +198,15 @@ async function performIdentity(
  * the product's transformation changed or masked is what the user record gets (transformations.md §8). A redacted
  * e-mail is no identifier; a hashed one is the hash.
  */
-function asStored(op: IdentityOperation, event: EventRecord): IdentityOperation {
+function asStored(op: IdentityOperation, received: string, event: EventRecord): IdentityOperation {
   // An alias links to the item's subject (its userId), as the steps left it: a masked userId links as its hash.
-  if (op.kind === 'alias') return op.to === event.subjectId ? op : { ...op, to: event.subjectId };
-  if (op.kind !== 'identify') return op;
+  const stored = withSubject(op, received, event.subjectId);
+  if (stored.kind !== 'identify') return stored;
   const traits = event.properties;
   const email = traits.email;
-  const implied = op.identifiesUser === true && typeof email === 'string' && email !== REDACTED ? { email } : undefined;
-  return { ...op, externalId: event.subjectId, traits, impliedIdentifiers: implied };
+  const implied =
+    stored.identifiesUser === true && typeof email === 'string' && email !== REDACTED ? { email } : undefined;
+  return { ...stored, traits, impliedIdentifiers: implied };
 }
 
 /**
@@ -253,8 +271,9 @@ export function createSegmentService(
         // SDKs expect success: an item the product's transformation dropped counts as accepted (transformations.md §5).
         answer.accepted++;
         if (outcome.status === 'dropped') continue;
+        const received = subjectAsReceived(candidates[index]) ?? outcome.event.subjectId;
         for (const op of identityOps[index] ?? []) {
-          const warning = await performIdentity(identity, links, auth, asStored(op, outcome.event), stored);
+          const warning = await performIdentity(identity, links, auth, asStored(op, received, outcome.event), stored);
           if (warning === undefined) continue;
           answer.warnings.push({ index, messageId: messageIds[index]!, code: warning.code, detail: warning.message });
           warned.set(index, outcome.event);
