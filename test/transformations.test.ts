@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { readFileSync, existsSync } from 'node:fs';
 import pg from 'pg';
 import { maskHash, REDACTED } from '../src/domain/transform-engine.js';
-import { bearer, createTestApp, dialect, postgresUrl, problemOf, type TestContext } from './helpers.js';
+import { adminHeaders, bearer, createTestApp, dialect, postgresUrl, problemOf, type TestContext } from './helpers.js';
 import { transformedProduct } from './support/transformations.js';
 
 let ctx: TestContext;
@@ -436,6 +436,73 @@ describe('native identify: suppression first, refusals recorded', () => {
       traits: { email: REDACTED, plan: 'pro' },
     });
     await assertNoTrace(p, marker);
+  });
+});
+
+describe('Segment identity refusals (clarifications §18) come after the steps', () => {
+  const origin = 'https://app.example.com';
+  async function browserKeyOf(productId: string): Promise<string> {
+    const created = await ctx.app.inject({
+      method: 'POST',
+      url: `/admin/v1/products/${productId}/keys`,
+      headers: adminHeaders(),
+      payload: { kind: 'browser', allowed_origins: [origin] },
+    });
+    assert.equal(created.statusCode, 201, created.body);
+    return created.json().data.key;
+  }
+  const identify = (key: string, item: Record<string, unknown>) =>
+    ctx.app.inject({
+      method: 'POST',
+      url: '/v1/identify',
+      headers: { authorization: `Basic ${Buffer.from(`${key}:`).toString('base64')}`, origin },
+      payload: item,
+    });
+
+  it('a merge a browser key may not make is recorded with the item masked', async () => {
+    const p = await newProduct('tf-segment-merge');
+    const key = await browserKeyOf(p.id);
+    const marker = 'MERGEMARKERV3';
+    await p.put([{ kind: 'mask', paths: ['traits.email'], with: 'redact' }]);
+    assert.equal((await identify(key, { userId: 'mm-a', anonymousId: 'mm-anon', messageId: 'mm-1' })).statusCode, 200);
+    assert.equal((await identify(key, { userId: 'mm-b', messageId: 'mm-2' })).statusCode, 200);
+    const refused = await identify(key, {
+      userId: 'mm-b',
+      anonymousId: 'mm-anon',
+      messageId: 'mm-3',
+      traits: { email: `${marker}@example.com`, plan: 'pro' },
+    });
+    assert.deepEqual(
+      refused.json().rejected.map((r: { code: string }) => r.code),
+      ['identified_merge_forbidden'],
+    );
+    const [recorded, ...others] = await p.rejections();
+    assert.equal(others.length, 0);
+    assert.equal(recorded!.code, 'identified_merge_forbidden');
+    assert.equal(recorded!.message_id, 'mm-3');
+    assert.deepEqual(recorded!.item.traits, { email: REDACTED, plan: 'pro' }, 'recorded as the steps left it');
+    await assertNoTrace(p, marker);
+  });
+
+  it('is asked of the ids as the steps left them, and never before suppression', async () => {
+    const p = await newProduct('tf-segment-merge-subject');
+    const key = await browserKeyOf(p.id);
+    await p.put([{ kind: 'mask', paths: ['subject_id'], with: 'hash' }]);
+    await identify(key, { userId: 'ms-a', anonymousId: 'ms-anon', messageId: 'ms-1' });
+    await identify(key, { userId: 'ms-b', messageId: 'ms-2' });
+    // The users are stored under the hashes of ms-a and ms-b: the merge asked is of those two.
+    const refused = await identify(key, { userId: 'ms-b', anonymousId: 'ms-anon', messageId: 'ms-3' });
+    assert.deepEqual(
+      [refused.json().accepted, refused.json().rejected.map((r: { code: string }) => r.code)],
+      [0, ['identified_merge_forbidden']],
+    );
+    const erased = await p.admin('POST', '/erasures', { external_id: 'ms-b' });
+    assert.equal(erased.statusCode, 202, erased.body);
+    const suppressed = await identify(key, { userId: 'ms-b', anonymousId: 'ms-anon', messageId: 'ms-4' });
+    assert.deepEqual(
+      suppressed.json().rejected.map((r: { code: string }) => r.code),
+      ['subject_suppressed'],
+    );
   });
 });
 

@@ -41,7 +41,7 @@ export function createIdentityService(storage: Storage, dependencies: Omit<Ident
      */
     apply: pipeline.apply,
 
-    /** The refusal a Segment identify or alias item gets before it is stored, if any. */
+    /** The refusal a Segment identify or alias item gets before it is stored, if any (asked by accept, after the steps). */
     admit: pipeline.admit,
 
     /** The change alone, without the stages before it: for callers that are the product's own server code (tests, tools). */

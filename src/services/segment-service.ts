@@ -1,7 +1,9 @@
 // Segment-compatible ingestion (segment-compat.md): translates SDK items into drafts (domain/segment),
 // hands them to the one accept pipeline, then hands the identity side effects of the items that were
 // stored to the identity pipeline: identify, alias, and the anonymous → user link any call carrying both
-// ids implies. The accept pipeline already ran suppression, the tracking plan and the catalogue on each item.
+// ids implies. The accept pipeline already ran suppression, the transformation, the tracking plan and the
+// catalogue on each item, and asked the identity pipeline's refusal of an identify or alias item (`admit`)
+// between the transformation and the plan.
 import { AppError } from '../domain/errors.js';
 import type { IdentityOperation } from '../domain/identity.js';
 import { REDACTED } from '../domain/transform-engine.js';
@@ -14,7 +16,7 @@ import {
 } from '../domain/segment.js';
 import type { IdentityEntry } from './identity-pipeline.js';
 import type { IdentityService } from './identity-service.js';
-import type { Candidate, IngestService } from './ingest/service.js';
+import type { AcceptOptions, Candidate, IngestService } from './ingest/service.js';
 import type { AuthContext } from './key-service.js';
 import type { EventRecord } from '../storage/types.js';
 import type { RejectionService } from './rejection-service.js';
@@ -130,30 +132,6 @@ function translateItems(auth: AuthContext, request: SegmentRequest): TranslatedI
 }
 
 /**
- * An identify or alias item whose identity change the pipeline refuses before anything is stored (a browser
- * key merging two identified users, clarifications §18) is rejected with that refusal, not stored.
- */
-async function admitIdentityItems(
-  identity: Pick<IdentityService, 'admit'>,
-  auth: AuthContext,
-  translated: TranslatedItems,
-  entry: IdentityEntry,
-): Promise<void> {
-  const { candidates, calls, identityOps } = translated;
-  for (let index = 0; index < candidates.length; index++) {
-    const call = calls[index];
-    if (!candidates[index]!.ok || (call !== 'identify' && call !== 'alias')) continue;
-    for (const op of identityOps[index] ?? []) {
-      const refusal = await identity.admit(auth, op, entry);
-      if (refusal !== undefined) {
-        candidates[index] = { ok: false, error: refusal, format: 'segment' };
-        break;
-      }
-    }
-  }
-}
-
-/**
  * An operation as the product's transformation left its item: where it named the item's subject as received (an
  * identify's external id, the target of an alias or of the link a call with both ids implies), it names the subject
  * as the steps left it, so a step that changed `subject_id` (a masked userId) changes it there too. A group's
@@ -168,6 +146,32 @@ function withSubject(op: IdentityOperation, before: string, after: string): Iden
 /** The subject of a translated item as received (before the product's transformation). */
 function subjectAsReceived(candidate: Candidate | undefined): string | undefined {
   return candidate?.ok === true ? candidate.draft.subjectId : undefined;
+}
+
+/**
+ * The refusal an identify or alias item gets before anything is stored, if any (a browser key merging two
+ * identified users, clarifications §18): asked by accept once suppression and the transformation ran, of the
+ * operations as the steps left the item, so that the refusal is recorded with the item masked. Undefined when the
+ * request has no such item.
+ */
+function identityAdmission(
+  identity: Pick<IdentityService, 'admit'>,
+  auth: AuthContext,
+  translated: TranslatedItems,
+  entry: IdentityEntry,
+): AcceptOptions['admit'] {
+  const { candidates, calls, identityOps } = translated;
+  const identityCall = (call: SegmentCall | undefined) => call === 'identify' || call === 'alias';
+  if (!calls.some(identityCall)) return undefined;
+  return async (index, draft) => {
+    const received = subjectAsReceived(candidates[index]);
+    if (!identityCall(calls[index]) || received === undefined) return undefined;
+    for (const op of identityOps[index] ?? []) {
+      const refusal = await identity.admit(auth, withSubject(op, received, draft.subjectId), entry);
+      if (refusal !== undefined) return refusal;
+    }
+    return undefined;
+  };
 }
 
 /** Performs one identity side effect of a stored item; returns the warning when it could not be done. */
@@ -236,7 +240,7 @@ export function createSegmentService(
       const { items, receivedAt, route } = request;
       const translated = translateItems(auth, request);
       const { candidates, messageIds, identityOps } = translated;
-      await admitIdentityItems(identity, auth, translated, { route, receivedAt, segmentItem: 'before' });
+      const admit = identityAdmission(identity, auth, translated, { route, receivedAt, segmentItem: 'before' });
 
       const { outcomes } = await ingest.accept(auth, candidates, {
         endpoint: 'segment',
@@ -247,6 +251,7 @@ export function createSegmentService(
           item: (index) => items[index],
           messageId: (index) => messageIds[index] ?? null,
         },
+        ...(admit === undefined ? {} : { admit }),
       });
 
       const answer: SegmentAnswer = { success: true, accepted: 0, duplicates: 0, rejected: [], warnings: [] };

@@ -1,7 +1,7 @@
 // The one accept pipeline every entry point calls (v1, v2, batch, Segment). Its stages, one file each:
 //
-//   admission → suppression → legacy policy → transformation → tracking plan → write → catalogue
-//   → outcomes (metrics, rejections)
+//   admission → suppression → legacy policy → transformation → entry point's rules → tracking plan → write
+//   → catalogue → outcomes (metrics, rejections)
 //
 // `src/services/README.md` says how a stage is added. Also counts legacy-format use.
 import type { LegacyFlatMode } from '../../domain/legacy-policy.js';
@@ -12,6 +12,7 @@ import type { Metrics } from '../metrics.js';
 import type { RejectionService } from '../rejection-service.js';
 import type { TrackingPlanService } from '../tracking-plan-service.js';
 import { catalogueStage } from './catalogue.js';
+import { entryRulesStage } from './entry-rules.js';
 import { legacyStage, LegacyUsageCounter } from './legacy.js';
 import { runPipeline } from './pipeline.js';
 import { suppressionStage, type SuppressionCheck } from './suppression.js';
@@ -43,6 +44,8 @@ export function createIngestService(
     legacyStage(legacyUsage, options.legacyFlat),
     // After suppression (on the ids as received), before the tracking plan (transformations.md §1).
     ...(transformations === undefined ? [] : [transformationStage(transformations)]),
+    // The Segment routes' browser-key rule, on the items as the steps left them (AcceptOptions.admit).
+    entryRulesStage(),
     ...(governance === undefined ? [] : [trackingPlanStage(governance.plans)]),
     writeStage(writer),
     ...(governance === undefined ? [] : [catalogueStage(governance.catalog)]),

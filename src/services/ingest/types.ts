@@ -33,6 +33,11 @@ export interface AcceptOptions {
    * `planOnly` (single-event routes): record only the items the tracking plan refused (governance.md §2).
    */
   record?: { route: string; item(index: number): unknown; messageId(index: number): string | null; planOnly?: boolean };
+  /**
+   * The entry point's own refusal of an item (`entry-rules.ts`), asked after the product's transformation with the
+   * item's draft as the steps left it, and before the tracking plan: the Segment routes' browser-key merge rule.
+   */
+  admit?(index: number, draft: EventDraft): AppError | undefined | Promise<AppError | undefined>;
 }
 
 export interface AcceptResult {
