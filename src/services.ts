@@ -145,6 +145,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
   const transformations = createTransformationService(storage, metrics, runtime, {
     refreshMs: config.trackingPlanRefreshMs,
     geoip: config.geoipDatabase !== undefined,
+    maxEventBytes: config.maxEventBytes,
   });
   const ingest = createIngestService(storage, metrics, {
     legacyFlat: config.legacyFlat,

@@ -506,6 +506,77 @@ describe('Segment identity refusals (clarifications §18) come after the steps',
   });
 });
 
+describe('a transformed item is checked again like input (transformations.md §1)', () => {
+  it('an item the steps grow past the event size limit fails at the last step that changed it', async () => {
+    const p = await newProduct('tf-size');
+    const grow = { '==': [{ var: 'properties.grow' }, true] };
+    const growTraits = { '==': [{ var: 'traits.grow' }, true] };
+    const chunk = 'x'.repeat(7000);
+    await p.put([
+      { kind: 'mask', paths: ['properties.email'], with: 'redact' },
+      ...[0, 1, 2, 3, 4].map((n) => ({ kind: 'set', path: `properties.b${n}`, value: chunk, where: grow })),
+      ...[0, 1, 2, 3, 4].map((n) => ({ kind: 'set', path: `traits.b${n}`, value: chunk, where: growTraits })),
+      { kind: 'remove', paths: ['properties.absent'] },
+    ]);
+    const single = await v2(p.eventsKey, { properties: { email: 'size@example.com', grow: true } });
+    assert.equal(single.statusCode, 422, 'refused, not stored');
+    const problem = problemOf(single);
+    assert.deepEqual([problem.code, problem.step, problem.kind], ['transformation_error', 5, 'set']);
+    assert.match(problem.detail, /left \d+ bytes of JSON in the event's properties and context; .* at most 32768/);
+    assert.equal((await v2(p.eventsKey, { properties: { email: 'small@example.com' } })).statusCode, 201);
+    const batch = await p.batch([
+      { event: 'a.b', subject_type: 'user', subject_id: 'u1', properties: { grow: true } },
+      { event: 'a.b', subject_type: 'user', subject_id: 'u1', properties: { grow: false } },
+    ]);
+    assert.equal(batch.statusCode, 207, batch.body);
+    assert.equal(batch.json().data[0].error.code, 'transformation_error');
+    assert.equal(batch.json().data[0].error.step, 5);
+    assert.equal(batch.json().data[1].status, 'created', 'the rest of a batch is stored');
+    const segment = await p.segment([
+      { type: 'track', event: 'Grown', userId: 'u1', messageId: 'sz-1', properties: { grow: true } },
+      { type: 'identify', userId: 'u1', messageId: 'sz-2', traits: { grow: true } },
+      { type: 'track', event: 'Kept', userId: 'u1', messageId: 'sz-3' },
+    ]);
+    assert.deepEqual(
+      segment.json().rejected.map((r: { index: number; code: string }) => [r.index, r.code]),
+      [
+        [0, 'transformation_error'],
+        [1, 'transformation_error'],
+      ],
+    );
+    assert.equal(segment.json().accepted, 1);
+    const identify = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v2/identify',
+      headers: bearer(p.eventsKey),
+      payload: { external_id: 'sz-user', traits: { grow: true } },
+    });
+    assert.equal(identify.statusCode, 422, identify.body);
+    assert.deepEqual([problemOf(identify).step, problemOf(identify).kind], [10, 'set']);
+    assert.match(problemOf(identify).detail, /bytes of JSON in the traits; an identify may hold at most 32768/);
+    assert.equal((await p.admin('GET', '/users/sz-user')).statusCode, 404, 'nothing stored');
+    const stored = await p.events();
+    assert.equal(stored.length, 3);
+    assert.ok(stored.every((e) => JSON.stringify(e).length < 32768));
+    const recorded = (await p.rejections()).filter((r) => r.severity === 'rejected');
+    assert.equal(recorded.length, 5);
+    assert.ok(recorded.every((r) => r.code === 'transformation_error' && /step (5|10) \(set\)/.test(r.detail)));
+    assert.equal(JSON.stringify(recorded).includes('size@example.com'), false, 'recorded after masking');
+    // The test endpoint answers what ingest would do.
+    const tried = await p.admin('POST', '/transformation/test', {
+      items: [
+        { event: 'a.b', subject_type: 'user', subject_id: 'u1', properties: { grow: true } },
+        { event: 'a.b', subject_type: 'user', subject_id: 'u1' },
+      ],
+    });
+    const [grown, small] = tried.json().data;
+    assert.equal(grown.output, null);
+    assert.equal(grown.error.step, 5);
+    assert.match(grown.error.message, /an event may hold at most 32768/);
+    assert.ok(small.output);
+  });
+});
+
 describe('the test endpoint', () => {
   it('runs given steps on items as a route would translate them, with traces, storing nothing', async () => {
     const p = await newProduct('tf-test');

@@ -4,7 +4,8 @@ import { splitV2Name, type SplitName } from './event-names.js';
 import type { EventDraft } from './events.js';
 import { segmentId } from './segment.js';
 import { jsonWithShared } from './shared-json.js';
-import type { TransformDocument } from './transform-types.js';
+import { failLastChange, type TransformResult } from './transform-engine.js';
+import type { Step, TransformDocument } from './transform-types.js';
 
 const SEGMENT_TYPES: ReadonlySet<string> = new Set(['track', 'page', 'screen', 'identify', 'group', 'alias']);
 
@@ -166,6 +167,34 @@ export function draftOf(draft: EventDraft, document: TransformDocument): EventDr
     received: draft.received,
   };
   return next;
+}
+
+/**
+ * A transformed item is checked again like input, its size included (transformations.md §1): a `set` or a function
+ * can grow it past the limit its entry point holds items to. The properties (or traits) and context of an item a
+ * step changed are serialised here, into its draft (the row keeps the texts), and together may hold at most `limit`
+ * bytes of JSON; a result over it fails at the last step that changed it. An item no step changed came within it.
+ */
+export function checkStoredSize(
+  result: TransformResult,
+  draft: EventDraft,
+  limit: number,
+  steps: readonly Step[],
+): void {
+  if (!result.outcomes.includes('changed')) return;
+  const propertiesJson = JSON.stringify(draft.properties);
+  draft.propertiesJson = propertiesJson;
+  let contextJson = '';
+  if (draft.context != null) contextJson = draft.contextJson ??= JSON.stringify(draft.context);
+  // A UTF-16 unit is at most 3 bytes of UTF-8: nearly every event is settled without counting its bytes.
+  if ((propertiesJson.length + contextJson.length) * 3 <= limit) return;
+  const bytes = Buffer.byteLength(propertiesJson) + Buffer.byteLength(contextJson);
+  if (bytes > limit)
+    failLastChange(
+      result,
+      steps,
+      `it left ${bytes} bytes of JSON in the event's properties and context; an event may hold at most ${limit}`,
+    );
 }
 
 /** Each field of T, the optional ones too (then possibly undefined): a field added to the draft must be copied here. */

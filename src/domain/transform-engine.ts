@@ -93,6 +93,25 @@ export interface TransformResult {
 
 type Applied = 'changed' | 'unchanged' | 'dropped';
 
+/**
+ * Fails a kept result that is no longer a valid event (too large to store, say) at the last step that changed it,
+ * which left it so (transformations.md §1), so that it is answered, recorded and counted as that step's failure.
+ * Undefined, and the result kept, when no step changed it: it is then the item as received, checked already.
+ */
+export function failLastChange(
+  result: TransformResult,
+  steps: readonly Step[],
+  message: string,
+): StepFailure | undefined {
+  const step = result.outcomes.lastIndexOf('changed');
+  if (result.outcome !== 'kept' || step < 0) return undefined;
+  const failure: StepFailure = { step, kind: steps[step]!.kind, message };
+  result.outcome = 'error';
+  result.error = failure;
+  result.outcomes[step] = 'error';
+  return failure;
+}
+
 /** A deterministic share in [0, 1) of an id: the same id always gets the same answer. */
 export function sampleShare(id: string): number {
   return createHash('sha256').update(id).digest().readUIntBE(0, 6) / 2 ** 48;

@@ -244,6 +244,7 @@ export function createSegmentService(
 
       const { outcomes } = await ingest.accept(auth, candidates, {
         endpoint: 'segment',
+        maxEventBytes: SEGMENT_LIMITS.itemBytes,
         receivedAt,
         source: SEGMENT_SOURCE,
         record: {

@@ -56,6 +56,7 @@ export function eventsBatchRoute(app: FastifyInstance, services: Services): void
       const candidates = events.map((element, index) => batchCandidate(element, index, receivedAt, maxEventBytes));
       const { outcomes, legacySeen } = await services.ingest.accept(auth, candidates, {
         endpoint: 'batch',
+        maxEventBytes,
         receivedAt,
         record: {
           route: '/api/v2/events/batch',

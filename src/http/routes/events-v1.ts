@@ -30,6 +30,7 @@ export function eventsV1Route(app: FastifyInstance, services: Services): void {
       const candidate = singleCandidate(request.validationError, () => draftV1(request.body, receivedAt), 'v1');
       const { outcomes } = await services.ingest.accept(authOf(request), [candidate], {
         endpoint: 'v1',
+        maxEventBytes: services.config.maxEventBytes,
         receivedAt,
         record: singleRecord('/api/v1/events', request.body),
       });

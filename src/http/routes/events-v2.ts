@@ -38,6 +38,7 @@ export function eventsV2Route(app: FastifyInstance, services: Services): void {
       const candidate = singleCandidate(request.validationError, () => draftV2(request.body, receivedAt), 'unknown');
       const { outcomes, legacySeen } = await services.ingest.accept(authOf(request), [candidate], {
         endpoint: 'v2',
+        maxEventBytes: services.config.maxEventBytes,
         receivedAt,
         record: singleRecord('/api/v2/events', request.body),
       });

@@ -5,13 +5,14 @@
 // refusal records its document as the steps left it (masks applied), never the item as received.
 import { AppError } from '../../domain/errors.js';
 import { uuidv7 } from '../../domain/ids.js';
+import type { EventDraft } from '../../domain/events.js';
 import {
   applyStepsToBatch,
   applyStepsToEach,
   type RunContext,
   type TransformResult,
 } from '../../domain/transform-engine.js';
-import { documentOf, draftOf } from '../../domain/transform-document.js';
+import { checkStoredSize, documentOf, draftOf } from '../../domain/transform-document.js';
 import type { StepKind } from '../../domain/transform-types.js';
 import type { PreparedTransformation, TransformationService } from '../transformations/service.js';
 import type { TransformRuntime } from '../transformations/runtime.js';
@@ -64,14 +65,21 @@ function runItems(
 function takeResults(
   run: AcceptRun,
   transformations: TransformationService,
+  prepared: PreparedTransformation,
   results: TransformResult[],
   cpu: Map<StepKind, number>,
 ): void {
   const recordAs = (run.recordAs ??= new Map());
+  const limit = run.options.maxEventBytes;
   const kept: AcceptItem[] = [];
   results.forEach((result, i) => {
     const item = run.items[i]!;
     recordAs.set(item.index, result.document);
+    let draft: EventDraft | undefined;
+    if (result.outcome === 'kept') {
+      draft = draftOf(item.draft, result.document);
+      if (limit !== undefined) checkStoredSize(result, draft, limit, prepared.steps);
+    }
     for (const warning of result.warnings)
       (run.warnings ??= []).push({
         index: item.index,
@@ -82,7 +90,7 @@ function takeResults(
     else if (result.outcome === 'error')
       run.outcomes[item.index] = { status: 'rejected', error: transformationRefusal(result.error!) };
     else {
-      item.draft = draftOf(item.draft, result.document);
+      item.draft = draft!;
       kept.push(item);
     }
   });
@@ -100,8 +108,9 @@ function transform(
   if (prepared === undefined || prepared.steps.length === 0) return;
   const cpu = new Map<StepKind, number>();
   const pending = runItems(run, prepared, transformations.runtime, cpu);
-  if (pending instanceof Promise) return pending.then((results) => takeResults(run, transformations, results, cpu));
-  takeResults(run, transformations, pending, cpu);
+  if (pending instanceof Promise)
+    return pending.then((results) => takeResults(run, transformations, prepared, results, cpu));
+  takeResults(run, transformations, prepared, pending, cpu);
 }
 
 export function transformationStage(transformations: TransformationService): Stage {

@@ -34,6 +34,11 @@ export interface AcceptOptions {
    */
   record?: { route: string; item(index: number): unknown; messageId(index: number): string | null; planOnly?: boolean };
   /**
+   * The largest event the entry point takes (INLET_MAX_EVENT_BYTES, a Segment item's 32 KiB): what an item a step
+   * changed is held to again, its properties and context together (transformations.md §1). Absent: not checked.
+   */
+  maxEventBytes?: number;
+  /**
    * The entry point's own refusal of an item (`entry-rules.ts`), asked after the product's transformation with the
    * item's draft as the steps left it, and before the tracking plan: the Segment routes' browser-key merge rule.
    */

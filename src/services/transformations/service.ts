@@ -13,8 +13,15 @@ import { createTransformMetrics, type TransformMetrics } from './metrics.js';
 import { unavailableKind, type TransformRuntime } from './runtime.js';
 import type { EventDraft } from '../../domain/events.js';
 import { uuidv7 } from '../../domain/ids.js';
-import { documentOf } from '../../domain/transform-document.js';
-import { applyStepsToBatch, type HashCache, type TransformResult } from '../../domain/transform-engine.js';
+import { checkStoredSize, documentOf, draftOf } from '../../domain/transform-document.js';
+import { SEGMENT_LIMITS, SEGMENT_SOURCE } from '../../domain/segment.js';
+import {
+  applyStepsToBatch,
+  failLastChange,
+  type HashCache,
+  type TransformResult,
+} from '../../domain/transform-engine.js';
+import { TRAITS_MAX_BYTES } from '../../domain/identity.js';
 import type { FunctionMeta, RunnableFunction, StepKind, TransformDocument } from '../../domain/transform-types.js';
 
 /** An item to try, translated as its route would: its draft and the source it would be stored under. */
@@ -36,6 +43,8 @@ export interface TransformationOptions {
   refreshMs: number;
   /** Whether INLET_GEOIP_DATABASE is set (a geoip step is refused without it). */
   geoip: boolean;
+  /** INLET_MAX_EVENT_BYTES: what a test run holds a native item's result to, as ingest does (a Segment item: 32 KiB). */
+  maxEventBytes?: number;
   now?: () => number;
 }
 
@@ -147,6 +156,14 @@ async function applyToIdentify(
       cpu,
     },
   ]);
+  // Checked again like input (transformations.md §1): a step may grow the traits past what an identify may hold.
+  const bytes = result!.outcome === 'kept' ? Buffer.byteLength(JSON.stringify(result!.document.traits ?? {})) : 0;
+  if (bytes > TRAITS_MAX_BYTES)
+    failLastChange(
+      result!,
+      prepared.steps,
+      `it left ${bytes} bytes of JSON in the traits; an identify may hold at most ${TRAITS_MAX_BYTES}`,
+    );
   transformMetrics.count(input.productId, [result!], cpu);
   return result!;
 }
@@ -157,6 +174,7 @@ async function testItems(
   runtime: TransformRuntime,
   items: TestItem[],
   meta: FunctionMeta,
+  maxEventBytes: number | undefined,
 ): Promise<TestResult[]> {
   const inputs = items.map((item) => documentOf(item.draft, item.source));
   if (prepared === undefined) return inputs.map((input) => ({ input, output: input, trace: [] }));
@@ -173,6 +191,13 @@ async function testItems(
       trace: true,
     })),
   );
+  // The result is checked again like input, its size included, as ingest checks it (transformations.md §1).
+  results.forEach((result, i) => {
+    const item = items[i]!;
+    const limit = item.source === SEGMENT_SOURCE ? SEGMENT_LIMITS.itemBytes : maxEventBytes;
+    if (result.outcome === 'kept' && limit !== undefined)
+      checkStoredSize(result, draftOf(item.draft, result.document), limit, prepared.steps);
+  });
   return results.map((result, i) => testResult(inputs[i]!, result));
 }
 
@@ -283,7 +308,7 @@ export function createTransformationService(
         own = true;
       }
       try {
-        return await testItems(prepared, runtime, items, meta);
+        return await testItems(prepared, runtime, items, meta, options.maxEventBytes);
       } finally {
         if (own && prepared !== undefined) disposeAll(prepared.functions);
       }
