@@ -2,7 +2,8 @@
 // by this instance. The accept pipeline asks on every request: a warm entry younger than `refreshMs` answers at
 // once, without a promise; an older one answers as it is while one query in the background asks whether a newer
 // version was stored (by another instance), so a new version applies everywhere within `refreshMs` plus one query.
-// Only the first ask for a product waits for storage. A version stored by this instance applies here at once (`set`).
+// Only the first ask for a product waits for storage. A version stored by this instance applies here at once (`set`),
+// and a refresh that began before it cannot put an older one back.
 
 /** What `load` answers when the stored version cannot be used here: the entry keeps the version it holds. */
 export const KEEP: unique symbol = Symbol('keep the version held');
@@ -12,7 +13,7 @@ export interface VersionSource<T> {
   currentVersion(productId: string): Promise<number>;
   /** The stored version made ready; undefined when none is stored; KEEP when it cannot be used here. */
   load(productId: string): Promise<T | undefined | typeof KEEP>;
-  /** A version this cache no longer holds (its resources may be freed). */
+  /** A version this cache no longer holds, or loaded and let go unused (its resources may be freed). */
   replaced?(old: T): void;
 }
 
@@ -21,6 +22,8 @@ interface Entry<T> {
   /** When storage last answered; undefined until it first did. */
   checkedAt: number | undefined;
   refreshing?: Promise<void>;
+  /** Bumped by each `set`: a refresh that began under another generation may have read an older version. */
+  generation: number;
 }
 
 export class VersionCache<T extends { version: number }> {
@@ -36,7 +39,7 @@ export class VersionCache<T extends { version: number }> {
   get(productId: string): T | undefined | Promise<T | undefined> {
     let entry = this.entries.get(productId);
     if (entry === undefined) {
-      entry = { value: undefined, checkedAt: undefined };
+      entry = { value: undefined, checkedAt: undefined, generation: 0 };
       this.entries.set(productId, entry);
     }
     if (entry.checkedAt === undefined) {
@@ -47,12 +50,18 @@ export class VersionCache<T extends { version: number }> {
     return entry.value;
   }
 
-  /** A version stored by this instance: applied here at once. A refresh already running may still set the older
-   *  one; the next refresh corrects it. */
+  /**
+   * A version stored by this instance: applied here at once, for every ask after this call. A refresh already
+   * running may have read the version before it; what that refresh loaded is let go rather than put back.
+   */
   set(productId: string, value: T): void {
     const entry = this.entries.get(productId);
-    if (entry === undefined) this.entries.set(productId, { value, checkedAt: this.clock() });
-    else {
+    if (entry === undefined) this.entries.set(productId, { value, checkedAt: this.clock(), generation: 0 });
+    else if ((entry.value?.version ?? 0) > value.version) {
+      // Two PUTs here whose answers crossed: the newer version stays.
+      this.source.replaced?.(value);
+    } else {
+      entry.generation++;
       this.replace(entry, value);
       entry.checkedAt = this.clock();
     }
@@ -72,9 +81,17 @@ export class VersionCache<T extends { version: number }> {
   }
 
   private async load(productId: string, entry: Entry<T>): Promise<void> {
+    const generation = entry.generation;
     const version = await this.source.currentVersion(productId);
+    if (entry.generation !== generation) return;
     if (version !== (entry.value?.version ?? 0)) {
       const loaded = await this.source.load(productId);
+      if (entry.generation !== generation) {
+        // A `set` came while this was read: its version stays (one stored since by another instance comes with the
+        // next refresh).
+        if (loaded !== KEEP && loaded !== undefined) this.source.replaced?.(loaded);
+        return;
+      }
       if (loaded !== KEEP) this.replace(entry, loaded);
     }
     entry.checkedAt = this.clock();

@@ -1,7 +1,8 @@
 // services/version-cache.ts, the per-product versions of tracking plans and transformations: only the first ask
 // waits for storage, a warm version answers at once (no promise), a stale one is served while one refresh asks for
-// a newer one, a version stored here applies at once, KEEP keeps what is held, and a replaced version is handed to
-// `replaced` (a transformation frees its compiled functions there).
+// a newer one, a version stored here applies at once (and a refresh that began before cannot put an older one back),
+// KEEP keeps what is held, and a replaced version is handed to `replaced` (a transformation frees its compiled
+// functions there).
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { KEEP, VersionCache, type VersionSource } from '../../src/services/version-cache.js';
@@ -79,5 +80,52 @@ describe('VersionCache', () => {
     await new Promise((resolve) => setImmediate(resolve));
     assert.equal(state.loads, 2);
     assert.equal((cache.get('p') as Doc).name, 'two', 'KEEP keeps the version held');
+  });
+
+  it('a refresh that read storage before a version was stored here does not put the older one back', async () => {
+    const { state, src } = source();
+    state.stored = { version: 1, name: 'one' };
+    let now = 0;
+    // Loads read the stored version at once, then answer when the test opens the gate.
+    let gate = Promise.resolve();
+    const slow: VersionSource<Doc> = {
+      ...src,
+      load: async (productId) => {
+        const answer = await src.load(productId);
+        await gate;
+        return answer;
+      },
+    };
+    const cache = new VersionCache(slow, 1000, () => now);
+    await cache.get('p');
+    // Another instance stores version 2; this one's refresh reads it and is held before it installs it.
+    let open!: () => void;
+    gate = new Promise<void>((resolve) => (open = resolve));
+    state.stored = { version: 2, name: 'two' };
+    now = 1500;
+    assert.equal((cache.get('p') as Doc).name, 'one', 'stale: served while the refresh runs');
+    while (state.loads < 2) await new Promise((resolve) => setImmediate(resolve));
+    // A PUT here stores version 3 and answers: every ask from now on must get it.
+    state.stored = { version: 3, name: 'three' };
+    cache.set('p', { version: 3, name: 'three' });
+    assert.equal((cache.get('p') as Doc).name, 'three');
+    open();
+    // The refresh ends by letting go of one version: the one it loaded, or (were it to install it) version 3.
+    while (state.replaced.length < 2) await new Promise((resolve) => setImmediate(resolve));
+    assert.equal((cache.get('p') as Doc).name, 'three', 'the refresh that read version 2 did not put it back');
+    assert.deepEqual(
+      state.replaced.map((doc) => doc.name),
+      ['one', 'two'],
+      'the version replaced, then the one the late refresh loaded, are let go',
+    );
+  });
+
+  it('keeps the newer of two versions stored here whose answers crossed', () => {
+    const { state, src } = source();
+    const cache = new VersionCache(src, 1000, () => 0);
+    cache.set('p', { version: 5, name: 'five' });
+    cache.set('p', { version: 4, name: 'four' });
+    assert.equal((cache.get('p') as Doc).name, 'five');
+    assert.deepEqual(state.replaced, [{ version: 4, name: 'four' }]);
   });
 });
