@@ -13,6 +13,7 @@ async function start(config: Config): Promise<void> {
   const log = pino(loggerOptions(config.logLevel), logDestination());
   const services = await createServices(config, {
     onMigration: narrateMigrations((level, message) => log[level](message)),
+    log,
   });
   const app = await buildApp(services, { loggerInstance: log });
   for (const deprecation of config.deprecations) app.log.warn(deprecation);

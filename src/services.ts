@@ -11,7 +11,11 @@ import { createSegmentService, type SegmentService } from './services/segment-se
 import { createRejectionService, type RejectionService } from './services/rejection-service.js';
 import { createCatalogService, type CatalogService } from './services/catalog-service.js';
 import { createTrackingPlanService, type TrackingPlanService } from './services/tracking-plan-service.js';
-import { createTransformationService, type TransformationService } from './services/transformations/service.js';
+import {
+  createTransformationService,
+  type TransformationLog,
+  type TransformationService,
+} from './services/transformations/service.js';
 import type { TransformRuntime } from './services/transformations/runtime.js';
 import { createTransformRuntime, destinationServiceOptions } from './transform-runtime.js';
 import { createMetrics, type Metrics } from './services/metrics.js';
@@ -80,6 +84,8 @@ export interface CreateServicesOptions {
   command?: boolean;
   /** Told of each pending migration as the storage applies it (the server logs them; `inlet` prints them). */
   onMigration?: OpenStorageOptions['onMigration'];
+  /** The server's log, for what the services find outside any request (a transformation this instance cannot fully run). */
+  log?: TransformationLog;
 }
 
 export async function createServices(config: Config, options: CreateServicesOptions = {}): Promise<Services> {
@@ -146,6 +152,7 @@ export async function createServices(config: Config, options: CreateServicesOpti
     refreshMs: config.trackingPlanRefreshMs,
     geoip: config.geoipDatabase !== undefined,
     maxEventBytes: config.maxEventBytes,
+    ...(options.log === undefined ? {} : { log: options.log }),
   });
   const ingest = createIngestService(storage, metrics, {
     legacyFlat: config.legacyFlat,

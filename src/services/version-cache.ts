@@ -13,6 +13,8 @@ export interface VersionSource<T> {
   currentVersion(productId: string): Promise<number>;
   /** The stored version made ready; undefined when none is stored; KEEP when it cannot be used here. */
   load(productId: string): Promise<T | undefined | typeof KEEP>;
+  /** Whether a version held is to be made ready again at each refresh, though storage has no newer one. */
+  retry?(held: T): boolean;
   /** A version this cache no longer holds, or loaded and let go unused (its resources may be freed). */
   replaced?(old: T): void;
 }
@@ -67,6 +69,13 @@ export class VersionCache<T extends { version: number }> {
     }
   }
 
+  /** Each product's version held here (none: left out). */
+  held(): Array<[productId: string, value: T]> {
+    const held: Array<[string, T]> = [];
+    for (const [productId, entry] of this.entries) if (entry.value !== undefined) held.push([productId, entry.value]);
+    return held;
+  }
+
   private replace(entry: Entry<T>, value: T | undefined): void {
     const old = entry.value;
     entry.value = value;
@@ -84,7 +93,8 @@ export class VersionCache<T extends { version: number }> {
     const generation = entry.generation;
     const version = await this.source.currentVersion(productId);
     if (entry.generation !== generation) return;
-    if (version !== (entry.value?.version ?? 0)) {
+    const held = entry.value;
+    if (version !== (held?.version ?? 0) || (held !== undefined && this.source.retry?.(held) === true)) {
       const loaded = await this.source.load(productId);
       if (entry.generation !== generation) {
         // A `set` came while this was read: its version stays (one stored since by another instance comes with the

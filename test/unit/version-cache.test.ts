@@ -1,8 +1,8 @@
 // services/version-cache.ts, the per-product versions of tracking plans and transformations: only the first ask
 // waits for storage, a warm version answers at once (no promise), a stale one is served while one refresh asks for
 // a newer one, a version stored here applies at once (and a refresh that began before cannot put an older one back),
-// KEEP keeps what is held, and a replaced version is handed to `replaced` (a transformation frees its compiled
-// functions there).
+// KEEP keeps what is held, a version `retry` names is made ready again at each refresh, and a replaced version is
+// handed to `replaced` (a transformation frees its compiled functions there).
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { KEEP, VersionCache, type VersionSource } from '../../src/services/version-cache.js';
@@ -127,5 +127,26 @@ describe('VersionCache', () => {
     cache.set('p', { version: 4, name: 'four' });
     assert.equal((cache.get('p') as Doc).name, 'five');
     assert.deepEqual(state.replaced, [{ version: 4, name: 'four' }]);
+  });
+
+  it('makes a held version that `retry` names ready again at each refresh, though storage has no newer one', async () => {
+    const { state, src } = source();
+    state.stored = { version: 1, name: 'partial' };
+    let now = 0;
+    const cache = new VersionCache({ ...src, retry: (held) => held.name === 'partial' }, 1000, () => now);
+    await cache.get('p');
+    assert.equal(state.loads, 1);
+    state.stored = { version: 1, name: 'whole' };
+    now = 1500;
+    cache.get('p');
+    while (state.loads < 2) await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal((cache.get('p') as Doc).name, 'whole');
+    now = 3000;
+    cache.get('p');
+    await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(state.loads, 2, 'a whole version is not loaded again');
+    assert.equal(state.versionReads, 3);
   });
 });

@@ -15,7 +15,6 @@ import {
 import { checkStoredSize, documentOf, draftOf } from '../../domain/transform-document.js';
 import type { StepKind } from '../../domain/transform-types.js';
 import type { PreparedTransformation, TransformationService } from '../transformations/service.js';
-import type { TransformRuntime } from '../transformations/runtime.js';
 import { API_SOURCE, type AcceptItem, type AcceptRun, type Stage } from './types.js';
 
 /** The refusal of an item whose step failed: the step index, kind and message (transformations.md §8). */
@@ -37,7 +36,6 @@ function messageIdOf(item: AcceptItem): string {
 function runItems(
   run: AcceptRun,
   prepared: PreparedTransformation,
-  runtime: TransformRuntime,
   cpu: Map<StepKind, number>,
 ): TransformResult[] | Promise<TransformResult[]> {
   const source = run.options.source ?? API_SOURCE;
@@ -48,7 +46,7 @@ function runItems(
     secret: prepared.secret,
     hashCache: prepared.hashCache,
     meta,
-    enrichers: runtime.enrichers,
+    enrichers: prepared.enrichers,
     functions: prepared.functions,
     cpu,
     // The draft is replaced by the result: its objects (parsed from this request's body) may be changed in place.
@@ -107,7 +105,7 @@ function transform(
 ): void | Promise<void> {
   if (prepared === undefined || prepared.steps.length === 0) return;
   const cpu = new Map<StepKind, number>();
-  const pending = runItems(run, prepared, transformations.runtime, cpu);
+  const pending = runItems(run, prepared, cpu);
   if (pending instanceof Promise)
     return pending.then((results) => takeResults(run, transformations, prepared, results, cpu));
   takeResults(run, transformations, prepared, pending, cpu);

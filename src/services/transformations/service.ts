@@ -1,16 +1,18 @@
 // Product transformations (transformations.md §3–6): versions stored per product, each prepared once
 // (steps validated, functions compiled) and cached per instance like tracking plans (version-cache.ts): a warm
 // version answers at once, another instance's new version applies here within `refreshMs` plus one query, and
-// a PUT on this instance applies at once here.
+// a PUT on this instance applies at once here. A stored version always applies, also when this instance cannot
+// run some of its steps: those fail as step errors (stored-steps.ts), logged here and gauged (metrics.ts).
 import { randomBytes } from 'node:crypto';
 import { validationError, type FieldError } from '../../domain/errors.js';
 import { parseSteps } from '../../domain/transform-validate.js';
 import type { Step } from '../../domain/transform-types.js';
 import type { Storage, TransformationVersion } from '../../storage/types.js';
 import type { Metrics } from '../metrics.js';
-import { KEEP, VersionCache } from '../version-cache.js';
+import { VersionCache } from '../version-cache.js';
 import { createTransformMetrics, type TransformMetrics } from './metrics.js';
 import { unavailableKind, type TransformRuntime } from './runtime.js';
+import { prepareStoredSteps, type UnavailableStep } from './stored-steps.js';
 import type { EventDraft } from '../../domain/events.js';
 import { uuidv7 } from '../../domain/ids.js';
 import { checkStoredSize, documentOf, draftOf } from '../../domain/transform-document.js';
@@ -22,7 +24,13 @@ import {
   type TransformResult,
 } from '../../domain/transform-engine.js';
 import { TRAITS_MAX_BYTES } from '../../domain/identity.js';
-import type { FunctionMeta, RunnableFunction, StepKind, TransformDocument } from '../../domain/transform-types.js';
+import type {
+  Enrichers,
+  FunctionMeta,
+  RunnableFunction,
+  StepKind,
+  TransformDocument,
+} from '../../domain/transform-types.js';
 
 /** An item to try, translated as its route would: its draft and the source it would be stored under. */
 export interface TestItem {
@@ -46,6 +54,12 @@ export interface TransformationOptions {
   /** INLET_MAX_EVENT_BYTES: what a test run holds a native item's result to, as ingest does (a Segment item: 32 KiB). */
   maxEventBytes?: number;
   now?: () => number;
+  /** Where a version this instance cannot fully run is reported (the server's log). */
+  log?: TransformationLog;
+}
+
+export interface TransformationLog {
+  error(details: object, message: string): void;
 }
 
 /** A version ready to run: its steps, the compiled function of each `function` step, the product's secret. */
@@ -53,9 +67,13 @@ export interface PreparedTransformation {
   version: number;
   steps: Step[];
   functions: Array<PreparedFunction | undefined>;
+  /** The modules its steps call (the runtime's, or stand-ins that fail for the steps listed in `unavailable`). */
+  enrichers: Enrichers;
   secret: string;
   /** `mask` `hash` results of this version's secret, by value (the engine bounds it). */
   hashCache: HashCache;
+  /** Steps this instance cannot run: each fails as a step error wherever it would run (stored-steps.ts). */
+  unavailable: UnavailableStep[];
 }
 
 /** A compiled function as the service holds it: run by the engine, freed when its version is replaced. */
@@ -120,7 +138,6 @@ function testResult(input: TransformDocument, result: TransformResult): TestResu
 /** A native identify's traits through the product's steps, as an identify document; metrics counted as for events. */
 async function applyToIdentify(
   prepared: PreparedTransformation,
-  runtime: TransformRuntime,
   transformMetrics: TransformMetrics,
   input: {
     productId: string;
@@ -151,7 +168,7 @@ async function applyToIdentify(
       hashCache: prepared.hashCache,
       messageId: uuidv7(),
       meta: { product_id: input.productId, key_id: input.keyId, route: input.route },
-      enrichers: runtime.enrichers,
+      enrichers: prepared.enrichers,
       functions: prepared.functions,
       cpu,
     },
@@ -171,14 +188,13 @@ async function applyToIdentify(
 /** Test items through prepared steps (none: each comes out as it went in), with their traces; nothing stored. */
 async function testItems(
   prepared: PreparedTransformation | undefined,
-  runtime: TransformRuntime,
   items: TestItem[],
   meta: FunctionMeta,
   maxEventBytes: number | undefined,
 ): Promise<TestResult[]> {
   const inputs = items.map((item) => documentOf(item.draft, item.source));
   if (prepared === undefined) return inputs.map((input) => ({ input, output: input, trace: [] }));
-  const { secret, functions } = prepared;
+  const { secret, functions, enrichers } = prepared;
   const results = await applyStepsToBatch(
     inputs,
     prepared.steps,
@@ -186,7 +202,7 @@ async function testItems(
       secret,
       messageId: item.draft.externalId ?? uuidv7(),
       meta,
-      enrichers: runtime.enrichers,
+      enrichers,
       functions,
       trace: true,
     })),
@@ -208,24 +224,41 @@ export function createTransformationService(
   options: TransformationOptions,
 ) {
   const clock = options.now ?? Date.now;
-  const transformMetrics: TransformMetrics = createTransformMetrics(metrics.registry);
+  const transformMetrics: TransformMetrics = createTransformMetrics(metrics.registry, () => cache.held());
   const makeSecret = () => randomBytes(32).toString('hex');
 
-  async function prepareStored(
-    productId: string,
-    stored: TransformationVersion,
-  ): Promise<PreparedTransformation | undefined> {
-    const prepared = await prepareSteps({ steps: stored.steps }, runtime, options.geoip);
-    // A stored version was valid when it was PUT; a server without a module it needs keeps the one it had.
-    if (!prepared.ok) return undefined;
-    const secret = await storage.transformations.secret(productId, makeSecret);
-    return {
-      version: stored.version,
-      steps: prepared.steps,
-      functions: prepared.functions,
-      secret,
-      hashCache: new Map(),
-    };
+  /** What was last logged of each product's version that cannot fully run here (logged again when it changes). */
+  const reported = new Map<string, string>();
+
+  /** Logs the steps of a version this instance cannot run, once per product and set of reasons. */
+  function report(productId: string, prepared: PreparedTransformation): void {
+    if (prepared.unavailable.length === 0) {
+      reported.delete(productId);
+      return;
+    }
+    const text = JSON.stringify([prepared.version, prepared.unavailable]);
+    if (reported.get(productId) === text) return;
+    reported.set(productId, text);
+    for (const { step, kind, reason } of prepared.unavailable)
+      options.log?.error(
+        { product_id: productId, version: prepared.version, step, kind, reason },
+        'a transformation step cannot run on this instance: it fails as a step error (on_error decides)',
+      );
+  }
+
+  /** A stored version made ready here: it always applies, its steps this instance cannot run failing in place. */
+  async function prepareStored(productId: string, stored: TransformationVersion): Promise<PreparedTransformation> {
+    const ready = await prepareStoredSteps(stored.steps, runtime);
+    let secret: string;
+    try {
+      secret = await storage.transformations.secret(productId, makeSecret);
+    } catch (error) {
+      disposeAll(ready.functions);
+      throw error;
+    }
+    const prepared: PreparedTransformation = { version: stored.version, ...ready, secret, hashCache: new Map() };
+    report(productId, prepared);
+    return prepared;
   }
 
   const cache = new VersionCache<PreparedTransformation>(
@@ -233,8 +266,9 @@ export function createTransformationService(
       currentVersion: (productId) => storage.transformations.currentVersion(productId),
       async load(productId) {
         const stored = await storage.transformations.current(productId);
-        return stored === undefined ? undefined : ((await prepareStored(productId, stored)) ?? KEEP);
+        return stored === undefined ? undefined : prepareStored(productId, stored);
       },
+      retry: (prepared) => prepared.unavailable.some((step) => step.retry),
       replaced: disposeLater,
     },
     options.refreshMs,
@@ -243,7 +277,6 @@ export function createTransformationService(
 
   return {
     metrics: transformMetrics,
-    runtime,
 
     /** Frees the sandbox's thread (the service's close). */
     close: () => runtime.functions?.close() ?? Promise.resolve(),
@@ -271,9 +304,12 @@ export function createTransformationService(
         version: stored.version,
         steps: prepared.steps,
         functions: prepared.functions,
+        enrichers: runtime.enrichers,
         secret,
         hashCache: new Map(),
+        unavailable: [],
       };
+      report(productId, ready);
       cache.set(productId, ready);
       return stored;
     },
@@ -289,7 +325,7 @@ export function createTransformationService(
     ): Promise<TransformResult | undefined> {
       const prepared = await this.preparedFor(productId);
       if (prepared === undefined || prepared.steps.length === 0) return undefined;
-      return applyToIdentify(prepared, runtime, transformMetrics, { productId, keyId, ...input });
+      return applyToIdentify(prepared, transformMetrics, { productId, keyId, ...input });
     },
 
     /**
@@ -304,11 +340,19 @@ export function createTransformationService(
         const checked = await prepareSteps({ steps }, runtime, options.geoip);
         if (!checked.ok) throw validationError(checked.errors);
         const secret = await storage.transformations.secret(productId, makeSecret);
-        prepared = { version: 0, steps: checked.steps, functions: checked.functions, secret, hashCache: new Map() };
+        prepared = {
+          version: 0,
+          steps: checked.steps,
+          functions: checked.functions,
+          enrichers: runtime.enrichers,
+          secret,
+          hashCache: new Map(),
+          unavailable: [],
+        };
         own = true;
       }
       try {
-        return await testItems(prepared, runtime, items, meta, options.maxEventBytes);
+        return await testItems(prepared, items, meta, options.maxEventBytes);
       } finally {
         if (own && prepared !== undefined) disposeAll(prepared.functions);
       }
