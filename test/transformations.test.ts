@@ -1,8 +1,8 @@
 // Transformations through the HTTP API (transformations.md): versions (PUT, GET, versions, 400 with pointers,
 // nothing stored on a failure, product isolation), each declarative step kind on native single (v1, v2), batch
 // and Segment routes and on identify traits, the outcomes of §5 (dropped answers, transformation_error 422 and
-// per element, warnings, records after masking), idempotency, the test endpoint, and masking leaving no trace
-// in reads, rejections or the database itself.
+// per element, warnings, records after masking) and its metrics through /metrics, idempotency, the test endpoint,
+// and masking leaving no trace in reads, rejections or the database itself.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { maskHash, REDACTED } from '../src/domain/transform-engine.js';
@@ -614,6 +614,65 @@ describe('the test endpoint', () => {
     assert.equal(badItem.statusCode, 400);
     assert.equal((await p.events()).length, 0, 'nothing stored');
     assert.deepEqual((await p.admin('GET', '/transformation')).json(), { data: null });
+  });
+});
+
+/** The series of one metric in a `/metrics` text: each one's labels and value. */
+function series(text: string, name: string): Array<{ labels: Record<string, string>; value: number }> {
+  const found: Array<{ labels: Record<string, string>; value: number }> = [];
+  for (const line of text.split('\n')) {
+    const match = /^(\w+)\{(.*)\} (\S+)$/.exec(line);
+    if (match?.[1] !== name) continue;
+    const labels = Object.fromEntries([...match[2]!.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1]!, m[2]!]));
+    found.push({ labels, value: Number(match[3]) });
+  }
+  return found;
+}
+
+describe('metrics (transformations.md §5)', () => {
+  it('count items per product, step and outcome, and the seconds of each step kind, through /metrics', async () => {
+    const p = await newProduct('tf-metrics');
+    await p.put([
+      { kind: 'drop', where: { '==': [{ var: 'properties.test' }, true] } },
+      { kind: 'mask', paths: ['properties.email'], with: 'hash' },
+      // Writing under a string fails: an error for the item whose `where` holds.
+      { kind: 'set', path: 'properties.email.inner', value: 1, where: { '==': [{ var: 'properties.fail' }, true] } },
+    ]);
+    const scrape = async () => (await ctx.app.inject({ method: 'GET', url: '/metrics' })).body;
+    const seconds = (text: string) =>
+      Object.fromEntries(series(text, 'inlet_transformation_cpu_seconds_total').map((s) => [s.labels.kind, s.value]));
+    const before = seconds(await scrape());
+
+    const res = await p.batch([
+      { event: 'a.b', subject_type: 'user', subject_id: 'u1', properties: { test: true } },
+      { event: 'a.b', subject_type: 'user', subject_id: 'u1', properties: { email: 'x@example.com' } },
+      { event: 'a.b', subject_type: 'user', subject_id: 'u1', properties: { other: 1 } },
+      { event: 'a.b', subject_type: 'user', subject_id: 'u1', properties: { email: 'y@example.com', fail: true } },
+    ]);
+    assert.equal(res.statusCode, 207, res.body);
+    assert.deepEqual(
+      res.json().data.map((r: { status: string }) => r.status),
+      ['dropped', 'created', 'created', 'rejected'],
+    );
+    const single = await v2(p.eventsKey, { properties: { email: 'z@example.com' } });
+    assert.equal(single.statusCode, 201, single.body);
+
+    const text = await scrape();
+    const items = series(text, 'inlet_transformation_items_total')
+      .filter((s) => s.labels.product_id === p.id)
+      .map((s) => `${s.labels.step} ${s.labels.outcome} ${s.value}`)
+      .sort();
+    assert.deepEqual(items, [
+      '0 dropped 1',
+      '0 unchanged 4',
+      '1 changed 3',
+      '1 unchanged 1',
+      '2 error 1',
+      '2 unchanged 3',
+    ]);
+    const after = seconds(text);
+    for (const kind of ['drop', 'mask', 'set'])
+      assert.ok(after[kind]! > (before[kind] ?? 0), `seconds of ${kind} steps grew: ${before[kind]} → ${after[kind]}`);
   });
 });
 
