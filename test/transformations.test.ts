@@ -9,6 +9,9 @@ import { maskHash, REDACTED } from '../src/domain/transform-engine.js';
 import { adminHeaders, bearer, createTestApp, problemOf, type TestContext } from './helpers.js';
 import { assertNoTrace, transformedProduct } from './support/transformations.js';
 
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON answers, read field by field
+type Row = Record<string, any>;
+
 let ctx: TestContext;
 before(async () => {
   // An erasure answers once every instance has its suppressions (INLET_SUPPRESSION_REFRESH_MS): short here.
@@ -576,6 +579,57 @@ describe('a transformed item is checked again like input (transformations.md §1
 });
 
 describe('the test endpoint', () => {
+  it('route stored: events as read, of every kind, in their stored form; sample answers as it did at ingest', async () => {
+    const p = await newProduct('tf-test-stored');
+    // Native items are sampled (by their external id, or the id assigned to an item without one); Segment ones kept.
+    await p.put([{ kind: 'sample', rate: 0.5, where: { '==': [{ var: 'source' }, 'api'] } }]);
+    for (let i = 0; i < 16; i++)
+      await v2(p.eventsKey, i < 8 ? { properties: { i } } : { properties: { i }, external_id: undefined });
+    const segment = await p.segment([
+      { type: 'identify', userId: 'u-st', messageId: 'st-1', traits: { email: 'st@example.com', plan: 'pro' } },
+      { type: 'track', event: 'Signed Up', userId: 'u-st', messageId: 'st-2', properties: { plan: 'pro' } },
+    ]);
+    assert.equal(segment.statusCode, 200, segment.body);
+    const stored = await p.events();
+    const natives = stored.filter((e) => e.source === 'api');
+    assert.ok(natives.length > 0 && natives.length < 16, `${natives.length} of 16 native events kept`);
+    assert.ok(
+      natives.some((e) => e.external_id === null),
+      'an event without an external id is among them',
+    );
+
+    const again = await p.admin('POST', '/transformation/test', { route: 'stored', items: stored });
+    assert.equal(again.statusCode, 200, again.body);
+    assert.deepEqual(
+      again.json().data.filter((r: Row) => r.output === null),
+      [],
+      'each stored event was kept at ingest, and the version in force keeps it again',
+    );
+
+    const tried = await p.admin('POST', '/transformation/test', {
+      route: 'stored',
+      steps: [{ kind: 'set', path: 'traits.checked', value: true, where: { '==': [{ var: 'type' }, 'identify'] } }],
+      items: stored,
+    });
+    assert.equal(tried.statusCode, 200, tried.body);
+    const results = tried.json().data as Row[];
+    const identify = results.find((r) => r.input.type === 'identify')!;
+    assert.deepEqual(identify.input.traits, { email: 'st@example.com', plan: 'pro' });
+    assert.deepEqual(identify.input.properties, {});
+    assert.equal(identify.input.source, 'segment');
+    assert.deepEqual(identify.output.traits, { email: 'st@example.com', plan: 'pro', checked: true });
+    assert.deepEqual(identify.trace, [{ step: 0, changed: ['traits.checked'] }]);
+    const track = results.find((r) => r.input.type === 'track')!;
+    assert.equal(track.input.event, 'signed_up');
+    assert.deepEqual(track.output, track.input);
+    assert.equal(results.filter((r) => r.input.type === 'event').length, natives.length);
+
+    const bad = await p.admin('POST', '/transformation/test', { route: 'stored', items: [{ event_type: 'a' }] });
+    assert.equal(bad.statusCode, 400);
+    assert.ok(problemOf(bad).errors!.some((e) => e.pointer === '/items/0/canonical_name'));
+    assert.equal((await p.events()).length, stored.length, 'nothing stored');
+  });
+
   it('runs given steps on items as a route would translate them, with traces, storing nothing', async () => {
     const p = await newProduct('tf-test');
     const res = await p.admin('POST', '/transformation/test', {

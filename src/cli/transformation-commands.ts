@@ -69,7 +69,7 @@ export const transformationCommands: Command[] = [
     path: ['transformation', 'test'],
     usage: 'inlet transformation test --product <id> <file.json>',
     summary:
-      'Run steps on sample items without storing anything: the file is {"steps"?, "items": […], "route"?: "v2"|"segment"} (no steps: the version in force)',
+      'Run steps on sample items without storing anything: the file is {"steps"?, "items": […], "route"?: "v2"|"segment"|"stored"} (no steps: the version in force; stored: events as read)',
     options: { product: { type: 'string' } },
     async run({ services, values, args, io, json }) {
       const productId = requireOption(values, 'product');
@@ -77,7 +77,8 @@ export const transformationCommands: Command[] = [
       const { items, route = 'v2' } = document;
       if (!Array.isArray(items) || items.length === 0 || items.length > 100)
         throw new UsageError('the file needs "items": an array of 1 to 100 items');
-      if (route !== 'v2' && route !== 'segment') throw new UsageError('"route" must be "v2" or "segment"');
+      if (route !== 'v2' && route !== 'segment' && route !== 'stored')
+        throw new UsageError('"route" must be "v2", "segment" or "stored"');
       await services.keys.requireProduct(productId);
       try {
         const data = await services.transformations.test(

@@ -186,6 +186,24 @@ export function checkStoredSize(
   draft.propertiesJson = propertiesJson;
   let contextJson = '';
   if (draft.context != null) contextJson = draft.contextJson ??= JSON.stringify(draft.context);
+  failOverSize(result, steps, propertiesJson, contextJson, limit);
+}
+
+/** The same check of a test item's result (transformations.md §6), which has a document and no draft. */
+export function checkDocumentSize(result: TransformResult, limit: number, steps: readonly Step[]): void {
+  if (!result.outcomes.includes('changed')) return;
+  const { context } = result.document;
+  const contextJson = Object.keys(context).length === 0 ? '' : JSON.stringify(context);
+  failOverSize(result, steps, JSON.stringify(storedProperties(result.document)), contextJson, limit);
+}
+
+function failOverSize(
+  result: TransformResult,
+  steps: readonly Step[],
+  propertiesJson: string,
+  contextJson: string,
+  limit: number,
+): void {
   // A UTF-16 unit is at most 3 bytes of UTF-8: nearly every event is settled without counting its bytes.
   if ((propertiesJson.length + contextJson.length) * 3 <= limit) return;
   const bytes = Buffer.byteLength(propertiesJson) + Buffer.byteLength(contextJson);

@@ -36,9 +36,15 @@ const TestBody = Type.Object(
     items: Type.Array(Type.Unknown(), {
       minItems: 1,
       maxItems: MAX_TEST_ITEMS,
-      description: 'Items as a client would send them to the route',
+      description:
+        'Items as a client would send them to the route; for `stored`, events as `GET …/events` answers them',
     }),
-    route: Type.Optional(Type.Union([Type.Literal('v2'), Type.Literal('segment')], { description: 'Default v2' })),
+    route: Type.Optional(
+      Type.Union([Type.Literal('v2'), Type.Literal('segment'), Type.Literal('stored')], {
+        description:
+          'Default v2. `stored`: each item is a stored event, taken in its stored form (a Segment event keeps its type, traits and source; its `external_id`, else its `uuid`, is the message id `sample` uses)',
+      }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -114,7 +120,7 @@ export function adminTransformationRoutes(app: FastifyInstance, services: Servic
       schema: {
         summary: 'Run steps on sample items without storing anything',
         description:
-          'The given steps (validated like a PUT) or the version in force run on each item, translated as the named route would (v2 by default, or segment). Each result has the input and output documents (output null when dropped or failed), `dropped_by` or `error`, and the paths each step changed.',
+          'The given steps (validated like a PUT) or the version in force run on each item, translated as the named route would (v2 by default, or segment), or taken in its stored form (stored: events as the admin reads answer them, of any route). Each result has the input and output documents (output null when dropped or failed), `dropped_by` or `error`, and the paths each step changed.',
         body: TestBody,
         response: { 200: Type.Object({ data: Type.Array(TestResultSchema) }), ...invalid },
       },

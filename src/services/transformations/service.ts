@@ -13,9 +13,8 @@ import { VersionCache } from '../version-cache.js';
 import { createTransformMetrics, type TransformMetrics } from './metrics.js';
 import { unavailableKind, type TransformRuntime } from './runtime.js';
 import { prepareStoredSteps, type UnavailableStep } from './stored-steps.js';
-import type { EventDraft } from '../../domain/events.js';
 import { uuidv7 } from '../../domain/ids.js';
-import { checkStoredSize, documentOf, draftOf } from '../../domain/transform-document.js';
+import { checkDocumentSize } from '../../domain/transform-document.js';
 import { SEGMENT_LIMITS, SEGMENT_SOURCE } from '../../domain/segment.js';
 import {
   applyStepsToBatch,
@@ -32,10 +31,11 @@ import type {
   TransformDocument,
 } from '../../domain/transform-types.js';
 
-/** An item to try, translated as its route would: its draft and the source it would be stored under. */
+/** An item to try: the document its route would make of it (or its stored form makes), and its message id. */
 export interface TestItem {
-  draft: EventDraft;
-  source: string;
+  document: TransformDocument;
+  /** The idempotency key, or a stored event's id (`sample` by `message_id`); absent: a fresh id. */
+  messageId?: string;
 }
 
 export interface TestResult {
@@ -192,7 +192,7 @@ async function testItems(
   meta: FunctionMeta,
   maxEventBytes: number | undefined,
 ): Promise<TestResult[]> {
-  const inputs = items.map((item) => documentOf(item.draft, item.source));
+  const inputs = items.map((item) => item.document);
   if (prepared === undefined) return inputs.map((input) => ({ input, output: input, trace: [] }));
   const { secret, functions, enrichers } = prepared;
   const results = await applyStepsToBatch(
@@ -200,7 +200,7 @@ async function testItems(
     prepared.steps,
     items.map((item) => ({
       secret,
-      messageId: item.draft.externalId ?? uuidv7(),
+      messageId: item.messageId ?? uuidv7(),
       meta,
       enrichers,
       functions,
@@ -209,10 +209,8 @@ async function testItems(
   );
   // The result is checked again like input, its size included, as ingest checks it (transformations.md §1).
   results.forEach((result, i) => {
-    const item = items[i]!;
-    const limit = item.source === SEGMENT_SOURCE ? SEGMENT_LIMITS.itemBytes : maxEventBytes;
-    if (result.outcome === 'kept' && limit !== undefined)
-      checkStoredSize(result, draftOf(item.draft, result.document), limit, prepared.steps);
+    const limit = inputs[i]!.source === SEGMENT_SOURCE ? SEGMENT_LIMITS.itemBytes : maxEventBytes;
+    if (result.outcome === 'kept' && limit !== undefined) checkDocumentSize(result, limit, prepared.steps);
   });
   return results.map((result, i) => testResult(inputs[i]!, result));
 }
