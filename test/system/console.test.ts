@@ -15,7 +15,8 @@ import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
+import { sampleShare } from '../../src/domain/transform-engine.js';
 import { ADMIN_TOKEN, createTestApp, dialect, type TestContext } from '../helpers.js';
 import { startPlausibleFake, type PlausibleFake } from '../fakes/plausible-fake.js';
 import { CHROMIUM, CHROMIUM_ARGS, ensureConsoleBuilt } from '../support/console-browser.js';
@@ -970,6 +971,78 @@ describe('the console in Chromium', { skip }, () => {
     const version = ((await stored.json()) as { data: { version: number; steps: Array<{ path: string }> } }).data;
     assert.equal(version.version, 1);
     assert.equal(version.steps[0]!.path, 'properties.transformed');
+  });
+
+  it('transformation: previews Segment events in their stored form, with their type, traits and ids for sample', async () => {
+    // A product of its own, whose last events are exactly these.
+    const admin = (path: string, body: unknown) =>
+      fetch(`${base}/admin/v1${path}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      }).then(async (res) => ((await res.json()) as { data: { id: string; key: string } }).data);
+    const own = (await admin('/products', { name: 'Preview' })).id;
+    const key = (await admin(`/products/${own}/keys`, { kind: 'events' })).key;
+    // Message ids `sample` (rate 0.5) keeps and drops, two of each: the preview must decide by these ids.
+    const kept: string[] = [];
+    const dropped: string[] = [];
+    for (let n = 0; kept.length < 2 || dropped.length < 2; n++) {
+      const id = `preview-${n}`;
+      const side = sampleShare(id) < 0.5 ? kept : dropped;
+      if (side.length < 2) side.push(id);
+    }
+    const tracks = [...kept, ...dropped];
+    const sent = await fetch(`${base}/v1/batch`, {
+      method: 'POST',
+      headers: {
+        authorization: `Basic ${Buffer.from(`${key}:`).toString('base64')}`,
+        'content-type': 'application/json',
+      },
+      body: JSON.stringify({
+        batch: [
+          { type: 'identify', userId: 'ada', messageId: 'preview-identify', traits: { email: 'ada@example.com' } },
+          ...tracks.map((id) => ({
+            type: 'track',
+            event: 'Plan Chosen',
+            userId: 'ada',
+            messageId: id,
+            properties: { id },
+          })),
+        ],
+      }),
+    });
+    assert.equal(sent.status, 200, await sent.text());
+
+    // Loaded again: the console lists its products once, before this one was made.
+    await page.goto(`${base}/console#/p/${own}/transformation`);
+    await page.reload();
+    await page.getByRole('heading', { name: /^Transformation/ }).waitFor();
+    await page.getByText('No transformation yet').waitFor();
+    await page.getByLabel('Steps (JSON array)').fill(
+      JSON.stringify([
+        { kind: 'set', path: 'traits.seen', value: true, where: { '==': [{ var: 'type' }, 'identify'] } },
+        { kind: 'sample', rate: 0.5, where: { '==': [{ var: 'type' }, 'track'] } },
+      ]),
+    );
+    await page.getByRole('button', { name: 'Try on the last 20 events' }).click();
+    const compared = page.getByRole('region', { name: 'Before and after' });
+    await compared.getByText('changed: traits.seen').waitFor();
+    const rows = compared.getByRole('row').filter({ has: page.locator('td') });
+    assert.equal(await rows.count(), 1 + tracks.length, 'one row per stored event');
+    /** A row's "before" document, as the page shows it. */
+    const inputOf = async (row: Locator) =>
+      JSON.parse(await row.locator('td').first().locator('pre').innerText()) as Record<string, unknown>;
+    const before = await inputOf(rows.filter({ hasText: 'changed: traits.seen' }));
+    assert.equal(before.type, 'identify');
+    assert.equal(before.source, 'segment');
+    assert.deepEqual(before.traits, { email: 'ada@example.com' }, 'traits stay traits');
+    assert.deepEqual(before.properties, {});
+    for (const id of tracks) {
+      const row = rows.filter({ hasText: `"id": "${id}"` });
+      assert.equal((await inputOf(row)).type, 'track');
+      const outcome = await row.locator('td').nth(1).locator('p.hint').innerText();
+      assert.equal(outcome, kept.includes(id) ? 'unchanged' : 'dropped by step 1', id);
+    }
   });
 
   it("health shows the service's own figures; sign-out forgets the token", async () => {

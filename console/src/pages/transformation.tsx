@@ -1,6 +1,7 @@
 // The product's transformation (transformations.md §3, §6): edit the steps, try them on the last 20 stored events
-// (POST …/transformation/test, their stored form as input: nothing is stored), see each event before and after side
-// by side, then save the steps as a new version (PUT …/transformation). Refused steps show their pointers.
+// (POST …/transformation/test with route `stored`: each event in its stored form as input, Segment ones with their
+// type, traits and source, and its id for `sample`; nothing is stored), see each event before and after side by
+// side, then save the steps as a new version (PUT …/transformation). Refused steps show their pointers.
 import { useEffect, useState } from 'preact/hooks';
 import { get, post, productPath, put, type Envelope, type InletEvent, type Page, type Product } from '../api';
 import { ErrorLine, Json, Section, time, useLoad } from '../ui';
@@ -22,19 +23,6 @@ const EXAMPLE = [
   { kind: 'drop', where: { '==': [{ var: 'properties.test' }, true] } },
   { kind: 'mask', paths: ['properties.email'], with: 'hash' },
 ];
-
-/** A stored event as the v2 item a client would send (the test route translates it again). */
-function asItem(event: InletEvent): Record<string, unknown> {
-  return {
-    event_type: event.event_type,
-    action: event.action,
-    subject_type: event.subject_type,
-    subject_id: event.subject_id,
-    occurred_at: event.occurred_at,
-    properties: event.properties,
-    ...(event.context === undefined ? {} : { context: event.context }),
-  };
-}
 
 function outcomeOf(result: TestResult): string {
   if (result.dropped_by !== undefined) return `dropped by step ${result.dropped_by}`;
@@ -72,11 +60,12 @@ export function TransformationPage({ product }: { product: Product }) {
   async function tryIt() {
     setError(undefined);
     try {
-      const items = (events.data?.data ?? []).map(asItem);
+      const items: InletEvent[] = events.data?.data ?? [];
       if (items.length === 0) throw new Error('No stored events to try the steps on yet.');
       const answer = await post<Envelope<TestResult[]>>(productPath(product.id, '/transformation/test'), {
         steps: steps(),
         items,
+        route: 'stored',
       });
       setResults(answer.data);
     } catch (cause) {
