@@ -353,6 +353,52 @@ describe('native identify', () => {
   });
 });
 
+describe('native identify: identifiers that hold a masked trait follow it', () => {
+  it("an identifier with the trait's value becomes its hash or is left out; others are as sent", async () => {
+    const p = await newProduct('tf-identify-identifiers');
+    const marker = 'IDSMARKERQ4Z';
+    await p.put([
+      { kind: 'mask', paths: ['traits.email'], with: 'hash' },
+      { kind: 'mask', paths: ['traits.phone'], with: 'redact' },
+      { kind: 'set', path: 'traits.email.inner', value: 1, where: { '==': [{ var: 'traits.fail' }, true] } },
+    ]);
+    const identify = (externalId: string, identifiers: Record<string, unknown>, traits: Record<string, unknown>) =>
+      ctx.app.inject({
+        method: 'POST',
+        url: '/api/v2/identify',
+        headers: bearer(p.eventsKey),
+        payload: { external_id: externalId, identifiers, traits },
+      });
+    const secret = await ctx.services.storage.transformations.secret(p.id, () => 'unused');
+    const email = `${marker.toLowerCase()}@example.com`;
+    // The e-mail identifier as the client wrote it (identifiers compare e-mail addresses trimmed and lower-cased).
+    const created = await identify(
+      'ids-1',
+      { email: ` ${marker}@Example.com`, phone: `+1555${marker}`, crm_id: 'crm-7' },
+      { email, phone: `+1555${marker}`, plan: 'pro' },
+    );
+    assert.equal(created.statusCode, 201, created.body);
+    const user = created.json().data;
+    assert.deepEqual(user.identifiers, { email: maskHash(secret, email), crm_id: 'crm-7' });
+    assert.deepEqual(user.traits, { email: maskHash(secret, email), phone: REDACTED, plan: 'pro' });
+    // An identifier that holds another value than the trait of its name is not the masked value: as sent.
+    const other = await identify('ids-2', { email: 'work@example.org' }, { email: `2-${email}` });
+    assert.equal(other.statusCode, 201, other.body);
+    assert.deepEqual(other.json().data.identifiers, { email: 'work@example.org' });
+    // A refused identify is recorded with its identifiers as the steps left the traits.
+    const failed = await identify('ids-3', { email: `3-${email}` }, { email: `3-${email}`, fail: true });
+    assert.equal(failed.statusCode, 422, failed.body);
+    const [rejected] = await p.rejections();
+    assert.deepEqual(rejected!.item, {
+      external_id: 'ids-3',
+      identifiers: { email: maskHash(secret, `3-${email}`) },
+      traits: { email: maskHash(secret, `3-${email}`), fail: true },
+    });
+    await assertNoTrace(ctx, p, marker);
+    await assertNoTrace(ctx, p, marker.toLowerCase());
+  });
+});
+
 describe('native identify: suppression first, refusals recorded', () => {
   it("an erased person's identify is refused whatever the steps do to the subject", async () => {
     const p = await newProduct('tf-identify-erased');

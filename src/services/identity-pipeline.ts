@@ -8,8 +8,9 @@
 // the identity state, so it waits until suppression has spoken. A stage refuses by throwing, may change the
 // operation (the transformation), or end the call without a change (a step that drops the identify).
 import { AppError } from '../domain/errors.js';
-import type { IdentityOperation } from '../domain/identity.js';
+import { normalizeIdentifierValue, type IdentityOperation } from '../domain/identity.js';
 import { checkTraits } from '../domain/tracking-plan.js';
+import { REDACTED } from '../domain/transform-engine.js';
 import type { UserRecord } from '../storage/types.js';
 import type { CatalogService } from './catalog-service.js';
 import type { IdentityChanges } from './identity-changes.js';
@@ -137,13 +138,45 @@ function suppression(suppressions: SuppressionRefusal): Stage['run'] {
 }
 
 /**
- * A native identify request as the steps left it: its external id and traits replaced by theirs (its identifiers
- * are not part of the document steps see).
+ * A native identify's identifiers after the steps, which see its traits but not its identifiers
+ * (transformations.md §2): an identifier that holds the same value as the trait of its name (`email` and
+ * `traits.email`, compared as identifiers compare) follows what the steps did to that trait. It becomes the
+ * trait's new value (a hash), or is left out when the trait was removed, redacted or is no longer a non-empty
+ * string, so that a value masked in the traits is not kept as an identifier either. Any other identifier (another
+ * value, no trait of its name, `null` to remove one) is as it was sent.
+ */
+function identifiersAfter(
+  identifiers: Record<string, unknown>,
+  traitsBefore: Record<string, unknown>,
+  traitsAfter: Record<string, unknown>,
+): Record<string, unknown> {
+  const after: Record<string, unknown> = {};
+  for (const [kind, value] of Object.entries(identifiers)) {
+    const trait = Object.hasOwn(traitsBefore, kind) ? traitsBefore[kind] : undefined;
+    const same =
+      typeof value === 'string' &&
+      typeof trait === 'string' &&
+      normalizeIdentifierValue(kind, value) === normalizeIdentifierValue(kind, trait);
+    const now = Object.hasOwn(traitsAfter, kind) ? traitsAfter[kind] : undefined;
+    if (!same || now === trait) after[kind] = value;
+    else if (typeof now === 'string' && now !== REDACTED && now !== '') after[kind] = now;
+  }
+  return after;
+}
+
+/**
+ * A native identify request as the steps left it: its external id, traits and identifiers replaced by theirs (its
+ * identifiers are not part of the document steps see: each follows the trait of its name, identifiersAfter).
  */
 function requestAfter(item: unknown, op: Extract<IdentityOperation, { kind: 'identify' }>): unknown {
   if (typeof item !== 'object' || item === null || Array.isArray(item)) return item;
-  const { traits: _asReceived, ...rest } = item as Record<string, unknown>;
-  return { ...rest, external_id: op.externalId, ...(op.traits === undefined ? {} : { traits: op.traits }) };
+  const { traits: _asReceived, identifiers: _sent, ...rest } = item as Record<string, unknown>;
+  return {
+    ...rest,
+    external_id: op.externalId,
+    ...(op.identifiers === undefined ? {} : { identifiers: op.identifiers }),
+    ...(op.traits === undefined ? {} : { traits: op.traits }),
+  };
 }
 
 /**
@@ -168,8 +201,13 @@ function transformation(
     });
     if (result === undefined) return;
     const traits = result.document.traits ?? {};
+    // An identifier that holds a trait's value follows what the steps did to it (a masked e-mail address is not
+    // kept as the `email` identifier), as a destination's identity messages do.
+    const identifiers =
+      op.identifiers === undefined ? undefined : identifiersAfter(op.identifiers, op.traits ?? {}, traits);
     const transformed = {
       ...op,
+      identifiers,
       externalId: result.document.subject_id,
       // An identify sent without traits stays one (its user's traits untouched) unless a step gave it some.
       traits: op.traits === undefined && Object.keys(traits).length === 0 ? undefined : traits,
