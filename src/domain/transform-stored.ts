@@ -2,6 +2,7 @@
 // was stored is turned back into the document steps see (§2) by transform-document.ts's documentFrom, the same
 // as at ingest, and a kept document into the event that destination receives here. Identity messages (user.identified, user.merged) carry a user whose traits the steps
 // see as an identify document; the rest of the message (ids, aliases, times) is not theirs to change.
+import { normalizeIdentifierValue } from './identity.js';
 import { REDACTED } from './transform-engine.js';
 import { storedProperties, type DocumentParts } from './transform-document.js';
 import type { TransformDocument } from './transform-types.js';
@@ -56,25 +57,37 @@ export function documentOfUser(
 }
 
 /**
- * The user's traits and identifiers after the steps. Only the traits are taken from the document; each
- * identifier follows the trait of its name (`email` follows `traits.email`): when the steps changed that trait,
- * the identifier becomes its new value, and is left out when the trait was removed, redacted or is no longer a
- * string, so that a value masked in the traits does not reach the destination as an identifier.
+ * Identifiers after the steps changed the traits beside them (steps see traits, never identifiers): an identifier
+ * that holds the same value as the trait of its name (`email` and `traits.email`, compared as identifiers compare)
+ * follows what the steps did to that trait. It becomes the trait's new value (a hash), or is left out when the trait
+ * was removed, redacted or is no longer a non-empty string, so that a value masked in the traits is neither kept nor
+ * sent on as an identifier. Any other identifier (another value, no trait of its name, `null` to remove one) is as
+ * it was. Serves a native identify at ingest and an identity message's user in a destination's copy.
  */
+export function identifiersAfter<V>(
+  identifiers: Readonly<Record<string, V>>,
+  traitsBefore: Readonly<Record<string, unknown>>,
+  traitsAfter: Readonly<Record<string, unknown>>,
+): Record<string, V | string> {
+  const after: Record<string, V | string> = {};
+  for (const [kind, value] of Object.entries(identifiers)) {
+    const trait = Object.hasOwn(traitsBefore, kind) ? traitsBefore[kind] : undefined;
+    const same =
+      typeof value === 'string' &&
+      typeof trait === 'string' &&
+      normalizeIdentifierValue(kind, value) === normalizeIdentifierValue(kind, trait);
+    const now = Object.hasOwn(traitsAfter, kind) ? traitsAfter[kind] : undefined;
+    if (!same || now === trait) after[kind] = value;
+    else if (typeof now === 'string' && now !== REDACTED && now !== '') after[kind] = now;
+  }
+  return after;
+}
+
+/** The user's traits and identifiers after the steps: the traits from the document, the identifiers following them. */
 export function userAfter(
   before: StoredUser,
   document: TransformDocument,
 ): { traits: Record<string, unknown>; identifiers: Record<string, string> } {
   const traits = document.traits ?? {};
-  const identifiers: Record<string, string> = {};
-  for (const [kind, value] of Object.entries(before.identifiers)) {
-    if (!Object.hasOwn(before.traits, kind)) {
-      identifiers[kind] = value;
-      continue;
-    }
-    const now = Object.hasOwn(traits, kind) ? traits[kind] : undefined;
-    if (JSON.stringify(now) === JSON.stringify(before.traits[kind])) identifiers[kind] = value;
-    else if (typeof now === 'string' && now !== REDACTED && now !== '') identifiers[kind] = now;
-  }
-  return { traits, identifiers };
+  return { traits, identifiers: identifiersAfter(before.identifiers, before.traits, traits) };
 }

@@ -8,9 +8,9 @@
 // the identity state, so it waits until suppression has spoken. A stage refuses by throwing, may change the
 // operation (the transformation), or end the call without a change (a step that drops the identify).
 import { AppError } from '../domain/errors.js';
-import { normalizeIdentifierValue, type IdentityOperation } from '../domain/identity.js';
+import type { IdentityOperation } from '../domain/identity.js';
 import { checkTraits } from '../domain/tracking-plan.js';
-import { REDACTED } from '../domain/transform-engine.js';
+import { identifiersAfter } from '../domain/transform-stored.js';
 import type { UserRecord } from '../storage/types.js';
 import type { CatalogService } from './catalog-service.js';
 import type { IdentityChanges } from './identity-changes.js';
@@ -138,35 +138,8 @@ function suppression(suppressions: SuppressionRefusal): Stage['run'] {
 }
 
 /**
- * A native identify's identifiers after the steps, which see its traits but not its identifiers
- * (transformations.md §2): an identifier that holds the same value as the trait of its name (`email` and
- * `traits.email`, compared as identifiers compare) follows what the steps did to that trait. It becomes the
- * trait's new value (a hash), or is left out when the trait was removed, redacted or is no longer a non-empty
- * string, so that a value masked in the traits is not kept as an identifier either. Any other identifier (another
- * value, no trait of its name, `null` to remove one) is as it was sent.
- */
-function identifiersAfter(
-  identifiers: Record<string, unknown>,
-  traitsBefore: Record<string, unknown>,
-  traitsAfter: Record<string, unknown>,
-): Record<string, unknown> {
-  const after: Record<string, unknown> = {};
-  for (const [kind, value] of Object.entries(identifiers)) {
-    const trait = Object.hasOwn(traitsBefore, kind) ? traitsBefore[kind] : undefined;
-    const same =
-      typeof value === 'string' &&
-      typeof trait === 'string' &&
-      normalizeIdentifierValue(kind, value) === normalizeIdentifierValue(kind, trait);
-    const now = Object.hasOwn(traitsAfter, kind) ? traitsAfter[kind] : undefined;
-    if (!same || now === trait) after[kind] = value;
-    else if (typeof now === 'string' && now !== REDACTED && now !== '') after[kind] = now;
-  }
-  return after;
-}
-
-/**
  * A native identify request as the steps left it: its external id, traits and identifiers replaced by theirs (its
- * identifiers are not part of the document steps see: each follows the trait of its name, identifiersAfter).
+ * identifiers are not part of the document steps see: those holding a trait's value follow it, identifiersAfter).
  */
 function requestAfter(item: unknown, op: Extract<IdentityOperation, { kind: 'identify' }>): unknown {
   if (typeof item !== 'object' || item === null || Array.isArray(item)) return item;

@@ -56,6 +56,22 @@ describe('transform-stored', () => {
       assert.deepEqual(userAfter(user, document), { traits, identifiers });
     });
 
+  it('an identifier that holds another value than the trait of its name is kept as it is', () => {
+    const other = { ...user, traits: { email: 'home@x.io' }, identifiers: { email: 'work@x.io' } };
+    const document = {
+      ...documentOfUser('user.identified', other, '2026-11-28T10:00:00.000Z'),
+      traits: { email: 'ab12' },
+    };
+    assert.deepEqual(userAfter(other, document).identifiers, { email: 'work@x.io' });
+    // E-mail addresses compare as identifiers do: trimmed and lower-cased.
+    const cased = { ...user, traits: { email: ' A@X.io' } };
+    const hashed = {
+      ...documentOfUser('user.identified', cased, '2026-11-28T10:00:00.000Z'),
+      traits: { email: 'ab12' },
+    };
+    assert.deepEqual(userAfter(cased, hashed).identifiers, { email: 'ab12', crm: 'c1' });
+  });
+
   it('user.merged is a user_merged identify document of the user merged into', () => {
     const document = documentOfUser('user.merged', user, '2026-11-28T10:00:00.000Z');
     assert.deepEqual([document.type, document.event, document.subject_id], ['identify', 'user_merged', 'ada']);
