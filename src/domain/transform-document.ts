@@ -189,7 +189,7 @@ export function checkStoredSize(
   failOverSize(result, steps, propertiesJson, contextJson, limit);
 }
 
-/** The same check of a test item's result (transformations.md §6), which has a document and no draft. */
+/** The same check of a result with no draft behind it: a test item's (transformations.md §6), a native identify's. */
 export function checkDocumentSize(result: TransformResult, limit: number, steps: readonly Step[]): void {
   if (!result.outcomes.includes('changed')) return;
   const { context } = result.document;
@@ -207,12 +207,13 @@ function failOverSize(
   // A UTF-16 unit is at most 3 bytes of UTF-8: nearly every event is settled without counting its bytes.
   if ((propertiesJson.length + contextJson.length) * 3 <= limit) return;
   const bytes = Buffer.byteLength(propertiesJson) + Buffer.byteLength(contextJson);
-  if (bytes > limit)
-    failLastChange(
-      result,
-      steps,
-      `it left ${bytes} bytes of JSON in the event's properties and context; an event may hold at most ${limit}`,
-    );
+  if (bytes <= limit) return;
+  const { type } = result.document;
+  const [what, holder] =
+    type === 'identify' || type === 'group'
+      ? [contextJson === '' ? 'the traits' : 'the traits and context', `an ${type}`]
+      : ["the event's properties and context", 'an event'];
+  failLastChange(result, steps, `it left ${bytes} bytes of JSON in ${what}; ${holder} may hold at most ${limit}`);
 }
 
 /** Each field of T, the optional ones too (then possibly undefined): a field added to the draft must be copied here. */

@@ -16,12 +16,7 @@ import { prepareStoredSteps, type UnavailableStep } from './stored-steps.js';
 import { uuidv7 } from '../../domain/ids.js';
 import { checkDocumentSize } from '../../domain/transform-document.js';
 import { SEGMENT_LIMITS, SEGMENT_SOURCE } from '../../domain/segment.js';
-import {
-  applyStepsToBatch,
-  failLastChange,
-  type HashCache,
-  type TransformResult,
-} from '../../domain/transform-engine.js';
+import { applyStepsToBatch, type HashCache, type TransformResult } from '../../domain/transform-engine.js';
 import { TRAITS_MAX_BYTES } from '../../domain/identity.js';
 import type {
   Enrichers,
@@ -174,13 +169,7 @@ async function applyToIdentify(
     },
   ]);
   // Checked again like input (transformations.md §1): a step may grow the traits past what an identify may hold.
-  const bytes = result!.outcome === 'kept' ? Buffer.byteLength(JSON.stringify(result!.document.traits ?? {})) : 0;
-  if (bytes > TRAITS_MAX_BYTES)
-    failLastChange(
-      result!,
-      prepared.steps,
-      `it left ${bytes} bytes of JSON in the traits; an identify may hold at most ${TRAITS_MAX_BYTES}`,
-    );
+  if (result!.outcome === 'kept') checkDocumentSize(result!, TRAITS_MAX_BYTES, prepared.steps);
   transformMetrics.count(input.productId, [result!], cpu);
   return result!;
 }
