@@ -10,6 +10,7 @@
 import { AppError } from '../domain/errors.js';
 import type { IdentityOperation } from '../domain/identity.js';
 import { checkTraits } from '../domain/tracking-plan.js';
+import type { StepFailure } from '../domain/transform-engine.js';
 import { identifiersAfter } from '../domain/transform-stored.js';
 import type { UserRecord } from '../storage/types.js';
 import type { CatalogService } from './catalog-service.js';
@@ -187,26 +188,18 @@ function transformation(
     };
     call.op = transformed;
     call.item = requestAfter(entry.item, transformed);
-    const entries: RejectionEntry[] = result.warnings.map((warning) => ({
+    const recorded = (failure: StepFailure, severity: RejectionEntry['severity']): RejectionEntry => ({
       index: 0,
       messageId: null,
       code: 'transformation_error',
-      detail: transformationRefusal(warning).message,
-      severity: 'warning',
+      detail: transformationRefusal(failure).message,
+      severity,
       item: call.item,
-    }));
-    const refusal = result.outcome === 'error' ? transformationRefusal(result.error!) : undefined;
-    if (refusal !== undefined)
-      entries.push({
-        index: 0,
-        messageId: null,
-        code: refusal.code,
-        detail: refusal.message,
-        severity: 'rejected',
-        item: call.item,
-      });
+    });
+    const entries = result.warnings.map((warning) => recorded(warning, 'warning'));
+    if (result.outcome === 'error') entries.push(recorded(result.error!, 'rejected'));
     if (entries.length > 0) rejections.record(auth, entry.route, entries, entry.receivedAt);
-    if (refusal !== undefined) throw refusal;
+    if (result.outcome === 'error') throw transformationRefusal(result.error!);
     if (result.outcome === 'dropped') call.droppedBy = result.droppedBy!;
   };
 }
