@@ -7,6 +7,11 @@ import type { Sandbox } from './sandbox.js';
 export type CompileResult =
   { ok: true; fn: RunnableFunction & { dispose(): void } } | { ok: false; message: string; line?: number };
 
+/** A compile failure as the compiler said it, with its line when it named one (`line 3: …`). */
+export function compileFailure(compiled: { message: string; line?: number }): string {
+  return compiled.line === undefined ? compiled.message : `line ${compiled.line}: ${compiled.message}`;
+}
+
 /** Compiles a `function` step's code once per version (the sandbox, with its CPU and memory limits). */
 export interface FunctionCompiler {
   compile(code: string): Promise<CompileResult>;

@@ -11,7 +11,7 @@ import type { Storage, TransformationVersion } from '../../storage/types.js';
 import type { Metrics } from '../metrics.js';
 import { VersionCache } from '../version-cache.js';
 import { createTransformMetrics, type TransformMetrics } from './metrics.js';
-import { unavailableKind, type TransformRuntime } from './runtime.js';
+import { compileFailure, unavailableKind, type TransformRuntime } from './runtime.js';
 import { prepareStoredSteps, type UnavailableStep } from './stored-steps.js';
 import { uuidv7 } from '../../domain/ids.js';
 import { checkDocumentSize } from '../../domain/transform-document.js';
@@ -100,7 +100,7 @@ export async function prepareSteps(
     else
       errors.push({
         pointer: `${base}/steps/${index}/code`,
-        message: compiled.line === undefined ? compiled.message : `line ${compiled.line}: ${compiled.message}`,
+        message: compileFailure(compiled),
       });
   }
   if (errors.length === 0) return { ok: true, steps: parsed.steps, functions };
@@ -233,6 +233,16 @@ export function createTransformationService(
       );
   }
 
+  /** Steps validated and compiled on this instance (a PUT's, a test's): every one of them runs here. */
+  function readyHere(
+    version: number,
+    checked: { steps: Step[]; functions: Array<PreparedFunction | undefined> },
+    secret: string,
+  ): PreparedTransformation {
+    const { steps, functions } = checked;
+    return { version, steps, functions, enrichers: runtime.enrichers, secret, hashCache: new Map(), unavailable: [] };
+  }
+
   /** A stored version made ready here: it always applies, its steps this instance cannot run failing in place. */
   async function prepareStored(productId: string, stored: TransformationVersion): Promise<PreparedTransformation> {
     const ready = await prepareStoredSteps(stored.steps, runtime);
@@ -287,15 +297,7 @@ export function createTransformationService(
       if (!prepared.ok) throw validationError(prepared.errors);
       const secret = await storage.transformations.secret(productId, makeSecret);
       const stored = await storage.transformations.put(productId, prepared.steps, new Date(clock()).toISOString());
-      const ready: PreparedTransformation = {
-        version: stored.version,
-        steps: prepared.steps,
-        functions: prepared.functions,
-        enrichers: runtime.enrichers,
-        secret,
-        hashCache: new Map(),
-        unavailable: [],
-      };
+      const ready = readyHere(stored.version, prepared, secret);
       report(productId, ready);
       cache.set(productId, ready);
       return stored;
@@ -327,15 +329,7 @@ export function createTransformationService(
         const checked = await prepareSteps({ steps }, runtime, options.geoip);
         if (!checked.ok) throw validationError(checked.errors);
         const secret = await storage.transformations.secret(productId, makeSecret);
-        prepared = {
-          version: 0,
-          steps: checked.steps,
-          functions: checked.functions,
-          enrichers: runtime.enrichers,
-          secret,
-          hashCache: new Map(),
-          unavailable: [],
-        };
+        prepared = readyHere(0, checked, secret);
         own = true;
       }
       try {

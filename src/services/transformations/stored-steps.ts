@@ -7,7 +7,7 @@
 // events without the masks the new version added.
 import { parseSteps } from '../../domain/transform-validate.js';
 import type { Enrichers, FunctionOutcome, Step } from '../../domain/transform-types.js';
-import { unavailableKind, type TransformRuntime } from './runtime.js';
+import { compileFailure, unavailableKind, type TransformRuntime } from './runtime.js';
 import type { PreparedFunction } from './service.js';
 
 /** A step of the version held here that cannot run on this instance, and why. */
@@ -74,7 +74,7 @@ async function storedStep(
   try {
     const compiled = await runtime.functions!.compile(step.code);
     if (compiled.ok) return { step, fn: compiled.fn };
-    message = compiled.line === undefined ? compiled.message : `line ${compiled.line}: ${compiled.message}`;
+    message = compileFailure(compiled);
   } catch (error) {
     message = messageOf(error);
   }
